@@ -1,0 +1,652 @@
+"""NumPy interpreter of tile-level TIRx kernels: the independent oracle for verification.
+
+It reads the *input* kernel (a ``tvm.tirx.PrimFunc`` exactly as parsed from the user's TVMScript, before any
+compiler pass) and shares no code with the lowering: it imports only tvm, tvm_ffi, numpy and ml_dtypes.
+
+Semantics (the contract the compiled kernel is checked against):
+
+* ``T.cta_id([e0, e1, ...])`` runs the rest of its block once per grid point, **sequentially**, in row-major
+  order (the first id is the outermost loop). Every non-parameter buffer is fresh (all zeros) per grid point.
+* Arithmetic is done in float32 (the device's widest format): every tile-op operand is read and widened to
+  float32, the op is computed in float32, and the result is **rounded once on store** to the destination
+  buffer's dtype (bfloat16 via ml_dtypes, float16 via numpy; both round-to-nearest-even).
+* ``gemm(D, A, B, C, transA, transB, alpha, beta)``: ``D = alpha * op(A) @ op(B) + beta * C`` with a float32
+  matmul. With ``beta == 0`` C is not read (BLAS convention), so NaNs in C do not leak.
+* Edges: a tile read of a region partly/wholly outside its buffer yields zeros for the outside part; a tile
+  write outside its buffer is dropped (only the in-bounds part is stored).
+* Scalar operands (FloatImm/IntImm or any scalar expression) are rounded to their own dtype, then widened to
+  float32.
+* Parameters: inputs are converted (rounded) to the parameter's dtype. A written parameter that is not given
+  in ``inputs`` starts as zeros; if given, its values are the starting contents. The result holds every
+  parameter buffer the kernel writes (tile-op destination or BufferStore), in the buffer's dtype.
+
+The IR is translated once into Python closures (expressions and statements), then executed; each tile op is
+one vectorised NumPy operation, so a 256^3 GEMM with 32x32 tiles runs in a few tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+__all__ = ["ReferenceInterpreterError", "run_reference", "numpy_dtype"]
+
+
+class ReferenceInterpreterError(Exception):
+    """The reference interpreter met a construct it does not know, or inputs it cannot use."""
+
+
+_FLOAT_DTYPES = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float64": np.dtype(np.float64),
+}
+
+
+def numpy_dtype(dtype: Any) -> np.dtype:
+    """NumPy dtype for a TVM dtype string (bfloat16/float8 through ml_dtypes)."""
+    name = str(dtype)
+    if name in _FLOAT_DTYPES:
+        return _FLOAT_DTYPES[name]
+    if name.startswith("float8"):
+        ml_name = {"float8_e4m3": "float8_e4m3fn"}.get(name, name)
+        if hasattr(ml_dtypes, ml_name):
+            return np.dtype(getattr(ml_dtypes, ml_name))
+    try:
+        return np.dtype(name)  # int32, int64, bool, uint8 ...
+    except TypeError:
+        raise ReferenceInterpreterError(f"unsupported dtype {name!r}") from None
+
+
+def _key(node: Any) -> int:
+    # Python wrappers of one IR node differ, but share the C handle; Var.__eq__ builds an EQ expr, so
+    # never use the wrapper itself as a dict key.
+    return node.__chandle__()
+
+
+def _round_scalar(value: float, dtype: str) -> float:
+    """Round a float constant to its own dtype, then widen to float32 (the compute precision)."""
+    if dtype in _FLOAT_DTYPES or dtype.startswith("float"):
+        return float(np.asarray(value, dtype=numpy_dtype(dtype)).astype(np.float32))
+    return float(np.float32(value))
+
+
+# ----------------------------------------------------------------------------------------------- state
+
+
+class _State:
+    """Runtime state: scalar variable values and buffer storage, both keyed by the IR node handle."""
+
+    def __init__(self) -> None:
+        self.scalars: dict[int, Any] = {}
+        self.buffers: dict[int, np.ndarray] = {}
+        self.param_buffers: set[int] = set()
+
+
+# ------------------------------------------------------------------------------------------ expressions
+
+_Expr = Callable[[_State], Any]
+
+
+def _int_div_trunc(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _binary_expr(name: str, is_int: bool) -> Callable[[Any, Any], Any]:
+    if name == "Div":
+        return _int_div_trunc if is_int else (lambda a, b: a / b)
+    if name == "Mod":
+        return (lambda a, b: a - _int_div_trunc(a, b) * b) if is_int else math.fmod
+    table: dict[str, Callable[[Any, Any], Any]] = {
+        "Add": lambda a, b: a + b,
+        "Sub": lambda a, b: a - b,
+        "Mul": lambda a, b: a * b,
+        "FloorDiv": (lambda a, b: a // b) if is_int else (lambda a, b: math.floor(a / b)),
+        "FloorMod": (lambda a, b: a % b),
+        "Min": min,
+        "Max": max,
+        "EQ": lambda a, b: a == b,
+        "NE": lambda a, b: a != b,
+        "LT": lambda a, b: a < b,
+        "LE": lambda a, b: a <= b,
+        "GT": lambda a, b: a > b,
+        "GE": lambda a, b: a >= b,
+        "And": lambda a, b: bool(a) and bool(b),
+        "Or": lambda a, b: bool(a) or bool(b),
+    }
+    if name not in table:
+        raise KeyError(name)
+    return table[name]
+
+
+def _is_int_dtype(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint", "bool"))
+
+
+class _Translator:
+    """Translate IR nodes into closures once; execution then touches no FFI objects except via caches."""
+
+    def __init__(self) -> None:
+        self.var_names: dict[int, str] = {}
+        self.buffer_info: dict[int, Any] = {}  # handle -> buffer Var (for name/shape/dtype)
+
+    # -- expressions -----------------------------------------------------------------------------------
+    def expr(self, e: Any) -> _Expr:
+        if isinstance(e, bool):
+            return lambda st, v=e: v
+        if isinstance(e, (int, float)):
+            return lambda st, v=e: v
+        kind = type(e).__name__
+        if kind == "IntImm":
+            value = int(e.value)
+            return lambda st: value
+        if kind == "FloatImm":
+            value = _round_scalar(float(e.value), str(e.ty))
+            return lambda st: value
+        if kind == "Var":
+            return self._var(e)
+        if kind == "TensorLoad":
+            return self._load(e)
+        if kind == "Cast":
+            inner = self.expr(e.value)
+            target = str(e.ty)
+            if _is_int_dtype(target):
+                return lambda st: int(inner(st))  # C semantics: truncate toward zero
+            return lambda st: _round_scalar(float(inner(st)), target)
+        if kind == "Not":
+            inner = self.expr(e.a)
+            return lambda st: not inner(st)
+        if kind == "Select":
+            cond, tv, fv = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
+            return lambda st: tv(st) if cond(st) else fv(st)
+        if kind == "Let":
+            var_key, value, body = _key(e.var), self.expr(e.value), self.expr(e.body)
+            self.var_names[var_key] = e.var.name
+
+            def let(st: _State) -> Any:
+                st.scalars[var_key] = value(st)
+                return body(st)
+
+            return let
+        if hasattr(e, "a") and hasattr(e, "b"):
+            try:
+                op = _binary_expr(kind, _is_int_dtype(str(e.a.ty)))
+            except KeyError:
+                raise ReferenceInterpreterError(f"unsupported expression {kind}: {e}") from None
+            a, b = self.expr(e.a), self.expr(e.b)
+            return lambda st: op(a(st), b(st))
+        raise ReferenceInterpreterError(f"unsupported expression {kind}: {e}")
+
+    def _var(self, v: Any) -> _Expr:
+        key, name = _key(v), v.name
+        self.var_names.setdefault(key, name)
+
+        def lookup(st: _State) -> Any:
+            try:
+                return st.scalars[key]
+            except KeyError:
+                raise ReferenceInterpreterError(f"variable {name!r} used before it is defined") from None
+
+        return lookup
+
+    def _load(self, e: Any) -> _Expr:
+        buf_key, name = _key(e.source), e.source.name
+        indices = [self.expr(i) for i in e.indices]
+
+        def load(st: _State) -> Any:
+            arr = st.buffers[buf_key]
+            idx = tuple(int(i(st)) for i in indices)
+            if any(i < 0 or i >= n for i, n in zip(idx, arr.shape)):
+                raise ReferenceInterpreterError(f"scalar load {name}{list(idx)} out of bounds {arr.shape}")
+            value = arr[idx]
+            return int(value) if np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool else float(value)
+
+        return load
+
+    # -- regions ---------------------------------------------------------------------------------------
+    def region(self, r: Any) -> "_Region":
+        if not isinstance(r, tvm.ir.TensorRegion):
+            raise ReferenceInterpreterError(f"expected a buffer region, got {type(r).__name__}: {r}")
+        src = r.source
+        self.buffer_info[_key(src)] = src
+        return _Region(
+            _key(src), src.name, [self.expr(x.min) for x in r.region], [self.expr(x.extent) for x in r.region]
+        )
+
+    def operand(self, a: Any) -> Callable[[_State], np.ndarray | np.float32]:
+        """A tile-op operand: a region (read as float32 array, zero-filled at edges) or a scalar."""
+        if isinstance(a, tvm.ir.TensorRegion):
+            region = self.region(a)
+            return region.read
+        scalar = self.expr(a)
+        return lambda st: np.float32(scalar(st))
+
+
+class _Region:
+    """A buffer region with its bounds as closures; reads zero-fill, writes clip to the buffer."""
+
+    def __init__(self, buf_key: int, name: str, mins: list[_Expr], extents: list[_Expr]) -> None:
+        self.buf_key, self.name, self.mins, self.extents = buf_key, name, mins, extents
+
+    def bounds(self, st: _State) -> tuple[np.ndarray, list[int], list[int]]:
+        arr = st.buffers.get(self.buf_key)
+        if arr is None:
+            raise ReferenceInterpreterError(f"buffer {self.name!r} used before it is allocated")
+        mins = [int(m(st)) for m in self.mins]
+        exts = [int(x(st)) for x in self.extents]
+        if len(mins) != arr.ndim:
+            raise ReferenceInterpreterError(f"region of {self.name!r} has {len(mins)} dims, buffer has {arr.ndim}")
+        return arr, mins, exts
+
+    @staticmethod
+    def _clip(arr: np.ndarray, mins: list[int], exts: list[int]) -> tuple[tuple, tuple] | None:
+        buf_sl, tile_sl = [], []
+        for m, e, n in zip(mins, exts, arr.shape):
+            lo, hi = max(m, 0), min(m + e, n)
+            if hi <= lo:
+                return None
+            buf_sl.append(slice(lo, hi))
+            tile_sl.append(slice(lo - m, hi - m))
+        return tuple(buf_sl), tuple(tile_sl)
+
+    def shape(self, st: _State) -> tuple[int, ...]:
+        return tuple(int(x(st)) for x in self.extents)
+
+    def read(self, st: _State) -> np.ndarray:
+        arr, mins, exts = self.bounds(st)
+        out = np.zeros(exts, dtype=np.float32)
+        clipped = self._clip(arr, mins, exts)
+        if clipped is not None:
+            buf_sl, tile_sl = clipped
+            out[tile_sl] = arr[buf_sl]
+        return out
+
+    def write(self, st: _State, values: Any) -> None:
+        arr, mins, exts = self.bounds(st)
+        values = _fit(np.asarray(values, dtype=np.float32), tuple(exts), self.name)
+        clipped = self._clip(arr, mins, exts)
+        if clipped is None:
+            return  # wholly outside: the write is dropped
+        buf_sl, tile_sl = clipped
+        arr[buf_sl] = values[tile_sl].astype(arr.dtype)  # the single rounding to the buffer dtype
+
+
+def _fit(values: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """Bring a float32 result to a region's shape: equal, same size with unit dims, or broadcastable."""
+    if values.shape == shape:
+        return values
+    if values.size == math.prod(shape) and tuple(d for d in values.shape if d != 1) == tuple(
+        d for d in shape if d != 1
+    ):
+        return values.reshape(shape)
+    try:
+        return np.broadcast_to(values, shape)
+    except ValueError:
+        raise ReferenceInterpreterError(
+            f"result of shape {values.shape} does not fit region of {name!r} with shape {shape}"
+        ) from None
+
+
+def _as_matrix(x: np.ndarray, what: str) -> np.ndarray:
+    if x.ndim == 2:
+        return x
+    squeezed = x.reshape([d for d in x.shape if d != 1]) if x.ndim > 2 else x
+    if squeezed.ndim != 2:
+        raise ReferenceInterpreterError(f"gemm operand {what} must be 2-D, got region shape {x.shape}")
+    return squeezed
+
+
+# ------------------------------------------------------------------------------------------- tile ops
+
+_Stmt = Callable[[_State], None]
+
+
+def _const_bool(a: Any) -> bool:
+    if isinstance(a, bool):
+        return a
+    if type(a).__name__ == "IntImm":
+        return bool(int(a.value))
+    raise ReferenceInterpreterError(f"gemm transpose flag must be a constant, got {a}")
+
+
+def _const_float(a: Any, what: str) -> float:
+    if isinstance(a, (int, float)):
+        return float(a)
+    if type(a).__name__ in ("FloatImm", "IntImm"):
+        return float(a.value)
+    raise ReferenceInterpreterError(f"gemm {what} must be a constant, got {a}")
+
+
+_UNARY = {
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "sqrt": np.sqrt,
+    "reciprocal": lambda x: np.float32(1.0) / x,
+    "silu": lambda x: x / (np.float32(1.0) + np.exp(-x)),
+}
+_BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+}
+# unary ops whose builder takes (dst, src, bias, scale): dst = f(src * scale + bias)
+_UNARY_WITH_AFFINE = {"exp", "exp2", "sqrt"}
+
+
+def _tile_op(tr: _Translator, call: Any) -> _Stmt:
+    name = call.op.name.removeprefix("tirx.tile.")
+    args = list(call.args)
+    if not args:
+        raise ReferenceInterpreterError(f"tile op {call.op.name} has no arguments")
+    dst = tr.region(args[0])
+
+    if name in ("copy", "cast"):
+        if len(args) < 2:
+            raise ReferenceInterpreterError(f"{name} needs (dst, src)")
+        src = tr.operand(args[1])
+        return lambda st: dst.write(st, src(st))
+
+    if name == "zero":
+        return lambda st: dst.write(st, np.zeros(dst.shape(st), np.float32))
+
+    if name == "fill":
+        value = tr.operand(args[1])
+        return lambda st: dst.write(st, np.full(dst.shape(st), value(st), np.float32))
+
+    if name in _UNARY:
+        fn = _UNARY[name]
+        src = tr.operand(args[1]) if len(args) > 1 and args[1] is not None else dst.read
+        bias = scale = None
+        extra = [a for a in args[2:]]
+        if name in _UNARY_WITH_AFFINE and extra:
+            bias = tr.operand(extra[0]) if extra[0] is not None else None
+            scale = tr.operand(extra[1]) if len(extra) > 1 and extra[1] is not None else None
+            extra = extra[2:]
+        if any(a is not None for a in extra):
+            raise ReferenceInterpreterError(f"tile op {name}: unsupported extra arguments {extra}")
+
+        def unary(st: _State) -> None:
+            x = src(st)
+            if scale is not None:
+                x = x * scale(st)
+            if bias is not None:
+                x = x + bias(st)
+            with np.errstate(all="ignore"):  # inf/NaN are legitimate results, not errors
+                dst.write(st, fn(np.asarray(x, np.float32)).astype(np.float32))
+
+        return unary
+
+    if name in _BINARY:
+        fn = _BINARY[name]
+        if len(args) < 3:
+            raise ReferenceInterpreterError(f"{name} needs (dst, a, b)")
+        lhs, rhs = tr.operand(args[1]), tr.operand(args[2])
+
+        def binary(st: _State) -> None:
+            with np.errstate(all="ignore"):
+                dst.write(st, fn(lhs(st), rhs(st)).astype(np.float32))
+
+        return binary
+
+    if name == "gemm":
+        if len(args) < 4:
+            raise ReferenceInterpreterError("gemm needs (D, A, B, C, ...)")
+        lhs, rhs, acc = tr.operand(args[1]), tr.operand(args[2]), tr.operand(args[3])
+        trans_a = _const_bool(args[4]) if len(args) > 4 else False
+        trans_b = _const_bool(args[5]) if len(args) > 5 else False
+        alpha = np.float32(_const_float(args[6], "alpha")) if len(args) > 6 else np.float32(1.0)
+        beta = np.float32(_const_float(args[7], "beta")) if len(args) > 7 else np.float32(0.0)
+
+        def gemm(st: _State) -> None:
+            a = _as_matrix(lhs(st), "A")
+            b = _as_matrix(rhs(st), "B")
+            a = a.T if trans_a else a
+            b = b.T if trans_b else b
+            if a.shape[1] != b.shape[0]:
+                raise ReferenceInterpreterError(f"gemm: op(A) {a.shape} and op(B) {b.shape} do not chain")
+            with np.errstate(all="ignore"):
+                result = alpha * (a @ b)
+                if beta != 0:  # BLAS convention: C is not read when beta == 0
+                    result = result + beta * _fit(_as_matrix(acc(st), "C"), result.shape, "C")
+            dst.write(st, result.astype(np.float32))
+
+        return gemm
+
+    raise ReferenceInterpreterError(f"tile op {call.op.name!r} is not supported by the reference interpreter")
+
+
+# ------------------------------------------------------------------------------------------ statements
+
+
+def _stmt(tr: _Translator, s: Any) -> _Stmt:
+    """Translate one statement (not a SeqStmt member with scope effects; see _seq)."""
+    kind = type(s).__name__
+    if kind == "SeqStmt":
+        return _seq(tr, list(s.seq))
+    if kind == "AttrStmt":
+        body = _stmt(tr, s.body)
+        return body  # device_entry and other attrs do not change values
+    if kind in ("ScopeIdDefStmt", "AllocBuffer", "DeclBuffer", "Bind"):
+        return _seq(tr, [s])
+    if kind == "For":
+        return _for(tr, s)
+    if kind == "TilePrimitiveCall":
+        return _tile_op(tr, s)
+    if kind == "IfThenElse":
+        cond = tr.expr(s.condition)
+        then_case = _stmt(tr, s.then_case)
+        else_case = _stmt(tr, s.else_case) if s.else_case is not None else (lambda st: None)
+        return lambda st: then_case(st) if cond(st) else else_case(st)
+    if kind == "BufferStore":
+        return _store(tr, s)
+    if kind == "Evaluate":
+        if type(s.value).__name__ in ("IntImm", "FloatImm"):
+            return lambda st: None
+        raise ReferenceInterpreterError(f"unsupported Evaluate of {s.value}")
+    if kind == "AssertStmt":
+        cond = tr.expr(s.condition)
+        message = str(s.message)
+
+        def check(st: _State) -> None:
+            if not cond(st):
+                raise ReferenceInterpreterError(f"kernel assertion failed: {message}")
+
+        return check
+    raise ReferenceInterpreterError(f"unsupported statement {kind}:\n{s}")
+
+
+def _seq(tr: _Translator, stmts: list[Any]) -> _Stmt:
+    """A statement list. Scope-defining members (cta_id, Bind, buffer allocs) scope over the rest of it."""
+    for i, s in enumerate(stmts):
+        kind = type(s).__name__
+        if kind == "ScopeIdDefStmt":
+            head = [_stmt(tr, x) for x in stmts[:i]]
+            grid = _grid(tr, s, _seq(tr, stmts[i + 1 :]))
+            return _chain(head + [grid])
+    steps: list[_Stmt] = []
+    for s in stmts:
+        kind = type(s).__name__
+        if kind in ("AllocBuffer", "DeclBuffer"):
+            steps.append(_alloc(tr, s))
+        elif kind == "Bind":
+            steps.append(_bind(tr, s))
+        else:
+            steps.append(_stmt(tr, s))
+    return _chain(steps)
+
+
+def _chain(steps: list[_Stmt]) -> _Stmt:
+    if len(steps) == 1:
+        return steps[0]
+
+    def run(st: _State) -> None:
+        for step in steps:
+            step(st)
+
+    return run
+
+
+def _grid(tr: _Translator, s: Any, body: _Stmt) -> _Stmt:
+    from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
+
+    d = getattr(s, "def")
+    ids = [_key(v) for v in d.def_ids]
+    for v in d.def_ids:
+        tr.var_names[_key(v)] = v.name
+    extents = [int(e.value) if hasattr(e, "value") else int(e) for e in d.extents]
+    binding = _SCOPE_BINDING_TO_PARENT_CUR.get(d.scope, ("?", "?"))
+    if tuple(binding) != ("kernel", "cta") and math.prod(extents) != 1:
+        raise ReferenceInterpreterError(
+            f"scope id {[v.name for v in d.def_ids]} binds {binding}; only T.cta_id (kernel/cta) grids are supported"
+        )
+
+    def run_grid(st: _State) -> None:
+        for point in itertools.product(*[range(e) for e in extents]):  # first id is the outer loop
+            for key in list(st.buffers):  # scratch buffers are fresh on every grid point
+                if key not in st.param_buffers:
+                    st.buffers[key] = np.zeros_like(st.buffers[key])
+            st.scalars.update(zip(ids, point))
+            body(st)
+
+    return run_grid
+
+
+def _alloc(tr: _Translator, s: Any) -> _Stmt:
+    buf = s.buffer
+    key, shape = _key(buf), tuple(int(tr.expr(x)(_State())) for x in buf.shape)
+    dtype = numpy_dtype(buf.dtype)
+    tr.buffer_info[key] = buf
+    alias_of = None
+    if type(s).__name__ == "DeclBuffer" and getattr(s, "data", None) is not None:
+        alias_of = _key(s.data)
+
+    def alloc(st: _State) -> None:
+        if alias_of is not None:
+            base = next((a for k, a in st.buffers.items() if _data_key(tr, k) == alias_of), None)
+            if base is not None and base.size == math.prod(shape) and base.dtype == dtype:
+                st.buffers[key] = base.reshape(shape)  # a view: writes reach the aliased storage
+                return
+        st.buffers[key] = np.zeros(shape, dtype=dtype)
+
+    return alloc
+
+
+def _data_key(tr: _Translator, buf_key: int) -> int | None:
+    buf = tr.buffer_info.get(buf_key)
+    data = getattr(buf, "data", None) if buf is not None else None
+    return _key(data) if data is not None else None
+
+
+def _bind(tr: _Translator, s: Any) -> _Stmt:
+    key, value = _key(s.var), tr.expr(s.value)
+    tr.var_names[key] = s.var.name
+
+    def bind(st: _State) -> None:
+        st.scalars[key] = value(st)
+
+    return bind
+
+
+def _for(tr: _Translator, s: Any) -> _Stmt:
+    kind = tirx.ForKind(s.kind).name
+    if kind not in ("SERIAL", "UNROLLED", "PARALLEL", "VECTORIZED"):
+        raise ReferenceInterpreterError(f"loop {s.loop_var.name}: kind {kind} is not supported")
+    key = _key(s.loop_var)
+    tr.var_names[key] = s.loop_var.name
+    lo, extent, body = tr.expr(s.min), tr.expr(s.extent), _stmt(tr, s.body)
+
+    def loop(st: _State) -> None:
+        start = int(lo(st))
+        for i in range(start, start + int(extent(st))):
+            st.scalars[key] = i
+            body(st)
+
+    return loop
+
+
+def _store(tr: _Translator, s: Any) -> _Stmt:
+    buf = s.buffer
+    key, name = _key(buf), buf.name
+    tr.buffer_info[key] = buf
+    indices, value = [tr.expr(i) for i in s.indices], tr.expr(s.value)
+
+    def store(st: _State) -> None:
+        arr = st.buffers[key]
+        idx = tuple(int(i(st)) for i in indices)
+        if any(i < 0 or i >= n for i, n in zip(idx, arr.shape)):
+            return  # out of bounds: dropped, as for tile writes
+        arr[idx] = np.asarray(value(st)).astype(arr.dtype)
+
+    return store
+
+
+# ------------------------------------------------------------------------------------------ entry point
+
+
+def _written_buffers(body: Any) -> set[int]:
+    written: set[int] = set()
+
+    def on_tile(c: Any) -> None:
+        if c.args and isinstance(c.args[0], tvm.ir.TensorRegion):
+            written.add(_key(c.args[0].source))
+
+    def on_store(s: Any) -> None:
+        written.add(_key(s.buffer))
+
+    tvm_ffi.structural_walk(body, [(tirx.TilePrimitiveCall, on_tile), (tirx.BufferStore, on_store)], order="pre")
+    return written
+
+
+def run_reference(func: tirx.PrimFunc, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Interpret ``func`` on ``inputs`` (per parameter name); return every written parameter buffer."""
+    if not isinstance(func, tirx.PrimFunc):
+        raise ReferenceInterpreterError(f"expected a tvm.tirx.PrimFunc, got {type(func).__name__}")
+    translator = _Translator()
+    state = _State()
+    params = list(func.params)
+    names = [p.name for p in params]
+    unknown = set(inputs) - set(names)
+    if unknown:
+        raise ReferenceInterpreterError(f"inputs {sorted(unknown)} are not parameters of the kernel {names}")
+    written = _written_buffers(func.body)
+
+    outputs: dict[str, int] = {}
+    for p in params:
+        key = _key(p)
+        if not tvm.tirx.buffer.is_buffer_var(p) or not p.shape:
+            if p.name not in inputs:
+                raise ReferenceInterpreterError(f"missing scalar parameter {p.name!r}")
+            state.scalars[key] = np.asarray(inputs[p.name]).item()
+            continue
+        translator.buffer_info[key] = p
+        shape = tuple(int(translator.expr(x)(state)) for x in p.shape)
+        dtype = numpy_dtype(p.dtype)
+        if p.name in inputs:
+            given = np.asarray(inputs[p.name])
+            if given.shape != shape:
+                raise ReferenceInterpreterError(f"input {p.name!r} has shape {given.shape}, parameter is {shape}")
+            array = np.array(given.astype(dtype), dtype=dtype, copy=True)  # one rounding to the param dtype
+        elif key in written:
+            array = np.zeros(shape, dtype=dtype)
+        else:
+            raise ReferenceInterpreterError(f"missing input {p.name!r} (shape {shape}, {p.dtype})")
+        state.buffers[key] = array
+        state.param_buffers.add(key)
+        if key in written:
+            outputs[p.name] = key
+
+    program = _stmt(translator, func.body)
+    program(state)
+    return {name: state.buffers[key] for name, key in outputs.items()}
