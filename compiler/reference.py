@@ -514,13 +514,47 @@ def _grid(tr: _Translator, s: Any, body: _Stmt) -> _Stmt:
 
     def run_grid(st: _State) -> None:
         for point in itertools.product(*[range(e) for e in extents]):  # first id is the outer loop
-            for key in list(st.buffers):  # scratch buffers are fresh on every grid point
+            for key, arr in st.buffers.items():  # scratch is fresh per grid point (in place: views stay views)
                 if key not in st.param_buffers:
-                    st.buffers[key] = np.zeros_like(st.buffers[key])
+                    arr[...] = 0
             st.scalars.update(zip(ids, point))
             body(st)
 
     return run_grid
+
+
+def _alias_base(s: Any) -> Any | None:
+    """The buffer a DeclBuffer aliases (``V = L.view(...)`` gives ``data = T.buffer_data(L)``), or None."""
+    data = getattr(s, "data", None)
+    if data is None or type(data).__name__ != "Call" or getattr(data.op, "name", "") != "tirx.buffer_data":
+        return None
+    return data.args[0]
+
+
+def _strided_view(base: np.ndarray, buf: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A NumPy view of ``base``'s storage laid out as ``buf.layout`` says (plain strided TileLayouts only)."""
+    name = buf.name
+    layout = buf.layout
+    if base.dtype != dtype:
+        raise ReferenceInterpreterError(f"view {name!r}: dtype {dtype} differs from its storage {base.dtype}")
+    if type(layout).__name__ != "TileLayout" or len(layout.replica) or len(layout.offset):
+        raise ReferenceInterpreterError(f"view {name!r}: layout {layout} is not a plain strided layout")
+    elem_offset = getattr(buf, "elem_offset", 0)
+    if elem_offset is not None and int(getattr(elem_offset, "value", elem_offset)) != 0:
+        raise ReferenceInterpreterError(f"view {name!r}: a non-zero element offset is not supported")
+    extents = [int(it.extent) for it in layout.shard]
+    strides = [int(it.stride) for it in layout.shard]
+    if math.prod(extents) != math.prod(shape) or not all(str(it.axis) == str(layout.shard[0].axis)
+                                                          for it in layout.shard):
+        raise ReferenceInterpreterError(f"view {name!r}: layout {layout} does not match shape {shape}")
+    try:
+        flat = np.reshape(base, -1, copy=False)
+        if sum((e - 1) * st for e, st in zip(extents, strides)) >= flat.size or min(strides) < 0:
+            raise ValueError("layout reaches outside its storage")
+        strided = np.lib.stride_tricks.as_strided(flat, extents, [st * flat.itemsize for st in strides])
+        return np.reshape(strided, shape, copy=False)
+    except ValueError as err:
+        raise ReferenceInterpreterError(f"view {name!r} with layout {layout} cannot alias its storage: {err}") from None
 
 
 def _alloc(tr: _Translator, s: Any) -> _Stmt:
@@ -528,25 +562,24 @@ def _alloc(tr: _Translator, s: Any) -> _Stmt:
     key, shape = _key(buf), tuple(int(tr.expr(x)(_State())) for x in buf.shape)
     dtype = numpy_dtype(buf.dtype)
     tr.buffer_info[key] = buf
-    alias_of = None
+    base_buf = _alias_base(s) if type(s).__name__ == "DeclBuffer" else None
+    if base_buf is not None:
+        base_key = _key(base_buf)
+
+        def declare_view(st: _State) -> None:
+            base = st.buffers.get(base_key)
+            if base is None:
+                raise ReferenceInterpreterError(f"view {buf.name!r} of unallocated buffer {base_buf.name!r}")
+            st.buffers[key] = _strided_view(base, buf, shape, dtype)  # writes reach the aliased storage
+
+        return declare_view
     if type(s).__name__ == "DeclBuffer" and getattr(s, "data", None) is not None:
-        alias_of = _key(s.data)
+        raise ReferenceInterpreterError(f"DeclBuffer {buf.name!r}: unsupported data pointer {s.data}")
 
     def alloc(st: _State) -> None:
-        if alias_of is not None:
-            base = next((a for k, a in st.buffers.items() if _data_key(tr, k) == alias_of), None)
-            if base is not None and base.size == math.prod(shape) and base.dtype == dtype:
-                st.buffers[key] = base.reshape(shape)  # a view: writes reach the aliased storage
-                return
         st.buffers[key] = np.zeros(shape, dtype=dtype)
 
     return alloc
-
-
-def _data_key(tr: _Translator, buf_key: int) -> int | None:
-    buf = tr.buffer_info.get(buf_key)
-    data = getattr(buf, "data", None) if buf is not None else None
-    return _key(data) if data is not None else None
 
 
 def _bind(tr: _Translator, s: Any) -> _Stmt:
@@ -605,7 +638,22 @@ def _written_buffers(body: Any) -> set[int]:
     def on_store(s: Any) -> None:
         written.add(_key(s.buffer))
 
-    tvm_ffi.structural_walk(body, [(tirx.TilePrimitiveCall, on_tile), (tirx.BufferStore, on_store)], order="pre")
+    view_of: dict[int, int] = {}
+
+    def on_decl(s: Any) -> None:
+        base = _alias_base(s)
+        if base is not None:
+            view_of[_key(s.buffer)] = _key(base)
+
+    tvm_ffi.structural_walk(
+        body,
+        [(tirx.TilePrimitiveCall, on_tile), (tirx.BufferStore, on_store), (tirx.DeclBuffer, on_decl)],
+        order="pre",
+    )
+    for key in list(written):  # a write through a view is a write to the viewed buffer
+        while key in view_of:
+            key = view_of[key]
+            written.add(key)
     return written
 
 
