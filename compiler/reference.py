@@ -14,6 +14,8 @@ Semantics (the contract the compiled kernel is checked against):
   matmul. With ``beta == 0`` C is not read (BLAS convention), so NaNs in C do not leak.
 * Edges: a tile read of a region partly/wholly outside its buffer yields zeros for the outside part; a tile
   write outside its buffer is dropped (only the in-bounds part is stored).
+* Buffer views (``L.view(...)``, ``L.permute(...)``: a DeclBuffer over ``buffer_data(L)``) alias L's storage
+  through their strided TileLayout, so writes through a view reach the viewed buffer.
 * Scalar operands (FloatImm/IntImm or any scalar expression) are rounded to their own dtype, then widened to
   float32.
 * Parameters: inputs are converted (rounded) to the parameter's dtype. A written parameter that is not given
@@ -133,11 +135,7 @@ def _is_int_dtype(dtype: str) -> bool:
 
 
 class _Translator:
-    """Translate IR nodes into closures once; execution then touches no FFI objects except via caches."""
-
-    def __init__(self) -> None:
-        self.var_names: dict[int, str] = {}
-        self.buffer_info: dict[int, Any] = {}  # handle -> buffer Var (for name/shape/dtype)
+    """Translate IR nodes into closures once; execution then touches no FFI objects."""
 
     # -- expressions -----------------------------------------------------------------------------------
     def expr(self, e: Any) -> _Expr:
@@ -170,7 +168,6 @@ class _Translator:
             return lambda st: tv(st) if cond(st) else fv(st)
         if kind == "Let":
             var_key, value, body = _key(e.var), self.expr(e.value), self.expr(e.body)
-            self.var_names[var_key] = e.var.name
 
             def let(st: _State) -> Any:
                 st.scalars[var_key] = value(st)
@@ -188,7 +185,6 @@ class _Translator:
 
     def _var(self, v: Any) -> _Expr:
         key, name = _key(v), v.name
-        self.var_names.setdefault(key, name)
 
         def lookup(st: _State) -> Any:
             try:
@@ -217,7 +213,6 @@ class _Translator:
         if not isinstance(r, tvm.ir.TensorRegion):
             raise ReferenceInterpreterError(f"expected a buffer region, got {type(r).__name__}: {r}")
         src = r.source
-        self.buffer_info[_key(src)] = src
         return _Region(
             _key(src), src.name, [self.expr(x.min) for x in r.region], [self.expr(x.extent) for x in r.region]
         )
@@ -503,8 +498,6 @@ def _grid(tr: _Translator, s: Any, body: _Stmt) -> _Stmt:
 
     d = getattr(s, "def")
     ids = [_key(v) for v in d.def_ids]
-    for v in d.def_ids:
-        tr.var_names[_key(v)] = v.name
     extents = [int(e.value) if hasattr(e, "value") else int(e) for e in d.extents]
     binding = _SCOPE_BINDING_TO_PARENT_CUR.get(d.scope, ("?", "?"))
     if tuple(binding) != ("kernel", "cta") and math.prod(extents) != 1:
@@ -561,7 +554,6 @@ def _alloc(tr: _Translator, s: Any) -> _Stmt:
     buf = s.buffer
     key, shape = _key(buf), tuple(int(tr.expr(x)(_State())) for x in buf.shape)
     dtype = numpy_dtype(buf.dtype)
-    tr.buffer_info[key] = buf
     base_buf = _alias_base(s) if type(s).__name__ == "DeclBuffer" else None
     if base_buf is not None:
         base_key = _key(base_buf)
@@ -584,7 +576,6 @@ def _alloc(tr: _Translator, s: Any) -> _Stmt:
 
 def _bind(tr: _Translator, s: Any) -> _Stmt:
     key, value = _key(s.var), tr.expr(s.value)
-    tr.var_names[key] = s.var.name
 
     def bind(st: _State) -> None:
         st.scalars[key] = value(st)
@@ -597,7 +588,6 @@ def _for(tr: _Translator, s: Any) -> _Stmt:
     if kind not in ("SERIAL", "UNROLLED", "PARALLEL", "VECTORIZED"):
         raise ReferenceInterpreterError(f"loop {s.loop_var.name}: kind {kind} is not supported")
     key = _key(s.loop_var)
-    tr.var_names[key] = s.loop_var.name
     lo, extent, body = tr.expr(s.min), tr.expr(s.extent), _stmt(tr, s.body)
 
     def loop(st: _State) -> None:
@@ -612,7 +602,6 @@ def _for(tr: _Translator, s: Any) -> _Stmt:
 def _store(tr: _Translator, s: Any) -> _Stmt:
     buf = s.buffer
     key, name = _key(buf), buf.name
-    tr.buffer_info[key] = buf
     indices, value = [tr.expr(i) for i in s.indices], tr.expr(s.value)
 
     def store(st: _State) -> None:
@@ -678,7 +667,6 @@ def run_reference(func: tirx.PrimFunc, inputs: dict[str, np.ndarray]) -> dict[st
                 raise ReferenceInterpreterError(f"missing scalar parameter {p.name!r}")
             state.scalars[key] = np.asarray(inputs[p.name]).item()
             continue
-        translator.buffer_info[key] = p
         shape = tuple(int(translator.expr(x)(state)) for x in p.shape)
         dtype = numpy_dtype(p.dtype)
         if p.name in inputs:
