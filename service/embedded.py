@@ -1,0 +1,60 @@
+"""Embedded mode: the API plus a local Celery worker subprocess over the SQLite broker, on one machine, no Redis."""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from service.queue import TaskQueue
+from service.settings import Settings
+from service.storage import ArtifactStore, open_store
+
+log = logging.getLogger("tilefarm.embedded")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def worker_command(queues: str, concurrency: int, pool: str = "prefork", loglevel: str = "INFO",
+                   hostname: str | None = None) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", queues,
+            "-c", str(concurrency), "--pool", pool, "--loglevel", loglevel,
+            "-n", hostname or f"tilefarm-{os.getpid()}@{socket.gethostname()}"]
+
+
+def start_worker(settings: Settings) -> subprocess.Popen:
+    command = worker_command("compile", settings.embedded_workers, loglevel=settings.log_level)
+    log.info("embedded worker: %s", " ".join(command))
+    return subprocess.Popen(command, preexec_fn=_die_with_parent)
+
+
+def stop_worker(process: subprocess.Popen, timeout: float = 10.0) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def recover(settings: Settings) -> int:
+    """A previous embedded run that died leaves active jobs whose messages may be lost: queue them again.
+
+    Safe because tasks are idempotent: a duplicate delivery of a finished job does nothing.
+    """
+    store, queue = open_store(settings), TaskQueue(settings)
+    ArtifactStore(settings.data_dir).sweep_tmp(older_than_s=0)
+    active = [job for job in store.active_jobs() if not (job.status == "queued" and job.stage == "hardware")]
+    for job in active:
+        store.append_log(job.id, "service restarted: job queued again\n")
+        queue.submit(job.id)
+    return len(active)

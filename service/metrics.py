@@ -1,0 +1,44 @@
+"""/metrics: a Prometheus collector that reads the job store, so API and worker processes on any host agree."""
+from __future__ import annotations
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from service.queue import TaskQueue
+from service.storage import STAGE_BUCKETS, JobStore
+
+
+class StoreCollector(Collector):
+    def __init__(self, store: JobStore, queue: TaskQueue):
+        self.store, self.queue = store, queue
+
+    def collect(self):
+        snapshot = self.store.metrics()
+        jobs = GaugeMetricFamily("tilefarm_jobs", "Jobs by state", labels=["state"])
+        for state, count in sorted(snapshot["status"].items()):
+            jobs.add_metric([state], count)
+        yield jobs
+
+        depth = GaugeMetricFamily("tilefarm_queue_depth", "Messages waiting in a broker queue", labels=["queue"])
+        try:
+            depth.add_metric(["compile"], self.queue.depth("compile"))
+        except Exception:  # the broker being down must not break the scrape; /readyz reports it
+            pass
+        yield depth
+
+        counters = snapshot["counters"]
+        hits = CounterMetricFamily("tilefarm_cache_hits", "Jobs served from the artifact cache")
+        hits.add_metric([], counters.get("cache_hits", 0))
+        yield hits
+        misses = CounterMetricFamily("tilefarm_cache_misses", "Jobs that had to compile")
+        misses.add_metric([], counters.get("cache_misses", 0))
+        yield misses
+
+        durations = HistogramMetricFamily("tilefarm_stage_duration_seconds", "Stage wall time", labels=["stage"])
+        for stage, data in sorted(snapshot["stages"].items()):
+            cumulative, buckets = 0, []
+            for bound in [repr(float(b)) for b in STAGE_BUCKETS] + ["+Inf"]:
+                cumulative += data["buckets"].get(bound, 0)
+                buckets.append((bound, cumulative))
+            durations.add_metric([stage], buckets, data["sum"])
+        yield durations

@@ -1,0 +1,54 @@
+"""Sending jobs to the workers and looking at the broker, by task name: the API never imports the task code."""
+from __future__ import annotations
+
+import sqlite3
+
+from service.settings import Settings
+
+COMPILE_QUEUE = "compile"
+
+
+class TaskQueue:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._redis = None
+
+    @property
+    def celery(self):
+        from workers.celery_app import app
+
+        return app
+
+    def submit(self, job_id: str) -> None:
+        self.celery.send_task("tilefarm.run_job", args=[job_id], queue=COMPILE_QUEUE)
+
+    def _broker_redis(self):
+        if self._redis is None:
+            import redis
+
+            self._redis = redis.Redis.from_url(self.settings.effective_broker_url, socket_timeout=2)
+        return self._redis
+
+    def _broker_sqlite(self) -> sqlite3.Connection:
+        path = self.settings.effective_broker_url.removeprefix("sqla+sqlite:///")
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)
+
+    def depth(self, queue: str = COMPILE_QUEUE) -> int:
+        """Messages waiting (not yet delivered to a worker)."""
+        if not self.settings.embedded:
+            return int(self._broker_redis().llen(queue))
+        try:
+            with self._broker_sqlite() as db:
+                row = db.execute("SELECT COUNT(*) FROM kombu_message m JOIN kombu_queue q ON m.queue_id = q.id "
+                                 "WHERE q.name = ? AND m.visible = 1", (queue,)).fetchone()
+            return int(row[0])
+        except sqlite3.Error:  # no message was ever sent: the tables do not exist yet
+            return 0
+
+    def ping(self) -> None:
+        if not self.settings.embedded:
+            self._broker_redis().ping()
+            return
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(self.settings.effective_broker_url.removeprefix("sqla+sqlite:///"), timeout=2) as db:
+            db.execute("SELECT 1").fetchone()

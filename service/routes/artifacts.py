@@ -1,0 +1,58 @@
+"""/v1/jobs/{id}/artifacts and /bundle: what a job produced."""
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Header, Response
+
+from schemas.jobs import ArtifactEntry, ArtifactManifest
+from service import jobs
+from service.bundle import bundle_files, pack
+from service.deps import artifacts_dep, scoped_team, store_dep
+from service.problems import Problem
+from service.storage import media_type, safe_name, sha256
+
+router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["artifacts"])
+
+
+@router.get("/artifacts", response_model=ArtifactManifest, summary="Manifest of the job's artifacts")
+def list_artifacts(job_id: str, team: str | None = Depends(scoped_team), store=Depends(store_dep),
+                   artifacts=Depends(artifacts_dep)) -> ArtifactManifest:
+    job = jobs.load(job_id, store, team)
+    entries = []
+    for name, path in artifacts.job_files(job).items():
+        data = path.read_bytes()
+        entries.append(ArtifactEntry(name=name, size=len(data), sha256=sha256(data), media_type=media_type(name)))
+    return ArtifactManifest(job_id=job.id, artifacts=entries)
+
+
+@router.get("/artifacts/{name:path}", summary="One artifact (ETag; If-None-Match gives 304)",
+            responses={200: {"content": {"application/octet-stream": {}}}, 304: {"description": "not modified"}})
+def get_artifact(job_id: str, name: str, if_none_match: str | None = Header(default=None),
+                 team: str | None = Depends(scoped_team), store=Depends(store_dep), artifacts=Depends(artifacts_dep)):
+    if not safe_name(name):
+        raise Problem(400, f"invalid artifact name {name!r}", type_="/problems/bad-artifact-name")
+    job = jobs.load(job_id, store, team)
+    path = artifacts.job_files(job).get(name)
+    if path is None:
+        raise Problem(404, f"job {job_id} has no artifact {name!r}")
+    data = path.read_bytes()
+    etag = f'"{sha256(data)}"'
+    headers = {"ETag": etag, "Cache-Control": "private, max-age=31536000, immutable"}
+    if if_none_match and etag in [tag.strip() for tag in if_none_match.split(",")] + ['"*"']:
+        return Response(status_code=304, headers=headers)
+    return Response(data, media_type=media_type(name), headers=headers)
+
+
+@router.get("/bundle", summary="Everything in one archive: artifacts, manifest.json, logs, IR dumps, emulator output",
+            responses={200: {"content": {"application/gzip": {}, "application/zip": {}}}})
+def get_bundle(job_id: str, format: Literal["tar.gz", "zip"] = "tar.gz", team: str | None = Depends(scoped_team),
+               store=Depends(store_dep), artifacts=Depends(artifacts_dep)) -> Response:
+    job = jobs.load(job_id, store, team)
+    if not job.terminal:
+        raise Problem(409, f"job {job_id} is {job.status}; the bundle is ready when it ends",
+                      type_="/problems/job-not-finished", headers={"Retry-After": "1"})
+    data = pack(bundle_files(job, store, artifacts), format, root=f"tilefarm-{job.id}")
+    filename = f"tilefarm-{job.id}.{format}"
+    return Response(data, media_type="application/zip" if format == "zip" else "application/gzip",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})

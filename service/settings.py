@@ -1,0 +1,86 @@
+"""Service configuration: every knob is an environment variable with the TILEFARM_ prefix (pydantic-settings)."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TILEFARM_", env_file=None, extra="ignore")
+
+    # Mode: no broker configured -> embedded (SQLite job store, kombu SQLAlchemy/SQLite broker, local worker).
+    broker_url: str | None = Field(default=None, description="redis://host:6379/0 for distributed mode; unset = embedded.")
+    store_url: str | None = Field(default=None, description="Job store; default: the broker's Redis, or SQLite in data_dir.")
+    result_backend: str | None = Field(default=None, description="Celery result backend; default: the broker's Redis.")
+    key_prefix: str = Field(default="tilefarm:", description="Prefix of every Redis key the job store writes.")
+    data_dir: Path = Field(default=Path(".tilefarm"), description="Artifacts, inputs and (embedded) SQLite files.")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    embedded_workers: int = Field(default=1, ge=0, description="Worker processes `serve` starts in embedded mode.")
+    embedded_poll_s: float = Field(default=0.01, gt=0, description="SQLite broker polling interval (embedded mode).")
+
+    api_tokens: str = Field(default="", description="'token:team,token2:team2'; empty = no auth, team from X-Team.")
+    max_source_bytes: int = 256 * 1024
+    max_array_bytes: int = 16 * 1024 * 1024
+    max_input_bytes: int = 64 * 1024 * 1024
+    max_active_jobs_per_team: int = 16
+    retry_after_s: int = 1
+
+    compile_time_limit_s: float = 120.0
+    emulate_time_limit_s: float = 300.0
+    hardware_time_limit_s: float = 600.0
+    hard_limit_grace_s: float = 30.0
+    heartbeat_s: float = 5.0
+    fault_stage_delay_s: float = Field(default=0.0, description="Testing only: sleep this long at the start of each stage.")
+
+    log_level: str = "INFO"
+    log_json: bool = False
+
+    @property
+    def embedded(self) -> bool:
+        return not self.broker_url
+
+    @property
+    def effective_broker_url(self) -> str:
+        return self.broker_url or f"sqla+sqlite:///{(self.data_dir / 'broker.sqlite').resolve()}"
+
+    @property
+    def effective_store_url(self) -> str:
+        if self.store_url:
+            return self.store_url
+        if self.broker_url and self.broker_url.startswith(("redis://", "rediss://", "unix://")):
+            return self.broker_url
+        return f"sqlite:///{(self.data_dir / 'jobs.sqlite').resolve()}"
+
+    @property
+    def effective_result_backend(self) -> str | None:
+        if self.result_backend:
+            return self.result_backend
+        return self.broker_url if self.broker_url and self.broker_url.startswith("redis") else None
+
+    def stage_time_limit(self, stage: str) -> float:
+        return {"compile": self.compile_time_limit_s, "emulate": self.emulate_time_limit_s,
+                "hardware": self.hardware_time_limit_s}[stage]
+
+    @property
+    def task_hard_limit_s(self) -> float:
+        """Celery's hard limit for one job task (compile + emulate); the per-stage soft limits fire first."""
+        return self.compile_time_limit_s + self.emulate_time_limit_s + self.hard_limit_grace_s
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """Redis redelivers unacked messages after this; it must exceed every hard limit or jobs run twice."""
+        return int(max(self.task_hard_limit_s, self.hardware_time_limit_s + self.hard_limit_grace_s) + 60)
+
+    def teams_by_token(self) -> dict[str, str]:
+        pairs = (item.split(":", 1) for item in self.api_tokens.split(",") if ":" in item)
+        return {token.strip(): team.strip() for token, team in pairs}
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

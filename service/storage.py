@@ -1,0 +1,555 @@
+"""One small storage interface for job state (Redis or SQLite) and artifacts (filesystem, atomic directories).
+
+Both the API and the workers use it; nothing here imports FastAPI, Celery or the compiler.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import sqlite3
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from schemas.jobs import ACTIVE, TERMINAL, DeviceRecord, JobRecord
+
+STAGE_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+IDEMPOTENCY_TTL_S = 24 * 3600
+
+
+class StoreError(Exception):
+    """Base of the store's refusals; the API maps each to a problem+json status."""
+
+
+class IdempotencyConflict(StoreError):
+    pass
+
+
+class QuotaExceeded(StoreError):
+    pass
+
+
+def new_job_id() -> str:
+    """Time-ordered (lexicographic order == submission order), so ids double as pagination cursors."""
+    return f"{time.time_ns() // 1_000_000:011x}{secrets.token_hex(6)}"
+
+
+def bucket_label(seconds: float) -> str:
+    for bound in STAGE_BUCKETS:
+        if seconds <= bound:
+            return repr(float(bound))
+    return "+Inf"
+
+
+Mutator = Callable[[JobRecord], "JobRecord | None"]
+
+
+class Subscription(ABC):
+    """Subscribe before reading state, then wait: no change between the read and the wait is missed."""
+
+    @abstractmethod
+    def wait(self, timeout: float) -> bool: ...
+
+
+class JobStore(ABC):
+    @abstractmethod
+    def create(self, job: JobRecord, *, idempotency_hash: str | None, max_active: int) -> tuple[JobRecord, bool]:
+        """Insert `job`; with an idempotency key, return the existing job instead (created=False)."""
+
+    @abstractmethod
+    def get(self, job_id: str) -> JobRecord | None: ...
+
+    @abstractmethod
+    def mutate(self, job_id: str, fn: Mutator) -> JobRecord | None:
+        """Atomically apply fn to the job (fn returns the new record, or None for no change)."""
+
+    @abstractmethod
+    def list(self, *, team: str | None, status: str | None, arch: str | None, limit: int, cursor: str | None) -> tuple[list[JobRecord], str | None]: ...
+
+    @abstractmethod
+    def active_jobs(self) -> list[JobRecord]: ...
+
+    @abstractmethod
+    def append_log(self, job_id: str, text: str) -> None: ...
+
+    @abstractmethod
+    def read_log(self, job_id: str, offset: int = 0) -> str: ...
+
+    @abstractmethod
+    def reset_log(self, job_id: str) -> None: ...
+
+    @abstractmethod
+    def subscribe(self, job_id: str) -> "contextmanager[Subscription]": ...
+
+    @abstractmethod
+    def incr(self, name: str, amount: float = 1) -> None: ...
+
+    @abstractmethod
+    def observe_stage(self, stage: str, seconds: float) -> None: ...
+
+    @abstractmethod
+    def metrics(self) -> dict:
+        """{"counters": {name: value}, "status": {status: n}, "stages": {stage: {"buckets": {le: n}, "sum": s}}}"""
+
+    @abstractmethod
+    def heartbeat(self, device: DeviceRecord) -> None: ...
+
+    @abstractmethod
+    def devices(self) -> list[DeviceRecord]: ...
+
+    @abstractmethod
+    def ping(self) -> None: ...
+
+
+# --------------------------------------------------------------------------------------------------- Redis
+
+class _RedisSubscription(Subscription):
+    def __init__(self, pubsub):
+        self.pubsub = pubsub
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            message = self.pubsub.get_message(ignore_subscribe_messages=True, timeout=left)
+            if message is not None:
+                return True
+        return False
+
+
+class RedisJobStore(JobStore):
+    def __init__(self, url: str, prefix: str = "tilefarm:"):
+        import redis
+
+        self.r = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+        self.p = prefix
+
+    def _k(self, *parts: str) -> str:
+        return self.p + ":".join(parts)
+
+    def _index_writes(self, pipe, old: JobRecord | None, new: JobRecord) -> None:
+        if old is None or old.status != new.status:
+            if old is not None:
+                pipe.srem(self._k("status", old.status), new.id)
+            pipe.sadd(self._k("status", new.status), new.id)
+            if new.status in TERMINAL:
+                pipe.srem(self._k("active", new.team), new.id)
+        pipe.publish(self._k("events", new.id), new.status)
+
+    def create(self, job, *, idempotency_hash, max_active):
+        import redis
+
+        idem_key = self._k("idem", job.team, job.idempotency_key) if job.idempotency_key else None
+        active_key = self._k("active", job.team)
+        watches = [active_key] + ([idem_key] if idem_key else [])
+        with self.r.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(*watches)
+                    if idem_key and (raw := pipe.get(idem_key)):
+                        known = json.loads(raw)
+                        if known["hash"] != idempotency_hash:
+                            raise IdempotencyConflict(job.idempotency_key)
+                        existing = self.get(known["job_id"])
+                        if existing is not None:
+                            return existing, False
+                    if pipe.scard(active_key) >= max_active:
+                        raise QuotaExceeded(job.team)
+                    pipe.multi()
+                    pipe.set(self._k("job", job.id), job.model_dump_json())
+                    pipe.zadd(self._k("jobs"), {job.id: 0})
+                    pipe.sadd(active_key, job.id)
+                    if idem_key:
+                        pipe.set(idem_key, json.dumps({"hash": idempotency_hash, "job_id": job.id}), ex=IDEMPOTENCY_TTL_S)
+                    self._index_writes(pipe, None, job)
+                    pipe.execute()
+                    return job, True
+                except redis.WatchError:
+                    continue
+
+    def get(self, job_id):
+        raw = self.r.get(self._k("job", job_id))
+        return JobRecord.model_validate_json(raw) if raw else None
+
+    def mutate(self, job_id, fn):
+        key = self._k("job", job_id)
+
+        def txn(pipe):
+            raw = pipe.get(key)
+            if raw is None:
+                return None
+            old = JobRecord.model_validate_json(raw)
+            new = fn(old.model_copy(deep=True))
+            if new is None:
+                return old
+            pipe.multi()
+            pipe.set(key, new.model_dump_json())
+            self._index_writes(pipe, old, new)
+            return new
+
+        return self.r.transaction(txn, key, value_from_callable=True)
+
+    def list(self, *, team, status, arch, limit, cursor):
+        found: list[JobRecord] = []
+        upper = f"({cursor}" if cursor else "+"
+        while len(found) < limit:
+            ids = self.r.zrevrangebylex(self._k("jobs"), upper, "-", start=0, num=max(limit * 2, 50))
+            if not ids:
+                return found, None
+            for raw in self.r.mget([self._k("job", i) for i in ids]):
+                if raw is None:
+                    continue
+                job = JobRecord.model_validate_json(raw)
+                if all(want is None or want == have for want, have in
+                       ((team, job.team), (status, job.status), (arch, job.target.arch))):
+                    found.append(job)
+                    if len(found) == limit:
+                        return found, job.id
+            upper = f"({ids[-1]}"
+        return found, None
+
+    def active_jobs(self):
+        ids = self.r.sunion(self._k("status", "queued"), self._k("status", "running"))
+        return [j for i in ids if (j := self.get(i)) is not None]
+
+    def append_log(self, job_id, text):
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.append(self._k("log", job_id), text)
+            pipe.publish(self._k("events", job_id), "log")
+            pipe.execute()
+
+    def read_log(self, job_id, offset=0):
+        return self.r.getrange(self._k("log", job_id), offset, -1) or ""
+
+    def reset_log(self, job_id):
+        self.r.delete(self._k("log", job_id))
+
+    @contextmanager
+    def subscribe(self, job_id) -> Iterator[Subscription]:
+        pubsub = self.r.pubsub()
+        pubsub.subscribe(self._k("events", job_id))
+        pubsub.get_message(timeout=1.0)  # the subscribe confirmation: from here on nothing is missed
+        try:
+            yield _RedisSubscription(pubsub)
+        finally:
+            pubsub.close()
+
+    def incr(self, name, amount=1):
+        self.r.hincrbyfloat(self._k("counters"), name, amount)
+
+    def observe_stage(self, stage, seconds):
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.hincrby(self._k("hist", stage), bucket_label(seconds), 1)
+            pipe.hincrbyfloat(self._k("hist", stage), "sum", seconds)
+            pipe.sadd(self._k("hist_stages"), stage)
+            pipe.execute()
+
+    def metrics(self):
+        status = {s: self.r.scard(self._k("status", s)) for s in (*ACTIVE, *TERMINAL)}
+        counters = {k: float(v) for k, v in self.r.hgetall(self._k("counters")).items()}
+        stages = {}
+        for stage in self.r.smembers(self._k("hist_stages")):
+            raw = self.r.hgetall(self._k("hist", stage))
+            total = float(raw.pop("sum", 0))
+            stages[stage] = {"buckets": {k: int(v) for k, v in raw.items()}, "sum": total}
+        return {"counters": counters, "status": status, "stages": stages}
+
+    def heartbeat(self, device):
+        self.r.hset(self._k("devices"), device.id, device.model_dump_json())
+
+    def devices(self):
+        return [DeviceRecord.model_validate_json(v) for v in self.r.hgetall(self._k("devices")).values()]
+
+    def ping(self):
+        self.r.ping()
+
+
+# --------------------------------------------------------------------------------------------------- SQLite
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, team TEXT, status TEXT, arch TEXT, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS jobs_team_status ON jobs(team, status);
+CREATE TABLE IF NOT EXISTS idempotency (team TEXT, key TEXT, hash TEXT, job_id TEXT, expires REAL, PRIMARY KEY (team, key));
+CREATE TABLE IF NOT EXISTS logs (job_id TEXT PRIMARY KEY, text TEXT NOT NULL DEFAULT '', version INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS devices (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+"""
+
+
+class _PollingSubscription(Subscription):
+    """SQLite has no notifications: look at the job's row version every few milliseconds."""
+
+    def __init__(self, store: "SqliteJobStore", job_id: str, interval: float):
+        self.store, self.job_id, self.interval = store, job_id, interval
+        self.seen = store._version(job_id)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(min(self.interval, max(0.0, deadline - time.monotonic())))
+            version = self.store._version(self.job_id)
+            if version != self.seen:
+                self.seen = version
+                return True
+        return False
+
+
+class SqliteJobStore(JobStore):
+    def __init__(self, path: str | Path, poll_interval: float = 0.005):
+        self.path = str(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.poll_interval = poll_interval
+        self._local = threading.local()
+        with self._tx() as db:
+            db.executescript(_SCHEMA)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def _bump(self, db, job_id: str) -> None:
+        db.execute("INSERT INTO logs(job_id, version) VALUES (?, 1) "
+                   "ON CONFLICT(job_id) DO UPDATE SET version = version + 1", (job_id,))
+
+    def _version(self, job_id: str) -> int:
+        row = self.db.execute("SELECT version FROM logs WHERE job_id = ?", (job_id,)).fetchone()
+        return row[0] if row else 0
+
+    def _put(self, db, job: JobRecord) -> None:
+        db.execute("INSERT OR REPLACE INTO jobs(id, team, status, arch, data) VALUES (?, ?, ?, ?, ?)",
+                   (job.id, job.team, job.status, job.target.arch, job.model_dump_json()))
+        self._bump(db, job.id)
+
+    def create(self, job, *, idempotency_hash, max_active):
+        with self._tx() as db:
+            if job.idempotency_key:
+                row = db.execute("SELECT hash, job_id FROM idempotency WHERE team = ? AND key = ? AND expires > ?",
+                                 (job.team, job.idempotency_key, time.time())).fetchone()
+                if row:
+                    if row[0] != idempotency_hash:
+                        raise IdempotencyConflict(job.idempotency_key)
+                    existing = db.execute("SELECT data FROM jobs WHERE id = ?", (row[1],)).fetchone()
+                    if existing:
+                        return JobRecord.model_validate_json(existing[0]), False
+            (active,) = db.execute("SELECT COUNT(*) FROM jobs WHERE team = ? AND status IN ('queued', 'running')",
+                                   (job.team,)).fetchone()
+            if active >= max_active:
+                raise QuotaExceeded(job.team)
+            self._put(db, job)
+            if job.idempotency_key:
+                db.execute("INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?, ?)",
+                           (job.team, job.idempotency_key, idempotency_hash, job.id, time.time() + IDEMPOTENCY_TTL_S))
+        return job, True
+
+    def get(self, job_id):
+        row = self.db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return JobRecord.model_validate_json(row[0]) if row else None
+
+    def mutate(self, job_id, fn):
+        with self._tx() as db:
+            row = db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            old = JobRecord.model_validate_json(row[0])
+            new = fn(old.model_copy(deep=True))
+            if new is None:
+                return old
+            self._put(db, new)
+            return new
+
+    def list(self, *, team, status, arch, limit, cursor):
+        sql, args = "SELECT data FROM jobs WHERE 1=1", []
+        for column, value in (("team", team), ("status", status), ("arch", arch)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                args.append(value)
+        if cursor:
+            sql += " AND id < ?"
+            args.append(cursor)
+        rows = self.db.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit + 1)).fetchall()
+        jobs = [JobRecord.model_validate_json(r[0]) for r in rows[:limit]]
+        return jobs, (jobs[-1].id if len(rows) > limit else None)
+
+    def active_jobs(self):
+        rows = self.db.execute("SELECT data FROM jobs WHERE status IN ('queued', 'running')").fetchall()
+        return [JobRecord.model_validate_json(r[0]) for r in rows]
+
+    def append_log(self, job_id, text):
+        with self._tx() as db:
+            db.execute("INSERT INTO logs(job_id, text, version) VALUES (?, ?, 1) ON CONFLICT(job_id) "
+                       "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, text))
+
+    def read_log(self, job_id, offset=0):
+        row = self.db.execute("SELECT substr(CAST(text AS BLOB), ?) FROM logs WHERE job_id = ?",
+                              (offset + 1, job_id)).fetchone()
+        return bytes(row[0]).decode("utf-8", "replace") if row and row[0] is not None else ""
+
+    def reset_log(self, job_id):
+        with self._tx() as db:
+            db.execute("UPDATE logs SET text = '', version = version + 1 WHERE job_id = ?", (job_id,))
+
+    @contextmanager
+    def subscribe(self, job_id):
+        yield _PollingSubscription(self, job_id, self.poll_interval)
+
+    def incr(self, name, amount=1):
+        with self._tx() as db:
+            db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                       (name, amount))
+
+    def observe_stage(self, stage, seconds):
+        with self._tx() as db:
+            for name, amount in ((f"hist:{stage}:{bucket_label(seconds)}", 1), (f"hist:{stage}:sum", seconds)):
+                db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                           (name, amount))
+
+    def metrics(self):
+        status = {s: 0 for s in (*ACTIVE, *TERMINAL)}
+        status.update(dict(self.db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()))
+        counters, stages = {}, {}
+        for name, value in self.db.execute("SELECT name, value FROM counters").fetchall():
+            if name.startswith("hist:"):
+                _, stage, label = name.split(":", 2)
+                entry = stages.setdefault(stage, {"buckets": {}, "sum": 0.0})
+                if label == "sum":
+                    entry["sum"] = value
+                else:
+                    entry["buckets"][label] = int(value)
+            else:
+                counters[name] = value
+        return {"counters": counters, "status": status, "stages": stages}
+
+    def heartbeat(self, device):
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO devices VALUES (?, ?)", (device.id, device.model_dump_json()))
+
+    def devices(self):
+        return [DeviceRecord.model_validate_json(r[0]) for r in self.db.execute("SELECT data FROM devices").fetchall()]
+
+    def ping(self):
+        self.db.execute("SELECT 1").fetchone()
+
+
+def open_store(settings) -> JobStore:
+    url = settings.effective_store_url
+    if url.startswith("sqlite:///"):
+        return SqliteJobStore(url.removeprefix("sqlite:///"))
+    return RedisJobStore(url, settings.key_prefix)
+
+
+# --------------------------------------------------------------------------------------------------- artifacts
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}(/[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?$")
+MEDIA_TYPES = {".cpp": "text/x-c++src", ".h": "text/x-chdr", ".json": "application/json", ".log": "text/plain",
+               ".txt": "text/plain", ".npy": "application/x-npy", ".py": "text/x-python", ".tir": "text/plain"}
+
+
+def safe_name(name: str) -> bool:
+    """Artifact names: one or two plain path segments, no '..', no absolute paths."""
+    return bool(_SAFE_NAME.match(name)) and ".." not in name
+
+
+def media_type(name: str) -> str:
+    return MEDIA_TYPES.get(Path(name).suffix, "text/plain" if "/ir/" in f"/{name}" else "application/octet-stream")
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ArtifactStore:
+    """Files under data_dir. Every directory appears whole (written under tmp/, then renamed) or not at all.
+
+    cache/<key>/compile/   the five artifacts + compile.log + meta.json, shared by every job with that cache key
+    cache/<key>/ir/        IR dumps (only when some job asked for them)
+    jobs/<id>/inputs/      emulation inputs (.bin) as submitted
+    jobs/<id>/emulate/     emulator outputs and report
+    """
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).resolve()
+        for sub in ("cache", "jobs", "tmp"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def _key_dir_name(key: str) -> str:
+        return key if re.fullmatch(r"[A-Za-z0-9_\-]{1,128}", key) else sha256(key.encode())
+
+    def cache_dir(self, key: str, part: str) -> Path:
+        return self.root / "cache" / self._key_dir_name(key) / part
+
+    def job_dir(self, job_id: str, part: str) -> Path:
+        return self.root / "jobs" / job_id / part
+
+    def put_dir(self, final: Path, files: dict[str, bytes]) -> bool:
+        """Atomically publish `files` as directory `final`; False if it already existed (content-addressed: same)."""
+        if final.is_dir():
+            return False
+        tmp = self.root / "tmp" / uuid.uuid4().hex
+        for name, data in files.items():
+            path = tmp / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        tmp.mkdir(parents=True, exist_ok=True)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(tmp, final)
+            return True
+        except OSError:  # a concurrent writer won the race; its directory is complete and identical
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+
+    @staticmethod
+    def read_dir(directory: Path) -> dict[str, bytes]:
+        if not directory.is_dir():
+            return {}
+        return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+    def has(self, directory: Path) -> bool:
+        return directory.is_dir()
+
+    def job_files(self, job: JobRecord) -> dict[str, Path]:
+        """Every downloadable file of a job, by artifact name."""
+        files: dict[str, Path] = {}
+        if job.cache_key:
+            compile_dir = self.cache_dir(job.cache_key, "compile")
+            if compile_dir.is_dir():
+                files.update({p.name: p for p in sorted(compile_dir.iterdir()) if p.is_file() and p.name != "meta.json"})
+            ir_dir = self.cache_dir(job.cache_key, "ir")
+            if job.dump_ir and ir_dir.is_dir():
+                files.update({f"ir/{p.name}": p for p in sorted(ir_dir.iterdir()) if p.is_file()})
+        emulate_dir = self.job_dir(job.id, "emulate")
+        if emulate_dir.is_dir():
+            files.update({f"emulate/{p.name}": p for p in sorted(emulate_dir.iterdir()) if p.is_file()})
+        return files
+
+    def sweep_tmp(self, older_than_s: float = 3600) -> None:
+        """Remove what writers that died mid-write left behind."""
+        cutoff = time.time() - older_than_s
+        for path in (self.root / "tmp").iterdir():
+            if path.stat().st_mtime < cutoff:
+                shutil.rmtree(path, ignore_errors=True)

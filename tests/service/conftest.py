@@ -1,0 +1,174 @@
+"""Fixtures: a real Redis (the one on 6379, or one we start), a real Celery worker, the API as a subprocess."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
+FAKE = Path(__file__).resolve().parent / "fake"
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kernel(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILEFARM_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(FAKE) if _use_fake() else "") if p)
+    if _use_fake():
+        env["TILEFARM_TEST_FAKE_COMPILER"] = "1"
+    env.update(extra)
+    return env
+
+
+def _use_fake() -> bool:
+    return not (REPO / "compiler" / "api.py").exists()
+
+
+def _redis_up(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class Proc:
+    def __init__(self, command: list[str], env: dict[str, str], log: Path):
+        self.log = log
+        self.handle = open(log, "ab")
+        self.process = subprocess.Popen(command, env=env, cwd=REPO, stdout=self.handle, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+
+    def stop(self, sig=signal.SIGTERM, timeout=15.0) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.handle.close()
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    port, server = 6379, None
+    if not _redis_up(port):
+        port = free_port()
+        server = Proc(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
+                      base_env(), tmp_path_factory.mktemp("redis") / "redis.log")
+        deadline = time.time() + 10
+        while not _redis_up(port):
+            assert time.time() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+    import redis
+
+    # a DB of our own for this session: the broker's queue keys cannot be prefixed, so separate them by DB number
+    for db in range(15, 0, -1):
+        client = redis.Redis(port=port, db=db)
+        if client.dbsize() == 0 and client.set("tilefarm-test-lock", "1", nx=True, ex=3600):
+            break
+    else:
+        pytest.skip("no free Redis database")
+    yield f"redis://127.0.0.1:{port}/{db}"
+    client.flushdb()
+    if server:
+        server.stop()
+
+
+class Service:
+    """The API and a worker as subprocesses, and an HTTP client for them."""
+
+    def __init__(self, env: dict[str, str], workdir: Path):
+        self.env, self.workdir = env, workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = httpx.Client(base_url=self.url, timeout=30)
+        self.procs: list[Proc] = []
+        self.worker: Proc | None = None
+
+    def start_api(self, command: list[str] | None = None) -> None:
+        command = command or [sys.executable, "-m", "uvicorn", "service.app:app", "--port", str(self.port),
+                              "--log-level", "warning"]
+        api = Proc(command, self.env, self.workdir / "api.log")
+        self.procs.append(api)
+        deadline = time.time() + 30
+        while True:
+            try:
+                if self.client.get("/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            assert api.process.poll() is None and time.time() < deadline, api.tail()
+            time.sleep(0.1)
+
+    def start_worker(self, **extra_env: str) -> Proc:
+        env = {**self.env, **extra_env}
+        self.worker = Proc([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "compile",
+                            "-c", "1", "--pool", "prefork", "--loglevel", "INFO", "-n", f"test-{uuid.uuid4().hex[:6]}@%h"],
+                           env, self.workdir / "worker.log")
+        deadline = time.time() + 60
+        while "ready." not in self.worker.log.read_text(errors="replace"):
+            assert self.worker.process.poll() is None and time.time() < deadline, self.worker.tail()
+            time.sleep(0.1)
+        return self.worker
+
+    def stop_worker(self) -> None:
+        if self.worker:
+            self.worker.stop()
+            self.worker = None
+
+    def submit(self, source: str, **body) -> dict:
+        response = self.client.post("/v1/jobs", json={"source": source, "stages": ["compile"], **body})
+        assert response.status_code == 202, response.text
+        return response.json()
+
+    def wait(self, job_id: str, timeout: float = 60) -> dict:
+        deadline = time.time() + timeout
+        while True:
+            job = self.client.get(f"/v1/jobs/{job_id}", params={"wait": 5}).json()
+            if job["status"] in TERMINAL:
+                return job
+            assert time.time() < deadline, job
+            
+    def stop(self) -> None:
+        self.client.close()
+        self.stop_worker()
+        for proc in self.procs:
+            proc.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_service(redis_url, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("redis-mode")
+    env = base_env(TILEFARM_BROKER_URL=redis_url, TILEFARM_DATA_DIR=str(workdir / "data"),
+                   TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="50")
+    service = Service(env, workdir)
+    service.start_api()
+    service.start_worker()
+    yield service
+    service.stop()
+    shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,45 @@
+"""The Celery app: Redis broker in distributed mode, kombu's SQLAlchemy/SQLite transport in embedded mode.
+
+Importing this module is cheap (no compiler, no tvm): the API imports it to send tasks by name.
+"""
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from compiler.target import DEVICES
+from service.settings import get_settings
+
+settings = get_settings()
+if settings.embedded:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+
+COMPILE_QUEUE = "compile"
+
+
+def hardware_queue(arch: str) -> str:
+    return f"hardware.{arch}"
+
+
+app = Celery("tilefarm", broker=settings.effective_broker_url, backend=settings.effective_result_backend,
+             include=["workers.tasks"])
+app.conf.update(
+    task_queues=[Queue(COMPILE_QUEUE)] + [Queue(hardware_queue(arch)) for arch in DEVICES],
+    task_default_queue=COMPILE_QUEUE,
+    task_routes={"tilefarm.run_job": {"queue": COMPILE_QUEUE}},  # hardware tasks are routed per arch at send time
+    task_serializer="json", accept_content=["json"], result_serializer="json",
+    task_ignore_result=True,                 # job state lives in the job store, not in Celery results
+    task_acks_late=True,                     # ack after the job ran: a worker lost mid-job leaves it in the queue
+    task_reject_on_worker_lost=True,         # ... and a killed pool process requeues it at once
+    worker_prefetch_multiplier=1,            # jobs are long; don't hoard them on one worker
+    task_time_limit=settings.task_hard_limit_s,
+    task_soft_time_limit=settings.task_hard_limit_s - settings.hard_limit_grace_s / 2,
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+    worker_send_task_events=False,
+    broker_transport_options=(
+        {"polling_interval": settings.embedded_poll_s} if settings.embedded
+        else {"visibility_timeout": settings.visibility_timeout_s}
+    ),
+    result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+)

@@ -1,0 +1,342 @@
+"""Job execution as plain functions (no Celery here): claim a job, run its stages, record the outcome.
+
+Idempotent by construction: a job that is already terminal is left alone, stages that already succeeded are not
+run again, and compile artifacts are content-addressed and published atomically, so a redelivered job never
+recompiles what is complete and never writes anything twice.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from compiler.errors import CompileError
+from compiler.version import COMPILER_VERSION
+from schemas.jobs import Diagnostic, JobRecord
+from service.settings import Settings
+from service.storage import ArtifactStore, JobStore
+
+LOCAL_STAGES = ("compile", "emulate")        # run on the compile queue
+DEVICE_STAGES = ("hardware",)                # run on hardware.<arch>
+CANCEL_POLL_S = 0.05
+
+
+class JobCancelled(Exception):
+    pass
+
+
+class StageTimeLimit(Exception):
+    pass
+
+
+class StageUnavailable(Exception):
+    """This worker cannot run the stage (e.g. no device runtime)."""
+
+
+@dataclass
+class WorkerDeps:
+    store: JobStore
+    artifacts: ArtifactStore
+    settings: Settings
+
+
+@dataclass
+class StageOutcome:
+    state: str = "succeeded"                 # or "skipped"
+    detail: str | None = None
+
+
+# ------------------------------------------------------------------------------------------ interruption
+
+_armed: dict[str, float | bool] = {"stage": False}
+
+
+def _on_alarm(signum, frame):
+    if _armed["stage"]:
+        raise StageTimeLimit()
+
+
+def _on_cancel(signum, frame):
+    if _armed["stage"]:
+        raise JobCancelled()
+
+
+def install_signal_handlers() -> None:
+    """Once per worker process: SIGALRM = stage soft time limit, SIGUSR2 = cancel the running stage."""
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGUSR2, _on_cancel)
+
+
+@contextmanager
+def stage_guard(seconds: float, cancelled: Callable[[], bool]) -> Iterator[None]:
+    """Run a stage with a soft time limit, interruptible by a cancel request (checked every 50 ms)."""
+    in_main = threading.current_thread() is threading.main_thread()
+    if not in_main:  # signals need the main thread; pools without one only get the between-stage checks
+        yield
+        return
+    if signal.getsignal(signal.SIGUSR2) is not _on_cancel:
+        install_signal_handlers()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(CANCEL_POLL_S):
+            if cancelled():
+                os.kill(os.getpid(), signal.SIGUSR2)
+                return
+
+    watcher = threading.Thread(target=watch, name="cancel-watch", daemon=True)
+    _armed["stage"] = True
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    watcher.start()
+    try:
+        yield
+    finally:
+        _armed["stage"] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        stop.set()
+        watcher.join()
+
+
+# ------------------------------------------------------------------------------------------ stages
+
+def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
+    from compiler import api  # imported once per worker process at start; this is a dict lookup
+
+    key = api.cache_key(job.source, job.entry, job.target)
+    compile_dir = deps.artifacts.cache_dir(key, "compile")
+    ir_dir = deps.artifacts.cache_dir(key, "ir")
+    if compile_dir.is_dir() and (not job.dump_ir or ir_dir.is_dir()):
+        meta = json.loads((compile_dir / "meta.json").read_text())
+        deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=True, compile_timings=meta["timings"]))
+        deps.store.incr("cache_hits")
+        deps.store.append_log(job.id, f"cache hit: {key} (compiled by job {meta['job_id']}); not recompiling\n")
+        return StageOutcome(detail="cache hit")
+
+    deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False))
+    deps.store.incr("cache_misses")
+    result = api.compile_source(job.source, filename=job.filename, entry=job.entry, target=job.target,
+                                dump_ir=job.dump_ir)
+    meta = {"job_id": job.id, "cache_key": key, "compiler_version": COMPILER_VERSION,
+            "target": job.target.model_dump(mode="json"), "entry": job.entry, "timings": result.timings}
+    files = {**result.artifacts, "compile.log": result.log.encode(), "meta.json": json.dumps(meta, indent=2).encode()}
+    deps.artifacts.put_dir(compile_dir, files)
+    if job.dump_ir:
+        deps.artifacts.put_dir(ir_dir, {name.replace("/", "_"): text.encode() for name, text in result.ir_dumps.items()})
+    deps.store.append_log(job.id, result.log if result.log.endswith("\n") else result.log + "\n")
+    deps.store.mutate(job.id, lambda j: _set(j, compile_timings=result.timings))
+    return StageOutcome()
+
+
+def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
+    from compiler import api
+
+    emulate = getattr(api, "emulate", None)
+    if emulate is None:
+        return StageOutcome("skipped", "this compiler version has no emulator")
+    import numpy as np
+
+    inputs = {name: np.frombuffer((deps.artifacts.job_dir(job.id, "inputs") / f"{name}.bin").read_bytes(),
+                                  dtype=meta.dtype).reshape(meta.shape) for name, meta in job.inputs.items()}
+    artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
+    result = emulate(artifacts, inputs=inputs or None, target=job.target)
+    files: dict[str, bytes] = {}
+    for name, array in (getattr(result, "outputs", None) or {}).items():
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(array))
+        files[f"{name}.npy"] = buffer.getvalue()
+    report = getattr(result, "report", None)
+    if report is not None:
+        files["report.json"] = json.dumps(report, indent=2, default=str).encode()
+    if log := getattr(result, "log", None):
+        deps.store.append_log(job.id, log if log.endswith("\n") else log + "\n")
+    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), files)
+    passed = report.get("passed", True) if isinstance(report, dict) else True
+    if not passed:
+        raise CompileError("emulated outputs do not match the NumPy reference", stage="emulate")
+    return StageOutcome()
+
+
+def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
+    from compiler import api
+
+    run_on_device = getattr(api, "run_on_device", None)
+    if run_on_device is None:
+        raise StageUnavailable("this worker has no device runtime (TT-Metalium SDK) to run the program")
+    artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
+    result = run_on_device(artifacts, target=job.target)
+    if log := getattr(result, "log", None):
+        deps.store.append_log(job.id, log)
+    return StageOutcome()
+
+
+STAGES: dict[str, Callable[[JobRecord, WorkerDeps], StageOutcome]] = {
+    "compile": compile_stage,
+    "emulate": emulate_stage,
+    "hardware": hardware_stage,
+}
+
+
+# ------------------------------------------------------------------------------------------ job lifecycle
+
+def _set(job: JobRecord, **fields) -> JobRecord:
+    for name, value in fields.items():
+        setattr(job, name, value)
+    return job
+
+
+def _worker_info(task_id: str | None) -> dict:
+    return {"hostname": socket.gethostname(), "pid": os.getpid(), "task_id": task_id}
+
+
+def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str | None) -> JobRecord | None:
+    """Mark the job running for this attempt; None when there is nothing to do (terminal, or cancelled now)."""
+    now = time.time()
+
+    def claim(job: JobRecord) -> JobRecord | None:
+        if job.terminal:
+            return None
+        if job.cancel_requested:
+            return _finished(job, "cancelled", now)
+        job.status, job.attempts, job.worker = "running", job.attempts + 1, _worker_info(task_id)
+        job.started_at = job.started_at or now
+        return job
+
+    before = deps.store.get(job_id)
+    job = deps.store.mutate(job_id, claim)
+    if job is None or job.status != "running":
+        return None
+    interrupted = [s.name for s in job.stages if s.name in phase and s.state == "running"]
+    if interrupted:
+        deps.store.append_log(job_id, f"attempt {job.attempts}: the previous attempt was lost during "
+                                      f"'{interrupted[0]}' (worker died); resuming there\n")
+    elif before is not None and before.status == "queued":
+        deps.store.append_log(job_id, f"job {job_id} picked up by {job.worker['hostname']} pid {job.worker['pid']}\n")
+    return job
+
+
+def _finished(job: JobRecord, status: str, now: float | None = None) -> JobRecord:
+    job.status, job.stage, job.finished_at = status, None, now or time.time()
+    for stage in job.stages:
+        if stage.state in ("pending", "running"):
+            stage.state = "cancelled" if status == "cancelled" else ("failed" if stage.state == "running" else "skipped")
+    return job
+
+
+def _run_stage(job_id: str, name: str, deps: WorkerDeps) -> bool:
+    """Run one stage; record its state and duration. False when the job ended here (failed or cancelled)."""
+    start = time.time()
+
+    def begin(job: JobRecord) -> JobRecord:
+        job.stage = name
+        _set(job.stage_record(name), state="running", started_at=start, finished_at=None, duration_s=None)
+        return job
+
+    job = deps.store.mutate(job_id, begin)
+    deps.store.append_log(job_id, f"== stage {name}\n")
+    outcome, failure, status = None, None, "failed"
+    try:
+        with stage_guard(deps.settings.stage_time_limit(name), lambda: _cancel_requested(job_id, deps)):
+            if deps.settings.fault_stage_delay_s:
+                time.sleep(deps.settings.fault_stage_delay_s)
+            outcome = STAGES[name](job, deps)
+    except JobCancelled:
+        status = "cancelled"
+    except StageTimeLimit:
+        limit = deps.settings.stage_time_limit(name)
+        failure = {"stage": name, "message": f"stage '{name}' exceeded its time limit of {limit:g} s"}
+    except CompileError as error:
+        failure = error.to_dict()
+        deps.store.append_log(job_id, error.render() + "\n")
+    except StageUnavailable as error:
+        failure = {"stage": name, "message": str(error)}
+    except Exception as error:  # an internal error must still end the job, with the traceback in its log
+        failure = {"stage": name, "message": f"internal error: {type(error).__name__}: {error}"}
+        deps.store.append_log(job_id, traceback.format_exc())
+    end = time.time()
+    duration = end - start
+    deps.store.observe_stage(name, duration)
+
+    def record(job: JobRecord) -> JobRecord:
+        stage = job.stage_record(name)
+        stage.finished_at, stage.duration_s = end, duration
+        if outcome is not None:
+            stage.state, stage.detail = outcome.state, outcome.detail
+            return job
+        stage.state = status
+        if failure is not None:
+            job.diagnostics.append(Diagnostic(**failure))
+            job.error = failure.get("rendered") or failure["message"]
+        return _finished(job, status, end)
+
+    deps.store.mutate(job_id, record)
+    verdict = outcome.detail or outcome.state if outcome else status
+    deps.store.append_log(job_id, f"== stage {name}: {verdict} in {duration * 1000:.1f} ms\n")
+    return outcome is not None
+
+
+def _cancel_requested(job_id: str, deps: WorkerDeps) -> bool:
+    job = deps.store.get(job_id)
+    return job is None or job.cancel_requested
+
+
+def _run_phase(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str | None) -> JobRecord | None:
+    """Claim the job and run the stages of `phase` not yet done; the job record when all of them succeeded."""
+    job = _claim(job_id, deps, phase, task_id)
+    if job is None:
+        return None
+    for stage in job.stages:
+        if stage.name not in phase or stage.state in ("succeeded", "skipped"):
+            continue
+        if _cancel_requested(job_id, deps):
+            deps.store.mutate(job_id, lambda j: None if j.terminal else _finished(j, "cancelled"))
+            return None
+        if not _run_stage(job_id, stage.name, deps):
+            return None
+    return deps.store.get(job_id)
+
+
+def run_job(job_id: str, deps: WorkerDeps, *, queue_hardware: Callable[[JobRecord], None], task_id: str | None = None) -> None:
+    """The compile-queue task: compile (and emulate); then succeed, or hand over to hardware.<arch>."""
+    job = _run_phase(job_id, deps, LOCAL_STAGES, task_id)
+    if job is None:
+        return
+    if any(s.name in DEVICE_STAGES for s in job.stages):
+        def hand_over(j: JobRecord) -> JobRecord | None:
+            return None if j.terminal else _set(j, status="queued", stage="hardware")
+
+        if deps.store.mutate(job_id, hand_over).status == "queued":
+            deps.store.append_log(job_id, f"queued for a {job.target.arch} device\n")
+            queue_hardware(job)
+        return
+    succeed(job_id, deps)
+
+
+def run_hardware(job_id: str, deps: WorkerDeps, task_id: str | None = None) -> None:
+    """The hardware.<arch> task: run the program on a device."""
+    if _run_phase(job_id, deps, DEVICE_STAGES, task_id) is not None:
+        succeed(job_id, deps)
+
+
+def succeed(job_id: str, deps: WorkerDeps) -> None:
+    deps.store.mutate(job_id, lambda j: None if j.terminal else _finished(j, "succeeded"))
+
+
+def fail(job_id: str, deps: WorkerDeps, message: str) -> None:
+    """Used by the Celery layer when a hard time limit killed the task body."""
+    def mark(job: JobRecord) -> JobRecord | None:
+        if job.terminal:
+            return None
+        job.diagnostics.append(Diagnostic(stage=job.stage or "compile", message=message))
+        job.error = message
+        return _finished(job, "failed")
+
+    deps.store.mutate(job_id, mark)
+    deps.store.append_log(job_id, message + "\n")
