@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 from service.queue import TaskQueue
 from service.settings import Settings
@@ -36,14 +37,37 @@ def start_worker(settings: Settings) -> subprocess.Popen:
     return subprocess.Popen(command, preexec_fn=_die_with_parent)
 
 
-def stop_worker(process: subprocess.Popen, timeout: float = 10.0) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+class LocalWorker:
+    """The embedded worker subprocess, restarted if it dies (a crash must not leave the API without workers)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.stopping = threading.Event()
+        self.process = start_worker(settings)
+        self.thread = threading.Thread(target=self._supervise, name="embedded-worker", daemon=True)
+        self.thread.start()
+
+    def _supervise(self) -> None:
+        backoff = 1.0
+        while not self.stopping.is_set():
+            code = self.process.wait()
+            if self.stopping.is_set():
+                return
+            log.error("embedded worker exited with %s; restarting in %.0f s", code, backoff)
+            if self.stopping.wait(backoff):
+                return
+            backoff = min(backoff * 2, 60)
+            self.process = start_worker(self.settings)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stopping.set()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def recover(settings: Settings) -> int:

@@ -307,8 +307,7 @@ class SqliteJobStore(JobStore):
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.poll_interval = poll_interval
         self._local = threading.local()
-        with self._tx() as db:
-            db.executescript(_SCHEMA)
+        self.db.executescript(_SCHEMA)
 
     @property
     def db(self) -> sqlite3.Connection:

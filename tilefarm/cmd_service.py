@@ -15,7 +15,7 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
             os.environ[f"TILEFARM_{name}"] = str(value)
     import uvicorn
 
-    from service.embedded import recover, start_worker, stop_worker
+    from service.embedded import LocalWorker, recover
     from service.settings import get_settings
 
     settings = get_settings()
@@ -27,14 +27,14 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
         if recovered:
             typer.echo(f"re-queued {recovered} unfinished job(s)")
         if settings.embedded_workers:
-            worker = start_worker(settings)
+            worker = LocalWorker(settings)
         typer.echo(f"tilefarm (embedded: data in {settings.data_dir.resolve()}) on http://{settings.host}:{settings.port}")
     try:
         uvicorn.run("service.app:app", host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
                     access_log=False)
     finally:
         if worker is not None:
-            stop_worker(worker)
+            worker.stop()
 
 
 def worker(queues: str = typer.Option("compile", "-Q", "--queues", help="compile, hardware.<arch>, comma-separated"),

@@ -12,7 +12,11 @@ from service.settings import get_settings
 
 settings = get_settings()
 if settings.embedded:
+    from kombu.transport import sqlalchemy as sql_transport
+
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # the SQL transport polls (default every 1 s, and its options go to create_engine): poll every few ms instead
+    sql_transport.Transport.polling_interval = settings.embedded_poll_s
 
 COMPILE_QUEUE = "compile"
 
@@ -37,9 +41,6 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
     worker_send_task_events=False,
-    broker_transport_options=(
-        {"polling_interval": settings.embedded_poll_s} if settings.embedded
-        else {"visibility_timeout": settings.visibility_timeout_s}
-    ),
+    broker_transport_options={} if settings.embedded else {"visibility_timeout": settings.visibility_timeout_s},
     result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
 )
