@@ -1,0 +1,176 @@
+"""Kernel C++ from the split IR: a visitor over For / Bind / IfThenElse / tt.* intrinsic calls.
+
+Nothing here prints raw TIR: every call is spelled by ops.py, every expression by `CppExpr`, and anything
+else in the IR is a compiler bug reported as such.
+"""
+from __future__ import annotations
+
+import string
+
+import tvm
+from tvm import tirx
+
+from .. import ops
+from ..ir import get_attr, stmts_of
+from ..version import COMPILER_VERSION
+
+_BINOPS = {tirx.Add: ("+", 4), tirx.Sub: ("-", 4), tirx.Mul: ("*", 5), tirx.FloorDiv: ("/", 5),
+           tirx.FloorMod: ("%", 5), tirx.LT: ("<", 2), tirx.LE: ("<=", 2), tirx.GT: (">", 2), tirx.GE: (">=", 2),
+           tirx.EQ: ("==", 2), tirx.NE: ("!=", 2), tirx.And: ("&&", 1), tirx.Or: ("||", 0)}
+
+INDENT = "    "
+
+
+class _Splice(string.Formatter):
+    """`{n}` splices an argument; `{n:p}` parenthesises it when it is a compound expression (arithmetic context)."""
+
+    def format_field(self, value, format_spec):
+        if format_spec == "p" and not value.replace("_", "").isalnum():
+            return f"({value})"
+        return super().format_field(value, format_spec)
+
+
+_SPLICE = _Splice()
+
+
+class CodegenError(RuntimeError):
+    """The IR holds something codegen cannot print: a compiler bug, never a user error."""
+
+
+class KernelPrinter:
+    def __init__(self, func: tirx.PrimFunc):
+        self.func = func
+        self.role = get_attr(func, "tt.kernel_role")
+        self.runtime_args = [a["name"] for a in get_attr(func, "tt.runtime_args")]
+        self.cbs = {c["index"]: c for c in get_attr(func, "tt.cb_config")}
+        self.layouts = get_attr(func, "tt.layout_desc")
+        self.names: dict[int, str] = {}
+        self.taken: dict[str, object] = {}
+        self.used_ops: set[str] = set()
+        self.used_cbs: set[int] = set()
+
+    # ---- expressions -----------------------------------------------------------------------------------
+    def var(self, v) -> str:
+        key = v.__hash__()
+        for known, name in self.names.items():
+            if known == key:
+                return name
+        base = str(v.name)
+        name, n = base, 1
+        while name in self.taken and not self.taken[name].same_as(v):
+            name, n = f"{base}_{n}", n + 1
+        self.taken[name] = v
+        self.names[key] = name
+        return name
+
+    def expr(self, e, parent_prec: int = -1) -> str:
+        if isinstance(e, tirx.IntImm):
+            value = int(e.value)
+            return f"{value:#x}u" if str(e.ty) == "uint32" and value > 9 else str(value)
+        if isinstance(e, tirx.FloatImm):
+            return f"{float(e.value)!r}f"
+        if isinstance(e, (tvm.ir.Var, tirx.Var)):
+            return self.var(e)
+        spec = _BINOPS.get(type(e))
+        if spec is not None:
+            sym, prec = spec
+            # left-associative: the left operand may share our precedence, the right one may not
+            text = f"{self.expr(e.a, prec - 1)} {sym} {self.expr(e.b, prec)}"
+            return f"({text})" if prec <= parent_prec else text
+        found = ops.intrinsic_of(e)
+        if found is not None and found[0].name == "runtime_arg":
+            name = str(found[1][0].value)
+            return f"get_arg_val<uint32_t>({self.runtime_args.index(name)})"
+        raise CodegenError(f"cannot print expression {type(e).__name__}: {e}")
+
+    def arg(self, kind: str, value) -> str:
+        if kind == "cb":
+            index = int(value)
+            self.used_cbs.add(index)
+            return self.cbs[index]["name"]
+        if kind == "name":
+            return str(value.value)
+        if kind == "float":
+            return f"{float(value.value)!r}f"
+        if kind == "bits":
+            return f"{int(value.value):#010x}u"
+        return self.expr(value)
+
+    # ---- statements --------------------------------------------------------------------------------------
+    def stmt(self, s, depth: int) -> list[str]:
+        pad = INDENT * depth
+        if isinstance(s, tirx.SeqStmt):
+            return [line for child in stmts_of(s) for line in self.stmt(child, depth)]
+        if isinstance(s, tirx.Bind):
+            return [f"{pad}const uint32_t {self.var(s.var)} = {self.expr(s.value)};"]
+        if isinstance(s, tirx.For):
+            v = self.var(s.loop_var)
+            lo = self.expr(s.min)
+            hi = self.expr(s.extent) if lo == "0" else f"{lo} + {self.expr(s.extent, 4)}"
+            return [f"{pad}for (uint32_t {v} = {lo}; {v} < {hi}; ++{v}) {{", *self.stmt(s.body, depth + 1), f"{pad}}}"]
+        if isinstance(s, tirx.IfThenElse):
+            lines = [f"{pad}if ({self.expr(s.condition)}) {{", *self.stmt(s.then_case, depth + 1)]
+            if s.else_case is not None:
+                lines += [f"{pad}}} else {{", *self.stmt(s.else_case, depth + 1)]
+            return lines + [f"{pad}}}"]
+        found = ops.intrinsic_of(s)
+        if found is None:
+            raise CodegenError(f"unexpected statement in the {self.role} kernel: {type(s).__name__}")
+        spec, args = found
+        if self.role not in spec.roles:
+            raise CodegenError(f"tt.{spec.name} may not appear in the {self.role} kernel")
+        self.used_ops.add(spec.name)
+        rendered = [self.arg(k, a) for k, a in zip(spec.args, args)]
+        return [f"{pad}{_SPLICE.format(spec.cpp, *rendered)};"]
+
+    # ---- whole kernel ------------------------------------------------------------------------------------
+    def print(self) -> str:
+        body = self.stmt(self.func.body, 1)
+        prologue = self.prologue()
+        head = [f"// {self.role}.cpp -- generated by tilefarm {COMPILER_VERSION} from `{get_attr(self.func, 'tt.source_file')}`"
+                f" for {get_attr(self.func, 'tt.target')['arch']}. Do not edit.",
+                "#include <cstdint>"]
+        if self.role == ops.COMPUTE:
+            headers = ["api/compute/common.h"] + sorted({ops.OPS[n].header for n in self.used_ops
+                                                          if ops.OPS[n].header} - {"api/compute/common.h"})
+            head += [f'#include "{h}"' for h in headers]
+        else:
+            head.append('#include "api/dataflow/dataflow_api.h"')
+        head.append("")
+        for index in sorted(self.used_cbs):
+            cb = self.cbs[index]
+            head.append(f"constexpr uint32_t {cb['name']} = tt::CBIndex::c_{index};  "
+                        f"// {cb['buffer']}: {cb['num_pages']} x {cb['page_bytes']} B {cb['data_format']}")
+        for arg in get_attr(self.func, "tt.compile_time_args"):
+            name = arg["buffer"]
+            head.append(f"constexpr uint32_t {name}_tile_cols = {self.layouts[name]['tiles'][1]};  "
+                        f"// {name} is {self.layouts[name]['tiles'][0]}x{self.layouts[name]['tiles'][1]} tiles in DRAM")
+        if "zero_tile" in self.used_ops:
+            head += ["",
+                     "// Tiles read outside a buffer are zeros: fill from the core's always-zero L1 region.",
+                     "inline void zero_fill_l1(uint32_t l1_addr, uint32_t bytes) {",
+                     f"{INDENT}const uint64_t zeros = get_noc_addr(MEM_ZEROS_BASE);",
+                     f"{INDENT}for (uint32_t offset = 0; offset < bytes; offset += MEM_ZEROS_SIZE) {{",
+                     f"{INDENT * 2}noc_async_read(zeros, l1_addr + offset, MEM_ZEROS_SIZE);",
+                     f"{INDENT}}}",
+                     "}"]
+        return "\n".join(head + ["", "void kernel_main() {", *prologue, *body, "}", ""])
+
+    def prologue(self) -> list[str]:
+        lines = []
+        for arg in get_attr(self.func, "tt.runtime_args"):
+            if arg["kind"] == "buffer_address":
+                lines.append(f"{INDENT}const uint32_t {arg['name']} = get_arg_val<uint32_t>({self.runtime_args.index(arg['name'])});")
+        previous = None
+        for arg in get_attr(self.func, "tt.compile_time_args"):
+            name = arg["buffer"]
+            offset = "0" if previous is None else f"{previous}_args.next_compile_time_args_offset()"
+            lines.append(f"{INDENT}constexpr auto {name}_args = TensorAccessorArgs<{offset}>();")
+            lines.append(f"{INDENT}const auto accessor_{name} = TensorAccessor({name}_args, {name}_addr, "
+                         f"{self.layouts[name]['page_bytes']});")
+            previous = name
+        return lines
+
+
+def print_kernel(func: tirx.PrimFunc) -> str:
+    return KernelPrinter(func).print()

@@ -1,0 +1,52 @@
+"""Compiler diagnostics: raised where the fact is known, rendered once (CLI text or API problem+json)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    file: str
+    line: int | None = None
+    col: int | None = None
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return self.file
+        if self.col is None:
+            return f"{self.file}:{self.line}"
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class CompileError(Exception):
+    """A user-facing compile error with the stage that found it and, where known, the source location."""
+
+    def __init__(self, message: str, *, stage: str, location: SourceLocation | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.stage = stage
+        self.location = location
+        self.hint = hint
+
+    def render(self) -> str:
+        """`path:line:col: error: message` (plus an indented hint), the form compilers print."""
+        where = f"{self.location}: " if self.location else ""
+        text = f"{where}error: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+    def to_dict(self) -> dict:
+        loc = self.location
+        return {
+            "stage": self.stage,
+            "message": self.message,
+            "file": loc.file if loc else None,
+            "line": loc.line if loc else None,
+            "col": loc.col if loc else None,
+            "hint": self.hint,
+            "rendered": self.render(),
+        }
+
+    def __str__(self) -> str:
+        return self.render()

@@ -1,0 +1,174 @@
+"""Small helpers over TVM TIRx IR shared by passes and codegen: attrs, locations, regions, evaluation."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .errors import CompileError, SourceLocation
+
+TILE_OP_PREFIX = "tirx.tile."
+
+
+def to_py(value: Any) -> Any:
+    """FFI containers and immediates (attr values) -> plain Python (dict/list/int/float/str/bool)."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, tirx.IntImm):
+        return bool(value.value) if str(value.ty) == "bool" else int(value.value)
+    if isinstance(value, tirx.FloatImm):
+        return float(value.value)
+    if isinstance(value, tvm_ffi.Map) or hasattr(value, "items"):
+        return {str(k): to_py(v) for k, v in value.items()}
+    if isinstance(value, (tvm_ffi.Array, list, tuple)):
+        return [to_py(v) for v in value]
+    if isinstance(value, tvm_ffi.String):
+        return str(value)
+    return value
+
+
+def get_attr(func: tirx.PrimFunc, key: str, default: Any = None) -> Any:
+    attrs = func.attrs
+    if attrs is None or key not in attrs:
+        return default
+    return to_py(attrs[key])
+
+
+def location_of(node: Any, filename: str) -> SourceLocation | None:
+    span = getattr(node, "span", None)
+    if span is None or not getattr(span, "line", 0):
+        return None
+    return SourceLocation(filename, int(span.line), int(span.column))
+
+
+def filename_of(func: tirx.PrimFunc) -> str:
+    return get_attr(func, "tt.source_file", "kernel.py")
+
+
+def error_at(node: Any, func: tirx.PrimFunc, message: str, *, stage: str, hint: str | None = None) -> CompileError:
+    return CompileError(message, stage=stage, location=location_of(node, filename_of(func)), hint=hint)
+
+
+def op_name(call: tirx.TilePrimitiveCall) -> str:
+    return str(call.op.name).removeprefix(TILE_OP_PREFIX)
+
+
+def is_buffer(x: Any) -> bool:
+    return isinstance(x, tvm.ir.Var) and tvm.tirx.buffer.is_buffer_var(x)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A rectangular region of a 2-D buffer as written in a tile op: `A[by*32:by*32+32, k*32:k*32+32]`."""
+
+    buffer: Any              # the buffer Var
+    starts: tuple            # PrimExprs
+    extents: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return str(self.buffer.name)
+
+    @property
+    def scope(self) -> str:
+        return str(self.buffer.scope())
+
+    @property
+    def dtype(self) -> str:
+        return str(self.buffer.dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self.buffer.shape)
+
+
+def region_of(arg: Any) -> Region | None:
+    if not isinstance(arg, tvm.ir.TensorRegion):
+        return None
+    extents = []
+    for r in arg.region:
+        if not isinstance(r.extent, tirx.IntImm):
+            extents.append(-1)  # symbolic extent: rejected by the checker with a location
+        else:
+            extents.append(int(r.extent))
+    return Region(arg.source, tuple(r.min for r in arg.region), tuple(extents))
+
+
+def scalar_of(arg: Any) -> float | None:
+    if isinstance(arg, (tirx.FloatImm, tirx.IntImm)):
+        return float(arg.value)
+    return None
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+_BINARY = {
+    tirx.Add: lambda a, b: a + b,
+    tirx.Sub: lambda a, b: a - b,
+    tirx.Mul: lambda a, b: a * b,
+    tirx.FloorDiv: lambda a, b: a // b,
+    tirx.FloorMod: lambda a, b: a % b,
+    tirx.Min: min,
+    tirx.Max: max,
+}
+
+
+def evaluate(expr: Any, env: dict) -> int:
+    """Integer value of an index expression under `env` (Var -> int); used for coverage and plan checks."""
+    if isinstance(expr, int):
+        return expr
+    if isinstance(expr, tirx.IntImm):
+        return int(expr.value)
+    if isinstance(expr, tvm.ir.Var) or isinstance(expr, tirx.Var):
+        for var, value in env.items():
+            if var.same_as(expr):
+                return value
+        raise KeyError(str(expr))
+    fn = _BINARY.get(type(expr))
+    if fn is not None:
+        return fn(evaluate(expr.a, env), evaluate(expr.b, env))
+    if isinstance(expr, tirx.Cast):
+        return evaluate(expr.value, env)
+    raise TypeError(f"cannot evaluate {type(expr).__name__}: {expr}")
+
+
+def stmts_of(stmt: Any) -> list:
+    """A statement as a flat list (SeqStmt flattened)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        out = []
+        for s in stmt.seq:
+            out.extend(stmts_of(s))
+        return out
+    return [stmt]
+
+
+def seq(stmts: list) -> Any:
+    stmts = [s for s in stmts if s is not None]
+    if not stmts:
+        return tirx.Evaluate(0)
+    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+def compile_expr(expr: Any, variables: list) -> Any:
+    """Turn an index expression into a fast Python closure over a tuple of values for `variables`."""
+    if isinstance(expr, int):
+        return lambda vals, c=expr: c
+    if isinstance(expr, tirx.IntImm):
+        return lambda vals, c=int(expr.value): c
+    if isinstance(expr, (tvm.ir.Var, tirx.Var)):
+        for i, var in enumerate(variables):
+            if var.same_as(expr):
+                return lambda vals, i=i: vals[i]
+        raise KeyError(str(expr))
+    fn = _BINARY.get(type(expr))
+    if fn is not None:
+        a, b = compile_expr(expr.a, variables), compile_expr(expr.b, variables)
+        return lambda vals: fn(a(vals), b(vals))
+    if isinstance(expr, tirx.Cast):
+        return compile_expr(expr.value, variables)
+    raise TypeError(f"cannot evaluate {type(expr).__name__}: {expr}")

@@ -1,0 +1,143 @@
+"""Every tt.* intrinsic the passes emit: name, argument kinds, C++ spelling, which kernel role may use it.
+
+Passes build calls with `call(name, *args)`; codegen turns each call into C++ with `OPS[name].cpp`.
+Nothing else spells TT-Metalium calls. Spellings follow TT-Metalium 0.81.1 (api/dataflow, api/compute).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import tirx
+from tvm.ir import Op, register_op_attr
+
+READER, COMPUTE, WRITER = "reader", "compute", "writer"
+DATAFLOW = frozenset({READER, WRITER})
+ANY = frozenset({READER, COMPUTE, WRITER})
+INTERNAL = "internal"
+
+# Argument kinds: cb = circular-buffer index (printed as its named constant), expr = index expression,
+# name = a buffer or runtime-arg name (string), float = float literal, bits = uint32 bit pattern.
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    args: tuple[str, ...]
+    cpp: str                      # format string over rendered args {0}, {1}, ...
+    roles: frozenset
+    header: str | None = None     # compute API header that declares it
+    returns: str = "void"
+
+
+def _op(name, args, cpp, roles, header=None, returns="void"):
+    return OpSpec(name, tuple(args.split()) if args else (), cpp, frozenset(roles), header, returns)
+
+
+_C = "api/compute/"
+_OPS = [
+    # runtime arguments (resolved per kernel to get_arg_val<uint32_t>(index))
+    _op("runtime_arg", "name", "get_arg_val<uint32_t>({0})", ANY, returns="int32"),
+    # circular buffers (compute: wait/pop run on UNPACK, reserve/push on PACK)
+    _op("cb_reserve_back", "cb expr", "cb_reserve_back({0}, {1})", {READER, COMPUTE}),
+    _op("cb_push_back", "cb expr", "cb_push_back({0}, {1})", {READER, COMPUTE}),
+    _op("cb_wait_front", "cb expr", "cb_wait_front({0}, {1})", {WRITER, COMPUTE}),
+    _op("cb_pop_front", "cb expr", "cb_pop_front({0}, {1})", {WRITER, COMPUTE}),
+    # NoC data movement of tile pages through TensorAccessor
+    _op("read_tile", "cb expr name expr expr",
+        "noc_async_read_page({3:p} * {2}_tile_cols + {4}, accessor_{2}, get_write_ptr({0}) + {1:p} * get_tile_size({0}))",
+        {READER}),
+    _op("zero_tile", "cb expr", "zero_fill_l1(get_write_ptr({0}) + {1:p} * get_tile_size({0}), get_tile_size({0}))", {READER}),
+    _op("noc_async_read_barrier", "", "noc_async_read_barrier()", {READER}),
+    _op("write_tile", "cb name expr expr", "noc_async_write_page({2:p} * {1}_tile_cols + {3}, accessor_{1}, get_read_ptr({0}))",
+        {WRITER}),
+    _op("noc_async_writes_flushed", "", "noc_async_writes_flushed()", {WRITER}),
+    _op("noc_async_write_barrier", "", "noc_async_write_barrier()", {WRITER}),
+    # compute: start-up and DST register protocol
+    _op("hw_startup_matmul", "cb cb cb", "compute_kernel_hw_startup<SrcOrder::Reverse>({0}, {1}, {2})", {COMPUTE},
+        _C + "compute_kernel_hw_startup.h"),
+    _op("hw_startup_binary", "cb cb cb", "compute_kernel_hw_startup({0}, {1}, {2})", {COMPUTE},
+        _C + "compute_kernel_hw_startup.h"),
+    _op("hw_startup_unary", "cb cb", "compute_kernel_hw_startup({0}, {1})", {COMPUTE},
+        _C + "compute_kernel_hw_startup.h"),
+    _op("tile_regs_acquire", "", "tile_regs_acquire()", {COMPUTE}, _C + "common.h"),
+    _op("tile_regs_commit", "", "tile_regs_commit()", {COMPUTE}, _C + "common.h"),
+    _op("tile_regs_wait", "", "tile_regs_wait()", {COMPUTE}, _C + "common.h"),
+    _op("tile_regs_release", "", "tile_regs_release()", {COMPUTE}, _C + "common.h"),
+    _op("pack_tile", "expr cb", "pack_tile({0}, {1})", {COMPUTE}, _C + "common.h"),
+    # FPU: matmul and CB x CB element-wise
+    _op("matmul_init", "cb cb expr", "matmul_init({0}, {1}, {2})", {COMPUTE}, _C + "matmul.h"),
+    _op("matmul_tiles", "cb cb expr expr expr", "matmul_tiles({0}, {1}, {2}, {3}, {4})", {COMPUTE}, _C + "matmul.h"),
+    _op("copy_init", "cb", "copy_init({0})", {COMPUTE}, _C + "tile_move_copy.h"),
+    _op("copy_tile", "cb expr expr", "copy_tile({0}, {1}, {2})", {COMPUTE}, _C + "tile_move_copy.h"),
+    *[_op(f"{b}_init", "cb cb", f"{b}_init({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_binary.h") for b in ("add", "sub", "mul")],
+    *[_op(f"{b}_tiles", "cb cb expr expr expr", f"{b}_tiles({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE},
+          _C + "eltwise_binary.h") for b in ("add", "sub", "mul")],
+    # SFPU: DST x DST binary
+    *[_op(f"{b}_binary_tile_init", "", f"{b}_binary_tile_init()", {COMPUTE}, _C + "eltwise_binary_sfpu.h")
+      for b in ("add", "sub", "mul")],
+    *[_op(f"{b}_binary_tile", "expr expr expr", f"{b}_binary_tile({{0}}, {{1}}, {{2}})", {COMPUTE},
+          _C + "eltwise_binary_sfpu.h") for b in ("add", "sub", "mul")],
+    *[_op(f"binary_{m}_tile_init", "", f"binary_{m}_tile_init()", {COMPUTE}, _C + "binary_max_min.h") for m in ("max", "min")],
+    *[_op(f"binary_{m}_tile", "expr expr expr", f"binary_{m}_tile({{0}}, {{1}}, {{2}})", {COMPUTE}, _C + "binary_max_min.h")
+      for m in ("max", "min")],
+    # SFPU: DST x scalar (the scalar travels as its IEEE-754 bit pattern)
+    _op("binop_with_scalar_tile_init", "", "binop_with_scalar_tile_init()", {COMPUTE},
+        _C + "eltwise_unary/binop_with_scalar.h"),
+    *[_op(f"{b}_unary_tile", "expr bits", f"{b}_unary_tile({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_unary/binop_with_scalar.h")
+      for b in ("add", "sub", "mul", "rsub")],
+    *[_op(f"unary_{m}_tile_init", "", f"unary_{m}_tile_init()", {COMPUTE}, _C + "compute_kernel_api.h") for m in ("max", "min")],
+    *[_op(f"unary_{m}_tile", "expr bits", f"unary_{m}_tile({{0}}, {{1}})", {COMPUTE}, _C + "compute_kernel_api.h")
+      for m in ("max", "min")],
+    # SFPU: unary in place on DST
+    *[_op(f"{u}_tile_init", "", f"{u}_tile_init()", {COMPUTE}, _C + f"eltwise_unary/{h}.h")
+      for u, h in (("exp", "exp"), ("sqrt", "sqrt"), ("recip", "recip"), ("fill", "fill"))],
+    *[_op(f"{u}_tile", "expr", f"{u}_tile({{0}})", {COMPUTE}, _C + f"eltwise_unary/{h}.h")
+      for u, h in (("exp", "exp"), ("sqrt", "sqrt"), ("recip", "recip"))],
+    _op("fill_tile", "expr float", "fill_tile({0}, {1})", {COMPUTE}, _C + "eltwise_unary/fill.h"),
+    _op("copy_dest_values_init", "", "copy_dest_values_init()", {COMPUTE}, _C + "copy_dest_values.h"),
+    _op("copy_dest_values_fp32", "expr expr", "copy_dest_values<DataFormat::Float32>({0}, {1})", {COMPUTE},
+        _C + "copy_dest_values.h"),
+    # markers between passes (no C++): tensorize turns them into the compute side of the CB protocol
+    _op("compute_receive", "cb name", "", {INTERNAL}),
+    _op("compute_send", "cb name expr expr expr expr", "", {INTERNAL}),
+    _op("copy_dest_values_bf16", "expr expr", "copy_dest_values<DataFormat::Float16_b>({0}, {1})", {COMPUTE},
+        _C + "copy_dest_values.h"),
+]
+
+OPS: dict[str, OpSpec] = {o.name: o for o in _OPS}
+OP_PREFIX = "tirx.tt."
+
+
+def _register() -> None:
+    for spec in OPS.values():
+        full = OP_PREFIX + spec.name
+        register_op_attr(full, "TCallEffectKind", tirx.CallEffectKind.Opaque.value)
+        register_op_attr(full, "TScriptPrinterName", f"tt.{spec.name}", level=20)
+
+
+_register()
+
+
+def call(name: str, *args) -> tirx.Evaluate:
+    """An intrinsic call statement, checked against the table."""
+    spec = OPS[name]
+    if len(args) != len(spec.args):
+        raise ValueError(f"tt.{name} takes {len(spec.args)} arguments, got {len(args)}")
+    return tirx.Evaluate(call_expr(name, *args))
+
+
+def call_expr(name: str, *args) -> tirx.PrimExpr:
+    spec = OPS[name]
+    converted = [tvm.ir.StringImm(a) if isinstance(a, str) else a for a in args]
+    dtype = spec.returns
+    return tirx.call_intrin(dtype, OP_PREFIX + spec.name, *converted)
+
+
+def intrinsic_of(node) -> tuple[OpSpec, list] | None:
+    """(spec, args) when `node` (an Evaluate or a Call) is one of ours."""
+    if isinstance(node, tirx.Evaluate):
+        node = node.value
+    if isinstance(node, tvm.ir.Call) and isinstance(node.op, Op) and str(node.op.name).startswith(OP_PREFIX):
+        return OPS[str(node.op.name)[len(OP_PREFIX):]], list(node.args)
+    return None

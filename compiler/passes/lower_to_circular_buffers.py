@@ -1,0 +1,100 @@
+"""TTLowerToCircularBuffers: staging tiles become circular buffers, DRAM<->L1 tile copies become NoC page moves.
+
+- every shared tile filled from DRAM gets an input CB (c_0..), pages = tiles x cb_depth;
+- every output buffer gets an output CB (c_16..) that compute packs into and the writer drains;
+- `copy(A_s, A[...])`  -> reader: reserve all tiles, one noc read per tile page, barrier, push
+                         + a `compute_receive` marker where compute must wait for them;
+- `copy(C[...], C_l)`  -> a `compute_send` marker (compute packs those tiles) + writer: per tile wait, write, pop.
+Records `tt.cb_config`. Tiles outside the buffer are guarded later by TTPadTiles.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .. import ops
+from ..errors import CompileError
+from ..ir import get_attr, op_name, region_of, seq
+from ..target import DATA_FORMATS, TILE
+
+INPUT_CB_BASE, OUTPUT_CB_BASE = 0, 16
+
+
+def _tile_loops(rows: int, cols: int, make) -> tirx.Stmt:
+    """for tr in range(rows): for tc in range(cols): make(tr, tc) -- loops of one iteration are elided."""
+    tr, tc = tirx.Var("tr", "int32"), tirx.Var("tc", "int32")
+    body = make(tr if rows > 1 else tirx.IntImm("int32", 0), tc if cols > 1 else tirx.IntImm("int32", 0))
+    if cols > 1:
+        body = tirx.For(tc, 0, cols, tirx.ForKind.SERIAL, body)
+    if rows > 1:
+        body = tirx.For(tr, 0, rows, tirx.ForKind.SERIAL, body)
+    return body
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TTLowerToCircularBuffers")
+def lower_to_circular_buffers(func, mod, ctx):
+    target = get_attr(func, "tt.target")
+    layouts = get_attr(func, "tt.layout_desc")
+    buffers = get_attr(func, "tt.buffers")
+    depth = target["cb_depth"]
+    analyzer = tvm.sym.Analyzer()
+    cbs: dict[str, dict] = {}
+
+    def cb_for(key: str, *, index_base: int, role: str, dtype: str, pages: int, buffer: str) -> dict:
+        if key not in cbs:
+            used = [c["index"] for c in cbs.values() if c["role"] == role]
+            fmt = DATA_FORMATS[dtype]
+            cbs[key] = {"index": index_base + len(used), "name": f"cb_{key}", "buffer": buffer, "role": role,
+                        "data_format": fmt.name, "dtype": dtype, "page_bytes": fmt.tile_bytes, "num_pages": pages,
+                        "producer": "reader" if role == "input" else "compute",
+                        "consumer": "compute" if role == "input" else "writer"}
+        else:
+            cbs[key]["num_pages"] = max(cbs[key]["num_pages"], pages)
+        return cbs[key]
+
+    def tile_start(expr):
+        return analyzer.simplify(tirx.floordiv(expr, TILE))
+
+    def lower_copy(call):
+        if op_name(call) != "copy":
+            return call
+        dst, src = region_of(call.args[0]), region_of(call.args[1])
+        rows, cols = (-(-e // TILE) for e in dst.extents)
+        if src.scope == "global":          # DRAM -> L1 staging tile: the reader's job
+            ntiles = rows * cols
+            cb = cb_for(dst.name, index_base=INPUT_CB_BASE, role="input", dtype=dst.dtype,
+                        pages=ntiles * depth, buffer=dst.name)
+            r0, c0 = tile_start(src.starts[0]), tile_start(src.starts[1])
+            return seq([
+                ops.call("cb_reserve_back", cb["index"], ntiles),
+                _tile_loops(rows, cols, lambda tr, tc: ops.call(
+                    "read_tile", cb["index"], tr * cols + tc, src.name, r0 + tr, c0 + tc)),
+                ops.call("noc_async_read_barrier"),
+                ops.call("cb_push_back", cb["index"], ntiles),
+                ops.call("compute_receive", cb["index"], dst.name),
+            ])
+        if dst.scope == "global":          # L1/DST -> DRAM: compute packs, the writer drains
+            cb = cb_for(dst.name, index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype,
+                        pages=max(2, rows * cols) * depth, buffer=dst.name)
+            if buffers[src.name]["role"] == "staging":
+                raise CompileError(f"copying the staging tile `{src.name}` straight to `{dst.name}` is not supported; "
+                                   "copy it into a local tile first", stage="lower")
+            r0, c0 = tile_start(dst.starts[0]), tile_start(dst.starts[1])
+            sr0, sc0 = (int(s) // TILE for s in src.starts)
+            return seq([
+                ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols),
+                _tile_loops(rows, cols, lambda tr, tc: seq([
+                    ops.call("cb_wait_front", cb["index"], 1),
+                    ops.call("write_tile", cb["index"], dst.name, r0 + tr, c0 + tc),
+                    ops.call("noc_async_writes_flushed"),
+                    ops.call("cb_pop_front", cb["index"], 1),
+                ])),
+            ])
+        return call                        # L1 -> L1: a compute copy, tensorized later
+
+    body = tvm_ffi.structural_map(func.body, (tirx.TilePrimitiveCall, lower_copy), order="post")
+    table = sorted(cbs.values(), key=lambda c: c["index"])
+    for c in table:
+        c["tiles"] = layouts[c["buffer"]]["tiles"] if c["role"] == "input" else None
+    return func.with_body(body).with_attr("tt.cb_config", table)

@@ -1,0 +1,42 @@
+"""The TT pass pipeline, top to bottom (one pass per file in passes/).
+
+Metadata travels as PrimFunc attributes: tt.grid, tt.buffers, tt.target, tt.layout_desc, tt.core_grid,
+tt.core_ranges, tt.work_partition, tt.cb_config, tt.compute_config, then per kernel tt.kernel_role,
+tt.runtime_args, tt.compile_time_args, tt.verification.
+"""
+from __future__ import annotations
+
+import tvm
+
+from schemas.target import TargetConfig
+
+from .passes.apply_target_defaults import ApplyTargetDefaults
+from .passes.check_kernel import check_kernel
+from .passes.grid_to_persistent import grid_to_persistent
+from .passes.infer_layout import infer_layout
+from .passes.lower_to_circular_buffers import lower_to_circular_buffers
+from .passes.pad_tiles import pad_tiles
+from .passes.partition_work import partition_work
+from .passes.split_kernels import split_kernels
+from .passes.tensorize import tensorize
+from .passes.verify_program import verify_program
+
+
+def tt_passes(config: TargetConfig) -> list:
+    return [
+        check_kernel,                  # shapes, dtypes, gemm rules, grid coverage -> located errors
+        ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options
+        infer_layout,                  # tt.layout_desc: DRAM interleaved tiles, formats, padding
+        partition_work,                # blocks -> cores (contiguous / strided / block)
+        grid_to_persistent,            # T.cta_id -> per-core loop over (start, count, stride...)
+        lower_to_circular_buffers,     # staging tiles -> CBs; DRAM copies -> NoC page reads/writes
+        pad_tiles,                     # zero-fill reads / drop writes of pages outside the buffer
+        tensorize,                     # gemm -> matmul_tiles in DST; element-wise chains -> FPU/SFPU
+        split_kernels,                 # reader / compute / writer with a balanced CB protocol
+        verify_program,                # L1, CBs, runtime args, coverage, CB balance
+    ]
+
+
+def optimize_for_target_tt(mod: tvm.IRModule, config: TargetConfig, instruments=()) -> tvm.IRModule:
+    with tvm.transform.PassContext(opt_level=0, instruments=list(instruments)):
+        return tvm.transform.Sequential(tt_passes(config), name="OptimizeForTargetTT")(mod)

@@ -1,0 +1,79 @@
+"""The device table: one place, data not code. Numbers from the TT-Metalium 0.81.1 reference sheet (§5)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.target import TargetConfig
+
+from .errors import CompileError
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    arch: str
+    display_name: str
+    core_grid: tuple[int, int]          # (x, y) worker grid available to kernels
+    l1_bytes: int                       # L1 per Tensix core
+    l1_reserved_bytes: int              # firmware, kernel binaries, allocator's l1_small: not available to CBs
+    dram_banks: int
+    num_cbs: int
+    dram_alignment: int
+    supported_by_sdk: bool              # Grayskull was removed from tt-metal; we still lower for it
+
+    @property
+    def num_cores(self) -> int:
+        return self.core_grid[0] * self.core_grid[1]
+
+    @property
+    def l1_available_for_cbs(self) -> int:
+        return self.l1_bytes - self.l1_reserved_bytes
+
+
+DEVICES: dict[str, DeviceSpec] = {
+    "wormhole_b0": DeviceSpec("wormhole_b0", "Wormhole B0 (n150)", (8, 8), 1_499_136, 196_608, 12, 32, 32, True),
+    "blackhole": DeviceSpec("blackhole", "Blackhole (p150, unharvested)", (13, 10), 1_572_864, 196_608, 8, 64, 64, True),
+    "grayskull": DeviceSpec("grayskull", "Grayskull (e150)", (12, 9), 1_048_576, 196_608, 8, 32, 32, False),
+}
+
+TILE = 32                   # tile height and width
+FACE = 16                   # tiles are four 16x16 faces
+MAX_RUNTIME_ARGS = 341      # per core per kernel, unique + common
+
+
+@dataclass(frozen=True)
+class DataFormatSpec:
+    name: str               # tt::DataFormat enumerator
+    enum_value: int
+    tile_bytes: int
+    dtype: str
+
+
+DATA_FORMATS: dict[str, DataFormatSpec] = {
+    "float32": DataFormatSpec("Float32", 0, 4096, "float32"),
+    "bfloat16": DataFormatSpec("Float16_b", 5, 2048, "bfloat16"),
+    "float16": DataFormatSpec("Float16", 1, 2048, "float16"),
+}
+
+
+def dst_capacity(fp32_accumulation: bool, full_sync: bool) -> int:
+    """Tiles usable per tile_regs_acquire (reference sheet §3.2)."""
+    tiles = 16 if full_sync else 8
+    return tiles // 2 if fp32_accumulation else tiles
+
+
+def device_for(config: TargetConfig) -> DeviceSpec:
+    return DEVICES[config.arch]
+
+
+def core_grid_for(config: TargetConfig) -> tuple[int, int]:
+    """The worker grid to use: the device's, or a validated override."""
+    device = device_for(config)
+    if config.core_grid is None:
+        return device.core_grid
+    gx, gy = config.core_grid
+    if gx < 1 or gy < 1 or gx > device.core_grid[0] or gy > device.core_grid[1]:
+        raise CompileError(
+            f"core grid override {gx}x{gy} does not fit {device.display_name}'s {device.core_grid[0]}x{device.core_grid[1]} grid",
+            stage="target",
+        )
+    return gx, gy
