@@ -1,0 +1,210 @@
+"""Build and run a generated TT-Metalium bundle on the functional emulator (compiler/toolchain/emulator).
+
+The bundle holds reader.cpp, compute.cpp, writer.cpp and main.cpp. main.cpp is compiled with the host g++
+against the emulator's TT-Metalium headers and linked with libttemu; it runs as
+`./program <kernel_dir> <input_dir> <output_dir>` and exchanges float32 `.npy` files. The kernels are
+JIT-compiled by libttemu when the program is enqueued, like the real runtime does.
+
+Every build artefact is cached by a hash of what produces it (the Compiler Explorer rule: one function
+computes each key). Concurrent processes are safe: a lock file serialises builders of one key and finished
+artefacts are published with an atomic rename.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
+INCLUDE_DIR = EMULATOR_DIR / "include"
+SOURCE_DIR = EMULATOR_DIR / "src"
+BUNDLE_FILES = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp")
+ARCHES = ("wormhole_b0", "blackhole")
+
+CXX = os.environ.get("TTEMU_CXX", "g++")
+RUNTIME_FLAGS = ("-std=c++20", "-O2", "-fPIC", "-pthread", "-shared")
+PROGRAM_FLAGS = ("-std=c++20", "-O1", "-pthread")
+
+# Exit codes of an emulated program (src/host_api.cpp) -> error kind when the report is missing.
+EXIT_KINDS = {3: "kernel-error", 4: "deadlock", 5: "kernel-compile", 6: "host-api"}
+
+
+class EmulationError(Exception):
+    """A build or run failure. `kind` is the emulator's classification (deadlock, cb-out-of-range,
+    dst-overflow, cb-role, kernel-compile, program-compile, timeout, crash, ...); the message carries the
+    emulator's precise report (core, kernel, call, CB state)."""
+
+    def __init__(self, message: str, *, kind: str, log: str = "", report: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.log = log
+        self.report = report or {}
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.message}"
+
+
+@dataclass
+class EmulationResult:
+    outputs: dict[str, np.ndarray]
+    report: dict
+    log: str
+    build_seconds: float
+    run_seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+
+def cache_root() -> Path:
+    root = os.environ.get("TILEFARM_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "tilefarm"
+
+
+def kernel_cache_dir() -> Path:
+    return Path(os.environ.get("TTEMU_CACHE_DIR") or cache_root() / "ttemu")
+
+
+@lru_cache(maxsize=1)
+def compiler_version() -> str:
+    out = subprocess.run([CXX, "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()[0]
+
+
+def _hash_files(paths: list[Path], base: Path, extra: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for item in extra:
+        h.update(item.encode() + b"\0")
+    for p in sorted(paths):
+        h.update(str(p.relative_to(base)).encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()[:24]
+
+
+def runtime_key() -> str:
+    files = [p for p in EMULATOR_DIR.rglob("*") if p.is_file() and p.suffix in (".h", ".hpp", ".cpp")]
+    return _hash_files(files, EMULATOR_DIR, (compiler_version(), *RUNTIME_FLAGS, str(INCLUDE_DIR)))
+
+
+@contextmanager
+def _locked(lock_path: Path):
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build_once(target: Path, command_for: callable, kind: str) -> Path:
+    """Runs `command_for(tmp_path)` to produce `target` unless it exists; safe across processes."""
+    if target.exists():
+        return target
+    with _locked(target.with_suffix(".lock")):
+        if target.exists():
+            return target
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        cmd = command_for(tmp)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            raise EmulationError(f"{kind} build failed:\n{proc.stdout}{proc.stderr}\ncommand: {' '.join(cmd)}",
+                                 kind=kind, log=proc.stdout + proc.stderr)
+        os.replace(tmp, target)
+    return target
+
+
+def build_runtime() -> Path:
+    """libttemu.so for the current emulator sources (built once per source hash)."""
+    target = cache_root() / "ttemu-runtime" / runtime_key() / "libttemu.so"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    sources = sorted(str(p) for p in SOURCE_DIR.glob("*.cpp"))
+    return _build_once(
+        target,
+        lambda out: [CXX, *RUNTIME_FLAGS, f"-I{INCLUDE_DIR}", f'-DTTEMU_DEFAULT_INCLUDE_DIR="{INCLUDE_DIR}"',
+                     *sources, "-o", str(out), "-ldl"],
+        "runtime-compile",
+    )
+
+
+def build_program(main_cpp: Path, workdir: Path) -> Path:
+    """The host binary for `main_cpp` (cached by its content, the headers beside it and the runtime)."""
+    main_cpp = Path(main_cpp).resolve()
+    lib = build_runtime()
+    local_headers = [p for p in main_cpp.parent.iterdir() if p.suffix in (".h", ".hpp")]
+    key = _hash_files([main_cpp, *local_headers], main_cpp.parent, (lib.parent.name, *PROGRAM_FLAGS))
+    target = cache_root() / "ttemu-programs" / key / "program"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return _build_once(
+        target,
+        lambda out: [CXX, *PROGRAM_FLAGS, str(main_cpp), f"-I{INCLUDE_DIR}", f"-I{main_cpp.parent}",
+                     str(lib), f"-Wl,-rpath,{lib.parent}", "-o", str(out)],
+        "program-compile",
+    )
+
+
+def _write_inputs(inputs: dict[str, np.ndarray], input_dir: Path) -> None:
+    input_dir.mkdir(parents=True, exist_ok=True)
+    for name, array in inputs.items():
+        np.save(input_dir / f"{name}.npy", np.ascontiguousarray(array, dtype=np.float32))
+
+
+def run_program(bundle_dir: Path, inputs: dict[str, np.ndarray], workdir: Path, *, arch: str = "wormhole_b0",
+                timeout_s: float = 60, env: dict[str, str] | None = None) -> EmulationResult:
+    """Builds (cached) and runs a bundle; raises EmulationError with the emulator's report on failure."""
+    if arch not in ARCHES:
+        raise EmulationError(f"arch {arch!r} is not emulated (choose from {', '.join(ARCHES)})", kind="arch")
+    bundle_dir = Path(bundle_dir).resolve()
+    missing = [f for f in BUNDLE_FILES if not (bundle_dir / f).exists()]
+    if missing:
+        raise EmulationError(f"bundle {bundle_dir} lacks {', '.join(missing)}", kind="bundle")
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    program = build_program(bundle_dir / "main.cpp", workdir)
+    build_seconds = time.perf_counter() - t0
+
+    input_dir, output_dir = workdir / "inputs", workdir / "outputs"
+    shutil.rmtree(output_dir, ignore_errors=True)
+    output_dir.mkdir(parents=True)
+    _write_inputs(inputs, input_dir)
+    report_path = workdir / "report.json"
+    report_path.unlink(missing_ok=True)
+    run_env = {**os.environ, "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
+               "TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir()), **(env or {})}
+
+    t1 = time.perf_counter()
+    try:
+        proc = subprocess.run([str(program), str(bundle_dir), str(input_dir), str(output_dir)], cwd=workdir,
+                              env=run_env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        log = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace") \
+            if isinstance(exc.stdout, bytes) else (exc.stdout or "") + (exc.stderr or "")
+        raise EmulationError(f"program did not finish within {timeout_s} s (a kernel spinning without blocking?)",
+                             kind="timeout", log=log) from None
+    run_seconds = time.perf_counter() - t1
+    log = proc.stdout + proc.stderr
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+
+    if proc.returncode != 0:
+        err = report.get("error") or {}
+        kind = err.get("kind") or EXIT_KINDS.get(proc.returncode) or \
+            ("crash" if proc.returncode < 0 or "[crash]" in log else "program-exit")
+        message = err.get("message") or f"program exited with status {proc.returncode}:\n{log[-4000:]}"
+        raise EmulationError(message, kind=kind, log=log, report=report)
+
+    outputs = {p.stem: np.load(p) for p in sorted(output_dir.glob("*.npy"))}
+    return EmulationResult(outputs=outputs, report=report, log=log, build_seconds=build_seconds,
+                           run_seconds=run_seconds, warnings=list(report.get("warnings", [])))

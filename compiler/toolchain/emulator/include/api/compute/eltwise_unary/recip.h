@@ -1,0 +1,16 @@
+#pragma once
+#include "api/compute/common_globals.h"
+namespace ckernel {
+enum class ReciprocalDestAcc { BF16, FP32 };
+enum class ReciprocalApproxMode { Default, Precise, Approximate };
+template <ReciprocalDestAcc dest_acc = DST_ACCUM_MODE ? ReciprocalDestAcc::FP32 : ReciprocalDestAcc::BF16,
+          ReciprocalApproxMode approximation = ReciprocalApproxMode::Default>
+ALWI void recip_tile_init() {
+    ttemu::dev::sfpu_init(ttemu::dev::SfpuOp::Recip, "recip_tile_init");
+}
+template <ReciprocalDestAcc dest_acc = DST_ACCUM_MODE ? ReciprocalDestAcc::FP32 : ReciprocalDestAcc::BF16,
+          ReciprocalApproxMode approximation = ReciprocalApproxMode::Default>
+ALWI void recip_tile(std::uint32_t idst, VectorMode vector_mode = VectorMode::RC) {
+    ttemu::dev::sfpu_unary(ttemu::dev::SfpuOp::Recip, idst, 0, "recip_tile");
+}
+}  // namespace ckernel

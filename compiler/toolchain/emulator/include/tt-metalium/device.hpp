@@ -1,0 +1,2 @@
+#pragma once
+#include "tt-metalium/mesh_device.hpp"

@@ -1,0 +1,48 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+#include "tt-metalium/mesh_buffer.hpp"
+
+namespace tt::tt_metal {
+namespace tensor_accessor {
+enum class ArgConfig : std::uint8_t {
+    None = 0, Sharded = 1, IsDram = 2, RuntimeRank = 4, RuntimeNumBanks = 8, RuntimeTensorShape = 16,
+    RuntimeShardShape = 32, RuntimeBankCoords = 64, RuntimePageSize = 128
+};
+}
+// Interleaved buffers only: CT args are [config_word, aligned_page_size].
+class TensorAccessorArgs {
+public:
+    TensorAccessorArgs() = default;
+    explicit TensorAccessorArgs(const distributed::MeshBuffer& buffer,
+                                tensor_accessor::ArgConfig config = tensor_accessor::ArgConfig::None);
+    explicit TensorAccessorArgs(const std::shared_ptr<distributed::MeshBuffer>& buffer,
+                                tensor_accessor::ArgConfig config = tensor_accessor::ArgConfig::None)
+        : TensorAccessorArgs(*buffer, config) {}
+    explicit TensorAccessorArgs(const distributed::MeshBuffer* buffer,
+                                tensor_accessor::ArgConfig config = tensor_accessor::ArgConfig::None)
+        : TensorAccessorArgs(*buffer, config) {}
+    void append_to(std::vector<std::uint32_t>& compile_time_args) const {
+        compile_time_args.push_back(config_word_);
+        compile_time_args.push_back(aligned_page_size_);
+    }
+    void append_to(std::vector<std::uint32_t>& compile_time_args, std::vector<std::uint32_t>& common_runtime_args) const {
+        append_to(compile_time_args);
+    }
+    std::vector<std::uint32_t> get_compile_time_args() const {
+        std::vector<std::uint32_t> v;
+        append_to(v);
+        return v;
+    }
+    static TensorAccessorArgs create_dram_interleaved() {
+        TensorAccessorArgs a;
+        a.config_word_ = static_cast<std::uint32_t>(tensor_accessor::ArgConfig::IsDram);
+        return a;
+    }
+
+private:
+    std::uint32_t config_word_ = 0;
+    std::uint32_t aligned_page_size_ = 0;
+};
+}  // namespace tt::tt_metal

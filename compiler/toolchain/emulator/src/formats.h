@@ -1,0 +1,32 @@
+// Number formats and the hardware tile layout (32x32 tile = four 16x16 faces TL, TR, BL, BR; each face row-major).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace ttemu::fmt {
+enum Format : std::uint8_t { Float32 = 0, Float16 = 1, Tf32 = 4, Float16_b = 5, Bfp8_b = 6, Invalid = 0xff };
+constexpr int kTileElems = 1024;
+
+inline std::uint32_t bits_of(float f) { std::uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float float_of(std::uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+std::uint16_t f32_to_bf16_rne(float value);
+inline float bf16_to_f32(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }
+std::uint16_t f32_to_fp16_rne(float value);
+float fp16_to_f32(std::uint16_t h);
+float round_to_bf16(float value);
+float round_to_fp16(float value);
+float round_to_tf32(float value);  // 1 sign, 8 exponent, 10 mantissa bits (FPU source registers)
+
+const char* name(std::uint8_t format);
+std::uint32_t tile_bytes(std::uint8_t format);  // 0 = not emulated
+bool supported(std::uint8_t format);
+
+// Element (r, c) of a 32x32 tile lives at this index in the face-ordered tile.
+inline int face_index(int r, int c) { return ((r >> 4) * 2 + (c >> 4)) * 256 + (r & 15) * 16 + (c & 15); }
+
+// Tile bytes in `format` (face order) <-> row-major float[1024].
+void unpack_tile(const std::uint8_t* src, std::uint8_t format, float* rowmajor);
+void pack_tile(const float* rowmajor, std::uint8_t format, std::uint8_t* dst);
+}  // namespace ttemu::fmt

@@ -1,0 +1,285 @@
+// Kernel JIT: each kernel source is compiled with the host g++ into a shared object, cached by a hash of
+// everything that affects the object (source, compile-time args, defines, CB formats, flags, emulator headers).
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "runtime.h"
+
+extern char** environ;
+
+#ifndef TTEMU_DEFAULT_INCLUDE_DIR
+#define TTEMU_DEFAULT_INCLUDE_DIR ""
+#endif
+
+namespace ttemu {
+namespace {
+
+// 128-bit FNV-1a style hash from two independent 64-bit lanes; enough for a build cache key.
+struct Hasher {
+    std::uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+    void add(const std::string& s) {
+        for (unsigned char ch : s) {
+            a = (a ^ ch) * 0x100000001b3ull;
+            b = (b ^ ch) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+        }
+        a = (a ^ 0xff) * 0x100000001b3ull;  // separator so ("ab","c") != ("a","bc")
+    }
+    std::string hex() const { return strformat("%016llx%016llx", (unsigned long long)a, (unsigned long long)b); }
+};
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void walk(const std::string& dir, std::vector<std::string>& out) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* e = readdir(d)) {
+        std::string n = e->d_name;
+        if (n == "." || n == "..") continue;
+        std::string p = dir + "/" + n;
+        struct stat st {};
+        if (stat(p.c_str(), &st) != 0) continue;
+        if (S_ISDIR(st.st_mode))
+            walk(p, out);
+        else
+            out.push_back(p);
+    }
+    closedir(d);
+}
+
+std::string include_dir() {
+    const char* env = std::getenv("TTEMU_INCLUDE_DIR");
+    std::string dir = env && *env ? env : TTEMU_DEFAULT_INCLUDE_DIR;
+    if (dir.empty()) host_fail("kernel-compile", "TTEMU_INCLUDE_DIR is not set and libttemu has no built-in include dir", 5);
+    return dir;
+}
+
+const std::string& headers_hash() {
+    static std::string h = [] {
+        std::vector<std::string> files;
+        walk(include_dir(), files);
+        std::sort(files.begin(), files.end());
+        Hasher hs;
+        for (auto& f : files) {
+            hs.add(f.substr(include_dir().size()));
+            hs.add(read_file(f));
+        }
+        return hs.hex();
+    }();
+    return h;
+}
+
+std::string cache_dir() {
+    const char* env = std::getenv("TTEMU_CACHE_DIR");
+    std::string dir;
+    if (env && *env) {
+        dir = env;
+    } else {
+        const char* home = std::getenv("HOME");
+        dir = std::string(home && *home ? home : "/tmp") + "/.cache/tilefarm/ttemu";
+    }
+    std::string partial;
+    std::stringstream ss(dir);
+    std::string part;
+    if (!dir.empty() && dir[0] == '/') partial = "";
+    while (std::getline(ss, part, '/')) {
+        if (part.empty()) continue;
+        partial += "/" + part;
+        mkdir(partial.c_str(), 0755);
+    }
+    return dir + "/kernels";
+}
+
+std::string join(const std::vector<std::uint32_t>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+}
+
+std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView& view, const std::string& src,
+                                         const std::string& out) {
+    const char* cxx_env = std::getenv("TTEMU_CXX");
+    std::string cxx = cxx_env && *cxx_env ? cxx_env : "g++";
+    const ArchSpec& arch = *device().arch;
+    std::vector<std::string> cmd = {cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-g0",
+                                    // the JIT's warning policy (metalium_api.md §6.5)
+                                    "-Wall", "-Werror", "-Wno-unknown-pragmas", "-Wno-deprecated-declarations",
+                                    "-Wno-error=multistatement-macros", "-Wno-error=parentheses",
+                                    "-Wno-error=unused-but-set-variable", "-Wno-unused-variable", "-Wno-unused-function",
+                                    "-I" + include_dir()};
+    std::string sizes, formats;
+    for (std::uint32_t i = 0; i < kMaxCBs; ++i) {
+        sizes += (i ? "," : "") + std::to_string(view.tile_sizes[i]);
+        formats += (i ? "," : "") + std::to_string(view.formats[i]);
+    }
+    cmd.push_back("-DKERNEL_COMPILE_TIME_ARGS=" + join(k.compile_args));
+    cmd.push_back("-DTTEMU_CB_TILE_SIZES=" + sizes);
+    cmd.push_back("-DTTEMU_CB_FORMATS=" + formats);
+    cmd.push_back(arch.name == "wormhole_b0" ? "-DARCH_WORMHOLE" : "-DARCH_BLACKHOLE");
+    cmd.push_back("-DNUM_DRAM_BANKS=" + std::to_string(arch.dram_banks));
+    cmd.push_back("-DKERNEL_BUILD");
+    cmd.push_back("-DTTEMU_EMULATOR=1");
+    if (k.role == Role::Compute) {
+        cmd.push_back("-DTTEMU_COMPUTE_KERNEL=1");
+        cmd.push_back(strformat("-DTTEMU_DST_ACCUM_MODE=%d", k.fp32_dest_acc ? 1 : 0));
+        cmd.push_back(strformat("-DTTEMU_DST_FULL_SYNC=%d", k.dst_full_sync ? 1 : 0));
+        cmd.push_back(strformat("-DTTEMU_MATH_FIDELITY=%d", k.math_fidelity));
+        cmd.push_back(strformat("-DTTEMU_APPROX=%d", k.approx ? 1 : 0));
+    } else {
+        cmd.push_back(k.role == Role::Writer ? "-DCOMPILE_FOR_BRISC" : "-DCOMPILE_FOR_NCRISC");
+        cmd.push_back(strformat("-DPROCESSOR_INDEX=%d", k.role == Role::Writer ? 0 : 1));
+        cmd.push_back(strformat("-DNOC_INDEX=%d", k.noc));
+    }
+    for (auto& [name, value] : k.defines) cmd.push_back("-D" + name + "=" + value);
+    cmd.push_back(src);
+    cmd.push_back("-o");
+    cmd.push_back(out);
+    return cmd;
+}
+
+// Runs argv, returns exit status; stdout+stderr go to `log_path`.
+int run_command(const std::vector<std::string>& argv, const std::string& log_path) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return -1;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+    std::string s;
+    for (auto& a : argv) s += (s.empty() ? "" : " ") + ("'" + a + "'");
+    return s;
+}
+
+std::mutex g_loaded_mu;
+std::map<std::string, void (*)()> g_loaded;  // cache key -> entry point, per process
+
+}  // namespace
+
+void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<ProgramCBView>& views) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::string dir = cache_dir();
+    mkdir(dir.c_str(), 0755);
+    struct Job {
+        KernelDef* k;
+        std::string key, so, src;
+        std::vector<std::string> cmd;
+        bool hit = false;
+        int rc = 0;
+        std::string log;
+    };
+    std::vector<Job> jobs;
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+        KernelDef* k = kernels[i];
+        Job job;
+        job.k = k;
+        std::vector<std::string> probe = compile_command(*k, views[i], "SRC", "OUT");
+        Hasher h;
+        for (auto& a : probe) h.add(a);
+        h.add(k->source);
+        h.add(headers_hash());
+        h.add(__VERSION__);
+        job.key = h.hex();
+        job.so = dir + "/" + job.key + ".so";
+        // Compile the file in place so relative #includes resolve; string kernels get a file in the cache.
+        job.src = k->path;
+        if (job.src.empty()) {
+            job.src = dir + "/" + job.key + ".cpp";
+            std::ofstream(job.src) << k->source;
+        }
+        job.cmd = compile_command(*k, views[i], job.src, job.so + ".tmp." + std::to_string(getpid()) + "." + std::to_string(i));
+        job.hit = access(job.so.c_str(), R_OK) == 0;
+        jobs.push_back(std::move(job));
+    }
+    std::vector<std::thread> workers;
+    std::size_t parallel = std::max(1u, std::thread::hardware_concurrency());
+    std::size_t next = 0;
+    std::mutex next_mu;
+    auto work = [&] {
+        for (;;) {
+            Job* job;
+            {
+                std::lock_guard<std::mutex> lk(next_mu);
+                while (next < jobs.size() && jobs[next].hit) ++next;
+                if (next >= jobs.size()) return;
+                job = &jobs[next++];
+            }
+            // Two kernels with the same key in one program compile once.
+            bool dup = false;
+            for (auto& other : jobs)
+                if (&other < job && other.key == job->key) dup = true;
+            if (dup) continue;
+            std::string tmp = job->cmd.back();
+            std::string log_path = tmp + ".log";
+            if (std::getenv("TTEMU_LOG_JIT")) std::fprintf(stderr, "ttemu: jit: %s\n", shell_join(job->cmd).c_str());
+            job->rc = run_command(job->cmd, log_path);
+            job->log = read_file(log_path);
+            unlink(log_path.c_str());
+            if (job->rc == 0)
+                rename(tmp.c_str(), job->so.c_str());  // atomic publish into the shared cache
+            else
+                unlink(tmp.c_str());
+        }
+    };
+    for (std::size_t i = 0; i < std::min(parallel, jobs.size()); ++i) workers.emplace_back(work);
+    for (auto& w : workers) w.join();
+
+    Device& dev = device();
+    for (auto& job : jobs) {
+        if (job.rc != 0)
+            host_fail("kernel-compile",
+                      strformat("%s kernel '%s' failed to compile:\n%s\ncommand: %s", role_name(job.k->role),
+                                job.k->path.c_str(), job.log.c_str(), shell_join(job.cmd).c_str()),
+                      5);
+        if (job.hit)
+            ++dev.jit_cache_hits;
+        else
+            ++dev.jit_compiled;
+        std::lock_guard<std::mutex> lk(g_loaded_mu);
+        auto it = g_loaded.find(job.key);
+        if (it == g_loaded.end()) {
+            void* handle = dlopen(job.so.c_str(), RTLD_NOW | RTLD_LOCAL);
+            if (!handle) host_fail("kernel-compile", strformat("dlopen(%s): %s", job.so.c_str(), dlerror()), 5);
+            auto entry = reinterpret_cast<void (*)()>(dlsym(handle, "_Z11kernel_mainv"));
+            if (!entry)
+                host_fail("kernel-compile",
+                          strformat("kernel '%s' does not define 'void kernel_main()' (the 0.81.1 entry point for every "
+                                    "kernel type)",
+                                    job.k->path.c_str()),
+                          5);
+            it = g_loaded.emplace(job.key, entry).first;
+        }
+        job.k->entry = it->second;
+    }
+    dev.jit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace ttemu
