@@ -12,26 +12,40 @@ from service.settings import Settings, get_settings
 from service.storage import ArtifactStore, JobStore, open_store
 
 
-def settings_dep() -> Settings:
+# The dependencies are `async def` on purpose: FastAPI runs plain `def` dependencies in the thread pool, a hop each.
+
+async def settings_dep() -> Settings:
     return get_settings()
 
 
 @lru_cache
-def store_dep() -> JobStore:
+def _store() -> JobStore:
     return open_store(get_settings())
 
 
 @lru_cache
-def artifacts_dep() -> ArtifactStore:
+def _artifacts() -> ArtifactStore:
     return ArtifactStore(get_settings().data_dir)
 
 
 @lru_cache
-def queue_dep() -> TaskQueue:
+def _queue() -> TaskQueue:
     return TaskQueue(get_settings())
 
 
-def team_dep(settings: Settings = Depends(settings_dep), authorization: str | None = Header(default=None),
+async def store_dep() -> JobStore:
+    return _store()
+
+
+async def artifacts_dep() -> ArtifactStore:
+    return _artifacts()
+
+
+async def queue_dep() -> TaskQueue:
+    return _queue()
+
+
+async def team_dep(settings: Settings = Depends(settings_dep), authorization: str | None = Header(default=None),
              x_team: str | None = Header(default=None)) -> str:
     """With TILEFARM_API_TOKENS set, a bearer token names the team; without, X-Team (or 'default') does."""
     teams = settings.teams_by_token()
@@ -44,6 +58,6 @@ def team_dep(settings: Settings = Depends(settings_dep), authorization: str | No
     raise Problem(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
 
 
-def scoped_team(team: str = Depends(team_dep), settings: Settings = Depends(settings_dep)) -> str | None:
+async def scoped_team(team: str = Depends(team_dep), settings: Settings = Depends(settings_dep)) -> str | None:
     """The team whose jobs the caller may see: its own with auth on; everyone's without."""
     return team if settings.teams_by_token() else None

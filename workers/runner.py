@@ -209,7 +209,6 @@ def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str |
         job.started_at = job.started_at or now
         return job
 
-    before = deps.store.get(job_id)
     job = deps.store.mutate(job_id, claim)
     if job is None or job.status != "running":
         return None
@@ -217,7 +216,7 @@ def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str |
     if interrupted:
         deps.store.append_log(job_id, f"attempt {job.attempts}: the previous attempt was lost during "
                                       f"'{interrupted[0]}' (worker died); resuming there\n")
-    elif before is not None and before.status == "queued":
+    elif job.attempts == 1:
         deps.store.append_log(job_id, f"job {job_id} picked up by {job.worker['hostname']} pid {job.worker['pid']}\n")
     return job
 
@@ -230,8 +229,10 @@ def _finished(job: JobRecord, status: str, now: float | None = None) -> JobRecor
     return job
 
 
-def _run_stage(job_id: str, name: str, deps: WorkerDeps) -> bool:
-    """Run one stage; record its state and duration. False when the job ended here (failed or cancelled)."""
+def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
+    """Run one stage; record its state and duration (and success, if it was the job's `last` stage).
+
+    False when the job ended here (failed or cancelled)."""
     start = time.time()
 
     def begin(job: JobRecord) -> JobRecord:
@@ -269,16 +270,16 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps) -> bool:
         stage.finished_at, stage.duration_s = end, duration
         if outcome is not None:
             stage.state, stage.detail = outcome.state, outcome.detail
-            return job
+            return _finished(job, "succeeded", end) if last else job
         stage.state = status
         if failure is not None:
             job.diagnostics.append(Diagnostic(**failure))
             job.error = failure.get("rendered") or failure["message"]
         return _finished(job, status, end)
 
-    deps.store.mutate(job_id, record)
     verdict = outcome.detail or outcome.state if outcome else status
     deps.store.append_log(job_id, f"== stage {name}: {verdict} in {duration * 1000:.1f} ms\n")
+    deps.store.mutate(job_id, record)  # after the log line: whoever sees the job end sees its whole log
     return outcome is not None
 
 
@@ -288,7 +289,9 @@ def _cancel_requested(job_id: str, deps: WorkerDeps) -> bool:
 
 
 def _run_phase(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str | None) -> JobRecord | None:
-    """Claim the job and run the stages of `phase` not yet done; the job record when all of them succeeded."""
+    """Claim the job and run the stages of `phase` not yet done (the job's last stage also ends the job).
+
+    The job record when all of them succeeded, else None."""
     job = _claim(job_id, deps, phase, task_id)
     if job is None:
         return None
@@ -298,7 +301,7 @@ def _run_phase(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: s
         if _cancel_requested(job_id, deps):
             deps.store.mutate(job_id, lambda j: None if j.terminal else _finished(j, "cancelled"))
             return None
-        if not _run_stage(job_id, stage.name, deps):
+        if not _run_stage(job_id, stage.name, deps, last=stage is job.stages[-1]):
             return None
     return deps.store.get(job_id)
 
@@ -316,7 +319,7 @@ def run_job(job_id: str, deps: WorkerDeps, *, queue_hardware: Callable[[JobRecor
             deps.store.append_log(job_id, f"queued for a {job.target.arch} device\n")
             queue_hardware(job)
         return
-    succeed(job_id, deps)
+    succeed(job_id, deps)  # no-op unless the last stage was already done by an earlier attempt
 
 
 def run_hardware(job_id: str, deps: WorkerDeps, task_id: str | None = None) -> None:

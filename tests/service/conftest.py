@@ -34,7 +34,7 @@ def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILEFARM_")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(FAKE) if _use_fake() else "") if p)
     if _use_fake():
-        env["TILEFARM_TEST_FAKE_COMPILER"] = "1"
+        env["TF_TEST_FAKE_COMPILER"] = "1"
     env.update(extra)
     return env
 
