@@ -165,7 +165,8 @@ class RedisJobStore(JobStore):
                     pipe.multi()
                     pipe.set(self._k("job", job.id), job.model_dump_json())
                     pipe.zadd(self._k("jobs"), {job.id: 0})
-                    pipe.sadd(active_key, job.id)
+                    if job.status in ACTIVE:
+                        pipe.sadd(active_key, job.id)
                     if idem_key:
                         pipe.set(idem_key, json.dumps({"hash": idempotency_hash, "job_id": job.id}), ex=IDEMPOTENCY_TTL_S)
                     self._index_writes(pipe, None, job)

@@ -70,6 +70,12 @@ def test_cache_hit_is_a_new_job_that_does_not_compile(redis_service, gemm_job):
     assert job["id"] != gemm_job["id"] and job["cache_hit"] is True and job["cache_key"] == gemm_job["cache_key"]
     assert "cache hit" in redis_service.client.get(f"/v1/jobs/{job['id']}/logs").text
     check_bundle(redis_service.client, job)
+    # compile-only: answered by the API from the cache, already finished in the 202
+    response = redis_service.client.post("/v1/jobs", json={"source": GEMM, "stages": ["compile"]})
+    fast = response.json()
+    assert response.status_code == 202 and fast["status"] == "succeeded" and fast["cache_hit"] is True
+    assert fast["cache_key"] == gemm_job["cache_key"] and fast["stages"][0]["detail"] == "cache hit"
+    check_bundle(redis_service.client, fast)
 
 
 def test_idempotency_key(redis_service):
@@ -174,3 +180,11 @@ def test_targets_devices_health_metrics(redis_service, gemm_job):
     assert "tilefarm_queue_depth" in metrics and "tilefarm_cache_hits_total" in metrics
     assert client.get("/openapi.json").json()["paths"]["/v1/jobs"]["post"]
     assert client.get("/docs").status_code == 200
+
+
+def test_api_process_does_not_import_tvm():
+    import subprocess
+    import sys
+
+    code = "import sys, service.app, service.jobs, compiler.api; assert 'tvm' not in sys.modules, 'tvm imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
