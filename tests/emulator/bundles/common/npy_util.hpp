@@ -105,3 +105,59 @@ inline std::vector<float> unpack_bf16(const std::vector<std::uint32_t>& w) {
     }
     return out;
 }
+
+// Test-only: fp16 RNE conversion for host-side packing (independent of the emulator's own code).
+inline std::uint16_t to_fp16(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    std::uint32_t sign = (u >> 16) & 0x8000u;
+    float a = std::fabs(f);
+    if (std::isnan(f)) return static_cast<std::uint16_t>(sign | 0x7e00u);
+    if (a >= 65520.0f) return static_cast<std::uint16_t>(sign | 0x7c00u);
+    if (a < 6.103515625e-05f) {  // subnormal: multiples of 2^-24
+        float q = std::nearbyint(a * 16777216.0f);
+        return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(q));
+    }
+    int e;
+    float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+    float q = std::nearbyint(m * 2048.0f);  // 11 significant bits
+    if (q >= 2048.0f) { q /= 2; ++e; }
+    return static_cast<std::uint16_t>(sign | (static_cast<std::uint32_t>(e + 14) << 10) | (static_cast<std::uint32_t>(q) - 1024u));
+}
+inline float from_fp16(std::uint16_t h) {
+    std::uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+    float v = exp == 0 ? std::ldexp(static_cast<float>(mant), -24)
+              : exp == 31 ? (mant ? NAN : INFINITY)
+                          : std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+    return (h & 0x8000u) ? -v : v;
+}
+// Element values -> 32-bit words for a data format: 0 Float32, 1 Float16, 5 Float16_b.
+inline std::vector<std::uint32_t> pack_format(const std::vector<float>& v, int format) {
+    if (format == 0) {
+        std::vector<std::uint32_t> out(v.size());
+        std::memcpy(out.data(), v.data(), v.size() * 4);
+        return out;
+    }
+    std::vector<std::uint32_t> out(v.size() / 2);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        std::uint16_t lo = format == 1 ? to_fp16(v[2 * i]) : to_bf16(v[2 * i]);
+        std::uint16_t hi = format == 1 ? to_fp16(v[2 * i + 1]) : to_bf16(v[2 * i + 1]);
+        out[i] = lo | (static_cast<std::uint32_t>(hi) << 16);
+    }
+    return out;
+}
+inline std::vector<float> unpack_format(const std::vector<std::uint32_t>& w, int format) {
+    if (format == 0) {
+        std::vector<float> out(w.size());
+        std::memcpy(out.data(), w.data(), w.size() * 4);
+        return out;
+    }
+    std::vector<float> out(w.size() * 2);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        std::uint16_t lo = static_cast<std::uint16_t>(w[i] & 0xffff), hi = static_cast<std::uint16_t>(w[i] >> 16);
+        out[2 * i] = format == 1 ? from_fp16(lo) : from_bf16(lo);
+        out[2 * i + 1] = format == 1 ? from_fp16(hi) : from_bf16(hi);
+    }
+    return out;
+}
+inline std::uint32_t format_tile_bytes(int format) { return format == 0 ? 4096 : 2048; }
