@@ -227,6 +227,12 @@ void cb_reserve_back(std::int32_t cb, std::int32_t n) {
     if (n < 0 || static_cast<std::uint32_t>(n) > c.num_pages)
         kernel_fail("cb-overflow", call, strformat("%s has only %u pages; this reserve can never succeed", cb_name(cb).c_str(), c.num_pages));
     std::uint32_t need = static_cast<std::uint32_t>(n);
+    if (c.wr_page + need > c.num_pages)
+        kernel_fail("cb-wrap", call,
+                    strformat("reserving %u page(s) at write page %u runs past the end of %s (%u pages): the write pointer "
+                              "wraps only at the end, so pushes must add up to the CB size per cycle (make the depth a "
+                              "multiple of the push size)",
+                              need, c.wr_page, cb_name(cb).c_str(), c.num_pages));
     block_until(run, lk, call, cb, [&] { return c.num_pages - c.used() >= need; });
     c.back_granted = std::max(c.back_granted, need);
 }
@@ -269,6 +275,11 @@ void cb_wait_front(std::int32_t cb, std::int32_t n) {
     if (n < 0 || static_cast<std::uint32_t>(n) > c.num_pages)
         kernel_fail("cb-overflow", call, strformat("%s has only %u pages; this wait can never succeed", cb_name(cb).c_str(), c.num_pages));
     std::uint32_t need = static_cast<std::uint32_t>(n);
+    if (c.rd_page + need > c.num_pages)
+        kernel_fail("cb-wrap", call,
+                    strformat("waiting for %u page(s) at read page %u runs past the end of %s (%u pages): the read pointer "
+                              "wraps only at the end, so pops must add up to the CB size per cycle",
+                              need, c.rd_page, cb_name(cb).c_str(), c.num_pages));
     // Cumulative rule: the count is relative to the front, so wait 8, 16, 24 between pops, not 8, 8, 8.
     block_until(run, lk, call, cb, [&] { return c.used() >= need; });
     c.front_granted = std::max(c.front_granted, need);

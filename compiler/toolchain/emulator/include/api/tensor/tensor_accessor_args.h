@@ -14,6 +14,8 @@ enum ArgConfig : std::uint8_t {
 
 template <std::size_t CTA_OFFSET, std::size_t CRTA_OFFSET = tensor_accessor::UNKNOWN>
 struct TensorAccessorArgs {
+    static_assert(CTA_OFFSET + 2 <= ttemu::ct::kernel_compile_time_args.size(),
+                  "Index out of range: an interleaved TensorAccessorArgs needs 2 compile-time args at CTA_OFFSET");
     static constexpr std::uint32_t config_word = get_ct_arg<CTA_OFFSET>();
     static constexpr bool is_sharded = (config_word & tensor_accessor::Sharded) != 0;
     static constexpr bool is_dram = (config_word & tensor_accessor::IsDram) != 0;
