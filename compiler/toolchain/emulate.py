@@ -208,3 +208,4 @@ def run_program(bundle_dir: Path, inputs: dict[str, np.ndarray], workdir: Path, 
     outputs = {p.stem: np.load(p) for p in sorted(output_dir.glob("*.npy"))}
     return EmulationResult(outputs=outputs, report=report, log=log, build_seconds=build_seconds,
                            run_seconds=run_seconds, warnings=list(report.get("warnings", [])))
+

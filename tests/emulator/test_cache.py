@@ -1,0 +1,63 @@
+"""Build caching: kernel objects are reused by content hash, the runtime and host program are built once."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from compiler.toolchain import emulate
+
+from .conftest import eltwise_cfg
+
+INPUTS = {"x": np.ones((32, 64), np.float32), "y": np.ones((32, 64), np.float32), "cfg": eltwise_cfg()}
+
+
+def test_second_run_hits_kernel_cache(make_bundle, run, tmp_path, monkeypatch):
+    monkeypatch.setenv("TTEMU_CACHE_DIR", str(tmp_path / "kcache"))
+    bundle = make_bundle("eltwise")
+    first = run(bundle, INPUTS)
+    assert first.report["jit"] == {**first.report["jit"], "compiled": 3, "cache_hits": 0}
+    second = run(bundle, INPUTS)
+    assert second.report["jit"]["compiled"] == 0 and second.report["jit"]["cache_hits"] == 3
+    np.testing.assert_array_equal(first.outputs["z"], second.outputs["z"])
+    # A different define changes only the compute kernel's key.
+    changed = make_bundle("eltwise", prepend={"compute.cpp": "// a comment changes the source hash"})
+    third = run(changed, INPUTS)
+    assert third.report["jit"]["compiled"] == 1 and third.report["jit"]["cache_hits"] == 2
+
+
+def test_program_and_runtime_builds_are_cached(make_bundle, tmp_path):
+    bundle = make_bundle("eltwise")
+    lib = emulate.build_runtime()
+    prog = emulate.build_program(bundle / "main.cpp", tmp_path)
+    mtime = prog.stat().st_mtime_ns
+    t0 = time.perf_counter()
+    assert emulate.build_program(bundle / "main.cpp", tmp_path) == prog
+    assert time.perf_counter() - t0 < 0.5
+    assert prog.stat().st_mtime_ns == mtime and lib.exists()
+
+
+def test_concurrent_builds_do_not_collide(make_bundle, tmp_path):
+    """Two processes building the same (new) program at once both succeed and agree on the artefact."""
+    bundle = make_bundle("eltwise", prepend={"main.cpp": f"// unique {time.time_ns()}"})
+    code = ("import sys; from pathlib import Path; from compiler.toolchain import emulate; "
+            f"print(emulate.build_program(Path('{bundle}/main.cpp'), Path('{tmp_path}')))")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[2]) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert outs[0] == outs[1]
+
+
+def test_small_gemm_cached_run_is_fast(make_bundle, run):
+    bundle = make_bundle("gemm")
+    a = np.ones((64, 64), np.float32)
+    run(bundle, {"a": a, "b": a})  # warm the caches
+    t0 = time.perf_counter()
+    res = run(bundle, {"a": a, "b": a})
+    elapsed = time.perf_counter() - t0
+    np.testing.assert_array_equal(res.outputs["c"], np.full((64, 64), 64.0, np.float32))
+    assert elapsed < 1.0, f"cached build + run took {elapsed:.3f} s"
