@@ -170,3 +170,15 @@ def test_gemm_transpose_b(make_bundle, run):
     })
     res = run(bundle, {"a": a, "b": bt})
     np.testing.assert_allclose(res.outputs["c"], _gemm_ref(a, bt.T.copy(), 2), rtol=2 ** -7, atol=2 ** -6)
+
+
+def test_zero_fill_from_mem_zeros(make_bundle, run):
+    """A reader zero-fills CB pages by repeated noc_async_read from MEM_ZEROS_BASE (as padding code does)."""
+    bundle = make_bundle("eltwise", replace={"reader.cpp": [(
+        "noc_async_read_page(i, y, get_write_ptr(cb_y));",
+        "const uint64_t zeros = get_noc_addr(MEM_ZEROS_BASE);\n"
+        "        for (uint32_t off = 0; off < get_tile_size(cb_y); off += MEM_ZEROS_SIZE)\n"
+        "            noc_async_read(zeros, get_write_ptr(cb_y) + off, MEM_ZEROS_SIZE);")]})
+    res = run(bundle, {"x": X, "y": Y, "cfg": eltwise_cfg()})
+    np.testing.assert_array_equal(res.outputs["z"], bf16(X))
+    assert res.report["cores"][0]["noc_reads"] == 6 * (1 + 4)
