@@ -1,7 +1,10 @@
 """Compiler diagnostics: raised where the fact is known, rendered once (CLI text or API problem+json)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+
+_recent = threading.local()  # the last CompileError raised on this thread (see recover())
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,18 @@ class CompileError(Exception):
         self.stage = stage
         self.location = location
         self.hint = hint
+        _recent.error = self
+
+    @staticmethod
+    def recover(exc: BaseException) -> "CompileError | None":
+        """The CompileError behind `exc` when it crossed TVM's FFI (passes run through C++, which re-raises
+        Python exceptions as RuntimeError carrying only the text)."""
+        if isinstance(exc, CompileError):
+            return exc
+        error = getattr(_recent, "error", None)
+        if error is not None and error.message in str(exc):
+            return error
+        return None
 
     def render(self) -> str:
         """`path:line:col: error: message` (plus an indented hint), the form compilers print."""

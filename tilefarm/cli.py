@@ -3,11 +3,19 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="tilefarm: tile-level kernels -> Tenstorrent TT-Metalium")
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help="tilefarm: tile-level kernels -> Tenstorrent TT-Metalium")
+
+
+@app.callback()
+def main() -> None:
+    """tilefarm: compile tile-level TIRx kernels for Tenstorrent devices, run them, serve them."""
 
 
 def _register() -> None:
-    from . import cmd_compile  # noqa: F401  (registers compile/run/verify)
+    from . import cmd_compile  # noqa: F401  (registers compile)
+    from .cmd_service import register as register_service
+
+    register_service(app)
 
 
 _register()

@@ -25,8 +25,8 @@ class _Splice(string.Formatter):
     """`{n}` splices an argument; `{n:p}` parenthesises it when it is a compound expression (arithmetic context)."""
 
     def format_field(self, value, format_spec):
-        if format_spec == "p" and not value.replace("_", "").isalnum():
-            return f"({value})"
+        if format_spec == "p":
+            return value if value.replace("_", "").isalnum() else f"({value})"
         return super().format_field(value, format_spec)
 
 

@@ -170,10 +170,11 @@ class Tensorizer:
         return out + self.pop_all(pending)
 
     def first_use(self, stmt, name):
-        for s in [stmt] + (stmts_of(stmt.body) if isinstance(stmt, tirx.For) else []):
-            if isinstance(s, tirx.TilePrimitiveCall) and name in self.op_effects(s).uses:
-                return s
-            if isinstance(s, tirx.For):
+        """The tile op that reads `name` first, searching into loops."""
+        if isinstance(stmt, tirx.TilePrimitiveCall):
+            return stmt if name in self.op_effects(stmt).uses else None
+        if isinstance(stmt, tirx.For):
+            for s in stmts_of(stmt.body):
                 found = self.first_use(s, name)
                 if found is not None:
                     return found
@@ -371,9 +372,9 @@ class Tensorizer:
             detail = ", ".join(f"{b} {self.tiles(b)[0]}x{self.tiles(b)[1]}" for b in bufs)
             node = next((s for s in compute if isinstance(s, (tirx.TilePrimitiveCall, tirx.For))), None)
             raise self.error(node, f"the tiles computed together here need {layout.total} DST tiles ({detail}"
-                                   f"{', +1 scratch' if scratch else ''}) but DST holds {self.capacity} "
-                                   f"({'fp32' if self.fp32 else '16-bit'} accumulation"
-                                   f"{', full sync' if self.full_sync else ''})",
+                                   f"{', +1 scratch' if scratch else ''}) but DST holds at most "
+                                   f"{dst_capacity(self.fp32, True)} ({'fp32' if self.fp32 else '16-bit'} accumulation, "
+                                   "full sync)",
                              hint="use smaller blocks (e.g. 32x32 or 64x32 accumulators) or fewer live local tiles")
         return layout
 

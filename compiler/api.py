@@ -1,0 +1,139 @@
+"""The compiler as a library: source text in, the five artifacts out. No web or queue imports here.
+
+    result = compile_source(text, filename="gemm.py", target=TargetConfig(arch="blackhole"))
+    result.write("out/")          # reader.cpp compute.cpp writer.cpp main.cpp tt.plan.json compile.log [ir/]
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from schemas.target import TargetConfig
+
+from .errors import CompileError
+from .version import COMPILER_VERSION
+
+ARTIFACTS = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json")
+TVM_VERSIONS = "apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1"
+
+
+def cache_key(source: str, entry: str | None, target: TargetConfig) -> str:
+    """The one function that says what determines a compile's output (Compiler Explorer style)."""
+    material = json.dumps({
+        "source": source, "entry": entry, "target": target.model_dump(mode="json"),
+        "compiler": COMPILER_VERSION, "tvm": TVM_VERSIONS,
+    }, sort_keys=True)
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+@dataclass
+class CompileResult:
+    entry: str
+    artifacts: dict[str, bytes]
+    plan: dict
+    timings: dict[str, float]                        # seconds: parse, each pass, codegen, total
+    log: str
+    ir_dumps: dict[str, str] = field(default_factory=dict)
+
+    def write(self, outdir: str | Path) -> Path:
+        out = Path(outdir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in self.artifacts.items():
+            (out / name).write_bytes(data)
+        (out / "compile.log").write_text(self.log)
+        if self.ir_dumps:
+            (out / "ir").mkdir(exist_ok=True)
+            for name, text in self.ir_dumps.items():
+                (out / "ir" / name).write_text(text)
+        return out
+
+
+def _instrument(timings: dict, dumps: dict | None):
+    import tvm
+
+    @tvm.ir.instrument.pass_instrument
+    class Recorder:
+        def __init__(self):
+            self.start = 0.0
+            self.index = 0
+
+        def run_before_pass(self, mod, info):
+            self.start = time.perf_counter()
+
+        def run_after_pass(self, mod, info):
+            if info.name == "OptimizeForTargetTT":
+                return
+            timings[f"pass:{info.name}"] = time.perf_counter() - self.start
+            if dumps is not None:
+                self.index += 1
+                dumps[f"{self.index:02d}_{info.name}.py"] = mod.script()
+
+    return Recorder()
+
+
+@contextmanager
+def _internal_errors(stage: str):
+    """User diagnostics pass through; anything else is reported as a compiler bug, not a crash."""
+    try:
+        yield
+    except CompileError:
+        raise
+    except Exception as e:
+        original = CompileError.recover(e)
+        if original is not None:
+            raise original from None
+        raise CompileError(f"internal compiler error: {type(e).__name__}: {e}", stage=stage,
+                           hint="please report this kernel; it is a tilefarm bug") from e
+
+
+def compile_source(source: str, *, filename: str = "kernel.py", entry: str | None = None,
+                   target: TargetConfig | None = None, dump_ir: bool = False) -> CompileResult:
+    """Compile one kernel. Raises CompileError (with file:line:col where known) on bad input.
+
+    Parsing executes the user's Python expressions: call this only inside a sandbox for untrusted text.
+    """
+    import tvm
+
+    from .codegen.host import print_host
+    from .codegen.kernels import print_kernel
+    from .codegen.plan import build_plan, plan_json
+    from .frontend import parse, prepare
+    from .pipeline import optimize_for_target_tt
+
+    target = target or TargetConfig()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    prepared = prepare(source, filename, entry)
+    func = parse(prepared).with_attrs({"tt.source_file": filename, "tt.entry": prepared.entry})
+    timings["parse"] = time.perf_counter() - t0
+    dumps: dict[str, str] | None = {} if dump_ir else None
+    if dumps is not None:
+        dumps["00_input.py"] = func.script()
+    t1 = time.perf_counter()
+    with _internal_errors("pipeline"):
+        mod = optimize_for_target_tt(tvm.IRModule({prepared.entry: func}), target, [_instrument(timings, dumps)])
+    timings["pipeline"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    with _internal_errors("codegen"):
+        plan = build_plan(mod)
+        artifacts = {f"{role}.cpp": print_kernel(mod[role]).encode() for role in ("reader", "compute", "writer")}
+        artifacts["main.cpp"] = print_host(plan).encode()
+        artifacts["tt.plan.json"] = plan_json(plan).encode()
+    timings["codegen"] = time.perf_counter() - t2
+    timings["total"] = time.perf_counter() - t0
+    return CompileResult(prepared.entry, artifacts, plan, timings, _log(prepared.entry, filename, target, timings, plan),
+                         dumps or {})
+
+
+def _log(entry: str, filename: str, target: TargetConfig, timings: dict, plan: dict) -> str:
+    lines = [f"tilefarm {COMPILER_VERSION}: {filename} entry `{entry}` for {target.arch}",
+             f"target config: {target.model_dump_json()}",
+             f"grid {plan['grid']['extents']} = {plan['work']['blocks']} blocks on {plan['work']['num_cores']} cores "
+             f"({plan['work']['policy']}); L1 {plan['l1_bytes_per_core']} B/core in {len(plan['circular_buffers'])} CBs",
+             "timings (ms):"]
+    lines += [f"  {name:<40} {seconds * 1e3:8.3f}" for name, seconds in timings.items()]
+    return "\n".join(lines) + "\n"

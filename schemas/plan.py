@@ -1,0 +1,143 @@
+"""tt.plan.json: the runtime plan of one compiled kernel. `PLAN_JSON_SCHEMA` is published as schemas/tt_plan.schema.json."""
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CompilerInfo(_Strict):
+    name: Literal["tilefarm"]
+    version: str
+
+
+class PlanTarget(_Strict):
+    arch: Literal["wormhole_b0", "blackhole", "grayskull"]
+    core_grid: list[int] = Field(min_length=2, max_length=2)
+    num_cores: int = Field(ge=1)
+    l1_bytes: int
+    l1_available_for_cbs: int
+    dram_banks: int
+    num_cbs: int
+    dram_alignment: int
+    partition: Literal["contiguous", "strided", "block"]
+    tile_order: Literal["row_major"]
+    dram_layout: Literal["interleaved"]
+    tile_shape: list[int]
+    cb_depth: int
+    math_fidelity: Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
+    fp32_accumulation: bool
+
+
+class Grid(_Strict):
+    vars: list[str]
+    extents: list[int] = Field(min_length=1, max_length=2)
+
+
+class CoreWork(_Strict):
+    core: list[int] = Field(min_length=2, max_length=2, description="logical (x, y)")
+    start: int = Field(ge=0)
+    count: int = Field(ge=0)
+    stride: int
+    row_len: int = Field(ge=1)
+    row_stride: int
+    blocks: list[int] = Field(description="the blocks this core computes, in order")
+
+
+class WorkPartition(_Strict):
+    policy: Literal["contiguous", "strided", "block"]
+    blocks: int = Field(ge=1)
+    grid: list[int]
+    num_cores: int = Field(ge=1)
+    work_args: list[str]
+    cores: list[CoreWork]
+
+
+class BufferPlan(_Strict):
+    name: str
+    role: Literal["input", "output", "unused"]
+    shape: list[int] = Field(min_length=2, max_length=2)
+    dtype: Literal["float32", "bfloat16", "float16"]
+    data_format: str
+    layout: Literal["interleaved"]
+    memory: Literal["DRAM"]
+    padded_shape: list[int]
+    tiles: list[int]
+    dram_pages: int
+    page_bytes: int
+    size_bytes: int
+
+
+class CircularBufferPlan(_Strict):
+    index: int = Field(ge=0, le=63)
+    name: str
+    buffer: str
+    role: Literal["input", "output"]
+    data_format: str
+    dtype: str
+    page_bytes: int
+    num_pages: int
+    total_bytes: int
+    producer: Literal["reader", "compute"]
+    consumer: Literal["compute", "writer"]
+    tiles: list[int] | None
+
+
+class RuntimeArg(_Strict):
+    name: str
+    kind: Literal["buffer_address", "work"]
+    buffer: str | None = None
+
+
+class CompileTimeArg(_Strict):
+    kind: Literal["tensor_accessor"]
+    buffer: str
+    words: list[int]
+
+
+class CoreArgs(_Strict):
+    core: list[int]
+    values: list[Union[int, str]] = Field(description="ints, or `address(<buffer>)` filled in by the host")
+
+
+class KernelPlan(_Strict):
+    role: Literal["reader", "compute", "writer"]
+    file: str
+    processor: str
+    noc: str | None
+    runtime_args: list[RuntimeArg]
+    compile_time_args: list[CompileTimeArg]
+    per_core_args: list[CoreArgs]
+
+
+class ComputeConfigPlan(_Strict):
+    fp32_dest_acc_en: bool
+    dst_full_sync_en: bool
+    math_fidelity: str
+    dst_capacity: int
+    math_approx_mode: bool
+
+
+class Plan(_Strict):
+    schema_version: Literal[1]
+    compiler: CompilerInfo
+    kernel: str
+    source_file: str
+    target: PlanTarget
+    grid: Grid
+    core_grid: list[int]
+    core_ranges: list[list[list[int]]]
+    work: WorkPartition
+    buffers: list[BufferPlan]
+    circular_buffers: list[CircularBufferPlan]
+    kernels: list[KernelPlan]
+    compute_config: ComputeConfigPlan
+    l1_bytes_per_core: int
+    cb_pages_per_block: dict[str, dict[str, int]]
+
+
+PLAN_JSON_SCHEMA = Plan.model_json_schema()

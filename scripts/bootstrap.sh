@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set up a machine for tilefarm: system packages (when we can install them), .venv, the project and its pins.
+# Idempotent and quiet when everything is already there. Used by `make serve`, `make test` and .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+if [ "${TILEFARM_SYSTEM_PACKAGES:-1}" = 1 ] && [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "bootstrap: installing Debian packages: ${need_apt[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "bootstrap: please install: ${need_apt[*]} (tests need them)" >&2
+  fi
+fi
+
+PYTHON=${PYTHON:-}
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PYTHON=$candidate; break
+    fi
+  done
+fi
+[ -n "$PYTHON" ] || { echo "bootstrap: Python 3.11 is required" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.tilefarm-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi

@@ -1,0 +1,138 @@
+"""Every example compiles for every arch, and the output has the properties a device run depends on."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from .conftest import ARCHS, ROOT, good_examples, shared_copies
+
+SCHEMA = json.loads((ROOT / "schemas" / "tt_plan.schema.json").read_text())
+CPP_API = ROOT / "tests" / "cpp_api"
+CASES = [(p, a) for p in good_examples() + shared_copies() for a in ARCHS]
+IDS = [f"{p.parent.name}/{p.stem}-{a}" for p, a in CASES]
+
+
+def test_published_schema_is_current():
+    from schemas.plan import PLAN_JSON_SCHEMA
+
+    assert SCHEMA == json.loads(json.dumps(PLAN_JSON_SCHEMA)), "regenerate schemas/tt_plan.schema.json"
+
+
+def test_examples_cover_the_required_kernels():
+    names = {p.stem for p in good_examples()}
+    assert {"gemm_single_tile", "gemm_bf16_blocks", "eltwise_chain", "gemm_ragged"} <= names
+    assert (ROOT / "examples" / "bad_syntax.py").exists()
+
+
+@pytest.mark.parametrize("path,arch", CASES, ids=IDS)
+def test_plan_invariants(compiled, path, arch):
+    result = compiled(path, arch)
+    plan = json.loads(result.artifacts["tt.plan.json"])
+    jsonschema.validate(plan, SCHEMA)
+    assert set(result.artifacts) == {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json"}
+    work = plan["work"]
+    extents = plan["grid"]["extents"]
+    blocks = extents[0] * (extents[1] if len(extents) == 2 else 1)
+    assert work["blocks"] == blocks
+    assert sum(c["count"] for c in work["cores"]) == blocks
+    walked = sorted(b for c in work["cores"] for b in c["blocks"])
+    assert walked == list(range(blocks)), "every block exactly once"
+    gx, gy = plan["core_grid"]
+    assert all(0 <= c["core"][0] < gx and 0 <= c["core"][1] < gy for c in work["cores"])
+    assert len({tuple(c["core"]) for c in work["cores"]}) == len(work["cores"])
+    in_ranges = {(x, y) for (x0, y0), (x1, y1) in plan["core_ranges"]
+                 for x in range(x0, x1 + 1) for y in range(y0, y1 + 1)}
+    assert in_ranges == {tuple(c["core"]) for c in work["cores"]}
+    # CBs: balanced per block, indices legal, L1 within the target
+    for name, pages in plan["cb_pages_per_block"].items():
+        assert len(set(pages.values())) == 1 and pages["cb_push_back"] > 0, (name, pages)
+    assert all(cb["index"] < plan["target"]["num_cbs"] for cb in plan["circular_buffers"])
+    assert plan["l1_bytes_per_core"] == sum(cb["total_bytes"] for cb in plan["circular_buffers"])
+    assert plan["l1_bytes_per_core"] <= plan["target"]["l1_available_for_cbs"]
+    # buffers: DRAM pages cover the padded shape
+    for b in plan["buffers"]:
+        assert b["dram_pages"] == b["tiles"][0] * b["tiles"][1]
+        assert [t * 32 for t in b["tiles"]] == b["padded_shape"] and all(
+            p >= s > p - 32 for p, s in zip(b["padded_shape"], b["shape"]))
+
+
+@pytest.mark.parametrize("path,arch", CASES, ids=IDS)
+def test_cb_calls_sit_on_the_right_side(compiled, path, arch):
+    result = compiled(path, arch)
+    plan = json.loads(result.artifacts["tt.plan.json"])
+    text = {k: result.artifacts[f"{k}.cpp"].decode() for k in ("reader", "compute", "writer")}
+    for cb in plan["circular_buffers"]:
+        name = re.escape(cb["name"])
+        for role, src in text.items():
+            pushes = re.findall(rf"cb_(?:reserve_back|push_back)\({name},", src)
+            pops = re.findall(rf"cb_(?:wait_front|pop_front)\({name},", src)
+            assert bool(pushes) == (role == cb["producer"]), (cb["name"], role)
+            assert bool(pops) == (role == cb["consumer"]), (cb["name"], role)
+            declared = re.search(rf"constexpr uint32_t {name} = tt::CBIndex::c_(\d+);", src)
+            if pushes or pops:
+                assert declared and int(declared.group(1)) == cb["index"]
+
+
+@pytest.mark.parametrize("path,arch", CASES, ids=IDS)
+def test_runtime_args_match_between_host_and_kernels(compiled, path, arch):
+    result = compiled(path, arch)
+    plan = json.loads(result.artifacts["tt.plan.json"])
+    host = result.artifacts["main.cpp"].decode()
+    for kernel in plan["kernels"]:
+        src = result.artifacts[kernel["file"]].decode()
+        reads = {int(i): name for name, i in re.findall(r"const uint32_t (\w+) = get_arg_val<uint32_t>\((\d+)\);", src)}
+        names = [a["name"] for a in kernel["runtime_args"]]
+        assert reads == dict(enumerate(names)), f"{kernel['role']} reads {reads}, plan says {names}"
+        call = re.search(rf"SetRuntimeArgs\(program, {kernel['role']}, core, \{{(.*?)\}}\);", host)
+        assert call, kernel["role"]
+        host_args = [a.strip() for a in call.group(1).split(",")]
+        assert len(host_args) == len(names)
+        for host_arg, arg in zip(host_args, kernel["runtime_args"]):
+            if arg["kind"] == "buffer_address":
+                assert host_arg == f"static_cast<uint32_t>({arg['buffer']}->address())"
+            else:
+                index = int(re.fullmatch(r"w\[(\d+)\]", host_arg).group(1))
+                assert plan["work"]["work_args"][index - 2] == arg["name"]
+        per_core = {tuple(c["core"]): c["values"] for c in kernel["per_core_args"]}
+        for core in plan["work"]["cores"]:
+            values = per_core[tuple(core["core"])]
+            for arg, value in zip(kernel["runtime_args"], values):
+                if arg["kind"] == "work":
+                    assert value == core[arg["name"].removeprefix("block_")]
+        accessors = re.findall(r"TensorAccessorArgs<", src)
+        assert len(accessors) == len(kernel["compile_time_args"])
+        appended = re.findall(r"TensorAccessorArgs\(\*(\w+)\)\.append_to\(" + kernel["role"] + r"_compile_args\)", host)
+        assert appended == [a["buffer"] for a in kernel["compile_time_args"]]
+
+
+def _gxx(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["g++", "-fsyntax-only", "-Wall", "-Werror", "-Wno-unused-variable", "-Wno-unused-function",
+                           f"-I{CPP_API}", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("path,arch", [c for c in CASES if c[1] != "grayskull"],
+                         ids=[i for c, i in zip(CASES, IDS) if c[1] != "grayskull"])
+def test_generated_cpp_compiles_against_the_api_declarations(compiled, path, arch, tmp_path):
+    result = compiled(path, arch)
+    result.write(tmp_path)
+    plan = result.plan
+    for kernel in plan["kernels"]:
+        words = [w for a in kernel["compile_time_args"] for w in a["words"]] or [0]
+        proc = _gxx(["-std=c++17", f"-DKERNEL_COMPILE_TIME_ARGS={','.join(map(str, words))}", kernel["file"]], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    proc = _gxx(["-std=c++20", "main.cpp"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_syntax_check_catches_an_old_api_name(compiled, tmp_path):
+    result = compiled(ROOT / "examples" / "gemm_single_tile.py")
+    result.write(tmp_path)
+    src = (tmp_path / "compute.cpp").read_text().replace("matmul_init(", "mm_init(")
+    (tmp_path / "compute.cpp").write_text(src)
+    proc = _gxx(["-std=c++17", "compute.cpp"], tmp_path)
+    assert proc.returncode != 0 and "mm_init" in proc.stderr

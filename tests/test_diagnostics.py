@@ -1,0 +1,176 @@
+"""Bad input gets a clear, located error: file:line:col, a message naming the construct, exit code 2."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from compiler.api import compile_source
+from compiler.errors import CompileError
+from schemas.target import TargetConfig
+
+from .conftest import ROOT, TEST_DATA
+
+HEADER = 'from tvm.script import tirx as T\n\n\n@T.prim_func\n'
+GEMM = HEADER + '''def main(A: T.Buffer((128, 128), "float16"), B: T.Buffer((128, 128), "float16"), C: T.Buffer((128, 128), "float32")):
+    T.device_entry()
+    by, bx = T.cta_id([4, 4])
+    A_s = T.alloc_shared((32, 32), "float16")
+    B_s = T.alloc_shared((32, 32), "float16")
+    C_l = T.alloc_local((32, 32), "float32")
+    T.tile.zero(C_l)
+    for k in range(4):
+        T.tile.copy(A_s, A[by * 32:by * 32 + 32, k * 32:k * 32 + 32])
+        T.tile.copy(B_s, B[k * 32:k * 32 + 32, bx * 32:bx * 32 + 32])
+        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
+    T.tile.copy(C[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32], C_l)
+'''
+GEMM_LINE = {line.strip(): i + 1 for i, line in enumerate(GEMM.splitlines())}
+
+
+def error_of(text: str, **target) -> CompileError:
+    with pytest.raises(CompileError) as info:
+        compile_source(text, filename="k.py", target=TargetConfig(**target))
+    return info.value
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i + 1 for i, line in enumerate(text.splitlines()) if needle in line)
+
+
+def test_the_template_itself_compiles():
+    assert compile_source(GEMM, filename="k.py").entry == "main"
+
+
+@pytest.mark.parametrize("path,line", [(ROOT / "examples" / "bad_syntax.py", 15), (TEST_DATA / "bad_syntax.py", 14)])
+def test_syntax_error_has_its_real_line(path, line):
+    err = error_of(path.read_text())
+    assert err.location.line == line and err.location.col is not None
+    assert err.render().startswith(f"k.py:{line}:{err.location.col}: error: invalid syntax")
+
+
+CASES = {
+    "undefined name": ("T.tile.zero(C_l)", "T.tile.zero(C_x)", "Undefined variable: C_x"),
+    "element store": ("T.tile.zero(C_l)", "C_l[0, 0] = T.float32(1)", "element stores"),
+    "parallel loop": ("for k in range(4):", "for k in T.parallel(4):", "unsupported loop kind `parallel`"),
+    "unknown tile op": ("T.tile.zero(C_l)", "T.tile.silu(C_l, C_l)", "T.tile.silu is not supported"),
+    "copy shape": ("T.tile.copy(A_s, A[by * 32:by * 32 + 32, k * 32:k * 32 + 32])",
+                   "T.tile.copy(A_s, A[by * 32:by * 32 + 32, k * 32:k * 32 + 64])", "region shape"),
+    "copy dtype": ('A_s = T.alloc_shared((32, 32), "float16")', 'A_s = T.alloc_shared((32, 32), "float32")',
+                   "cannot convert", "T.tile.copy(A_s"),
+    "gemm shape": ("T.tile.copy(B_s, B[k * 32:k * 32 + 32, bx * 32:bx * 32 + 32])",
+                   "T.tile.copy(B_s, B[k * 32:k * 32 + 64, bx * 32:bx * 32 + 32])", "T.tile.gemm shape mismatch",
+                   "T.tile.gemm"),
+    "gemm alpha": ("T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)", "T.tile.gemm(C_l, A_s, B_s, C_l, alpha=2.0, beta=1.0)",
+                   "alpha=2.0 is not supported"),
+    "gemm beta": ("T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)", "T.tile.gemm(C_l, A_s, B_s, C_l, beta=0.5)",
+                  "beta=0.5 is not supported"),
+    "gemm transpose_A": ("T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)",
+                         "T.tile.gemm(C_l, A_s, B_s, C_l, transpose_A=True, beta=1.0)", "transpose_A is not supported"),
+    "unaligned region": ("T.tile.copy(A_s, A[by * 32:by * 32 + 32, k * 32:k * 32 + 32])",
+                         "T.tile.copy(A_s, A[by * 16:by * 16 + 32, k * 32:k * 32 + 32])", "not a multiple of 32"),
+    "grid too small": ("by, bx = T.cta_id([4, 4])", "by, bx = T.cta_id([2, 4])", "does not cover output `C`"),
+    "compute into staging tile": ("T.tile.zero(C_l)", "T.tile.fill(A_s, T.float32(0))", "also filled from DRAM",
+                                  "T.tile.copy(A_s"),
+    "global compute": ("T.tile.zero(C_l)", "T.tile.zero(C[0:32, 0:32])", "writes the global buffer `C` directly"),
+    "one-dim param": ('C: T.Buffer((128, 128), "float32")', 'C: T.Buffer((128, 128), "float32"), D: T.Buffer((64,), "float32")',
+                      "rank 1"),
+    "bad dtype": ('C_l = T.alloc_local((32, 32), "float32")', 'C_l = T.alloc_local((32, 32), "int8")', "dtype int8"),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_diagnostic_is_located(name):
+    old, new, message, *where = CASES[name]
+    assert old in GEMM
+    if name == "gemm shape":
+        old, new = old + "\n", new + "\n"
+        text = GEMM.replace('B_s = T.alloc_shared((32, 32), "float16")', 'B_s = T.alloc_shared((64, 32), "float16")')
+        text = text.replace(old, new)
+    else:
+        text = GEMM.replace(old, new)
+    err = error_of(text)
+    assert message in err.message, err.render()
+    assert err.location is not None and err.location.file == "k.py" and err.location.line is not None
+    if name == "grid too small":
+        assert err.location.line == line_of(text, "T.cta_id")
+    elif name != "one-dim param":
+        assert err.location.line == line_of(text, (where[0] if where else new).strip()), err.render()
+
+
+def test_read_before_initialized_points_at_the_reader():
+    text = GEMM.replace("    T.tile.zero(C_l)\n", "")
+    err = error_of(text)
+    assert "`C_l` is read before it is initialized" in err.message
+    assert err.location.line == line_of(text, "T.tile.gemm") and "T.tile.zero(C_l)" in err.hint
+
+
+def test_accumulator_larger_than_dst_names_the_limit():
+    text = HEADER + '''def main(A: T.Buffer((128, 128), "float16"), B: T.Buffer((128, 128), "float16"), C: T.Buffer((128, 128), "float32")):
+    T.device_entry()
+    bx = T.cta_id([1])
+    A_s = T.alloc_shared((128, 32), "float16")
+    B_s = T.alloc_shared((32, 128), "float16")
+    C_l = T.alloc_local((128, 128), "float32")
+    T.tile.zero(C_l)
+    for k in range(4):
+        T.tile.copy(A_s, A[0:128, k * 32:k * 32 + 32])
+        T.tile.copy(B_s, B[k * 32:k * 32 + 32, 0:128])
+        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
+    T.tile.copy(C[0:128, 0:128], C_l)
+'''
+    err = error_of(text)
+    assert "need 16 DST tiles (C_l 4x4) but DST holds at most 8 (fp32 accumulation, full sync)" in err.message
+    assert err.location.line == line_of(text, "T.tile.zero") and err.hint
+
+
+def test_entry_selection():
+    two = GEMM + "\n\n@T.prim_func\n" + GEMM.split("@T.prim_func\n", 1)[1].replace("def main", "def other")
+    assert compile_source(two, filename="k.py").entry == "main"
+    assert compile_source(two, filename="k.py", entry="other").entry == "other"
+    err = error_of(two.replace("def main", "def first"))
+    assert "none is named `main`" in err.message
+    with pytest.raises(CompileError, match="entry `nope` not found; kernels in this file: main, other"):
+        compile_source(two, filename="k.py", entry="nope")
+
+
+def test_foreign_import_is_rejected_at_its_line():
+    err = error_of("import os\n" + GEMM)
+    assert err.location.line == 1 and "unsupported import `import os`" in err.message
+
+
+def test_empty_source():
+    assert "empty" in error_of("   \n").message
+
+
+def test_core_grid_override_must_fit():
+    err = error_of(GEMM, core_grid=(9, 1))
+    assert "does not fit" in err.message
+
+
+def test_cli_prints_located_error_and_exits_2(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(GEMM.replace("range(4):", "range(4)"))
+    proc = subprocess.run([sys.executable, "-m", "tilefarm", "compile", str(bad), "-o", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"{bad}:{line_of(GEMM, 'for k in range(4):')}:")
+    assert "error: invalid syntax" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_writes_artifacts_log_and_ir(tmp_path):
+    src = tmp_path / "gemm.py"
+    src.write_text(GEMM)
+    proc = subprocess.run([sys.executable, "-m", "tilefarm", "compile", str(src), "-t", "blackhole",
+                           "--partition", "strided", "-o", str(tmp_path / "o"), "--dump-ir"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "o"
+    assert {p.name for p in out.iterdir()} >= {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json",
+                                                "compile.log", "ir"}
+    dumps = sorted(p.name for p in (out / "ir").iterdir())
+    assert dumps[0] == "00_input.py" and dumps[-1].endswith("_TTVerifyProgram.py") and len(dumps) == 11
+    log = (out / "compile.log").read_text()
+    assert "pass:TTTensorize" in log and "blackhole" in log
+    assert '"policy": "strided"' in (out / "tt.plan.json").read_text()
