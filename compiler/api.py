@@ -137,3 +137,17 @@ def _log(entry: str, filename: str, target: TargetConfig, timings: dict, plan: d
              "timings (ms):"]
     lines += [f"  {name:<40} {seconds * 1e3:8.3f}" for name, seconds in timings.items()]
     return "\n".join(lines) + "\n"
+
+
+def emulate(artifacts: dict[str, bytes], *, target: TargetConfig | None = None, inputs=None, source: str | None = None,
+            filename: str = "kernel.py", entry: str | None = None, seed: int = 0, workdir: Path | None = None):
+    """Run compiled artifacts on the emulated device; with `source`, verify against the NumPy reference.
+
+    Returns an EmulationOutcome (.outputs, .report with "passed", .verification, .log). Inputs default to
+    seeded random arrays. Raises CompileError when the program misbehaves (deadlock, bad access...).
+    """
+    from .toolchain.verification import emulate_and_verify
+
+    arch = (target or TargetConfig()).arch
+    return emulate_and_verify(artifacts, arch=arch, inputs=inputs, source=source, filename=filename, entry=entry,
+                              seed=seed, workdir=workdir)

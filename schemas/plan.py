@@ -120,6 +120,7 @@ class ComputeConfigPlan(_Strict):
     math_fidelity: str
     dst_capacity: int
     math_approx_mode: bool
+    unpack_to_dest_fp32_cbs: list[int] = Field(description="CBs unpacked straight to an fp32 DST (UnpackToDestFp32)")
 
 
 class Plan(_Strict):

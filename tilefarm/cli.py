@@ -12,7 +12,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    from . import cmd_compile  # noqa: F401  (registers compile)
+    from . import cmd_compile, cmd_run  # noqa: F401  (register compile, run, verify)
     from .cmd_service import register as register_service
 
     register_service(app)

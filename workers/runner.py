@@ -136,31 +136,29 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
 
 def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
-    from compiler import api
-
-    emulate = getattr(api, "emulate", None)
-    if emulate is None:
-        return StageOutcome("skipped", "this compiler version has no emulator")
+    """Run the compiled program on the emulated device and verify it against the NumPy reference."""
     import numpy as np
+
+    from compiler import api
 
     inputs = {name: np.frombuffer((deps.artifacts.job_dir(job.id, "inputs") / f"{name}.bin").read_bytes(),
                                   dtype=meta.dtype).reshape(meta.shape) for name, meta in job.inputs.items()}
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
-    result = emulate(artifacts, inputs=inputs or None, target=job.target)
+    result = api.emulate(artifacts, inputs=inputs or None, target=job.target, source=job.source,
+                         filename=job.filename, entry=job.entry)
     files: dict[str, bytes] = {}
-    for name, array in (getattr(result, "outputs", None) or {}).items():
+    for name, array in result.outputs.items():
         buffer = io.BytesIO()
-        np.save(buffer, np.asarray(array))
+        np.save(buffer, np.asarray(array, dtype=np.float32))
         files[f"{name}.npy"] = buffer.getvalue()
-    report = getattr(result, "report", None)
-    if report is not None:
-        files["report.json"] = json.dumps(report, indent=2, default=str).encode()
-    if log := getattr(result, "log", None):
-        deps.store.append_log(job.id, log if log.endswith("\n") else log + "\n")
+    files["report.json"] = json.dumps(result.report, indent=2, default=str).encode()
+    log = result.log + (result.verification.render() if result.verification is not None else "")
+    deps.store.append_log(job.id, log if log.endswith("\n") else log + "\n")
     deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), files)
-    passed = report.get("passed", True) if isinstance(report, dict) else True
-    if not passed:
-        raise CompileError("emulated outputs do not match the NumPy reference", stage="emulate")
+    if not result.passed:
+        first = next((c for c in result.verification.outputs if not c.ok), None)
+        where = f": {first.first_mismatch_text()}" if first is not None else ""
+        raise CompileError(f"emulated outputs do not match the NumPy reference{where}", stage="emulate")
     return StageOutcome()
 
 

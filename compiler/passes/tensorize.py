@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+import tvm_ffi
 from tvm import tirx
 
 from .. import ops
@@ -334,10 +335,15 @@ class Tensorizer:
                 if not isinstance(s, tirx.TilePrimitiveCall) or op_name(s) not in SFPU_BINARY:
                     continue
                 kinds = [self.operand_kind(a) for a in s.args[1:3]]
-                if "cb" in kinds and not (kinds == ["cb", "cb"] and op_name(s) in FPU_BINARY):
+                fpu = kinds == ["cb", "cb"] and op_name(s) in FPU_BINARY and \
+                    not any(self.is_fp32_cb(region_of(a)) for a in s.args[1:3])
+                if "cb" in kinds and not fpu:
                     return True
             return False
         return visit(compute)
+
+    def is_fp32_cb(self, r) -> bool:
+        return r is not None and not self.is_dst(r.name) and self.buffers[r.name]["dtype"] == "float32"
 
     def operand_kind(self, arg) -> str:
         r = region_of(arg)
@@ -508,7 +514,8 @@ class Tensorizer:
         ka, kb = self.operand_kind(a_arg), self.operand_kind(b_arg)
         ra, rb = region_of(a_arg), region_of(b_arg)
         layout: Layout = state["layout"]
-        if ka == "cb" and kb == "cb" and name in FPU_BINARY:  # both from CBs: the FPU does it in one op
+        if ka == "cb" and kb == "cb" and name in FPU_BINARY and not (self.is_fp32_cb(ra) or self.is_fp32_cb(rb)):
+            # both from 16-bit CBs: the FPU does it in one op (fp32 data would lose bits in the FPU's source registers)
             ca, cbb = self.staging_cb[ra.name], self.staging_cb[rb.name]
             return [ops.call(f"{name}_init", ca, cbb),
                     *self.positions(state, dst, lambda slot, idx, i, j: [
@@ -573,8 +580,27 @@ class Tensorizer:
         body.insert(first_loop, self.hw_startup())
         config = {"fp32_dest_acc_en": self.fp32, "dst_full_sync_en": self.full_sync,
                   "math_fidelity": self.target["math_fidelity"], "dst_capacity": self.capacity,
-                  "math_approx_mode": False}
+                  "math_approx_mode": False, "unpack_to_dest_fp32_cbs": self.unpack_to_dest_cbs(body)}
         return self.func.with_body(seq(body)).with_attr("tt.compute_config", config)
+
+    def unpack_to_dest_cbs(self, body) -> list[int]:
+        """fp32 CBs that only feed copy_tile unpack straight into an fp32 DST (UnpackToDestFp32): no TF32 rounding.
+        A CB that also feeds the FPU (matmul, add/sub/mul_tiles) must go through the source registers."""
+        if not self.fp32:
+            return []
+        fpu_operands, copied = set(), set()
+
+        def visit(stmt):
+            found = ops.intrinsic_of(stmt)
+            if found is None:
+                return
+            spec, args = found
+            if spec.name == "copy_tile":
+                copied.add(int(args[0]))
+            elif spec.name in ("matmul_tiles", "add_tiles", "sub_tiles", "mul_tiles"):
+                fpu_operands.update((int(args[0]), int(args[1])))
+        tvm_ffi.structural_walk(seq(body), [(tirx.Evaluate, visit)], order="pre")
+        return sorted(cb for cb in copied - fpu_operands if self.cbs[cb]["data_format"] == "Float32")
 
     def hw_startup(self):
         out_cb = self.first_out_cb

@@ -123,10 +123,13 @@ struct DataMovementConfig {
     std::vector<std::uint32_t> compile_args;
     std::map<std::string, std::string> defines;
 };
+enum class UnpackToDestMode : std::uint8_t { Default, UnpackToDestFp32 };
 struct ComputeConfig {
     MathFidelity math_fidelity = MathFidelity::HiFi4;
     bool fp32_dest_acc_en = false;
     bool dst_full_sync_en = false;
+    std::vector<UnpackToDestMode> unpack_to_dest_mode;
+    bool bfp8_pack_precise = false;
     bool math_approx_mode = false;
     std::vector<std::uint32_t> compile_args;
     std::map<std::string, std::string> defines;

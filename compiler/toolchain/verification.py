@@ -1,0 +1,123 @@
+"""Run a compiled program on the emulator and check it against the NumPy reference of the input kernel.
+
+The reference interprets the *input* kernel (compiler/reference.py shares no code with the lowering), so a
+lowering bug shows up as a mismatch with the buffer, index, expected and got values.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CompileError
+from ..reference import numpy_dtype, run_reference
+from ..verify import VerificationReport, compare_outputs
+from .emulate import EmulationError, run_program
+
+STAGE = "emulate"
+
+
+@dataclass
+class EmulationOutcome:
+    outputs: dict[str, np.ndarray]                  # in each buffer's dtype
+    inputs: dict[str, np.ndarray]
+    report: dict                                    # emulator counters + "passed" + "verification"
+    log: str
+    timings: dict[str, float] = field(default_factory=dict)
+    verification: VerificationReport | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verification is None or self.verification.ok
+
+
+def random_inputs(plan: dict, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {b["name"]: rng.uniform(-1.0, 1.0, size=b["shape"]).astype(np.float32)
+            for b in plan["buffers"] if b["role"] == "input"}
+
+
+def check_inputs(plan: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    wanted = {b["name"]: b for b in plan["buffers"] if b["role"] == "input"}
+    missing = sorted(set(wanted) - set(inputs))
+    unknown = sorted(set(inputs) - set(wanted))
+    if missing or unknown:
+        parts = ([f"missing input(s): {', '.join(missing)}"] if missing else []) + \
+                ([f"unknown input(s): {', '.join(unknown)} (inputs are: {', '.join(sorted(wanted))})"] if unknown else [])
+        raise CompileError("; ".join(parts), stage=STAGE)
+    checked = {}
+    for name, array in inputs.items():
+        array = np.asarray(array)
+        if list(array.shape) != wanted[name]["shape"]:
+            raise CompileError(f"input `{name}` has shape {list(array.shape)}, the kernel expects {wanted[name]['shape']}",
+                               stage=STAGE)
+        if not np.issubdtype(array.dtype, np.floating) and array.dtype.kind not in "iu":
+            raise CompileError(f"input `{name}` has dtype {array.dtype}; give numbers", stage=STAGE)
+        checked[name] = array.astype(np.float32)
+    return checked
+
+
+def _tolerance_model(func, plan: dict) -> tuple[dict, dict]:
+    """Reduction depth and intermediate precision per output, read off the input kernel."""
+    import tvm_ffi
+    from tvm import tirx
+
+    gemm_inputs: list[str] = []
+
+    def on_call(call):
+        if str(call.op.name) == "tirx.tile.gemm":
+            gemm_inputs.extend(str(a.source.dtype) for a in call.args[1:3])
+    tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, on_call)], order="pre")
+    outputs = [b for b in plan["buffers"] if b["role"] == "output"]
+    if not gemm_inputs:
+        return {b["name"]: 1 for b in outputs}, {}
+    depth = max(max(b["shape"]) for b in plan["buffers"] if b["role"] == "input")
+    # fp32 matmul operands pass the FPU's 19-bit source registers (TF32), as on the device
+    intermediate = "tf32" if "float32" in gemm_inputs else None
+    return ({b["name"]: depth for b in outputs},
+            {b["name"]: intermediate for b in outputs if intermediate and b["dtype"] == "float32"})
+
+
+def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[str, np.ndarray] | None = None,
+                       source: str | None = None, filename: str = "kernel.py", entry: str | None = None,
+                       seed: int = 0, workdir: Path | None = None, timeout_s: float = 120) -> EmulationOutcome:
+    """Run the bundle on the emulator; with `source`, also run the reference and compare."""
+    plan = json.loads(artifacts["tt.plan.json"])
+    given = check_inputs(plan, inputs) if inputs else random_inputs(plan, seed)
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="tilefarm-emu-") as tmp:
+        work = Path(workdir) if workdir else Path(tmp)
+        bundle = work / "bundle"
+        bundle.mkdir(parents=True, exist_ok=True)
+        for name, data in artifacts.items():
+            (bundle / name).write_bytes(data)
+        t0 = time.perf_counter()
+        try:
+            result = run_program(bundle, given, work / "run", arch=arch, timeout_s=timeout_s)
+        except EmulationError as e:
+            raise CompileError(f"emulation failed ({e.kind}): {e.message}", stage=STAGE,
+                               hint="the generated program misbehaved on the emulated device: a compiler bug") from None
+        timings["emulate"] = time.perf_counter() - t0
+        timings["emulator_build"], timings["emulator_run"] = result.build_seconds, result.run_seconds
+    dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
+    outputs = {name: array.astype(numpy_dtype(dtypes[name])) for name, array in result.outputs.items()}
+    report = dict(result.report)
+    verification = None
+    if source is not None:
+        from ..frontend import parse, prepare
+
+        t1 = time.perf_counter()
+        func = parse(prepare(source, filename, entry or plan["kernel"]))
+        expected = run_reference(func, given)
+        timings["reference"] = time.perf_counter() - t1
+        depth, intermediate = _tolerance_model(func, plan)
+        verification = compare_outputs(expected, outputs, dtypes={k: dtypes[k] for k in expected},
+                                       reduction_depth=depth, intermediate_dtypes=intermediate)
+        report["verification"] = verification.to_dict()
+    report["passed"] = verification.ok if verification is not None else True
+    report["timings"] = timings
+    return EmulationOutcome(outputs, given, report, result.log, timings, verification)
