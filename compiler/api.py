@@ -151,3 +151,16 @@ def emulate(artifacts: dict[str, bytes], *, target: TargetConfig | None = None, 
     arch = (target or TargetConfig()).arch
     return emulate_and_verify(artifacts, arch=arch, inputs=inputs, source=source, filename=filename, entry=entry,
                               seed=seed, workdir=workdir)
+
+
+def header_check(artifacts: dict[str, bytes], target: TargetConfig | None = None):
+    """Compile the bundle's kernels against the real TT-Metalium 0.81.1 device headers, as the JIT wraps them.
+
+    Returns a HeaderCheckReport (.passed, .kernels with per-kernel status and the compiler's messages mapped to
+    the generated file, .render()). The headers are fetched from PyPI on first use (compiler/toolchain/sdk_headers.py).
+    Raises HeaderCheckUnavailable when this machine cannot run the check (no `g++ -m32`, no headers).
+    """
+    from .toolchain.header_check import check_bundle
+
+    arch = target.arch if target is not None else None
+    return check_bundle(artifacts, arch=arch)

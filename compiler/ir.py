@@ -1,6 +1,7 @@
 """Small helpers over TVM TIRx IR shared by passes and codegen: attrs, locations, regions, evaluation."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +31,25 @@ def to_py(value: Any) -> Any:
     return value
 
 
+_ATTR_CACHE: list = []   # [(ffi object, python value)], most recent last; holds refs so identity is stable
+_ATTR_CACHE_SIZE = 64
+
+
 def get_attr(func: tirx.PrimFunc, key: str, default: Any = None) -> Any:
+    """A PrimFunc attribute as plain Python. Attrs are immutable FFI objects shared between the functions a
+    pass creates, so conversions are memoised by object identity (returns a deep copy the caller may mutate)."""
     attrs = func.attrs
     if attrs is None or key not in attrs:
         return default
-    return to_py(attrs[key])
+    obj = attrs[key]
+    for cached, value in reversed(_ATTR_CACHE):
+        if cached.same_as(obj):
+            return copy.deepcopy(value)
+    value = to_py(obj)
+    if hasattr(obj, "same_as"):
+        _ATTR_CACHE.append((obj, value))
+        del _ATTR_CACHE[:-_ATTR_CACHE_SIZE]
+    return copy.deepcopy(value)
 
 
 def location_of(node: Any, filename: str) -> SourceLocation | None:

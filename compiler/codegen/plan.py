@@ -64,4 +64,6 @@ def build_plan(mod) -> dict:
 
 
 def plan_json(plan: dict) -> str:
-    return json.dumps(plan, indent=2) + "\n"
+    """One top-level key per line, values compact: readable, and fast (json's C encoder has no indent mode)."""
+    lines = [f"  {json.dumps(key)}: {json.dumps(value, separators=(', ', ': '))}" for key, value in plan.items()]
+    return "{\n" + ",\n".join(lines) + "\n}\n"

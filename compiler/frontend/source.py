@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import CompileError, SourceLocation
+from .allowlist import check_source
 
 ALLOWED_IMPORT = "from tvm.script import tirx as T"
 _DIAG_LOC = re.compile(r"^\s*--> (?P<file>.*?):(?P<line>\d+):(?P<col>\d+)\s*$", re.M)
@@ -80,6 +81,7 @@ def prepare(text: str, filename: str = "kernel.py", entry: str | None = None) ->
 
     if not kernels:
         raise CompileError("no @T.prim_func kernel found", stage=STAGE, location=_loc(filename, 1, 1))
+    check_source(tree, filename)  # before anything is evaluated: the parser runs the expressions it is given
     names = [k.name for k in kernels]
     if entry is None:
         chosen = next((k for k in kernels if k.name == "main"), kernels[0] if len(kernels) == 1 else None)
@@ -107,7 +109,8 @@ def parse(source: KernelSource):
     from tvm.error import DiagnosticError
 
     try:
-        func = tvm.script.from_source(source.parser_text)
+        # our own checker (TTCheckKernel) validates what matters here; TVM's well-formedness pass costs ~3 ms
+        func = tvm.script.from_source(source.parser_text, check_well_formed=False)
     except SyntaxError as e:
         raise CompileError(f"invalid syntax: {e.msg}", stage=STAGE,
                            location=_loc(source.filename, e.lineno, e.offset)) from None

@@ -85,6 +85,7 @@ class Tensorizer:
         self.full_sync = full_sync
         self.capacity = dst_capacity(self.fp32, full_sync)
         self.first_gemm = None
+        self._effects: dict[int, tuple] = {}
         self.first_out_cb = min((c["index"] for c in self.cbs.values() if c["role"] == "output"), default=None)
 
     # ---- helpers ---------------------------------------------------------------------------------------
@@ -122,6 +123,15 @@ class Tensorizer:
         return Effects(uses, must, {dst.name}, True)
 
     def effects(self, stmt) -> Effects:
+        key = id(stmt)
+        hit = self._effects.get(key)
+        if hit is not None and hit[0] is stmt:
+            return hit[1]
+        eff = self._compute_effects(stmt)
+        self._effects[key] = (stmt, eff)  # keeps `stmt` alive, so its id cannot be reused
+        return eff
+
+    def _compute_effects(self, stmt) -> Effects:
         if isinstance(stmt, tirx.TilePrimitiveCall):
             return self.op_effects(stmt)
         m = self.marker(stmt)
