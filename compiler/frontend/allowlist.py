@@ -70,8 +70,8 @@ def _depth(node: ast.AST, limit: int) -> int:
 def check_source(tree: ast.Module, filename: str = "kernel.py") -> None:
     """Raise CompileError at the first construct a kernel file may not contain."""
 
-    def bad(node: ast.AST, what: str, hint: str | None = None) -> None:
-        raise CompileError(f"{what} is not allowed in a kernel", stage=STAGE, location=_loc(filename, node),
+    def bad(node: ast.AST, what: str, hint: str | None = None, *, message: str | None = None) -> None:
+        raise CompileError(message or f"{what} is not allowed in a kernel", stage=STAGE, location=_loc(filename, node),
                            hint=hint or "a kernel may use `T.*`, `range`, arithmetic and its own variables")
 
     parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
@@ -107,8 +107,8 @@ def check_source(tree: ast.Module, filename: str = "kernel.py") -> None:
             if node.id.startswith("_"):
                 bad(node, f"name `{node.id}`", hint="names starting with `_` are never needed in a kernel")
             if isinstance(node.ctx, ast.Load) and node.id not in local | ALLOWED_BUILTINS | NAMESPACE_ROOTS:
-                bad(node, f"name `{node.id}`", hint="only `T`, `range`, a few builtins and the kernel's own "
-                                                     "variables can be used")
+                bad(node, "", hint="only `T`, `range`, a few builtins and the kernel's own variables can be used",
+                    message=f"Undefined variable: {node.id}")
             if node.id in NAMESPACE_ROOTS and not isinstance(parents.get(node), ast.Attribute):
                 bad(node, f"using `{node.id}` on its own", hint=f"write `{node.id}.<name>`")
             if node.id in NAMESPACE_ROOTS and isinstance(node.ctx, ast.Store):
