@@ -1,0 +1,107 @@
+"""Emulator cost next to the NumPy reference: build (cold / cached) and run times for GEMMs of growing size and
+an element-wise kernel. Cold = fresh kernel-object cache and a main.cpp never built before; the emulator runtime
+library itself is built once per emulator version (reported separately)."""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GEMM = '''from tvm.script import tirx as T
+
+
+@T.prim_func
+def main(A: T.Buffer(({n}, {n}), "bfloat16"), B: T.Buffer(({n}, {n}), "bfloat16"), C: T.Buffer(({n}, {n}), "float32")):
+    T.device_entry()
+    by, bx = T.cta_id([{g}, {g}])
+    A_s = T.alloc_shared((64, 64), "bfloat16")
+    B_s = T.alloc_shared((64, 64), "bfloat16")
+    C_l = T.alloc_local((64, 64), "float32")
+    T.tile.zero(C_l)
+    for k in range({g}):
+        T.tile.copy(A_s, A[by * 64:by * 64 + 64, k * 64:k * 64 + 64])
+        T.tile.copy(B_s, B[k * 64:k * 64 + 64, bx * 64:bx * 64 + 64])
+        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
+    T.tile.copy(C[by * 64:by * 64 + 64, bx * 64:bx * 64 + 64], C_l)
+'''
+
+ELTWISE = '''from tvm.script import tirx as T
+
+
+@T.prim_func
+def main(A: T.Buffer(({n}, {n}), "float32"), B: T.Buffer(({n}, {n}), "float32"), C: T.Buffer(({n}, {n}), "float32")):
+    T.device_entry()
+    by, bx = T.cta_id([{g2}, {g}])
+    A_s = T.alloc_shared((32, 64), "float32")
+    B_s = T.alloc_shared((32, 64), "float32")
+    C_l = T.alloc_local((32, 64), "float32")
+    T.tile.copy(A_s, A[by * 32:by * 32 + 32, bx * 64:bx * 64 + 64])
+    T.tile.copy(B_s, B[by * 32:by * 32 + 32, bx * 64:bx * 64 + 64])
+    T.tile.exp(C_l, A_s)
+    T.tile.mul(C_l, C_l, B_s)
+    T.tile.maximum(C_l, C_l, T.float32(0.5))
+    T.tile.copy(C[by * 32:by * 32 + 32, bx * 64:bx * 64 + 64], C_l)
+'''
+
+
+def measure(name: str, text: str, runs: int = 3) -> str:
+    import numpy as np
+
+    from compiler.api import compile_source
+    from compiler.frontend import parse, prepare
+    from compiler.reference import run_reference
+    from compiler.toolchain.emulate import run_program
+    from compiler.toolchain.verification import random_inputs
+
+    result = compile_source(text, filename=f"{name}.py")
+    inputs = random_inputs(result.plan, seed=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        bundle = result.write(tmp / "bundle")
+        main = bundle / "main.cpp"
+        main.write_text(main.read_text() + f"\n// bench {time.time_ns()}\n")  # a program never built before
+        os.environ["TTEMU_CACHE_DIR"] = str(tmp / "kernels")                  # kernel objects never built before
+        cold = run_program(bundle, inputs, tmp / "cold")
+        cached = [run_program(bundle, inputs, tmp / f"w{i}") for i in range(runs)]
+        del os.environ["TTEMU_CACHE_DIR"]
+    func = parse(prepare(text, f"{name}.py"))
+    ref_times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        run_reference(func, inputs)
+        ref_times.append(time.perf_counter() - t)
+    a, b = (inputs[k].astype(np.float32) for k in ("A", "B"))
+    t = time.perf_counter()
+    _ = a @ b if "gemm" in name else np.maximum(np.exp(a) * b, 0.5)
+    numpy_s = time.perf_counter() - t
+    med = statistics.median
+    return (f"{name:<14} {result.plan['work']['blocks']:>6} {result.timings['total'] * 1e3:>8.0f} "
+            f"{cold.build_seconds + cold.run_seconds:>9.2f} {med(c.build_seconds for c in cached) * 1e3:>9.1f} "
+            f"{med(c.run_seconds for c in cached) * 1e3:>8.0f} {med(ref_times) * 1e3:>9.0f} {numpy_s * 1e3:>8.1f}")
+
+
+def main() -> None:
+    from compiler.toolchain.emulate import build_host_pch, build_runtime
+
+    t = time.perf_counter()
+    build_host_pch(build_runtime())
+    print(f"emulator runtime library + host precompiled header: {time.perf_counter() - t:.2f} s "
+          "(once per emulator version)")
+    print(f"{'kernel':<14} {'blocks':>6} {'compile':>8} {'cold(s)':>9} {'build(ms)':>9} {'run(ms)':>8} "
+          f"{'ref(ms)':>9} {'numpy':>8}")
+    print("  compile = ms; cold = kernel + program build and run, s; build/run = cached, median; ref = NumPy "
+          "interpreter of the input kernel; numpy = the bare NumPy expression")
+    for n in (128, 256, 512, 1024):
+        print(measure(f"gemm_{n}", GEMM.format(n=n, g=n // 64)), flush=True)
+    for n in (256, 1024):
+        print(measure(f"eltwise_{n}", ELTWISE.format(n=n, g=n // 64, g2=n // 32)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
