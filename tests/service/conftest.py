@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "data"  # the seed examples, shared with the compiler tests
 FAKE = Path(__file__).resolve().parent / "fake"
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
