@@ -164,3 +164,34 @@ def header_check(artifacts: dict[str, bytes], target: TargetConfig | None = None
 
     arch = target.arch if target is not None else None
     return check_bundle(artifacts, arch=arch)
+
+
+def run_on_device(artifacts: dict[str, bytes], target: TargetConfig | None = None, inputs=None, *, device=None,
+                  source: str | None = None, filename: str = "kernel.py", entry: str | None = None, seed: int = 0,
+                  timeout_s: float = 300, workdir: Path | None = None):
+    """Build main.cpp against the TT-Metalium SDK (CMake, `find_package(TT-Metalium)`) and run it on a device.
+
+    `device` is a compiler.toolchain.device.Device (default: the first device of `target.arch` this host has; an
+    emulated device builds against the emulator packaged as a CMake SDK). Inputs default to seeded random arrays;
+    with `source`, the outputs are compared with the NumPy reference. Returns a DeviceOutcome (.outputs in each
+    buffer's dtype, .run with exit status, stdout/stderr and wall time, .verification, .passed, .device_error).
+    Raises DeviceUnavailable when there is no device or SDK for the arch.
+    """
+    from .toolchain.device import DeviceOutcome, DeviceUnavailable, discover, run_bundle
+    from .toolchain.verification import check_inputs, random_inputs, typed_outputs, verify_outputs
+
+    plan = json.loads(artifacts["tt.plan.json"])
+    arch = (target or TargetConfig(arch=plan["target"]["arch"])).arch
+    if device is None:
+        device = next((d for d in discover() if d.arch == arch), None)
+        if device is None:
+            raise DeviceUnavailable(f"this host has no {arch} device (see compiler/toolchain/device.py for discovery)")
+    if device.arch != arch:
+        raise DeviceUnavailable(f"the program is compiled for {arch} but device {device.id} is a {device.arch}")
+    given = check_inputs(plan, inputs) if inputs else random_inputs(plan, seed)
+    run = run_bundle(artifacts, given, device, workdir=workdir, timeout_s=timeout_s)
+    outputs = typed_outputs(plan, run.outputs) if run.ok else {}
+    verification = None
+    if run.ok and source is not None:
+        verification = verify_outputs(plan, given, outputs, source, filename=filename, entry=entry)
+    return DeviceOutcome(run=run, outputs=outputs, inputs=given, verification=verification)

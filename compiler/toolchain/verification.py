@@ -103,21 +103,34 @@ def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[s
                                hint="the generated program misbehaved on the emulated device: a compiler bug") from None
         timings["emulate"] = time.perf_counter() - t0
         timings["emulator_build"], timings["emulator_run"] = result.build_seconds, result.run_seconds
-    dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
-    outputs = {name: array.astype(numpy_dtype(dtypes[name])) for name, array in result.outputs.items()}
+    outputs = typed_outputs(plan, result.outputs)
     report = dict(result.report)
     verification = None
     if source is not None:
-        from ..frontend import parse, prepare
-
         t1 = time.perf_counter()
-        func = parse(prepare(source, filename, entry or plan["kernel"]))
-        expected = run_reference(func, given)
+        verification = verify_outputs(plan, given, outputs, source, filename=filename, entry=entry)
         timings["reference"] = time.perf_counter() - t1
-        depth, intermediate = _tolerance_model(func, plan)
-        verification = compare_outputs(expected, outputs, dtypes={k: dtypes[k] for k in expected},
-                                       reduction_depth=depth, intermediate_dtypes=intermediate)
         report["verification"] = verification.to_dict()
     report["passed"] = verification.ok if verification is not None else True
     report["timings"] = timings
     return EmulationOutcome(outputs, given, report, result.log, timings, verification)
+
+
+def typed_outputs(plan: dict, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """float32 arrays read back from a program -> each output buffer's dtype."""
+    dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
+    return {name: array.astype(numpy_dtype(dtypes[name])) for name, array in outputs.items()}
+
+
+def verify_outputs(plan: dict, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray], source: str, *,
+                   filename: str = "kernel.py", entry: str | None = None,
+                   params: dict | None = None) -> VerificationReport:
+    """Compare a program's outputs with the NumPy reference of the input kernel run on the same inputs."""
+    from ..frontend import load_kernel
+
+    dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
+    func = load_kernel(source, filename, entry or plan["kernel"], params).func
+    expected = run_reference(func, inputs)
+    depth, intermediate = _tolerance_model(func, plan)
+    return compare_outputs(expected, outputs, dtypes={k: dtypes[k] for k in expected},
+                           reduction_depth=depth, intermediate_dtypes=intermediate)

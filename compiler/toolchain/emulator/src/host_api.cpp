@@ -8,6 +8,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "formats.h"
@@ -662,6 +664,16 @@ namespace distributed {
 std::shared_ptr<MeshDevice> MeshDevice::create_unit_mesh(int device_id, std::size_t, std::size_t, std::size_t,
                                                         const DispatchCoreConfig&) {
     if (device_id != 0) ttemu::host_fail("host-api", "create_unit_mesh: the emulator has one device (id 0)");
+    // An emulated device may have a device node (TTEMU_DEVICE), held exclusively while the program runs, like
+    // /dev/tenstorrent/N: a missing node or one another process holds is a device error (exit 7), not a kernel bug.
+    if (const char* node = std::getenv("TTEMU_DEVICE"); node && *node) {
+        int fd = ::open(node, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            ttemu::host_fail("device", std::string("cannot open device ") + node + ": " + std::strerror(errno), 7);
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0)
+            ttemu::host_fail("device", std::string("device ") + node + " is busy (held by another process)", 7);
+        // fd stays open (and locked) until the process exits
+    }
     ttemu::device();
     return std::make_shared<MeshDevice>(device_id);
 }
