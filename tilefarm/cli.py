@@ -13,9 +13,11 @@ def main() -> None:
 
 def _register() -> None:
     from . import cmd_compile, cmd_run  # noqa: F401  (register compile, run, verify)
+    from .cmd_sdk import register as register_sdk
     from .cmd_service import register as register_service
 
     register_service(app)
+    register_sdk(app)
 
 
 _register()
