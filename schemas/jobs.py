@@ -156,6 +156,7 @@ class JobView(BaseModel):
     """GET /v1/jobs/{id}."""
 
     id: str
+    team: str = "default"
     status: JobStatus
     stage: StageName | None
     stages: list[StageRecord]
@@ -180,11 +181,11 @@ class JobView(BaseModel):
     def of(cls, job: JobRecord) -> "JobView":
         base = f"/v1/jobs/{job.id}"
         return cls(
-            **job.model_dump(include={"id", "status", "stage", "stages", "compile_timings", "diagnostics", "error",
+            **job.model_dump(include={"id", "team", "status", "stage", "stages", "compile_timings", "diagnostics", "error",
                                       "cache_hit", "cache_key", "target", "entry", "filename", "created_at",
                                       "started_at", "finished_at", "attempts", "cancel_requested", "worker"}),
             timings={s.name: s.duration_s for s in job.stages if s.duration_s is not None},
-            links={"self": base, "logs": f"{base}/logs", "artifacts": f"{base}/artifacts",
+            links={"self": base, "logs": f"{base}/logs", "source": f"{base}/source", "artifacts": f"{base}/artifacts",
                    "bundle": f"{base}/bundle", "cancel": base},
         )
 

@@ -9,6 +9,7 @@ command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 # the real-header check compiles kernels with `g++ -m32` (tests/metalium): that needs Debian's g++-multilib
 echo '#include <cstdint>' | g++ -m32 -x c++ -fsyntax-only - >/dev/null 2>&1 || need_apt+=(g++-multilib)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)   # the dashboard's browser tests drive Debian's chromium (Playwright)
 if [ "${TILEFARM_SYSTEM_PACKAGES:-1}" = 1 ] && [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "bootstrap: installing Debian packages: ${need_apt[*]}"

@@ -7,6 +7,7 @@ from compiler.version import COMPILER_VERSION
 from service import problems
 from service.routes import artifacts, jobs, system
 from service.settings import get_settings
+from service.web import routes as web
 
 
 class BodySizeLimit:
@@ -38,6 +39,7 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(artifacts.router)
     app.include_router(system.router)
+    web.install(app)  # the dashboard: HTML pages at /, /jobs/{id}, /submit, /farm and /static
     # base64 grows inputs by 4/3; JSON framing and the source need a little more
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_source_bytes * 2 + settings.max_input_bytes * 3 // 2 + 65536)
     return app

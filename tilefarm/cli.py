@@ -13,11 +13,13 @@ def main() -> None:
 
 def _register() -> None:
     from . import cmd_compile, cmd_run  # noqa: F401  (register compile, run, verify)
+    from .cmd_client import register as register_client
     from .cmd_sdk import register as register_sdk
     from .cmd_service import register as register_service
 
     register_service(app)
     register_sdk(app)
+    register_client(app)
 
 
 _register()

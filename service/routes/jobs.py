@@ -57,6 +57,12 @@ def get_logs(job_id: str, follow: bool = False, team: str | None = Depends(scope
     return PlainTextResponse(store.read_log(job_id))
 
 
+@router.get("/{job_id}/source", summary="The submitted kernel source", response_class=PlainTextResponse)
+def get_source(job_id: str, team: str | None = Depends(scoped_team), store=Depends(store_dep)) -> PlainTextResponse:
+    job = jobs.load(job_id, store, team)
+    return PlainTextResponse(job.source, headers={"Content-Disposition": f'inline; filename="{job.filename}"'})
+
+
 @router.delete("/{job_id}", response_model=JobView, status_code=202, summary="Cancel a queued or running job")
 def cancel_job(job_id: str, response: Response, team: str | None = Depends(scoped_team),
                store=Depends(store_dep)) -> JobView:

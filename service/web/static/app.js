@@ -1,0 +1,564 @@
+// tilefarm dashboard: reads the /v1 API (token from a cookie, sent as a header) and renders the pages.
+// No framework, no build step; one file: helpers, a tiny syntax highlighter, then one function per page.
+"use strict";
+
+// ---------- helpers ----------
+const $ = (sel, root = document) => root.querySelector(sel);
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const TOKEN_COOKIE = "tilefarm_token";
+
+function getToken() {
+  const m = document.cookie.match(new RegExp("(?:^|; )" + TOKEN_COOKIE + "=([^;]*)"));
+  return m ? decodeURIComponent(m[1]) : "";
+}
+function setToken(token) {
+  document.cookie = token
+    ? `${TOKEN_COOKIE}=${encodeURIComponent(token)}; path=/; max-age=${30 * 86400}; SameSite=Strict`
+    : `${TOKEN_COOKIE}=; path=/; max-age=0; SameSite=Strict`;
+  showTokenState();
+}
+function showTokenState() {
+  $("#token-state").textContent = getToken() ? "token set" : "";
+}
+
+class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem.detail || problem.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+// fetch an API path with the token; returns the Response (ok) or throws ApiError (with problem+json details)
+async function api(path, options = {}) {
+  const headers = Object.assign({}, options.headers || {});
+  const token = getToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (options.json !== undefined) {
+    headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(options.json);
+  }
+  const response = await fetch(path, { method: options.method || "GET", headers, body: options.body, signal: options.signal });
+  if (response.status === 401) $("#auth-banner").hidden = false;
+  else if (response.ok) $("#auth-banner").hidden = true;
+  if (!response.ok) {
+    let problem = {};
+    try { problem = await response.json(); } catch (_) { /* not JSON */ }
+    const errors = problem.errors || (Array.isArray(problem.detail) ? problem.detail : []);
+    if (errors.length) problem.detail = `${Array.isArray(problem.detail) ? "invalid request" : problem.detail}: ` +
+      errors.map((d) => `${(d.loc || []).filter((p) => p !== "body").join(".")}: ${d.msg}`).join("; ");
+    throw new ApiError(response.status, problem);
+  }
+  return response;
+}
+const apiJson = async (path, options) => (await api(path, options)).json();
+
+function duration(seconds) {
+  if (seconds == null || isNaN(seconds)) return "–";
+  if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  const m = Math.floor(seconds / 60), s = Math.round(seconds % 60);
+  return m < 60 ? `${m}m ${s}s` : `${Math.floor(m / 60)}h ${m % 60}m`;
+}
+function age(timestamp) {
+  const s = Date.now() / 1000 - timestamp;
+  if (s < 5) return "just now";
+  if (s < 60) return `${Math.floor(s)}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return new Date(timestamp * 1000).toLocaleDateString();
+}
+function jobDuration(job) {
+  if (!job.started_at) return null;
+  return (job.finished_at || Date.now() / 1000) - job.started_at;
+}
+const badge = (status, text) => `<span class="badge ${esc(status)}">${esc(text || status)}</span>`;
+const bytes = (n) => (n == null ? "–" : n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
+
+// run fn now and then every `interval()` ms (the interval may change as jobs start and end)
+function poll(fn, interval) {
+  let timer = null, stopped = false;
+  const tick = async () => {
+    try { await fn(); } catch (e) { console.warn(e); }
+    if (!stopped) timer = setTimeout(tick, interval());
+  };
+  tick();
+  return () => { stopped = true; clearTimeout(timer); };
+}
+
+async function saveBlob(path, fallbackName) {
+  const response = await api(path);
+  const disposition = response.headers.get("Content-Disposition") || "";
+  const name = (disposition.match(/filename="([^"]+)"/) || [])[1] || fallbackName;
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = name;
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+// ---------- a tiny syntax highlighter: C++, Python, JSON ----------
+const WORDS = {
+  cpp: new Set("auto break case class const constexpr continue default do else enum extern for if inline namespace return sizeof static struct switch template typename using void volatile while true false nullptr".split(" ")),
+  cppTypes: new Set("int char bool float double long short unsigned signed size_t uint8_t uint16_t uint32_t uint64_t int32_t int64_t".split(" ")),
+  py: new Set("and as assert async await break class continue def del elif else except finally for from global if import in is lambda nonlocal not or pass raise return try while with yield".split(" ")),
+  pyLit: new Set(["True", "False", "None"]),
+};
+const RULES = {
+  cpp: [
+    ["com", /\/\/[^\n]*|\/\*[\s\S]*?(?:\*\/|$)/y],
+    ["str", /"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'/y],
+    ["pp", /#[ \t]*(?:include|define|undef|pragma|if|ifdef|ifndef|elif|else|endif)\b[^\n]*/y],
+    ["num", /\b(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][+-]?\d+)?)[uUlLfF]*\b/y],
+  ],
+  py: [
+    ["com", /#[^\n]*/y],
+    ["str", /[rRbBfF]{0,2}(?:"""[\s\S]*?(?:"""|$)|'''[\s\S]*?(?:'''|$)|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')/y],
+    ["pp", /@[\w.]+/y],
+    ["num", /\b\d+\.?\d*(?:[eE][+-]?\d+)?\b/y],
+  ],
+  json: [
+    ["str", /"(?:\\.|[^"\\])*"/y],
+    ["num", /-?\b\d+\.?\d*(?:[eE][+-]?\d+)?\b/y],
+    ["lit", /\b(?:true|false|null)\b/y],
+  ],
+};
+const IDENT = /[A-Za-z_]\w*/y;
+
+function tokenize(text, lang) {
+  const rules = RULES[lang] || [];
+  const tokens = [];
+  let pos = 0, plain = "";
+  const flush = () => { if (plain) { tokens.push(["", plain]); plain = ""; } };
+  while (pos < text.length) {
+    let matched = false;
+    for (const [cls, re] of rules) {
+      re.lastIndex = pos;
+      const m = re.exec(text);
+      if (m && m[0].length) {
+        let kind = cls;
+        if (lang === "json" && cls === "str" && /^\s*:/.test(text.slice(pos + m[0].length, pos + m[0].length + 8))) kind = "key";
+        flush(); tokens.push([kind, m[0]]); pos += m[0].length; matched = true; break;
+      }
+    }
+    if (matched) continue;
+    IDENT.lastIndex = pos;
+    const id = lang !== "json" && IDENT.exec(text);
+    if (id) {
+      const word = id[0];
+      let kind = "";
+      if (lang === "cpp") kind = WORDS.cpp.has(word) ? "kw" : WORDS.cppTypes.has(word) || /_t$/.test(word) ? "type" : "";
+      if (lang === "py") kind = WORDS.py.has(word) ? "kw" : WORDS.pyLit.has(word) ? "lit" : "";
+      if (!kind && /^\s*\(/.test(text.slice(pos + word.length, pos + word.length + 4))) kind = "fn";
+      if (kind) { flush(); tokens.push([kind, word]); } else plain += word;
+      pos += word.length;
+      continue;
+    }
+    plain += text[pos++];
+  }
+  flush();
+  return tokens;
+}
+
+// -> one HTML string per line (a token spanning lines is closed and reopened at each line break)
+function highlightLines(text, lang) {
+  const lines = [""];
+  for (const [cls, value] of tokenize(text, lang)) {
+    value.split("\n").forEach((part, i) => {
+      if (i > 0) lines.push("");
+      if (part) lines[lines.length - 1] += cls ? `<span class="tok-${cls}">${esc(part)}</span>` : esc(part);
+    });
+  }
+  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
+  return lines;
+}
+const langOf = (name) => (/\.(cpp|cc|h|hpp)$/.test(name) ? "cpp" : /\.py$/.test(name) ? "py" : /\.json$/.test(name) ? "json" : "");
+
+// lines with numbers; `marks` maps a line number to the diagnostics shown under it
+function renderCode(container, text, lang, marks = new Map()) {
+  const html = highlightLines(text, lang).map((line, i) => {
+    const n = i + 1, diags = marks.get(n) || [];
+    let row = `<div class="ln${diags.length ? " diag" : ""}" id="L${n}" data-line="${n}"><i>${n}</i><code>${line || " "}</code></div>`;
+    for (const d of diags) {
+      const caret = d.col ? " ".repeat(Math.max(0, d.col - 1)) + "^ " : "";
+      row += `<div class="diag-msg" data-diag-line="${n}"><span class="caret">${esc(caret)}</span>error: ${esc(d.message)}${d.hint ? `\n${" ".repeat(Math.max(0, (d.col || 1) - 1))}  hint: ${esc(d.hint)}` : ""}</div>`;
+    }
+    return row;
+  });
+  container.innerHTML = html.join("");
+}
+
+// ---------- the token form (every page) ----------
+function initToken() {
+  showTokenState();
+  $("#token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("#token-input").value.trim();
+    if (value) { setToken(value); $("#token-input").value = ""; location.reload(); }
+  });
+  $("#token-clear").addEventListener("click", () => { setToken(""); location.reload(); });
+}
+
+// ---------- jobs list ----------
+function initJobs() {
+  const form = $("#filters"), body = $("#jobs-body");
+  const params = new URLSearchParams(location.search);
+  for (const el of form.elements) if (params.has(el.name)) el.value = params.get(el.name);
+  let limit = 50, active = false;
+
+  const render = (items) => {
+    const team = form.elements.team.value.trim().toLowerCase(), q = form.elements.q.value.trim().toLowerCase();
+    const shown = items.filter((j) => (!team || (j.team || "").toLowerCase().includes(team)) &&
+      (!q || j.id.includes(q) || (j.filename || "").toLowerCase().includes(q)));
+    if (!shown.length) { body.innerHTML = `<tr><td colspan="9" class="muted">no jobs${items.length ? " match" : " yet: <a href=\"/submit\">submit one</a>"}</td></tr>`; return; }
+    body.innerHTML = shown.map((j) => `
+      <tr data-job-id="${esc(j.id)}" data-status="${esc(j.status)}">
+        <td>${badge(j.status)}</td>
+        <td class="mono"><a href="/jobs/${esc(j.id)}">${esc(j.id.slice(-10))}</a></td>
+        <td class="mono">${esc(j.filename)}${j.entry ? `:${esc(j.entry)}` : ""}</td>
+        <td>${esc(j.target.arch)}</td>
+        <td>${esc(j.team)}</td>
+        <td><span class="stage-dots">${j.stages.map((s) => `<span class="${esc(s.state)}" title="${esc(s.name)}: ${esc(s.state)}${s.duration_s != null ? " in " + duration(s.duration_s) : ""}"></span>`).join("")}</span> ${j.stage ? esc(j.stage) : ""}</td>
+        <td title="${new Date(j.created_at * 1000).toLocaleString()}">${age(j.created_at)}</td>
+        <td class="num">${duration(jobDuration(j))}</td>
+        <td>${j.cache_hit ? badge("hit", "cache hit") : ""}</td>
+      </tr>`).join("");
+  };
+
+  const refresh = async () => {
+    const query = new URLSearchParams({ limit });
+    for (const name of ["status", "target"]) if (form.elements[name].value) query.set(name, form.elements[name].value);
+    const page = await apiJson(`/v1/jobs?${query}`);
+    active = page.items.some((j) => !TERMINAL.has(j.status));
+    $("#more").hidden = !page.next_cursor || limit >= 200;
+    render(page.items);
+  };
+  poll(refresh, () => (document.hidden ? 10000 : active ? 1000 : 3000));
+  form.addEventListener("input", () => {
+    const query = new URLSearchParams();
+    for (const el of form.elements) if (el.name && el.value) query.set(el.name, el.value);
+    history.replaceState(null, "", query.toString() ? `?${query}` : location.pathname);
+    refresh();
+  });
+  form.addEventListener("submit", (e) => e.preventDefault());
+  $("#more").addEventListener("click", () => { limit = Math.min(200, limit + 50); refresh(); });
+  body.addEventListener("click", (event) => {
+    const row = event.target.closest("tr[data-job-id]");
+    if (row && !event.target.closest("a")) location.href = `/jobs/${row.dataset.jobId}`;
+  });
+}
+
+// ---------- one job ----------
+function initJob() {
+  const jobId = $("#job").dataset.jobId;
+  let job = null, manifestKey = "", sourceShown = false, logStarted = false, stop = null, currentArtifact = null;
+  const artifactCache = new Map();
+
+  const renderHeader = () => {
+    $("#job-status").outerHTML = `<span id="job-status" class="badge ${esc(job.status)}" data-status="${esc(job.status)}">${esc(job.status)}</span>`;
+    document.title = `${job.status} · ${job.filename} · tilefarm`;
+    $("#job-live").classList.toggle("off", TERMINAL.has(job.status));
+    $("#cancel").hidden = TERMINAL.has(job.status);
+    $("#download").disabled = !TERMINAL.has(job.status);
+    const worker = job.worker ? `${job.worker.hostname} pid ${job.worker.pid}` : "–";
+    const t = job.target;
+    const facts = [
+      ["file", `<span class="mono">${esc(job.filename)}</span>${job.entry ? ` entry <span class="mono">${esc(job.entry)}</span>` : ""}`],
+      ["target", `${esc(t.arch)}${t.core_grid ? ` ${t.core_grid.join("×")}` : ""} · ${esc(t.partition)} · cb depth ${t.cb_depth} · ${esc(t.math_fidelity)}`],
+      ["team", esc(job.team)],
+      ["submitted", `<span title="${new Date(job.created_at * 1000).toLocaleString()}">${age(job.created_at)}</span>`],
+      ["duration", duration(jobDuration(job))],
+      ["cache", job.cache_hit ? badge("hit", "cache hit") : "miss"],
+      ["worker", esc(worker)],
+      ["attempts", job.attempts],
+    ];
+    $("#facts").innerHTML = facts.map(([k, v]) => `<div><dt>${k}</dt><dd>${v}</dd></div>`).join("");
+    const error = $("#job-error");
+    error.hidden = !job.error || job.diagnostics.length > 0;
+    error.textContent = job.error || "";
+  };
+
+  const renderTimeline = () => {
+    const now = Date.now() / 1000, t0 = job.created_at;
+    const end = job.finished_at || now;
+    const span = Math.max(end - t0, 0.001);
+    const rows = [{ name: "queued", state: job.started_at ? "succeeded" : job.status === "queued" ? "running" : "skipped", started_at: t0, finished_at: job.started_at || (job.status === "queued" ? null : job.finished_at) }];
+    rows.push(...job.stages);
+    $("#timeline").innerHTML = rows.map((s) => {
+      const start = s.started_at, stop = s.finished_at || (s.state === "running" ? now : null);
+      const bar = start && stop != null
+        ? `<div class="tl-bar ${esc(s.state)}" style="left:${((start - t0) / span) * 100}%;width:${Math.max(((stop - start) / span) * 100, 0.4)}%"></div>` : "";
+      const dur = s.duration_s != null ? s.duration_s : start && stop ? stop - start : null;
+      return `<div class="tl-row" data-stage="${esc(s.name)}" data-state="${esc(s.state)}">
+        <span>${esc(s.name)} ${s.name === "queued" ? "" : badge(s.state)}</span>
+        <div class="tl-track" title="${esc(s.detail || "")}">${bar}</div>
+        <span class="dur">${s.state === "pending" || s.state === "skipped" ? esc(s.state) : duration(dur)}</span></div>`;
+    }).join("");
+  };
+
+  const renderSource = async () => {
+    const text = await (await api(`/v1/jobs/${jobId}/source`)).text();
+    const marks = new Map();
+    for (const d of job.diagnostics) if (d.line) marks.set(d.line, [...(marks.get(d.line) || []), d]);
+    $("#source-name").textContent = job.filename;
+    renderCode($("#source"), text, "py", marks);
+    $("#diagnostics").innerHTML = job.diagnostics.length
+      ? `<ul class="diag-list">${job.diagnostics.map((d) => `<li>${d.line ? `<a href="#L${d.line}">` : ""}${esc(d.rendered || `${d.file || job.filename}:${d.line}:${d.col}: error: ${d.message}`)}${d.line ? "</a>" : ""}${d.hint ? `<br>hint: ${esc(d.hint)}` : ""}</li>`).join("")}</ul>` : "";
+    const first = $("#source .ln.diag");
+    if (first) $("#source").scrollTop = Math.max(0, first.offsetTop - 120);
+    sourceShown = true;
+  };
+
+  const artifactText = async (name) => {
+    if (!artifactCache.has(name)) artifactCache.set(name, api(`/v1/jobs/${jobId}/artifacts/${name}`).then((r) => r.text()));
+    return artifactCache.get(name);
+  };
+
+  const showArtifact = async (entry) => {
+    currentArtifact = entry.name;
+    for (const b of document.querySelectorAll("#artifact-tabs button")) b.classList.toggle("active", b.dataset.name === entry.name);
+    const view = $("#artifact-view");
+    if (!/^(text\/|application\/json)/.test(entry.media_type)) {
+      view.innerHTML = `<p style="padding:10px">${esc(entry.name)}: ${esc(entry.media_type)}, ${bytes(entry.size)} — <a href="#" id="artifact-save">download</a></p>`;
+      $("#artifact-save").addEventListener("click", (e) => { e.preventDefault(); saveBlob(`/v1/jobs/${jobId}/artifacts/${entry.name}`, entry.name.split("/").pop()); });
+      return;
+    }
+    let text = await artifactText(entry.name);
+    if (currentArtifact !== entry.name) return;
+    if (langOf(entry.name) === "json") { try { text = JSON.stringify(JSON.parse(text), null, 2); } catch (_) { /* as is */ } }
+    renderCode(view, text, langOf(entry.name));
+    view.dataset.artifact = entry.name;
+  };
+
+  const renderArtifacts = async () => {
+    const manifest = await apiJson(`/v1/jobs/${jobId}/artifacts`);
+    const key = manifest.artifacts.map((a) => a.name + a.sha256).join();
+    if (key === manifestKey) return;
+    manifestKey = key;
+    const order = ["compute.cpp", "reader.cpp", "writer.cpp", "main.cpp", "tt.plan.json"];
+    const entries = manifest.artifacts.slice().sort((a, b) => ((order.indexOf(a.name) + 1 || 99) - (order.indexOf(b.name) + 1 || 99)) || a.name.localeCompare(b.name));
+    const tabs = $("#artifact-tabs");
+    if (!entries.length) { tabs.innerHTML = `<span class="muted">none${TERMINAL.has(job.status) ? "" : " yet"}</span>`; return; }
+    tabs.innerHTML = entries.map((a) => `<button type="button" data-name="${esc(a.name)}" title="${bytes(a.size)} · sha256 ${esc(a.sha256.slice(0, 12))}">${esc(a.name)}</button>`).join("");
+    tabs.onclick = (event) => {
+      const button = event.target.closest("button");
+      if (button) showArtifact(entries.find((a) => a.name === button.dataset.name));
+    };
+    showArtifact(entries.find((a) => a.name === currentArtifact) || entries[0]);
+    const names = new Set(entries.map((a) => a.name));
+    if (names.has("tt.plan.json")) {
+      const plan = JSON.parse(await artifactText("tt.plan.json"));
+      const report = names.has("emulate/report.json") ? JSON.parse(await artifactText("emulate/report.json")) : null;
+      renderPlan(plan, report);
+      if (report) renderCounters(report);
+    }
+  };
+
+  const followLog = async () => {
+    logStarted = true;
+    const log = $("#log");
+    const append = (text) => {
+      const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
+      log.textContent += text;
+      if (atBottom) log.scrollTop = log.scrollHeight;
+    };
+    if (TERMINAL.has(job.status)) { log.textContent = await (await api(`/v1/jobs/${jobId}/logs`)).text(); return; }
+    // Server-Sent Events over fetch (EventSource cannot send the Authorization header)
+    const response = await api(`/v1/jobs/${jobId}/logs?follow=1`);
+    const reader = response.body.getReader(), decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+        const event = (block.match(/^event: (.*)$/m) || [])[1];
+        const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+        if (event === "log") append(data + "\n");
+        if (event === "end") return;
+      }
+    }
+  };
+
+  const refresh = async () => {
+    try {
+      job = await apiJson(`/v1/jobs/${jobId}`);
+    } catch (error) {
+      $("#job-error").hidden = false;
+      $("#job-error").textContent = error.status === 404 ? `no job ${jobId}` : error.message;
+      if (error.status === 404 && stop) stop();
+      return;
+    }
+    renderHeader();
+    renderTimeline();
+    if (!sourceShown) await renderSource();
+    if (!logStarted) followLog().catch((e) => console.warn("log", e));
+    if (job.stages.some((s) => s.state === "succeeded") || TERMINAL.has(job.status)) await renderArtifacts();
+    if (TERMINAL.has(job.status) && stop) { stop(); stop = null; if (job.diagnostics.length) await renderSource(); }
+  };
+  stop = poll(refresh, () => (document.hidden ? 5000 : 700));
+
+  $("#download").addEventListener("click", () => saveBlob(`/v1/jobs/${jobId}/bundle?format=${$("#bundle-format").value}`, `tilefarm-${jobId}.${$("#bundle-format").value}`));
+  $("#cancel").addEventListener("click", async () => {
+    try { await api(`/v1/jobs/${jobId}`, { method: "DELETE" }); } catch (e) { alert(e.message); }
+    if (!stop) stop = poll(refresh, () => 700);
+  });
+}
+
+// ---------- the plan as a picture ----------
+// a sequential colour scale (light yellow -> green -> deep blue), t in [0, 1]
+const SCALE = [[255, 255, 217], [199, 233, 180], [65, 182, 196], [34, 94, 168], [8, 29, 88]];
+function colour(t) {
+  const x = Math.min(Math.max(t, 0), 1) * (SCALE.length - 1), i = Math.min(Math.floor(x), SCALE.length - 2), f = x - i;
+  const c = SCALE[i].map((v, k) => Math.round(v + (SCALE[i + 1][k] - v) * f));
+  return `rgb(${c.join(",")})`;
+}
+
+function renderPlan(plan, report) {
+  $("#plan-section").hidden = false;
+  const [gx, gy] = plan.core_grid;
+  const work = new Map(plan.work.cores.map((c) => [c.core.join(","), c]));
+  const counters = new Map((report?.cores || []).map((c) => [c.core.join(","), c]));
+  const argsOf = new Map();
+  for (const kernel of plan.kernels) {
+    for (const pc of kernel.per_core_args) {
+      const key = pc.core.join(",");
+      argsOf.set(key, [...(argsOf.get(key) || []), `${kernel.role}: ` + kernel.runtime_args.map((a, i) => `${a.name}=${pc.values[i]}`).join(" ")]);
+    }
+  }
+  const tileOps = (c) => Object.values(c?.tile_ops || {}).reduce((a, b) => a + b, 0);
+  const metrics = { blocks: ["blocks per core", (key) => work.get(key)?.count || 0] };
+  if (report) {
+    metrics.noc_read = ["NoC bytes read", (key) => counters.get(key)?.noc_bytes_read || 0];
+    metrics.noc_written = ["NoC bytes written", (key) => counters.get(key)?.noc_bytes_written || 0];
+    metrics.tile_ops = ["tile ops", (key) => tileOps(counters.get(key))];
+  }
+  const select = $("#heat-metric");
+  const chosen = metrics[select.value] ? select.value : "blocks";
+  select.innerHTML = Object.entries(metrics).map(([k, [label]]) => `<option value="${k}" ${k === chosen ? "selected" : ""}>${label}</option>`).join("");
+  select.onchange = () => renderPlan(plan, report);
+
+  const value = metrics[chosen][1];
+  let max = 0;
+  for (let y = 0; y < gy; y++) for (let x = 0; x < gx; x++) max = Math.max(max, value(`${x},${y}`));
+  const cell = Math.max(22, Math.min(46, Math.floor(560 / gx))), pad = 24, legendH = 44;
+  const width = pad + gx * cell + 2, height = pad + gy * cell + legendH;
+  let svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" role="img" aria-label="core grid heatmap: ${esc(metrics[chosen][0])}">`;
+  for (let x = 0; x < gx; x++) svg += `<text x="${pad + x * cell + cell / 2}" y="14" text-anchor="middle" fill="#656d76">${x}</text>`;
+  for (let y = 0; y < gy; y++) svg += `<text x="${pad - 6}" y="${pad + y * cell + cell / 2 + 3}" text-anchor="end" fill="#656d76">${y}</text>`;
+  for (let y = 0; y < gy; y++) {
+    for (let x = 0; x < gx; x++) {
+      const key = `${x},${y}`, v = value(key), used = work.has(key) && work.get(key).count > 0;
+      const fill = used || v ? colour(max ? v / max : 0) : "#eaeef2";
+      svg += `<rect class="core" data-core="${key}" data-value="${v}" x="${pad + x * cell}" y="${pad + y * cell}" width="${cell}" height="${cell}" rx="3" fill="${fill}"/>`;
+      if (cell >= 26 && (used || v)) svg += `<text x="${pad + x * cell + cell / 2}" y="${pad + y * cell + cell / 2 + 3}" text-anchor="middle" fill="${max && v / max > 0.55 ? "#fff" : "#24292f"}">${v >= 10000 ? Math.round(v / 1024) + "k" : v}</text>`;
+    }
+  }
+  const ly = pad + gy * cell + 14, lw = Math.min(gx * cell, 240);
+  svg += `<defs><linearGradient id="heat-scale">${SCALE.map((c, i) => `<stop offset="${(i / (SCALE.length - 1)) * 100}%" stop-color="rgb(${c.join(",")})"/>`).join("")}</linearGradient></defs>`;
+  svg += `<rect x="${pad}" y="${ly}" width="${lw}" height="10" fill="url(#heat-scale)" rx="2"/>`;
+  svg += `<text x="${pad}" y="${ly + 24}" fill="#656d76">0</text><text x="${pad + lw}" y="${ly + 24}" text-anchor="end" fill="#656d76">${max}</text>`;
+  svg += `<text x="${pad + lw / 2}" y="${ly + 24}" text-anchor="middle" fill="#656d76">${esc(metrics[chosen][0])} (grey: idle)</text></svg>`;
+  const heat = $("#heatmap");
+  heat.innerHTML = svg;
+
+  const tip = $("#heat-tip");
+  heat.onmousemove = (event) => {
+    const rect = event.target.closest("rect.core");
+    if (!rect) { tip.hidden = true; return; }
+    const key = rect.dataset.core, w = work.get(key), c = counters.get(key);
+    const lines = [`core (${key})`];
+    if (w) {
+      const blocks = w.blocks.length > 12 ? `${w.blocks.slice(0, 12).join(", ")}, … (${w.blocks.length})` : w.blocks.join(", ");
+      lines.push(`blocks: ${w.count}  start ${w.start} stride ${w.stride} row_len ${w.row_len} row_stride ${w.row_stride}`, `  [${blocks}]`);
+    } else lines.push("idle: no blocks");
+    lines.push(...(argsOf.get(key) || []));
+    if (c) lines.push(`NoC: ${c.noc_reads} reads ${bytes(c.noc_bytes_read)}, ${c.noc_writes} writes ${bytes(c.noc_bytes_written)}`,
+      `tile ops: ${Object.entries(c.tile_ops || {}).map(([k, v]) => `${k}×${v}`).join(" ") || "none"}`);
+    tip.textContent = lines.join("\n");
+    tip.hidden = false;
+    tip.style.left = `${Math.min(event.clientX + 14, window.innerWidth - 470)}px`;
+    tip.style.top = `${event.clientY + 14}px`;
+  };
+  heat.onmouseleave = () => { tip.hidden = true; };
+
+  const used = plan.work.cores.filter((c) => c.count > 0).length;
+  $("#plan-summary").textContent = `${plan.kernel} · ${plan.work.blocks} blocks (grid ${plan.grid.extents.join("×")}) on ${used} of ${gx * gy} cores · ${plan.work.policy}`;
+  $("#cb-table").innerHTML = `<thead><tr><th class="num">id</th><th>name</th><th>buffer</th><th>format</th><th>producer → consumer</th><th class="num">page size</th><th class="num">depth</th><th class="num">L1 bytes</th></tr></thead><tbody>` +
+    plan.circular_buffers.map((cb) => `<tr data-cb="${cb.index}"><td class="num">${cb.index}</td><td class="mono">${esc(cb.name)}</td><td class="mono">${esc(cb.buffer)}</td><td>${esc(cb.data_format)}</td><td>${esc(cb.producer)} → ${esc(cb.consumer)}</td><td class="num">${cb.page_bytes}</td><td class="num">${cb.num_pages}</td><td class="num">${cb.total_bytes}</td></tr>`).join("") +
+    `</tbody><tfoot><tr><th colspan="7">total per core</th><th class="num">${plan.l1_bytes_per_core}</th></tr></tfoot>`;
+  const available = plan.target.l1_available_for_cbs;
+  $("#l1-summary").textContent = `${bytes(plan.l1_bytes_per_core)} of ${bytes(available)} L1 available for CBs (${((plan.l1_bytes_per_core / available) * 100).toFixed(1)}%) · ${plan.circular_buffers.length} of ${plan.target.num_cbs} CBs · ${plan.target.arch}`;
+}
+
+function renderCounters(report) {
+  $("#counters-section").hidden = false;
+  $("#counters-summary").textContent = `${report.arch} · run ${duration(report.run_seconds)} · JIT ${report.jit ? `${report.jit.compiled} compiled, ${report.jit.cache_hits} cached` : "–"}${report.error ? ` · error: ${report.error}` : ""}${report.warnings?.length ? ` · ${report.warnings.length} warnings` : ""}`;
+  const cores = (report.cores || []).slice().sort((a, b) => a.core[1] - b.core[1] || a.core[0] - b.core[0]);
+  $("#counters-table").innerHTML = `<thead><tr><th>core</th><th class="num">NoC reads</th><th class="num">bytes read</th><th class="num">NoC writes</th><th class="num">bytes written</th><th class="num">DST acquires</th><th>tile ops</th><th>CB high water (pages)</th></tr></thead><tbody>` +
+    cores.map((c) => `<tr data-core="${c.core.join(",")}"><td class="mono">(${c.core.join(", ")})</td><td class="num">${c.noc_reads}</td><td class="num">${c.noc_bytes_read}</td><td class="num">${c.noc_writes}</td><td class="num">${c.noc_bytes_written}</td><td class="num">${c.dst_acquires}</td><td class="mono">${Object.entries(c.tile_ops || {}).map(([k, v]) => `${esc(k)}×${v}`).join(" ")}</td><td class="mono">${Object.entries(c.cb_high_water_pages || {}).map(([k, v]) => `cb${esc(k)}:${v}`).join(" ")}</td></tr>`).join("") + "</tbody>";
+}
+
+// ---------- submit ----------
+function initSubmit() {
+  const form = $("#submit-form"), source = $("#source"), error = $("#submit-error");
+  $("#upload").addEventListener("change", async (event) => {
+    const file = event.target.files[0];
+    if (!file) return;
+    source.value = await file.text();
+    $("#filename").value = file.name.replace(/[^A-Za-z0-9_.\-]/g, "_");
+  });
+  source.addEventListener("keydown", (event) => {
+    if (event.key === "Tab") {
+      event.preventDefault();
+      source.setRangeText("    ", source.selectionStart, source.selectionEnd, "end");
+    } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.hidden = true;
+    const f = form.elements;
+    const target = { arch: f.arch.value, partition: f.partition.value, cb_depth: Number(f.cb_depth.value || 2), math_fidelity: f.math_fidelity.value };
+    if (f.core_grid.value.trim()) target.core_grid = f.core_grid.value.toLowerCase().split("x").map(Number);
+    const body = {
+      source: source.value, filename: $("#filename").value || "kernel.py", target, dump_ir: f.dump_ir.checked,
+      stages: ["compile", ...(f.emulate.checked ? ["emulate"] : []), ...(f.hardware.checked ? ["hardware"] : [])],
+    };
+    if (f.entry.value.trim()) body.entry = f.entry.value.trim();
+    $("#submit-button").disabled = true;
+    try {
+      const job = await apiJson("/v1/jobs", { method: "POST", json: body });
+      location.href = `/jobs/${job.id}`;
+    } catch (e) {
+      error.hidden = false;
+      error.textContent = `${e.status || ""} ${e.message}`;
+      $("#submit-button").disabled = false;
+    }
+  });
+}
+
+// ---------- farm ----------
+function initFarm() {
+  poll(async () => {
+    const [devices, queues] = await Promise.all([apiJson("/v1/devices"), apiJson("/ui/queues")]);
+    $("#queues").innerHTML = Object.entries(queues.queues).map(([name, depth]) =>
+      `<div class="card" data-queue="${esc(name)}"><div class="n">${depth ?? "?"}</div><div class="label">${esc(name)}</div><div class="muted">waiting</div></div>`).join("") +
+      `<div class="card"><div class="n">${(queues.jobs.queued || 0) + (queues.jobs.running || 0)}</div><div class="label">active jobs</div><div class="muted">${queues.jobs.queued || 0} queued · ${queues.jobs.running || 0} running</div></div>`;
+    $("#devices-body").innerHTML = devices.length ? devices.map((d) => `
+      <tr data-device="${esc(d.id)}"><td>${badge(d.state)}</td><td class="mono">${esc(d.id)}</td><td>${esc(d.host)}</td><td>${esc(d.arch)}</td><td class="num">${d.device_count}</td>
+      <td class="mono">${d.current_job ? `<a href="/jobs/${esc(d.current_job)}">${esc(d.current_job)}</a>` : "–"}</td><td>${age(d.last_heartbeat)}</td></tr>`).join("")
+      : `<tr><td colspan="7" class="muted">no hardware workers have reported (start one with <code>tilefarm worker -Q hardware.&lt;arch&gt;</code> and TILEFARM_DEVICE_ARCH)</td></tr>`;
+  }, () => (document.hidden ? 10000 : 2000));
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  initToken();
+  const page = document.body.dataset.page;
+  ({ jobs: initJobs, job: initJob, submit: initSubmit, farm: initFarm })[page]?.();
+});

@@ -1,0 +1,172 @@
+"""The `tilefarm` client commands against a real `tilefarm serve` (embedded mode) started as a subprocess."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.served import embedded_service, fresh_kernel, report_device
+from tests.service.conftest import DATA, REPO, base_env
+
+TOKEN = "cli-secret-token"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    with embedded_service(tmp_path_factory.mktemp("cli-service")) as running:
+        yield running
+
+
+def tilefarm(*args: str, server: str | None = None, cwd: Path | None = None, timeout: float = 120, **env: str):
+    environment = base_env(**env)
+    if server:
+        environment["TILEFARM_SERVER"] = server
+    return subprocess.run([sys.executable, "-m", "tilefarm", *args], env=environment, cwd=cwd or REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def write_kernel(directory: Path, name: str = "gemm.py") -> Path:
+    path = directory / name
+    path.write_text(fresh_kernel(name))
+    return path
+
+
+def test_submit_wait_downloads_the_bundle(service, tmp_path):
+    source = write_kernel(tmp_path)
+    out = tmp_path / "out"
+    result = tilefarm("submit", str(source), "-t", "wormhole_b0", "--wait", "-o", str(out), server=service.url)
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.split(":")[0]
+    assert f"{job_id}: succeeded" in result.stdout and "compile" in result.stdout and "emulate" in result.stdout
+    # not a TTY: progress degrades to plain, timestamped lines, one per change of status or stage
+    progress = [line for line in result.stderr.splitlines() if line.startswith("[")]
+    assert progress[0].endswith(f"{job_id}: queued") and progress[-1].endswith(f"{job_id}: succeeded"), result.stderr
+    assert any("running (" in line for line in progress) and "\x1b[" not in result.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json", "emulate/report.json"} <= {
+        f["name"] for f in manifest["files"]}
+    for entry in manifest["files"]:
+        assert hashlib.sha256((out / entry["name"]).read_bytes()).hexdigest() == entry["sha256"], entry["name"]
+    assert service.client.get(f"/v1/jobs/{job_id}").json()["status"] == "succeeded"
+
+
+def test_failed_job_prints_located_diagnostics_and_exits_1(service, tmp_path):
+    source = tmp_path / "bad_syntax.py"
+    source.write_text((DATA / "bad_syntax.py").read_text())
+    result = tilefarm("submit", str(source), "--wait", server=service.url)
+    assert result.returncode == 1, result.stderr
+    assert f"{source}:14:50: error: invalid syntax" in result.stderr
+    offending = (DATA / "bad_syntax.py").read_text().splitlines()[13]
+    lines = result.stderr.splitlines()
+    at = lines.index(f"  {offending}")
+    assert lines[at + 1] == "  " + " " * 49 + "^"
+
+    job_id = next(l for l in lines if l.startswith("submitted ")).split()[1].rstrip(":")
+    status = tilefarm("status", job_id, server=service.url)
+    assert status.returncode == 1 and "failed" in status.stdout
+    assert "bad_syntax.py:14:50: error: invalid syntax" in status.stderr and offending in status.stderr
+    as_json = tilefarm("status", job_id, "--json", server=service.url)
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["diagnostics"][0]["line"] == 14
+
+
+def test_status_logs_download_jobs(service, tmp_path):
+    source = write_kernel(tmp_path, "eltwise_exp_mul.py")
+    submitted = tilefarm("submit", str(source), "--stages", "compile,emulate", server=service.url)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    assert len(job_id) > 10 and job_id.isalnum()
+
+    followed = tilefarm("logs", job_id, "-f", server=service.url)  # streams until the job ends
+    assert followed.returncode == 0, followed.stderr
+    assert "== stage compile" in followed.stdout and "== stage emulate: succeeded" in followed.stdout
+    assert tilefarm("logs", job_id, server=service.url).stdout == service.client.get(f"/v1/jobs/{job_id}/logs").text
+
+    status = tilefarm("status", job_id, server=service.url)
+    assert status.returncode == 0 and "succeeded" in status.stdout
+    assert "compile   succeeded" in status.stdout and "emulate   succeeded" in status.stdout
+
+    out = tmp_path / "bundle"
+    downloaded = tilefarm("download", job_id, "-o", str(out), server=service.url)
+    assert downloaded.returncode == 0, downloaded.stderr
+    assert f"{out}/compute.cpp" in downloaded.stdout.splitlines()
+    assert "kernel_main" in (out / "compute.cpp").read_text()
+    assert json.loads((out / "manifest.json").read_text())["job_id"] == job_id
+
+    listed = tilefarm("jobs", server=service.url)
+    assert listed.returncode == 0
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[:3] == ["ID", "STATUS", "STAGE"]
+    mine = next(row for row in rows if row.startswith(job_id))
+    assert " succeeded " in mine and "eltwise_exp_mul.py" in mine
+    failed_only = tilefarm("jobs", "--status", "failed", server=service.url)
+    assert job_id not in failed_only.stdout
+
+
+def test_devices(service):
+    empty = tilefarm("devices", server=service.url)
+    report_device(Path(service.env["TILEFARM_DATA_DIR"]), "n150-0", state="busy", current_job="abc123")
+    listed = tilefarm("devices", server=service.url)
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("n150-0"))
+    assert row.split()[:6] == ["n150-0", "busy", "wormhole_b0", "2", "rack-7", "abc123"]
+    assert empty.returncode == 0 and "n150-0" not in empty.stdout
+
+
+def test_tty_progress_is_a_live_display(service, tmp_path):
+    source = write_kernel(tmp_path)
+    primary, secondary = pty.openpty()
+    environment = base_env(TILEFARM_SERVER=service.url, TERM="xterm-256color", COLUMNS="120")
+    process = subprocess.Popen([sys.executable, "-m", "tilefarm", "submit", str(source), "--wait"], env=environment,
+                               cwd=REPO, stdin=secondary, stdout=secondary, stderr=secondary)
+    os.close(secondary)
+    output, deadline = b"", time.time() + 120
+    while time.time() < deadline:
+        ready, _, _ = select.select([primary], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            output += chunk
+        elif process.poll() is not None:
+            break
+    assert process.wait(10) == 0, output.decode(errors="replace")
+    os.close(primary)
+    text = output.decode(errors="replace")
+    assert "\x1b[" in text  # redrawn in place, not one line per poll
+    assert "✓ compile" in text and "✓ emulate" in text and ": succeeded" in text
+
+
+def test_usage_and_connection_errors_exit_2(service, tmp_path):
+    missing = tilefarm("submit", str(tmp_path / "nope.py"), server=service.url)
+    assert missing.returncode == 2 and "cannot read source" in missing.stderr
+    unreachable = tilefarm("jobs", server="http://127.0.0.1:9")
+    assert unreachable.returncode == 2 and "cannot reach http://127.0.0.1:9" in unreachable.stderr
+    unknown = tilefarm("status", "doesnotexist", server=service.url)
+    assert unknown.returncode == 2 and "404" in unknown.stderr
+    bad_target = tilefarm("submit", str(write_kernel(tmp_path)), "-t", "h100", server=service.url)
+    assert bad_target.returncode == 2 and "422" in bad_target.stderr and "arch" in bad_target.stderr
+    no_args = tilefarm("submit")
+    assert no_args.returncode == 2
+
+
+def test_api_key_from_environment(tmp_path):
+    with embedded_service(tmp_path, TILEFARM_API_TOKENS=f"{TOKEN}:kernels") as secured:
+        source = write_kernel(tmp_path)
+        refused = tilefarm("submit", str(source), server=secured.url)
+        assert refused.returncode == 2 and "401" in refused.stderr and "TILEFARM_API_KEY" in refused.stderr
+        accepted = tilefarm("submit", str(source), "--stages", "compile", "--wait", server=secured.url,
+                            TILEFARM_API_KEY=TOKEN)
+        assert accepted.returncode == 0, accepted.stderr
+        listed = tilefarm("jobs", "--api-key", TOKEN, server=secured.url)
+        assert " kernels " in listed.stdout

@@ -1,0 +1,36 @@
+"""`tilefarm serve` (embedded mode, no Redis) as a subprocess on a free port, for the CLI and dashboard tests."""
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.service.conftest import DATA, Service, base_env
+
+
+@contextmanager
+def embedded_service(workdir: Path, **env: str):
+    service = Service(base_env(TILEFARM_DATA_DIR=str(workdir / "data"), **env), workdir)
+    service.start_api([sys.executable, "-m", "tilefarm", "serve", "--port", str(service.port)])
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def fresh_kernel(name: str = "gemm.py") -> str:
+    """A kernel from tests/service/data with a unique comment, so the artifact cache cannot answer for it."""
+    return (DATA / name).read_text() + f"\n# {uuid.uuid4().hex}\n"
+
+
+def report_device(data_dir: Path, device_id: str, arch: str = "wormhole_b0", state: str = "idle",
+                  current_job: str | None = None) -> None:
+    """Heartbeat a device into the service's own job store, as a hardware worker does."""
+    from schemas.jobs import DeviceRecord
+    from service.storage import SqliteJobStore
+
+    SqliteJobStore(data_dir / "jobs.sqlite").heartbeat(DeviceRecord(
+        id=device_id, host="rack-7", arch=arch, device_count=2, state=state, current_job=current_job,
+        last_heartbeat=time.time()))
