@@ -21,12 +21,13 @@ ARTIFACTS = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.jso
 TVM_VERSIONS = "apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1"
 
 
-def cache_key(source: str, entry: str | None, target: TargetConfig) -> str:
+def cache_key(source: str, entry: str | None, target: TargetConfig, params: dict | None = None) -> str:
     """The one function that says what determines a compile's output (Compiler Explorer style)."""
-    material = json.dumps({
-        "source": source, "entry": entry, "target": target.model_dump(mode="json"),
-        "compiler": COMPILER_VERSION, "tvm": TVM_VERSIONS,
-    }, sort_keys=True)
+    fields = {"source": source, "entry": entry, "target": target.model_dump(mode="json"),
+              "compiler": COMPILER_VERSION, "tvm": TVM_VERSIONS}
+    if params:  # TileLang factory parameters; absent for TIRx files so their keys stay as they were
+        fields["params"] = params
+    material = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -91,31 +92,43 @@ def _internal_errors(stage: str):
 
 
 def compile_source(source: str, *, filename: str = "kernel.py", entry: str | None = None,
-                   target: TargetConfig | None = None, dump_ir: bool = False) -> CompileResult:
+                   target: TargetConfig | None = None, dump_ir: bool = False,
+                   params: dict | None = None) -> CompileResult:
     """Compile one kernel. Raises CompileError (with file:line:col where known) on bad input.
 
-    Parsing executes the user's Python expressions: call this only inside a sandbox for untrusted text.
+    `source` is TIRx TVMScript or a TileLang file (`import tilelang.language as T`); for a TileLang kernel
+    factory, `entry` names it and `params` are its arguments. Parsing executes the user's Python: call this
+    only inside a sandbox for untrusted text.
     """
+    from .frontend import load_kernel
+
+    target = target or TargetConfig()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    loaded = load_kernel(source, filename, entry, params)
+    try:
+        return _compile_loaded(loaded, filename, target, dump_ir, timings, t0)
+    except CompileError as e:  # diagnostics on generated TIRx lines point at the user's TileLang lines
+        raise loaded.relocate(e) from None
+
+
+def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, timings: dict,
+                    t0: float) -> CompileResult:
     import tvm
 
     from .codegen.host import print_host
     from .codegen.kernels import print_kernel
     from .codegen.plan import build_plan, plan_json
-    from .frontend import parse, prepare
     from .pipeline import optimize_for_target_tt
 
-    target = target or TargetConfig()
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    prepared = prepare(source, filename, entry)
-    func = parse(prepared).with_attrs({"tt.source_file": filename, "tt.entry": prepared.entry})
+    func = loaded.func.with_attrs({"tt.source_file": loaded.source_file, "tt.entry": loaded.entry})
     timings["parse"] = time.perf_counter() - t0
     dumps: dict[str, str] | None = {} if dump_ir else None
     if dumps is not None:
         dumps["00_input.py"] = func.script()
     t1 = time.perf_counter()
     with _internal_errors("pipeline"):
-        mod = optimize_for_target_tt(tvm.IRModule({prepared.entry: func}), target, [_instrument(timings, dumps)])
+        mod = optimize_for_target_tt(tvm.IRModule({loaded.entry: func}), target, [_instrument(timings, dumps)])
     timings["pipeline"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     with _internal_errors("codegen"):
@@ -125,7 +138,7 @@ def compile_source(source: str, *, filename: str = "kernel.py", entry: str | Non
         artifacts["tt.plan.json"] = plan_json(plan).encode()
     timings["codegen"] = time.perf_counter() - t2
     timings["total"] = time.perf_counter() - t0
-    return CompileResult(prepared.entry, artifacts, plan, timings, _log(prepared.entry, filename, target, timings, plan),
+    return CompileResult(loaded.entry, artifacts, plan, timings, _log(loaded.entry, filename, target, timings, plan),
                          dumps or {})
 
 
@@ -140,7 +153,8 @@ def _log(entry: str, filename: str, target: TargetConfig, timings: dict, plan: d
 
 
 def emulate(artifacts: dict[str, bytes], *, target: TargetConfig | None = None, inputs=None, source: str | None = None,
-            filename: str = "kernel.py", entry: str | None = None, seed: int = 0, workdir: Path | None = None):
+            filename: str = "kernel.py", entry: str | None = None, seed: int = 0, workdir: Path | None = None,
+            params: dict | None = None):
     """Run compiled artifacts on the emulated device; with `source`, verify against the NumPy reference.
 
     Returns an EmulationOutcome (.outputs, .report with "passed", .verification, .log). Inputs default to
@@ -150,7 +164,7 @@ def emulate(artifacts: dict[str, bytes], *, target: TargetConfig | None = None, 
 
     arch = (target or TargetConfig()).arch
     return emulate_and_verify(artifacts, arch=arch, inputs=inputs, source=source, filename=filename, entry=entry,
-                              seed=seed, workdir=workdir)
+                              seed=seed, workdir=workdir, params=params)
 
 
 def header_check(artifacts: dict[str, bytes], target: TargetConfig | None = None):

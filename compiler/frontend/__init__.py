@@ -1,4 +1,62 @@
-"""Frontend: user source text -> tirx.PrimFunc with located diagnostics."""
-from .source import KernelSource, parse, prepare
+"""Frontend: user source text -> tirx.PrimFunc with located diagnostics.
 
-__all__ = ["KernelSource", "parse", "prepare"]
+Two input languages: TIRx TVMScript (source.py) and the TileLang subset (tilelang/), which is traced into the
+same TIRx tile form. `load_kernel` picks by the file's imports and returns the PrimFunc plus a `relocate`
+function that maps diagnostics on generated TIRx lines back to the user's file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import CompileError, SourceLocation
+from .source import KernelSource, parse, prepare
+from .tilelang import is_tilelang_source
+
+__all__ = ["KernelSource", "LoadedKernel", "load_kernel", "parse", "prepare", "is_tilelang_source"]
+
+
+@dataclass
+class LoadedKernel:
+    func: object                          # tirx.PrimFunc, global_symbol = entry
+    entry: str
+    source_file: str                      # the file name the IR's spans refer to (tt.source_file)
+    line_map: dict = field(default_factory=dict)
+    user_file: str = ""
+
+    def relocate(self, error: CompileError) -> CompileError:
+        """A diagnostic on a generated TIRx line -> the same diagnostic at the user's TileLang line."""
+        loc = error.location
+        if not self.line_map or loc is None or loc.file != self.source_file:
+            return error
+        mapped = self.line_map.get(loc.line) if loc.line else None
+        if mapped is None and loc.line:
+            earlier = [n for n in self.line_map if n <= loc.line]
+            mapped = self.line_map[max(earlier)] if earlier else None
+        relocated = CompileError(error.message, stage=error.stage, hint=error.hint,
+                                 location=mapped or SourceLocation(self.user_file))
+        return relocated
+
+
+def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None,
+                params: dict | None = None) -> LoadedKernel:
+    """Source text -> LoadedKernel. Executes user Python (TVMScript or TileLang): only inside the sandbox."""
+    if is_tilelang_source(text):
+        from .tilelang import trace
+
+        traced = trace(text, filename, entry, params)
+        generated = f"{filename} (TIRx generated from TileLang)"
+        loaded = LoadedKernel(None, traced.entry, generated, traced.line_map, filename)
+        try:
+            func = parse(KernelSource(generated, traced.text, traced.entry, traced.text, 1))
+        except CompileError as e:
+            raise loaded.relocate(e) from None
+        if traced.pipeline_stages:
+            func = func.with_attr("tt.pipeline_stages", traced.pipeline_stages)
+        loaded.func = func
+        return loaded
+    if params:
+        raise CompileError(f"parameters ({', '.join(sorted(params))}) apply to TileLang kernel factories; this is a "
+                           "TIRx file with fixed shapes", stage="parse", location=SourceLocation(filename))
+    prepared = prepare(text, filename, entry)
+    return LoadedKernel(parse(prepared), prepared.entry, filename, user_file=filename)

@@ -37,7 +37,7 @@ def lower_to_circular_buffers(func, mod, ctx):
     target = get_attr(func, "tt.target")
     layouts = get_attr(func, "tt.layout_desc")
     buffers = get_attr(func, "tt.buffers")
-    depth = target["cb_depth"]
+    depth = get_attr(func, "tt.pipeline_stages", target["cb_depth"])  # TileLang's T.Pipelined num_stages wins
     analyzer = tvm.sym.Analyzer()
     cbs: dict[str, dict] = {}
 

@@ -84,7 +84,8 @@ def _tolerance_model(func, plan: dict) -> tuple[dict, dict]:
 
 def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[str, np.ndarray] | None = None,
                        source: str | None = None, filename: str = "kernel.py", entry: str | None = None,
-                       seed: int = 0, workdir: Path | None = None, timeout_s: float = 120) -> EmulationOutcome:
+                       seed: int = 0, workdir: Path | None = None, timeout_s: float = 120,
+                       params: dict | None = None) -> EmulationOutcome:
     """Run the bundle on the emulator; with `source`, also run the reference and compare."""
     plan = json.loads(artifacts["tt.plan.json"])
     given = check_inputs(plan, inputs) if inputs else random_inputs(plan, seed)
@@ -108,7 +109,7 @@ def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[s
     verification = None
     if source is not None:
         t1 = time.perf_counter()
-        verification = verify_outputs(plan, given, outputs, source, filename=filename, entry=entry)
+        verification = verify_outputs(plan, given, outputs, source, filename=filename, entry=entry, params=params)
         timings["reference"] = time.perf_counter() - t1
         report["verification"] = verification.to_dict()
     report["passed"] = verification.ok if verification is not None else True
