@@ -182,7 +182,7 @@ def header_check(artifacts: dict[str, bytes], target: TargetConfig | None = None
 
 def run_on_device(artifacts: dict[str, bytes], target: TargetConfig | None = None, inputs=None, *, device=None,
                   source: str | None = None, filename: str = "kernel.py", entry: str | None = None, seed: int = 0,
-                  timeout_s: float = 300, workdir: Path | None = None):
+                  timeout_s: float = 300, workdir: Path | None = None, params: dict | None = None):
     """Build main.cpp against the TT-Metalium SDK (CMake, `find_package(TT-Metalium)`) and run it on a device.
 
     `device` is a compiler.toolchain.device.Device (default: the first device of `target.arch` this host has; an
@@ -207,5 +207,5 @@ def run_on_device(artifacts: dict[str, bytes], target: TargetConfig | None = Non
     outputs = typed_outputs(plan, run.outputs) if run.ok else {}
     verification = None
     if run.ok and source is not None:
-        verification = verify_outputs(plan, given, outputs, source, filename=filename, entry=entry)
+        verification = verify_outputs(plan, given, outputs, source, filename=filename, entry=entry, params=params)
     return DeviceOutcome(run=run, outputs=outputs, inputs=given, verification=verification)

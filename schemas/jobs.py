@@ -69,6 +69,9 @@ class JobRequest(BaseModel):
     source: str = Field(description="The kernel's Python (TVMScript TIRx) source text.")
     filename: str = Field(default="kernel.py", max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$")
     entry: str | None = Field(default=None, max_length=255, description="prim_func to compile; default: the only/`main`.")
+    params: dict[str, int | float | str] = Field(default_factory=dict, max_length=64, description=(
+        "Arguments of a TileLang kernel factory named by `entry` (e.g. {\"M\": 256, \"block_M\": 32, "
+        "\"dtype\": \"float16\"}); empty for TIRx files and module-level prim_funcs."))
     target: TargetConfig = Field(default_factory=TargetConfig)
     stages: list[StageName] = Field(default=["compile", "emulate"], description="`compile` always runs.")
     inputs: dict[str, InputArray] = Field(default_factory=dict, description="Emulation inputs by buffer name.")
@@ -128,6 +131,7 @@ class JobRecord(BaseModel):
     source: str
     filename: str = "kernel.py"
     entry: str | None = None
+    params: dict[str, int | float | str] = Field(default_factory=dict)
     target: TargetConfig = Field(default_factory=TargetConfig)
     inputs: dict[str, InputMeta] = Field(default_factory=dict)
     dump_ir: bool = False

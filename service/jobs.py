@@ -43,7 +43,7 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
         raise Problem(422, f"an input array does not decode: {error}", type_="/problems/validation") from error
     job = JobRecord(
         id=new_job_id(), team=team, source=request.source, filename=request.filename, entry=request.entry,
-        target=request.target, dump_ir=request.dump_ir, created_at=time.time(), idempotency_key=idempotency_key,
+        params=request.params, target=request.target, dump_ir=request.dump_ir, created_at=time.time(), idempotency_key=idempotency_key,
         stages=[StageRecord(name=name) for name in request.stages],
         inputs={name: InputMeta(shape=a.shape, dtype=a.dtype, nbytes=a.nbytes) for name, a in request.inputs.items()},
     )
@@ -90,7 +90,7 @@ def _from_cache(job: JobRecord, request: JobRequest, artifacts: ArtifactStore) -
     from compiler.api import cache_key
 
     started = time.time()
-    key = cache_key(request.source, request.entry, request.target)
+    key = cache_key(request.source, request.entry, request.target, request.params)
     compile_dir = artifacts.cache_dir(key, "compile")
     if not compile_dir.is_dir() or (request.dump_ir and not artifacts.cache_dir(key, "ir").is_dir()):
         return False

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -14,11 +14,31 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
+def parse_params(specs: list[str]) -> dict[str, int | float | str]:
+    """`--param M=256 --param dtype=float16` -> {"M": 256, "dtype": "float16"} (int, then float, else string)."""
+    params: dict[str, int | float | str] = {}
+    for spec in specs:
+        name, sep, text = spec.partition("=")
+        if not sep or not name.isidentifier():
+            _fail(f"error: --param takes NAME=VALUE, got `{spec}`")
+        for convert in (int, float):
+            try:
+                params[name] = convert(text)
+                break
+            except ValueError:
+                continue
+        else:
+            params[name] = text
+    return params
+
+
 @app.command()
 def compile(
     source: Path = typer.Argument(..., help="kernel file (TVMScript TIRx with T.tile primitives)"),
     target: str = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole | grayskull"),
-    entry: Optional[str] = typer.Option(None, "--entry", help="kernel to compile (default: main or the only one)"),
+    entry: Optional[str] = typer.Option(None, "--entry", help="kernel or TileLang kernel factory to compile "
+                                        "(default: main or the only one)"),
+    param: List[str] = typer.Option([], "--param", help="NAME=VALUE argument of a TileLang kernel factory (repeatable)"),
     partition: str = typer.Option("contiguous", "--partition", help="contiguous | strided | block"),
     core_grid: Optional[str] = typer.Option(None, "--core-grid", help="override the worker grid, e.g. 4x2"),
     cb_depth: int = typer.Option(2, "--cb-depth", help="buffered blocks per circular buffer"),
@@ -44,7 +64,8 @@ def compile(
     except (ValueError, ValidationError) as e:
         _fail(f"error: invalid target options: {e}")
     try:
-        result = compile_source(text, filename=str(source), entry=entry, target=config, dump_ir=dump_ir)
+        result = compile_source(text, filename=str(source), entry=entry, target=config, dump_ir=dump_ir,
+                                params=parse_params(param))
     except CompileError as e:
         _fail(e.render())
     result.write(output)

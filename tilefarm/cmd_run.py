@@ -77,7 +77,8 @@ def run(
 def verify(
     source: Path = typer.Argument(..., help="kernel file"),
     target: str = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole"),
-    entry: Optional[str] = typer.Option(None, "--entry"),
+    entry: Optional[str] = typer.Option(None, "--entry", help="kernel or TileLang kernel factory"),
+    param: List[str] = typer.Option([], "--param", help="NAME=VALUE argument of a TileLang kernel factory (repeatable)"),
     seed: int = typer.Option(0, "--seed", help="seed of the random inputs"),
     partition: str = typer.Option("contiguous", "--partition"),
 ) -> None:
@@ -86,14 +87,18 @@ def verify(
     from compiler.errors import CompileError
     from schemas.target import TargetConfig
 
+    from .cmd_compile import parse_params
+
+    params = parse_params(param)
     try:
         text = source.read_text()
         config = TargetConfig(arch=target, partition=partition)
     except (OSError, UnicodeDecodeError, ValueError) as e:
         _fail(f"{source}: error: {e}")
     try:
-        result = compile_source(text, filename=str(source), entry=entry, target=config)
-        outcome = emulate(result.artifacts, target=config, source=text, filename=str(source), entry=result.entry, seed=seed)
+        result = compile_source(text, filename=str(source), entry=entry, target=config, params=params)
+        outcome = emulate(result.artifacts, target=config, source=text, filename=str(source), entry=result.entry, seed=seed,
+                          params=params)
     except CompileError as e:
         _fail(e.render(), 1 if e.stage == "emulate" else 2)
     typer.echo(outcome.verification.render())

@@ -110,7 +110,7 @@ def stage_guard(seconds: float, cancelled: Callable[[], bool]) -> Iterator[None]
 def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     from compiler import api  # imported once per worker process at start; this is a dict lookup
 
-    key = api.cache_key(job.source, job.entry, job.target)
+    key = api.cache_key(job.source, job.entry, job.target, job.params)
     compile_dir = deps.artifacts.cache_dir(key, "compile")
     ir_dir = deps.artifacts.cache_dir(key, "ir")
     if compile_dir.is_dir() and (not job.dump_ir or ir_dir.is_dir()):
@@ -123,7 +123,7 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False))
     deps.store.incr("cache_misses")
     result = api.compile_source(job.source, filename=job.filename, entry=job.entry, target=job.target,
-                                dump_ir=job.dump_ir)
+                                dump_ir=job.dump_ir, params=job.params)
     meta = {"job_id": job.id, "cache_key": key, "compiler_version": COMPILER_VERSION,
             "target": job.target.model_dump(mode="json"), "entry": job.entry, "timings": result.timings}
     files = {**result.artifacts, "compile.log": result.log.encode(), "meta.json": json.dumps(meta, indent=2).encode()}
@@ -145,7 +145,7 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
                                   dtype=meta.dtype).reshape(meta.shape) for name, meta in job.inputs.items()}
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
     result = api.emulate(artifacts, inputs=inputs or None, target=job.target, source=job.source,
-                         filename=job.filename, entry=job.entry)
+                         filename=job.filename, entry=job.entry, params=job.params)
     files: dict[str, bytes] = {}
     for name, array in result.outputs.items():
         buffer = io.BytesIO()
