@@ -50,6 +50,7 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 1, 38, 4
 
 JOB_DIR = "/tmp/job"          # the child's only writable place (inside its mount namespace)
 RESULT = "result.json"
+MEASURES = "measures.json"
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 SHARED_CACHE_ENTRIES = ("ttemu-runtime", "sdk-headers", "ttnn-headers")  # trusted, prebuilt: mounted read-only
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -188,15 +189,49 @@ class Zygote:
         stderr = _read_capped(job_dir / "stderr.txt", 64 * 1024).decode(errors="replace")
         if reply.get("timed_out"):
             raise SandboxTimeout(f"the sandboxed {op} exceeded its wall-clock limit of {limits.wall_s:g} s", stderr)
-        out = job_dir / "out"
-        if not (out / RESULT).is_file():
+        produced = _read_outputs(job_dir / "out", MAX_RESULT_BYTES)
+        measures = _loads(produced.pop(MEASURES, b"{}"))
+        if RESULT not in produced:
             why = reply.get("signal") and f"killed by signal {reply['signal']}" or f"exited with status {reply.get('exit')}"
             hint = _limit_hint(reply, limits, stderr)
             raise SandboxError(f"the sandboxed {op} {why} without an answer{hint}" + (f":\n{stderr[-2000:]}" if stderr else ""))
-        value = json.loads(_read_capped(out / RESULT, MAX_RESULT_BYTES))
-        produced = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != RESULT}
-        return SandboxResult(value=value, files=produced, duration_s=duration, measures=reply.get("measures", {}),
-                             stderr=stderr)
+        value = _loads(produced.pop(RESULT))
+        if not isinstance(value, dict):
+            raise SandboxError(f"the sandboxed {op} answered something that is not a JSON object")
+        return SandboxResult(value=value, files=produced, duration_s=duration, measures=measures, stderr=stderr)
+
+
+def _loads(data: bytes):
+    try:
+        return json.loads(data)
+    except ValueError as error:
+        raise SandboxError(f"the sandbox's answer is not JSON: {error}") from None
+
+
+def _read_outputs(out: Path, budget: int) -> dict[str, bytes]:
+    """Regular files directly in `out`, never following links (the job owns that directory), bounded in total."""
+    files, total = {}, 0
+    try:
+        out_fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return files
+    try:
+        for name in os.listdir(out_fd):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=out_fd)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    continue
+                data = fh.read(budget - total + 1)
+            total += len(data)
+            if total > budget:
+                raise SandboxError(f"the sandbox's output exceeds {budget} bytes")
+            files[name] = data
+    finally:
+        os.close(out_fd)
+    return files
 
 
 class SandboxTimeout(SandboxError):
@@ -239,11 +274,14 @@ def _zygote_main(config: dict) -> None:
     started = time.perf_counter()
     for module in config["preload"]:
         __import__(module)
-    import numpy  # noqa: F401
+    warm = _warm_up()
+    import gc
+
+    gc.freeze()  # keep the warm heap out of the collector: fewer pages copied after each fork
     prebuilt = _prebuild_shared_cache(Path(config["shared_cache"]))
     user = pwd.getpwnam(config["user"])
     out.write(json.dumps({"ready": True, "pid": os.getpid(), "import_s": time.perf_counter() - started,
-                          "prebuilt": prebuilt}) + "\n")
+                          "prebuilt": prebuilt, "warm": warm}) + "\n")
     stdin = sys.stdin.buffer
     while True:
         line = stdin.readline()
@@ -254,6 +292,38 @@ def _zygote_main(config: dict) -> None:
             out.write(json.dumps({"idle": True}) + "\n")
             continue
         out.write(json.dumps(_fork_job(request, config, user, stdin)) + "\n")
+
+
+WARM_UP_KERNEL = """from tvm.script import tirx as T
+
+
+@T.prim_func
+def main(A: T.Buffer((64, 64), "float16"), B: T.Buffer((64, 64), "float16"), C: T.Buffer((64, 64), "float32")):
+    T.device_entry()
+    by, bx = T.cta_id([2, 2])
+    A_s = T.alloc_shared((32, 32), "float16")
+    B_s = T.alloc_shared((32, 32), "float16")
+    C_l = T.alloc_local((32, 32), "float32")
+    T.tile.zero(C_l)
+    for k in range(2):
+        T.tile.copy(A_s, A[by * 32:by * 32 + 32, k * 32:k * 32 + 32])
+        T.tile.copy(B_s, B[k * 32:k * 32 + 32, bx * 32:bx * 32 + 32])
+        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
+    T.tile.copy(C[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32], C_l)
+"""
+
+
+def _warm_up() -> str:
+    """Compile one trusted kernel so that every child starts with tvm imported and its lazy state built."""
+    try:
+        import numpy  # noqa: F401
+
+        from compiler import api, reference  # noqa: F401
+
+        api.compile_source(WARM_UP_KERNEL, filename="warm-up.py")
+        return "ok"
+    except Exception as error:  # the jobs will report the real problem
+        return f"{type(error).__name__}: {error}"
 
 
 def _prebuild_shared_cache(shared: Path) -> dict:
@@ -275,18 +345,46 @@ def _prebuild_shared_cache(shared: Path) -> dict:
     return done
 
 
+_NAMESPACES = {"net": CLONE_NEWNET, "mount": CLONE_NEWNS, "pid": CLONE_NEWPID, "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS}
+SYS_CLONE = 56  # x86_64
+_libc.syscall.restype = ctypes.c_long
+
+
+def _clone(flags: int) -> int:
+    """fork() that also enters new namespaces: one copy of the (large, warm) zygote instead of two. The child is
+    PID 1 of its own PID namespace, so when it ends the kernel kills everything it started."""
+    ctypes.pythonapi.PyOS_BeforeFork()
+    pid = _libc.syscall(SYS_CLONE, ctypes.c_ulong(flags | signal.SIGCHLD), 0, 0, 0, 0)
+    if pid == 0:
+        ctypes.pythonapi.PyOS_AfterFork_Child()
+    else:
+        error = ctypes.get_errno()
+        ctypes.pythonapi.PyOS_AfterFork_Parent()
+        if pid < 0:
+            raise OSError(error, os.strerror(error))
+    return pid
+
+
 def _fork_job(request: dict, config: dict, user: pwd.struct_passwd, stdin) -> dict:
     limits = Limits(**request["limits"])
-    job_dir = request["job_dir"]
     started = time.monotonic()
-    pid = os.fork()
+    namespaces = list(_NAMESPACES)
+    # opened here, on the zygote's mounts: a file open for writing on the job's root mount would keep it writable
+    stderr_fd = os.open(os.path.join(request["job_dir"], "stderr.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        pid = _clone(sum(_NAMESPACES.values()))
+    except OSError as error:  # no namespaces here (an unprivileged container): a plain fork, documented below
+        namespaces = []
+        config = {**config, "note": f"no namespaces: clone failed ({error.strerror})"}
+        pid = os.fork()
     if pid == 0:
         code = 70
         try:
-            code = _warden(request, config, user, limits)
+            code = _job(request, config, user, limits, namespaces, stderr_fd)
         except BaseException:
             traceback.print_exc()
         os._exit(code)
+    os.close(stderr_fd)
     pidfd = os.pidfd_open(pid)
     deadline = started + limits.wall_s
     timed_out = killed = False
@@ -295,7 +393,7 @@ def _fork_job(request: dict, config: dict, user: pwd.struct_passwd, stdin) -> di
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
-                os.kill(pid, signal.SIGKILL)
+                _kill(pid, namespaces)
                 break
             ready, _, _ = select.select([pidfd, stdin], [], [], left)
             if pidfd in ready:
@@ -304,32 +402,31 @@ def _fork_job(request: dict, config: dict, user: pwd.struct_passwd, stdin) -> di
                 message = stdin.readline()
                 if not message or json.loads(message).get("kill"):
                     killed = True
-                    os.kill(pid, signal.SIGKILL)
+                    _kill(pid, namespaces)
                     break
     finally:
         os.close(pidfd)
     _, status, usage = os.wait4(pid, 0)
-    measures = {}
-    try:
-        with open(os.path.join(job_dir, "measures.json")) as fh:
-            measures = json.loads(fh.read(65536))
-    except (OSError, ValueError):
-        pass
+    if "pid" not in namespaces:
+        _kill(pid, namespaces)  # whatever the job left running in its session
     reply = {"exit": os.waitstatus_to_exitcode(status), "timed_out": timed_out, "killed": killed,
-             "wall_s": time.monotonic() - started, "cpu_s": usage.ru_utime + usage.ru_stime, "measures": measures}
+             "wall_s": time.monotonic() - started, "cpu_s": usage.ru_utime + usage.ru_stime}
     if os.WIFSIGNALED(status):
         reply["signal"] = os.WTERMSIG(status)
-    elif reply["exit"] >= 128:  # the warden relays its job's death by a signal as 128 + signal
-        reply["signal"] = reply["exit"] - 128
     return reply
 
 
-# ------------------------------------------------------------------------------------------ the warden
+def _kill(pid: int, namespaces: list[str]) -> None:
+    try:
+        if "pid" in namespaces:
+            os.kill(pid, signal.SIGKILL)  # PID 1 of the namespace: the kernel kills the rest
+        else:
+            os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
-def _unshare(flags: int) -> bool:
-    if _libc.unshare(flags) != 0:
-        return False
-    return True
+
+# ------------------------------------------------------------------------------------------ the job
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
@@ -339,111 +436,43 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def _warden(request: dict, config: dict, user: pwd.struct_passwd, limits: Limits) -> int:
-    """Runs as root in the forked child: enter fresh namespaces and a private filesystem, fork the job (PID 1 of
-    the new PID namespace), wait for it, copy its answer out to the host job directory."""
-    os.setsid()
-    host_job = os.open(request["job_dir"], os.O_RDONLY | os.O_DIRECTORY)  # opened before any mount hides it
-    stderr_fd = os.open("stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=host_job)
+def _job(request: dict, config: dict, user: pwd.struct_passwd, limits: Limits, namespaces: list[str],
+         stderr_fd: int) -> int:
+    """The job's process (PID 1 of its namespaces when we got them): private filesystem, limits, drop to `user`,
+    run the op, answer in out/."""
+    if "pid" not in namespaces:
+        os.setsid()
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the zygote gone -> so are we
+    job_dir = request["job_dir"]
     os.dup2(stderr_fd, 2)
     os.close(stderr_fd)
-    os.mkdir("out", 0o700, dir_fd=host_job)
-    host_out = os.open("out", os.O_RDONLY | os.O_DIRECTORY, dir_fd=host_job)
-    measures = {"namespaces": [], "uid": None, "rlimits": {}, "filesystem": [], "notes": []}
-    wanted = {"net": CLONE_NEWNET, "mount": CLONE_NEWNS, "pid": CLONE_NEWPID, "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS}
-    if _unshare(sum(wanted.values())):
-        measures["namespaces"] = list(wanted)
-    else:  # e.g. an unprivileged container: take what we can get, one by one
-        error = ctypes.get_errno()
-        for name, flag in wanted.items():
-            if _unshare(flag):
-                measures["namespaces"].append(name)
-        measures["notes"].append(f"unshare of all namespaces failed ({os.strerror(error)}); "
-                                 f"in force: {measures['namespaces'] or 'none'}")
-    # by path, after unshare: an fd relative to host_job would name a mount of the parent namespace (EINVAL to bind)
-    in_dir = os.open(os.path.join(request["job_dir"], "in"), os.O_RDONLY | os.O_DIRECTORY)
-    work = JOB_DIR
-    if "mount" in measures["namespaces"]:
-        _private_filesystem(config, limits, in_dir, measures)
+    measures = {"namespaces": namespaces, "uid": None, "rlimits": {}, "filesystem": [],
+                "notes": [config["note"]] if "note" in config else []}
+    host_out = os.path.join(job_dir, "out")
+    os.mkdir(host_out, 0o700)
+    os.chown(host_out, user.pw_uid, user.pw_gid)
+    if "mount" in namespaces:
+        work = JOB_DIR
+        _private_filesystem(config, limits, os.open(os.path.join(job_dir, "in"), os.O_RDONLY | os.O_DIRECTORY),
+                            os.open(host_out, os.O_RDONLY | os.O_DIRECTORY), measures)
     else:
-        work = tempfile.mkdtemp(prefix="work-", dir=request["job_dir"])
-        os.symlink(f"/proc/self/fd/{in_dir}", os.path.join(work, "in"))
+        work = os.path.join(job_dir, "work")
+        os.mkdir(work)
+        os.symlink(os.path.join(job_dir, "in"), os.path.join(work, "in"))
+        os.symlink(host_out, os.path.join(work, "out"))
         measures["notes"].append("no mount namespace: the job writes below its host directory; the rest of the "
                                  "filesystem is protected by the unprivileged user only")
-    for sub in ("out", "tmp", "cache"):
-        os.makedirs(os.path.join(work, sub), exist_ok=True)
-    _link_shared_cache(config["shared_cache"], os.path.join(work, "cache"))
-    for path in (work, *(os.path.join(work, s) for s in ("out", "tmp", "cache"))):
-        os.chown(path, user.pw_uid, user.pw_gid)
-    read_end, write_end = os.pipe()  # the job reports the limits and identity it ended up with
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        code = 70
-        try:
-            code = _job(request, user, limits, measures, work, write_end)
-        except BaseException:
-            traceback.print_exc()
-        os._exit(code)
-    os.close(write_end)
-    _, status, _ = os.wait4(pid, 0)  # with a PID namespace, everything the job started is dead once it is
-    with os.fdopen(read_end, "rb") as fh:
-        reported = fh.read(1 << 20)
-    if reported:
-        measures = json.loads(reported)
-    try:
-        measures["copied_bytes"] = _copy_out(os.path.join(work, "out"), host_out, MAX_RESULT_BYTES)
-    except SandboxError as error:
-        measures["notes"].append(str(error))
-        os.unlink(RESULT, dir_fd=host_out) if RESULT in os.listdir(host_out) else None
-        print(error, file=sys.stderr)
-    fd = os.open("measures.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=host_job)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(measures, fh)
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return os.waitstatus_to_exitcode(status)
-
-
-def _copy_out(source: str, dest_fd: int, budget: int) -> int:
-    """Regular files directly under `source`, never following links, at most `budget` bytes in all."""
-    total = 0
-    try:
-        src_fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return 0
-    try:
-        for name in os.listdir(src_fd):
-            if name.startswith(".") or "/" in name:
-                continue
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=src_fd)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as fh:
-                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                    continue
-                data = fh.read(budget - total + 1)
-            if total + len(data) > budget:
-                raise SandboxError(f"the job's output exceeds {budget} bytes")
-            total += len(data)
-            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dest_fd)
-            with os.fdopen(out, "wb") as fh:
-                fh.write(data)
-    finally:
-        os.close(src_fd)
-    return total
-
-
-def _job(request: dict, user: pwd.struct_passwd, limits: Limits, measures: dict, work: str, report_fd: int) -> int:
-    """The job: PID 1 of its namespaces (when we got them). Restrict, drop to `user`, run the op."""
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the warden killed -> so are we, and our namespace
-    if "pid" in measures["namespaces"] and "mount" in measures["namespaces"]:
+    if "pid" in namespaces and "mount" in namespaces:
         try:  # a /proc that shows only this namespace's processes
             _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
             measures["filesystem"].append("/proc of the job's own PID namespace")
         except OSError as error:
             measures["notes"].append(str(error))
+    for sub in ("tmp", "cache"):
+        os.makedirs(os.path.join(work, sub), exist_ok=True)
+    _link_shared_cache(config["shared_cache"], os.path.join(work, "cache"))
+    for path in (work, *(os.path.join(work, s) for s in ("tmp", "cache"))):
+        os.chown(path, user.pw_uid, user.pw_gid)
     _set_limits(limits, measures)  # before dropping privileges: an unprivileged process may lower, never raise
     if os.getuid() == 0:
         os.setgroups([])
@@ -451,9 +480,9 @@ def _job(request: dict, user: pwd.struct_passwd, limits: Limits, measures: dict,
         os.setresuid(user.pw_uid, user.pw_uid, user.pw_uid)
     measures["uid"] = os.getuid()
     measures["no_new_privs"] = _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-    os.write(report_fd, json.dumps(measures).encode())
-    os.close(report_fd)
     os.chdir(work)
+    with open(os.path.join("out", MEASURES), "w") as fh:
+        json.dump(measures, fh)
     os.environ.clear()
     os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "TMPDIR": os.path.join(work, "tmp"),
                        "LANG": "C.UTF-8", "TILEFARM_CACHE_DIR": os.path.join(work, "cache"),
@@ -472,7 +501,7 @@ def _job(request: dict, user: pwd.struct_passwd, limits: Limits, measures: dict,
     return 0
 
 
-def _private_filesystem(config: dict, limits: Limits, in_dir: int, measures: dict) -> None:
+def _private_filesystem(config: dict, limits: Limits, in_dir: int, out_dir: int, measures: dict) -> None:
     fs = measures["filesystem"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     shared = os.open(config["shared_cache"], os.O_RDONLY | os.O_DIRECTORY) if os.path.isdir(config["shared_cache"]) else None
@@ -483,6 +512,10 @@ def _private_filesystem(config: dict, limits: Limits, in_dir: int, measures: dic
     _mount(f"/proc/self/fd/{in_dir}", JOB_DIR + "/in", None, MS_BIND)
     _mount(None, JOB_DIR + "/in", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.close(in_dir)
+    os.makedirs(JOB_DIR + "/out")  # the host directory, writable by the job's user only; read back by the worker
+    _mount(f"/proc/self/fd/{out_dir}", JOB_DIR + "/out", None, MS_BIND)
+    _mount(None, JOB_DIR + "/out", None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.close(out_dir)
     if shared is not None:
         os.makedirs("/tmp/shared")
         _mount(f"/proc/self/fd/{shared}", "/tmp/shared", None, MS_BIND | MS_REC)
@@ -490,11 +523,8 @@ def _private_filesystem(config: dict, limits: Limits, in_dir: int, measures: dic
         os.close(shared)
         config["shared_cache"] = "/tmp/shared"
     _reexpose_code(measures)
-    try:  # then the whole tree read-only: a recursive bind of / onto itself, remounted, then entered
-        _mount("/", "/", None, MS_BIND | MS_REC)
+    try:  # then the root read-only (our namespace's copy of the mount; nothing is open for writing on it)
         _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY)
-        os.chdir("/")
-        os.chroot(".")
         fs.append("/ read-only")
     except OSError as error:
         measures["notes"].append(f"read-only root not in force: {error}")
@@ -573,6 +603,94 @@ def _close_inherited_fds(keep: set[int]) -> None:
                 pass
 
 
+# ================================================================================== what the worker calls
+
+_zygotes: dict[int, Zygote] = {}
+
+
+def zygote_for(settings) -> Zygote:
+    """This worker process's zygote (started on first use, restarted if it died)."""
+    zygote = _zygotes.get(os.getpid())
+    if zygote is None:
+        _zygotes.clear()  # inherited from a parent process across fork: not ours
+        zygote = _zygotes[os.getpid()] = Zygote(SandboxConfig.from_settings(settings))
+    if not zygote.alive():
+        zygote.start()
+    return zygote
+
+
+def limits_for(settings, stage: str) -> Limits:
+    seconds = settings.stage_time_limit(stage)
+    return Limits(cpu_s=max(1, int(seconds)), wall_s=seconds + 5, memory_bytes=settings.sandbox_memory_bytes,
+                  processes=settings.sandbox_processes)
+
+
+def _error_from(answer: dict, stage: str):
+    from compiler.errors import CompileError, SourceLocation
+
+    error = answer.get("error") if isinstance(answer.get("error"), dict) else {}
+    text = lambda key: str(error[key])[:4000] if error.get(key) is not None else None  # noqa: E731
+    number = lambda key: int(error[key]) if isinstance(error.get(key), int) else None  # noqa: E731
+    location = SourceLocation(text("file"), number("line"), number("col")) if error.get("file") else None
+    return CompileError(text("message") or "the sandboxed step failed", stage=text("stage") or stage,
+                        location=location, hint=text("hint"))
+
+
+def compile_source(settings, *, source: str, filename: str, entry: str | None, target, dump_ir: bool,
+                   params: dict | None):
+    """compiler.api.compile_source, run in the sandbox; the same CompileResult or CompileError."""
+    from compiler.api import CompileResult
+
+    result = zygote_for(settings).run("compile", {
+        "source": source, "filename": filename, "entry": entry, "target": target.model_dump(mode="json"),
+        "dump_ir": dump_ir, "params": params or {}}, limits_for(settings, "compile"))
+    answer = result.value
+    if not answer.get("ok"):
+        raise _error_from(answer, "parse")
+    artifacts = {name: result.files[file] for name, file in answer["artifacts"].items() if file in result.files}
+    ir = {name: result.files[file].decode(errors="replace") for name, file in answer.get("ir", {}).items()
+          if file in result.files}
+    plan = json.loads(artifacts["tt.plan.json"]) if "tt.plan.json" in artifacts else {}
+    timings = {str(k): float(v) for k, v in answer.get("timings", {}).items()}
+    timings["sandbox"] = result.duration_s
+    return CompileResult(str(answer.get("entry")), artifacts, plan, timings, str(answer.get("log", "")), ir)
+
+
+@dataclass
+class EmulateAnswer:
+    passed: bool
+    outputs: dict[str, bytes]            # name -> .npy bytes (float32)
+    report: dict
+    log: str
+    first_mismatch: str | None
+
+
+def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, source: str, filename: str,
+            entry: str | None, params: dict | None) -> EmulateAnswer:
+    """compiler.api.emulate (build + run on the emulator + verify against the reference), run in the sandbox."""
+    import io
+
+    import numpy as np
+
+    files = {f"artifact-{name}": data for name, data in artifacts.items()}
+    for name, array in inputs.items():
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(array))
+        files[f"{name}.npy"] = buffer.getvalue()
+    result = zygote_for(settings).run("emulate", {
+        "target": target.model_dump(mode="json"), "source": source, "filename": filename, "entry": entry,
+        "params": params or {}}, limits_for(settings, "emulate"), files)
+    answer = result.value
+    if not answer.get("ok"):
+        raise _error_from(answer, "emulate")
+    outputs = {name.removeprefix("output-").removesuffix(".npy"): data for name, data in result.files.items()
+               if name.startswith("output-") and name.endswith(".npy")}
+    log = str(answer.get("log", "")) + str(answer.get("verification", ""))
+    report = answer.get("report") if isinstance(answer.get("report"), dict) else {}
+    mismatch = answer.get("first_mismatch")
+    return EmulateAnswer(bool(answer.get("passed")), outputs, report, log, str(mismatch) if mismatch else None)
+
+
 # ================================================================================== ops (run inside the child)
 
 def _op_noop(args: dict, work: Path) -> dict:
@@ -620,12 +738,14 @@ def _op_compile(args: dict, work: Path) -> dict:
 
     try:
         result = api.compile_source(args["source"], filename=args.get("filename", "kernel.py"), entry=args.get("entry"),
-                                    target=TargetConfig.model_validate(args["target"]), dump_ir=args.get("dump_ir", False))
+                                    target=TargetConfig.model_validate(args["target"]), dump_ir=args.get("dump_ir", False),
+                                    params=args.get("params") or None)
     except CompileError as error:
         return _compile_error(error)
     out = work / "out"
     names = {}
     for name, data in result.artifacts.items():
+        name = name.replace("/", "_")
         (out / name).write_bytes(data)
         names[name] = name
     ir = {}
@@ -653,6 +773,7 @@ def _op_emulate(args: dict, work: Path) -> dict:
 
     from compiler import api
     from compiler.errors import CompileError
+    from compiler.toolchain.emulate import EmulationError
     from schemas.target import TargetConfig
 
     artifacts = {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
@@ -660,9 +781,11 @@ def _op_emulate(args: dict, work: Path) -> dict:
     try:
         result = api.emulate(artifacts, inputs=inputs or None, target=TargetConfig.model_validate(args["target"]),
                              source=args.get("source"), filename=args.get("filename", "kernel.py"),
-                             entry=args.get("entry"), workdir=work / "tmp" / "emulate")
+                             entry=args.get("entry"), workdir=work / "tmp" / "emulate", params=args.get("params") or None)
     except CompileError as error:
         return _compile_error(error)
+    except EmulationError as error:
+        return {"ok": False, "error": {"stage": "emulate", "message": str(error)[:8000]}}
     out = work / "out"
     for name, array in result.outputs.items():
         buffer = io.BytesIO()
