@@ -13,8 +13,8 @@ from schemas.target import TargetConfig
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE: frozenset[str] = frozenset({"queued", "running"})
-StageName = Literal["compile", "emulate", "hardware"]
-STAGE_ORDER: tuple[str, ...] = ("compile", "emulate", "hardware")
+StageName = Literal["compile", "check", "emulate", "hardware"]
+STAGE_ORDER: tuple[str, ...] = ("compile", "check", "emulate", "hardware")
 StageState = Literal["pending", "running", "succeeded", "failed", "skipped", "cancelled"]
 
 DTYPE_SIZES: dict[str, int] = {
@@ -73,7 +73,11 @@ class JobRequest(BaseModel):
         "Arguments of a TileLang kernel factory named by `entry` (e.g. {\"M\": 256, \"block_M\": 32, "
         "\"dtype\": \"float16\"}); empty for TIRx files and module-level prim_funcs."))
     target: TargetConfig = Field(default_factory=TargetConfig)
-    stages: list[StageName] = Field(default=["compile", "emulate"], description="`compile` always runs.")
+    stages: list[StageName] = Field(default=["compile", "check", "emulate"], description=(
+        "`compile` always runs; `check` compiles the kernels against the real TT-Metalium headers; `emulate` runs the "
+        "program on the emulator; `hardware` on a device of the target arch."))
+    queue: bool = Field(default=False, description=(
+        "With `hardware`: wait in the queue when no healthy device of the arch is registered (default: fail fast)."))
     inputs: dict[str, InputArray] = Field(default_factory=dict, description="Emulation inputs by buffer name.")
     dump_ir: bool = Field(default=False, description="Keep the IR after every pass in the bundle.")
 
@@ -147,6 +151,8 @@ class JobRecord(BaseModel):
     worker: dict[str, Any] | None = None
     cancel_requested: bool = False
     idempotency_key: str | None = None
+    header_check: dict[str, Any] | None = None   # per-kernel result of the `check` stage
+    device_run: dict[str, Any] | None = None     # device, exit status, wall time, verification of `hardware`
 
     @property
     def terminal(self) -> bool:
@@ -179,6 +185,8 @@ class JobView(BaseModel):
     attempts: int
     cancel_requested: bool
     worker: dict[str, Any] | None
+    header_check: dict[str, Any] | None = Field(default=None, description="`check`: per-kernel passed/failed/skipped.")
+    device_run: dict[str, Any] | None = Field(default=None, description="`hardware`: device, exit status, wall time.")
     links: dict[str, str]
 
     @classmethod
@@ -187,7 +195,8 @@ class JobView(BaseModel):
         return cls(
             **job.model_dump(include={"id", "team", "status", "stage", "stages", "compile_timings", "diagnostics", "error",
                                       "cache_hit", "cache_key", "target", "entry", "filename", "created_at",
-                                      "started_at", "finished_at", "attempts", "cancel_requested", "worker"}),
+                                      "started_at", "finished_at", "attempts", "cancel_requested", "worker",
+                                      "header_check", "device_run"}),
             timings={s.name: s.duration_s for s in job.stages if s.duration_s is not None},
             links={"self": base, "logs": f"{base}/logs", "source": f"{base}/source", "artifacts": f"{base}/artifacts",
                    "bundle": f"{base}/bundle", "cancel": base},
@@ -221,3 +230,8 @@ class DeviceRecord(BaseModel):
     state: Literal["idle", "busy", "offline"] = "idle"
     current_job: str | None = None
     last_heartbeat: float
+    device: str | None = None                    # the device's id on its host
+    kind: str | None = None                      # pcie or emulated
+    node: str | None = None                      # /dev/tenstorrent/N (or the emulated device's node)
+    healthy: bool = True
+    health_detail: str | None = None             # why it is unhealthy (the failed job or health check)

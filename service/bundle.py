@@ -30,6 +30,8 @@ def bundle_files(job: JobRecord, store: JobStore, artifacts: ArtifactStore) -> d
         "stages": {s.name: {"state": s.state, "duration_s": s.duration_s} for s in job.stages},
         "compile_timings": job.compile_timings,
         "diagnostics": [d.model_dump() for d in job.diagnostics],
+        "header_check": job.header_check,
+        "device_run": job.device_run,
         "files": [{"name": name, "size": len(data), "sha256": sha256(data), "media_type": media_type(name)}
                   for name, data in sorted(files.items())],
     }

@@ -34,9 +34,26 @@ def check_limits(request: JobRequest, settings: Settings) -> None:
                       type_="/problems/too-large", limit=settings.max_input_bytes)
 
 
+def check_device_available(request: JobRequest, store: JobStore, settings: Settings) -> None:
+    """A `hardware` job for an arch without a usable device fails now (problem+json), unless it asks to queue."""
+    if "hardware" not in request.stages or request.queue:
+        return
+    arch = request.target.arch
+    fresh = time.time() - 3 * settings.heartbeat_s
+    online = [d for d in store.devices() if d.arch == arch and d.state != "offline" and d.last_heartbeat >= fresh]
+    if any(d.healthy for d in online):
+        return
+    why = (f"every registered {arch} device is unhealthy ("
+           + "; ".join(f"{d.id}: {d.health_detail}" for d in online) + ")") if online else \
+        f"no {arch} device is registered (see GET /v1/devices)"
+    raise Problem(503, f"cannot run on hardware: {why}; send \"queue\": true to wait for one",
+                  type_="/problems/no-device", arch=arch)
+
+
 def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store: JobStore,
            artifacts: ArtifactStore, queue: TaskQueue, settings: Settings) -> tuple[JobRecord, bool]:
     check_limits(request, settings)
+    check_device_available(request, store, settings)
     try:
         raw_inputs = {name: array.to_bytes() for name, array in request.inputs.items()}
     except ValueError as error:

@@ -70,7 +70,8 @@ class Settings(BaseSettings):
         return self.broker_url if self.broker_url and self.broker_url.startswith("redis") else None
 
     def stage_time_limit(self, stage: str) -> float:
-        return {"compile": self.compile_time_limit_s, "emulate": self.emulate_time_limit_s,
+        return {"compile": self.compile_time_limit_s, "check": self.compile_time_limit_s,
+                "emulate": self.emulate_time_limit_s,
                 "hardware": self.hardware_time_limit_s}[stage]
 
     @property

@@ -487,7 +487,9 @@ class ArtifactStore:
     cache/<key>/compile/   the five artifacts + compile.log + meta.json, shared by every job with that cache key
     cache/<key>/ir/        IR dumps (only when some job asked for them)
     jobs/<id>/inputs/      emulation inputs (.bin) as submitted
+    jobs/<id>/check/       real-header check report (header_check.json)
     jobs/<id>/emulate/     emulator outputs and report
+    jobs/<id>/hardware/    device outputs (.npy), stdout/stderr, report.json
     """
 
     def __init__(self, root: str | Path):
@@ -542,9 +544,10 @@ class ArtifactStore:
             ir_dir = self.cache_dir(job.cache_key, "ir")
             if job.dump_ir and ir_dir.is_dir():
                 files.update({f"ir/{p.name}": p for p in sorted(ir_dir.iterdir()) if p.is_file()})
-        emulate_dir = self.job_dir(job.id, "emulate")
-        if emulate_dir.is_dir():
-            files.update({f"emulate/{p.name}": p for p in sorted(emulate_dir.iterdir()) if p.is_file()})
+        for part in ("check", "emulate", "hardware"):  # real-header check report, emulator / device outputs
+            part_dir = self.job_dir(job.id, part)
+            if part_dir.is_dir():
+                files.update({f"{part}/{p.name}": p for p in sorted(part_dir.iterdir()) if p.is_file()})
         return files
 
     def sweep_tmp(self, older_than_s: float = 3600) -> None:

@@ -24,7 +24,7 @@ from schemas.jobs import Diagnostic, JobRecord
 from service.settings import Settings
 from service.storage import ArtifactStore, JobStore
 
-LOCAL_STAGES = ("compile", "emulate")        # run on the compile queue
+LOCAL_STAGES = ("compile", "check", "emulate")   # run on the compile queue
 DEVICE_STAGES = ("hardware",)                # run on hardware.<arch>
 CANCEL_POLL_S = 0.05
 
@@ -46,6 +46,7 @@ class WorkerDeps:
     store: JobStore
     artifacts: ArtifactStore
     settings: Settings
+    devices: object | None = None            # workers.devices.DeviceRegistry on a hardware worker
 
 
 @dataclass
@@ -162,21 +163,82 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     return StageOutcome()
 
 
-def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
+def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
+    """Compile the generated kernels against the real TT-Metalium headers; a failure is a compiler bug."""
     from compiler import api
+    from compiler.toolchain.header_check import HeaderCheckUnavailable
+    from compiler.toolchain.sdk_headers import SdkHeadersError
 
-    run_on_device = getattr(api, "run_on_device", None)
-    if run_on_device is None:
-        raise StageUnavailable("this worker has no device runtime (TT-Metalium SDK) to run the program")
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
-    result = run_on_device(artifacts, target=job.target)
-    if log := getattr(result, "log", None):
-        deps.store.append_log(job.id, log)
-    return StageOutcome()
+    try:
+        report = api.header_check(artifacts, target=job.target)
+    except (HeaderCheckUnavailable, SdkHeadersError) as error:
+        deps.store.append_log(job.id, f"real-header check NOT RUN on this worker: {error}\n")
+        deps.store.mutate(job.id, lambda j: _set(j, header_check={"ran": False, "reason": str(error)}))
+        return StageOutcome(state="skipped", detail=f"not run: {error}")
+    deps.store.append_log(job.id, report.render())
+    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "check"),
+                           {"header_check.json": json.dumps(report.to_dict(), indent=2).encode()})
+    summary = {"ran": True, "passed": report.passed, "headers": report.headers, "arch": report.arch,
+               "kernels": {k.kernel: {"status": k.status, "processors": k.processors, "reason": k.reason,
+                                      "messages": k.messages} for k in report.kernels}}
+    deps.store.mutate(job.id, lambda j: _set(j, header_check=summary))
+    if not report.passed:
+        first = report.failed[0]
+        error = next((m for m in first.messages if m["severity"] == "error"), None)
+        where = f"{error['file']}:{error['line']}:{error['col']}: {error['message']}" if error else first.output[-500:]
+        raise CompileError(f"generated {first.kernel} does not compile against the TT-Metalium {report.headers}: "
+                           f"{where}", stage="check", hint="a tilefarm code-generation bug; please report this kernel")
+    unchecked = [k.kernel for k in report.kernels if k.status == "skipped"]
+    return StageOutcome(detail=f"passed; not checked: {', '.join(unchecked)} (no SFPI)" if unchecked else "passed")
+
+
+def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
+    """Build main.cpp against the TT-Metalium SDK and run it on a device of this host (one job per device)."""
+    import numpy as np
+
+    from compiler import api
+    from workers.devices import NoDevice
+
+    if deps.devices is None:
+        raise StageUnavailable("this worker has no device registry (it is not a hardware worker)")
+    inputs = {name: np.frombuffer((deps.artifacts.job_dir(job.id, "inputs") / f"{name}.bin").read_bytes(),
+                                  dtype=meta.dtype).reshape(meta.shape) for name, meta in job.inputs.items()}
+    artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
+    try:
+        with deps.devices.lease(deps.store, job.target.arch, job.id) as device:
+            deps.store.append_log(job.id, f"running on device {device.id} ({device.kind}, {device.arch})\n")
+            outcome = api.run_on_device(artifacts, target=job.target, inputs=inputs or None, device=device,
+                                        source=job.source, filename=job.filename, entry=job.entry,
+                                        params=job.params, timeout_s=deps.settings.hardware_time_limit_s)
+            if outcome.device_error:
+                deps.devices.mark_unhealthy(deps.store, device, f"job {job.id}: {outcome.run.error}")
+    except NoDevice as error:
+        raise StageUnavailable(str(error)) from None
+    files: dict[str, bytes] = {"stdout.txt": outcome.run.stdout.encode(), "stderr.txt": outcome.run.stderr.encode()}
+    for name, array in outcome.outputs.items():
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(array, dtype=np.float32))
+        files[f"{name}.npy"] = buffer.getvalue()
+    report = outcome.report()
+    files["report.json"] = json.dumps(report, indent=2, default=str).encode()
+    deps.store.append_log(job.id, outcome.log if outcome.log.endswith("\n") else outcome.log + "\n")
+    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "hardware"), files)
+    deps.store.mutate(job.id, lambda j: _set(j, device_run={k: v for k, v in report.items() if k != "verification"}))
+    if not outcome.run.ok:
+        raise CompileError(f"the program failed on device {outcome.run.device}: {outcome.run.error}", stage="hardware",
+                           hint="the device was marked unhealthy until it passes a health check"
+                           if outcome.device_error else "see stderr.txt in the bundle")
+    if not outcome.passed:
+        first = next((c for c in outcome.verification.outputs if not c.ok), None)
+        where = f": {first.first_mismatch_text()}" if first is not None else ""
+        raise CompileError(f"device outputs do not match the NumPy reference{where}", stage="hardware")
+    return StageOutcome(detail=f"passed on {outcome.run.device} in {outcome.run.wall_seconds:.2f} s")
 
 
 STAGES: dict[str, Callable[[JobRecord, WorkerDeps], StageOutcome]] = {
     "compile": compile_stage,
+    "check": check_stage,
     "emulate": emulate_stage,
     "hardware": hardware_stage,
 }

@@ -1,10 +1,9 @@
 """Celery tasks: thin wrappers (job id in) around workers.runner; plus per-process warm-up and device heartbeats."""
 from __future__ import annotations
 
-import glob
+import dataclasses
 import logging
 import os
-import socket
 import threading
 import time
 
@@ -12,7 +11,7 @@ from celery import Task
 from celery.signals import worker_process_init, worker_ready, worker_shutdown
 from celery.worker.request import Request
 
-from schemas.jobs import DeviceRecord, JobRecord
+from schemas.jobs import JobRecord
 from service.settings import get_settings
 from service.storage import ArtifactStore, open_store
 from workers import runner
@@ -72,52 +71,45 @@ def run_job(self, job_id: str) -> None:
 @app.task(name="tilefarm.run_hardware", bind=True, base=JobTask,
           time_limit=get_settings().hardware_time_limit_s + get_settings().hard_limit_grace_s)
 def run_hardware(self, job_id: str) -> None:
-    device = _device_record(get_settings(), job_id)
-    deps().store.heartbeat(device)
-    try:
-        runner.run_hardware(job_id, deps(), task_id=self.request.id)
-    finally:
-        deps().store.heartbeat(_device_record(get_settings(), None))
+    from workers.devices import registry
+
+    hardware_deps = dataclasses.replace(deps(), devices=registry(get_settings().data_dir))
+    runner.run_hardware(job_id, hardware_deps, task_id=self.request.id)
 
 
 # ------------------------------------------------------------------------------------------ device registry
-
-def _arch_of_this_host() -> str | None:
-    return os.environ.get("TILEFARM_DEVICE_ARCH")
-
-
-def _device_record(settings, current_job: str | None, arch: str | None = None) -> DeviceRecord:
-    arch = arch or _arch_of_this_host() or "unknown"
-    return DeviceRecord(id=f"{socket.gethostname()}:{arch}", host=socket.gethostname(), arch=arch,
-                        device_count=len(glob.glob("/dev/tenstorrent/*")), state="busy" if current_job else "idle",
-                        current_job=current_job, last_heartbeat=time.time())
-
 
 _stop_heartbeat = threading.Event()
 
 
 @worker_ready.connect
 def _start_heartbeat(sender=None, **_) -> None:
-    """A worker consuming hardware.<arch> registers itself in the device registry and heartbeats."""
+    """A worker consuming hardware.<arch> registers its devices, heartbeats, and health-checks unhealthy ones."""
     queues = [q.name for q in sender.task_consumer.queues] if sender is not None else []
     archs = [q.removeprefix("hardware.") for q in queues if q.startswith("hardware.")]
     if not archs:
         return
     os.environ.setdefault("TILEFARM_DEVICE_ARCH", archs[0])
     settings = get_settings()
+    from workers.devices import DeviceRegistry
+
+    devices = DeviceRegistry(settings.data_dir)
+    devices.devices = [d for d in devices.devices if d.arch in archs]
+    if not devices.devices:
+        log.error("hardware worker for %s found no device (TILEFARM_DEVICES_CONFIG, /dev/tenstorrent)", ", ".join(archs))
+    else:
+        log.info("devices: %s", ", ".join(f"{d.id} ({d.arch}, {d.kind})" for d in devices.devices))
 
     def beat() -> None:
         store = open_store(settings)
         while True:
-            for arch in archs:
-                known = {d.id: d for d in store.devices()}
-                record = _device_record(settings, None, arch)
-                if (previous := known.get(record.id)) and previous.state == "busy":
-                    record.state, record.current_job = "busy", previous.current_job
-                store.heartbeat(record)
+            try:
+                devices.publish(store)
+                devices.recheck_unhealthy(store)
+            except Exception:  # the registry must keep beating through a store hiccup
+                log.exception("device heartbeat failed")
             if _stop_heartbeat.wait(settings.heartbeat_s):
-                for arch in archs:
-                    store.heartbeat(_device_record(settings, None, arch).model_copy(update={"state": "offline"}))
+                devices.publish(store, offline=True)
                 return
 
     threading.Thread(target=beat, name="device-heartbeat", daemon=True).start()

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -130,7 +130,8 @@ class DeviceRun:
     build_cache_hit: bool
     device_error: bool = False              # the device (not the program) failed: mark it unhealthy
     error: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)
+    started_at: float | None = None         # epoch seconds of the program's start and end on the device
+    finished_at: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -173,7 +174,7 @@ def run_bundle(artifacts: dict[str, bytes], inputs: dict[str, np.ndarray], devic
             return DeviceRun(device.id, device.arch, sdk.name, {}, None, "", error.log, 0.0, 0.0, False,
                              error=str(error))
         env = {**os.environ, **sdk.env, **device.run_env()}
-        t0 = time.perf_counter()
+        started_at, t0 = time.time(), time.perf_counter()
         # its own process group, so a time limit or a cancel kills the program and whatever it started
         proc = subprocess.Popen([str(program), str(kernels), str(input_dir), str(output_dir)], cwd=work, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -190,7 +191,8 @@ def run_bundle(artifacts: dict[str, bytes], inputs: dict[str, np.ndarray], devic
             raise
         wall = time.perf_counter() - t0
         outputs = {p.stem: np.load(p) for p in sorted(output_dir.glob("*.npy"))}
-    run = DeviceRun(device.id, device.arch, sdk.name, outputs, status, stdout, stderr, wall, build_seconds, cached)
+    run = DeviceRun(device.id, device.arch, sdk.name, outputs, status, stdout, stderr, wall, build_seconds, cached,
+                    started_at=started_at, finished_at=started_at + wall)
     if status is None:
         run.error, run.device_error = f"the program did not finish within {timeout_s:g} s (device hung?)", True
     elif status != 0:
@@ -262,5 +264,6 @@ class DeviceOutcome:
         return {"device": run.device, "arch": run.arch, "sdk": run.sdk, "exit_status": run.exit_status,
                 "wall_seconds": run.wall_seconds, "build_seconds": run.build_seconds,
                 "build_cache_hit": run.build_cache_hit, "device_error": run.device_error, "error": run.error,
+                "started_at": run.started_at, "finished_at": run.finished_at,
                 "passed": self.passed,
                 "verification": self.verification.to_dict() if self.verification is not None else None}

@@ -1,0 +1,146 @@
+"""The `check` and `hardware` stages end to end through Celery: real Redis, a compile worker and a hardware worker
+whose device is emulated (the emulator packaged as a CMake TT-Metalium SDK, its device node held exclusively)."""
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+import uuid
+import zipfile
+
+import numpy as np
+import pytest
+
+from tests.conftest import EXAMPLES
+from tests.service.conftest import Proc, Service, base_env, redis_url  # noqa: F401  (redis_url is a fixture)
+
+ARCH = "wormhole_b0"
+GEMM = (EXAMPLES / "gemm_single_tile.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def farm(redis_url, tmp_path_factory):  # noqa: F811
+    workdir = tmp_path_factory.mktemp("hardware")
+    node = workdir / "emu-wh-0.node"
+    node.touch()
+    config = workdir / "devices.json"
+    config.write_text(json.dumps({"devices": [{"id": "emu-wh-0", "arch": ARCH, "kind": "emulated", "node": str(node)}]}))
+    env = base_env(TILEFARM_BROKER_URL=redis_url, TILEFARM_DATA_DIR=str(workdir / "data"),
+                   TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
+                   TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="50")
+    service = Service(env, workdir)
+    service.start_api()
+    service.start_worker()
+    hardware = Proc([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", f"hardware.{ARCH}",
+                     "-c", "2", "--pool", "prefork", "--loglevel", "INFO", "-n", f"hw-{uuid.uuid4().hex[:6]}@%h"],
+                    {**env, "TILEFARM_DEVICES_CONFIG": str(config)}, workdir / "hardware.log")
+    service.procs.append(hardware)
+    deadline = time.time() + 60
+    while not any(d.get("device") == "emu-wh-0" for d in service.client.get("/v1/devices").json()):
+        assert hardware.process.poll() is None and time.time() < deadline, hardware.tail()
+        time.sleep(0.1)
+    service.node, service.hardware = node, hardware
+    yield service
+    service.stop()
+
+
+def _device(farm) -> dict:
+    return next(d for d in farm.client.get("/v1/devices").json() if d.get("device") == "emu-wh-0")
+
+
+def _inputs(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"A": rng.uniform(-1, 1, (64, 96)).astype(np.float16), "B": rng.uniform(-1, 1, (96, 128)).astype(np.float16)}
+
+
+def _submit(farm, seed: int = 0, **body) -> dict:
+    inputs = {name: {"shape": list(a.shape), "dtype": "float16", "data": a.tolist()} for name, a in _inputs(seed).items()}
+    response = farm.client.post("/v1/jobs", json={"source": GEMM, "filename": "gemm_single_tile.py", "inputs": inputs,
+                                                  "stages": ["compile", "check", "emulate", "hardware"],
+                                                  "target": {"arch": ARCH}, **body})
+    assert response.status_code == 202, response.text
+    return response.json()
+
+
+def test_device_is_registered_healthy(farm):
+    device = _device(farm)
+    assert device["arch"] == ARCH and device["kind"] == "emulated" and device["healthy"] is True
+    assert device["state"] in ("idle", "busy")
+
+
+def test_hardware_stage_end_to_end(farm):
+    job = farm.wait(_submit(farm, seed=1)["id"], timeout=180)
+    assert job["status"] == "succeeded", farm.client.get(f"/v1/jobs/{job['id']}/logs").text
+    assert [(s["name"], s["state"]) for s in job["stages"]] == [
+        ("compile", "succeeded"), ("check", "succeeded"), ("emulate", "succeeded"), ("hardware", "succeeded")]
+    # the check's per-kernel result is in the job status
+    kernels = job["header_check"]["kernels"]
+    assert kernels["reader.cpp"]["status"] == kernels["writer.cpp"]["status"] == "passed"
+    assert kernels["compute.cpp"]["status"] in ("skipped", "passed")
+    run = job["device_run"]
+    assert run["device"] == "emu-wh-0" and run["sdk"] == "emulated" and run["exit_status"] == 0 and run["passed"]
+    # the device's outputs come back in the bundle and match the NumPy reference of the input kernel
+    bundle = farm.client.get(f"/v1/jobs/{job['id']}/bundle", params={"format": "zip"})
+    assert bundle.status_code == 200
+    with zipfile.ZipFile(io.BytesIO(bundle.content)) as archive:
+        files = {name.split("/", 1)[1]: archive.read(name) for name in archive.namelist()}
+    manifest = json.loads(files["manifest.json"])
+    assert manifest["header_check"]["kernels"]["reader.cpp"]["status"] == "passed"
+    assert manifest["device_run"]["exit_status"] == 0
+    assert "hardware/C.npy" in files and "check/header_check.json" in files
+    from compiler.toolchain.verification import verify_outputs
+
+    plan = json.loads(files["tt.plan.json"])
+    got = {"C": np.load(io.BytesIO(files["hardware/C.npy"]))}
+    inputs = {k: v.astype(np.float32) for k, v in _inputs(1).items()}
+    report = verify_outputs(plan, inputs, got, GEMM, filename="gemm_single_tile.py")
+    assert report.ok, report.render()
+    assert np.array_equal(got["C"], np.load(io.BytesIO(files["emulate/C.npy"])))
+    log = farm.client.get(f"/v1/jobs/{job['id']}/logs").text
+    assert "real-header check for wormhole_b0" in log and "running on device emu-wh-0" in log
+
+
+def test_one_job_per_device(farm):
+    """Two hardware jobs, two worker processes, one device: the runs never overlap."""
+    ids = [_submit(farm, seed=10 + i)["id"] for i in range(2)]
+    jobs = [farm.wait(job_id, timeout=180) for job_id in ids]
+    assert all(j["status"] == "succeeded" for j in jobs), [j["error"] for j in jobs]
+    (a, b) = sorted((j["device_run"]["started_at"], j["device_run"]["finished_at"]) for j in jobs)
+    assert a[1] <= b[0], f"runs overlapped on one device: {a} {b}"
+
+
+def test_no_device_for_the_arch_fails_fast(farm):
+    body = {"source": GEMM, "stages": ["compile", "hardware"], "target": {"arch": "blackhole"}}
+    started = time.perf_counter()
+    response = farm.client.post("/v1/jobs", json=body)
+    assert time.perf_counter() - started < 5
+    assert response.status_code == 503
+    assert response.headers["content-type"].startswith("application/problem+json")
+    problem = response.json()
+    assert problem["type"].endswith("/problems/no-device") and "blackhole" in problem["detail"]
+    queued = farm.client.post("/v1/jobs", json={**body, "queue": True})
+    assert queued.status_code == 202 and queued.json()["status"] == "queued"
+    farm.client.delete(f"/v1/jobs/{queued.json()['id']}")
+
+
+def test_device_error_marks_unhealthy_until_health_check_passes(farm):
+    farm.node.unlink()                                    # the device disappears
+    try:
+        job = farm.wait(_submit(farm, seed=3)["id"], timeout=180)
+        assert job["status"] == "failed" and job["stages"][-1]["state"] == "failed"
+        assert job["device_run"]["device_error"] is True and "device" in job["error"]
+        device = _device(farm)
+        assert device["healthy"] is False
+        assert job["id"] in device["health_detail"] or "cannot open device" in device["health_detail"]
+        refused = farm.client.post("/v1/jobs", json={"source": GEMM, "stages": ["compile", "hardware"],
+                                                     "target": {"arch": ARCH}})
+        assert refused.status_code == 503 and "unhealthy" in refused.json()["detail"]
+    finally:
+        farm.node.touch()                                 # the device is back: the next health check passes
+    deadline = time.time() + 60
+    while not _device(farm)["healthy"]:
+        assert time.time() < deadline, (_device(farm), farm.hardware.tail())
+        time.sleep(0.2)
+    job = farm.wait(_submit(farm, seed=4)["id"], timeout=180)
+    assert job["status"] == "succeeded", job["error"]
