@@ -76,7 +76,7 @@ class CircularBufferPlan(_Strict):
     index: int = Field(ge=0, le=63)
     name: str
     buffer: str
-    role: Literal["input", "output"]
+    role: Literal["input", "output", "intermediate"]
     data_format: str
     dtype: str
     page_bytes: int

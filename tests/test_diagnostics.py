@@ -106,7 +106,8 @@ def test_read_before_initialized_points_at_the_reader():
     assert err.location.line == line_of(text, "T.tile.gemm") and "T.tile.zero(C_l)" in err.hint
 
 
-def test_accumulator_larger_than_dst_names_the_limit():
+def test_accumulator_larger_than_dst_that_cannot_be_grouped_names_the_limit():
+    """Big accumulators are spilled to L1 group by group; a nested K loop cannot be, and the error says why."""
     text = HEADER + '''def main(A: T.Buffer((128, 128), "float16"), B: T.Buffer((128, 128), "float16"), C: T.Buffer((128, 128), "float32")):
     T.device_entry()
     bx = T.cta_id([1])
@@ -114,15 +115,26 @@ def test_accumulator_larger_than_dst_names_the_limit():
     B_s = T.alloc_shared((32, 128), "float16")
     C_l = T.alloc_local((128, 128), "float32")
     T.tile.zero(C_l)
-    for k in range(4):
-        T.tile.copy(A_s, A[0:128, k * 32:k * 32 + 32])
-        T.tile.copy(B_s, B[k * 32:k * 32 + 32, 0:128])
-        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
+    for k in range(2):
+        for kk in range(2):
+            T.tile.copy(A_s, A[0:128, (k * 2 + kk) * 32:(k * 2 + kk) * 32 + 32])
+            T.tile.copy(B_s, B[(k * 2 + kk) * 32:(k * 2 + kk) * 32 + 32, 0:128])
+            T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
     T.tile.copy(C[0:128, 0:128], C_l)
 '''
     err = error_of(text)
     assert "need 16 DST tiles (C_l 4x4) but DST holds at most 8 (fp32 accumulation, full sync)" in err.message
+    assert "cannot be split into groups" in err.message
     assert err.location.line == line_of(text, "T.tile.zero") and err.hint
+
+
+def test_large_accumulator_spills_to_an_intermediate_cb(compiled):
+    result = compiled(ROOT / "examples" / "gemm_large_blocks.py")
+    cbs = {cb["name"]: cb for cb in result.plan["circular_buffers"]}
+    spill = cbs["cb_Y_l_partial"]
+    assert spill["role"] == "intermediate" and spill["index"] == 24 and spill["num_pages"] == 16
+    assert spill["producer"] == spill["consumer"] == "compute" and spill["data_format"] == "Float32"
+    assert 24 in result.plan["compute_config"]["unpack_to_dest_fp32_cbs"]  # reloads are exact fp32
 
 
 def test_entry_selection():

@@ -17,7 +17,8 @@ from .partition_work import WORK_ARGS
 
 ROLES = (ops.READER, ops.COMPUTE, ops.WRITER)
 CB_SIDES = {("input", "producer"): ops.READER, ("input", "consumer"): ops.COMPUTE,
-            ("output", "producer"): ops.COMPUTE, ("output", "consumer"): ops.WRITER}
+            ("output", "producer"): ops.COMPUTE, ("output", "consumer"): ops.WRITER,
+            ("intermediate", "producer"): ops.COMPUTE, ("intermediate", "consumer"): ops.COMPUTE}
 PRODUCER_OPS = {"cb_reserve_back", "cb_push_back"}
 CONSUMER_OPS = {"cb_wait_front", "cb_pop_front"}
 TENSOR_ACCESSOR_IS_DRAM = 2  # TensorAccessorArgs config word for an interleaved DRAM buffer

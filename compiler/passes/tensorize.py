@@ -22,9 +22,10 @@ from tvm import tirx
 
 from .. import ops
 from ..ir import error_at, get_attr, op_name, region_of, scalar_of, seq, stmts_of
-from ..target import TILE, dst_capacity
+from ..target import DATA_FORMATS, TILE, dst_capacity
 
 STAGE = "tensorize"
+INTERMEDIATE_CB_BASE = 24  # TT convention: inputs c_0.., outputs c_16.., intermediates c_24..
 FPU_BINARY = {"add", "sub", "mul"}
 SFPU_BINARY = {"add": "add_binary_tile", "sub": "sub_binary_tile", "mul": "mul_binary_tile",
                "maximum": "binary_max_tile", "minimum": "binary_min_tile"}
@@ -71,6 +72,7 @@ class Layout:
     scratch: int | None
     total: int
     total_positions: int = 1
+    spill: bool = False             # partial results round-trip through intermediate CBs between phases
 
 
 class Tensorizer:
@@ -233,6 +235,8 @@ class Tensorizer:
         looped = any(isinstance(s, tirx.For) for s in compute)
         bufs = self.window_buffers(compute)
         layout = self.layout_for(compute, bufs, looped)
+        if layout.spill:
+            return passthrough + self.spilled_window(compute, bufs, layout, pending)
         if looped:
             state = {"layout": layout, "dirty": set(), "sends": [], "sent": set()}
             body = self.lower_list_top(compute, state, pending)
@@ -267,6 +271,92 @@ class Tensorizer:
         if groups > 1:
             group = tirx.For(g, 0, groups, tirx.ForKind.SERIAL, group)
         return passthrough + waits + [group]
+
+    def spill_cb(self, name: str) -> int:
+        """The intermediate CB that holds `name`'s partial results between phases (compute -> compute)."""
+        for cb in self.cbs.values():
+            if cb["role"] == "intermediate" and cb["buffer"] == name:
+                return cb["index"]
+        index = INTERMEDIATE_CB_BASE + sum(1 for cb in self.cbs.values() if cb["role"] == "intermediate")
+        fmt = DATA_FORMATS["float32" if self.fp32 else "bfloat16"]
+        tiles = self.tiles(name)
+        self.cbs[index] = {"index": index, "name": f"cb_{name}_partial", "buffer": name, "role": "intermediate",
+                           "data_format": fmt.name, "dtype": fmt.dtype, "page_bytes": fmt.tile_bytes,
+                           "num_pages": tiles[0] * tiles[1], "producer": "compute", "consumer": "compute",
+                           "tiles": tiles}
+        return index
+
+    def spilled_window(self, compute, bufs, layout: Layout, pending) -> list:
+        """Tiles that do not fit DST together: every phase (the ops before the first loop, each loop iteration,
+        the ops between and after loops) runs once per group of positions, reloading the group's partial results
+        from an intermediate CB, and spilling them back (the last phase packs the outputs instead)."""
+        self.check_no_write_after_send(compute)
+        spill = {b: self.spill_cb(b) for b in bufs}
+        phases, current = [], []
+        for s in compute:
+            if isinstance(s, tirx.For):
+                phases.append(("straight", current))
+                phases.append(("loop", s))
+                current = []
+            else:
+                current.append(s)
+        phases.append(("straight", current))
+        groups = layout.total_positions // layout.group
+        out = []
+        for index, (kind, item) in enumerate(phases):
+            first, last = index == 0, index == len(phases) - 1
+            if kind == "loop":
+                inner_pending: dict = {}
+                body, waits, ops_stmts = [], [], []
+                for s in stmts_of(item.body):
+                    m = self.marker(s)
+                    if m:
+                        waits += self.receive(int(m[1][0]), inner_pending, s)
+                    elif isinstance(s, tirx.TilePrimitiveCall):
+                        ops_stmts.append(s)
+                    else:
+                        body.append(s)
+                phase = self.spill_phase(ops_stmts, [], layout, spill, groups, reload=True, keep=True)
+                out.append(tirx.For(item.loop_var, item.min, item.extent, item.kind,
+                                    seq(body + waits + phase + self.pop_all(inner_pending))))
+                continue
+            waits, ops_stmts, sends = [], [], []
+            for s in item:
+                m = self.marker(s)
+                if m and m[0] == "compute_receive":
+                    waits += self.receive(int(m[1][0]), pending, s)
+                elif m:
+                    sends.append(m[1])
+                else:
+                    ops_stmts.append(s)
+            out += waits + self.spill_phase(ops_stmts, sends, layout, spill, groups, reload=not first, keep=not last)
+        return out
+
+    def spill_phase(self, ops_stmts, sends, layout: Layout, spill: dict, groups: int, *, reload: bool, keep: bool):
+        g = tirx.Var("g", "int32") if groups > 1 else i32(0)
+        q = tirx.Var("q", "int32")
+        state = {"layout": layout, "dirty": set(spill) if reload else set(), "group": g, "sends": [], "sent": set()}
+
+        def per_tile(make):
+            return tirx.For(q, 0, layout.group, tirx.ForKind.SERIAL, make(q)) if layout.group > 1 else make(i32(0))
+        body = [ops.call("tile_regs_acquire")]
+        if reload:
+            for name, cb in spill.items():
+                body += [ops.call("cb_wait_front", cb, layout.group), ops.call("copy_init", cb),
+                         per_tile(lambda t, cb=cb, name=name: ops.call("copy_tile", cb, t, layout.base[name] + t)),
+                         ops.call("cb_pop_front", cb, layout.group)]
+        for s in ops_stmts:
+            body += self.lower_op(s, state)
+        body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
+        if keep:
+            for name, cb in spill.items():
+                body += [ops.call("cb_reserve_back", cb, layout.group),
+                         per_tile(lambda t, cb=cb, name=name: ops.call("pack_tile", layout.base[name] + t, cb)),
+                         ops.call("cb_push_back", cb, layout.group)]
+        body += [self.pack(args, layout, g) for args in sends]
+        body.append(ops.call("tile_regs_release"))
+        group = seq(body)
+        return [tirx.For(g, 0, groups, tirx.ForKind.SERIAL, group) if groups > 1 else group]
 
     def lower_list_top(self, compute, state, pending) -> list:
         """Top level of a looped window: sends are collected and packed after commit/wait."""
@@ -382,17 +472,40 @@ class Tensorizer:
             base[b] = total
             total += self.tiles(b)[0] * self.tiles(b)[1]
         layout = Layout(False, 0, base, total if scratch else None, total + int(scratch))
-        if layout.total > self.capacity:
-            if not self.full_sync and layout.total <= dst_capacity(self.fp32, True):
-                raise NeedsFullSync()
-            detail = ", ".join(f"{b} {self.tiles(b)[0]}x{self.tiles(b)[1]}" for b in bufs)
-            node = next((s for s in compute if isinstance(s, (tirx.TilePrimitiveCall, tirx.For))), None)
-            raise self.error(node, f"the tiles computed together here need {layout.total} DST tiles ({detail}"
-                                   f"{', +1 scratch' if scratch else ''}) but DST holds at most "
-                                   f"{dst_capacity(self.fp32, True)} ({'fp32' if self.fp32 else '16-bit'} accumulation, "
-                                   "full sync)",
-                             hint="use smaller blocks (e.g. 32x32 or 64x32 accumulators) or fewer live local tiles")
-        return layout
+        if layout.total <= self.capacity:
+            return layout
+        if not self.full_sync and layout.total <= dst_capacity(self.fp32, True):
+            raise NeedsFullSync()
+        spilled = self.spill_layout(compute, bufs, scratch, grids, sends) if looped else None
+        if spilled is not None:
+            return spilled
+        detail = ", ".join(f"{b} {self.tiles(b)[0]}x{self.tiles(b)[1]}" for b in bufs)
+        node = next((s for s in compute if isinstance(s, (tirx.TilePrimitiveCall, tirx.For))), None)
+        raise self.error(node, f"the tiles computed together here need {layout.total} DST tiles ({detail}"
+                               f"{', +1 scratch' if scratch else ''}) but DST holds at most "
+                               f"{dst_capacity(self.fp32, True)} ({'fp32' if self.fp32 else '16-bit'} accumulation, "
+                               "full sync), and this computation cannot be split into groups of tiles",
+                         hint="use same-shaped whole tiles, loops only at the top level, or smaller blocks")
+
+    def spill_layout(self, compute, bufs, scratch, grids, sends) -> Layout | None:
+        """Groups of positions for a window whose tiles are spilled to L1 between phases, or None if the
+        window's shape does not allow it (ops on sub-regions, nested loops, mixed tile shapes)."""
+        def simple_loop(s):
+            return all(not isinstance(b, tirx.For) or not self.effects(b).compute for b in stmts_of(s.body)) and \
+                all(not (self.marker(b) and self.marker(b)[0] == "compute_send") for b in stmts_of(s.body)) and \
+                all(self.whole_buffer_op(b) for b in stmts_of(s.body) if isinstance(b, tirx.TilePrimitiveCall))
+        if len(grids) != 1 or len(sends) != len(set(sends)):
+            return None
+        if not all(simple_loop(s) if isinstance(s, tirx.For) else self.whole_buffer_op(s) for s in compute):
+            return None
+        rows, cols = next(iter(grids))
+        positions = rows * cols
+        fits = [d for d in range(positions, 0, -1) if positions % d == 0 and d * len(bufs) + int(scratch) <= self.capacity]
+        if not fits:
+            return None
+        group = fits[0]
+        return Layout(True, group, {b: k * group for k, b in enumerate(bufs)}, len(bufs) * group if scratch else None,
+                      len(bufs) * group + int(scratch), positions, spill=True)
 
     def whole_buffer_op(self, s) -> bool:
         if isinstance(s, tirx.TilePrimitiveCall):
@@ -591,7 +704,8 @@ class Tensorizer:
         config = {"fp32_dest_acc_en": self.fp32, "dst_full_sync_en": self.full_sync,
                   "math_fidelity": self.target["math_fidelity"], "dst_capacity": self.capacity,
                   "math_approx_mode": False, "unpack_to_dest_fp32_cbs": self.unpack_to_dest_cbs(body)}
-        return self.func.with_body(seq(body)).with_attr("tt.compute_config", config)
+        table = sorted(self.cbs.values(), key=lambda c: c["index"])
+        return self.func.with_body(seq(body)).with_attrs({"tt.compute_config": config, "tt.cb_config": table})
 
     def unpack_to_dest_cbs(self, body) -> list[int]:
         """fp32 CBs that only feed copy_tile unpack straight into an fp32 DST (UnpackToDestFp32): no TF32 rounding.

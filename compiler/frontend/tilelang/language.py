@@ -27,7 +27,11 @@ class DType(str):
 
 
 def dtype_name(dtype) -> str:
-    name = str(dtype) if isinstance(dtype, str) else getattr(dtype, "__tilelang_dtype__", None)
+    from .shim import Missing
+
+    if isinstance(dtype, Missing):
+        dtype._fail()
+    name = str(dtype) if isinstance(dtype, str) else None
     if name is None:
         fail(f"`{dtype!r}` is not a dtype; write it as a string (\"float16\") or T.float16")
     return _DTYPE_ALIASES.get(name, name)
