@@ -23,6 +23,7 @@ from compiler.version import COMPILER_VERSION
 from schemas.jobs import Diagnostic, JobRecord
 from service.settings import Settings
 from service.storage import ArtifactStore, JobStore
+from workers.sandbox import SandboxError, SandboxTimeout
 
 LOCAL_STAGES = ("compile", "check", "emulate")   # run on the compile queue
 DEVICE_STAGES = ("hardware",)                # run on hardware.<arch>
@@ -123,8 +124,14 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
     deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False))
     deps.store.incr("cache_misses")
-    result = api.compile_source(job.source, filename=job.filename, entry=job.entry, target=job.target,
-                                dump_ir=job.dump_ir, params=job.params)
+    if deps.settings.sandbox:  # parsing runs the user's Python: never in this process
+        from workers import sandbox
+
+        result = sandbox.compile_source(deps.settings, source=job.source, filename=job.filename, entry=job.entry,
+                                        target=job.target, dump_ir=job.dump_ir, params=job.params)
+    else:
+        result = api.compile_source(job.source, filename=job.filename, entry=job.entry, target=job.target,
+                                    dump_ir=job.dump_ir, params=job.params)
     meta = {"job_id": job.id, "cache_key": key, "compiler_version": COMPILER_VERSION,
             "target": job.target.model_dump(mode="json"), "entry": job.entry, "timings": result.timings}
     files = {**result.artifacts, "compile.log": result.log.encode(), "meta.json": json.dumps(meta, indent=2).encode()}
@@ -145,6 +152,20 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     inputs = {name: np.frombuffer((deps.artifacts.job_dir(job.id, "inputs") / f"{name}.bin").read_bytes(),
                                   dtype=meta.dtype).reshape(meta.shape) for name, meta in job.inputs.items()}
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
+    if deps.settings.sandbox:  # builds and runs native code derived from the user's source
+        from workers import sandbox
+
+        answer = sandbox.emulate(deps.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts},
+                                 inputs=inputs, target=job.target, source=job.source, filename=job.filename,
+                                 entry=job.entry, params=job.params)
+        deps.store.append_log(job.id, answer.log if answer.log.endswith("\n") else answer.log + "\n")
+        deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), {
+            **{f"{name}.npy": data for name, data in answer.outputs.items()},
+            "report.json": json.dumps(answer.report, indent=2, default=str).encode()})
+        if not answer.passed:
+            where = f": {answer.first_mismatch}" if answer.first_mismatch else ""
+            raise CompileError(f"emulated outputs do not match the NumPy reference{where}", stage="emulate")
+        return StageOutcome()
     result = api.emulate(artifacts, inputs=inputs or None, target=job.target, source=job.source,
                          filename=job.filename, entry=job.entry, params=job.params)
     files: dict[str, bytes] = {}
@@ -310,7 +331,7 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
             outcome = STAGES[name](job, deps)
     except JobCancelled:
         status = "cancelled"
-    except StageTimeLimit:
+    except (StageTimeLimit, SandboxTimeout):
         limit = deps.settings.stage_time_limit(name)
         failure = {"stage": name, "message": f"stage '{name}' exceeded its time limit of {limit:g} s"}
     except CompileError as error:
@@ -318,6 +339,9 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
         deps.store.append_log(job_id, error.render() + "\n")
     except StageUnavailable as error:
         failure = {"stage": name, "message": str(error)}
+    except SandboxError as error:  # the step was killed (a limit) or died: the user's doing, reported as such
+        failure = {"stage": name, "message": str(error)}
+        deps.store.append_log(job_id, f"{error}\n")
     except Exception as error:  # an internal error must still end the job, with the traceback in its log
         failure = {"stage": name, "message": f"internal error: {type(error).__name__}: {error}"}
         deps.store.append_log(job_id, traceback.format_exc())

@@ -334,7 +334,11 @@ def _prebuild_shared_cache(shared: Path) -> dict:
     try:
         from compiler.toolchain.emulate import build_runtime
 
+        from compiler.toolchain import emulate
+
         lib = build_runtime()
+        if hasattr(emulate, "build_host_pch"):  # the precompiled host header lives beside the runtime
+            emulate.build_host_pch(lib)
         done["ttemu-runtime"] = str(lib)
     except Exception as error:  # emulation will fail in the child with the real message
         done["ttemu-runtime"] = f"unavailable: {type(error).__name__}: {error}"
