@@ -32,7 +32,7 @@ def test_submit_answers_202_with_location_and_retry_after(redis_service):
     assert response.headers["Location"] == f"/v1/jobs/{job['id']}"
     assert int(response.headers["Retry-After"]) >= 1
     assert job["status"] in {"queued", "running", "succeeded"}
-    assert [s["name"] for s in job["stages"]] == ["compile", "emulate"]  # emulate is on by default
+    assert [s["name"] for s in job["stages"]] == ["compile", "check", "emulate"]  # check and emulate are on by default
     check_succeeded(redis_service.wait(job["id"]))
 
 
