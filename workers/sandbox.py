@@ -83,7 +83,9 @@ class SandboxConfig:
     def from_settings(cls, settings) -> "SandboxConfig":
         data = Path(settings.data_dir).resolve()
         root = Path(settings.sandbox_dir).resolve() if getattr(settings, "sandbox_dir", None) else data / "sandbox"
-        return cls(root=root, shared_cache=root / "shared-cache", hide=[str(data), str(root)],
+        from compiler.toolchain.emulate import cache_root  # per machine: the runtime is built once, not per data dir
+
+        return cls(root=root, shared_cache=cache_root() / "sandbox-shared", hide=[str(data), str(root)],
                    user=getattr(settings, "sandbox_user", "nobody"))
 
 
@@ -731,6 +733,37 @@ def _op_probe(args: dict, work: Path) -> dict:
     return {"ok": True, "probe": found}
 
 
+def _op_selftest(args: dict, work: Path) -> dict:
+    """Deliberate abuse, to show each limit holds: spin, allocate, fork, write, connect."""
+    mode = args["mode"]
+    if mode == "spin":
+        while True:
+            pass
+    if mode == "allocate":
+        hog = [bytearray(64 * 1024 * 1024) for _ in range(10_000)]
+        return {"ok": True, "allocated": len(hog)}
+    if mode == "fork":
+        children = 0
+        try:
+            for _ in range(100_000):
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                children += 1
+        except OSError as error:
+            return {"ok": True, "children": children, "stopped_by": error.strerror}
+        return {"ok": True, "children": children}
+    if mode == "write":
+        with open(work / "out" / "big.bin", "wb") as fh:
+            for _ in range(100_000):
+                fh.write(b"\0" * (1024 * 1024))
+        return {"ok": True}
+    if mode == "sleep_child":  # leaves a grandchild behind: it must not survive the job
+        subprocess.Popen(["sleep", "300"], start_new_session=True)
+        return {"ok": True}
+    raise ValueError(mode)
+
+
 def _compile_error(error) -> dict:
     return {"ok": False, "error": error.to_dict()}
 
@@ -814,7 +847,7 @@ def _op_header_check(args: dict, work: Path) -> dict:
             "rendered": report.render()}
 
 
-OPS = {"noop": _op_noop, "probe": _op_probe, "compile": _op_compile, "emulate": _op_emulate,
+OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,
        "header_check": _op_header_check}
 
 

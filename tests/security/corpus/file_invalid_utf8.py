@@ -1,0 +1,2 @@
+from tvm.script import tirx as T
+# ÿşÃ( invalid

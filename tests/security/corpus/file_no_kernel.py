@@ -1,0 +1,1 @@
+from tvm.script import tirx as T

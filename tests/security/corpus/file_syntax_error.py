@@ -1,0 +1,3 @@
+from tvm.script import tirx as T
+@T.prim_func
+def main(:

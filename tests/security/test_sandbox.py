@@ -1,0 +1,110 @@
+"""The sandbox holds: hostile kernels fail with a diagnostic, limits stop abuse, nothing outside is touched."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from compiler.errors import CompileError
+from schemas.target import TargetConfig
+from service.settings import Settings
+from workers import sandbox
+
+CORPUS = sorted((Path(__file__).resolve().parent / "corpus").iterdir())
+CANARY_DIR = Path("/tmp/tilefarm-canary")
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory):
+    return Settings(data_dir=tmp_path_factory.mktemp("sandbox-data"), compile_time_limit_s=20, emulate_time_limit_s=60,
+                    sandbox_memory_bytes=1024**3, sandbox_processes=64)
+
+
+@pytest.fixture(scope="module")
+def zygote(settings):
+    shutil.rmtree(CANARY_DIR, ignore_errors=True)
+    CANARY_DIR.mkdir(mode=0o777)
+    os.chmod(CANARY_DIR, 0o777)  # even a world-writable place outside the sandbox must stay untouched
+    zygote = sandbox.zygote_for(settings)
+    yield zygote
+    zygote.close()
+
+
+def canary_untouched() -> bool:
+    return list(CANARY_DIR.iterdir()) == []
+
+
+def test_corpus_is_big_enough():
+    assert len(CORPUS) >= 50
+
+
+def test_restrictions_in_force(zygote):
+    result = zygote.run("probe", {"port": 6379, "write": [str(CANARY_DIR / "x"), "/work/x", "/etc/x"],
+                                  "read": ["/etc/hostname", str(zygote.config.root)]})
+    probe = result.value["probe"]
+    assert set(result.measures["namespaces"]) == {"net", "mount", "pid", "ipc", "uts"}
+    assert probe["uid"] == 65534 and probe["gid"] == 65534 and probe["pid"] == 1
+    assert "connected" not in probe["connect"]
+    assert "wrote" not in probe and len(probe["write_errors"]) == 3
+    assert probe["processes_visible"] == 1
+    assert probe["limits"]["RLIMIT_NPROC"] == sandbox.Limits().processes and probe["limits"]["RLIMIT_NOFILE"] == 256
+    assert "/ read-only" in result.measures["filesystem"]
+    assert canary_untouched()
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_hostile_kernel_fails_cleanly(zygote, settings, path):
+    source = path.read_bytes().decode("utf-8", errors="replace")
+    with pytest.raises((CompileError, sandbox.SandboxError)) as failure:
+        sandbox.compile_source(settings, source=source, filename=path.name, entry=None, target=TargetConfig(),
+                               dump_ir=False, params=None)
+    assert str(failure.value).strip()
+    if isinstance(failure.value, CompileError):
+        assert failure.value.stage in ("parse", "check", "pipeline", "codegen", "compile")
+    assert canary_untouched()
+
+
+def test_allowlist_rejects_code_execution_with_a_location():
+    from compiler.frontend import prepare
+
+    for name in ("expr_import_os_system", "expr_tile_tvm_walk", "expr_globals_builtins", "file_decorator_exploit",
+                 "file_annotation_exploit", "stmt_with_open"):
+        with pytest.raises(CompileError) as failure:
+            prepare((Path(__file__).parent / "corpus" / f"{name}.py").read_text(), f"{name}.py")
+        assert failure.value.location is not None and failure.value.location.line is not None, name
+
+
+@pytest.mark.parametrize("mode,limit", [("spin", "cpu"), ("allocate", "memory"), ("fork", "processes"),
+                                        ("write", "file size")])
+def test_limits_stop_abuse(zygote, mode, limit):
+    limits = sandbox.Limits(cpu_s=2, wall_s=10, memory_bytes=512 * 1024**2, processes=32, file_bytes=8 * 1024**2)
+    try:
+        result = zygote.run("selftest", {"mode": mode}, limits)
+    except sandbox.SandboxError as error:
+        assert "without an answer" in str(error) or "wall-clock" in str(error)
+    else:  # the job saw the limit itself (fork: EAGAIN; allocate: MemoryError reported)
+        assert result.value.get("stopped_by") or result.value.get("ok") is False, result.value
+        if mode == "fork":
+            assert result.value["children"] < 32
+    assert zygote.run("noop", {}).value == {"ok": True}  # and the next job is served
+
+
+def test_wall_clock_and_leftover_processes(zygote):
+    limits = sandbox.Limits(cpu_s=60, wall_s=1.5)
+    with pytest.raises(sandbox.SandboxTimeout):
+        zygote.run("selftest", {"mode": "spin"}, sandbox.Limits(cpu_s=60, wall_s=1.0))
+    zygote.run("selftest", {"mode": "sleep_child"}, limits)
+    left = subprocess.run(["pgrep", "-u", "nobody", "-f", "sleep 300"], capture_output=True, text=True).stdout
+    assert left.strip() == ""  # the PID namespace took the job's children with it
+
+
+def test_still_compiles_after_abuse(zygote, settings):
+    result = sandbox.compile_source(settings, source=(DATA / "gemm.py").read_text(), filename="gemm.py", entry=None,
+                                    target=TargetConfig(), dump_ir=True, params=None)
+    assert set(result.artifacts) >= {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json"}
+    assert b"kernel_main" in result.artifacts["compute.cpp"] or result.artifacts["compute.cpp"]
+    assert result.ir_dumps and result.plan["work"]["blocks"] > 0
