@@ -206,7 +206,7 @@ def submit(
     source: Path = typer.Argument(..., help="kernel file (TVMScript TIRx with T.tile primitives)"),
     target: str = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole | grayskull"),
     entry: Optional[str] = typer.Option(None, "--entry", help="kernel to compile (default: main or the only one)"),
-    stages: str = typer.Option("compile,emulate", "--stages", help="comma-separated: compile, emulate, hardware"),
+    stages: Optional[str] = typer.Option(None, "--stages", help="comma-separated, e.g. compile,emulate [the server's default]"),
     partition: str = typer.Option("contiguous", "--partition", help="contiguous | strided | block"),
     core_grid: Optional[str] = typer.Option(None, "--core-grid", help="override the worker grid, e.g. 4x2"),
     cb_depth: int = typer.Option(2, "--cb-depth", help="buffered blocks per circular buffer"),
@@ -224,9 +224,11 @@ def submit(
         _die(f"{source}: cannot read source: {error}")
     body: dict = {
         "source": text, "filename": re.sub(r"[^A-Za-z0-9_.\-]", "_", source.name) or "kernel.py",
-        "stages": [s.strip() for s in stages.split(",") if s.strip()], "dump_ir": dump_ir,
+        "dump_ir": dump_ir,
         "target": {"arch": target, "partition": partition, "cb_depth": cb_depth, "math_fidelity": math_fidelity},
     }
+    if stages:
+        body["stages"] = [s.strip() for s in stages.split(",") if s.strip()]
     if entry:
         body["entry"] = entry
     if core_grid:

@@ -139,6 +139,7 @@ def test_diagnostics_on_the_source(browser, service):
     assert page.get_attribute("#job-status", "data-status") == "failed"
     page.wait_for_selector(".tl-row[data-stage='compile'][data-state='failed']")
     assert page.get_attribute(".tl-row[data-stage='emulate']", "data-state") == "skipped"
+    page.wait_for_function("document.querySelector('#artifact-tabs').innerText.trim() === 'none'")
     shot(page, "06-job-failed-diagnostics")
 
 

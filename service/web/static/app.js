@@ -255,7 +255,7 @@ function initJobs() {
 // ---------- one job ----------
 function initJob() {
   const jobId = $("#job").dataset.jobId;
-  let job = null, manifestKey = "", sourceShown = false, logStarted = false, stop = null, currentArtifact = null;
+  let job = null, manifestKey = null, sourceShown = false, logStarted = false, stop = null, currentArtifact = null;
   const artifactCache = new Map();
 
   const renderHeader = () => {
@@ -528,7 +528,7 @@ function initSubmit() {
     if (f.core_grid.value.trim()) target.core_grid = f.core_grid.value.toLowerCase().split("x").map(Number);
     const body = {
       source: source.value, filename: $("#filename").value || "kernel.py", target, dump_ir: f.dump_ir.checked,
-      stages: ["compile", ...(f.emulate.checked ? ["emulate"] : []), ...(f.hardware.checked ? ["hardware"] : [])],
+      stages: ["compile", ...(f.check.checked ? ["check"] : []), ...(f.emulate.checked ? ["emulate"] : []), ...(f.hardware.checked ? ["hardware"] : [])],
     };
     if (f.entry.value.trim()) body.entry = f.entry.value.trim();
     $("#submit-button").disabled = true;
