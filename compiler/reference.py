@@ -12,6 +12,10 @@ Semantics (the contract the compiled kernel is checked against):
   buffer's dtype (bfloat16 via ml_dtypes, float16 via numpy; both round-to-nearest-even).
 * ``gemm(D, A, B, C, transA, transB, alpha, beta)``: ``D = alpha * op(A) @ op(B) + beta * C`` with a float32
   matmul. With ``beta == 0`` C is not read (BLAS convention), so NaNs in C do not leak.
+* ``sum/max/min(dst, src, axes, accum)``: a float32 reduction of src over ``axes`` with the reduced axes kept
+  as size 1 (an (M, N) region reduced over the last axis fills an (M, 1) region); ``accum`` combines it with
+  dst's current contents (``dst + r`` / ``max(dst, r)`` / ``min(dst, r)``). Binary ops broadcast NumPy-style,
+  so ``sub(X, X, m)`` with an (M, 1) region ``m`` subtracts m's value from every column of its row.
 * Edges: a tile read of a region partly/wholly outside its buffer yields zeros for the outside part; a tile
   write outside its buffer is dropped (only the in-bounds part is stored).
 * Buffer views (``L.view(...)``, ``L.permute(...)``: a DeclBuffer over ``buffer_data(L)``) alias L's storage
@@ -310,7 +314,7 @@ def _const_bool(a: Any) -> bool:
         return a
     if type(a).__name__ == "IntImm":
         return bool(int(a.value))
-    raise ReferenceInterpreterError(f"gemm transpose flag must be a constant, got {a}")
+    raise ReferenceInterpreterError(f"a flag (transpose, accum) must be a constant, got {a}")
 
 
 def _const_float(a: Any, what: str) -> float:
@@ -419,7 +423,38 @@ def _tile_op(tr: _Translator, call: Any) -> _Stmt:
 
         return gemm
 
+    if name in _REDUCE:
+        return _reduce(tr, call, name, dst, args)
+
     raise ReferenceInterpreterError(f"tile op {call.op.name!r} is not supported by the reference interpreter")
+
+
+_REDUCE = {"sum": (np.sum, np.add), "max": (np.max, np.maximum), "min": (np.min, np.minimum)}
+
+
+def _reduce(tr: _Translator, call: Any, name: str, dst: "_Region", args: list) -> _Stmt:
+    """``sum/max/min(dst, src, axes, accum)``: reduce src over ``axes`` (negative counts from the end), keeping
+    the reduced axes as size 1 (so an (M, N) region reduced over -1 fills an (M, 1) region); with ``accum`` the
+    result is combined with dst's current values (dst + r for sum, max(dst, r) for max)."""
+    reduce_fn, combine = _REDUCE[name]
+    if len(args) < 2:
+        raise ReferenceInterpreterError(f"{name} needs (dst, src, axes, accum)")
+    src = tr.operand(args[1])
+    raw_axes = args[2] if len(args) > 2 else [-1]
+    raw_axes = [raw_axes] if isinstance(raw_axes, int) or type(raw_axes).__name__ == "IntImm" else list(raw_axes)
+    axes = [int(getattr(a, "value", a)) for a in raw_axes]
+    accum = _const_bool(args[3]) if len(args) > 3 else False
+
+    def reduce(st: _State) -> None:
+        x = src(st)
+        norm = tuple(sorted({a % x.ndim for a in axes}))
+        with np.errstate(all="ignore"):
+            result = reduce_fn(x, axis=norm, keepdims=True).astype(np.float32)
+            if accum:
+                result = combine(_fit(dst.read(st), result.shape, dst.name), result)
+        dst.write(st, result)
+
+    return reduce
 
 
 # ------------------------------------------------------------------------------------------ statements

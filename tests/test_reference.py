@@ -407,3 +407,68 @@ def main(A: T.Buffer((64, 32), "float32"), C: T.Buffer((64, 32), "float32")):
     out = run_reference(parse(src), {"A": a})["C"]
     np.testing.assert_array_equal(out[:32], np.full((32, 32), 3.0, np.float32))
     np.testing.assert_array_equal(out[32:], a[32:])
+
+
+# ------------------------------------------------------------------------- reductions and broadcasts
+
+REDUCE_KERNEL = """
+@T.prim_func
+def main(A: T.Buffer((64, 96), "float32"), S: T.Buffer((64, 1), "float32"), M: T.Buffer((64, 1), "float32"),
+         C: T.Buffer((64, 96), "float32"), Z: T.Buffer((1, 96), "float32")):
+    T.device_entry()
+    A_s = T.alloc_shared((64, 96), "float32")
+    s = T.alloc_local((64, 1), "float32")
+    m = T.alloc_local((64, 1), "float32")
+    c = T.alloc_local((64, 96), "float32")
+    z = T.alloc_local((1, 96), "float32")
+    T.tile.copy(A_s, A[0:64, 0:96])
+    T.tile.sum(s, A_s, axes=-1)
+    T.tile.sum(s, A_s, axes=[-1], accum=True)
+    T.tile.fill(m, T.float32(0.5))
+    T.tile.max(m, A_s, axes=-1, accum=True)
+    T.tile.sub(c, A_s, m)
+    T.tile.mul(c, s, c)
+    T.tile.max(z, A_s, axes=0)
+    T.tile.copy(S[0:64, 0:1], s)
+    T.tile.copy(M[0:64, 0:1], m)
+    T.tile.copy(C[0:64, 0:96], c)
+    T.tile.copy(Z[0:1, 0:96], z)
+"""
+
+
+def test_row_reductions_accum_and_column_broadcast(rng):
+    a = rng.standard_normal((64, 96)).astype(np.float32)
+    out = run_reference(parse(REDUCE_KERNEL), {"A": a})
+    row_sum = a.astype(np.float64).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(out["S"], 2 * row_sum, rtol=1e-5, atol=1e-5)    # accum=True adds to dst
+    np.testing.assert_array_equal(out["M"], np.maximum(a.max(axis=1, keepdims=True), 0.5))
+    np.testing.assert_allclose(out["C"], out["S"] * (a - out["M"]), rtol=1e-6, atol=1e-6)  # (64,1) broadcasts
+    np.testing.assert_array_equal(out["Z"], a.max(axis=0, keepdims=True))
+
+
+def test_row_softmax_reference(rng):
+    text = """
+@T.prim_func
+def main(A: T.Buffer((64, 128), "bfloat16"), B: T.Buffer((64, 128), "bfloat16")):
+    T.device_entry()
+    bx = T.cta_id([2])
+    A_s = T.alloc_shared((32, 128), "bfloat16")
+    x = T.alloc_local((32, 128), "float32")
+    m = T.alloc_local((32, 1), "float32")
+    s = T.alloc_local((32, 1), "float32")
+    T.tile.copy(A_s, A[bx * 32:bx * 32 + 32, 0:128])
+    T.tile.max(m, A_s, axes=-1)
+    T.tile.sub(x, A_s, m)
+    T.tile.exp(x, x)
+    T.tile.sum(s, x, axes=-1)
+    T.tile.reciprocal(s, s)
+    T.tile.mul(x, x, s)
+    T.tile.copy(B[bx * 32:bx * 32 + 32, 0:128], x)
+"""
+    a = (rng.standard_normal((64, 128)) * 4).astype(BF16)
+    out = run_reference(parse(text), {"A": a})
+    x = f32(a).astype(np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    expected = e / e.sum(axis=1, keepdims=True)
+    assert out["B"].dtype == BF16
+    np.testing.assert_allclose(f32(out["B"]), expected, rtol=2 ** -7, atol=1e-6)
