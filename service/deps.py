@@ -1,11 +1,11 @@
 """FastAPI dependencies: settings, the job store, the artifact store, the task queue, the caller's team."""
 from __future__ import annotations
 
-import hmac
 from functools import lru_cache
 
 from fastapi import Depends, Header
 
+from service.auth import KeyRing, Principal
 from service.problems import Problem
 from service.queue import TaskQueue
 from service.settings import Settings, get_settings
@@ -45,19 +45,30 @@ async def queue_dep() -> TaskQueue:
     return _queue()
 
 
-async def team_dep(settings: Settings = Depends(settings_dep), authorization: str | None = Header(default=None),
-             x_team: str | None = Header(default=None)) -> str:
-    """With TILEFARM_API_TOKENS set, a bearer token names the team; without, X-Team (or 'default') does."""
-    teams = settings.teams_by_token()
-    if not teams:
-        return (x_team or "default")[:64]
-    token = (authorization or "").removeprefix("Bearer ").strip()
-    for known, team in teams.items():
-        if hmac.compare_digest(known, token):
-            return team
-    raise Problem(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+@lru_cache
+def _keyring() -> KeyRing:
+    return get_settings().keyring()
 
 
-async def scoped_team(team: str = Depends(team_dep), settings: Settings = Depends(settings_dep)) -> str | None:
-    """The team whose jobs the caller may see: its own with auth on; everyone's without."""
-    return team if settings.teams_by_token() else None
+async def principal_dep(authorization: str | None = Header(default=None),
+                        x_team: str | None = Header(default=None)) -> Principal:
+    """With auth on, the bearer key names the team (and whether it is an admin); off, X-Team (or 'default') does."""
+    keyring = _keyring()
+    if not keyring.enabled:
+        return Principal((x_team or "default")[:64])
+    scheme, _, key = (authorization or "").partition(" ")
+    principal = keyring.lookup(key.strip()) if scheme.lower() == "bearer" else None
+    if principal is None:
+        raise Problem(401, "a valid API key is required (Authorization: Bearer <key>)", type_="/problems/unauthorized",
+                      headers={"WWW-Authenticate": "Bearer"})
+    return principal
+
+
+async def team_dep(principal: Principal = Depends(principal_dep)) -> str:
+    """The team a new job belongs to."""
+    return principal.team
+
+
+async def scoped_team(principal: Principal = Depends(principal_dep)) -> str | None:
+    """The team whose jobs the caller may see: its own with auth on; every team's for an admin or without auth."""
+    return None if principal.admin or not _keyring().enabled else principal.team

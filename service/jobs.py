@@ -11,7 +11,8 @@ from schemas.jobs import InputMeta, JobRecord, JobRequest, StageRecord
 from service.problems import Problem
 from service.queue import TaskQueue
 from service.settings import Settings
-from service.storage import ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id
+from service.storage import (ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id,
+                             seconds_to_utc_midnight)
 
 MAX_WAIT_S = 30.0
 
@@ -50,9 +51,19 @@ def check_device_available(request: JobRequest, store: JobStore, settings: Setti
                   type_="/problems/no-device", arch=arch)
 
 
+def check_daily_budget(team: str, store: JobStore, settings: Settings) -> None:
+    """429 until UTC midnight once a team has used its worker seconds for the day."""
+    budget = settings.compile_seconds_per_team_per_day
+    if budget and (used := store.usage(team)) >= budget:
+        raise Problem(429, f"team '{team}' used {used:.0f} of its {budget:g} compile seconds today (UTC)",
+                      type_="/problems/quota-exceeded", quota="compile_seconds_per_day", limit=budget,
+                      headers={"Retry-After": str(seconds_to_utc_midnight())})
+
+
 def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store: JobStore,
            artifacts: ArtifactStore, queue: TaskQueue, settings: Settings) -> tuple[JobRecord, bool]:
     check_limits(request, settings)
+    check_daily_budget(team, store, settings)
     check_device_available(request, store, settings)
     try:
         raw_inputs = {name: array.to_bytes() for name, array in request.inputs.items()}
@@ -70,15 +81,19 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
         artifacts.put_dir(inputs_dir, {f"{name}.bin": raw for name, raw in raw_inputs.items()})
     body_hash = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
     try:
-        stored, created = store.create(job, idempotency_hash=body_hash, max_active=settings.max_active_jobs_per_team)
+        stored, created = store.create(job, idempotency_hash=body_hash, max_active=settings.max_active_jobs_per_team,
+                                       max_queued=settings.max_queued_jobs_per_team)
     except IdempotencyConflict:
         shutil.rmtree(inputs_dir.parent, ignore_errors=True)
         raise Problem(422, "this Idempotency-Key was used with a different request body",
                       type_="/problems/idempotency-key-reused") from None
-    except QuotaExceeded:
+    except QuotaExceeded as refused:
         shutil.rmtree(inputs_dir.parent, ignore_errors=True)
-        raise Problem(429, f"team '{team}' already has {settings.max_active_jobs_per_team} queued or running jobs",
-                      type_="/problems/too-many-jobs", headers={"Retry-After": str(settings.retry_after_s * 5)}) from None
+        limit = settings.max_active_jobs_per_team if refused.limit == "active" else settings.max_queued_jobs_per_team
+        what = "queued or running" if refused.limit == "active" else "queued"
+        raise Problem(429, f"team '{team}' already has {limit} {what} jobs", type_="/problems/too-many-jobs",
+                      quota=f"{refused.limit}_jobs", limit=limit,
+                      headers={"Retry-After": str(settings.retry_after_s * 5)}) from None
     if not created:
         shutil.rmtree(inputs_dir.parent, ignore_errors=True)
         return stored, False
@@ -89,7 +104,7 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
         return stored, True
     store.append_log(job.id, f"job {job.id} queued: {', '.join(request.stages)} for {request.target.arch}\n")
     try:
-        queue.submit(job.id)
+        queue.enqueue(store, job)
     except Exception as error:  # the broker is down: the job must not stay queued forever
         store.mutate(job.id, lambda j: j.model_copy(update={"status": "failed", "error": f"could not queue: {error}",
                                                              "finished_at": time.time()}))

@@ -29,6 +29,26 @@ def problem_response(request: Request, status: int, detail: str, *, title: str |
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
+def _backend_unavailable(exc: BaseException) -> bool:
+    """Connection-level failures of Redis, the broker or SQLite (imported lazily: none of them is needed here)."""
+    import sqlite3
+
+    kinds: list[type] = [sqlite3.OperationalError, ConnectionError, TimeoutError]
+    try:
+        import redis
+
+        kinds += [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError]
+    except ImportError:
+        pass
+    try:
+        import kombu.exceptions
+
+        kinds.append(kombu.exceptions.OperationalError)
+    except ImportError:
+        pass
+    return isinstance(exc, tuple(kinds))
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem):
@@ -48,5 +68,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):
+        if _backend_unavailable(exc):  # Redis restarting, the SQLite file locked: the client should come back
+            log.warning("backend unavailable on %s %s: %s", request.method, request.url.path, exc)
+            return problem_response(request, 503, f"the job store or queue is unavailable ({type(exc).__name__}); "
+                                    "try again", type_="/problems/unavailable", headers={"Retry-After": "2"})
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem_response(request, 500, "internal server error")

@@ -20,7 +20,13 @@ class TaskQueue:
         return app
 
     def submit(self, job_id: str) -> None:
+        """Run this very job (recovery after a restart); new jobs go through `enqueue`."""
         self.celery.send_task("tilefarm.run_job", args=[job_id], queue=COMPILE_QUEUE)
+
+    def enqueue(self, store, job) -> None:
+        """Fair share: the job joins its team's FIFO; the broker gets a token for 'the next job' (service/storage.py)."""
+        store.fair_push(COMPILE_QUEUE, job.team, job.id)
+        self.celery.send_task("tilefarm.run_next", args=[COMPILE_QUEUE], queue=COMPILE_QUEUE)
 
     def _broker_redis(self):
         if self._redis is None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,11 +25,17 @@ class Settings(BaseSettings):
     embedded_workers: int = Field(default=1, ge=0, description="Worker processes `serve` starts in embedded mode.")
     embedded_poll_s: float = Field(default=0.01, gt=0, description="SQLite broker polling interval (embedded mode).")
 
-    api_tokens: str = Field(default="", description="'token:team,token2:team2'; empty = no auth, team from X-Team.")
+    auth: Literal["auto", "on", "off"] = Field(default="auto", description="auto: on when any API key is configured; "
+                                               "on: every /v1 call needs a key (none configured = nobody gets in).")
+    api_tokens: str = Field(default="", description="'key:team[:admin],...'; kept only as sha256 digests (see service/auth.py).")
+    api_keys_file: Path | None = Field(default=None, description="One '<key or sha256:HEX> <team> [admin]' a line.")
     max_source_bytes: int = 256 * 1024
     max_array_bytes: int = 16 * 1024 * 1024
     max_input_bytes: int = 64 * 1024 * 1024
-    max_active_jobs_per_team: int = 16
+    max_active_jobs_per_team: int = Field(default=16, description="Concurrent (queued + running) jobs of a team (429).")
+    max_queued_jobs_per_team: int = Field(default=64, description="Jobs of a team waiting in a queue (429).")
+    compile_seconds_per_team_per_day: float = Field(default=0, ge=0, description="Worker seconds (compile, check, "
+                                                    "emulate) a team may use per UTC day (429 until midnight); 0 = no limit.")
     retry_after_s: int = 1
 
     compile_time_limit_s: float = 120.0
@@ -84,9 +92,21 @@ class Settings(BaseSettings):
         """Redis redelivers unacked messages after this; it must exceed every hard limit or jobs run twice."""
         return int(max(self.task_hard_limit_s, self.hardware_time_limit_s + self.hard_limit_grace_s) + 60)
 
-    def teams_by_token(self) -> dict[str, str]:
-        pairs = (item.split(":", 1) for item in self.api_tokens.split(",") if ":" in item)
-        return {token.strip(): team.strip() for token, team in pairs}
+    @field_validator("api_tokens")
+    @classmethod
+    def _hash_tokens(cls, value: str) -> str:
+        """Plaintext keys are replaced by their digests as soon as the settings are read."""
+        from service.auth import parse_tokens
+
+        return ",".join(f"sha256:{h}:{p.team}" + (":admin" if p.admin else "") for h, p in parse_tokens(value).items())
+
+    def keyring(self):
+        from service.auth import KeyRing, parse_keys_file, parse_tokens
+
+        keys = parse_tokens(self.api_tokens)
+        if self.api_keys_file is not None:
+            keys.update(parse_keys_file(self.api_keys_file))
+        return KeyRing(keys, required=self.auth == "on") if self.auth != "off" else KeyRing({}, required=False)
 
 
 @lru_cache

@@ -34,7 +34,20 @@ class IdempotencyConflict(StoreError):
 
 
 class QuotaExceeded(StoreError):
-    pass
+    """args[0]: the team; .limit: which one ("active" or "queued")."""
+
+    def __init__(self, team: str, limit: str = "active"):
+        super().__init__(team)
+        self.limit = limit
+
+
+def utc_day(now: float | None = None) -> str:
+    return time.strftime("%Y%m%d", time.gmtime(now if now is not None else time.time()))
+
+
+def seconds_to_utc_midnight(now: float | None = None) -> int:
+    now = time.time() if now is None else now
+    return int(86400 - now % 86400) + 1
 
 
 def new_job_id() -> str:
@@ -61,8 +74,18 @@ class Subscription(ABC):
 
 class JobStore(ABC):
     @abstractmethod
-    def create(self, job: JobRecord, *, idempotency_hash: str | None, max_active: int) -> tuple[JobRecord, bool]:
-        """Insert `job`; with an idempotency key, return the existing job instead (created=False)."""
+    def create(self, job: JobRecord, *, idempotency_hash: str | None, max_active: int,
+               max_queued: int | None = None) -> tuple[JobRecord, bool]:
+        """Insert `job`; with an idempotency key, return the existing job instead (created=False).
+
+        QuotaExceeded when the team already has `max_active` queued + running, or `max_queued` queued, jobs."""
+
+    @abstractmethod
+    def add_usage(self, team: str, seconds: float) -> None:
+        """Worker seconds a team used today (UTC)."""
+
+    @abstractmethod
+    def usage(self, team: str) -> float: ...
 
     @abstractmethod
     def get(self, job_id: str) -> JobRecord | None: ...
@@ -99,6 +122,20 @@ class JobStore(ABC):
     def metrics(self) -> dict:
         """{"counters": {name: value}, "status": {status: n}, "stages": {stage: {"buckets": {le: n}, "sum": s}}}"""
 
+    # Fair share: each queue holds per-team FIFOs served round-robin. A broker message is only a token ("run the
+    # next job of this queue"); which job it runs is decided when a worker takes it, so a burst from one team waits
+    # behind one job of each other team, not behind the whole burst. The token's job is remembered (claimed), so a
+    # redelivered token (worker lost) resumes the same job.
+    @abstractmethod
+    def fair_push(self, queue: str, team: str, job_id: str) -> None: ...
+
+    @abstractmethod
+    def fair_pop(self, queue: str, token: str) -> str | None:
+        """The next team's oldest job id (and remember it as the token's claim); None when the queue is empty."""
+
+    @abstractmethod
+    def fair_claimed(self, token: str) -> str | None: ...
+
     @abstractmethod
     def heartbeat(self, device: DeviceRecord) -> None: ...
 
@@ -124,12 +161,37 @@ class _RedisSubscription(Subscription):
         return False
 
 
+_FAIR_PUSH = """
+redis.call('RPUSH', ARGV[1] .. ':team:' .. ARGV[2], ARGV[3])
+if redis.call('SADD', ARGV[1] .. ':members', ARGV[2]) == 1 then redis.call('RPUSH', ARGV[1] .. ':rotation', ARGV[2]) end
+"""
+_FAIR_POP = """
+local team = redis.call('LPOP', ARGV[1] .. ':rotation')
+while team do
+  local fifo = ARGV[1] .. ':team:' .. team
+  local job = redis.call('LPOP', fifo)
+  if redis.call('LLEN', fifo) > 0 then redis.call('RPUSH', ARGV[1] .. ':rotation', team)
+  else redis.call('SREM', ARGV[1] .. ':members', team) end
+  if job then
+    redis.call('SET', ARGV[2], job, 'EX', tonumber(ARGV[3]))
+    return job
+  end
+  team = redis.call('LPOP', ARGV[1] .. ':rotation')
+end
+return false
+"""
+CLAIM_TTL_S = 7 * 24 * 3600
+
+
 class RedisJobStore(JobStore):
     def __init__(self, url: str, prefix: str = "tilefarm:"):
         import redis
 
-        self.r = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30)
+        self.r = redis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
+                                      socket_connect_timeout=2)
         self.p = prefix
+        self._fair_push = self.r.register_script(_FAIR_PUSH)
+        self._fair_pop = self.r.register_script(_FAIR_POP)
 
     def _k(self, *parts: str) -> str:
         return self.p + ":".join(parts)
@@ -141,14 +203,18 @@ class RedisJobStore(JobStore):
             pipe.sadd(self._k("status", new.status), new.id)
             if new.status in TERMINAL:
                 pipe.srem(self._k("active", new.team), new.id)
+            if new.status == "queued":
+                pipe.sadd(self._k("queued", new.team), new.id)
+            else:
+                pipe.srem(self._k("queued", new.team), new.id)
         pipe.publish(self._k("events", new.id), new.status)
 
-    def create(self, job, *, idempotency_hash, max_active):
+    def create(self, job, *, idempotency_hash, max_active, max_queued=None):
         import redis
 
         idem_key = self._k("idem", job.team, job.idempotency_key) if job.idempotency_key else None
-        active_key = self._k("active", job.team)
-        watches = [active_key] + ([idem_key] if idem_key else [])
+        active_key, queued_key = self._k("active", job.team), self._k("queued", job.team)
+        watches = [active_key, queued_key] + ([idem_key] if idem_key else [])
         with self.r.pipeline() as pipe:
             while True:
                 try:
@@ -161,7 +227,9 @@ class RedisJobStore(JobStore):
                         if existing is not None:
                             return existing, False
                     if pipe.scard(active_key) >= max_active:
-                        raise QuotaExceeded(job.team)
+                        raise QuotaExceeded(job.team, "active")
+                    if max_queued is not None and pipe.scard(queued_key) >= max_queued:
+                        raise QuotaExceeded(job.team, "queued")
                     pipe.multi()
                     pipe.set(self._k("job", job.id), job.model_dump_json())
                     pipe.zadd(self._k("jobs"), {job.id: 0})
@@ -262,6 +330,25 @@ class RedisJobStore(JobStore):
             stages[stage] = {"buckets": {k: int(v) for k, v in raw.items()}, "sum": total}
         return {"counters": counters, "status": status, "stages": stages}
 
+    def add_usage(self, team, seconds):
+        key = self._k("usage", team, utc_day())
+        with self.r.pipeline(transaction=False) as pipe:
+            pipe.incrbyfloat(key, seconds)
+            pipe.expire(key, 3 * 86400)
+            pipe.execute()
+
+    def usage(self, team):
+        return float(self.r.get(self._k("usage", team, utc_day())) or 0)
+
+    def fair_push(self, queue, team, job_id):
+        self._fair_push(args=[self._k("fair", queue), team, job_id])
+
+    def fair_pop(self, queue, token):
+        return self._fair_pop(args=[self._k("fair", queue), self._k("claim", token), CLAIM_TTL_S]) or None
+
+    def fair_claimed(self, token):
+        return self.r.get(self._k("claim", token))
+
     def heartbeat(self, device):
         self.r.hset(self._k("devices"), device.id, device.model_dump_json())
 
@@ -281,6 +368,10 @@ CREATE TABLE IF NOT EXISTS idempotency (team TEXT, key TEXT, hash TEXT, job_id T
 CREATE TABLE IF NOT EXISTS logs (job_id TEXT PRIMARY KEY, text TEXT NOT NULL DEFAULT '', version INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS devices (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fair_pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT, team TEXT, job_id TEXT);
+CREATE INDEX IF NOT EXISTS fair_pending_queue_team ON fair_pending(queue, team, seq);
+CREATE TABLE IF NOT EXISTS fair_cursor (queue TEXT PRIMARY KEY, team TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fair_claimed (token TEXT PRIMARY KEY, job_id TEXT NOT NULL);
 """
 
 
@@ -344,7 +435,7 @@ class SqliteJobStore(JobStore):
                    (job.id, job.team, job.status, job.target.arch, job.model_dump_json()))
         self._bump(db, job.id)
 
-    def create(self, job, *, idempotency_hash, max_active):
+    def create(self, job, *, idempotency_hash, max_active, max_queued=None):
         with self._tx() as db:
             if job.idempotency_key:
                 row = db.execute("SELECT hash, job_id FROM idempotency WHERE team = ? AND key = ? AND expires > ?",
@@ -358,7 +449,10 @@ class SqliteJobStore(JobStore):
             (active,) = db.execute("SELECT COUNT(*) FROM jobs WHERE team = ? AND status IN ('queued', 'running')",
                                    (job.team,)).fetchone()
             if active >= max_active:
-                raise QuotaExceeded(job.team)
+                raise QuotaExceeded(job.team, "active")
+            (queued,) = db.execute("SELECT COUNT(*) FROM jobs WHERE team = ? AND status = 'queued'", (job.team,)).fetchone()
+            if max_queued is not None and queued >= max_queued:
+                raise QuotaExceeded(job.team, "queued")
             self._put(db, job)
             if job.idempotency_key:
                 db.execute("INSERT OR REPLACE INTO idempotency VALUES (?, ?, ?, ?, ?)",
@@ -442,6 +536,40 @@ class SqliteJobStore(JobStore):
             else:
                 counters[name] = value
         return {"counters": counters, "status": status, "stages": stages}
+
+    def add_usage(self, team, seconds):
+        with self._tx() as db:
+            db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                       (f"usage:{team}:{utc_day()}", seconds))
+
+    def usage(self, team):
+        row = self.db.execute("SELECT value FROM counters WHERE name = ?", (f"usage:{team}:{utc_day()}",)).fetchone()
+        return float(row[0]) if row else 0.0
+
+    def fair_push(self, queue, team, job_id):
+        with self._tx() as db:
+            db.execute("INSERT INTO fair_pending(queue, team, job_id) VALUES (?, ?, ?)", (queue, team, job_id))
+
+    def fair_pop(self, queue, token):
+        """Round-robin in team-name order: the first team after the last one served that has a job waiting."""
+        with self._tx() as db:
+            row = db.execute("SELECT team FROM fair_cursor WHERE queue = ?", (queue,)).fetchone()
+            after = row[0] if row else ""
+            (team,) = db.execute("SELECT MIN(team) FROM fair_pending WHERE queue = ? AND team > ?", (queue, after)).fetchone()
+            if team is None:
+                (team,) = db.execute("SELECT MIN(team) FROM fair_pending WHERE queue = ?", (queue,)).fetchone()
+            if team is None:
+                return None
+            seq, job_id = db.execute("SELECT seq, job_id FROM fair_pending WHERE queue = ? AND team = ? ORDER BY seq "
+                                     "LIMIT 1", (queue, team)).fetchone()
+            db.execute("DELETE FROM fair_pending WHERE seq = ?", (seq,))
+            db.execute("INSERT OR REPLACE INTO fair_cursor VALUES (?, ?)", (queue, team))
+            db.execute("INSERT OR REPLACE INTO fair_claimed VALUES (?, ?)", (token, job_id))
+            return job_id
+
+    def fair_claimed(self, token):
+        row = self.db.execute("SELECT job_id FROM fair_claimed WHERE token = ?", (token,)).fetchone()
+        return row[0] if row else None
 
     def heartbeat(self, device):
         with self._tx() as db:

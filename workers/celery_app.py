@@ -30,7 +30,8 @@ app = Celery("tilefarm", broker=settings.effective_broker_url, backend=settings.
 app.conf.update(
     task_queues=[Queue(COMPILE_QUEUE)] + [Queue(hardware_queue(arch)) for arch in DEVICES],
     task_default_queue=COMPILE_QUEUE,
-    task_routes={"tilefarm.run_job": {"queue": COMPILE_QUEUE}},  # hardware tasks are routed per arch at send time
+    task_routes={"tilefarm.run_job": {"queue": COMPILE_QUEUE}, "tilefarm.run_next": {"queue": COMPILE_QUEUE}},
+    # hardware tasks are routed per arch at send time
     task_serializer="json", accept_content=["json"], result_serializer="json",
     task_ignore_result=True,                 # job state lives in the job store, not in Celery results
     task_acks_late=True,                     # ack after the job ran: a worker lost mid-job leaves it in the queue

@@ -348,6 +348,8 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
     end = time.time()
     duration = end - start
     deps.store.observe_stage(name, duration)
+    if name in LOCAL_STAGES:  # the team's daily compile-seconds budget (checked when it submits)
+        deps.store.add_usage(job.team, duration)
 
     def record(job: JobRecord) -> JobRecord:
         stage = job.stage_record(name)
@@ -410,6 +412,20 @@ def run_hardware(job_id: str, deps: WorkerDeps, task_id: str | None = None) -> N
     """The hardware.<arch> task: run the program on a device."""
     if _run_phase(job_id, deps, DEVICE_STAGES, task_id) is not None:
         succeed(job_id, deps)
+
+
+def next_job(queue: str, deps: WorkerDeps, token: str) -> str | None:
+    """The job a fair-share token runs: the one it already claimed (a redelivery), else the next team's next job.
+
+    Jobs that ended while waiting (cancelled, or failed to queue) are passed over, so no waiting job is left behind."""
+    claimed = deps.store.fair_claimed(token)
+    if claimed is not None:
+        return claimed
+    while (job_id := deps.store.fair_pop(queue, token)) is not None:
+        job = deps.store.get(job_id)
+        if job is not None and job.status == "queued":
+            return job_id
+    return None
 
 
 def succeed(job_id: str, deps: WorkerDeps) -> None:

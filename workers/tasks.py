@@ -50,7 +50,10 @@ class JobRequest(Request):
     def on_timeout(self, soft, timeout):
         super().on_timeout(soft, timeout)
         if not soft:
-            runner.fail(self.args[0], deps(), f"hard time limit of {timeout:g} s exceeded; the job was killed")
+            fair = self.task_name in (run_next.name, run_next_hardware.name)  # args are [queue]: look the job up
+            job_id = deps().store.fair_claimed(self.id) if fair else self.args[0]
+            if job_id:
+                runner.fail(job_id, deps(), f"hard time limit of {timeout:g} s exceeded; the job was killed")
 
 
 class JobTask(Task):
@@ -60,21 +63,45 @@ class JobTask(Task):
 
 
 def queue_hardware(job: JobRecord) -> None:
-    run_hardware.apply_async(args=[job.id], queue=hardware_queue(job.target.arch))
+    """Fair share on the device queue too: the job joins its team's FIFO, the broker gets a token."""
+    queue = hardware_queue(job.target.arch)
+    deps().store.fair_push(queue, job.team, job.id)
+    run_next_hardware.apply_async(args=[queue], queue=queue)
 
 
 @app.task(name="tilefarm.run_job", bind=True, base=JobTask)
 def run_job(self, job_id: str) -> None:
+    """Run one given job (recovery re-sends these)."""
     runner.run_job(job_id, deps(), queue_hardware=queue_hardware, task_id=self.request.id)
+
+
+@app.task(name="tilefarm.run_next", bind=True, base=JobTask)
+def run_next(self, queue: str) -> None:
+    """A fair-share token of the compile queue: run the next team's next job."""
+    job_id = runner.next_job(queue, deps(), self.request.id)
+    if job_id is not None:
+        runner.run_job(job_id, deps(), queue_hardware=queue_hardware, task_id=self.request.id)
+
+
+def _hardware_deps() -> runner.WorkerDeps:
+    from workers.devices import registry
+
+    return dataclasses.replace(deps(), devices=registry(get_settings().data_dir))
 
 
 @app.task(name="tilefarm.run_hardware", bind=True, base=JobTask,
           time_limit=get_settings().hardware_time_limit_s + get_settings().hard_limit_grace_s)
 def run_hardware(self, job_id: str) -> None:
-    from workers.devices import registry
+    runner.run_hardware(job_id, _hardware_deps(), task_id=self.request.id)
 
-    hardware_deps = dataclasses.replace(deps(), devices=registry(get_settings().data_dir))
-    runner.run_hardware(job_id, hardware_deps, task_id=self.request.id)
+
+@app.task(name="tilefarm.run_next_hardware", bind=True, base=JobTask,
+          time_limit=get_settings().hardware_time_limit_s + get_settings().hard_limit_grace_s)
+def run_next_hardware(self, queue: str) -> None:
+    """A fair-share token of a hardware.<arch> queue."""
+    job_id = runner.next_job(queue, deps(), self.request.id)
+    if job_id is not None:
+        runner.run_hardware(job_id, _hardware_deps(), task_id=self.request.id)
 
 
 # ------------------------------------------------------------------------------------------ device registry
