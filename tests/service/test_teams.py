@@ -1,0 +1,187 @@
+"""Teams, API keys, quotas and fair share, against a real Redis, API processes and a (slowed) worker."""
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+import uuid
+
+import httpx
+import pytest
+
+from tests.service.conftest import Proc, Service, base_env, free_port, kernel
+
+PROBLEM = "application/problem+json"
+KEYS = {"alpha": "alpha-key-" + uuid.uuid4().hex, "beta": "beta-key-" + uuid.uuid4().hex,
+        "gamma": "gamma-key-" + uuid.uuid4().hex, "delta": "delta-key-" + uuid.uuid4().hex,
+        "ops": "admin-key-" + uuid.uuid4().hex}
+DELAY_S = 1.0
+
+
+def unique(source: str) -> str:
+    return source + f"\n# {uuid.uuid4().hex}\n"
+
+
+@pytest.fixture(scope="module")
+def farm(redis_url, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("teams")
+    keys_file = workdir / "api_keys"  # beta's key only as a digest, as an operator would deploy it
+    keys_file.write_text(f"# key team [admin]\nsha256:{hashlib.sha256(KEYS['beta'].encode()).hexdigest()} beta\n")
+    env = base_env(TILEFARM_BROKER_URL=redis_url, TILEFARM_DATA_DIR=str(workdir / "data"),
+                   TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_API_KEYS_FILE=str(keys_file),
+                   TILEFARM_API_TOKENS=f"{KEYS['alpha']}:alpha,{KEYS['gamma']}:gamma,{KEYS['delta']}:delta,"
+                                       f"{KEYS['ops']}:ops:admin",
+                   TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="6", TILEFARM_MAX_QUEUED_JOBS_PER_TEAM="10")
+    service = Service(env, workdir)
+    service.start_api()
+    service.start_worker(TILEFARM_FAULT_STAGE_DELAY_S=str(DELAY_S))
+    service.as_team = {team: httpx.Client(base_url=service.url, timeout=30, headers={"Authorization": f"Bearer {key}"})
+                       for team, key in KEYS.items()}
+    yield service
+    for client in service.as_team.values():
+        client.close()
+    service.stop()
+
+
+def submit(client: httpx.Client, source: str | None = None, **body) -> httpx.Response:
+    return client.post("/v1/jobs", json={"source": source or unique(kernel("gemm.py")), "stages": ["compile"], **body})
+
+
+def wait(client: httpx.Client, job_id: str, timeout: float = 60) -> dict:
+    deadline = time.time() + timeout
+    while True:
+        job = client.get(f"/v1/jobs/{job_id}", params={"wait": 5}).json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job
+        assert time.time() < deadline, job
+
+
+def wait_running(client: httpx.Client, job_id: str, timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while client.get(f"/v1/jobs/{job_id}").json()["status"] != "running":
+        assert time.time() < deadline
+        time.sleep(0.02)
+
+
+def test_a_key_is_required_and_names_the_team(farm):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEYS["alpha"]}, {"X-Team": "alpha"}):
+        response = farm.client.post("/v1/jobs", json={"source": "x"}, headers=headers)
+        assert response.status_code == 401 and response.headers["content-type"] == PROBLEM, headers
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+        assert farm.client.get("/v1/jobs", headers=headers).status_code == 401
+    alpha = submit(farm.as_team["alpha"])
+    assert alpha.status_code == 202 and alpha.json()["team"] == "alpha"
+    beta = submit(farm.as_team["beta"])  # a key from the file, stored there only as sha256
+    assert beta.status_code == 202 and beta.json()["team"] == "beta"
+    wait(farm.as_team["alpha"], alpha.json()["id"])
+    wait(farm.as_team["beta"], beta.json()["id"])
+
+
+def test_another_teams_job_is_404_on_every_route(farm):
+    alpha, beta, admin = farm.as_team["alpha"], farm.as_team["beta"], farm.as_team["ops"]
+    job = wait(alpha, submit(alpha).json()["id"])
+    assert job["status"] == "succeeded"
+    base = f"/v1/jobs/{job['id']}"
+    for path in ("", "/logs", "/artifacts", "/artifacts/compute.cpp", "/bundle", "/source"):
+        assert alpha.get(base + path).status_code == 200, path
+        foreign = beta.get(base + path)
+        assert foreign.status_code == 404 and foreign.headers["content-type"] == PROBLEM, path
+        assert admin.get(base + path).status_code == 200, path  # the admin key sees the farm
+    assert beta.delete(base).status_code == 404
+    assert beta.get(base + "/logs", params={"follow": 1}).status_code == 404
+    listed = {j["id"] for j in beta.get("/v1/jobs", params={"limit": 200}).json()["items"]}
+    assert job["id"] not in listed and listed  # beta sees its own jobs only
+    assert {j["team"] for j in beta.get("/v1/jobs", params={"limit": 200}).json()["items"]} == {"beta"}
+    everyone = {j["team"] for j in admin.get("/v1/jobs", params={"limit": 200}).json()["items"]}
+    assert {"alpha", "beta"} <= everyone
+
+
+def test_plaintext_keys_are_not_logged_or_stored(farm):
+    import redis
+
+    client = redis.Redis.from_url(farm.env["TILEFARM_BROKER_URL"])
+    prefix = farm.env["TILEFARM_KEY_PREFIX"]
+    stored = b"".join(client.dump(k) or b"" for k in client.scan_iter(f"{prefix}*".encode()))
+    logs = (farm.workdir / "api.log").read_text(errors="replace") + (farm.workdir / "worker.log").read_text(errors="replace")
+    for key in KEYS.values():
+        assert key.encode() not in stored and key not in logs
+
+
+def test_fair_share_a_burst_does_not_starve_another_team(farm):
+    alpha, beta = farm.as_team["alpha"], farm.as_team["beta"]
+    burst = [submit(alpha).json()["id"] for _ in range(5)]
+    wait_running(alpha, burst[0])
+    late = submit(beta).json()["id"]  # after the whole burst is queued
+    finished = {job_id: wait(alpha, job_id, timeout=120) for job_id in burst}
+    mine = wait(beta, late, timeout=120)
+    started = {job_id: job["stages"][0]["started_at"] for job_id, job in finished.items()}
+    ahead = sorted(job_id for job_id, at in started.items() if at < mine["stages"][0]["started_at"])
+    assert mine["status"] == "succeeded" and all(j["status"] == "succeeded" for j in finished.values())
+    assert len(ahead) <= 2, (ahead, started, mine["stages"])  # FIFO would put all 5 ahead of it
+    assert len(burst) - len(ahead) >= 3
+
+
+def test_concurrent_jobs_limit_is_429(farm):
+    alpha = farm.as_team["alpha"]
+    accepted = [submit(alpha).json()["id"] for _ in range(6)]
+    refused = submit(alpha)
+    assert refused.status_code == 429 and refused.headers["content-type"] == PROBLEM
+    assert int(refused.headers["Retry-After"]) >= 1 and refused.json()["quota"] == "active_jobs"
+    assert submit(farm.as_team["beta"]).status_code == 202  # another team is not affected
+    for job_id in accepted:
+        alpha.delete(f"/v1/jobs/{job_id}")
+    for job_id in accepted:
+        assert wait(alpha, job_id)["status"] in ("cancelled", "succeeded")
+    assert submit(alpha).status_code == 202  # room again
+
+
+@pytest.fixture(scope="module")
+def strict_api(farm):
+    """A second API on the same store and worker, with a queue limit of 1 and a tiny daily compile budget."""
+    port = free_port()
+    env = {**farm.env, "TILEFARM_MAX_QUEUED_JOBS_PER_TEAM": "1", "TILEFARM_COMPILE_SECONDS_PER_TEAM_PER_DAY": "0.5"}
+    api = Proc([sys.executable, "-m", "uvicorn", "service.app:app", "--port", str(port), "--log-level", "warning"],
+               env, farm.workdir / "strict-api.log")
+    clients = {team: httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
+                                  headers={"Authorization": f"Bearer {key}"}) for team, key in KEYS.items()}
+    deadline = time.time() + 30
+    while True:
+        try:
+            if clients["ops"].get("/readyz").status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert api.process.poll() is None and time.time() < deadline, api.tail()
+        time.sleep(0.1)
+    yield clients
+    for client in clients.values():
+        client.close()
+    api.stop()
+
+
+def test_queued_jobs_limit_is_429(strict_api):
+    client = strict_api["ops"]
+    running = submit(client).json()["id"]
+    wait_running(client, running)
+    queued = submit(client)
+    assert queued.status_code == 202
+    refused = submit(client)
+    assert refused.status_code == 429 and refused.json()["quota"] == "queued_jobs"
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert wait(client, running)["status"] == "succeeded"
+
+
+def test_daily_compile_seconds_budget_is_429_until_midnight(strict_api):
+    client = strict_api["gamma"]
+    first = submit(client)
+    assert first.status_code == 202  # nothing used yet today
+    assert wait(client, first.json()["id"])["status"] == "succeeded"  # the worker charged >= 1 s to gamma
+    refused = submit(client)
+    assert refused.status_code == 429 and refused.headers["content-type"] == PROBLEM
+    body = refused.json()
+    assert body["quota"] == "compile_seconds_per_day" and body["limit"] == 0.5
+    seconds_left = 86400 - time.time() % 86400
+    assert abs(int(refused.headers["Retry-After"]) - seconds_left) < 60
+    other = submit(strict_api["delta"])  # delta's budget is its own
+    assert other.status_code == 202
+    wait(strict_api["delta"], other.json()["id"])
