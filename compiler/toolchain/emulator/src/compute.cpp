@@ -49,6 +49,11 @@ const char* fpu_init_name(FpuOp op) {
         case FpuOp::Add: return "add_init";
         case FpuOp::Sub: return "sub_init";
         case FpuOp::Mul: return "mul_init";
+        case FpuOp::Reduce: return "reduce_init";
+        case FpuOp::BcastAdd: return "add_bcast_*_init";
+        case FpuOp::BcastSub: return "sub_bcast_*_init";
+        case FpuOp::BcastMul: return "mul_bcast_*_init";
+        case FpuOp::UnaryBcast: return "unary_bcast_init";
         default: return "(none)";
     }
 }
@@ -190,6 +195,7 @@ void hw_startup(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t ocb, bool 
     cs.start_cbs[0] = icb0;
     cs.start_cbs[1] = icb1;
     cs.start_cbs[2] = ocb;
+    cs.pack_cb = ocb;
     cs.dst16_format = f0 == fmt::Float16 ? fmt::Float16 : fmt::Float16_b;
 }
 
@@ -207,6 +213,7 @@ void fpu_init(FpuOp op, std::uint32_t icb0, std::uint32_t icb1, std::uint32_t tr
     cs.fpu_in0 = icb0;
     cs.fpu_in1 = icb1;
     cs.transpose = transpose;
+    if (op != FpuOp::Reduce) cs.pack_mask_cb = -1;  // any non-reduce init restores the default packer mask
 }
 
 void sfpu_init(SfpuOp op, const char* name) {
@@ -434,15 +441,168 @@ void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, b
         if (!fmt::supported(format) || c.page_size < fmt::tile_bytes(format))
             kernel_fail("cb-format", call,
                         strformat("CB c_%u has format %s and page size %u B: not a tile", ocb, fmt::name(format), c.page_size));
-        if (cb_format(run, cs.start_cbs[2], call) != format)
+        if (cb_format(run, cs.pack_cb, call) != format)
             kernel_fail("init", call,
-                        strformat("CB c_%u is %s but the packer was configured for c_%u (%s) by compute_kernel_hw_startup",
-                                  ocb, fmt::name(format), cs.start_cbs[2], fmt::name(cb_format(run, cs.start_cbs[2], call))));
+                        strformat("CB c_%u is %s but the packer is configured for c_%u (%s) by compute_kernel_hw_startup "
+                                  "or pack_reconfig_data_format",
+                                  ocb, fmt::name(format), cs.pack_cb, fmt::name(cb_format(run, cs.pack_cb, call))));
         addr = c.base + (c.wr_page + pos) * c.page_size;
         if (!out_of_order) ++c.pack_seq;
     }
-    fmt::pack_tile(dst_tile(run, idst), format, core.l1 + addr);
+    const float* tile = dst_tile(run, idst);
+    float masked[1024];
+    if (cs.pack_mask_cb == static_cast<int>(ocb)) {  // reduce_init's edge mask: only the reduced datums are packed
+        for (int r = 0; r < 32; ++r)
+            for (int c = 0; c < 32; ++c) {
+                bool keep = cs.pack_mask_dim == 0 ? c == 0 : cs.pack_mask_dim == 1 ? r == 0 : (r == 0 && c == 0);
+                masked[r * 32 + c] = keep ? tile[r * 32 + c] : 0.0f;
+            }
+        tile = masked;
+    }
+    fmt::pack_tile(tile, format, core.l1 + addr);
     count(run, "pack_tile");
+}
+
+void pack_reconfig(std::uint32_t ocb, const char* name) {
+    KernelRun& run = compute_run(name);
+    std::string call = strformat("%s(%u)", name, ocb);
+    require_started(run, call);
+    cb_format(run, ocb, call);
+    run.compute->pack_cb = ocb;
+}
+
+namespace {
+const char* pool_name(int pool) { return pool == 0 ? "SUM" : pool == 1 ? "AVG" : pool == 2 ? "MAX" : "MIN"; }
+const char* dim_name(int dim) { return dim == 0 ? "REDUCE_ROW" : dim == 1 ? "REDUCE_COL" : "REDUCE_SCALAR"; }
+}  // namespace
+
+void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb) {
+    std::string name = strformat("reduce_init<%s, %s>", pool_name(pool), dim_name(dim));
+    fpu_init(FpuOp::Reduce, icb, icb_scaler, 0, name.c_str());
+    KernelRun& run = compute_run("reduce_init");
+    cb_format(run, ocb, name + "(ocb)");
+    if (pool == 3) unsupported("reduce with PoolType::MIN");
+    ComputeState& cs = *run.compute;
+    cs.reduce_pool = pool;
+    cs.reduce_dim = dim;
+    cs.pack_mask_cb = static_cast<int>(ocb);
+    cs.pack_mask_dim = dim;
+}
+
+void reduce_uninit() {
+    KernelRun& run = compute_run("reduce_uninit");
+    require_started(run, "reduce_uninit()");
+    run.compute->pack_mask_cb = -1;
+}
+
+// DST[idst] op= reduce(A * scaler). The scaler tile's first row of each 16x16 face weights the columns of A
+// (rows 0-15 use faces 0/1, rows 16-31 faces 2/3); ttnn fills it with 1.0 (SUM, MAX) or 1/N (AVG). The result
+// lands in column 0 (REDUCE_ROW), row 0 (REDUCE_COL) or [0, 0] (REDUCE_SCALAR); the other datums of DST are left
+// as they are. SUM/AVG add to DST and MAX takes the maximum with it, so a row of tiles reduced into one DST tile
+// accumulates (start from zeros, or -inf for MAX, as acquire's zeroed DST would otherwise cap the maximum at 0).
+void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t itile,
+                 std::uint32_t itile_scaler, std::uint32_t idst) {
+    KernelRun& run = compute_run("reduce_tile");
+    std::string call = strformat("reduce_tile<%s, %s>(icb=%u, icb_scaler=%u, itile=%u, itile_scaler=%u, dst=%u)",
+                                 pool_name(pool), dim_name(dim), icb, icb_scaler, itile, itile_scaler, idst);
+    require_math(run, call);
+    check_fpu(run, FpuOp::Reduce, icb, icb_scaler, call);
+    ComputeState& cs = *run.compute;
+    if (cs.reduce_pool != pool || cs.reduce_dim != dim)
+        kernel_fail("init", call,
+                    strformat("reduce_init was called for <%s, %s>", pool_name(cs.reduce_pool), dim_name(cs.reduce_dim)));
+    check_dst_index(run, idst, call);
+    float a[1024], sc[1024];
+    unpack_operand(run, icb, itile, true, a, call);
+    unpack_operand(run, icb_scaler, itile_scaler, true, sc, call);
+    auto scale = [&](int r, int c) {
+        int face_row = r < 16 ? 0 : 16;
+        return dim == 1 ? sc[(c < 16 ? 0 : 16) * 32 + r] : sc[face_row * 32 + c];
+    };
+    const bool is_max = pool == 2;
+    float* d = dst_tile(run, idst);
+    auto combine = [&](int e, float v) { d[e] = to_dst(cs, is_max ? (d[e] > v ? d[e] : v) : d[e] + v); };
+    auto fold = [&](float acc, float v) { return is_max ? (acc > v ? acc : v) : acc + v; };
+    const float init = is_max ? -INFINITY : 0.0f;
+    if (dim == 0) {
+        for (int r = 0; r < 32; ++r) {
+            float acc = init;
+            for (int c = 0; c < 32; ++c) acc = fold(acc, a[r * 32 + c] * scale(r, c));
+            combine(r * 32, acc);
+        }
+    } else if (dim == 1) {
+        for (int c = 0; c < 32; ++c) {
+            float acc = init;
+            for (int r = 0; r < 32; ++r) acc = fold(acc, a[r * 32 + c] * scale(r, c));
+            combine(c, acc);
+        }
+    } else {
+        float acc = init;
+        for (int r = 0; r < 32; ++r)
+            for (int c = 0; c < 32; ++c) acc = fold(acc, a[r * 32 + c] * scale(r, c));
+        combine(0, acc);
+    }
+    count(run, "reduce_tile");
+}
+
+void bcast_init(FpuOp op, int bcast, std::uint32_t icb0, std::uint32_t icb1, const char* name) {
+    fpu_init(op, icb0, icb1, 0, name);
+    compute_run(name).compute->bcast = bcast;
+}
+
+namespace {
+// the element of a broadcast operand tile seen at (r, c)
+float bcast_at(const float* b, int bcast, int r, int c) {
+    switch (bcast) {
+        case 1: return b[r * 32];      // COL: column 0 of each row
+        case 2: return b[c];           // ROW: row 0 of each column
+        case 3: return b[0];           // SCALAR
+        default: return b[r * 32 + c];
+    }
+}
+void check_bcast(KernelRun& run, int bcast, const std::string& call) {
+    if (run.compute->bcast != bcast)
+        kernel_fail("init", call, strformat("the broadcast init in effect is for dimension %d, not %d",
+                                            run.compute->bcast, bcast));
+}
+}  // namespace
+
+void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1,
+                 std::uint32_t idst, const char* name) {
+    KernelRun& run = compute_run(name);
+    std::string call = strformat("%s(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u)", name, in0, in1, i0, i1, idst);
+    require_math(run, call);
+    check_fpu(run, op, in0, in1, call);
+    check_bcast(run, bcast, call);
+    check_dst_index(run, idst, call);
+    float a[1024], b[1024];
+    unpack_operand(run, in0, i0, true, a, call);
+    unpack_operand(run, in1, i1, true, b, call);
+    float* d = dst_tile(run, idst);
+    for (int r = 0; r < 32; ++r)
+        for (int c = 0; c < 32; ++c) {
+            float x = a[r * 32 + c], y = bcast_at(b, bcast, r, c);
+            float v = op == FpuOp::BcastAdd ? x + y : op == FpuOp::BcastSub ? x - y : x * y;
+            d[r * 32 + c] = to_dst(*run.compute, v);
+        }
+    count(run, name);
+}
+
+// DST[idst] = the tile broadcast along `bcast`. 32-bit CBs unpack straight to DST (no TF32 rounding), as the
+// 0.81.1 header does for Float32 operands; 16-bit formats are exact either way.
+void unary_bcast(int bcast, std::uint32_t cb, std::uint32_t itile, std::uint32_t idst) {
+    KernelRun& run = compute_run("unary_bcast");
+    std::string call = strformat("unary_bcast<%d>(cb=%u, tile=%u, dst=%u)", bcast, cb, itile, idst);
+    require_math(run, call);
+    check_fpu(run, FpuOp::UnaryBcast, cb, cb, call);
+    check_bcast(run, bcast, call);
+    check_dst_index(run, idst, call);
+    float b[1024];
+    unpack_operand(run, cb, itile, false, b, call);
+    float* d = dst_tile(run, idst);
+    for (int r = 0; r < 32; ++r)
+        for (int c = 0; c < 32; ++c) d[r * 32 + c] = to_dst(*run.compute, bcast_at(b, bcast, r, c));
+    count(run, "unary_bcast");
 }
 
 }  // namespace dev

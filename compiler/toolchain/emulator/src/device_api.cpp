@@ -258,6 +258,10 @@ void cb_push_back(std::int32_t cb, std::int32_t n) {
         kernel_fail("noc-barrier", call,
                     "NoC reads into " + cb_name(cb) +
                         " are still in flight: call noc_async_read_barrier() before cb_push_back");
+    if (run.pending_inline_cbs >> cb & 1)
+        kernel_fail("noc-barrier", call,
+                    "noc_inline_dw_write into " + cb_name(cb) +
+                        " is not confirmed: call noc_async_write_barrier() before cb_push_back");
     c.received += cnt;
     c.wr_page = (c.wr_page + cnt) % c.num_pages;
     c.back_granted -= cnt;
@@ -469,11 +473,33 @@ void noc_write_page(bool is_dram, std::uint32_t base, std::uint32_t page_size, s
     do_write(run, l1_src, dram_noc_addr(is_dram, base, page_size, page_id, offset), size ? size : page_size, call);
 }
 
+void inline_dw_write(std::uint64_t addr, std::uint32_t val, std::uint8_t be) {
+    KernelRun& run = run_or_die();
+    if (device().abort) throw KernelAbort{};
+    std::string call = strformat("noc_inline_dw_write(addr=%s, val=%s, be=%s)", hex(addr).c_str(), hex(val).c_str(),
+                                 hex(be).c_str());
+    if (!(addr & kL1Tag))
+        kernel_fail("noc-address", call, "noc_inline_dw_write takes the NoC address of a core's L1 (not DRAM)");
+    Core& to = core_at_noc(run, addr, call);
+    std::uint32_t l1 = static_cast<std::uint32_t>(addr & 0xffffffffull);
+    if (l1 % 4) kernel_fail("noc-address", call, "inline writes are 4-byte aligned");
+    int cb = &to == run.core ? check_own_l1(run, l1, 4, true, call) : (check_remote_l1(l1, 4, call), -1);
+    for (int b = 0; b < 4; ++b)
+        if (be >> b & 1) to.l1[l1 + b] = static_cast<std::uint8_t>(val >> (8 * b));
+    // like a read into the CB: it must be confirmed (noc_async_write_barrier) before the pages are pushed
+    if (cb >= 0) run.pending_inline_cbs |= 1ull << cb;
+    run.unacked_writes += 1;
+    run.counters.noc_bytes_written += 4;
+    run.counters.noc_writes += 1;
+    device().progress.fetch_add(1, std::memory_order_relaxed);
+}
+
 void noc_read_barrier() { run_or_die().pending_read_cbs = 0; }
 void noc_writes_flushed() { run_or_die().pending_write_cbs = 0; }
 void noc_write_barrier() {
     KernelRun& run = run_or_die();
     run.pending_write_cbs = 0;
+    run.pending_inline_cbs = 0;
     run.unacked_writes = 0;
 }
 

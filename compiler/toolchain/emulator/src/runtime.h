@@ -116,6 +116,10 @@ struct ComputeState {
     std::uint8_t dst16_format = 5;   // Float16_b or Float16: what a 16-bit DST holds
     std::vector<float> dst;          // 16 tiles x 1024, row-major within a tile
     bool warned_pack_index = false;
+    std::uint32_t pack_cb = 0;       // the CB whose format the packer is configured for
+    int reduce_pool = -1, reduce_dim = -1;  // the reduce_init in effect
+    int bcast = 0;                   // the broadcast dimension of the bcast init in effect
+    int pack_mask_cb = -1, pack_mask_dim = -1;  // reduce_init's packer edge mask (until reduce_uninit / another init)
 };
 
 enum class ThreadState : std::uint8_t { Running, Blocked, Done };
@@ -128,6 +132,7 @@ struct KernelRun {
     Counters counters;
     std::uint64_t pending_read_cbs = 0;    // CBs with NoC reads in flight (cleared by noc_async_read_barrier)
     std::uint64_t pending_write_cbs = 0;   // CBs that are the source of unflushed NoC writes
+    std::uint64_t pending_inline_cbs = 0;  // CBs written by unconfirmed noc_inline_dw_write (cleared by the write barrier)
     std::uint64_t unacked_writes = 0;      // cleared by noc_async_write_barrier
     std::atomic<ThreadState> state{ThreadState::Running};
     std::string blocked_call;              // guarded by core->mu

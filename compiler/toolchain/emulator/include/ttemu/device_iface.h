@@ -34,7 +34,7 @@ std::uint32_t my_noc_x();
 std::uint32_t my_noc_y();
 
 // compute engine (unpack -> math -> pack), see src/compute.cpp
-enum class FpuOp : std::uint8_t { None, Matmul, Copy, Add, Sub, Mul };
+enum class FpuOp : std::uint8_t { None, Matmul, Copy, Add, Sub, Mul, Reduce, BcastAdd, BcastSub, BcastMul, UnaryBcast };
 enum class SfpuOp : std::uint8_t {
     None, Exp, Sqrt, Recip, Fill, BinopScalar, AddBinary, SubBinary, MulBinary, MaxBinary, MinBinary, UnaryMax,
     UnaryMin, CopyDest
@@ -55,5 +55,18 @@ void tile_regs_commit();
 void tile_regs_wait();
 void tile_regs_release();
 void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, bool out_of_order);
+void pack_reconfig(std::uint32_t ocb, const char* call);
+// reduce (pool: 0 SUM, 1 AVG, 2 MAX, 3 MIN; dim: 0 REDUCE_ROW, 1 REDUCE_COL, 2 REDUCE_SCALAR) and broadcasts
+// (bcast: 0 NONE, 1 COL, 2 ROW, 3 SCALAR), numbered as ckernel's enums
+void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb);
+void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t itile,
+                 std::uint32_t itile_scaler, std::uint32_t idst);
+void reduce_uninit();
+void bcast_init(FpuOp op, int bcast, std::uint32_t icb0, std::uint32_t icb1, const char* call);
+void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1,
+                 std::uint32_t idst, const char* call);
+void unary_bcast(int bcast, std::uint32_t cb, std::uint32_t itile, std::uint32_t idst);
+// dataflow: a 32-bit inline write (byte-enable mask `be`) to a NoC address
+void inline_dw_write(std::uint64_t addr, std::uint32_t val, std::uint8_t be);
 [[noreturn]] void unsupported(const char* what);
 }  // namespace ttemu::dev

@@ -25,6 +25,11 @@ enum class VectorMode : std::uint8_t { None = 0, R = 1, C = 2, RC = 4, RC_custom
 enum class DstRoundingMode : std::uint8_t { Default = 0, Stochastic = 1, Nearest = 2 };
 enum DstSync : std::uint8_t { SyncHalf = 0, SyncFull = 1 };
 constexpr DstSync DST_SYNC_MODE = TTEMU_DST_FULL_SYNC ? SyncFull : SyncHalf;
+// as in tt-llk's llk_defs.h
+enum class ReduceDim : std::uint8_t { REDUCE_ROW, REDUCE_COL, REDUCE_SCALAR };
+enum class PoolType : std::uint8_t { SUM, AVG, MAX, MIN };
+enum class EltwiseBinaryType : std::uint8_t { ELWMUL, ELWDIV, ELWADD, ELWSUB, ELWLESS };
+enum class BroadcastType : std::uint8_t { NONE = 0x0, COL = 0x1, ROW = 0x2, SCALAR = 0x3 };
 namespace p_sfpu {
 constexpr std::uint16_t kCONST_1_FP16B = 0x3F80;
 }

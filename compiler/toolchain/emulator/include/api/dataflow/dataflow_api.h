@@ -99,6 +99,14 @@ template <typename AddrGen>
 
 inline void noc_async_read_barrier(std::uint8_t noc = noc_index) { ttemu::dev::noc_read_barrier(); }
 inline void noc_async_write_barrier(std::uint8_t noc = noc_index) { ttemu::dev::noc_write_barrier(); }
+enum class InlineWriteDst : std::uint8_t { DEFAULT = 0, L1 = 1, REG = 2 };
+// a 32-bit write carried by the NoC request itself (L1 destinations only); confirmed by noc_async_write_barrier
+template <InlineWriteDst dst_type = InlineWriteDst::DEFAULT, bool posted = false, bool flush = true>
+FORCE_INLINE void noc_inline_dw_write(std::uint64_t addr, std::uint32_t val, std::uint8_t be = 0xF,
+                                      std::uint8_t noc = noc_index, std::uint8_t vc = NOC_UNICAST_WRITE_VC,
+                                      std::uint32_t customized_src_addr = 0) {
+    ttemu::dev::inline_dw_write(addr, val, be);
+}
 inline void noc_async_writes_flushed(std::uint8_t noc = noc_index) { ttemu::dev::noc_writes_flushed(); }
 inline void noc_async_posted_writes_flushed(std::uint8_t noc = noc_index) { ttemu::dev::noc_writes_flushed(); }
 inline void noc_async_atomic_barrier(std::uint8_t noc_idx = noc_index) {}

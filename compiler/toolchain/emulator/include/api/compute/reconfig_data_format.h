@@ -1,0 +1,12 @@
+// Data-format reconfiguration between ops on CBs of different formats (0.81.1 signatures).
+#pragma once
+#include <cstdint>
+#include "api/compute/common.h"
+namespace ckernel {
+ALWI void pack_reconfig_data_format(const uint32_t new_cb_id) {
+    ttemu::dev::pack_reconfig(new_cb_id, "pack_reconfig_data_format");
+}
+ALWI void pack_reconfig_data_format(const uint32_t old_cb_id, const uint32_t new_cb_id) {
+    ttemu::dev::pack_reconfig(new_cb_id, "pack_reconfig_data_format");
+}
+}  // namespace ckernel
