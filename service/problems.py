@@ -29,7 +29,7 @@ def problem_response(request: Request, status: int, detail: str, *, title: str |
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
-def _backend_unavailable(exc: BaseException) -> bool:
+def _backend_errors() -> tuple[type, ...]:
     """Connection-level failures of Redis, the broker or SQLite (imported lazily: none of them is needed here)."""
     import sqlite3
 
@@ -46,7 +46,7 @@ def _backend_unavailable(exc: BaseException) -> bool:
         kinds.append(kombu.exceptions.OperationalError)
     except ImportError:
         pass
-    return isinstance(exc, tuple(kinds))
+    return tuple(kinds)
 
 
 def install(app: FastAPI) -> None:
@@ -66,11 +66,16 @@ def install(app: FastAPI) -> None:
         return problem_response(request, 422, "the request is not valid", title="Validation failed",
                                 type_="/problems/validation", errors=errors)
 
+    async def _unavailable(request: Request, exc: Exception):
+        # Redis restarting, the SQLite file locked: the client should come back (and the API recovers by itself)
+        log.warning("backend unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return problem_response(request, 503, f"the job store or queue is unavailable ({type(exc).__name__}); "
+                                "try again", type_="/problems/unavailable", headers={"Retry-After": "2"})
+
+    for kind in _backend_errors():
+        app.add_exception_handler(kind, _unavailable)
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):
-        if _backend_unavailable(exc):  # Redis restarting, the SQLite file locked: the client should come back
-            log.warning("backend unavailable on %s %s: %s", request.method, request.url.path, exc)
-            return problem_response(request, 503, f"the job store or queue is unavailable ({type(exc).__name__}); "
-                                    "try again", type_="/problems/unavailable", headers={"Retry-After": "2"})
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem_response(request, 500, "internal server error")

@@ -334,6 +334,7 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
     except (StageTimeLimit, SandboxTimeout):
         limit = deps.settings.stage_time_limit(name)
         failure = {"stage": name, "message": f"stage '{name}' exceeded its time limit of {limit:g} s"}
+        deps.store.append_log(job_id, failure["message"] + "\n")
     except CompileError as error:
         failure = error.to_dict()
         deps.store.append_log(job_id, error.render() + "\n")

@@ -50,7 +50,7 @@ def readyz(store=Depends(store_dep), queue=Depends(queue_dep)) -> dict:
         except Exception as error:
             checks[name] = f"{type(error).__name__}: {error}"
     if any(v != "ok" for v in checks.values()):
-        raise Problem(503, "not ready", checks=checks)
+        raise Problem(503, "not ready", checks=checks, headers={"Retry-After": "2"})
     return {"status": "ready", "checks": checks}
 
 
