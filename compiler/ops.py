@@ -98,6 +98,25 @@ _OPS = [
     _op("copy_dest_values_init", "", "copy_dest_values_init()", {COMPUTE}, _C + "copy_dest_values.h"),
     _op("copy_dest_values_fp32", "expr expr", "copy_dest_values<DataFormat::Float32>({0}, {1})", {COMPUTE},
         _C + "copy_dest_values.h"),
+    # reduce along rows (api/compute/reduce.h): needs a scaler CB the reader fills (fill_reduce_scaler)
+    *[_op(f"reduce_init_{p.lower()}", "cb cb cb", f"reduce_init<PoolType::{p}, ReduceDim::REDUCE_ROW>({{0}}, {{1}}, {{2}})",
+          {COMPUTE}, _C + "reduce.h") for p in ("SUM", "MAX")],
+    *[_op(f"reduce_tile_{p.lower()}", "cb cb expr expr expr",
+          f"reduce_tile<PoolType::{p}, ReduceDim::REDUCE_ROW>({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE}, _C + "reduce.h")
+      for p in ("SUM", "MAX")],
+    _op("reduce_uninit", "", "reduce_uninit()", {COMPUTE}, _C + "reduce.h"),
+    # column broadcasts (api/compute/bcast.h): FPU CB x CB with in1's column 0 broadcast, or a broadcast copy into DST
+    *[_op(f"{b}_bcast_cols_init", "cb cb", f"{b}_bcast_cols_init({{0}}, {{1}})", {COMPUTE}, _C + "bcast.h")
+      for b in ("add", "sub", "mul")],
+    *[_op(f"{b}_tiles_bcast_cols", "cb cb expr expr expr", f"{b}_tiles_bcast_cols({{0}}, {{1}}, {{2}}, {{3}}, {{4}})",
+          {COMPUTE}, _C + "bcast.h") for b in ("add", "sub", "mul")],
+    _op("unary_bcast_cols_init", "cb", "unary_bcast_init<BroadcastType::COL>({0})", {COMPUTE}, _C + "bcast.h"),
+    _op("unary_bcast_cols", "cb expr expr", "unary_bcast<BroadcastType::COL>({0}, {1}, {2})", {COMPUTE}, _C + "bcast.h"),
+    # data formats: CBs of different formats in one compute kernel
+    _op("pack_reconfig_data_format", "cb", "pack_reconfig_data_format({0})", {COMPUTE}, _C + "reconfig_data_format.h"),
+    _op("reconfig_data_format", "cb cb", "reconfig_data_format({0}, {1})", {COMPUTE}, _C + "reconfig_data_format.h"),
+    # reader: the reduce scaler tile (bf16 1.0 in the first row of each face), built in the CB page in L1
+    _op("fill_reduce_scaler", "cb", "fill_reduce_scaler(get_write_ptr({0}))", {READER}),
     # markers between passes (no C++): tensorize turns them into the compute side of the CB protocol
     _op("compute_receive", "cb name", "", {INTERNAL}),
     _op("compute_send", "cb name expr expr expr expr", "", {INTERNAL}),

@@ -186,3 +186,23 @@ def test_cli_writes_artifacts_log_and_ir(tmp_path):
     log = (out / "compile.log").read_text()
     assert "pass:TTTensorize" in log and "blackhole" in log
     assert '"policy": "strided"' in (out / "tt.plan.json").read_text()
+
+
+SOFTMAX = (ROOT / "examples" / "softmax_rows.py").read_text()
+REDUCE_CASES = {
+    "column reduction": ("T.tile.max(m, A_s, axes=-1)", "T.tile.max(m, A_s, axes=0)", "column reductions are not supported"),
+    "reduce dst not a column": ("T.tile.sum(s, x, axes=-1)", "T.tile.sum(x, A_s, axes=-1)", "needs an (64, 1) destination"),
+    "reduce into a short column": ('m = T.alloc_local((64, 1), "float32")', 'm = T.alloc_local((32, 1), "float32")',
+                                   "needs an (64, 1) destination", "T.tile.max(m, A_s, axes=-1)"),
+    "broadcast rows differ": ("T.tile.mul(x, x, s)", "T.tile.mul(x, x, s[0:32, 0:1])", "shape mismatch"),
+}
+
+
+@pytest.mark.parametrize("name", REDUCE_CASES)
+def test_reduction_diagnostic_is_located(name):
+    old, new, message, *where = REDUCE_CASES[name]
+    assert old in SOFTMAX
+    text = SOFTMAX.replace(old, new)
+    err = error_of(text)
+    assert message in err.message, err.render()
+    assert err.location.line == line_of(text, (where[0] if where else new).strip()), err.render()

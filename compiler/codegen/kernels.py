@@ -154,6 +154,23 @@ class KernelPrinter:
                      f"{INDENT * 2}noc_async_read(zeros, l1_addr + offset, MEM_ZEROS_SIZE);",
                      f"{INDENT}}}",
                      "}"]
+        if "fill_reduce_scaler" in self.used_ops:
+            head += ["",
+                     "// The reduce scaler tile: bf16 1.0 in the first row of each 16x16 face, zeros elsewhere",
+                     "// (api/compute/reduce.h); zeros come from MEM_ZEROS, the ones from inline NoC writes to this core.",
+                     "inline void fill_reduce_scaler(uint32_t l1_addr) {",
+                     f"{INDENT}const uint64_t zeros = get_noc_addr(MEM_ZEROS_BASE);",
+                     f"{INDENT}for (uint32_t offset = 0; offset < 2048; offset += MEM_ZEROS_SIZE) {{",
+                     f"{INDENT * 2}noc_async_read(zeros, l1_addr + offset, MEM_ZEROS_SIZE);",
+                     f"{INDENT}}}",
+                     f"{INDENT}noc_async_read_barrier();",
+                     f"{INDENT}for (uint32_t face = 0; face < 4; ++face) {{",
+                     f"{INDENT * 2}for (uint32_t word = 0; word < 8; ++word) {{",
+                     f"{INDENT * 3}noc_inline_dw_write(get_noc_addr(l1_addr + face * 512 + word * 4), 0x3F803F80u);",
+                     f"{INDENT * 2}}}",
+                     f"{INDENT}}}",
+                     f"{INDENT}noc_async_write_barrier();",
+                     "}"]
         return "\n".join(head + ["", "void kernel_main() {", *prologue, *body, "}", ""])
 
     def prologue(self) -> list[str]:

@@ -19,7 +19,8 @@ from ..target import DATA_FORMATS, TILE
 STAGE = "check"
 BINARY_OPS = ("add", "sub", "mul", "maximum", "minimum")
 UNARY_OPS = ("exp", "sqrt", "reciprocal", "cast")
-SUPPORTED_OPS = ("copy", "zero", "fill", "gemm", *BINARY_OPS, *UNARY_OPS)
+REDUCE_OPS = ("sum", "max")
+SUPPORTED_OPS = ("copy", "zero", "fill", "gemm", *BINARY_OPS, *UNARY_OPS, *REDUCE_OPS)
 MAX_COVERAGE_POINTS = 2_000_000
 
 _UNSUPPORTED_STMT = {
@@ -181,8 +182,15 @@ class KernelChecker:
             for r in regions:
                 if r is not None:
                     self._check_region(call, r)
-                    self._same_shape(call, dst, r)
                     self._compute_source(call, r)
+                    if not self._is_column_of(r, dst):
+                        self._same_shape(call, dst, r)
+            if any(r is not None and self._is_column_of(r, dst) for r in regions) and \
+                    tuple(dst.extents) != dst.shape:
+                raise self.error(call, f"T.tile.{name} with a broadcast (M, 1) operand must write the whole of "
+                                       f"`{dst.name}` {dst.shape}, not the region {tuple(dst.extents)}")
+        elif name in REDUCE_OPS:
+            self._reduce(call, name, dst)
         elif name in UNARY_OPS:
             src = region_of(call.args[1])
             if src is None:
@@ -194,6 +202,35 @@ class KernelChecker:
             if scalar_of(call.args[1]) is None:
                 raise self.error(call, "T.tile.fill: the value must be a constant (e.g. T.float32(0))")
         self._compute_dst(call, dst)
+
+    @staticmethod
+    def _is_column_of(r: Region, dst: Region) -> bool:
+        """r is an (M, 1) column broadcast along the columns of an (M, N > 1) destination."""
+        return len(r.extents) == 2 and r.extents[1] == 1 and dst.extents[1] != 1 and r.extents[0] == dst.extents[0]
+
+    def _reduce(self, call, name, dst):
+        src = region_of(call.args[1])
+        if src is None:
+            raise self.error(call, f"T.tile.{name}: the source must be a tile region")
+        self._check_region(call, src)
+        self._compute_source(call, src)
+        raw = call.args[2] if len(call.args) > 2 else [-1]
+        axes = sorted({int(getattr(a, "value", a)) % 2 for a in raw})
+        if axes == [0]:
+            raise self.error(call, f"T.tile.{name} over axis 0: column reductions are not supported",
+                             hint="reduce over the last axis (axes=-1) into an (M, 1) column")
+        if axes != [1]:
+            raise self.error(call, f"T.tile.{name} over axes {list(raw)}: only a reduction over the last axis "
+                                   "(axes=-1) is supported")
+        m = src.extents[0]
+        if tuple(dst.extents) != (m, 1):
+            raise self.error(call, f"T.tile.{name}: reducing `{src.name}` region {tuple(src.extents)} over the last "
+                                   f"axis needs an ({m}, 1) destination, got `{dst.name}` region {tuple(dst.extents)}",
+                             hint=f"allocate the result as a column, e.g. T.alloc_local(({m}, 1), ...)")
+        if tuple(dst.extents) != dst.shape:
+            raise self.error(call, f"T.tile.{name} must write the whole column `{dst.name}` {dst.shape}")
+        if src.extents[0] % TILE or dst.shape[0] % TILE:
+            raise self.error(call, f"T.tile.{name}: the reduced rows ({src.extents[0]}) must be a multiple of {TILE}")
 
     def _compute_source(self, call, r):
         if r.scope == "global":

@@ -738,6 +738,9 @@ class Tensorizer:
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTTensorize")
 def tensorize(func, mod, ctx):
+    from .tensorize_cb import CBTensorizer, needs_cb_residency
+    if needs_cb_residency(func):
+        return CBTensorizer(func).run()
     try:
         return Tensorizer(func, full_sync=False).run()
     except NeedsFullSync:

@@ -71,6 +71,12 @@ def _tolerance_model(func, plan: dict) -> tuple[dict, dict]:
     def on_call(call):
         if str(call.op.name) == "tirx.tile.gemm":
             gemm_inputs.extend(str(a.source.dtype) for a in call.args[1:3])
+        elif str(call.op.name) in ("tirx.tile.sum", "tirx.tile.max"):
+            # a row reduction is a K-deep sum like a matmul's: reduce_tile takes its operands through the FPU's
+            # source registers (TF32 for fp32 data), and so does every other read of a CB that feeds it (a CB is
+            # unpacked to DST in fp32 only if the FPU never reads it). Through exp (softmax) an absolute error
+            # e in x becomes a relative error e of the result, which the same sqrt(K) * u bound covers.
+            gemm_inputs.append(str(call.args[1].source.dtype))
     tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, on_call)], order="pre")
     outputs = [b for b in plan["buffers"] if b["role"] == "output"]
     if not gemm_inputs:

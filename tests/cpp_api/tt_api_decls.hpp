@@ -44,6 +44,10 @@ void noc_async_read(std::uint64_t src_noc_addr, std::uint32_t dst_local_l1_addr,
 void noc_async_read_barrier(std::uint8_t noc = noc_index);
 void noc_async_write_barrier(std::uint8_t noc = noc_index);
 void noc_async_writes_flushed(std::uint8_t noc = noc_index);
+enum class InlineWriteDst : std::uint8_t { DEFAULT = 0, L1 = 1, REG = 2 };
+template <InlineWriteDst dst_type = InlineWriteDst::DEFAULT, bool posted = false, bool flush = true>
+void noc_inline_dw_write(std::uint64_t addr, std::uint32_t val, std::uint8_t be = 0xF, std::uint8_t noc = noc_index,
+                         std::uint8_t vc = 1, std::uint32_t customized_src_addr = 0);
 template <std::uint32_t CTA_OFFSET, std::uint32_t CRTA_OFFSET = 0> struct TensorAccessorArgs {
     constexpr TensorAccessorArgs() = default;
     static constexpr std::uint32_t next_compile_time_args_offset() { return CTA_OFFSET + 2; }
@@ -101,6 +105,24 @@ void fill_tile_init();
 void fill_tile(std::uint32_t idst, float param0);
 void copy_dest_values_init();
 template <DataFormat DATA_FORMAT> void copy_dest_values(std::uint32_t idst_in, std::uint32_t idst_out);
+enum class ReduceDim : std::uint8_t { REDUCE_ROW, REDUCE_COL, REDUCE_SCALAR };
+enum class PoolType : std::uint8_t { SUM, AVG, MAX, MIN };
+enum class BroadcastType : std::uint8_t { NONE = 0x0, COL = 0x1, ROW = 0x2, SCALAR = 0x3 };
+template <PoolType reduce_type, ReduceDim reduce_dim, bool is_fp32_dest_acc_en = false>
+void reduce_init(std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb, std::uint32_t call_line = 0);
+void reduce_uninit(std::uint32_t icb = 0);
+template <PoolType reduce_type, ReduceDim reduce_dim, bool is_fp32_dest_acc_en = false>
+void reduce_tile(std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t itile, std::uint32_t itile_scaler, std::uint32_t idst);
+void add_bcast_cols_init(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t call_line = 0);
+void sub_bcast_cols_init(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t call_line = 0);
+void mul_bcast_cols_init(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t call_line = 0);
+template <bool is_fp32_dest_acc_en = false> void add_tiles_bcast_cols(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t itile0, std::uint32_t itile1, std::uint32_t idst);
+template <bool is_fp32_dest_acc_en = false> void sub_tiles_bcast_cols(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t itile0, std::uint32_t itile1, std::uint32_t idst);
+template <bool is_fp32_dest_acc_en = false> void mul_tiles_bcast_cols(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t itile0, std::uint32_t itile1, std::uint32_t idst);
+template <BroadcastType bcast_type, bool is_fp32_dest_acc_en = false> void unary_bcast_init(std::uint32_t icb);
+template <BroadcastType bcast_type, bool is_fp32_dest_acc_en = false> void unary_bcast(std::uint32_t icb, std::uint32_t in_tile_index, std::uint32_t dst_tile_index);
+void pack_reconfig_data_format(const std::uint32_t new_cb_id);
+void reconfig_data_format(const std::uint32_t icb0_new_operand, const std::uint32_t icb1_new_operand);
 void kernel_main();
 #else
 // ---------------------------------------------------------------- host side

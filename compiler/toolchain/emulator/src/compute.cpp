@@ -471,6 +471,14 @@ void pack_reconfig(std::uint32_t ocb, const char* name) {
     run.compute->pack_cb = ocb;
 }
 
+void pack_reconfig_check(std::uint32_t icb0, std::uint32_t icb1) {
+    KernelRun& run = compute_run("reconfig_data_format");
+    std::string call = strformat("reconfig_data_format(%u, %u)", icb0, icb1);
+    require_started(run, call);
+    cb_format(run, icb0, call);
+    cb_format(run, icb1, call);
+}
+
 namespace {
 const char* pool_name(int pool) { return pool == 0 ? "SUM" : pool == 1 ? "AVG" : pool == 2 ? "MAX" : "MIN"; }
 const char* dim_name(int dim) { return dim == 0 ? "REDUCE_ROW" : dim == 1 ? "REDUCE_COL" : "REDUCE_SCALAR"; }

@@ -56,6 +56,7 @@ void tile_regs_wait();
 void tile_regs_release();
 void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, bool out_of_order);
 void pack_reconfig(std::uint32_t ocb, const char* call);
+void pack_reconfig_check(std::uint32_t icb0, std::uint32_t icb1);
 // reduce (pool: 0 SUM, 1 AVG, 2 MAX, 3 MIN; dim: 0 REDUCE_ROW, 1 REDUCE_COL, 2 REDUCE_SCALAR) and broadcasts
 // (bcast: 0 NONE, 1 COL, 2 ROW, 3 SCALAR), numbered as ckernel's enums
 void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb);

@@ -1,0 +1,2 @@
+#pragma once
+#include "tt_api_decls.hpp"
