@@ -114,6 +114,7 @@ def test_factory_using_torch_fails_at_the_use():
     ("T.atomic_add", "T.atomic_add(C_l[0, 0], 1)"),
     ("T.annotate_layout", "T.annotate_layout({A_s: None})"),
     ("T.reduce_max", "T.reduce_max(C_l, C_l, dim=1)"),
+    ("column reductions are not supported", "T.reduce_sum(A_s, C_l, dim=0)"),
 ])
 def test_constructs_outside_the_subset_are_located_and_named(construct, call):
     source = src(f'''

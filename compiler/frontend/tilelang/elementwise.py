@@ -26,6 +26,16 @@ UNARY = {"exp": "exp", "sqrt": "sqrt"}
 def _region_of(load: Load, variables: tuple, location) -> Region:
     """`buf[s0 + i, s1 + j]` -> the region buf[s0:s0+bm, s1:s1+bn]; anything else is rejected."""
     buf: Buffer = load.buffer
+    if buf.column:  # m[i] of a 1-D (block_M,) fragment: its (M, 1) column, broadcast along j
+        form = affine(load.indices[0])
+        if form is None or {v: c for v, c in form[0].items() if v.kind == "parallel"} != {variables[0]: 1}:
+            fail(f"`{describe(load)}`: a 1-D fragment must be indexed by the first T.Parallel variable "
+                 f"(`start + {variables[0].name}`)", location=location)
+        rest = Const(0)
+        for v, c in form[0].items():
+            if v.kind != "parallel":
+                rest = rest + (v * c if c != 1 else v)
+        return Region(buf, (rest + form[1], 0), (variables[0].extent, 1))
     if len(load.indices) != len(variables):
         fail(f"`{describe(load)}` is indexed with {len(load.indices)} indices inside a {len(variables)}-D T.Parallel; "
              "broadcasting a row/column is outside tilefarm's TileLang subset", location=location)
@@ -92,7 +102,7 @@ class Lowering:
     # ---- statements --------------------------------------------------------------------------------------------
     def store(self, target: Load, value) -> None:
         dst = self.region(target)
-        value = self.normalize(value)
+        value = self.hoist_columns(self.normalize(value), dst)
         if dst.buffer.scope == "global":
             if isinstance(value, Load) and value.buffer.scope != "global" and not value.buffer.filled_from_dram:
                 self.emit(f"T.tile.copy({dst.text()}, {self.region(value).text()})")
@@ -109,6 +119,28 @@ class Lowering:
             self.emit(f"T.tile.copy({dst.text()}, {tmp.name})")
             return
         self.compute(value, dst)
+
+    def loads(self, e) -> list:
+        return [e] if isinstance(e, Load) else [x for a in self.args_of(e) for x in self.loads(a)]
+
+    def hoist_columns(self, e, dst: Region):
+        """Subexpressions over per-row values only (`1 / s[i]`, `m_old[i] - m[i]`) are computed once into an
+        (M, 1) column tile, which the wide op then broadcasts along the row."""
+        if dst.extents[1] == 1 or self.is_leaf(e):
+            return e
+        loads = self.loads(e)
+        if loads and all(x.buffer.column for x in loads):
+            tmp = self.rec.temp((dst.extents[0], 1), "float32", "local", self.location)
+            tmp.column = True
+            self.compute(e, Region(tmp, (0, 0), tmp.shape))
+            return Load(tmp, (self.variables[0], Const(0)))
+        if isinstance(e, Bin):
+            return Bin(e.op, self.hoist_columns(e.a, dst), self.hoist_columns(e.b, dst))
+        if isinstance(e, Call):
+            return Call(e.fn, tuple(self.hoist_columns(a, dst) for a in e.args))
+        if isinstance(e, Cast):
+            return Cast(e.dtype, self.hoist_columns(e.x, dst))
+        return e
 
     def normalize(self, e):
         """Rewrite forms the tile ops do not have: exp2, rsqrt, division, negation of constants."""

@@ -41,12 +41,15 @@ class Buffer:
     def __init__(self, name: str, shape: tuple, dtype: str, scope: str, location: SourceLocation | None):
         self.name, self.shape, self.dtype, self.scope, self.location = name, tuple(shape), dtype, scope, location
         self.filled_from_dram = False
+        self.column = False            # a 1-D (n,) fragment stored as an (n, 1) column tile
 
     def __repr__(self):
         return f"<{self.scope} buffer {self.name} {self.shape} {self.dtype}>"
 
     def _key(self, key):
         key = key if isinstance(key, tuple) else (key,)
+        if self.column and len(key) == 1:
+            key = key + (0,) if not isinstance(key[0], slice) else key + (slice(None),)
         if len(key) != len(self.shape):
             fail(f"`{self.name}` has rank {len(self.shape)} but is indexed with {len(key)} indices")
         return key
@@ -222,6 +225,10 @@ class Recorder:
         self.require_kernel("a buffer allocation")
         if self.loops:
             fail("allocate tiles at the top of the kernel, not inside a loop")
+        if len(shape) == 1 and scope == "local":  # a per-row value (reduction result): an (n, 1) column tile
+            buf = self.new_buffer(self.target_name(location), (shape[0], 1), dtype, scope, location, "tile")
+            buf.column = True
+            return buf
         return self.new_buffer(self.target_name(location), shape, dtype, scope, location, "tile")
 
     def new_buffer(self, wanted, shape, dtype, scope, location, fallback) -> Buffer:
