@@ -25,7 +25,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-GEMM = next(p for p in (REPO / "examples" / "gemm.py", REPO / "tests" / "service" / "data" / "gemm.py") if p.exists())
+GEMM = next(p for p in (REPO / "examples" / "gemm.py", REPO / "tests" / "data" / "gemm.py") if p.exists())
 
 
 def free_port() -> int:
