@@ -185,3 +185,25 @@ def test_daily_compile_seconds_budget_is_429_until_midnight(strict_api):
     other = submit(strict_api["delta"])  # delta's budget is its own
     assert other.status_code == 202
     wait(strict_api["delta"], other.json()["id"])
+
+
+def test_key_sources_auth_modes_and_the_compose_default(tmp_path):
+    from pathlib import Path
+
+    from service.auth import parse_keys_file
+    from service.settings import Settings
+
+    settings = Settings(api_tokens="plain-key:alpha,root-key:ops:admin")
+    assert "plain-key" not in settings.api_tokens and "root-key" not in repr(settings)  # digests only
+    ring = settings.keyring()
+    assert ring.lookup("plain-key").team == "alpha" and ring.lookup("root-key").admin and ring.lookup("x") is None
+    assert not Settings().keyring().enabled                          # the embedded single-user default
+    locked = Settings(auth="on").keyring()                            # on, no key configured: nobody gets in
+    assert locked.enabled and locked.lookup("anything") is None
+    assert not Settings(auth="off", api_tokens="k:t").keyring().enabled
+    bad = tmp_path / "keys"
+    bad.write_text("only-a-key\n")
+    with pytest.raises(ValueError, match=":1:"):
+        parse_keys_file(bad)
+    compose = (Path(__file__).resolve().parents[2] / "docker-compose.yml").read_text()
+    assert 'TILEFARM_AUTH: "on"' in compose and "TILEFARM_API_KEYS_FILE" in compose
