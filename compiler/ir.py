@@ -1,7 +1,6 @@
 """Small helpers over TVM TIRx IR shared by passes and codegen: attrs, locations, regions, evaluation."""
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,19 +36,20 @@ _ATTR_CACHE_SIZE = 64
 
 def get_attr(func: tirx.PrimFunc, key: str, default: Any = None) -> Any:
     """A PrimFunc attribute as plain Python. Attrs are immutable FFI objects shared between the functions a
-    pass creates, so conversions are memoised by object identity (returns a deep copy the caller may mutate)."""
+    pass creates, so conversions are memoised by object identity: treat the result as read-only (copy first
+    to change it; a pass publishes changes with func.with_attr)."""
     attrs = func.attrs
     if attrs is None or key not in attrs:
         return default
     obj = attrs[key]
     for cached, value in reversed(_ATTR_CACHE):
         if cached.same_as(obj):
-            return copy.deepcopy(value)
+            return value
     value = to_py(obj)
     if hasattr(obj, "same_as"):
         _ATTR_CACHE.append((obj, value))
         del _ATTR_CACHE[:-_ATTR_CACHE_SIZE]
-    return copy.deepcopy(value)
+    return value
 
 
 def location_of(node: Any, filename: str) -> SourceLocation | None:

@@ -17,9 +17,8 @@ KERNEL_PLACEMENT = {  # which RISC-V and NoC each kernel uses (TT-Metalium's rea
 def build_plan(mod) -> dict:
     compute = mod["compute"]
     layouts = get_attr(compute, "tt.layout_desc")
-    work = get_attr(compute, "tt.work_partition")
-    for core in work["cores"]:
-        core["blocks"] = blocks_of(core)
+    work = dict(get_attr(compute, "tt.work_partition"))
+    work["cores"] = [dict(core, blocks=blocks_of(core)) for core in work["cores"]]
     buffers = []
     for name, info in get_attr(compute, "tt.buffers").items():
         if info["scope"] != "global":
