@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from service.settings import Settings
 
@@ -19,14 +20,26 @@ class TaskQueue:
 
         return app
 
+    def _send(self, name: str, args: list, attempts: int = 3) -> None:
+        """Publish, retrying briefly: kombu's SQLite transport can lose a race with a starting worker that is
+        declaring the same queue (UNIQUE kombu_queue.name); the next attempt finds the queue there."""
+        for attempt in range(attempts):
+            try:
+                self.celery.send_task(name, args=args, queue=COMPILE_QUEUE)
+                return
+            except Exception:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
     def submit(self, job_id: str) -> None:
         """Run this very job (recovery after a restart); new jobs go through `enqueue`."""
-        self.celery.send_task("tilefarm.run_job", args=[job_id], queue=COMPILE_QUEUE)
+        self._send("tilefarm.run_job", [job_id])
 
     def enqueue(self, store, job) -> None:
         """Fair share: the job joins its team's FIFO; the broker gets a token for 'the next job' (service/storage.py)."""
         store.fair_push(COMPILE_QUEUE, job.team, job.id)
-        self.celery.send_task("tilefarm.run_next", args=[COMPILE_QUEUE], queue=COMPILE_QUEUE)
+        self._send("tilefarm.run_next", [COMPILE_QUEUE])
 
     def _broker_redis(self):
         if self._redis is None:

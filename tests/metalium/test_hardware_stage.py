@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.service.conftest import Proc, Service, base_env, redis_url  # noqa: F401  (redis_url is a fixture)
+from tests.service.conftest import Proc, Service, base_env, private_db, redis_url  # noqa: F401  (redis_url is a fixture)
 
 ARCH = "wormhole_b0"
 GEMM = (EXAMPLES / "gemm_single_tile.py").read_text()
@@ -26,7 +26,7 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
     node.touch()
     config = workdir / "devices.json"
     config.write_text(json.dumps({"devices": [{"id": "emu-wh-0", "arch": ARCH, "kind": "emulated", "node": str(node)}]}))
-    env = base_env(TILEFARM_BROKER_URL=redis_url, TILEFARM_DATA_DIR=str(workdir / "data"),
+    env = base_env(TILEFARM_BROKER_URL=private_db(redis_url), TILEFARM_DATA_DIR=str(workdir / "data"),
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
                    TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="50")
     service = Service(env, workdir)
@@ -43,6 +43,7 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
     service.node, service.hardware = node, hardware
     yield service
     service.stop()
+    __import__("redis").Redis.from_url(env["TILEFARM_BROKER_URL"]).flushdb()
 
 
 def _device(farm) -> dict:

@@ -99,6 +99,19 @@ def redis_url(tmp_path_factory):
         server.stop()
 
 
+def private_db(redis_url: str) -> str:
+    """Another empty DB on the same server, for a stack whose workers must not share the `compile` broker list
+    (its key cannot be prefixed) with the session's redis_service worker."""
+    import redis
+
+    base, _, _ = redis_url.rpartition("/")
+    for db in range(15, 0, -1):
+        client = redis.Redis.from_url(f"{base}/{db}")
+        if client.dbsize() == 0 and client.set("tilefarm-test-lock", "1", nx=True, ex=3600):
+            return f"{base}/{db}"
+    raise RuntimeError("no free Redis database for a private test stack")
+
+
 class Service:
     """The API and a worker as subprocesses, and an HTTP client for them."""
 

@@ -9,7 +9,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.service.conftest import Proc, Service, base_env, free_port, kernel
+from tests.service.conftest import Proc, Service, base_env, free_port, kernel, private_db
 
 PROBLEM = "application/problem+json"
 KEYS = {"alpha": "alpha-key-" + uuid.uuid4().hex, "beta": "beta-key-" + uuid.uuid4().hex,
@@ -27,7 +27,8 @@ def farm(redis_url, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("teams")
     keys_file = workdir / "api_keys"  # beta's key only as a digest, as an operator would deploy it
     keys_file.write_text(f"# key team [admin]\nsha256:{hashlib.sha256(KEYS['beta'].encode()).hexdigest()} beta\n")
-    env = base_env(TILEFARM_BROKER_URL=redis_url, TILEFARM_DATA_DIR=str(workdir / "data"),
+    url = private_db(redis_url)
+    env = base_env(TILEFARM_BROKER_URL=url, TILEFARM_DATA_DIR=str(workdir / "data"),
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_API_KEYS_FILE=str(keys_file),
                    TILEFARM_API_TOKENS=f"{KEYS['alpha']}:alpha,{KEYS['gamma']}:gamma,{KEYS['delta']}:delta,"
                                        f"{KEYS['ops']}:ops:admin",
@@ -41,6 +42,7 @@ def farm(redis_url, tmp_path_factory):
     for client in service.as_team.values():
         client.close()
     service.stop()
+    __import__("redis").Redis.from_url(url).flushdb()
 
 
 def submit(client: httpx.Client, source: str | None = None, **body) -> httpx.Response:
