@@ -39,6 +39,28 @@ SCALAR_OP = {"add": ("add_unary_tile", "binop_with_scalar_tile_init"),
 UNARY_SFPU = {"exp": "exp", "sqrt": "sqrt", "reciprocal": "recip"}
 
 
+COPY_TO_DST_OPS = ("copy_tile", "unary_bcast_cols")                        # unpack a CB tile straight into DST
+FPU_OPS = ("matmul_tiles", "add_tiles", "sub_tiles", "mul_tiles", "reduce_tile")  # read CBs through SrcA/SrcB
+
+
+def unpack_to_dest_fp32_cbs(body, cbs: dict) -> list[int]:
+    """fp32 CBs that only ever feed copy-to-DST ops unpack straight into an fp32 DST (UnpackToDestFp32), so their
+    values are not rounded to TF32; a CB that also feeds the FPU must go through the source registers."""
+    fpu, copied = set(), set()
+
+    def visit(stmt):
+        found = ops.intrinsic_of(stmt)
+        if found is None:
+            return
+        spec, args = found
+        if spec.name in COPY_TO_DST_OPS:
+            copied.add(int(args[0]))
+        elif spec.name.startswith(FPU_OPS):
+            fpu.update((int(args[0]), int(args[1])))
+    tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
+    return sorted(cb for cb in copied - fpu if cbs[cb]["data_format"] == "Float32")
+
+
 class NeedsFullSync(Exception):
     """A window needs more DST than half-sync mode gives; retry with dst_full_sync_en."""
 
@@ -708,23 +730,7 @@ class Tensorizer:
         return self.func.with_body(seq(body)).with_attrs({"tt.compute_config": config, "tt.cb_config": table})
 
     def unpack_to_dest_cbs(self, body) -> list[int]:
-        """fp32 CBs that only feed copy_tile unpack straight into an fp32 DST (UnpackToDestFp32): no TF32 rounding.
-        A CB that also feeds the FPU (matmul, add/sub/mul_tiles) must go through the source registers."""
-        if not self.fp32:
-            return []
-        fpu_operands, copied = set(), set()
-
-        def visit(stmt):
-            found = ops.intrinsic_of(stmt)
-            if found is None:
-                return
-            spec, args = found
-            if spec.name == "copy_tile":
-                copied.add(int(args[0]))
-            elif spec.name in ("matmul_tiles", "add_tiles", "sub_tiles", "mul_tiles"):
-                fpu_operands.update((int(args[0]), int(args[1])))
-        tvm_ffi.structural_walk(seq(body), [(tirx.Evaluate, visit)], order="pre")
-        return sorted(cb for cb in copied - fpu_operands if self.cbs[cb]["data_format"] == "Float32")
+        return unpack_to_dest_fp32_cbs(seq(body), self.cbs) if self.fp32 else []
 
     def hw_startup(self):
         out_cb = self.first_out_cb

@@ -23,7 +23,8 @@ from tvm import tirx
 from .. import ops
 from ..ir import error_at, get_attr, op_name, region_of, scalar_of, seq, stmts_of
 from ..target import DATA_FORMATS, TILE, dst_capacity
-from .tensorize import (INTERMEDIATE_CB_BASE, SCALAR_OP, SFPU_BINARY, SFPU_BINARY_INIT, UNARY_SFPU, float_bits, i32)
+from .tensorize import (INTERMEDIATE_CB_BASE, SCALAR_OP, SFPU_BINARY, SFPU_BINARY_INIT, UNARY_SFPU, float_bits, i32,
+                        unpack_to_dest_fp32_cbs)
 
 STAGE = "tensorize"
 REDUCE_OPS = ("sum", "max")
@@ -312,20 +313,4 @@ class CBTensorizer:
         return ops.call("hw_startup_unary", inputs[0], outputs[0])
 
     def unpack_to_dest_cbs(self, body) -> list[int]:
-        """fp32 CBs read only by copy_tile / unary_bcast go straight to an fp32 DST; FPU operands may not."""
-        if not self.fp32:
-            return []
-        import tvm_ffi
-        fpu, copied = set(), set()
-
-        def visit(stmt):
-            found = ops.intrinsic_of(stmt)
-            if found is None:
-                return
-            spec, args = found
-            if spec.name in ("copy_tile", "unary_bcast_cols"):
-                copied.add(int(args[0]))
-            elif spec.name.startswith(("reduce_tile", "add_tiles", "sub_tiles", "mul_tiles", "matmul_tiles")):
-                fpu.update((int(args[0]), int(args[1])))
-        tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
-        return sorted(cb for cb in copied - fpu if self.is_fp32(cb))
+        return unpack_to_dest_fp32_cbs(body, self.cbs) if self.fp32 else []

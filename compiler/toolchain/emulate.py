@@ -11,7 +11,6 @@ artefacts are published with an atomic rename.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -19,12 +18,12 @@ import shutil
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from .locking import locked
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
 INCLUDE_DIR = EMULATOR_DIR / "include"
@@ -96,22 +95,11 @@ def runtime_key() -> str:
     return _hash_files(files, EMULATOR_DIR, (compiler_version(), *RUNTIME_FLAGS, str(INCLUDE_DIR)))
 
 
-@contextmanager
-def _locked(lock_path: Path):
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _build_once(target: Path, command_for: callable, kind: str) -> Path:
     """Runs `command_for(tmp_path)` to produce `target` unless it exists; safe across processes."""
     if target.exists():
         return target
-    with _locked(target.with_suffix(".lock")):
+    with locked(target.with_suffix(".lock")):
         if target.exists():
             return target
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")

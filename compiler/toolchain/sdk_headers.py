@@ -9,7 +9,6 @@ directory, once per machine; concurrent workers serialise on a lock and publish 
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -17,11 +16,11 @@ import sys
 import tempfile
 import time
 import zipfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .emulate import cache_root
+from .locking import locked
 
 TTNN_VERSION = "0.81.1"
 WHEEL_REQUIREMENT = f"ttnn=={TTNN_VERSION}"
@@ -73,17 +72,6 @@ def installed_root() -> Path | None:
     return None
 
 
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def download_wheel(dest: Path) -> Path:
     """`pip download` the wheel as a file (it is cp310-only, so it can never be installed here).
 
@@ -128,7 +116,7 @@ def fetch_headers(*, force: bool = False) -> FetchResult:
     target = headers_dir()
     if not force and (root := installed_root()) is not None:
         return FetchResult(root=root, fetched=False)
-    with _locked(target.with_name(target.name + ".lock")):
+    with locked(target.with_name(target.name + ".lock")):
         if not force and (root := installed_root()) is not None:
             return FetchResult(root=root, fetched=False)
         target.parent.mkdir(parents=True, exist_ok=True)
