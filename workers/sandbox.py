@@ -511,9 +511,16 @@ def _private_filesystem(config: dict, limits: Limits, in_dir: int, out_dir: int,
     fs = measures["filesystem"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     shared = os.open(config["shared_cache"], os.O_RDONLY | os.O_DIRECTORY) if os.path.isdir(config["shared_cache"]) else None
+    code_in_tmp = {path: os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in _code_under("/tmp")}
     # /tmp first, on the original tree: the job directory and the read-only views bound from fds opened before
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits.tmpfs_bytes},mode=755")
     fs.append(f"/tmp private tmpfs of {limits.tmpfs_bytes} bytes")
+    for path, fd in code_in_tmp.items():  # a checkout (and its .venv) under /tmp stays importable, read-only
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
+        fs.append(f"{path} (code under /tmp) read-only")
     os.makedirs(JOB_DIR + "/in")
     _mount(f"/proc/self/fd/{in_dir}", JOB_DIR + "/in", None, MS_BIND)
     _mount(None, JOB_DIR + "/in", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -544,11 +551,27 @@ def _private_filesystem(config: dict, limits: Limits, in_dir: int, out_dir: int,
             measures["notes"].append(str(error))
 
 
+def _code_dirs() -> set[Path]:
+    """Where the interpreter, the project and everything the job may import lazily live."""
+    needed = {Path(p).resolve() for p in (sys.base_prefix, sys.prefix, *sys.path) if p and os.path.isdir(p)}
+    needed.add(Path(__file__).resolve().parents[1])
+    return needed
+
+
+def _code_under(top: str) -> list[str]:
+    """The outermost code directories below `top` (each bound back once, nested ones come along)."""
+    inside = sorted(str(p) for p in _code_dirs() if p.is_relative_to(top) and str(p) != top)
+    outermost: list[str] = []
+    for path in inside:
+        if not any(Path(path).is_relative_to(kept) for kept in outermost):
+            outermost.append(path)
+    return outermost
+
+
 def _reexpose_code(measures: dict) -> None:
     """The interpreter and the code the job imports lazily may live under a directory the unprivileged user
     cannot enter (/root/.pyenv): cover that directory with an empty tmpfs and bind back only those paths."""
-    needed = {Path(p) for p in (sys.base_prefix, sys.prefix, *sys.path) if p and os.path.isdir(p)}
-    needed.add(Path(__file__).resolve().parents[1])
+    needed = _code_dirs()
     blocked: dict[Path, set[Path]] = {}
     for path in needed:
         path = path.resolve()
