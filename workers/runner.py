@@ -192,7 +192,19 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
     try:
-        report = api.header_check(artifacts, target=job.target)
+        if deps.settings.sandbox:  # g++ reads kernels derived from the user's source: run it in the sandbox
+            from compiler.toolchain.header_check import HeaderCheckReport, host_compiler_problem
+            from compiler.toolchain.sdk_headers import ensure_headers
+            from workers import sandbox
+
+            problem = host_compiler_problem()
+            if problem:
+                raise HeaderCheckUnavailable(problem)
+            ensure_headers()  # fetched (once) on the trusted side; the job sees them read-only
+            report = HeaderCheckReport.from_dict(sandbox.header_check(
+                deps.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts}, target=job.target))
+        else:
+            report = api.header_check(artifacts, target=job.target)
     except (HeaderCheckUnavailable, SdkHeadersError) as error:
         deps.store.append_log(job.id, f"real-header check NOT RUN on this worker: {error}\n")
         deps.store.mutate(job.id, lambda j: _set(j, header_check={"ran": False, "reason": str(error)}))

@@ -77,7 +77,9 @@ class SandboxConfig:
     shared_cache: Path                     # trusted prebuilt toolchain files (emulator runtime), read-only inside
     hide: list[str] = field(default_factory=list)   # host paths to cover with an empty read-only tmpfs
     user: str = "nobody"
-    preload: tuple[str, ...] = ("compiler.api",)
+    preload: tuple[str, ...] = ("compiler.api", "compiler.toolchain.verification", "compiler.toolchain.header_check")
+    readonly: list[str] = field(default_factory=list)   # trusted host data the job may read (the SDK headers)
+    child_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings) -> "SandboxConfig":
@@ -85,8 +87,12 @@ class SandboxConfig:
         root = Path(settings.sandbox_dir).resolve() if getattr(settings, "sandbox_dir", None) else data / "sandbox"
         from compiler.toolchain.emulate import cache_root  # per machine: the runtime is built once, not per data dir
 
+        from compiler.toolchain.sdk_headers import headers_dir  # fetched on the trusted side, read-only inside
+
+        headers = str(headers_dir().resolve())
         return cls(root=root, shared_cache=cache_root() / "sandbox-shared", hide=[str(data), str(root)],
-                   user=getattr(settings, "sandbox_user", "nobody"))
+                   user=getattr(settings, "sandbox_user", "nobody"), readonly=[headers],
+                   child_env={"TILEFARM_SDK_HEADERS_DIR": headers})
 
 
 @dataclass
@@ -265,6 +271,7 @@ def _read_capped(path: Path, cap: int) -> bytes:
 
 def _config_json(config: SandboxConfig) -> dict:
     return {"root": str(config.root), "shared_cache": str(config.shared_cache), "hide": config.hide,
+            "readonly": config.readonly, "child_env": config.child_env,
             "user": config.user, "preload": list(config.preload)}
 
 
@@ -274,6 +281,7 @@ def _zygote_main(config: dict) -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing the compiler prints may corrupt the protocol
     started = time.perf_counter()
+    _READONLY.extend(config.get("readonly", []))
     for module in config["preload"]:
         __import__(module)
     warm = _warm_up()
@@ -492,7 +500,7 @@ def _job(request: dict, config: dict, user: pwd.struct_passwd, limits: Limits, n
     os.environ.clear()
     os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "TMPDIR": os.path.join(work, "tmp"),
                        "LANG": "C.UTF-8", "TILEFARM_CACHE_DIR": os.path.join(work, "cache"),
-                       "TTEMU_CACHE_DIR": os.path.join(work, "cache", "ttemu")})
+                       "TTEMU_CACHE_DIR": os.path.join(work, "cache", "ttemu"), **config.get("child_env", {})})
     tempfile.tempdir = os.path.join(work, "tmp")
     _close_inherited_fds(keep={0, 1, 2})
     try:
@@ -551,9 +559,12 @@ def _private_filesystem(config: dict, limits: Limits, in_dir: int, out_dir: int,
             measures["notes"].append(str(error))
 
 
+_READONLY: list[str] = []  # trusted data directories the job may read (set from the config in the zygote)
+
+
 def _code_dirs() -> set[Path]:
-    """Where the interpreter, the project and everything the job may import lazily live."""
-    needed = {Path(p).resolve() for p in (sys.base_prefix, sys.prefix, *sys.path) if p and os.path.isdir(p)}
+    """Where the interpreter, the project, everything the job may import lazily and trusted read-only data live."""
+    needed = {Path(p).resolve() for p in (sys.base_prefix, sys.prefix, *sys.path, *_READONLY) if p and os.path.isdir(p)}
     needed.add(Path(__file__).resolve().parents[1])
     return needed
 
@@ -718,6 +729,18 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
     report = answer.get("report") if isinstance(answer.get("report"), dict) else {}
     mismatch = answer.get("first_mismatch")
     return EmulateAnswer(bool(answer.get("passed")), outputs, report, log, str(mismatch) if mismatch else None)
+
+
+def header_check(settings, *, artifacts: dict[str, bytes], target) -> dict:
+    """compiler.api.header_check (g++ -m32 -fsyntax-only of the generated kernels against the real headers),
+    run in the sandbox: the kernels are derived from the user's source. Returns HeaderCheckReport.to_dict()."""
+    files = {f"artifact-{name}": data for name, data in artifacts.items()}
+    result = zygote_for(settings).run("header_check", {"target": target.model_dump(mode="json")},
+                                      limits_for(settings, "check"), files)
+    answer = result.value
+    if not answer.get("ok"):
+        raise _error_from(answer, "check")
+    return answer["report"]
 
 
 # ================================================================================== ops (run inside the child)

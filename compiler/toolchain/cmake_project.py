@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .emulate import EMULATOR_DIR, INCLUDE_DIR, _locked, build_runtime, cache_root, kernel_cache_dir
+from .emulate import EMULATOR_DIR, INCLUDE_DIR, build_runtime, cache_root, kernel_cache_dir
+from .locking import locked
 
 PROGRAM_NAME = "tilefarm_program"
 CMAKE = os.environ.get("TILEFARM_CMAKE", "cmake")
@@ -113,7 +114,7 @@ def build_program(bundle_dir: Path, sdk: Sdk, *, kernel: str = "main", timeout_s
     if program.exists():
         return program, 0.0, True
     t0 = time.perf_counter()
-    with _locked(root.with_suffix(".lock")):
+    with locked(root.with_suffix(".lock")):
         if program.exists():
             return program, 0.0, True
         source, build = root / "src", root / "build"

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,13 @@ class HeaderCheckReport:
         return {"arch": self.arch, "headers": self.headers, "passed": self.passed, "seconds": self.seconds,
                 "compute_checked": self.compute_checked, "kernels": [asdict(k) for k in self.kernels]}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "HeaderCheckReport":
+        """The inverse of to_dict (a report that crossed the sandbox boundary as JSON)."""
+        fields = {f.name for f in KernelCheck.__dataclass_fields__.values()}
+        kernels = [KernelCheck(**{k: v for k, v in kernel.items() if k in fields}) for kernel in data["kernels"]]
+        return cls(arch=str(data["arch"]), headers=str(data["headers"]), kernels=kernels, seconds=float(data["seconds"]))
+
     def render(self) -> str:
         lines = [f"real-header check for {self.arch} against {self.headers}: "
                  f"{'passed' if self.passed else 'FAILED'} in {self.seconds * 1e3:.0f} ms"]
@@ -194,8 +202,9 @@ def descriptors_header(plan: dict) -> str:
 
 # ------------------------------------------------------------------------------------------ compiler lookup
 
+@lru_cache(maxsize=1)
 def host_compiler_problem() -> str | None:
-    """None when host g++ can build -m32 (the Debian g++-multilib package), else what is wrong."""
+    """None when host g++ can build -m32 (the Debian g++-multilib package), else what is wrong (checked once)."""
     if shutil.which(HOST_CXX) is None:
         return f"{HOST_CXX} is not installed"
     probe = subprocess.run([HOST_CXX, "-m32", "-x", "c++", "-fsyntax-only", "-"], input="#include <cstdint>\n",

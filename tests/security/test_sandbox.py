@@ -108,3 +108,22 @@ def test_still_compiles_after_abuse(zygote, settings):
     assert set(result.artifacts) >= {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json"}
     assert b"kernel_main" in result.artifacts["compute.cpp"] or result.artifacts["compute.cpp"]
     assert result.ir_dumps and result.plan["work"]["blocks"] > 0
+
+
+def test_header_check_runs_in_the_sandbox(zygote, settings):
+    """The check stage compiles kernels derived from user source with g++: it runs sandboxed, against the real
+    headers made visible read-only, and a broken kernel fails there with the compiler's message."""
+    from compiler.toolchain.header_check import HeaderCheckReport
+    from compiler.toolchain.sdk_headers import ensure_headers
+
+    ensure_headers()
+    result = sandbox.compile_source(settings, source=(DATA / "gemm.py").read_text(), filename="gemm.py", entry=None,
+                                    target=TargetConfig(), dump_ir=False, params=None)
+    report = HeaderCheckReport.from_dict(sandbox.header_check(settings, artifacts=result.artifacts, target=TargetConfig()))
+    assert report.passed and {k.kernel: k.status for k in report.kernels}["reader.cpp"] == "passed"
+    broken = dict(result.artifacts)
+    broken["reader.cpp"] = broken["reader.cpp"].replace(b'"api/dataflow/dataflow_api.h"', b'"dataflow_api.h"')
+    report = HeaderCheckReport.from_dict(sandbox.header_check(settings, artifacts=broken, target=TargetConfig()))
+    failed = {k.kernel: k for k in report.failed}
+    assert "reader.cpp" in failed and "dataflow_api.h" in failed["reader.cpp"].output
+    assert canary_untouched()
