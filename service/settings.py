@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     embedded_workers: int = Field(default=1, ge=0, description="Worker processes `serve` starts in embedded mode.")
-    embedded_poll_s: float = Field(default=0.01, gt=0, description="SQLite broker polling interval (embedded mode).")
+    embedded_poll_s: float = Field(default=0.005, gt=0, description="SQLite broker polling interval (embedded mode).")
 
     auth: Literal["auto", "on", "off"] = Field(default="auto", description="auto: on when any API key is configured; "
                                                "on: every /v1 call needs a key (none configured = nobody gets in).")

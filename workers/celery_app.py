@@ -14,9 +14,15 @@ settings = get_settings()
 if settings.embedded:
     from kombu.transport import sqlalchemy as sql_transport
 
+    import sqlite3
+
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # the SQL transport polls (default every 1 s, and its options go to create_engine): poll every few ms instead
     sql_transport.Transport.polling_interval = settings.embedded_poll_s
+    # WAL is a property of the database file: kombu's own connections then commit without a rollback journal's
+    # fsyncs (the job store already runs in WAL mode)
+    with sqlite3.connect(settings.effective_broker_url.removeprefix("sqla+sqlite:///"), timeout=30) as _broker_db:
+        _broker_db.execute("PRAGMA journal_mode=WAL")
 
 COMPILE_QUEUE = "compile"
 
