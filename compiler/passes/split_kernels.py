@@ -30,10 +30,6 @@ def vars_used(node) -> set:
     return found
 
 
-def _uses(node, var) -> bool:
-    return any(v.same_as(var) for v in vars_used(node))
-
-
 class Splitter:
     def __init__(self, func):
         self.cb_roles = {c["index"]: c["role"] for c in get_attr(func, "tt.cb_config")}
@@ -65,13 +61,15 @@ class Splitter:
                     kept.append(tirx.IfThenElse(s.condition, seq(then), seq(other) if other else None))
             elif self.role_of(s) == role:
                 kept.append(s)
-        # drop bindings nothing after them uses (walk backwards so chains of bindings resolve)
+        # drop bindings nothing after them uses (walk backwards so chains of bindings resolve); one walk per stmt
         out: list = []
+        used: set = set()
         for s in reversed(kept):
-            if isinstance(s, tirx.Bind) and not any(_uses(t, s.var) for t in out):
+            if isinstance(s, tirx.Bind) and s.var not in used:
                 continue
-            out.insert(0, s)
-        return out
+            used |= vars_used(s)
+            out.append(s)
+        return out[::-1]
 
 
 def _buffers_moved(body) -> list[str]:
