@@ -447,25 +447,12 @@ def test_row_reductions_accum_and_column_broadcast(rng):
 
 
 def test_row_softmax_reference(rng):
-    text = """
-@T.prim_func
-def main(A: T.Buffer((64, 128), "bfloat16"), B: T.Buffer((64, 128), "bfloat16")):
-    T.device_entry()
-    bx = T.cta_id([2])
-    A_s = T.alloc_shared((32, 128), "bfloat16")
-    x = T.alloc_local((32, 128), "float32")
-    m = T.alloc_local((32, 1), "float32")
-    s = T.alloc_local((32, 1), "float32")
-    T.tile.copy(A_s, A[bx * 32:bx * 32 + 32, 0:128])
-    T.tile.max(m, A_s, axes=-1)
-    T.tile.sub(x, A_s, m)
-    T.tile.exp(x, x)
-    T.tile.sum(s, x, axes=-1)
-    T.tile.reciprocal(s, s)
-    T.tile.mul(x, x, s)
-    T.tile.copy(B[bx * 32:bx * 32 + 32, 0:128], x)
-"""
-    a = (rng.standard_normal((64, 128)) * 4).astype(BF16)
+    """examples/softmax_rows.py with bf16 in/out: the reductions, broadcasts and the bf16 store rounding."""
+    example = (Path(__file__).resolve().parents[1] / "examples" / "softmax_rows.py").read_text()
+    text = example.replace('T.Buffer((256, 128), "float32")', 'T.Buffer((256, 128), "bfloat16")')
+    text = text.replace('A_s = T.alloc_shared((64, 128), "float32")', 'A_s = T.alloc_shared((64, 128), "bfloat16")')
+    assert text.count('"bfloat16"') == 3
+    a = (rng.standard_normal((256, 128)) * 4).astype(BF16)
     out = run_reference(parse(text), {"A": a})
     x = f32(a).astype(np.float64)
     e = np.exp(x - x.max(axis=1, keepdims=True))

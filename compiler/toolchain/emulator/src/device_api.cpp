@@ -376,55 +376,51 @@ std::uint64_t core_l1_noc_addr(std::uint32_t noc_x, std::uint32_t noc_y, std::ui
 }
 
 namespace {
-void do_read(KernelRun& run, std::uint64_t src, std::uint32_t l1_dst, std::uint32_t bytes, const std::string& call) {
+// One NoC transfer between this core's L1 (`local`) and a NoC address (`remote`): DRAM, or another/our own core's
+// L1. `reading` = remote -> local. Both directions share the address decoding and the range checks.
+void noc_transfer(KernelRun& run, std::uint64_t remote, std::uint32_t local, std::uint32_t bytes, bool reading,
+                  const std::string& call) {
     if (device().abort) throw KernelAbort{};
-    int cb = check_own_l1(run, l1_dst, bytes, true, call);
-    std::uint8_t* dst = run.core->l1 + l1_dst;
-    if (src & kDramTag) {
-        dram_access(run, src, dst, bytes, true, call);
-    } else if (src & kL1Tag) {
-        Core& from = core_at_noc(run, src, call);
-        std::uint32_t addr = static_cast<std::uint32_t>(src & 0xffffffffull);
-        if (&from == run.core)
-            check_own_l1(run, addr, bytes, false, call);
+    int cb = check_own_l1(run, local, bytes, reading, call);
+    std::uint8_t* mine = run.core->l1 + local;
+    if (remote & kDramTag) {
+        dram_access(run, remote, mine, bytes, reading, call);
+    } else if (remote & kL1Tag) {
+        Core& other = core_at_noc(run, remote, call);
+        std::uint32_t addr = static_cast<std::uint32_t>(remote & 0xffffffffull);
+        if (&other == run.core)
+            check_own_l1(run, addr, bytes, !reading, call);
         else
             check_remote_l1(addr, bytes, call);
-        std::memmove(dst, from.l1 + addr, bytes);
-    } else if (src & kL1InterleavedTag) {
+        if (reading)
+            std::memmove(mine, other.l1 + addr, bytes);
+        else
+            std::memmove(other.l1 + addr, mine, bytes);
+    } else if (remote & kL1InterleavedTag) {
         unsupported("interleaved L1 buffers (BufferType::L1)");
     } else {
-        kernel_fail("noc-address", call, "source is not a NoC address (use get_noc_addr or a TensorAccessor)");
+        kernel_fail("noc-address", call, std::string(reading ? "source" : "destination") +
+                                             " is not a NoC address (use get_noc_addr or a TensorAccessor)");
     }
-    if (cb >= 0) run.pending_read_cbs |= 1ull << cb;
-    run.counters.noc_bytes_read += bytes;
-    run.counters.noc_reads += 1;
+    if (reading) {
+        if (cb >= 0) run.pending_read_cbs |= 1ull << cb;
+        run.counters.noc_bytes_read += bytes;
+        run.counters.noc_reads += 1;
+    } else {
+        if (cb >= 0) run.pending_write_cbs |= 1ull << cb;
+        run.unacked_writes += 1;
+        run.counters.noc_bytes_written += bytes;
+        run.counters.noc_writes += 1;
+    }
     device().progress.fetch_add(1, std::memory_order_relaxed);
 }
 
+void do_read(KernelRun& run, std::uint64_t src, std::uint32_t l1_dst, std::uint32_t bytes, const std::string& call) {
+    noc_transfer(run, src, l1_dst, bytes, true, call);
+}
+
 void do_write(KernelRun& run, std::uint32_t l1_src, std::uint64_t dst, std::uint32_t bytes, const std::string& call) {
-    if (device().abort) throw KernelAbort{};
-    int cb = check_own_l1(run, l1_src, bytes, false, call);
-    std::uint8_t* src = run.core->l1 + l1_src;
-    if (dst & kDramTag) {
-        dram_access(run, dst, src, bytes, false, call);
-    } else if (dst & kL1Tag) {
-        Core& to = core_at_noc(run, dst, call);
-        std::uint32_t addr = static_cast<std::uint32_t>(dst & 0xffffffffull);
-        if (&to == run.core)
-            check_own_l1(run, addr, bytes, true, call);
-        else
-            check_remote_l1(addr, bytes, call);
-        std::memmove(to.l1 + addr, src, bytes);
-    } else if (dst & kL1InterleavedTag) {
-        unsupported("interleaved L1 buffers (BufferType::L1)");
-    } else {
-        kernel_fail("noc-address", call, "destination is not a NoC address (use get_noc_addr or a TensorAccessor)");
-    }
-    if (cb >= 0) run.pending_write_cbs |= 1ull << cb;
-    run.unacked_writes += 1;
-    run.counters.noc_bytes_written += bytes;
-    run.counters.noc_writes += 1;
-    device().progress.fetch_add(1, std::memory_order_relaxed);
+    noc_transfer(run, dst, l1_src, bytes, false, call);
 }
 
 DramBuffer& accessor_buffer(bool is_dram, std::uint32_t base, std::uint32_t page_size, std::uint32_t page_id,
