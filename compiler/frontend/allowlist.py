@@ -4,7 +4,7 @@ The parser evaluates every expression in the kernel with CPython, so a kernel fi
 tile-level kernel needs: the one import, `@T.prim_func` definitions, `T.*` calls, `range` and a few pure
 builtins, arithmetic on small literals. Anything else -- dunder access, other names, lambdas, comprehensions,
 calls on arbitrary objects, `T.tile.tvm.base.os`-style walks into modules -- is rejected here with a located
-CompileError. This is defence in depth: the sandbox (workers/sandbox.py) is what contains whatever gets through.
+CompileError. This is defence in depth: the sandbox (workers/sandbox/) is what contains whatever gets through.
 """
 from __future__ import annotations
 

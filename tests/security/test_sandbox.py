@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,11 @@ def test_wall_clock_and_leftover_processes(zygote):
     with pytest.raises(sandbox.SandboxTimeout):
         zygote.run("selftest", {"mode": "spin"}, sandbox.Limits(cpu_s=60, wall_s=1.0))
     zygote.run("selftest", {"mode": "sleep_child"}, limits)
-    left = subprocess.run(["pgrep", "-u", "nobody", "-f", "sleep 300"], capture_output=True, text=True).stdout
+    for _ in range(50):  # killed before the answer; gone from the process table a moment later
+        left = subprocess.run(["pgrep", "-u", "nobody", "-f", "sleep 300"], capture_output=True, text=True).stdout
+        if not left.strip():
+            break
+        time.sleep(0.01)
     assert left.strip() == ""  # the PID namespace took the job's children with it
 
 
@@ -127,3 +132,44 @@ def test_header_check_runs_in_the_sandbox(zygote, settings):
     failed = {k.kernel: k for k in report.failed}
     assert "reader.cpp" in failed and "dataflow_api.h" in failed["reader.cpp"].output
     assert canary_untouched()
+
+
+def test_inputs_are_read_only_and_the_job_has_no_host_directory(zygote):
+    result = zygote.run("probe", {"write": ["in/data.bin", "in/new.bin", "out/ok.txt"], "read": ["in/data.bin"]},
+                        files={"data.bin": b"\x00" * 100})
+    probe = result.value["probe"]
+    assert probe["read"] == ["in/data.bin"] and probe["wrote"] == ["out/ok.txt"]
+    assert set(probe["write_errors"]) == {"in/data.bin", "in/new.bin"}
+    assert result.files["ok.txt"] == b"sandbox was here\n"
+    assert list(zygote.config.root.iterdir()) == []  # nothing of the job was ever on the host's disk
+
+
+def test_job_writes_stop_at_its_private_tmpfs(zygote):
+    cap = 64 * 1024**2
+    result = zygote.run("selftest", {"mode": "fill"}, sandbox.Limits(tmpfs_bytes=cap, file_bytes=32 * 1024**2))
+    assert result.value["stopped_by"] == "No space left on device", result.value
+    assert cap - 16 * 1024**2 <= result.value["written"] <= cap
+    assert list(zygote.config.root.iterdir()) == []
+    big = sandbox.Limits(tmpfs_bytes=256 * 1024**2)  # fits the tmpfs, not an answer: refused, bounded
+    result = zygote.run("selftest", {"mode": "big_answer"}, big)
+    assert result.value["ok"] is False and "exceed" in result.value["error"]["message"]
+    assert not result.files
+    assert zygote.run("noop", {}).value == {"ok": True}
+
+
+def test_stderr_is_drained_and_only_its_tail_kept(zygote):
+    result = zygote.run("selftest", {"mode": "stderr_flood"})
+    assert result.value == {"ok": True}
+    assert 60 * 1024 <= len(result.stderr) <= 64 * 1024  # 50 MB were written
+    assert result.stderr.endswith("the last line\n")
+
+
+def test_a_prepared_child_that_died_is_replaced(zygote):
+    zygote.run("noop", {})
+    pid = zygote.process.pid
+    spares = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert spares  # one child waits for the next job
+    for child in spares:
+        os.kill(int(child), 9)
+    assert zygote.run("noop", {}).value == {"ok": True}
+    assert zygote.run("probe", {}).value["probe"]["uid"] == 65534

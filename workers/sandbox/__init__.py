@@ -1,0 +1,29 @@
+"""Run the steps that touch user-derived input (parse, passes, codegen, header check, emulator build + run)
+outside the worker's process, in a restricted child of a pre-imported zygote.
+
+    zygote = Zygote(SandboxConfig.from_settings(settings))    # once per worker process: imports tvm (~1 s)
+    result = zygote.run("compile", {"source": ..., ...}, limits)   # per job: a prepared child, restricted (~ms)
+    result.value        # the op's JSON answer;  result.files: {name: bytes} it wrote to out/
+
+The zygote (zygote.py) is a fresh interpreter with a scrubbed environment and no broker or store connections; it
+has imported the compiler once and keeps one child prepared ahead of the next job. The job's child (jail.py):
+
+  * is a session leader in new network, mount, PID, IPC and UTS namespaces (where the kernel lets us): no
+    network, not even loopback; it sees no host processes; when it ends, everything it started is killed;
+  * sees a private tmpfs (size-capped) at /tmp holding only its job directory (the inputs read-only), empty
+    read-only tmpfs over /run, /var/tmp, /dev/shm, /root, the data and sandbox directories (the job store's
+    files, other teams' artifacts, unix sockets), and the rest of the filesystem read-only;
+  * runs as an unprivileged user (nobody) with no supplementary groups and no_new_privs;
+  * has rlimits on CPU seconds, address space, file size, open files and processes (and no core dumps);
+  * is killed at its wall-clock deadline, when the worker asks (a cancelled job), and as soon as it has answered.
+
+The answer comes back as result.json plus files, copied out by root without following links, bounded in size
+(client.py). The trusted side loads JSON and bytes; it never evaluates anything the child wrote. The operations
+a child can run are in ops.py; prefault.py keeps copy-on-write faults off the job's critical path.
+"""
+from workers.sandbox.client import (EmulateAnswer, SandboxConfig, SandboxResult, Zygote, compile_source, emulate,
+                                    header_check, limits_for, zygote_for)
+from workers.sandbox.protocol import Limits, SandboxError, SandboxTimeout
+
+__all__ = ["EmulateAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxResult", "SandboxTimeout", "Zygote",
+           "compile_source", "emulate", "header_check", "limits_for", "zygote_for"]

@@ -1,0 +1,272 @@
+"""The worker's side of the sandbox: start the zygote, hand it jobs, read their answers back as data.
+
+Requests and answers travel over the zygote's stdin and stdout as JSON lines followed by file bytes (protocol.py),
+bounded in size: the job has no host directory. The trusted side loads JSON and bytes; it never evaluates anything
+the child wrote.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workers.sandbox.protocol import MEASURES, RESULT, Limits, SandboxError, SandboxTimeout, check_name, pack, read_message
+
+@dataclass
+class SandboxConfig:
+    root: Path                             # host directory holding the per-job directories
+    shared_cache: Path                     # trusted prebuilt toolchain files (emulator runtime), read-only inside
+    hide: list[str] = field(default_factory=list)   # host paths to cover with an empty read-only tmpfs
+    user: str = "nobody"
+    preload: tuple[str, ...] = ("compiler.api", "compiler.toolchain.verification", "compiler.toolchain.header_check")
+    readonly: list[str] = field(default_factory=list)   # trusted host data the job may read (the SDK headers)
+    child_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings) -> "SandboxConfig":
+        data = Path(settings.data_dir).resolve()
+        root = Path(settings.sandbox_dir).resolve() if getattr(settings, "sandbox_dir", None) else data / "sandbox"
+        from compiler.toolchain.emulate import cache_root  # per machine: the runtime is built once, not per data dir
+
+        from compiler.toolchain.sdk_headers import headers_dir  # fetched on the trusted side, read-only inside
+
+        headers = str(headers_dir().resolve())
+        return cls(root=root, shared_cache=cache_root() / "sandbox-shared", hide=[str(data), str(root)],
+                   user=getattr(settings, "sandbox_user", "nobody"), readonly=[headers],
+                   child_env={"TILEFARM_SDK_HEADERS_DIR": headers})
+
+
+@dataclass
+class SandboxResult:
+    value: dict                            # the op's answer (result.json)
+    files: dict[str, bytes]                # what the op wrote under out/
+    duration_s: float
+    measures: dict                         # which restrictions were in force
+    stderr: str = ""
+
+
+class Zygote:
+    """A pre-imported parent that forks one restricted child per job. Not thread-safe: one job at a time."""
+
+    def __init__(self, config: SandboxConfig):
+        self.config = config
+        self.process: subprocess.Popen | None = None
+        self.info: dict = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> "Zygote":
+        self.config.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.config.root, 0o711)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": "/nonexistent",
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and Path(p).is_dir()),
+               "TILEFARM_CACHE_DIR": str(self.config.shared_cache), "PYTHONDONTWRITEBYTECODE": "1"}
+        for passthrough in ("TTEMU_CXX", "TVM_LIBRARY_PATH", "TVM_DEVICE_BACKEND_AUTOLOAD"):
+            if passthrough in os.environ:
+                env[passthrough] = os.environ[passthrough]
+        self.process = subprocess.Popen([sys.executable, "-m", "workers.sandbox.zygote", json.dumps(_config_json(self.config))],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+                                        cwd="/", start_new_session=True)
+        self.info, _ = self._read()
+        if not self.info.get("ready"):
+            raise SandboxError(f"the sandbox zygote did not start: {self.info}")
+        return self
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def close(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait()
+            for pipe in (self.process.stdin, self.process.stdout):
+                pipe.close()
+            self.process = None
+
+    def _send(self, message: dict, files: dict[str, bytes] | None = None) -> None:
+        self.process.stdin.write(pack(message, files or {}))
+        self.process.stdin.flush()
+
+    def _read(self) -> tuple[dict, dict[str, bytes]]:
+        try:
+            return read_message(self.process.stdout)
+        except EOFError:
+            code = self.process.poll()
+            self.close()
+            raise SandboxError(f"the sandbox zygote exited (status {code})") from None
+
+    def run(self, op: str, args: dict, limits: Limits | None = None, files: dict[str, bytes] | None = None) -> SandboxResult:
+        """Run `op` in a fresh restricted child with `files` in its in/ directory; raises SandboxError when the
+        child did not produce an answer.
+
+        If this thread is interrupted (a stage time limit or a cancel, raised by a signal handler), the child is
+        killed before the exception propagates."""
+        limits = limits or Limits()
+        files = {check_name(name): data for name, data in (files or {}).items()}
+        with self._lock:
+            if not self.alive():
+                self.start()
+            return self._run(op, args, limits, files)
+
+    def _run(self, op: str, args: dict, limits: Limits, files: dict[str, bytes]) -> SandboxResult:
+        started, sent = time.perf_counter(), time.monotonic()
+        self._send({"op": op, "args": args, "limits": asdict(limits)}, files)
+        try:
+            reply, produced = self._read()
+        except BaseException:
+            if self.alive():  # interrupted (time limit, cancel): kill the child, then resynchronise on its reply
+                try:
+                    self._send({"kill": True})
+                    self._read()
+                except (OSError, SandboxError, ValueError, EOFError):
+                    self.close()
+            raise
+        duration = time.perf_counter() - started
+        stderr = str(reply.get("stderr", ""))
+        if reply.get("timed_out"):
+            raise SandboxTimeout(f"the sandboxed {op} exceeded its wall-clock limit of {limits.wall_s:g} s", stderr)
+        if reply.get("error"):
+            raise SandboxError(f"the sandboxed {op} failed: {reply['error']}" + (f":\n{stderr[-2000:]}" if stderr else ""))
+        measures = _loads(produced.pop(MEASURES, b"{}"))
+        if RESULT not in produced:
+            why = reply.get("signal") and f"killed by signal {reply['signal']}" or f"exited with status {reply.get('exit')}"
+            hint = _limit_hint(reply, limits, stderr)
+            raise SandboxError(f"the sandboxed {op} {why} without an answer{hint}" + (f":\n{stderr[-2000:]}" if stderr else ""))
+        value = _loads(produced.pop(RESULT))
+        if not isinstance(value, dict):
+            raise SandboxError(f"the sandboxed {op} answered something that is not a JSON object")
+        if isinstance(measures.get("timeline"), dict) and isinstance(reply.get("timeline"), dict):
+            measures["timeline"].update(reply["timeline"], sent=sent, returned=time.monotonic())
+        return SandboxResult(value=value, files=produced, duration_s=duration, measures=measures, stderr=stderr)
+
+
+def _loads(data: bytes):
+    try:
+        return json.loads(data)
+    except ValueError as error:
+        raise SandboxError(f"the sandbox's answer is not JSON: {error}") from None
+
+
+def _limit_hint(reply: dict, limits: Limits, stderr: str) -> str:
+    sig = reply.get("signal")
+    if sig == signal.SIGKILL and reply.get("cpu_s", 0) >= limits.cpu_s - 1:
+        return f" (CPU limit of {limits.cpu_s} s)"
+    if sig == signal.SIGXCPU:
+        return f" (CPU limit of {limits.cpu_s} s)"
+    if sig == signal.SIGXFSZ:
+        return f" (file size limit of {limits.file_bytes} bytes)"
+    if "MemoryError" in stderr or "std::bad_alloc" in stderr:
+        return f" (memory limit of {limits.memory_bytes} bytes)"
+    return ""
+
+
+def _config_json(config: SandboxConfig) -> dict:
+    return {"root": str(config.root), "shared_cache": str(config.shared_cache), "hide": config.hide,
+            "readonly": config.readonly, "child_env": config.child_env,
+            "user": config.user, "preload": list(config.preload)}
+
+
+# ================================================================================== what the worker calls
+
+_zygotes: dict[int, Zygote] = {}
+
+
+def zygote_for(settings) -> Zygote:
+    """This worker process's zygote (started on first use, restarted if it died)."""
+    zygote = _zygotes.get(os.getpid())
+    if zygote is None:
+        _zygotes.clear()  # inherited from a parent process across fork: not ours
+        zygote = _zygotes[os.getpid()] = Zygote(SandboxConfig.from_settings(settings))
+    if not zygote.alive():
+        zygote.start()
+    return zygote
+
+
+def limits_for(settings, stage: str) -> Limits:
+    seconds = settings.stage_time_limit(stage)
+    return Limits(cpu_s=max(1, int(seconds)), wall_s=seconds + 5, memory_bytes=settings.sandbox_memory_bytes,
+                  processes=settings.sandbox_processes)
+
+
+def _error_from(answer: dict, stage: str):
+    from compiler.errors import CompileError, SourceLocation
+
+    error = answer.get("error") if isinstance(answer.get("error"), dict) else {}
+    text = lambda key: str(error[key])[:4000] if error.get(key) is not None else None  # noqa: E731
+    number = lambda key: int(error[key]) if isinstance(error.get(key), int) else None  # noqa: E731
+    location = SourceLocation(text("file"), number("line"), number("col")) if error.get("file") else None
+    return CompileError(text("message") or "the sandboxed step failed", stage=text("stage") or stage,
+                        location=location, hint=text("hint"))
+
+
+def compile_source(settings, *, source: str, filename: str, entry: str | None, target, dump_ir: bool,
+                   params: dict | None):
+    """compiler.api.compile_source, run in the sandbox; the same CompileResult or CompileError."""
+    from compiler.api import CompileResult
+
+    result = zygote_for(settings).run("compile", {
+        "source": source, "filename": filename, "entry": entry, "target": target.model_dump(mode="json"),
+        "dump_ir": dump_ir, "params": params or {}}, limits_for(settings, "compile"))
+    answer = result.value
+    if not answer.get("ok"):
+        raise _error_from(answer, "parse")
+    artifacts = {name: result.files[file] for name, file in answer["artifacts"].items() if file in result.files}
+    ir = {name: result.files[file].decode(errors="replace") for name, file in answer.get("ir", {}).items()
+          if file in result.files}
+    plan = json.loads(artifacts["tt.plan.json"]) if "tt.plan.json" in artifacts else {}
+    timings = {str(k): float(v) for k, v in answer.get("timings", {}).items()}
+    timings["sandbox"] = result.duration_s
+    return CompileResult(str(answer.get("entry")), artifacts, plan, timings, str(answer.get("log", "")), ir)
+
+
+@dataclass
+class EmulateAnswer:
+    passed: bool
+    outputs: dict[str, bytes]            # name -> .npy bytes (float32)
+    report: dict
+    log: str
+    first_mismatch: str | None
+
+
+def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, source: str, filename: str,
+            entry: str | None, params: dict | None) -> EmulateAnswer:
+    """compiler.api.emulate (build + run on the emulator + verify against the reference), run in the sandbox."""
+    import io
+
+    import numpy as np
+
+    files = {f"artifact-{name}": data for name, data in artifacts.items()}
+    for name, array in inputs.items():
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(array))
+        files[f"{name}.npy"] = buffer.getvalue()
+    result = zygote_for(settings).run("emulate", {
+        "target": target.model_dump(mode="json"), "source": source, "filename": filename, "entry": entry,
+        "params": params or {}}, limits_for(settings, "emulate"), files)
+    answer = result.value
+    if not answer.get("ok"):
+        raise _error_from(answer, "emulate")
+    outputs = {name.removeprefix("output-").removesuffix(".npy"): data for name, data in result.files.items()
+               if name.startswith("output-") and name.endswith(".npy")}
+    log = str(answer.get("log", "")) + str(answer.get("verification", ""))
+    report = answer.get("report") if isinstance(answer.get("report"), dict) else {}
+    mismatch = answer.get("first_mismatch")
+    return EmulateAnswer(bool(answer.get("passed")), outputs, report, log, str(mismatch) if mismatch else None)
+
+
+def header_check(settings, *, artifacts: dict[str, bytes], target) -> dict:
+    """compiler.api.header_check (g++ -m32 -fsyntax-only of the generated kernels against the real headers),
+    run in the sandbox: the kernels are derived from the user's source. Returns HeaderCheckReport.to_dict()."""
+    files = {f"artifact-{name}": data for name, data in artifacts.items()}
+    result = zygote_for(settings).run("header_check", {"target": target.model_dump(mode="json")},
+                                      limits_for(settings, "check"), files)
+    answer = result.value
+    if not answer.get("ok"):
+        raise _error_from(answer, "check")
+    return answer["report"]

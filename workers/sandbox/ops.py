@@ -1,0 +1,185 @@
+"""The operations a sandboxed child can run: each takes its JSON arguments and its work directory (in/ read-only,
+out/ for the answer's files) and returns a JSON-able answer. They run after the restrictions are in force."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import time
+from pathlib import Path
+
+
+def _op_noop(args: dict, work: Path) -> dict:
+    return {"ok": True}
+
+
+def _op_probe(args: dict, work: Path) -> dict:
+    """What the child can reach: used by the tests and the bench to show the restrictions are in force."""
+    import socket
+
+    found: dict = {"uid": os.getuid(), "gid": os.getgid(), "pid": os.getpid(), "cwd": os.getcwd()}
+    try:
+        socket.create_connection((args.get("host", "127.0.0.1"), int(args.get("port", 6379))), timeout=1).close()
+        found["connect"] = "connected"
+    except Exception as error:
+        found["connect"] = f"{type(error).__name__}: {getattr(error, 'strerror', None) or error}"
+    for path in args.get("write", []):
+        try:
+            with open(path, "a") as fh:
+                fh.write("sandbox was here\n")
+            found.setdefault("wrote", []).append(path)
+        except OSError as error:
+            found.setdefault("write_errors", {})[path] = error.strerror
+    for path in args.get("read", []):
+        try:
+            with open(path, "rb") as fh:
+                fh.read(16)
+            found.setdefault("read", []).append(path)
+        except OSError as error:
+            found.setdefault("read_errors", {})[path] = error.strerror
+    found["limits"] = {name: resource.getrlimit(getattr(resource, name))[0]
+                       for name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_NPROC")}
+    found["processes_visible"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+    return {"ok": True, "probe": found}
+
+
+def _op_selftest(args: dict, work: Path) -> dict:
+    """Deliberate abuse, to show each limit holds: spin, allocate, fork, write, connect."""
+    mode = args["mode"]
+    if mode == "spin":
+        while True:
+            pass
+    if mode == "allocate":
+        hog = [bytearray(64 * 1024 * 1024) for _ in range(10_000)]
+        return {"ok": True, "allocated": len(hog)}
+    if mode == "fork":
+        children = 0
+        try:
+            for _ in range(100_000):
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                children += 1
+        except OSError as error:
+            return {"ok": True, "children": children, "stopped_by": error.strerror}
+        return {"ok": True, "children": children}
+    if mode == "write":
+        with open(work / "out" / "big.bin", "wb") as fh:
+            for _ in range(100_000):
+                fh.write(b"\0" * (1024 * 1024))
+        return {"ok": True}
+    if mode == "fill":  # many files: the job's private tmpfs is full long before the host's disk
+        written = 0
+        try:
+            for index in range(100_000):
+                with open(work / "tmp" / f"fill-{index}.bin", "wb") as fh:
+                    for _ in range(16):
+                        fh.write(b"\1" * (1024 * 1024))
+                        written += 1024 * 1024
+        except OSError as error:
+            return {"ok": True, "written": written, "stopped_by": error.strerror}
+        return {"ok": True, "written": written}
+    if mode == "big_answer":  # more than an answer may carry
+        for index in range(3):
+            (work / "out" / f"part-{index}.bin").write_bytes(b"\2" * (30 * 1024 * 1024))
+        return {"ok": True}
+    if mode == "stderr_flood":
+        import sys
+
+        for index in range(50_000):
+            sys.stderr.write(f"line {index:06d} " + "x" * 1000 + "\n")
+        sys.stderr.write("the last line\n")
+        return {"ok": True}
+    if mode == "sleep_child":  # leaves a grandchild behind: it must not survive the job
+        subprocess.Popen(["sleep", "300"], start_new_session=True)
+        return {"ok": True}
+    raise ValueError(mode)
+
+
+def _compile_error(error) -> dict:
+    return {"ok": False, "error": error.to_dict()}
+
+
+def _op_compile(args: dict, work: Path) -> dict:
+    from compiler import api
+    from compiler.errors import CompileError
+    from schemas.target import TargetConfig
+
+    try:
+        result = api.compile_source(args["source"], filename=args.get("filename", "kernel.py"), entry=args.get("entry"),
+                                    target=TargetConfig.model_validate(args["target"]), dump_ir=args.get("dump_ir", False),
+                                    params=args.get("params") or None)
+    except CompileError as error:
+        return _compile_error(error)
+    out = work / "out"
+    names = {}
+    for name, data in result.artifacts.items():
+        name = name.replace("/", "_")
+        (out / name).write_bytes(data)
+        names[name] = name
+    ir = {}
+    for index, (name, text) in enumerate(result.ir_dumps.items()):
+        file = f"ir-{index:03d}.py.txt"
+        (out / file).write_text(text)
+        ir[name] = file
+    return {"ok": True, "entry": result.entry, "timings": result.timings, "log": result.log,
+            "artifacts": names, "ir": ir}
+
+
+def _read_inputs(work: Path) -> dict:
+    import numpy as np
+
+    inputs = {}
+    for path in sorted((work / "in").glob("*.npy")):
+        inputs[path.stem] = np.load(path, allow_pickle=False)
+    return inputs
+
+
+def _op_emulate(args: dict, work: Path) -> dict:
+    import io
+
+    import numpy as np
+
+    from compiler import api
+    from compiler.errors import CompileError
+    from compiler.toolchain.emulate import EmulationError
+    from schemas.target import TargetConfig
+
+    artifacts = {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
+    inputs = _read_inputs(work)
+    try:
+        result = api.emulate(artifacts, inputs=inputs or None, target=TargetConfig.model_validate(args["target"]),
+                             source=args.get("source"), filename=args.get("filename", "kernel.py"),
+                             entry=args.get("entry"), workdir=work / "tmp" / "emulate", params=args.get("params") or None)
+    except CompileError as error:
+        return _compile_error(error)
+    except EmulationError as error:
+        return {"ok": False, "error": {"stage": "emulate", "message": str(error)[:8000]}}
+    out = work / "out"
+    for name, array in result.outputs.items():
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(array, dtype=np.float32))
+        (out / f"output-{name}.npy").write_bytes(buffer.getvalue())
+    mismatch = None
+    if not result.passed and result.verification is not None:
+        first = next((c for c in result.verification.outputs if not c.ok), None)
+        mismatch = first.first_mismatch_text() if first is not None else None
+    verification = result.verification.render() if result.verification is not None else ""
+    return {"ok": True, "passed": bool(result.passed), "log": result.log, "verification": verification,
+            "first_mismatch": mismatch, "report": json.loads(json.dumps(result.report, default=str))}
+
+
+def _op_header_check(args: dict, work: Path) -> dict:
+    from compiler import api
+    from schemas.target import TargetConfig
+
+    artifacts = {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
+    report = api.header_check(artifacts, target=TargetConfig.model_validate(args["target"]))
+    return {"ok": True, "passed": bool(report.passed), "report": json.loads(json.dumps(report.to_dict(), default=str)),
+            "rendered": report.render()}
+
+
+OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,
+       "header_check": _op_header_check}
+
