@@ -173,3 +173,31 @@ def test_a_prepared_child_that_died_is_replaced(zygote):
         os.kill(int(child), 9)
     assert zygote.run("noop", {}).value == {"ok": True}
     assert zygote.run("probe", {}).value["probe"]["uid"] == 65534
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_run_kills_the_job_and_the_next_reply_is_its_own(zygote):
+    """A stage time limit or a cancel raises in the worker while it waits: the child is killed and the worker
+    reads that job's reply; a kill that reaches the zygote after the job answered is not answered at all."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        started = time.monotonic()
+        with pytest.raises(Interrupted):
+            zygote.run("selftest", {"mode": "spin"}, sandbox.Limits(cpu_s=60, wall_s=30))
+        assert time.monotonic() - started < 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert zygote.run("probe", {}).value["probe"]["pid"] == 1
+    zygote._send({"kill": True})  # too late for any job
+    assert zygote.run("noop", {}).value == {"ok": True}
+    assert zygote.run("probe", {}).value["ok"] is True

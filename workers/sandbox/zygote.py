@@ -4,7 +4,8 @@ runs every job in a restricted child of its own.
 Protocol on stdin/stdout (protocol.py: a JSON line, then the bytes of the files it lists): the worker sends
 {"op", "args", "limits"} with the job's input files and gets back {"exit", "timed_out", "killed", "stderr",
 "wall_s", ...} with the files the job answered (result.json, measures.json, out/*). {"kill": true} while a job runs
-kills it (a cancel or a stage time limit on the worker's side).
+kills it (a cancel or a stage time limit on the worker's side); every job gets exactly one reply, so a kill that
+arrives after the job answered is ignored.
 
 A child is prepared before its job arrives (a "spare"): cloned into new namespaces, its filesystem set up, the
 pages a compile writes already copied (prefault.py). The request and its inputs reach it over a socket with the
@@ -87,8 +88,7 @@ def main(config: dict) -> None:
             request, inputs = read_message(stdin, MAX_INPUT_BYTES)
         except EOFError:
             return
-        if request.get("kill"):
-            reply({"idle": True})
+        if request.get("kill"):  # for a job that has answered already: its reply is the one reply
             continue
         reply(*spares.run(request, inputs, stdin))
         spares.reap()
@@ -336,7 +336,10 @@ class _Collector:
         return self.error is None and len(self.buffer) >= 8 and len(self.buffer) >= 8 + self._expected()
 
     def files(self) -> dict[str, bytes]:
-        _, files = read_message(io.BytesIO(bytes(self.buffer[8:8 + self._expected()])), self.budget)
+        try:
+            _, files = read_message(io.BytesIO(bytes(self.buffer[8:8 + self._expected()])), self.budget)
+        except EOFError:
+            raise SandboxError("the job's answer is truncated") from None
         return files
 
 
