@@ -201,3 +201,26 @@ def test_an_interrupted_run_kills_the_job_and_the_next_reply_is_its_own(zygote):
     zygote._send({"kill": True})  # too late for any job
     assert zygote.run("noop", {}).value == {"ok": True}
     assert zygote.run("probe", {}).value["ok"] is True
+
+
+def test_fallback_without_namespaces_still_restricts_and_cleans_up(settings):
+    """Where the host forbids namespaces (an unprivileged container), the job still runs as the unprivileged
+    user with the rlimits, in a host directory that is removed after it, and says what was not in force."""
+    import dataclasses
+
+    config = dataclasses.replace(sandbox.SandboxConfig.from_settings(settings), namespaces=False)
+    zygote = sandbox.Zygote(config).start()
+    try:
+        result = zygote.run("probe", {"write": ["in/data.bin", "out/ok.txt"], "read": ["in/data.bin"]},
+                            files={"data.bin": b"\x01"})
+        probe = result.value["probe"]
+        assert result.measures["namespaces"] == [] and any("namespace" in n for n in result.measures["notes"])
+        assert probe["uid"] == 65534 and probe["pid"] != 1 and probe["limits"]["RLIMIT_NOFILE"] == 256
+        assert probe["read"] == ["in/data.bin"] and probe["wrote"] == ["out/ok.txt"]
+        assert list(probe["write_errors"]) == ["in/data.bin"]
+        assert list(config.root.iterdir()) == []
+        zygote.run("selftest", {"mode": "sleep_child"})
+        time.sleep(0.2)
+        assert subprocess.run(["pgrep", "-u", "nobody", "-f", "sleep 300"], capture_output=True).returncode == 1
+    finally:
+        zygote.close()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -20,24 +22,26 @@ from workers.sandbox.protocol import MEASURES, RESULT, Limits, SandboxError, San
 
 @dataclass
 class SandboxConfig:
-    root: Path                             # host directory holding the per-job directories
+    root: Path | None                      # host directory for job directories without a mount namespace (None:
+                                           # a private one under the system temp dir, made at start)
     shared_cache: Path                     # trusted prebuilt toolchain files (emulator runtime), read-only inside
     hide: list[str] = field(default_factory=list)   # host paths to cover with an empty read-only tmpfs
     user: str = "nobody"
     preload: tuple[str, ...] = ("compiler.api", "compiler.toolchain.verification", "compiler.toolchain.header_check")
     readonly: list[str] = field(default_factory=list)   # trusted host data the job may read (the SDK headers)
     child_env: dict[str, str] = field(default_factory=dict)
+    namespaces: bool = True                # False: the fallback of hosts that forbid them (user and rlimits only)
 
     @classmethod
     def from_settings(cls, settings) -> "SandboxConfig":
         data = Path(settings.data_dir).resolve()
-        root = Path(settings.sandbox_dir).resolve() if getattr(settings, "sandbox_dir", None) else data / "sandbox"
+        root = Path(settings.sandbox_dir).resolve() if getattr(settings, "sandbox_dir", None) else None
         from compiler.toolchain.emulate import cache_root  # per machine: the runtime is built once, not per data dir
 
         from compiler.toolchain.sdk_headers import headers_dir  # fetched on the trusted side, read-only inside
 
         headers = str(headers_dir().resolve())
-        return cls(root=root, shared_cache=cache_root() / "sandbox-shared", hide=[str(data), str(root)],
+        return cls(root=root, shared_cache=cache_root() / "sandbox-shared", hide=[str(data), *([str(root)] if root else [])],
                    user=getattr(settings, "sandbox_user", "nobody"), readonly=[headers],
                    child_env={"TILEFARM_SDK_HEADERS_DIR": headers})
 
@@ -59,8 +63,12 @@ class Zygote:
         self.process: subprocess.Popen | None = None
         self.info: dict = {}
         self._lock = threading.Lock()
+        self._made_root = False
 
     def start(self) -> "Zygote":
+        if self.config.root is None:  # reachable by the job's user (a data dir under /root would not be)
+            self.config.root = Path(tempfile.mkdtemp(prefix="tilefarm-sandbox-"))
+            self._made_root = True
         self.config.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.config.root, 0o711)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": "/nonexistent",
@@ -88,6 +96,9 @@ class Zygote:
             for pipe in (self.process.stdin, self.process.stdout):
                 pipe.close()
             self.process = None
+        if self._made_root:
+            shutil.rmtree(self.config.root, ignore_errors=True)
+            self.config.root, self._made_root = None, False
 
     def _send(self, message: dict, files: dict[str, bytes] | None = None) -> None:
         self.process.stdin.write(pack(message, files or {}))
@@ -169,7 +180,7 @@ def _limit_hint(reply: dict, limits: Limits, stderr: str) -> str:
 def _config_json(config: SandboxConfig) -> dict:
     return {"root": str(config.root), "shared_cache": str(config.shared_cache), "hide": config.hide,
             "readonly": config.readonly, "child_env": config.child_env,
-            "user": config.user, "preload": list(config.preload)}
+            "user": config.user, "preload": list(config.preload), "namespaces": config.namespaces}
 
 
 # ================================================================================== what the worker calls

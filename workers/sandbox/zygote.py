@@ -16,6 +16,7 @@ the kernel while the next spare is already waiting.
 """
 from __future__ import annotations
 
+import errno
 import gc
 import io
 import itertools
@@ -73,6 +74,7 @@ def main(config: dict) -> None:
     warm = _warm_up()  # after everything else is imported: nothing may invalidate the state it builds
     gc.freeze()  # keep the warm heap out of the collector: fewer pages copied after each fork
     hot = prefault.learn(lambda: _compile_trusted(WARM_UP_KERNEL))
+    jail.become_subreaper()  # processes a job leaves behind come to us, not to init (see _kill_orphans)
     spares = Spares(config, pwd.getpwnam(config["user"]), hot)
     spares.fill()
 
@@ -173,6 +175,8 @@ class Spares:
         answer_read, answer_write = os.pipe()
         namespaces, note = ["pid"], None
         try:
+            if not self.config.get("namespaces", True):
+                raise OSError(errno.EPERM, "namespaces turned off in the sandbox configuration")
             pid = jail.clone_into_pid_namespace()
         except OSError as error:  # no namespaces here (an unprivileged container): a plain fork, documented
             namespaces, note = [], f"no PID namespace: clone failed ({error.strerror})"
@@ -223,7 +227,7 @@ class Spares:
             timed_out, killed = self._wait(spare, answer, stderr, stderr_read, stdin, started + limits.wall_s)
             _kill(spare)  # answered or not, nothing the job started outlives this point
             reply: dict = {"timed_out": timed_out, "killed": killed}
-            if answer.complete:  # the exit status is known (0); reap later, the teardown runs while we reply
+            if answer.complete and "pid" in spare.namespaces:  # exit status 0; the teardown runs while we reply
                 self.ending.append(spare)
                 reply["exit"] = 0
             else:
@@ -232,6 +236,8 @@ class Spares:
                 reply.update({"exit": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime})
                 if os.WIFSIGNALED(status):
                     reply["signal"] = os.WTERMSIG(status)
+                if "pid" not in spare.namespaces:
+                    self._kill_orphans()
             stderr.drain(stderr_read)
             os.close(stderr_read)
             if answer.taken or timed_out or killed:
@@ -274,6 +280,21 @@ class Spares:
                 if not message or json.loads(message).get("kill"):
                     return False, True
         return False, False
+
+    def _kill_orphans(self) -> None:
+        """Without a PID namespace a job's processes can leave its process group (setsid); the zygote is their
+        subreaper, so once the job's child is gone they are children of ours that no spare accounts for."""
+        for _ in range(100):  # a killed orphan's own children come to us next
+            known = {spare.pid for spare in (*self.ready, *self.ending)}
+            orphans = [pid for pid in jail.children_of(os.getpid()) if pid not in known]
+            if not orphans:
+                return
+            for pid in orphans:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
 
     def reap(self) -> None:
         still = []
@@ -377,7 +398,8 @@ def _child(config: dict, user: pwd.struct_passwd, hot: list, namespaces: list[st
     measures = {"namespaces": namespaces, "uid": None, "rlimits": {}, "filesystem": [], "notes": [note] if note else []}
     failure = None
     try:
-        namespaces = measures["namespaces"] = namespaces + jail.unshare_rest(measures)
+        if namespaces:  # a PID namespace: the host allows namespaces
+            namespaces = measures["namespaces"] = namespaces + jail.unshare_rest(measures)
         jail.prepare(config, namespaces, user, measures)
         measures["prefaulted_pages"] = prefault.populate(hot)
     except BaseException:  # reported on the job's stderr, once there is a job
