@@ -397,11 +397,16 @@ def _child(config: dict, user: pwd.struct_passwd, hot: list, namespaces: list[st
         os.setsid()  # a session of its own: killpg reaches everything it starts
     measures = {"namespaces": namespaces, "uid": None, "rlimits": {}, "filesystem": [], "notes": [note] if note else []}
     failure = None
+    steps = measures["prepare_s"] = {}
     try:
+        mark = time.monotonic()
         if namespaces:  # a PID namespace: the host allows namespaces
             namespaces = measures["namespaces"] = namespaces + jail.unshare_rest(measures)
+        steps["namespaces"], mark = time.monotonic() - mark, time.monotonic()
         jail.prepare(config, namespaces, user, measures)
+        steps["filesystem"], mark = time.monotonic() - mark, time.monotonic()
         measures["prefaulted_pages"] = prefault.populate(hot)
+        steps["prefault"] = time.monotonic() - mark
     except BaseException:  # reported on the job's stderr, once there is a job
         failure = traceback.format_exc()
     header, fds, _, _ = socket.recv_fds(requests, 1, 1)
