@@ -21,8 +21,7 @@ class TaskQueue:
         return app
 
     def _send(self, name: str, args: list, attempts: int = 3) -> None:
-        """Publish, retrying briefly: kombu's SQLite transport can lose a race with a starting worker that is
-        declaring the same queue (UNIQUE kombu_queue.name); the next attempt finds the queue there."""
+        """Publish, retrying briefly: the broker may be momentarily unreachable (Redis restarting, SQLite busy)."""
         for attempt in range(attempts):
             try:
                 self.celery.send_task(name, args=args, queue=COMPILE_QUEUE)
@@ -49,7 +48,7 @@ class TaskQueue:
         return self._redis
 
     def _broker_sqlite(self) -> sqlite3.Connection:
-        path = self.settings.effective_broker_url.removeprefix("sqla+sqlite:///")
+        path = self.settings.embedded_broker_path
         return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)
 
     def depth(self, queue: str = COMPILE_QUEUE) -> int:
@@ -69,5 +68,5 @@ class TaskQueue:
             self._broker_redis().ping()
             return
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        with sqlite3.connect(self.settings.effective_broker_url.removeprefix("sqla+sqlite:///"), timeout=2) as db:
+        with sqlite3.connect(self.settings.embedded_broker_path, timeout=2) as db:
             db.execute("SELECT 1").fetchone()

@@ -23,7 +23,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     embedded_workers: int = Field(default=1, ge=0, description="Worker processes `serve` starts in embedded mode.")
-    embedded_poll_s: float = Field(default=0.005, gt=0, description="SQLite broker polling interval (embedded mode).")
+    embedded_poll_s: float = Field(default=0.5, gt=0, description="Embedded mode: how often the SQLite broker and "
+                                   "job store are re-read when no wake-up came (writers wake waiters at once).")
 
     auth: Literal["auto", "on", "off"] = Field(default="auto", description="auto: on when any API key is configured; "
                                                "on: every /v1 call needs a key (none configured = nobody gets in).")
@@ -61,7 +62,12 @@ class Settings(BaseSettings):
 
     @property
     def effective_broker_url(self) -> str:
-        return self.broker_url or f"sqla+sqlite:///{(self.data_dir / 'broker.sqlite').resolve()}"
+        return self.broker_url or f"tilefarm-sqlite+sqlite:///{self.embedded_broker_path}"
+
+    @property
+    def embedded_broker_path(self) -> Path:
+        """The embedded broker's SQLite file (workers/sqlite_broker.py)."""
+        return (self.data_dir / "broker.sqlite").resolve()
 
     @property
     def effective_store_url(self) -> str:

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from schemas.jobs import ACTIVE, TERMINAL, DeviceRecord, JobRecord
+from service.wakeup import FALLBACK_POLL_S, Dispatcher, Doorbell, sleep_or_wake
 
 STAGE_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 IDEMPOTENCY_TTL_S = 24 * 3600
@@ -375,17 +376,18 @@ CREATE TABLE IF NOT EXISTS fair_claimed (token TEXT PRIMARY KEY, job_id TEXT NOT
 """
 
 
-class _PollingSubscription(Subscription):
-    """SQLite has no notifications: look at the job's row version every few milliseconds."""
+class _SqliteSubscription(Subscription):
+    """Waits for the job's row version to change: woken by the writer's doorbell ring (service/wakeup.py), and
+    re-reading the version every `interval` regardless (every few ms where wake-ups are unavailable)."""
 
-    def __init__(self, store: "SqliteJobStore", job_id: str, interval: float):
-        self.store, self.job_id, self.interval = store, job_id, interval
+    def __init__(self, store: "SqliteJobStore", job_id: str, event, interval: float):
+        self.store, self.job_id, self.event, self.interval = store, job_id, event, interval
         self.seen = store._version(job_id)
 
     def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            time.sleep(min(self.interval, max(0.0, deadline - time.monotonic())))
+        while (left := deadline - time.monotonic()) > 0:
+            sleep_or_wake(self.event, min(self.interval, left))
             version = self.store._version(self.job_id)
             if version != self.seen:
                 self.seen = version
@@ -394,11 +396,16 @@ class _PollingSubscription(Subscription):
 
 
 class SqliteJobStore(JobStore):
-    def __init__(self, path: str | Path, poll_interval: float = 0.005):
+    """Every change to a job (its record or its log) bumps the job's version and, once committed, rings the
+    store's doorbell with the job id: waiters (long polls, log streams) wake at once instead of polling."""
+
+    def __init__(self, path: str | Path, poll_interval: float = 0.5):
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.poll_interval = poll_interval
         self._local = threading.local()
+        self.doorbell = Doorbell.beside(self.path)
+        self._dispatcher = Dispatcher(self.doorbell)
         self.db.executescript(_SCHEMA)
 
     @property
@@ -414,17 +421,27 @@ class SqliteJobStore(JobStore):
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         db = self.db
+        changed = self._local.changed = []
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        finally:
+            self._local.changed = None
         db.execute("COMMIT")
+        for job_id in changed:  # after the COMMIT: whoever wakes reads the change
+            self.doorbell.ring(job_id.encode())
+
+    def _changed(self, job_id: str) -> None:
+        """The job's version was bumped in the current transaction: ring for it once that commits."""
+        self._local.changed.append(job_id)
 
     def _bump(self, db, job_id: str) -> None:
         db.execute("INSERT INTO logs(job_id, version) VALUES (?, 1) "
                    "ON CONFLICT(job_id) DO UPDATE SET version = version + 1", (job_id,))
+        self._changed(job_id)
 
     def _version(self, job_id: str) -> int:
         row = self.db.execute("SELECT version FROM logs WHERE job_id = ?", (job_id,)).fetchone()
@@ -496,6 +513,7 @@ class SqliteJobStore(JobStore):
         with self._tx() as db:
             db.execute("INSERT INTO logs(job_id, text, version) VALUES (?, ?, 1) ON CONFLICT(job_id) "
                        "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, text))
+            self._changed(job_id)
 
     def read_log(self, job_id, offset=0):
         row = self.db.execute("SELECT substr(CAST(text AS BLOB), ?) FROM logs WHERE job_id = ?",
@@ -505,10 +523,17 @@ class SqliteJobStore(JobStore):
     def reset_log(self, job_id):
         with self._tx() as db:
             db.execute("UPDATE logs SET text = '', version = version + 1 WHERE job_id = ?", (job_id,))
+            self._changed(job_id)
 
     @contextmanager
     def subscribe(self, job_id):
-        yield _PollingSubscription(self, job_id, self.poll_interval)
+        event = self._dispatcher.register(job_id)  # before the version is read: no later change is missed
+        interval = self.poll_interval if event is not None else min(self.poll_interval, FALLBACK_POLL_S)
+        try:
+            yield _SqliteSubscription(self, job_id, event, interval)
+        finally:
+            if event is not None:
+                self._dispatcher.unregister(job_id, event)
 
     def incr(self, name, amount=1):
         with self._tx() as db:
@@ -585,7 +610,7 @@ class SqliteJobStore(JobStore):
 def open_store(settings) -> JobStore:
     url = settings.effective_store_url
     if url.startswith("sqlite:///"):
-        return SqliteJobStore(url.removeprefix("sqlite:///"))
+        return SqliteJobStore(url.removeprefix("sqlite:///"), poll_interval=settings.embedded_poll_s)
     return RedisJobStore(url, settings.key_prefix)
 
 

@@ -1,4 +1,4 @@
-"""The Celery app: Redis broker in distributed mode, kombu's SQLAlchemy/SQLite transport in embedded mode.
+"""The Celery app: Redis broker in distributed mode, a SQLite file (workers/sqlite_broker.py) in embedded mode.
 
 Importing this module is cheap (no compiler, no tvm): the API imports it to send tasks by name.
 """
@@ -12,17 +12,13 @@ from service.settings import get_settings
 
 settings = get_settings()
 if settings.embedded:
-    from kombu.transport import sqlalchemy as sql_transport
+    from kombu.transport import TRANSPORT_ALIASES
 
-    import sqlite3
+    from workers import sqlite_broker
 
+    # embedded broker: our SQLite transport (plain sqlite3, consumers woken by publishes instead of polling)
+    TRANSPORT_ALIASES[sqlite_broker.ALIAS] = "workers.sqlite_broker:Transport"
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    # the SQL transport polls (default every 1 s, and its options go to create_engine): poll every few ms instead
-    sql_transport.Transport.polling_interval = settings.embedded_poll_s
-    # WAL is a property of the database file: kombu's own connections then commit without a rollback journal's
-    # fsyncs (the job store already runs in WAL mode)
-    with sqlite3.connect(settings.effective_broker_url.removeprefix("sqla+sqlite:///"), timeout=30) as _broker_db:
-        _broker_db.execute("PRAGMA journal_mode=WAL")
 
 COMPILE_QUEUE = "compile"
 
@@ -48,6 +44,7 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
     worker_send_task_events=False,
-    broker_transport_options={} if settings.embedded else {"visibility_timeout": settings.visibility_timeout_s},
+    broker_transport_options={"polling_interval": settings.embedded_poll_s} if settings.embedded
+    else {"visibility_timeout": settings.visibility_timeout_s},
     result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
 )

@@ -1,8 +1,14 @@
 """Embedded mode: `tilefarm serve` with no broker configured runs the API and a local worker, no Redis."""
 from __future__ import annotations
 
+import os
+import signal
+import sqlite3
 import sys
+import time
 import uuid
+from contextlib import closing
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +48,38 @@ def test_embedded_cancel(embedded):
     assert response.status_code in (200, 202, 409)
     final = embedded.wait(job["id"])
     assert final["status"] in ("cancelled", "succeeded")
+
+
+def _broker_messages(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute("SELECT COUNT(*) FROM kombu_message").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def slow_embedded(tmp_path_factory):
+    """Stages slowed down, so a job can be caught running."""
+    workdir = tmp_path_factory.mktemp("embedded-slow")
+    service = Service(base_env(TILEFARM_DATA_DIR=str(workdir / "data"), TILEFARM_FAULT_STAGE_DELAY_S="3"), workdir)
+    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
+    yield service
+    service.stop()
+
+
+def test_embedded_sigkilled_pool_process_job_is_redelivered_once(slow_embedded):
+    """acks_late over the SQLite broker: the message of a job whose pool process died goes back to the queue and
+    the job resumes (attempt 2) in a new pool process."""
+    job = slow_embedded.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")
+    deadline = time.time() + 60
+    while (running := slow_embedded.client.get(f"/v1/jobs/{job['id']}").json())["status"] != "running":
+        assert running["status"] == "queued" and time.time() < deadline, running
+        time.sleep(0.02)
+    os.kill(running["worker"]["pid"], signal.SIGKILL)
+    final = slow_embedded.wait(job["id"], timeout=60)
+    check_succeeded(final)
+    assert final["attempts"] == 2 and final["worker"]["pid"] != running["worker"]["pid"]
+    assert "previous attempt was lost" in slow_embedded.client.get(f"/v1/jobs/{job['id']}/logs").text
+    broker = Path(slow_embedded.env["TILEFARM_DATA_DIR"]) / "broker.sqlite"
+    deadline = time.time() + 10  # the ack follows the task's return: the redelivered message is then deleted
+    while (left := _broker_messages(broker)) != 0:
+        assert time.time() < deadline, f"{left} message(s) left in the broker"
+        time.sleep(0.05)

@@ -1,0 +1,213 @@
+"""The embedded broker (workers/sqlite_broker.py) and the wake-ups (service/wakeup.py), through kombu's public API
+on real SQLite files; publishers and writers in other processes, as in `tilefarm serve`."""
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from kombu import Connection, Queue
+from kombu.transport import TRANSPORT_ALIASES
+
+from service.wakeup import Doorbell
+from tests.service.conftest import REPO
+from workers import sqlite_broker
+
+TRANSPORT_ALIASES.setdefault(sqlite_broker.ALIAS, "workers.sqlite_broker:Transport")
+SLOW_POLL_S = 5.0  # far above every wait below: only a wake-up can explain a prompt delivery
+
+
+def _url(path: Path) -> str:
+    return f"{sqlite_broker.URL_PREFIX}{path}"
+
+
+def _rows(path: Path) -> list[tuple[int, int]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT id, visible FROM kombu_message ORDER BY id").fetchall()
+
+
+def _publish_from_another_process(path: Path, body: str) -> None:
+    code = (f"from kombu import Connection; from kombu.transport import TRANSPORT_ALIASES; "
+            f"TRANSPORT_ALIASES['{sqlite_broker.ALIAS}'] = 'workers.sqlite_broker:Transport'; "
+            f"c = Connection({_url(path)!r}); c.SimpleQueue('compile').put({body!r}); c.release()")
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
+
+
+def test_ack_deletes_reject_requeues_in_place_close_restores(tmp_path):
+    path = tmp_path / "broker.sqlite"
+    with Connection(_url(path), transport_options={"polling_interval": SLOW_POLL_S}) as conn:
+        queue = conn.SimpleQueue("compile")
+        for body in ("first", "second"):
+            queue.put(body)
+        message = queue.get(timeout=1)
+        assert message.payload == "first" and [v for _, v in _rows(path)] == [0, 1]
+        message.reject(requeue=True)                           # e.g. task_reject_on_worker_lost
+        assert [v for _, v in _rows(path)] == [1, 1]
+        again = queue.get(timeout=1)
+        assert again.payload == "first"                        # redelivered in its place, ahead of "second"
+        again.ack()
+        assert [v for _, v in _rows(path)] == [1]              # acknowledged = gone, the table does not grow
+        unacked = queue.get(timeout=1)
+        assert unacked.payload == "second" and [v for _, v in _rows(path)] == [0]
+        queue.close()
+    assert [v for _, v in _rows(path)] == [1]                  # the consumer went away: the message waits again
+    with Connection(_url(path)) as conn:
+        queue = conn.SimpleQueue("compile")
+        message = queue.get(timeout=1)
+        assert message.payload == "second"
+        message.reject(requeue=False)
+        assert _rows(path) == [] and queue.qsize() == 0
+
+
+def test_a_waiting_consumer_is_woken_by_a_publish_from_another_process(tmp_path):
+    path = tmp_path / "broker.sqlite"
+    with Connection(_url(path), transport_options={"polling_interval": SLOW_POLL_S}) as conn:
+        queue = conn.SimpleQueue("compile")
+        got: list[tuple[str, float]] = []
+
+        def consume() -> None:
+            message = queue.get(timeout=30)
+            got.append((message.payload, time.monotonic()))
+            message.ack()
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        time.sleep(0.5)                                        # the consumer has looked and is waiting now
+        _publish_from_another_process(path, "hello")
+        published = time.monotonic()
+        consumer.join(30)
+        assert got and got[0][0] == "hello"
+        assert got[0][1] - published < 1.0, "delivered by the slow re-read, not by the wake-up"
+        queue.close()
+
+
+def test_an_ack_from_another_thread_frees_the_prefetch_slot_at_once(tmp_path):
+    """acks_late with prefetch 1, as a Celery worker runs: the consumer loop waits for the slot the pool's result
+    thread frees with its ack, and must take the next message then, not at its next re-read."""
+    path = tmp_path / "broker.sqlite"
+    stop = threading.Event()
+
+    def busy() -> None:  # a busy worker process: its other threads compete for the GIL
+        while not stop.is_set():
+            pass
+
+    spinner = threading.Thread(target=busy)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    spinner.start()
+    try:
+        _consume_with_acks_from_a_thread(path, count=40)
+    finally:
+        stop.set()
+        spinner.join()
+        sys.setswitchinterval(switch)
+
+
+def _consume_with_acks_from_a_thread(path: Path, count: int) -> None:
+    with Connection(_url(path), transport_options={"polling_interval": SLOW_POLL_S}) as conn:
+        producer = conn.SimpleQueue("compile")
+        for i in range(count):
+            producer.put(i)
+        acks: list[threading.Thread] = []
+
+        def run_then_ack(message) -> None:  # the pool's result thread acknowledging a finished task
+            time.sleep(0.01)
+            message.ack()
+
+        def on_message(body, message) -> None:
+            acks.append(threading.Thread(target=run_then_ack, args=(message,)))
+            acks[-1].start()
+
+        channel = conn.channel()
+        channel.basic_qos(0, 1, False)
+        started = time.monotonic()
+        with conn.Consumer(Queue("compile"), channel=channel, accept=["json"], callbacks=[on_message]):
+            while len(acks) < count:  # each delivery waits for the previous message's ack
+                conn.drain_events(timeout=2 * SLOW_POLL_S)
+        elapsed = time.monotonic() - started
+        for thread in acks:
+            thread.join(10)
+        producer.close()
+    assert _rows(path) == []
+    assert elapsed < SLOW_POLL_S, f"{elapsed:.1f} s: the consumer waited for a re-read after an ack"
+
+
+def test_reads_a_broker_file_written_by_kombus_sqlalchemy_transport(tmp_path):
+    path = tmp_path / "broker.sqlite"
+    with Connection(f"sqla+sqlite:///{path}") as conn:
+        conn.SimpleQueue("compile").put({"job": "from-before-the-upgrade"})
+    with Connection(_url(path)) as conn:
+        message = conn.SimpleQueue("compile").get(timeout=1)
+        assert message.payload == {"job": "from-before-the-upgrade"}
+        message.ack()
+    assert _rows(path) == []
+
+
+def test_two_consumers_never_take_the_same_message(tmp_path):
+    path = tmp_path / "broker.sqlite"
+    with Connection(_url(path)) as conn:
+        queue = conn.SimpleQueue("compile")
+        for i in range(40):
+            queue.put(i)
+    taken: list[int] = []
+
+    def consume() -> None:
+        with Connection(_url(path)) as conn:
+            queue = conn.SimpleQueue("compile")
+            while True:
+                try:
+                    message = queue.get(timeout=0.5)
+                except queue.Empty:
+                    return
+                taken.append(message.payload)
+                message.ack()
+
+    threads = [threading.Thread(target=consume) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(taken) == list(range(40)) and _rows(path) == []
+
+
+def test_job_store_wait_is_woken_by_a_write_from_another_process(tmp_path):
+    from service.storage import SqliteJobStore
+
+    path = tmp_path / "jobs.sqlite"
+    store = SqliteJobStore(path, poll_interval=SLOW_POLL_S)
+    job_id = uuid.uuid4().hex
+    store.append_log(job_id, "created\n")
+    code = (f"import time; from service.storage import SqliteJobStore; time.sleep(0.5); "
+            f"SqliteJobStore({str(path)!r}).append_log({job_id!r}, 'more\\n')")
+    with store.subscribe(job_id) as subscription:
+        writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+        started = time.monotonic()
+        assert subscription.wait(30) is True
+        woke = time.monotonic() - started
+        writer.wait(60)
+    assert store.read_log(job_id) == "created\nmore\n"
+    assert woke < 0.5 + 2.0 < SLOW_POLL_S  # the writer's start-up plus its sleep, not the slow re-read
+
+
+def test_doorbell_forgets_dead_listeners_and_handles_long_paths(tmp_path):
+    short = Doorbell(tmp_path / "bell")
+    gone = short.listen()
+    gone.sock.close()                                          # its process died without unregistering
+    alive = short.listen()
+    short.ring(b"job-1")
+    assert alive.wait(1.0) == [b"job-1"]
+    assert [p.name for p in (tmp_path / "bell").iterdir()] == [Path(alive.registration).name]
+    alive.close()
+    assert list((tmp_path / "bell").iterdir()) == []
+
+    deep = tmp_path.joinpath(*["d" * 40] * 4, "bell")          # beyond sun_path: an abstract socket + a marker
+    bell = Doorbell(deep)
+    listener = bell.listen()
+    assert Path(listener.registration).name.startswith("@")
+    bell.ring(b"x")
+    assert listener.wait(1.0) == [b"x"]
+    listener.close()
