@@ -34,7 +34,10 @@ def worker_command(queues: str, concurrency: int, pool: str = "prefork", logleve
 def start_worker(settings: Settings) -> subprocess.Popen:
     command = worker_command("compile", settings.embedded_workers, loglevel=settings.log_level)
     log.info("embedded worker: %s", " ".join(command))
-    return subprocess.Popen(command, preexec_fn=_die_with_parent)
+    # a session of its own: a signal to the API's process group (Ctrl-C, `kill -- -PGID`) reaches the API, which
+    # stops the worker in order (worker.stop); sent to the pool processes at the same time, it can hang the
+    # worker's shutdown for good
+    return subprocess.Popen(command, preexec_fn=_die_with_parent, start_new_session=True)
 
 
 class LocalWorker:

@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import typer
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.0.0.1]"),
@@ -20,6 +25,9 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
 
     settings = get_settings()
     worker = None
+    # uvicorn handles SIGTERM, shuts down, then raises it again: with the default action the process would die
+    # there, before `finally` stops the embedded worker (left behind, hung in its pool's shutdown)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if settings.embedded:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         os.environ["TILEFARM_DATA_DIR"] = str(settings.data_dir.resolve())  # the worker must see the same files

@@ -21,6 +21,7 @@ import os
 import socket
 import sqlite3
 import threading
+import weakref
 from json import dumps, loads
 from queue import Empty
 from time import monotonic, sleep
@@ -52,6 +53,17 @@ CREATE INDEX IF NOT EXISTS ix_kombu_message_visible ON kombu_message (visible);
 CREATE INDEX IF NOT EXISTS ix_kombu_message_timestamp_id ON kombu_message (timestamp, id);
 CREATE INDEX IF NOT EXISTS ix_kombu_message_timestamp ON kombu_message (timestamp);
 """
+
+
+_consumers: "weakref.WeakSet[Transport]" = weakref.WeakSet()
+
+
+def interrupt_consumers() -> None:
+    """The worker is shutting down: its consumer loops stop waiting for messages and take no more (Celery's synloop
+    sees a shutdown request only between drain_events calls, up to 2 s apart). Safe in a signal handler."""
+    for transport in list(_consumers):
+        transport._interrupted = True
+        transport.wake_consumer()
 
 
 def database_path(url: str) -> str:
@@ -201,6 +213,7 @@ class Transport(virtual.Transport):
         self._listener: Listener | None = None
         self._listener_pid = 0
         self._listen_failed = False
+        self._interrupted = False
 
     def driver_version(self):
         return sqlite3.sqlite_version
@@ -212,6 +225,7 @@ class Transport(virtual.Transport):
         if self._listener is None and not self._listen_failed:
             self._listener = Doorbell.beside(database_path(self.client.hostname)).listen()
             self._listen_failed = self._listener is None
+            _consumers.add(self)
         return self._listener
 
     def close_connection(self, connection):
@@ -228,6 +242,8 @@ class Transport(virtual.Transport):
 
     def drain_events(self, connection, timeout=None):
         """Deliver one message; between looks, wait for a wake-up (a publish, an ack) instead of sleeping."""
+        if self._interrupted:  # shutting down (Celery's synloop drains once more after it saw the request)
+            raise socket.timeout()
         started = monotonic()
         listener = self._consumer_listener()  # registered before the first look: no later publish is missed
         interval = self.polling_interval if listener is not None else min(self.polling_interval, FALLBACK_POLL_S)
@@ -249,3 +265,5 @@ class Transport(virtual.Transport):
                 listener.wait(wait)
             else:
                 sleep(wait)
+            if self._interrupted:
+                raise socket.timeout()

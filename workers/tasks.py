@@ -8,7 +8,7 @@ import threading
 import time
 
 from celery import Task
-from celery.signals import worker_process_init, worker_ready, worker_shutdown
+from celery.signals import worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
 from celery.worker.request import Request
 
 from schemas.jobs import JobRecord
@@ -145,3 +145,12 @@ def _start_heartbeat(sender=None, **_) -> None:
 @worker_shutdown.connect
 def _stop(**_) -> None:
     _stop_heartbeat.set()
+
+
+@worker_shutting_down.connect
+def _stop_waiting_for_messages(**_) -> None:
+    """Embedded broker: the consumer loop is waiting for a wake-up; give it one, so the shutdown starts now."""
+    if get_settings().embedded:
+        from workers.sqlite_broker import interrupt_consumers
+
+        interrupt_consumers()

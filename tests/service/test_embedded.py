@@ -83,3 +83,41 @@ def test_embedded_sigkilled_pool_process_job_is_redelivered_once(slow_embedded):
     while (left := _broker_messages(broker)) != 0:
         assert time.time() < deadline, f"{left} message(s) left in the broker"
         time.sleep(0.05)
+
+
+def _descendants(pid: int) -> list[int]:
+    children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return children + [d for c in children for d in _descendants(c)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_sigterm_stops_serve_and_its_worker_in_order(tmp_path):
+    """`kill -- -PGID` (docker stop, systemd, the tests' own teardown): the API stops its worker before it exits;
+    no worker process is left behind (one hung in its pool's shutdown, as when the signal reached every process)."""
+    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data")), tmp_path)
+    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
+    api = service.procs[0].process
+    worker_processes: list[int] = []
+    try:
+        check_succeeded(service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"]))
+        worker_processes = _descendants(api.pid)  # the Celery worker, its pool process, the pool's sandbox zygote
+        assert len(worker_processes) >= 2
+        started = time.monotonic()
+        os.killpg(api.pid, signal.SIGTERM)
+        assert api.wait(30) == 128 + signal.SIGTERM
+        assert time.monotonic() - started < 8  # stopped in order, not killed after LocalWorker.stop's 10 s
+        deadline = time.time() + 10
+        while left := [pid for pid in worker_processes if _running(pid)]:
+            assert time.time() < deadline, f"left running: {left}"
+            time.sleep(0.1)
+    finally:
+        service.stop()
+        for pid in worker_processes:  # whatever a failure left behind
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
