@@ -33,14 +33,18 @@ def deps() -> runner.WorkerDeps:
 
 @worker_process_init.connect
 def _warm_up(**_) -> None:
-    """The heavy import (tvm, ~1.4 s) happens here, once per pool process, never per job."""
+    """The heavy imports (tvm, ~1.4 s; the sandbox's zygote) happen here, once per pool process, never per job."""
     started = time.perf_counter()
     try:
         import compiler.api  # noqa: F401
     except ImportError as error:  # the job will fail with this error; the worker itself stays up
         log.error("compiler.api unavailable: %s", error)
     runner.install_signal_handlers()
-    deps()
+    settings = deps().settings
+    if settings.sandbox:  # the zygote imports tvm and warms up (~2 s): now, beside start-up, not in a job's time
+        from workers import sandbox
+
+        sandbox.zygote_for(settings, wait=False)
     log.info("worker process %d ready in %.2f s", os.getpid(), time.perf_counter() - started)
 
 

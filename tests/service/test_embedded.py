@@ -121,3 +121,23 @@ def test_sigterm_stops_serve_and_its_worker_in_order(tmp_path):
         for pid in worker_processes:  # whatever a failure left behind
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_sandbox_zygote_starts_with_the_worker_not_with_the_first_job(tmp_path):
+    """The zygote's start (tvm import, warm-up compiles: seconds) happens beside the pool process's start-up, so
+    the first job does not wait for it."""
+    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data")), tmp_path)
+    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
+    api = service.procs[0].process
+    try:
+        deadline = time.time() + 60
+        while not any(b"workers.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                      for pid in _descendants(api.pid) if _running(pid)):
+            assert time.time() < deadline, "no zygote started before any job was submitted"
+            time.sleep(0.1)
+        time.sleep(3)  # its warm-up done
+        job = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"])
+        check_succeeded(job)
+        assert job["timings"]["compile"] < 1.5, job["timings"]  # not the ~2 s of a zygote start
+    finally:
+        service.stop()

@@ -85,6 +85,16 @@ class Zygote:
             raise SandboxError(f"the sandbox zygote did not start: {self.info}")
         return self
 
+    def ensure_started(self, quiet: bool = False) -> "Zygote":
+        with self._lock:
+            try:
+                if not self.alive():
+                    self.start()
+            except (OSError, SandboxError):
+                if not quiet:  # a background start leaves the error to the first job's own attempt
+                    raise
+        return self
+
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -188,14 +198,17 @@ def _config_json(config: SandboxConfig) -> dict:
 _zygotes: dict[int, Zygote] = {}
 
 
-def zygote_for(settings) -> Zygote:
-    """This worker process's zygote (started on first use, restarted if it died)."""
+def zygote_for(settings, wait: bool = True) -> Zygote:
+    """This worker process's zygote (started on first use, restarted if it died). With wait=False it starts in
+    the background (a worker process's start-up must not take seconds); the first job waits for it."""
     zygote = _zygotes.get(os.getpid())
     if zygote is None:
         _zygotes.clear()  # inherited from a parent process across fork: not ours
         zygote = _zygotes[os.getpid()] = Zygote(SandboxConfig.from_settings(settings))
-    if not zygote.alive():
-        zygote.start()
+    if wait:
+        zygote.ensure_started()
+    else:
+        threading.Thread(target=zygote.ensure_started, kwargs={"quiet": True}, name="zygote-start", daemon=True).start()
     return zygote
 
 
