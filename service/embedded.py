@@ -13,6 +13,7 @@ import threading
 from service.queue import TaskQueue
 from service.settings import Settings
 from service.storage import ArtifactStore, open_store
+from workers.sqlite_broker import release_unacknowledged
 
 log = logging.getLogger("tilefarm.embedded")
 
@@ -56,7 +57,15 @@ class LocalWorker:
             code = self.process.wait()
             if self.stopping.is_set():
                 return
-            log.error("embedded worker exited with %s; restarting in %.0f s", code, backoff)
+            # what is left of it (pool processes orphaned by a killed main process) must not go on with the jobs
+            # the next worker is about to be given
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            released = release_unacknowledged(self.settings.embedded_broker_path)
+            log.error("embedded worker exited with %s; %d unacknowledged job message(s) back in the queue; "
+                      "restarting in %.0f s", code, released, backoff)
             if self.stopping.wait(backoff):
                 return
             backoff = min(backoff * 2, 60)
@@ -80,6 +89,7 @@ def recover(settings: Settings) -> int:
     """
     store, queue = open_store(settings), TaskQueue(settings)
     ArtifactStore(settings.data_dir).sweep_tmp(older_than_s=0)
+    release_unacknowledged(settings.embedded_broker_path, delete=True)  # their jobs are among those re-queued
     active = [job for job in store.active_jobs() if not (job.status == "queued" and job.stage == "hardware")]
     for job in active:
         store.append_log(job.id, "service restarted: job queued again\n")

@@ -22,6 +22,7 @@ import socket
 import sqlite3
 import threading
 import weakref
+from contextlib import closing
 from json import dumps, loads
 from queue import Empty
 from time import monotonic, sleep
@@ -73,6 +74,23 @@ def database_path(url: str) -> str:
 
 def _now() -> str:
     return datetime.datetime.now().isoformat(sep=" ")
+
+
+def release_unacknowledged(path: str, delete: bool = False) -> int:
+    """Messages delivered to a worker that is gone (killed before it acknowledged them): visible again, in their
+    place in the queue, for the next worker (as a Redis visibility timeout would) - or, with `delete`, removed
+    (the service's start-up re-queues every unfinished job itself). Only for when no consumer is alive."""
+    if not os.path.exists(path):
+        return 0
+    with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as db:
+        db.executescript(_SCHEMA)
+        if delete:
+            count = db.execute("DELETE FROM kombu_message WHERE visible = 0").rowcount
+        else:
+            count = db.execute("UPDATE kombu_message SET visible = 1 WHERE visible = 0").rowcount
+    if count and not delete:
+        Doorbell.beside(path).ring(b"")
+    return count
 
 
 class QoS(virtual.QoS):

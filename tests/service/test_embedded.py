@@ -141,3 +141,27 @@ def test_the_sandbox_zygote_starts_with_the_worker_not_with_the_first_job(tmp_pa
         assert job["timings"]["compile"] < 1.5, job["timings"]  # not the ~2 s of a zygote start
     finally:
         service.stop()
+
+
+def test_embedded_sigkilled_worker_main_process_is_replaced_and_its_job_completes(slow_embedded):
+    """The whole local worker dies (its main process SIGKILLed, the pool orphaned): the API's supervisor kills
+    what is left of it, hands its unacknowledged message back to the queue and starts a new worker, which runs
+    the job to the end (attempt 2), once."""
+    job = slow_embedded.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")
+    deadline = time.time() + 60
+    while (running := slow_embedded.client.get(f"/v1/jobs/{job['id']}").json())["status"] != "running":
+        assert running["status"] == "queued" and time.time() < deadline, running
+        time.sleep(0.02)
+    pool_pid = running["worker"]["pid"]
+    main_pid = int(Path(f"/proc/{pool_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert b"celery" in Path(f"/proc/{main_pid}/cmdline").read_bytes()
+    os.kill(main_pid, signal.SIGKILL)
+    final = slow_embedded.wait(job["id"], timeout=90)
+    check_succeeded(final)
+    assert final["attempts"] == 2 and final["worker"]["pid"] != pool_pid
+    assert not _running(pool_pid)  # the orphaned pool process did not go on with the job beside the new one
+    broker = Path(slow_embedded.env["TILEFARM_DATA_DIR"]) / "broker.sqlite"
+    deadline = time.time() + 10
+    while (left := _broker_messages(broker)) != 0:
+        assert time.time() < deadline, f"{left} message(s) left in the broker"
+        time.sleep(0.05)
