@@ -48,7 +48,7 @@ class Settings(BaseSettings):
 
     # The sandbox around every step that touches user input (workers/sandbox/)
     sandbox: bool = Field(default=True, description="Run parse/compile/emulate in the restricted child (off: in-process, trusted users only).")
-    sandbox_dir: Path | None = Field(default=None, description="Host directory for job directories, used only where mount namespaces are unavailable; default: a private directory under the system temp dir.")
+    sandbox_dir: Path | None = Field(default=None, description="Where a job's directory is made (and removed after it), only where namespaces are unavailable; default: the system temp dir.")
     sandbox_user: str = Field(default="nobody", description="Unprivileged user the sandboxed step runs as (when root).")
     sandbox_memory_bytes: int = Field(default=4 * 1024**3, description="Address space a sandboxed step may add.")
     sandbox_processes: int = Field(default=512, description="RLIMIT_NPROC of a sandboxed step (threads count).")

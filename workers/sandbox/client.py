@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,8 +20,8 @@ from workers.sandbox.protocol import MEASURES, RESULT, Limits, SandboxError, San
 
 @dataclass
 class SandboxConfig:
-    root: Path | None                      # host directory for job directories without a mount namespace (None:
-                                           # a private one under the system temp dir, made at start)
+    root: Path | None                      # where job directories go if there are no namespaces (None: the system
+                                           # temp dir); with namespaces a job has no host directory at all
     shared_cache: Path                     # trusted prebuilt toolchain files (emulator runtime), read-only inside
     hide: list[str] = field(default_factory=list)   # host paths to cover with an empty read-only tmpfs
     user: str = "nobody"
@@ -63,14 +61,11 @@ class Zygote:
         self.process: subprocess.Popen | None = None
         self.info: dict = {}
         self._lock = threading.Lock()
-        self._made_root = False
 
     def start(self) -> "Zygote":
-        if self.config.root is None:  # reachable by the job's user (a data dir under /root would not be)
-            self.config.root = Path(tempfile.mkdtemp(prefix="tilefarm-sandbox-"))
-            self._made_root = True
-        self.config.root.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.config.root, 0o711)
+        if self.config.root is not None:
+            self.config.root.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.config.root, 0o711)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": "/nonexistent",
                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and Path(p).is_dir()),
                "TILEFARM_CACHE_DIR": str(self.config.shared_cache), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -106,9 +101,6 @@ class Zygote:
             for pipe in (self.process.stdin, self.process.stdout):
                 pipe.close()
             self.process = None
-        if self._made_root:
-            shutil.rmtree(self.config.root, ignore_errors=True)
-            self.config.root, self._made_root = None, False
 
     def _send(self, message: dict, files: dict[str, bytes] | None = None) -> None:
         self.process.stdin.write(pack(message, files or {}))
@@ -188,7 +180,7 @@ def _limit_hint(reply: dict, limits: Limits, stderr: str) -> str:
 
 
 def _config_json(config: SandboxConfig) -> dict:
-    return {"root": str(config.root), "shared_cache": str(config.shared_cache), "hide": config.hide,
+    return {"root": str(config.root) if config.root else None, "shared_cache": str(config.shared_cache), "hide": config.hide,
             "readonly": config.readonly, "child_env": config.child_env,
             "user": config.user, "preload": list(config.preload), "namespaces": config.namespaces}
 

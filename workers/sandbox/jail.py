@@ -54,14 +54,30 @@ def clone_into_pid_namespace() -> int:
     return pid
 
 
-def unshare_rest(measures: dict) -> list[str]:
+def unshare_rest() -> list[str]:
     """New network (no interfaces, not even loopback up), mount, IPC and UTS namespaces for this process."""
-    flags = sum(flag for name, flag in NAMESPACES.items() if name != "pid")
-    if _libc.unshare(flags) != 0:
-        measures["notes"].append(f"no network/mount/IPC/UTS namespaces: unshare failed "
-                                 f"({os.strerror(ctypes.get_errno())})")
-        return []
+    if _libc.unshare(sum(flag for name, flag in NAMESPACES.items() if name != "pid")) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"unshare: {os.strerror(error)}")
     return [name for name in NAMESPACES if name != "pid"]
+
+
+def why_no_namespaces() -> str | None:
+    """None when a child can have every namespace here, else why not (tried once, in a throwaway child)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        message = b""
+        if _libc.unshare(sum(NAMESPACES.values())) != 0:
+            message = f"unshare failed ({os.strerror(ctypes.get_errno())})".encode()
+        os.write(write_end, message)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        message = fh.read()
+    os.waitpid(pid, 0)
+    return message.decode() or None
 
 
 def die_with_parent() -> None:
@@ -218,7 +234,7 @@ def enter_job(config: dict, host_dir: str, namespaces: list[str], limits: Limits
         for path in sorted(set(config["hide"]), key=len):
             _hide(path, measures)
     else:
-        work = host_dir
+        work = host_dir  # made by the zygote (mkdtemp: 0700, ours), removed by it after the job
         for sub in ("in", "out", "tmp", "cache"):
             os.makedirs(os.path.join(work, sub))
         for name in SHARED_CACHE_ENTRIES:

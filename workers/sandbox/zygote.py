@@ -16,10 +16,8 @@ the kernel while the next spare is already waiting.
 """
 from __future__ import annotations
 
-import errno
 import gc
 import io
-import itertools
 import json
 import os
 import pwd
@@ -75,6 +73,8 @@ def main(config: dict) -> None:
     gc.freeze()  # keep the warm heap out of the collector: fewer pages copied after each fork
     hot = prefault.learn(lambda: _compile_trusted(WARM_UP_KERNEL))
     jail.become_subreaper()  # processes a job leaves behind come to us, not to init (see _kill_orphans)
+    why_not = "turned off in the sandbox configuration" if not config.get("namespaces", True) else jail.why_no_namespaces()
+    config.update(namespaces=why_not is None, no_namespaces_because=why_not)
     spares = Spares(config, pwd.getpwnam(config["user"]), hot)
     spares.fill()
 
@@ -163,7 +163,6 @@ class Spares:
     user: pwd.struct_passwd
     hot: list[tuple[int, int]]
     ready: list[Spare] = field(default_factory=list)
-    _jobs: itertools.count = field(default_factory=itertools.count)
     ending: list[Spare] = field(default_factory=list)   # killed after answering; reaped when the kernel is done
 
     def fill(self) -> None:
@@ -174,12 +173,10 @@ class Spares:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         answer_read, answer_write = os.pipe()
         namespaces, note = ["pid"], None
-        try:
-            if not self.config.get("namespaces", True):
-                raise OSError(errno.EPERM, "namespaces turned off in the sandbox configuration")
+        if self.config["namespaces"]:
             pid = jail.clone_into_pid_namespace()
-        except OSError as error:  # no namespaces here (an unprivileged container): a plain fork, documented
-            namespaces, note = [], f"no PID namespace: clone failed ({error.strerror})"
+        else:  # no namespaces here (an unprivileged container, or turned off): a plain fork, documented
+            namespaces, note = [], f"no namespaces: {self.config['no_namespaces_because']}"
             pid = os.fork()
         if pid == 0:
             code = 70
@@ -214,7 +211,8 @@ class Spares:
         died before taking the job (killed while it waited) is replaced once."""
         limits = Limits(**request["limits"])
         started = time.monotonic()
-        host_dir = os.path.join(self.config["root"], f"job-{os.getpid()}-{next(self._jobs)}")  # no mount namespace
+        host_dir = None if self.config["namespaces"] else tempfile.mkdtemp(prefix="tilefarm-job-",
+                                                                            dir=self.config.get("root"))
         message = pack({**request, "host_dir": host_dir}, inputs)
         for attempt in range(2):
             stderr_read, stderr_write = os.pipe()
@@ -242,7 +240,8 @@ class Spares:
             os.close(stderr_read)
             if answer.taken or timed_out or killed:
                 break
-        shutil.rmtree(host_dir, ignore_errors=True)
+        if host_dir is not None:
+            shutil.rmtree(host_dir, ignore_errors=True)
         files = {}
         try:
             files = answer.files() if answer.complete else {}
@@ -400,8 +399,8 @@ def _child(config: dict, user: pwd.struct_passwd, hot: list, namespaces: list[st
     steps = measures["prepare_s"] = {}
     try:
         mark = time.monotonic()
-        if namespaces:  # a PID namespace: the host allows namespaces
-            namespaces = measures["namespaces"] = namespaces + jail.unshare_rest(measures)
+        if namespaces:  # the host allows namespaces (the zygote tried at start)
+            namespaces = measures["namespaces"] = namespaces + jail.unshare_rest()
         steps["namespaces"], mark = time.monotonic() - mark, time.monotonic()
         jail.prepare(config, namespaces, user, measures)
         steps["filesystem"], mark = time.monotonic() - mark, time.monotonic()
