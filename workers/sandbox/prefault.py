@@ -3,7 +3,7 @@
 A child of the warm zygote shares its ~1 GB address space copy-on-write. The first compile in a child writes a
 few thousand of those pages (reference counts, caches, the allocator's free lists), and each write is a page fault
 plus a copy: about 10 ms per job, as much as the rest of the sandbox together. The pages are nearly the same
-every time, so the zygote learns them once (`learn`: a trial child runs the warm-up compile and reads which of
+every time, so the zygote learns them once (`learn`: a trial child runs a few compiles and reads which of
 its pages became its own in /proc/self/pagemap) and every spare child copies them before its job arrives
 (`populate`: one madvise(MADV_POPULATE_WRITE) per range, while the previous job still runs).
 """

@@ -71,7 +71,7 @@ def main(config: dict) -> None:
     prebuilt = _prebuild_shared_cache(Path(config["shared_cache"]))
     warm = _warm_up()  # after everything else is imported: nothing may invalidate the state it builds
     gc.freeze()  # keep the warm heap out of the collector: fewer pages copied after each fork
-    hot = prefault.learn(lambda: _compile_trusted(WARM_UP_KERNEL))
+    hot = prefault.learn(_trial_jobs)
     jail.become_subreaper()  # processes a job leaves behind come to us, not to init (see _kill_orphans)
     why_not = "turned off in the sandbox configuration" if not config.get("namespaces", True) else jail.why_no_namespaces()
     config.update(namespaces=why_not is None, no_namespaces_because=why_not)
@@ -95,6 +95,23 @@ def main(config: dict) -> None:
         reply(*spares.run(request, inputs, stdin))
         spares.reap()
         spares.fill()  # if the job was too short to prepare the next child meanwhile
+
+
+def _trial_jobs() -> None:
+    """What a prepared child should have copied already: the pages compile jobs write. Learnt from a few compiles
+    through the op itself (target validation, answer files and all): the warm-up kernel and two examples."""
+    from schemas.target import TargetConfig
+
+    kernels = [WARM_UP_KERNEL, *(p.read_text() for p in [*sorted(EXAMPLES.glob("gemm_b*.py"))[:1],
+                                                         *sorted(EXAMPLES.glob("eltwise*.py"))[:1]])]
+    work = Path(tempfile.mkdtemp(prefix="tilefarm-trial-"))
+    try:
+        (work / "out").mkdir()
+        for source in kernels:
+            OPS["compile"]({"source": source, "filename": "trial.py", "target": TargetConfig().model_dump(mode="json")},
+                           work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _compile_trusted(source: str, filename: str = "warm-up.py") -> None:
