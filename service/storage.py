@@ -92,8 +92,10 @@ class JobStore(ABC):
     def get(self, job_id: str) -> JobRecord | None: ...
 
     @abstractmethod
-    def mutate(self, job_id: str, fn: Mutator) -> JobRecord | None:
-        """Atomically apply fn to the job (fn returns the new record, or None for no change)."""
+    def mutate(self, job_id: str, fn: Mutator, log: str | None = None) -> JobRecord | None:
+        """Atomically apply fn to the job (fn returns the new record, or None for no change); `log` is appended to
+        the job's log in the same transaction when the change is made (one round trip, and whoever sees the new
+        state sees the line)."""
 
     @abstractmethod
     def list(self, *, team: str | None, status: str | None, arch: str | None, limit: int, cursor: str | None) -> tuple[list[JobRecord], str | None]: ...
@@ -248,7 +250,7 @@ class RedisJobStore(JobStore):
         raw = self.r.get(self._k("job", job_id))
         return JobRecord.model_validate_json(raw) if raw else None
 
-    def mutate(self, job_id, fn):
+    def mutate(self, job_id, fn, log=None):
         key = self._k("job", job_id)
 
         def txn(pipe):
@@ -256,11 +258,14 @@ class RedisJobStore(JobStore):
             if raw is None:
                 return None
             old = JobRecord.model_validate_json(raw)
-            new = fn(old.model_copy(deep=True))
+            new = fn(JobRecord.model_validate_json(raw))  # a second parse is cheaper than a deep copy
             if new is None:
                 return old
             pipe.multi()
             pipe.set(key, new.model_dump_json())
+            if log:
+                pipe.append(self._k("log", job_id), log)
+                pipe.publish(self._k("events", job_id), "log")
             self._index_writes(pipe, old, new)
             return new
 
@@ -480,15 +485,18 @@ class SqliteJobStore(JobStore):
         row = self.db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return JobRecord.model_validate_json(row[0]) if row else None
 
-    def mutate(self, job_id, fn):
+    def mutate(self, job_id, fn, log=None):
         with self._tx() as db:
             row = db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 return None
             old = JobRecord.model_validate_json(row[0])
-            new = fn(old.model_copy(deep=True))
+            new = fn(JobRecord.model_validate_json(row[0]))  # a second parse is cheaper than a deep copy
             if new is None:
                 return old
+            if log:
+                db.execute("INSERT INTO logs(job_id, text, version) VALUES (?, ?, 1) ON CONFLICT(job_id) "
+                           "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, log))
             self._put(db, new)
             return new
 

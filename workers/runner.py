@@ -117,12 +117,11 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     ir_dir = deps.artifacts.cache_dir(key, "ir")
     if compile_dir.is_dir() and (not job.dump_ir or ir_dir.is_dir()):
         meta = json.loads((compile_dir / "meta.json").read_text())
-        deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=True, compile_timings=meta["timings"]))
+        deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=True, compile_timings=meta["timings"]),
+                          log=f"cache hit: {key} (compiled by job {meta['job_id']}); not recompiling\n")
         deps.store.incr("cache_hits")
-        deps.store.append_log(job.id, f"cache hit: {key} (compiled by job {meta['job_id']}); not recompiling\n")
         return StageOutcome(detail="cache hit")
 
-    deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False))
     deps.store.incr("cache_misses")
     if deps.settings.sandbox:  # parsing runs the user's Python: never in this process
         from workers import sandbox
@@ -138,8 +137,8 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     deps.artifacts.put_dir(compile_dir, files)
     if job.dump_ir:
         deps.artifacts.put_dir(ir_dir, {name.replace("/", "_"): text.encode() for name, text in result.ir_dumps.items()})
-    deps.store.append_log(job.id, result.log if result.log.endswith("\n") else result.log + "\n")
-    deps.store.mutate(job.id, lambda j: _set(j, compile_timings=result.timings))
+    deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False, compile_timings=result.timings),
+                      log=result.log if result.log.endswith("\n") else result.log + "\n")
     return StageOutcome()
 
 
@@ -333,8 +332,7 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
         _set(job.stage_record(name), state="running", started_at=start, finished_at=None, duration_s=None)
         return job
 
-    job = deps.store.mutate(job_id, begin)
-    deps.store.append_log(job_id, f"== stage {name}\n")
+    job = deps.store.mutate(job_id, begin, log=f"== stage {name}\n")
     outcome, failure, status = None, None, "failed"
     try:
         with stage_guard(deps.settings.stage_time_limit(name), lambda: _cancel_requested(job_id, deps)):
@@ -377,8 +375,8 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
         return _finished(job, status, end)
 
     verdict = outcome.detail or outcome.state if outcome else status
-    deps.store.append_log(job_id, f"== stage {name}: {verdict} in {duration * 1000:.1f} ms\n")
-    deps.store.mutate(job_id, record)  # after the log line: whoever sees the job end sees its whole log
+    # one transaction with the log line: whoever sees the job end sees its whole log
+    deps.store.mutate(job_id, record, log=f"== stage {name}: {verdict} in {duration * 1000:.1f} ms\n")
     return outcome is not None
 
 

@@ -1,0 +1,40 @@
+"""The job store's contract, on both implementations (SQLite file, real Redis)."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from schemas.jobs import JobRecord, StageRecord
+from service.storage import RedisJobStore, SqliteJobStore
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        return SqliteJobStore(tmp_path / "jobs.sqlite")
+    return RedisJobStore(request.getfixturevalue("redis_url"), prefix=f"test-{uuid.uuid4().hex[:8]}:")
+
+
+def new_job() -> JobRecord:
+    return JobRecord(id=uuid.uuid4().hex, source="# a kernel\n", created_at=time.time(),
+                     stages=[StageRecord(name="compile")])
+
+
+def test_mutate_with_a_log_line_is_one_change_seen_whole(store):
+    job, _ = store.create(new_job(), idempotency_hash=None, max_active=10)
+    store.append_log(job.id, "created\n")
+    with store.subscribe(job.id) as subscription:
+        changed = store.mutate(job.id, lambda j: j.model_copy(update={"status": "running"}), log="picked up\n")
+        assert subscription.wait(5) is True  # one wake-up for the state and its line
+    assert changed.status == "running" and store.get(job.id).status == "running"
+    assert store.read_log(job.id) == "created\npicked up\n"
+    # no change made: no line either, and the record handed to fn is a copy, not the stored one
+    def no_change(record: JobRecord) -> None:
+        record.status = "failed"
+        return None
+
+    assert store.mutate(job.id, no_change, log="never\n").status == "running"
+    assert store.get(job.id).status == "running" and store.read_log(job.id) == "created\npicked up\n"
+    assert store.mutate("no-such-job", lambda j: j, log="never\n") is None
