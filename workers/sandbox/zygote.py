@@ -83,7 +83,7 @@ def main(config: dict) -> None:
         out.flush()
 
     reply({"ready": True, "pid": os.getpid(), "import_s": time.perf_counter() - started, "prebuilt": prebuilt,
-           "warm": warm, "prefault_pages": sum(length for _, length in hot) // prefault.PAGE})
+           "warm": warm, "prefault_pages": hot.pages})
     stdin = sys.stdin.buffer
     while True:
         try:
@@ -178,7 +178,7 @@ class Spare:
 class Spares:
     config: dict
     user: pwd.struct_passwd
-    hot: list[tuple[int, int]]
+    hot: prefault.Hot
     ready: list[Spare] = field(default_factory=list)
     ending: list[Spare] = field(default_factory=list)   # killed after answering; reaped when the kernel is done
 
@@ -405,7 +405,7 @@ class _Tail:
 
 # ================================================================================== the child
 
-def _child(config: dict, user: pwd.struct_passwd, hot: list, namespaces: list[str], note: str | None,
+def _child(config: dict, user: pwd.struct_passwd, hot: prefault.Hot, namespaces: list[str], note: str | None,
            requests: socket.socket, answer_fd: int) -> int:
     """A spare: prepare, wait for the job, restrict, run the op, send the answer down `answer_fd`."""
     jail.die_with_parent()
