@@ -92,10 +92,10 @@ class JobStore(ABC):
     def get(self, job_id: str) -> JobRecord | None: ...
 
     @abstractmethod
-    def mutate(self, job_id: str, fn: Mutator, log: str | None = None) -> JobRecord | None:
-        """Atomically apply fn to the job (fn returns the new record, or None for no change); `log` is appended to
-        the job's log in the same transaction when the change is made (one round trip, and whoever sees the new
-        state sees the line)."""
+    def mutate(self, job_id: str, fn: Mutator, log: "str | Callable[[JobRecord], str] | None" = None) -> JobRecord | None:
+        """Atomically apply fn to the job (fn returns the new record, or None for no change); `log` (or what
+        log(new record) returns) is appended to the job's log in the same transaction when the change is made (one
+        round trip, and whoever sees the new state sees the line)."""
 
     @abstractmethod
     def list(self, *, team: str | None, status: str | None, arch: str | None, limit: int, cursor: str | None) -> tuple[list[JobRecord], str | None]: ...
@@ -261,10 +261,11 @@ class RedisJobStore(JobStore):
             new = fn(JobRecord.model_validate_json(raw))  # a second parse is cheaper than a deep copy
             if new is None:
                 return old
+            text = log(new) if callable(log) else log
             pipe.multi()
             pipe.set(key, new.model_dump_json())
-            if log:
-                pipe.append(self._k("log", job_id), log)
+            if text:
+                pipe.append(self._k("log", job_id), text)
                 pipe.publish(self._k("events", job_id), "log")
             self._index_writes(pipe, old, new)
             return new
@@ -494,9 +495,10 @@ class SqliteJobStore(JobStore):
             new = fn(JobRecord.model_validate_json(row[0]))  # a second parse is cheaper than a deep copy
             if new is None:
                 return old
-            if log:
+            text = log(new) if callable(log) else log
+            if text:
                 db.execute("INSERT INTO logs(job_id, text, version) VALUES (?, ?, 1) ON CONFLICT(job_id) "
-                           "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, log))
+                           "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, text))
             self._put(db, new)
             return new
 

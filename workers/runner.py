@@ -301,16 +301,17 @@ def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str |
         job.started_at = job.started_at or now
         return job
 
-    job = deps.store.mutate(job_id, claim)
-    if job is None or job.status != "running":
-        return None
-    interrupted = [s.name for s in job.stages if s.name in phase and s.state == "running"]
-    if interrupted:
-        deps.store.append_log(job_id, f"attempt {job.attempts}: the previous attempt was lost during "
-                                      f"'{interrupted[0]}' (worker died); resuming there\n")
-    elif job.attempts == 1:
-        deps.store.append_log(job_id, f"job {job_id} picked up by {job.worker['hostname']} pid {job.worker['pid']}\n")
-    return job
+    def line(job: JobRecord) -> str:
+        if job.status != "running":
+            return ""
+        interrupted = [s.name for s in job.stages if s.name in phase and s.state == "running"]
+        if interrupted:
+            return (f"attempt {job.attempts}: the previous attempt was lost during '{interrupted[0]}' (worker died); "
+                    f"resuming there\n")
+        return f"job {job_id} picked up by {job.worker['hostname']} pid {job.worker['pid']}\n" if job.attempts == 1 else ""
+
+    job = deps.store.mutate(job_id, claim, log=line)
+    return job if job is not None and job.status == "running" else None
 
 
 def _finished(job: JobRecord, status: str, now: float | None = None) -> JobRecord:
@@ -358,9 +359,6 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
         deps.store.append_log(job_id, traceback.format_exc())
     end = time.time()
     duration = end - start
-    deps.store.observe_stage(name, duration)
-    if name in LOCAL_STAGES:  # the team's daily compile-seconds budget (checked when it submits)
-        deps.store.add_usage(job.team, duration)
 
     def record(job: JobRecord) -> JobRecord:
         stage = job.stage_record(name)
@@ -377,6 +375,9 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
     verdict = outcome.detail or outcome.state if outcome else status
     # one transaction with the log line: whoever sees the job end sees its whole log
     deps.store.mutate(job_id, record, log=f"== stage {name}: {verdict} in {duration * 1000:.1f} ms\n")
+    deps.store.observe_stage(name, duration)  # after the job's own record: nobody waits on the metrics
+    if name in LOCAL_STAGES:  # the team's daily compile-seconds budget (checked when it submits)
+        deps.store.add_usage(job.team, duration)
     return outcome is not None
 
 
@@ -392,12 +393,14 @@ def _run_phase(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: s
     job = _claim(job_id, deps, phase, task_id)
     if job is None:
         return None
+    just_claimed = True  # the claim itself saw no cancel request
     for stage in job.stages:
         if stage.name not in phase or stage.state in ("succeeded", "skipped"):
             continue
-        if _cancel_requested(job_id, deps):
+        if not just_claimed and _cancel_requested(job_id, deps):
             deps.store.mutate(job_id, lambda j: None if j.terminal else _finished(j, "cancelled"))
             return None
+        just_claimed = False
         if not _run_stage(job_id, stage.name, deps, last=stage is job.stages[-1]):
             return None
     return deps.store.get(job_id)

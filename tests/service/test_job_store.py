@@ -38,3 +38,12 @@ def test_mutate_with_a_log_line_is_one_change_seen_whole(store):
     assert store.mutate(job.id, no_change, log="never\n").status == "running"
     assert store.get(job.id).status == "running" and store.read_log(job.id) == "created\npicked up\n"
     assert store.mutate("no-such-job", lambda j: j, log="never\n") is None
+
+
+def test_mutate_log_may_be_derived_from_the_new_record(store):
+    job, _ = store.create(new_job(), idempotency_hash=None, max_active=10)
+    claimed = store.mutate(job.id, lambda j: j.model_copy(update={"status": "running", "attempts": j.attempts + 1}),
+                           log=lambda j: f"attempt {j.attempts}\n")
+    assert claimed.attempts == 1 and store.read_log(job.id) == "attempt 1\n"
+    store.mutate(job.id, lambda j: j.model_copy(update={"status": "succeeded"}), log=lambda j: "")
+    assert store.get(job.id).status == "succeeded" and store.read_log(job.id) == "attempt 1\n"
