@@ -4,7 +4,7 @@ Prints, per mode: submit->succeeded latency of a GEMM compile (p50/p95); the sam
 the same kernel run right before it (the service's overhead, sandbox included); the same minus the compile stage
 (what happens outside the stage); cache-hit latency; jobs/s with 1 and 2 worker processes.
 
-    .venv/bin/python bench/service.py [--jobs 10] [--mode redis|embedded|both]
+    .venv/bin/python bench/service.py [--jobs 30] [--mode redis|embedded|both]
 """
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ def redis_for_bench() -> tuple[str, subprocess.Popen | None]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     print(f"service data under {DATA_ROOT} (TILEFARM_BENCH_DATA_ROOT)")
-    parser.add_argument("--jobs", type=int, default=10)
+    parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--mode", choices=["redis", "embedded", "both"], default="both")
     args = parser.parse_args()
     compile_times = in_process_compile(args.jobs)
