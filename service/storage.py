@@ -212,6 +212,10 @@ class RedisJobStore(JobStore):
                 pipe.srem(self._k("queued", new.team), new.id)
         pipe.publish(self._k("events", new.id), new.status)
 
+    def _log_writes(self, pipe, job_id: str, text: str) -> None:
+        pipe.append(self._k("log", job_id), text)
+        pipe.publish(self._k("events", job_id), "log")
+
     def create(self, job, *, idempotency_hash, max_active, max_queued=None):
         import redis
 
@@ -265,8 +269,7 @@ class RedisJobStore(JobStore):
             pipe.multi()
             pipe.set(key, new.model_dump_json())
             if text:
-                pipe.append(self._k("log", job_id), text)
-                pipe.publish(self._k("events", job_id), "log")
+                self._log_writes(pipe, job_id, text)
             self._index_writes(pipe, old, new)
             return new
 
@@ -297,8 +300,7 @@ class RedisJobStore(JobStore):
 
     def append_log(self, job_id, text):
         with self.r.pipeline(transaction=False) as pipe:
-            pipe.append(self._k("log", job_id), text)
-            pipe.publish(self._k("events", job_id), "log")
+            self._log_writes(pipe, job_id, text)
             pipe.execute()
 
     def read_log(self, job_id, offset=0):
@@ -441,12 +443,18 @@ class SqliteJobStore(JobStore):
             self.doorbell.ring(job_id.encode())
 
     def _changed(self, job_id: str) -> None:
-        """The job's version was bumped in the current transaction: ring for it once that commits."""
-        self._local.changed.append(job_id)
+        """The job's version was bumped in the current transaction: ring for it (once) when that commits."""
+        if job_id not in self._local.changed:
+            self._local.changed.append(job_id)
 
     def _bump(self, db, job_id: str) -> None:
         db.execute("INSERT INTO logs(job_id, version) VALUES (?, 1) "
                    "ON CONFLICT(job_id) DO UPDATE SET version = version + 1", (job_id,))
+        self._changed(job_id)
+
+    def _append(self, db, job_id: str, text: str) -> None:
+        db.execute("INSERT INTO logs(job_id, text, version) VALUES (?, ?, 1) ON CONFLICT(job_id) "
+                   "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, text))
         self._changed(job_id)
 
     def _version(self, job_id: str) -> int:
@@ -497,8 +505,7 @@ class SqliteJobStore(JobStore):
                 return old
             text = log(new) if callable(log) else log
             if text:
-                db.execute("INSERT INTO logs(job_id, text, version) VALUES (?, ?, 1) ON CONFLICT(job_id) "
-                           "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, text))
+                self._append(db, job_id, text)
             self._put(db, new)
             return new
 
@@ -521,9 +528,7 @@ class SqliteJobStore(JobStore):
 
     def append_log(self, job_id, text):
         with self._tx() as db:
-            db.execute("INSERT INTO logs(job_id, text, version) VALUES (?, ?, 1) ON CONFLICT(job_id) "
-                       "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, text))
-            self._changed(job_id)
+            self._append(db, job_id, text)
 
     def read_log(self, job_id, offset=0):
         row = self.db.execute("SELECT substr(CAST(text AS BLOB), ?) FROM logs WHERE job_id = ?",

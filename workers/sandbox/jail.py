@@ -150,9 +150,7 @@ def prepare(config: dict, namespaces: list[str], user: pwd.struct_passwd, measur
         os.makedirs(os.path.join(JOB_DIR, sub))
     if shared is not None:
         _bind(shared, SHARED_MOUNT, MS_RDONLY | MS_NOSUID | MS_NODEV)
-        for name in SHARED_CACHE_ENTRIES:
-            if os.path.isdir(os.path.join(SHARED_MOUNT, name)):
-                os.symlink(os.path.join(SHARED_MOUNT, name), os.path.join(JOB_DIR, "cache", name))
+        _link_shared_cache(SHARED_MOUNT, os.path.join(JOB_DIR, "cache"))
     for path in (JOB_DIR, *(os.path.join(JOB_DIR, s) for s in ("out", "tmp", "cache"))):
         os.chown(path, user.pw_uid, user.pw_gid)
     _reexpose_code(measures)
@@ -169,6 +167,13 @@ def prepare(config: dict, namespaces: list[str], user: pwd.struct_passwd, measur
             fs.append("/proc of the job's own PID namespace")
         except OSError as error:
             measures["notes"].append(str(error))
+
+
+def _link_shared_cache(shared: str, cache: str) -> None:
+    """The job's cache directory points at the trusted prebuilt entries (read-only where they live)."""
+    for name in SHARED_CACHE_ENTRIES:
+        if os.path.isdir(os.path.join(shared, name)):
+            os.symlink(os.path.join(shared, name), os.path.join(cache, name))
 
 
 def _hide(path: str, measures: dict) -> None:
@@ -237,9 +242,7 @@ def enter_job(config: dict, host_dir: str, namespaces: list[str], limits: Limits
         work = host_dir  # made by the zygote (mkdtemp: 0700, ours), removed by it after the job
         for sub in ("in", "out", "tmp", "cache"):
             os.makedirs(os.path.join(work, sub))
-        for name in SHARED_CACHE_ENTRIES:
-            if os.path.isdir(os.path.join(config["shared_cache"], name)):
-                os.symlink(os.path.join(config["shared_cache"], name), os.path.join(work, "cache", name))
+        _link_shared_cache(config["shared_cache"], os.path.join(work, "cache"))
         if os.getuid() == 0:
             for path in (work, *(os.path.join(work, s) for s in ("out", "tmp", "cache"))):
                 os.chown(path, user.pw_uid, user.pw_gid)

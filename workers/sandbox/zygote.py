@@ -171,7 +171,6 @@ class Spare:
     requests: socket.socket        # the job's request and stderr go down this
     answer: int                    # read end of the pipe the child sends its answer down
     namespaces: list[str]
-    note: str | None = None
 
 
 @dataclass
@@ -206,7 +205,7 @@ class Spares:
             os._exit(code)
         theirs.close()
         os.close(answer_write)
-        return Spare(pid, os.pidfd_open(pid), ours, answer_read, namespaces, note)
+        return Spare(pid, os.pidfd_open(pid), ours, answer_read, namespaces)
 
     def _hand_over(self, message: bytes, stderr_fd: int) -> Spare:
         """Give the job to a prepared child (a fresh one if the waiting one died meanwhile)."""
@@ -284,7 +283,8 @@ class Spares:
             if not self.ready and now >= fill_at:
                 self.fill()
                 continue
-            ready, _, _ = select.select(watch, [], [], min(deadline, fill_at if not self.ready else deadline) - now)
+            wake = deadline if self.ready else min(deadline, fill_at)
+            ready, _, _ = select.select(watch, [], [], wake - now)
             if stderr_read in ready and not stderr.feed(os.read(stderr_read, 65536)):
                 watch.remove(stderr_read)
             if spare.answer in ready and not answer.feed(os.read(spare.answer, 1 << 20)):
