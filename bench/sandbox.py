@@ -58,7 +58,7 @@ def paired(first, second, runs: int = RUNS) -> tuple[list[float], list[float], l
 
 
 STEPS = [("sent", "handed_over", "request to the zygote, handed to the prepared child"),
-         ("handed_over", "op_start", "child: inputs, mounts, rlimits, drop to nobody"),
+         ("handed_over", "op_start", "child: inputs, rlimits, drop to nobody, seccomp filter"),
          ("op_start", "op_end", "the op itself (compile, in the child)"),
          ("op_end", "returned", "answer: collect, pipe to the zygote and the worker, kill")]
 

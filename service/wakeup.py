@@ -1,4 +1,6 @@
-"""Wake-ups between the processes of one host that share a SQLite file (embedded mode).
+"""Wake-ups for the API's waiters (long polls, log streams): a Doorbell between the processes of one host that
+share a SQLite file (embedded mode), and one Redis pattern subscription per event loop (RedisEvents). A waiter
+holds an asyncio event, never a thread: hundreds can wait while the event loop serves everything else.
 
 SQLite has no notifications, so a reader either polls or is told. A `Doorbell` is a directory next to the
 database: each process that waits binds one Unix datagram socket in it, and a writer, after its COMMIT, sends a
@@ -10,13 +12,13 @@ fine (that receiver has wake-ups pending). A socket whose owner died answers ECO
 """
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os
 import select
 import socket
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -143,14 +145,34 @@ class Listener:
         self.sock.close()
 
 
+class LoopEvent:
+    """An asyncio.Event of the running loop that any thread may set (the dispatcher's thread does)."""
+
+    def __init__(self):
+        self.loop = asyncio.get_running_loop()
+        self.event = asyncio.Event()
+
+    def set(self) -> None:
+        self.loop.call_soon_threadsafe(self.event.set)
+
+    async def wait(self, timeout: float) -> bool:
+        """True when set within `timeout` s (and cleared again for the next wait)."""
+        try:
+            await asyncio.wait_for(self.event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self.event.clear()
+        return True
+
+
 class Dispatcher:
     """One listener per process, its wake-ups handed to whoever waits for that key (a job id): for servers where
-    many threads wait at once (the API's long polls and log streams)."""
+    many waits are open at once (the API's long polls and log streams, each a LoopEvent: no thread held)."""
 
     def __init__(self, doorbell: Doorbell):
         self.doorbell = doorbell
         self._lock = threading.Lock()
-        self._waiters: dict[bytes, set[threading.Event]] = {}
+        self._waiters: dict[bytes, set[LoopEvent]] = {}
         self._listener: Listener | None = None
         self._pid = 0
         self._failed = False
@@ -176,16 +198,17 @@ class Dispatcher:
                     for event in self._waiters.get(message, ()):
                         event.set()
 
-    def register(self, key: str) -> threading.Event | None:
-        """An event set by every wake-up for `key` from now on; None when wake-ups are unavailable (poll)."""
+    def register(self, key: str) -> LoopEvent | None:
+        """An event set by every wake-up for `key` from now on (call it in the event loop that will wait on it);
+        None when wake-ups are unavailable (poll)."""
         if not self._ensure_listening():
             return None
-        event = threading.Event()
+        event = LoopEvent()
         with self._lock:
             self._waiters.setdefault(key.encode(), set()).add(event)
         return event
 
-    def unregister(self, key: str, event: threading.Event) -> None:
+    def unregister(self, key: str, event: LoopEvent) -> None:
         with self._lock:
             waiting = self._waiters.get(key.encode())
             if waiting is not None:
@@ -194,12 +217,65 @@ class Dispatcher:
                     del self._waiters[key.encode()]
 
 
-def sleep_or_wake(event: threading.Event | None, timeout: float) -> bool:
-    """Wait for `event` (cleared again) up to `timeout`; plain sleep when there is no event."""
-    if event is None:
-        time.sleep(timeout)
-        return False
-    if event.wait(timeout):
-        event.clear()
-        return True
-    return False
+class RedisEvents:
+    """One pattern subscription (`<prefix>events:*`) per event loop, its messages handed to the waiters of each job.
+
+    Registering a waiter is local once the subscription is confirmed, so nothing published after register() is
+    missed. While the connection is down, waiters are told to re-read the state every second (wake-ups may be lost
+    then); it reconnects with back-off and wakes every waiter when it is back."""
+
+    def __init__(self, url: str, prefix: str):
+        self.url, self.pattern, self.strip = url, f"{prefix}events:*", len(f"{prefix}events:")
+        self.live = asyncio.Event()
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="redis-events")
+
+    def register(self, key: str) -> asyncio.Event:
+        event = asyncio.Event()
+        self._waiters.setdefault(key, set()).add(event)
+        return event
+
+    def unregister(self, key: str, event: asyncio.Event) -> None:
+        waiting = self._waiters.get(key)
+        if waiting is not None:
+            waiting.discard(event)
+            if not waiting:
+                del self._waiters[key]
+
+    def _wake_all(self) -> None:
+        for waiting in self._waiters.values():
+            for event in waiting:
+                event.set()
+
+    async def _run(self) -> None:
+        import redis.asyncio as aioredis
+        from redis.exceptions import RedisError
+
+        backoff = 0.1
+        while True:
+            client = aioredis.Redis.from_url(self.url, socket_connect_timeout=2, health_check_interval=30)
+            pubsub = client.pubsub()
+            try:
+                await pubsub.psubscribe(self.pattern)
+                while (message := await pubsub.get_message(timeout=5.0)) is None or message["type"] != "psubscribe":
+                    pass
+                self.live.set()
+                self._wake_all()  # whatever happened while we were not listening
+                backoff = 0.1
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30.0)
+                    if message is not None and message["type"] == "pmessage":
+                        for event in self._waiters.get(message["channel"].decode()[self.strip:], ()):
+                            event.set()
+            except (RedisError, OSError) as error:
+                log.warning("job events from %s lost (%s); reconnecting in %.1f s", self.pattern, error, backoff)
+            finally:
+                self.live.clear()
+                self._wake_all()
+                try:
+                    await pubsub.aclose()
+                    await client.aclose()
+                except (RedisError, OSError):
+                    pass
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)

@@ -41,10 +41,17 @@ app.conf.update(
     worker_prefetch_multiplier=1,            # jobs are long; don't hoard them on one worker
     task_time_limit=settings.task_hard_limit_s,
     task_soft_time_limit=settings.task_hard_limit_s - settings.hard_limit_grace_s / 2,
+    # a broker restart is survived: reconnect for ever, with Celery's back-off (2, 4, 6... up to 32 s apart); tasks
+    # running meanwhile go on (they are idempotent: a message redelivered later finds its job ended); a job whose
+    # task died with the connection is run again when its lease runs out (workers/leases.py)
     broker_connection_retry_on_startup=True,
+    broker_connection_retry=True,
+    broker_connection_max_retries=None,
+    worker_cancel_long_running_tasks_on_connection_loss=False,
     worker_hijack_root_logger=False,
     worker_send_task_events=False,
     broker_transport_options={"polling_interval": settings.embedded_poll_s} if settings.embedded
-    else {"visibility_timeout": settings.visibility_timeout_s},
+    else {"visibility_timeout": settings.visibility_timeout_s, "socket_connect_timeout": 5, "socket_timeout": 30,
+          "socket_keepalive": True, "health_check_interval": 10},
     result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
 )

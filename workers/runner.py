@@ -6,8 +6,10 @@ recompiles what is complete and never writes anything twice.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import logging
 import os
 import signal
 import socket
@@ -21,10 +23,13 @@ from dataclasses import dataclass
 from compiler.errors import CompileError
 from compiler.version import COMPILER_VERSION
 from schemas.jobs import Diagnostic, JobRecord
+from schemas.logs import log_lines
 from service.settings import Settings
-from service.storage import ArtifactStore, JobStore
+from service.storage import ArtifactStore, JobStore, UnstorableRecord
+from workers import leases
 from workers.sandbox import SandboxError, SandboxTimeout
 
+log = logging.getLogger("tilefarm.worker")
 LOCAL_STAGES = ("compile", "check", "emulate")   # run on the compile queue
 DEVICE_STAGES = ("hardware",)                # run on hardware.<arch>
 CANCEL_POLL_S = 0.05
@@ -90,7 +95,11 @@ def stage_guard(seconds: float, cancelled: Callable[[], bool]) -> Iterator[None]
 
     def watch() -> None:
         while not stop.wait(CANCEL_POLL_S):
-            if cancelled():
+            try:
+                asked = cancelled()
+            except Exception:  # the store is unreachable for a moment: the stage goes on, ask again
+                continue
+            if asked:
                 os.kill(os.getpid(), signal.SIGUSR2)
                 return
 
@@ -117,8 +126,10 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     ir_dir = deps.artifacts.cache_dir(key, "ir")
     if compile_dir.is_dir() and (not job.dump_ir or ir_dir.is_dir()):
         meta = json.loads((compile_dir / "meta.json").read_text())
-        deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=True, compile_timings=meta["timings"]),
-                          log=f"cache hit: {key} (compiled by job {meta['job_id']}); not recompiling\n")
+        deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=True, compile_timings=meta["timings"],
+                                                 compiler_version=meta.get("compiler_version", COMPILER_VERSION)),
+                          log=log_lines(f"cache hit: {key} (compiled by job {meta['job_id']}); not recompiling",
+                                        stage="compile"))
         deps.store.incr("cache_hits")
         return StageOutcome(detail="cache hit")
 
@@ -137,9 +148,24 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     deps.artifacts.put_dir(compile_dir, files)
     if job.dump_ir:
         deps.artifacts.put_dir(ir_dir, {name.replace("/", "_"): text.encode() for name, text in result.ir_dumps.items()})
-    deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False, compile_timings=result.timings),
-                      log=result.log if result.log.endswith("\n") else result.log + "\n")
+    deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False, compile_timings=result.timings,
+                                             compiler_version=COMPILER_VERSION),
+                      log=log_lines(result.log, stage="compile"))
     return StageOutcome()
+
+
+def _inputs(job: JobRecord, deps: WorkerDeps) -> dict:
+    """The job's inputs as arrays (kept as the raw bytes of their dtype); bfloat16 ones widened to float32, exactly
+    (NumPy knows bfloat16 only through ml_dtypes, as a type it does not count as numbers)."""
+    import ml_dtypes
+    import numpy as np
+
+    arrays = {}
+    for name, meta in job.inputs.items():
+        raw = (deps.artifacts.job_dir(job.id, "inputs") / f"{name}.bin").read_bytes()
+        array = np.frombuffer(raw, dtype=np.dtype(meta.dtype)).reshape(meta.shape)
+        arrays[name] = array.astype(np.float32) if array.dtype == ml_dtypes.bfloat16 else array
+    return arrays
 
 
 def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
@@ -148,8 +174,7 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
     from compiler import api
 
-    inputs = {name: np.frombuffer((deps.artifacts.job_dir(job.id, "inputs") / f"{name}.bin").read_bytes(),
-                                  dtype=meta.dtype).reshape(meta.shape) for name, meta in job.inputs.items()}
+    inputs = _inputs(job, deps)
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
     if deps.settings.sandbox:  # builds and runs native code derived from the user's source
         from workers import sandbox
@@ -157,7 +182,8 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
         answer = sandbox.emulate(deps.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts},
                                  inputs=inputs, target=job.target, source=job.source, filename=job.filename,
                                  entry=job.entry, params=job.params)
-        deps.store.append_log(job.id, answer.log if answer.log.endswith("\n") else answer.log + "\n")
+        deps.store.append_log(job.id, log_lines(answer.log, stage="emulate"))
+        _warn(job.id, deps, "emulate", answer.report.get("warnings") or [])
         deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), {
             **{f"{name}.npy": data for name, data in answer.outputs.items()},
             "report.json": json.dumps(answer.report, indent=2, default=str).encode()})
@@ -174,7 +200,8 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
         files[f"{name}.npy"] = buffer.getvalue()
     files["report.json"] = json.dumps(result.report, indent=2, default=str).encode()
     log = result.log + (result.verification.render() if result.verification is not None else "")
-    deps.store.append_log(job.id, log if log.endswith("\n") else log + "\n")
+    deps.store.append_log(job.id, log_lines(log, stage="emulate"))
+    _warn(job.id, deps, "emulate", result.report.get("warnings") or [])
     deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), files)
     if not result.passed:
         first = next((c for c in result.verification.outputs if not c.ok), None)
@@ -205,10 +232,10 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
         else:
             report = api.header_check(artifacts, target=job.target)
     except (HeaderCheckUnavailable, SdkHeadersError) as error:
-        deps.store.append_log(job.id, f"real-header check NOT RUN on this worker: {error}\n")
         deps.store.mutate(job.id, lambda j: _set(j, header_check={"ran": False, "reason": str(error)}))
+        _warn(job.id, deps, "check", [f"the real-header check did not run on this worker: {error}"])
         return StageOutcome(state="skipped", detail=f"not run: {error}")
-    deps.store.append_log(job.id, report.render())
+    deps.store.append_log(job.id, log_lines(report.render(), stage="check"))
     deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "check"),
                            {"header_check.json": json.dumps(report.to_dict(), indent=2).encode()})
     summary = {"ran": True, "passed": report.passed, "headers": report.headers, "arch": report.arch,
@@ -222,6 +249,9 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
         raise CompileError(f"generated {first.kernel} does not compile against the TT-Metalium {report.headers}: "
                            f"{where}", stage="check", hint="a tilefarm code-generation bug; please report this kernel")
     unchecked = [k.kernel for k in report.kernels if k.status == "skipped"]
+    if unchecked:
+        _warn(job.id, deps, "check", [f"{', '.join(unchecked)} NOT CHECKED against the real headers: compute kernels "
+                                      "need the SFPI headers of an SDK (TT_METAL_HOME)"])
     return StageOutcome(detail=f"passed; not checked: {', '.join(unchecked)} (no SFPI)" if unchecked else "passed")
 
 
@@ -234,12 +264,12 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
     if deps.devices is None:
         raise StageUnavailable("this worker has no device registry (it is not a hardware worker)")
-    inputs = {name: np.frombuffer((deps.artifacts.job_dir(job.id, "inputs") / f"{name}.bin").read_bytes(),
-                                  dtype=meta.dtype).reshape(meta.shape) for name, meta in job.inputs.items()}
+    inputs = _inputs(job, deps)
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
     try:
         with deps.devices.lease(deps.store, job.target.arch, job.id) as device:
-            deps.store.append_log(job.id, f"running on device {device.id} ({device.kind}, {device.arch})\n")
+            deps.store.append_log(job.id, log_lines(f"running on device {device.id} ({device.kind}, {device.arch})",
+                                                    stage="hardware"))
             outcome = api.run_on_device(artifacts, target=job.target, inputs=inputs or None, device=device,
                                         source=job.source, filename=job.filename, entry=job.entry,
                                         params=job.params, timeout_s=deps.settings.hardware_time_limit_s)
@@ -254,7 +284,7 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
         files[f"{name}.npy"] = buffer.getvalue()
     report = outcome.report()
     files["report.json"] = json.dumps(report, indent=2, default=str).encode()
-    deps.store.append_log(job.id, outcome.log if outcome.log.endswith("\n") else outcome.log + "\n")
+    deps.store.append_log(job.id, log_lines(outcome.log, stage="hardware"))
     deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "hardware"), files)
     deps.store.mutate(job.id, lambda j: _set(j, device_run={k: v for k, v in report.items() if k != "verification"}))
     if not outcome.run.ok:
@@ -278,6 +308,15 @@ STAGES: dict[str, Callable[[JobRecord, WorkerDeps], StageOutcome]] = {
 
 # ------------------------------------------------------------------------------------------ job lifecycle
 
+def _warn(job_id: str, deps: WorkerDeps, stage: str, messages: list[str]) -> None:
+    """Warnings of a stage that goes on: kept on the job (shown with its status) and logged."""
+    if not messages:
+        return
+    found = [Diagnostic(stage=stage, message=str(m)) for m in messages]
+    deps.store.mutate(job_id, lambda j: _set(j, warnings=[*j.warnings, *found]),
+                      log="".join(log_lines(w.message, stage=stage, level="WARN") for w in found))
+
+
 def _set(job: JobRecord, **fields) -> JobRecord:
     for name, value in fields.items():
         setattr(job, name, value)
@@ -288,8 +327,10 @@ def _worker_info(task_id: str | None) -> dict:
     return {"hostname": socket.gethostname(), "pid": os.getpid(), "task_id": task_id}
 
 
-def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str | None) -> JobRecord | None:
-    """Mark the job running for this attempt; None when there is nothing to do (terminal, or cancelled now)."""
+def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str | None,
+           holder: str) -> JobRecord | None:
+    """Mark the job running for this attempt, under `holder`'s lease; None when there is nothing to do (terminal,
+    cancelled now, run by another live worker, or lost on its last attempt)."""
     now = time.time()
 
     def claim(job: JobRecord) -> JobRecord | None:
@@ -297,33 +338,47 @@ def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str |
             return None
         if job.cancel_requested:
             return _finished(job, "cancelled", now)
+        if leases.held_elsewhere(job, now):  # a duplicate or late message: that worker runs it
+            return None
+        if job.status == "running" and job.attempts >= leases.MAX_ATTEMPTS:  # its worker was lost once more
+            interrupted = next((s.name for s in job.stages if s.name in phase and s.state == "running"), phase[0])
+            return leases.give_up(job, interrupted, now)
         job.status, job.attempts, job.worker = "running", job.attempts + 1, _worker_info(task_id)
         job.started_at = job.started_at or now
+        leases.take(job, holder, deps.settings.job_lease_s, now)
         return job
 
     def line(job: JobRecord) -> str:
+        if job.status == "failed":
+            return job.error or ""
         if job.status != "running":
             return ""
         interrupted = [s.name for s in job.stages if s.name in phase and s.state == "running"]
         if interrupted:
             return (f"attempt {job.attempts}: the previous attempt was lost during '{interrupted[0]}' (worker died); "
-                    f"resuming there\n")
-        return f"job {job_id} picked up by {job.worker['hostname']} pid {job.worker['pid']}\n" if job.attempts == 1 else ""
+                    "resuming there")
+        return f"job {job_id} picked up by {job.worker['hostname']} pid {job.worker['pid']}" + \
+            (f" (attempt {job.attempts} of {leases.MAX_ATTEMPTS})" if job.attempts > 1 else "")
 
-    job = deps.store.mutate(job_id, claim, log=line)
-    return job if job is not None and job.status == "running" else None
+    def level(job: JobRecord) -> str:
+        return "ERROR" if job.status == "failed" else "WARN" if job.attempts > 1 else "INFO"
+
+    job = deps.store.mutate(job_id, claim, log=lambda j: log_lines(line(j), level=level(j)))
+    return job if job is not None and job.status == "running" and job.lease_holder == holder else None
 
 
 def _finished(job: JobRecord, status: str, now: float | None = None) -> JobRecord:
     job.status, job.stage, job.finished_at = status, None, now or time.time()
+    leases.release(job)
     for stage in job.stages:
         if stage.state in ("pending", "running"):
             stage.state = "cancelled" if status == "cancelled" else ("failed" if stage.state == "running" else "skipped")
     return job
 
 
-def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
-    """Run one stage; record its state and duration (and success, if it was the job's `last` stage).
+def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool, lost: threading.Event) -> bool:
+    """Run one stage; record its state and duration (and success, if it was the job's `last` stage). The stage
+    is interrupted when the job is cancelled or its lease is `lost`.
 
     False when the job ended here (failed or cancelled)."""
     start = time.time()
@@ -333,10 +388,10 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
         _set(job.stage_record(name), state="running", started_at=start, finished_at=None, duration_s=None)
         return job
 
-    job = deps.store.mutate(job_id, begin, log=f"== stage {name}\n")
+    job = deps.store.mutate(job_id, begin, log=log_lines(f"== stage {name}", stage=name))
     outcome, failure, status = None, None, "failed"
     try:
-        with stage_guard(deps.settings.stage_time_limit(name), lambda: _cancel_requested(job_id, deps)):
+        with stage_guard(deps.settings.stage_time_limit(name), lambda: lost.is_set() or _cancel_requested(job_id, deps)):
             if deps.settings.fault_stage_delay_s:
                 time.sleep(deps.settings.fault_stage_delay_s)
             outcome = STAGES[name](job, deps)
@@ -345,18 +400,18 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
     except (StageTimeLimit, SandboxTimeout):
         limit = deps.settings.stage_time_limit(name)
         failure = {"stage": name, "message": f"stage '{name}' exceeded its time limit of {limit:g} s"}
-        deps.store.append_log(job_id, failure["message"] + "\n")
+        deps.store.append_log(job_id, log_lines(failure["message"], stage=name, level="ERROR"))
     except CompileError as error:
         failure = error.to_dict()
-        deps.store.append_log(job_id, error.render() + "\n")
+        deps.store.append_log(job_id, log_lines(error.render(), stage=name, level="ERROR"))
     except StageUnavailable as error:
         failure = {"stage": name, "message": str(error)}
     except SandboxError as error:  # the step was killed (a limit) or died: the user's doing, reported as such
         failure = {"stage": name, "message": str(error)}
-        deps.store.append_log(job_id, f"{error}\n")
+        deps.store.append_log(job_id, log_lines(str(error), stage=name, level="ERROR"))
     except Exception as error:  # an internal error must still end the job, with the traceback in its log
         failure = {"stage": name, "message": f"internal error: {type(error).__name__}: {error}"}
-        deps.store.append_log(job_id, traceback.format_exc())
+        deps.store.append_log(job_id, log_lines(traceback.format_exc(), stage=name, level="ERROR"))
     end = time.time()
     duration = end - start
 
@@ -373,11 +428,16 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool) -> bool:
         return _finished(job, status, end)
 
     verdict = outcome.detail or outcome.state if outcome else status
+    if name in LOCAL_STAGES:  # the team's daily compile-seconds budget: charged before anyone can see the job end,
+        deps.store.add_usage(job.team, duration)  # so a submission right after it is judged with it counted
     # one transaction with the log line: whoever sees the job end sees its whole log
-    deps.store.mutate(job_id, record, log=f"== stage {name}: {verdict} in {duration * 1000:.1f} ms\n")
+    try:
+        deps.store.mutate(job_id, record, log=log_lines(f"== stage {name}: {verdict} in {duration * 1000:.1f} ms",
+                                                        stage=name, level="INFO" if outcome else "ERROR"))
+    except UnstorableRecord as error:  # the outcome itself cannot be kept: the job still ends, saying why
+        fail(job_id, deps, f"internal error: stage '{name}' ended but its outcome cannot be stored: {error}")
+        return False
     deps.store.observe_stage(name, duration)  # after the job's own record: nobody waits on the metrics
-    if name in LOCAL_STAGES:  # the team's daily compile-seconds budget (checked when it submits)
-        deps.store.add_usage(job.team, duration)
     return outcome is not None
 
 
@@ -386,46 +446,63 @@ def _cancel_requested(job_id: str, deps: WorkerDeps) -> bool:
     return job is None or job.cancel_requested
 
 
-def _run_phase(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str | None) -> JobRecord | None:
-    """Claim the job and run the stages of `phase` not yet done (the job's last stage also ends the job).
+@contextmanager
+def _phase(job_id: str, deps: WorkerDeps, phase: tuple[str, ...],
+           task_id: str | None) -> Iterator[tuple[JobRecord | None, WorkerDeps]]:
+    """Claim the job and run the stages of `phase` not yet done (the job's last stage also ends the job), holding
+    its lease (renewed in a thread; every write fenced by it) until the block ends.
 
-    The job record when all of them succeeded, else None."""
-    job = _claim(job_id, deps, phase, task_id)
+    Yields the job record when all of them succeeded (else None) and the deps to go on writing with."""
+    holder = leases.new_holder()
+    job = _claim(job_id, deps, phase, task_id, holder)
     if job is None:
-        return None
+        yield None, deps
+        return
+    own = dataclasses.replace(deps, store=leases.Fenced(deps.store, job_id, holder))
+    with leases.Keeper(deps.store, job_id, holder, deps.settings.job_lease_s, deps.settings.heartbeat_s, log) as lease:
+        yield _run_stages(job, own, phase, lease.lost), own
+
+
+def _run_stages(job: JobRecord, deps: WorkerDeps, phase: tuple[str, ...], lost: threading.Event) -> JobRecord | None:
     just_claimed = True  # the claim itself saw no cancel request
     for stage in job.stages:
         if stage.name not in phase or stage.state in ("succeeded", "skipped"):
             continue
-        if not just_claimed and _cancel_requested(job_id, deps):
-            deps.store.mutate(job_id, lambda j: None if j.terminal else _finished(j, "cancelled"))
+        if lost.is_set():  # another worker took the job over: it is not ours to touch any more
+            return None
+        if not just_claimed and _cancel_requested(job.id, deps):
+            deps.store.mutate(job.id, lambda j: None if j.terminal else _finished(j, "cancelled"))
             return None
         just_claimed = False
-        if not _run_stage(job_id, stage.name, deps, last=stage is job.stages[-1]):
+        if not _run_stage(job.id, stage.name, deps, last=stage is job.stages[-1], lost=lost):
             return None
-    return deps.store.get(job_id)
+    return None if lost.is_set() else deps.store.get(job.id)
 
 
 def run_job(job_id: str, deps: WorkerDeps, *, queue_hardware: Callable[[JobRecord], None], task_id: str | None = None) -> None:
     """The compile-queue task: compile (and emulate); then succeed, or hand over to hardware.<arch>."""
-    job = _run_phase(job_id, deps, LOCAL_STAGES, task_id)
-    if job is None:
-        return
-    if any(s.name in DEVICE_STAGES for s in job.stages):
-        def hand_over(j: JobRecord) -> JobRecord | None:
-            return None if j.terminal else _set(j, status="queued", stage="hardware")
+    with _phase(job_id, deps, LOCAL_STAGES, task_id) as (job, own):
+        if job is None:
+            return
+        if any(s.name in DEVICE_STAGES for s in job.stages):
+            def hand_over(j: JobRecord) -> JobRecord | None:
+                if j.terminal:
+                    return None
+                leases.release(j)
+                return _set(j, status="queued", stage="hardware")
 
-        if deps.store.mutate(job_id, hand_over).status == "queued":
-            deps.store.append_log(job_id, f"queued for a {job.target.arch} device\n")
-            queue_hardware(job)
-        return
-    succeed(job_id, deps)  # no-op unless the last stage was already done by an earlier attempt
+            if own.store.mutate(job_id, hand_over).status == "queued":
+                own.store.append_log(job_id, log_lines(f"queued for a {job.target.arch} device", stage="hardware"))
+                queue_hardware(job)
+            return
+        succeed(job_id, own)  # no-op unless the last stage was already done by an earlier attempt
 
 
 def run_hardware(job_id: str, deps: WorkerDeps, task_id: str | None = None) -> None:
     """The hardware.<arch> task: run the program on a device."""
-    if _run_phase(job_id, deps, DEVICE_STAGES, task_id) is not None:
-        succeed(job_id, deps)
+    with _phase(job_id, deps, DEVICE_STAGES, task_id) as (job, own):
+        if job is not None:
+            succeed(job_id, own)
 
 
 def next_job(queue: str, deps: WorkerDeps, token: str) -> str | None:
@@ -456,4 +533,4 @@ def fail(job_id: str, deps: WorkerDeps, message: str) -> None:
         return _finished(job, "failed")
 
     deps.store.mutate(job_id, mark)
-    deps.store.append_log(job_id, message + "\n")
+    deps.store.append_log(job_id, log_lines(message, level="ERROR"))

@@ -8,14 +8,16 @@ import threading
 import time
 
 from celery import Task
-from celery.signals import worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
+from celery.signals import (worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown,
+                            worker_shutting_down)
 from celery.worker.request import Request
 
 from schemas.jobs import JobRecord
+from service import readiness
 from service.settings import get_settings
 from service.storage import ArtifactStore, open_store
-from workers import runner
-from workers.celery_app import app, hardware_queue
+from workers import leases, runner
+from workers.celery_app import COMPILE_QUEUE, app, hardware_queue
 
 log = logging.getLogger("tilefarm.worker")
 _deps: dict[int, runner.WorkerDeps] = {}
@@ -31,21 +33,56 @@ def deps() -> runner.WorkerDeps:
     return _deps[pid]
 
 
+_warm = threading.Event()  # set when this pool process's warm-up has ended (well or not)
+_warming: dict[str, int] = {}  # the pid whose warm-up that is (a pool without process init does not wait)
+WARM_UP_WAIT_S = 300
+
+
 @worker_process_init.connect
 def _warm_up(**_) -> None:
-    """The heavy imports (tvm, ~1.4 s; the sandbox's zygote) happen here, once per pool process, never per job."""
+    """The heavy imports (tvm, ~1.4 s) and the warm-up of what every job needs (the sandbox's zygote, the emulator
+    runtime) happen here, once per pool process, in the background: the process takes messages at once, but takes
+    a job only when warm, so no job's compile stage is billed for the warm-up (it stays queued meanwhile)."""
+    _warm.clear()
+    _warming["pid"] = os.getpid()
+    runner.install_signal_handlers()
+    threading.Thread(target=_become_warm, args=(deps().settings,), name="warm-up", daemon=True).start()
+
+
+def _become_warm(settings) -> None:
     started = time.perf_counter()
+    warm, detail = True, "ready"
     try:
         import compiler.api  # noqa: F401
-    except ImportError as error:  # the job will fail with this error; the worker itself stays up
-        log.error("compiler.api unavailable: %s", error)
-    runner.install_signal_handlers()
-    settings = deps().settings
-    if settings.sandbox:  # the zygote imports tvm and warms up (~2 s): now, beside start-up, not in a job's time
-        from workers import sandbox
 
-        sandbox.zygote_for(settings, wait=False)
-    log.info("worker process %d ready in %.2f s", os.getpid(), time.perf_counter() - started)
+        if settings.sandbox:  # the zygote imports tvm, compiles the examples and builds the emulator runtime
+            from workers import sandbox
+
+            zygote = sandbox.zygote_for(settings, wait=True)
+            detail = f"sandbox zygote: {zygote.info.get('warm', 'started')}"
+        else:
+            from compiler.toolchain import emulate
+
+            emulate.build_host_pch(emulate.build_runtime())
+    except Exception as error:  # the jobs will fail with the real error; the worker itself stays up
+        warm, detail = False, f"{type(error).__name__}: {error}"
+        log.error("worker process %d warm-up failed: %s", os.getpid(), detail)
+    seconds = time.perf_counter() - started
+    readiness.mark(settings.data_dir, warm=warm, detail=detail, seconds=seconds)
+    _warm.set()
+    log.info("worker process %d warm in %.2f s (%s)", os.getpid(), seconds, detail)
+
+
+def _when_warm() -> None:
+    """Before taking a job from a queue: wait for this process's warm-up (at most WARM_UP_WAIT_S)."""
+    if _warming.get("pid") == os.getpid() and not _warm.wait(WARM_UP_WAIT_S):
+        log.warning("worker process %d: warm-up still running after %d s; taking the job anyway", os.getpid(),
+                    WARM_UP_WAIT_S)
+
+
+@worker_process_shutdown.connect
+def _not_ready(**_) -> None:
+    readiness.clear(get_settings().data_dir)
 
 
 class JobRequest(Request):
@@ -66,22 +103,33 @@ class JobTask(Task):
     reject_on_worker_lost = True
 
 
-def queue_hardware(job: JobRecord) -> None:
+def queue_hardware(job: JobRecord, store=None) -> None:
     """Fair share on the device queue too: the job joins its team's FIFO, the broker gets a token."""
     queue = hardware_queue(job.target.arch)
-    deps().store.fair_push(queue, job.team, job.id)
+    (store or deps().store).fair_push(queue, job.team, job.id)
     run_next_hardware.apply_async(args=[queue], queue=queue)
+
+
+def queue_again(job: JobRecord, store) -> None:
+    """A job whose worker was lost, back in its queue (fair share: its team's FIFO, and a token)."""
+    if job.stage == "hardware":
+        queue_hardware(job, store)
+        return
+    store.fair_push(COMPILE_QUEUE, job.team, job.id)
+    run_next.apply_async(args=[COMPILE_QUEUE], queue=COMPILE_QUEUE)
 
 
 @app.task(name="tilefarm.run_job", bind=True, base=JobTask)
 def run_job(self, job_id: str) -> None:
     """Run one given job (recovery re-sends these)."""
+    _when_warm()
     runner.run_job(job_id, deps(), queue_hardware=queue_hardware, task_id=self.request.id)
 
 
 @app.task(name="tilefarm.run_next", bind=True, base=JobTask)
 def run_next(self, queue: str) -> None:
     """A fair-share token of the compile queue: run the next team's next job."""
+    _when_warm()
     job_id = runner.next_job(queue, deps(), self.request.id)
     if job_id is not None:
         runner.run_job(job_id, deps(), queue_hardware=queue_hardware, task_id=self.request.id)
@@ -144,6 +192,25 @@ def _start_heartbeat(sender=None, **_) -> None:
                 return
 
     threading.Thread(target=beat, name="device-heartbeat", daemon=True).start()
+
+
+@worker_ready.connect
+def _start_lease_sweep(**_) -> None:
+    """Every worker's main process looks for running jobs whose worker was lost (their lease ran out) and runs
+    them again once, or fails them with the reason (workers/leases.py). Idempotent across workers."""
+    settings = get_settings()
+
+    def sweep() -> None:
+        store = open_store(settings)
+        while not _stop_heartbeat.wait(settings.heartbeat_s):
+            try:
+                for job_id in leases.sweep(store, legacy_after_s=settings.task_hard_limit_s + 60,
+                                           requeue=lambda job: queue_again(job, store)):
+                    log.warning("job %s lost its worker (lease ran out): queued again or failed", job_id)
+            except Exception as error:  # the store or the broker is down: next round
+                log.warning("lease sweep failed: %s: %s", type(error).__name__, error)
+
+    threading.Thread(target=sweep, name="lease-sweep", daemon=True).start()
 
 
 @worker_shutdown.connect

@@ -93,6 +93,145 @@ FILES = {
     "bidi_override": H + "    T.evaluate(0)  # \u202e }\u2066if (admin)\u2069 \u2066\n" + BODY.replace("T.tile.exp", "T.tile.silu"),
 }
 
+# Forged answers: the kernel's own Python (TileLang runs it in the sandboxed child) writes the child's answer itself,
+# as the child does (workers/sandbox/zygote.py: an 8-byte length, then protocol.pack: a JSON line listing the
+# files, then their bytes) down the answer pipe, an open fd of the very process it runs in, and exits before the
+# real answer is written. Each forgery is one kind of lie the trusted side must refuse.
+FORGE = '''# Forges the sandboxed child's answer during the `{op}` op (see tests/security/make_corpus.py).
+import tilelang
+import tilelang.language as T
+
+FORGE_OP = {op!r}
+FORGED_ANSWER = {answer!r}
+FORGED_FILES = {files!r}
+
+
+def forge():
+    real = print.__self__  # the builtins module: its __import__ is not the restricted one
+    os, json, struct, stat, sys, fcntl = (real.__import__(m) for m in ("os", "json", "struct", "stat", "sys", "fcntl"))
+    frame, op = sys._getframe(), None
+    while frame is not None:
+        if frame.f_code.co_name.startswith("_op_"):
+            op = frame.f_code.co_name[4:]
+        frame = frame.f_back
+    if op != FORGE_OP:
+        return
+    files = {{"result.json": FORGED_ANSWER.encode(), **FORGED_FILES}}
+    listed = json.dumps({{"files": [[name, len(data)] for name, data in files.items()]}}).encode()
+    message = listed + b"\\n" + b"".join(files.values())
+    message = struct.pack("<Q", len(message)) + message
+    for fd in range(3, 1024):
+        try:
+            is_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+            writable = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
+        except OSError:
+            continue
+        if is_pipe and writable:
+            view = memoryview(message)
+            while view:
+                view = view[os.write(fd, view):]
+            os._exit(0)
+
+
+@T.prim_func
+def main(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+    forge()
+    with T.Kernel(2, 2) as (bx, by):
+        A_shared = T.alloc_shared((32, 32), "float32")
+        C_local = T.alloc_fragment((32, 32), "float32")
+        T.copy(A[by * 32, bx * 32], A_shared)
+        T.copy(A_shared, C_local)
+        T.copy(C_local, C[by * 32, bx * 32])
+'''
+ARTIFACT_NAMES = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json")
+
+
+def compile_answer(artifacts: dict | None = None, ir: str = "{}", timings: str = '{"parse": 0.01}', log: str = '"ok"',
+                   entry: str = '"main"', extra: str = "") -> str:
+    names = artifacts if artifacts is not None else {n: n for n in ARTIFACT_NAMES}
+    listed = ", ".join(f'"{k}": "{v}"' for k, v in names.items())
+    return (f'{{"ok": true, "entry": {entry}, "timings": {timings}, "log": {log}, "artifacts": {{{listed}}}, '
+            f'"ir": {ir}{extra}}}')
+
+
+def every_artifact(plan: bytes = b"{}") -> dict:
+    return {**{n: b"// forged\n" for n in ARTIFACT_NAMES[:4]}, "tt.plan.json": plan}
+
+
+def npy(array) -> bytes:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def pickled_npy() -> bytes:
+    """An object array: its data is a pickle that runs `touch` on the canary when loaded with allow_pickle."""
+    import io
+    import pickle
+
+    import numpy as np
+
+    class Payload:
+        def __reduce__(self):
+            import os
+            return os.system, (f"touch {CANARY_DIR}/unpickled",)
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": "|O", "fortran_order": False, "shape": (1,)})
+    return buffer.getvalue() + pickle.dumps([Payload()], protocol=2)
+
+
+CANARY_DIR = "/tmp/tilefarm-canary"
+EMULATED = '{"ok": true, "passed": true, "log": "", "verification": "", "first_mismatch": null, "report": {"passed": true}}'
+
+
+def forgeries() -> dict[str, tuple[str, str, dict]]:
+    """name -> (op, result.json text, other files)."""
+    import numpy as np
+
+    C = np.zeros((64, 64), np.float32)
+    return {
+        "compile_absolute_artifact": ("compile", compile_answer({f"{CANARY_DIR}/absolute.cpp": "x.cpp"}),
+                                      {"x.cpp": b"pwned"}),
+        "compile_dotdot_artifact": ("compile", compile_answer({"../" * 12 + f"{CANARY_DIR[1:]}/dotdot.cpp": "x.cpp"}),
+                                    {"x.cpp": b"pwned"}),
+        "compile_every_artifact_plus_absolute": ("compile", compile_answer(
+            {**{n: n for n in ARTIFACT_NAMES}, f"{CANARY_DIR}/extra.cpp": "reader.cpp"}), every_artifact()),
+        "compile_ir_traversal": ("compile", compile_answer(ir='{"../../../../../../../..' + CANARY_DIR + '/ir.py": "ir-000.py.txt"}'),
+                                 {**every_artifact(), "ir-000.py.txt": b"pwned"}),
+        "compile_nan_timing": ("compile", compile_answer(timings='{"parse": NaN, "total": Infinity}'), every_artifact()),
+        "compile_overflowing_timing": ("compile", compile_answer(timings='{"parse": 1e999}'), every_artifact()),
+        "compile_surrogate_log": ("compile", compile_answer(log='"done \\udc80"'), every_artifact()),
+        "compile_surrogate_timing_key": ("compile", compile_answer(timings='{"\\ud800": 1.0}'), every_artifact()),
+        "compile_plan_not_a_plan": ("compile", compile_answer(), every_artifact(b'{"kernel": "main", "buffers": 7}')),
+        "compile_plan_with_nan": ("compile", compile_answer(), every_artifact(b'{"kernel": NaN}')),
+        "compile_unlisted_file": ("compile", compile_answer(), {**every_artifact(), "evil.sh": b"rm -rf /"}),
+        "compile_listed_file_missing": ("compile", compile_answer(), {"reader.cpp": b"x"}),
+        "compile_not_an_object": ("compile", '["ok", true]', {}),
+        "compile_not_json": ("compile", '{"ok": tru', {}),
+        "compile_entry_path": ("compile", compile_answer(entry='"../../etc/passwd"'), every_artifact()),
+        "compile_extra_field": ("compile", compile_answer(extra=', "write_to": "/etc/cron.d/x"'), every_artifact()),
+        "compile_binary_artifact": ("compile", compile_answer(), {**every_artifact(), "compute.cpp": b"\xff\xfe\x00"}),
+        "compile_slash_in_file_name": ("compile", compile_answer(), {**every_artifact(), f"..{CANARY_DIR}/x": b"x"}),
+        "compile_error_with_files": ("compile", '{"ok": false, "error": {"stage": "parse", "message": "no"}}',
+                                     {"../x": b"x", "x.cpp": b"x"}),
+        "compile_error_nan_line": ("compile", '{"ok": false, "error": {"stage": "parse", "message": "m", "line": NaN}}', {}),
+        "emulate_output_outside_plan": ("emulate", EMULATED, {"output-Z.npy": npy(C)}),
+        "emulate_output_traversal": ("emulate", EMULATED, {f"output-..{CANARY_DIR}/x.npy": npy(C)}),
+        "emulate_pickled_output": ("emulate", EMULATED, {"output-C.npy": pickled_npy()}),
+        "emulate_output_wrong_shape": ("emulate", EMULATED, {"output-C.npy": npy(np.zeros((3,), np.float32))}),
+        "emulate_output_not_npy": ("emulate", EMULATED, {"output-C.npy": b"\x93NUMPY garbage"}),
+        "emulate_nan_report": ("emulate", EMULATED.replace('"report": {"passed": true}', '"report": {"passed": NaN}'),
+                               {"output-C.npy": npy(C)}),
+        "emulate_surrogate_mismatch": ("emulate", EMULATED.replace('"first_mismatch": null', '"first_mismatch": "\\udfff"'),
+                                       {"output-C.npy": npy(C)}),
+    }
+
+
 if __name__ == "__main__":
     from pathlib import Path
 
@@ -104,5 +243,7 @@ if __name__ == "__main__":
         (out / f"stmt_{name}.py").write_text(H + stmt + BODY)
     for name, text in FILES.items():
         (out / f"file_{name}.py").write_text(text)
+    for name, (op, answer, files) in forgeries().items():
+        (out / f"forge_{name}.py").write_text(FORGE.format(op=op, answer=answer, files=files))
     (out / "file_invalid_utf8.py").write_bytes(b"from tvm.script import tirx as T\n# \xff\xfe\xc3\x28 invalid\n")
     print(len(list(out.iterdir())), "files")

@@ -14,7 +14,8 @@ from tests.service.conftest import kernel, redis_service, redis_url  # noqa: F40
 CORPUS = Path(__file__).resolve().parent / "corpus"
 CANARY_DIR = Path("/tmp/tilefarm-canary")
 # every file that aims at the canary, plus resource abuse and malformed input
-SUBSET = sorted({p.name for p in CORPUS.iterdir() if "tilefarm-canary" in p.read_text(errors="replace")} | {
+SUBSET = sorted({p.name for p in CORPUS.iterdir() if "tilefarm-canary" in p.read_text(errors="replace")
+                 or p.name.startswith("forge_")} | {
     "file_giant_grid.py", "file_null_bytes.py", "file_invalid_utf8.py", "file_deep_nesting_parens.py",
     "expr_huge_pow.py", "expr_string_repeat.py", "expr_comprehension_dos.py", "stmt_while_true.py",
     "file_top_import_os.py", "expr_subclasses.py", "file_negative_shape.py", "stmt_rebind_T.py"})
@@ -49,8 +50,15 @@ def test_hostile_corpus_through_the_api(redis_service, canary):
         job = redis_service.wait(job_id, timeout=180)
         assert job["status"] == "failed", (name, job["status"])
         assert job["diagnostics"] and job["diagnostics"][0]["message"].strip() and job["error"], name
-        assert job["stages"][0]["state"] == "failed" and job["stages"][-1]["state"] in ("skipped", "failed"), name
+        failed = [s["name"] for s in job["stages"] if s["state"] == "failed"]
+        assert failed and all(s["state"] == "skipped" for s in job["stages"][job["stages"].index(
+            next(s for s in job["stages"] if s["state"] == "failed")) + 1:]), (name, job["stages"])
+        if name.startswith("forge_"):  # a forged answer fails the job, saying so
+            assert "refused the sandboxed" in job["error"], (name, job["error"])
     assert list(canary.iterdir()) == []
+    # every record stays readable: the list, each job, each log
+    listed = client.get("/v1/jobs", params={"limit": 200})
+    assert listed.status_code == 200 and set(accepted.values()) <= {j["id"] for j in listed.json()["items"]}
     # the worker keeps serving
     good = redis_service.wait(redis_service.submit(kernel("gemm.py") + "\n# after the corpus\n",
                                                    stages=["compile", "emulate"])["id"], timeout=180)

@@ -48,33 +48,70 @@ def test_corpus_is_big_enough():
     assert len(CORPUS) >= 50
 
 
+HOST_FILES = ["/etc/hostname", "/etc/hosts", "/etc/shadow", "/etc/os-release", "/home", "/opt", "/srv", "/root",
+              "/root/.bashrc", "/var/log", "/mnt", "/boot", "/usr/local/bin", "/usr/share/doc", "/sys/kernel", "/run"]
+
+
 def test_restrictions_in_force(zygote, settings):
-    secret = Path(settings.data_dir) / "jobs-of-other-teams.txt"  # the data directory is hidden from the job
+    secret = Path(settings.data_dir) / "jobs-of-other-teams.txt"  # the data directory is not in the job's root
     secret.write_text("not for the job")
-    result = zygote.run("probe", {"port": 6379, "write": [str(CANARY_DIR / "x"), "/work/x", "/etc/x"],
-                                  "read": ["/etc/hostname", str(secret)]})
+    result = zygote.run("probe", {"port": 6379, "write": [str(CANARY_DIR / "x"), "/work/x", "/etc/x", "/usr/bin/x"],
+                                  "read": ["/usr/bin/g++", "/etc/ld.so.cache", str(secret), *HOST_FILES]})
     probe = result.value["probe"]
-    assert probe["read"] == ["/etc/hostname"] and str(secret) in probe["read_errors"]
+    assert probe["read"] == ["/usr/bin/g++", "/etc/ld.so.cache"]  # the toolchain, and nothing of the host's
+    assert set(probe["read_errors"]) == {str(secret), *HOST_FILES}
     assert set(result.measures["namespaces"]) == {"net", "mount", "pid", "ipc", "uts"}
     assert probe["uid"] == 65534 and probe["gid"] == 65534 and probe["pid"] == 1
     assert "connected" not in probe["connect"]
-    assert "wrote" not in probe and len(probe["write_errors"]) == 3
+    assert "wrote" not in probe and len(probe["write_errors"]) == 4
     assert probe["processes_visible"] == 1
     assert probe["limits"]["RLIMIT_NPROC"] == sandbox.Limits().processes and probe["limits"]["RLIMIT_NOFILE"] == 256
-    assert "/ read-only" in result.measures["filesystem"]
+    assert any(f.startswith("minimal root (pivot_root)") for f in result.measures["filesystem"])
+    assert result.measures["no_new_privs"] is True and "CLONE_NEWUSER" in result.measures["seccomp"]
     assert canary_untouched()
+
+
+def test_no_new_namespaces_and_no_escape_syscalls_inside(zygote):
+    """`unshare -U -r` (root in a user namespace of its own) fails, and so does every syscall that reaches
+    beyond the job's process; processes, threads and the compilers still work."""
+    result = zygote.run("probe", {"syscalls": True, "run": [["unshare", "-U", "-r", "id", "-u"], ["unshare", "-m", "true"],
+                                                           ["g++", "--version"], ["id", "-u"]]})
+    probe = result.value["probe"]
+    ran = probe["ran"]
+    assert ran["unshare -U -r id -u"]["exit"] != 0 and "Operation not permitted" in ran["unshare -U -r id -u"]["output"]
+    assert ran["unshare -m true"]["exit"] != 0
+    assert ran["g++ --version"]["exit"] == 0 and ran["id -u"]["output"].strip() == "65534"
+    assert all(errno in ("EPERM", "EACCES") for errno in probe["syscalls"].values()), probe["syscalls"]
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
 def test_hostile_kernel_fails_cleanly(zygote, settings, path):
+    """Every hostile file fails at some step of the pipeline (compile, else emulate) with a clear error, and a
+    forged answer (forge_*: the kernel writes the child's answer itself) is refused as such."""
     source = path.read_bytes().decode("utf-8", errors="replace")
     with pytest.raises((CompileError, sandbox.SandboxError)) as failure:
-        sandbox.compile_source(settings, source=source, filename=path.name, entry=None, target=TargetConfig(),
-                               dump_ir=False, params=None)
+        result = sandbox.compile_source(settings, source=source, filename=path.name, entry=None, target=TargetConfig(),
+                                        dump_ir=True, params=None)
+        sandbox.emulate(settings, artifacts=result.artifacts, inputs={}, target=TargetConfig(), source=source,
+                        filename=path.name, entry=None, params=None)
     assert str(failure.value).strip()
     if isinstance(failure.value, CompileError):
-        assert failure.value.stage in ("parse", "check", "pipeline", "codegen", "compile")
+        assert failure.value.stage in ("parse", "check", "pipeline", "codegen", "compile", "emulate")
+    if path.name.startswith("forge_"):
+        assert isinstance(failure.value, sandbox.ForgedAnswer), failure.value
+        assert "refused the sandboxed" in str(failure.value) and "forged" in str(failure.value)
     assert canary_untouched()
+
+
+def test_the_forging_kernels_work_when_they_do_not_forge(zygote, settings):
+    """The forged-answer corpus is meaningful: the same kernel, forging nothing, compiles and verifies."""
+    source = (Path(__file__).parent / "corpus" / "forge_compile_absolute_artifact.py").read_text()
+    source = source.replace("FORGE_OP = 'compile'", "FORGE_OP = 'none'")
+    result = sandbox.compile_source(settings, source=source, filename="forge.py", entry=None, target=TargetConfig(),
+                                    dump_ir=False, params=None)
+    answer = sandbox.emulate(settings, artifacts=result.artifacts, inputs={}, target=TargetConfig(), source=source,
+                             filename="forge.py", entry=None, params=None)
+    assert answer.passed and set(answer.outputs) == {"C"}
 
 
 def test_allowlist_rejects_code_execution_with_a_location():
@@ -226,6 +263,10 @@ def test_fallback_without_namespaces_still_restricts_and_cleans_up(settings):
         assert probe["uid"] == 65534 and probe["pid"] != 1 and probe["limits"]["RLIMIT_NOFILE"] == 256
         assert probe["read"] == ["in/data.bin"] and probe["wrote"] == ["out/ok.txt"]
         assert list(probe["write_errors"]) == ["in/data.bin"]
+        assert "CLONE_NEWUSER" in result.measures["seccomp"]  # the filter needs no namespace
+        escapes = zygote.run("probe", {"syscalls": True, "run": [["unshare", "-U", "-r", "id", "-u"]]}).value["probe"]
+        assert escapes["ran"]["unshare -U -r id -u"]["exit"] != 0
+        assert all(errno in ("EPERM", "EACCES") for errno in escapes["syscalls"].values()), escapes["syscalls"]
         assert no_job_directories()
         zygote.run("selftest", {"mode": "sleep_child"})
         time.sleep(0.2)

@@ -1,6 +1,7 @@
 """The job store's contract, on both implementations (SQLite file, real Redis)."""
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -25,9 +26,13 @@ def new_job() -> JobRecord:
 def test_mutate_with_a_log_line_is_one_change_seen_whole(store):
     job, _ = store.create(new_job(), idempotency_hash=None, max_active=10)
     store.append_log(job.id, "created\n")
-    with store.subscribe(job.id) as subscription:
-        changed = store.mutate(job.id, lambda j: j.model_copy(update={"status": "running"}), log="picked up\n")
-        assert subscription.wait(5) is True  # one wake-up for the state and its line
+    async def change_seen() -> JobRecord:
+        async with store.subscribe(job.id) as subscription:
+            changed = store.mutate(job.id, lambda j: j.model_copy(update={"status": "running"}), log="picked up\n")
+            assert await subscription.wait(5) is True  # one wake-up for the state and its line
+            return changed
+
+    changed = asyncio.run(change_seen())
     assert changed.status == "running" and store.get(job.id).status == "running"
     assert store.read_log(job.id) == "created\npicked up\n"
     # no change made: no line either, and the record handed to fn is a copy, not the stored one

@@ -2,6 +2,8 @@
 on real SQLite files; publishers and writers in other processes, as in `tilefarm serve`."""
 from __future__ import annotations
 
+import asyncio
+
 import sqlite3
 import subprocess
 import sys
@@ -183,12 +185,16 @@ def test_job_store_wait_is_woken_by_a_write_from_another_process(tmp_path):
     store.append_log(job_id, "created\n")
     code = (f"import time; from service.storage import SqliteJobStore; time.sleep(0.5); "
             f"SqliteJobStore({str(path)!r}).append_log({job_id!r}, 'more\\n')")
-    with store.subscribe(job_id) as subscription:
-        writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
-        started = time.monotonic()
-        assert subscription.wait(30) is True
-        woke = time.monotonic() - started
-        writer.wait(60)
+    async def wait_for_the_writer() -> float:
+        async with store.subscribe(job_id) as subscription:
+            writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+            started = time.monotonic()
+            assert await subscription.wait(30) is True
+            woke = time.monotonic() - started
+            writer.wait(60)
+            return woke
+
+    woke = asyncio.run(wait_for_the_writer())
     assert store.read_log(job_id) == "created\nmore\n"
     assert woke < 0.5 + 2.0 < SLOW_POLL_S  # the writer's start-up plus its sleep, not the slow re-read
 

@@ -10,20 +10,24 @@ has imported the compiler once and keeps one child prepared ahead of the next jo
 
   * is a session leader in new network, mount, PID, IPC and UTS namespaces (where the kernel lets us): no
     network, not even loopback; it sees no host processes; when it ends, everything it started is killed;
-  * sees a private tmpfs (size-capped) at /tmp holding only its job directory (the inputs read-only), empty
-    read-only tmpfs over /run, /var/tmp, /dev/shm, /root, the data and sandbox directories (the job store's
-    files, other teams' artifacts, unix sockets), and the rest of the filesystem read-only;
-  * runs as an unprivileged user (nobody) with no supplementary groups and no_new_privs;
+  * sees a minimal root of its own (pivot_root into a tmpfs of read-only binds: the interpreter and the packages
+    it imports, the C++ toolchain, the SDK headers, a few device nodes, its own /proc), not the host's; its only
+    writable place is a private, size-capped tmpfs at /tmp holding its job directory (the inputs read-only);
+  * runs as an unprivileged user (nobody) with no supplementary groups, no_new_privs and a seccomp filter
+    (seccomp.py: no new namespaces, mounts, ptrace, keyrings, bpf, io_uring...);
   * has rlimits on CPU seconds, address space, file size, open files and processes (and no core dumps);
   * is killed at its wall-clock deadline, when the worker asks (a cancelled job), and as soon as it has answered.
 
-The answer comes back as result.json plus files, copied out by root without following links, bounded in size
-(client.py). The trusted side loads JSON and bytes; it never evaluates anything the child wrote. The operations
+The answer comes back as result.json plus files, bounded in size (client.py). It is untrusted input: the job's
+code can write it itself. answers.py holds it to the op's schema, the names that op gives its files and what each
+file must contain before anything of it is used or stored; the trusted side never evaluates anything the child
+wrote. The operations
 a child can run are in ops.py; prefault.py keeps copy-on-write faults off the job's critical path.
 """
+from workers.sandbox.answers import ForgedAnswer
 from workers.sandbox.client import (EmulateAnswer, SandboxConfig, SandboxResult, Zygote, compile_source, emulate,
                                     header_check, limits_for, zygote_for)
 from workers.sandbox.protocol import Limits, SandboxError, SandboxTimeout
 
-__all__ = ["EmulateAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxResult", "SandboxTimeout", "Zygote",
+__all__ = ["EmulateAnswer", "ForgedAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxResult", "SandboxTimeout", "Zygote",
            "compile_source", "emulate", "header_check", "limits_for", "zygote_for"]

@@ -16,6 +16,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from schemas.values import loads_strict, printable
+from workers.sandbox import answers
 from workers.sandbox.protocol import MEASURES, RESULT, Limits, SandboxError, SandboxTimeout, check_name, pack, read_message
 
 @dataclass
@@ -144,26 +146,29 @@ class Zygote:
         stderr = str(reply.get("stderr", ""))
         if reply.get("timed_out"):
             raise SandboxTimeout(f"the sandboxed {op} exceeded its wall-clock limit of {limits.wall_s:g} s", stderr)
-        if reply.get("error"):
-            raise SandboxError(f"the sandboxed {op} failed: {reply['error']}" + (f":\n{stderr[-2000:]}" if stderr else ""))
-        measures = _loads(produced.pop(MEASURES, b"{}"))
+        if reply.get("error"):  # the zygote could not read the answer as a message (names, sizes, framing)
+            raise answers.ForgedAnswer(op, f"malformed: {printable(reply['error'])}")
+        measures = _loads(op, produced.pop(MEASURES, b"{}"))
+        if not isinstance(measures, dict):
+            raise answers.ForgedAnswer(op, "its measures are not a JSON object")
         if RESULT not in produced:
             why = reply.get("signal") and f"killed by signal {reply['signal']}" or f"exited with status {reply.get('exit')}"
             hint = _limit_hint(reply, limits, stderr)
             raise SandboxError(f"the sandboxed {op} {why} without an answer{hint}" + (f":\n{stderr[-2000:]}" if stderr else ""))
-        value = _loads(produced.pop(RESULT))
+        value = _loads(op, produced.pop(RESULT))
         if not isinstance(value, dict):
-            raise SandboxError(f"the sandboxed {op} answered something that is not a JSON object")
+            raise answers.ForgedAnswer(op, "not a JSON object")
         if isinstance(measures.get("timeline"), dict) and isinstance(reply.get("timeline"), dict):
             measures["timeline"].update(reply["timeline"], sent=sent, returned=time.monotonic())
         return SandboxResult(value=value, files=produced, duration_s=duration, measures=measures, stderr=stderr)
 
 
-def _loads(data: bytes):
+def _loads(op: str, data: bytes):
+    """The child wrote it: standard JSON only (no NaN, no lone surrogates), else the answer is refused."""
     try:
-        return json.loads(data)
+        return loads_strict(data)
     except ValueError as error:
-        raise SandboxError(f"the sandbox's answer is not JSON: {error}") from None
+        raise answers.ForgedAnswer(op, f"not standard JSON: {printable(error)[:300]}") from None
 
 
 def _limit_hint(reply: dict, limits: Limits, stderr: str) -> str:
@@ -210,35 +215,29 @@ def limits_for(settings, stage: str) -> Limits:
                   processes=settings.sandbox_processes)
 
 
-def _error_from(answer: dict, stage: str):
+def _error_from(error, stage: str):
+    """The CompileError a failed op answered (answers.ErrorDetail, validated)."""
     from compiler.errors import CompileError, SourceLocation
 
-    error = answer.get("error") if isinstance(answer.get("error"), dict) else {}
-    text = lambda key: str(error[key])[:4000] if error.get(key) is not None else None  # noqa: E731
-    number = lambda key: int(error[key]) if isinstance(error.get(key), int) else None  # noqa: E731
-    location = SourceLocation(text("file"), number("line"), number("col")) if error.get("file") else None
-    return CompileError(text("message") or "the sandboxed step failed", stage=text("stage") or stage,
-                        location=location, hint=text("hint"))
+    location = SourceLocation(error.file, error.line, error.col) if error.file else None
+    return CompileError(error.message or "the sandboxed step failed", stage=error.stage or stage, location=location,
+                        hint=error.hint)
 
 
 def compile_source(settings, *, source: str, filename: str, entry: str | None, target, dump_ir: bool,
                    params: dict | None):
-    """compiler.api.compile_source, run in the sandbox; the same CompileResult or CompileError."""
+    """compiler.api.compile_source, run in the sandbox; the same CompileResult or CompileError (ForgedAnswer when
+    the answer is not one a compile gives)."""
     from compiler.api import CompileResult
 
     result = zygote_for(settings).run("compile", {
         "source": source, "filename": filename, "entry": entry, "target": target.model_dump(mode="json"),
         "dump_ir": dump_ir, "params": params or {}}, limits_for(settings, "compile"))
-    answer = result.value
-    if not answer.get("ok"):
-        raise _error_from(answer, "parse")
-    artifacts = {name: result.files[file] for name, file in answer["artifacts"].items() if file in result.files}
-    ir = {name: result.files[file].decode(errors="replace") for name, file in answer.get("ir", {}).items()
-          if file in result.files}
-    plan = json.loads(artifacts["tt.plan.json"]) if "tt.plan.json" in artifacts else {}
-    timings = {str(k): float(v) for k, v in answer.get("timings", {}).items()}
-    timings["sandbox"] = result.duration_s
-    return CompileResult(str(answer.get("entry")), artifacts, plan, timings, str(answer.get("log", "")), ir)
+    answer, artifacts, ir, plan = answers.compiled(result.value, result.files)
+    if isinstance(answer, answers.Failed):
+        raise _error_from(answer.error, "parse")
+    timings = {**answer.timings, "sandbox": result.duration_s}
+    return CompileResult(answer.entry, artifacts, plan, timings, answer.log, ir)
 
 
 @dataclass
@@ -257,6 +256,7 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
 
     import numpy as np
 
+    plan = answers.plan_of(artifacts["tt.plan.json"])  # which outputs the answer may carry, and their shapes
     files = {f"artifact-{name}": data for name, data in artifacts.items()}
     for name, array in inputs.items():
         buffer = io.BytesIO()
@@ -265,15 +265,11 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
     result = zygote_for(settings).run("emulate", {
         "target": target.model_dump(mode="json"), "source": source, "filename": filename, "entry": entry,
         "params": params or {}}, limits_for(settings, "emulate"), files)
-    answer = result.value
-    if not answer.get("ok"):
-        raise _error_from(answer, "emulate")
-    outputs = {name.removeprefix("output-").removesuffix(".npy"): data for name, data in result.files.items()
-               if name.startswith("output-") and name.endswith(".npy")}
-    log = str(answer.get("log", "")) + str(answer.get("verification", ""))
-    report = answer.get("report") if isinstance(answer.get("report"), dict) else {}
-    mismatch = answer.get("first_mismatch")
-    return EmulateAnswer(bool(answer.get("passed")), outputs, report, log, str(mismatch) if mismatch else None)
+    answer, outputs = answers.emulated(result.value, result.files, plan)
+    if isinstance(answer, answers.Failed):
+        raise _error_from(answer.error, "emulate")
+    return EmulateAnswer(answer.passed, outputs, dict(answer.report), answer.log + answer.verification,
+                         answer.first_mismatch or None)
 
 
 def header_check(settings, *, artifacts: dict[str, bytes], target) -> dict:
@@ -282,7 +278,7 @@ def header_check(settings, *, artifacts: dict[str, bytes], target) -> dict:
     files = {f"artifact-{name}": data for name, data in artifacts.items()}
     result = zygote_for(settings).run("header_check", {"target": target.model_dump(mode="json")},
                                       limits_for(settings, "check"), files)
-    answer = result.value
-    if not answer.get("ok"):
-        raise _error_from(answer, "check")
-    return answer["report"]
+    answer = answers.header_checked(result.value, result.files)
+    if isinstance(answer, answers.Failed):
+        raise _error_from(answer.error, "check")
+    return answer.report.model_dump(mode="json")

@@ -2,12 +2,13 @@
 
     prepare(config, namespaces, user, measures)          # ahead of the job: mounts that do not depend on it
     work = enter_job(config, host_dir, namespaces, limits, inputs, user, measures)  # inputs, hidden host data
-    restrict(limits, user, measures)                      # rlimits, unprivileged user, no_new_privs
+    restrict(limits, user, measures)                      # rlimits, unprivileged user, no_new_privs, seccomp
 
 The zygote clones children into new namespaces (clone_into_pid_namespace, unshare_rest) and runs `prepare` in a
 spare child while the previous job still runs, so only `enter_job` and `restrict` (a few mount and setrlimit
-calls) are paid per job. The job's only writable place is its private, size-capped /tmp: inputs arrive and answers
-leave as bytes over pipes, never through a host directory.
+calls) are paid per job. The job sees a minimal root of its own (prepare), not the host's; its only writable place
+is its private, size-capped /tmp: inputs arrive and answers leave as bytes over pipes, never through a host
+directory.
 """
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ import ctypes
 import os
 import pwd
 import resource
+import shutil
 import signal
 import stat
 import sys
-from pathlib import Path
 
+from workers.sandbox import seccomp
 from workers.sandbox.protocol import JOB_DIR, SHARED_CACHE_ENTRIES, Limits
 
 # Linux constants (sched.h, sys/mount.h, sys/prctl.h)
@@ -27,8 +29,9 @@ CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_MOVE, MNT_DETACH = 8192, 2
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
-SYS_CLONE = 56  # x86_64
+SYS_CLONE, SYS_PIVOT_ROOT = 56, 155  # x86_64
 
 NAMESPACES = {"net": CLONE_NEWNET, "mount": CLONE_NEWNS, "pid": CLONE_NEWPID, "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS}
 SHARED_MOUNT = "/tmp/shared"          # where the trusted prebuilt cache appears inside the child
@@ -36,6 +39,8 @@ SHARED_MOUNT = "/tmp/shared"          # where the trusted prebuilt cache appears
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _READONLY: list[str] = []  # trusted data directories the job may read (set from the config in the zygote)
+SECCOMP_PROGRAM = seccomp.build()  # once, in the zygote; each child installs it
+ROOT_BINDS: dict[str, str] = {}    # root_binds(), once the zygote has imported what jobs use
 
 
 def clone_into_pid_namespace() -> int:
@@ -119,8 +124,13 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 
 
 def _bind(fd: int, target: str, extra: int) -> None:
-    """Bind the directory open as `fd` on `target`, then apply `extra` flags (read-only, nosuid...) to the bind."""
-    os.makedirs(target, exist_ok=True)
+    """Bind what is open as `fd` (a directory or a file) on `target` (made if missing), then apply `extra` flags
+    (read-only, nosuid...) to the bind."""
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.makedirs(target, exist_ok=True)
+    elif not os.path.exists(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
     _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
     _mount(None, target, None, MS_REMOUNT | MS_BIND | extra)
     os.close(fd)
@@ -128,51 +138,131 @@ def _bind(fd: int, target: str, extra: int) -> None:
 
 # ------------------------------------------------------------------------------------------ ahead of the job
 
+NEW_ROOT = "/tmp"            # where the new root is assembled (in our own mount namespace) before pivot_root
+TOOLCHAIN = ("/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec", "/usr/include")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+ETC_FILES = ("/etc/ld.so.cache",)
+RO = MS_RDONLY | MS_NOSUID | MS_NODEV
+
+
 def prepare(config: dict, namespaces: list[str], user: pwd.struct_passwd, measures: dict) -> None:
-    """Everything that does not depend on the job: a private /tmp, the code re-exposed read-only, / read-only,
-    /run and friends hidden, a /proc of our own, the work directories. Nothing here when we got no mount
+    """Everything that does not depend on the job: a minimal root of our own, as nsjail and bubblewrap make one.
+    A fresh tmpfs holds read-only binds of only what a job needs (the interpreter and the packages it may import,
+    the C++ toolchain with its libraries and headers, the SDK headers, the trusted prebuilt cache), a few device
+    nodes, a /proc of the job's PID namespace and the job's private, size-capped /tmp; pivot_root makes it the
+    root, the host's root is detached, and the new root is made read-only. Nothing here when we got no mount
     namespace (enter_job then works below the host job directory)."""
     if "mount" not in namespaces:
         return
     fs = measures["filesystem"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    shared = os.open(config["shared_cache"], os.O_RDONLY | os.O_DIRECTORY) if os.path.isdir(config["shared_cache"]) else None
-    code_in_tmp = {path: os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in _code_under("/tmp")}
-    # /tmp first, on the original tree; then the read-only views bound from fds opened before
-    size = Limits().tmpfs_bytes
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=755")
+    binds = {target: os.open(source, os.O_PATH | os.O_CLOEXEC) for target, source in (ROOT_BINDS or root_binds()).items()}
+    shared = os.open(config["shared_cache"], os.O_PATH | os.O_CLOEXEC) if os.path.isdir(config["shared_cache"]) else None
+    new = NEW_ROOT
+    _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    size = Limits().tmpfs_bytes  # the job's own /tmp first: code that lives below /tmp is bound into it after
+    os.makedirs(new + "/tmp")
+    _mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=755")
     measures["tmpfs_bytes"] = size
-    fs.append("/tmp private tmpfs")
-    for path, fd in code_in_tmp.items():  # a checkout (and its .venv) under /tmp stays importable, read-only
-        _bind(fd, path, MS_RDONLY | MS_NOSUID | MS_NODEV)
-        fs.append(f"{path} (code under /tmp) read-only")
+    for target, fd in sorted(binds.items()):  # device nodes stay writable (/dev/null); nothing else is
+        _bind(fd, new + target, MS_NOSUID | MS_NOEXEC if target in DEVICES else RO)
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # merged-/usr links (the ELF interpreter's path)
+        if os.path.islink("/" + name) and not os.path.lexists(new + "/" + name):
+            os.symlink(os.readlink("/" + name), new + "/" + name)
+    for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{new}/dev/{link}")
+    with open(new + "/etc/passwd", "w") as fh:  # who the job is, and nobody else
+        fh.write(f"root:x:0:0::/:/sbin/nologin\n{user.pw_name}:x:{user.pw_uid}:{user.pw_gid}::{JOB_DIR}:/sbin/nologin\n")
+    with open(new + "/etc/group", "w") as fh:
+        fh.write(f"root:x:0:\n{user.pw_name}:x:{user.pw_gid}:\n")
     for sub in ("in", "out", "tmp", "cache"):
-        os.makedirs(os.path.join(JOB_DIR, sub))
+        os.makedirs(new + os.path.join(JOB_DIR, sub))
     if shared is not None:
-        _bind(shared, SHARED_MOUNT, MS_RDONLY | MS_NOSUID | MS_NODEV)
-        _link_shared_cache(SHARED_MOUNT, os.path.join(JOB_DIR, "cache"))
+        _bind(shared, new + SHARED_MOUNT, RO)
+        _link_shared_cache(SHARED_MOUNT, new + os.path.join(JOB_DIR, "cache"), seen_from=new + SHARED_MOUNT)
     for path in (JOB_DIR, *(os.path.join(JOB_DIR, s) for s in ("out", "tmp", "cache"))):
-        os.chown(path, user.pw_uid, user.pw_gid)
-    _reexpose_code(measures)
-    try:  # then the root read-only (our namespace's copy of the mount; nothing is open for writing on it)
-        _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY)
-        fs.append("/ read-only")
-    except OSError as error:
-        measures["notes"].append(f"read-only root not in force: {error}")
-    for path in ("/run", "/var/tmp", "/dev/shm"):
-        _hide(path, measures)
-    if "pid" in namespaces:
-        try:  # a /proc that shows only this namespace's processes
-            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-            fs.append("/proc of the job's own PID namespace")
-        except OSError as error:
-            measures["notes"].append(str(error))
+        os.chown(new + path, user.pw_uid, user.pw_gid)
+    os.makedirs(new + "/proc")
+    if "pid" in namespaces:  # a /proc that shows only this namespace's processes
+        _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    how = _pivot(new)
+    _mount(None, "/", None, MS_REMOUNT | RO)  # the root tmpfs itself: nothing to write there
+    fs.append(f"minimal root ({how}): {len(binds)} read-only binds ({', '.join(sorted(binds)[:6])}...), "
+              f"{', '.join(DEVICES)}, /proc of its own; the host's root detached")
+    fs.append("/tmp private tmpfs")
 
 
-def _link_shared_cache(shared: str, cache: str) -> None:
-    """The job's cache directory points at the trusted prebuilt entries (read-only where they live)."""
+def _pivot(new: str) -> str:
+    """Make `new` the root and detach the old one (pivot_root; where the old root cannot be pivoted away, as on
+    an initramfs, move the new root over it and chroot, as runc does)."""
+    old = new + "/.old-root"
+    os.mkdir(old)
+    if _libc.syscall(SYS_PIVOT_ROOT, new.encode(), old.encode()) == 0:
+        os.chdir("/")
+        if _libc.umount2(b"/.old-root", MNT_DETACH) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"umount the old root: {os.strerror(error)}")
+        os.rmdir("/.old-root")
+        return "pivot_root"
+    os.rmdir(old)
+    os.chdir(new)
+    _mount(new, "/", None, MS_MOVE)
+    os.chroot(".")
+    os.chdir("/")
+    return "move + chroot"
+
+
+def root_binds() -> dict[str, str]:
+    """target path in the new root -> source on the host (the same path, resolved): what a job needs, no more.
+    The zygote works it out once, after its imports (ROOT_BINDS), not each child."""
+    wanted = [*_code_dirs(), *TOOLCHAIN, *DEVICES, *ETC_FILES, *_tools()]
+    binds: dict[str, str] = {}
+    for path in wanted:
+        real = os.path.realpath(path)
+        if not os.path.exists(real) or any(real == kept or real.startswith(kept.rstrip("/") + "/") for kept in binds
+                                           if os.path.isdir(kept)):
+            continue
+        for kept in [k for k in binds if k.startswith(real.rstrip("/") + "/")]:  # a deeper one this one covers
+            del binds[kept]
+        binds[real] = real
+    return binds
+
+
+def _code_dirs() -> set[str]:
+    """Where the interpreter and what the job may import (lazily) live: the interpreter's prefix, the environment's
+    site-packages, the top-level directory of every package imported so far (the project's own: compiler, schemas,
+    workers; not the checkout around them), and trusted read-only data (the SDK headers)."""
+    import site
+
+    prefixes = {sys.base_prefix, sys.prefix, *site.getsitepackages(), *_READONLY, os.environ.get("TVM_LIBRARY_PATH")}
+    needed = {os.path.realpath(p) for p in prefixes if p and os.path.isdir(p)}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or "." in name:
+            continue
+        real = os.path.realpath(file)
+        if any(real.startswith(p.rstrip("/") + "/") for p in needed):
+            continue
+        needed.add(os.path.dirname(real) if getattr(module, "__path__", None) else real)
+    return needed
+
+
+def _tools() -> list[str]:
+    """The compilers the job runs, where they are not below the toolchain's directories (TTEMU_CXX=/opt/...)."""
+    found = []
+    for name in (os.environ.get("TTEMU_CXX"), "g++", "c++", "as", "ld"):
+        path = shutil.which(name) if name else None
+        if path:
+            found.append(os.path.dirname(os.path.realpath(path)))
+    return found
+
+
+def _link_shared_cache(shared: str, cache: str, seen_from: str | None = None) -> None:
+    """The job's cache directory points at the trusted prebuilt entries (read-only where they live); `seen_from`:
+    where `shared` can be looked at now, when not at its own path (in the new root, before the pivot)."""
     for name in SHARED_CACHE_ENTRIES:
-        if os.path.isdir(os.path.join(shared, name)):
+        if os.path.isdir(os.path.join(seen_from or shared, name)):
             os.symlink(os.path.join(shared, name), os.path.join(cache, name))
 
 
@@ -184,44 +274,6 @@ def _hide(path: str, measures: dict) -> None:
         measures["filesystem"].append(f"{path} hidden")
     except OSError as error:
         measures["notes"].append(str(error))
-
-
-def _code_dirs() -> set[Path]:
-    """Where the interpreter, the project, everything the job may import lazily and trusted read-only data live."""
-    needed = {Path(p).resolve() for p in (sys.base_prefix, sys.prefix, *sys.path, *_READONLY) if p and os.path.isdir(p)}
-    needed.add(Path(__file__).resolve().parents[2])
-    return needed
-
-
-def _code_under(top: str) -> list[str]:
-    """The outermost code directories below `top` (each bound back once, nested ones come along)."""
-    inside = sorted(str(p) for p in _code_dirs() if p.is_relative_to(top) and str(p) != top)
-    outermost: list[str] = []
-    for path in inside:
-        if not any(Path(path).is_relative_to(kept) for kept in outermost):
-            outermost.append(path)
-    return outermost
-
-
-def _reexpose_code(measures: dict) -> None:
-    """The interpreter and the code the job imports lazily may live under a directory the unprivileged user
-    cannot enter (/root/.pyenv): cover that directory with an empty tmpfs and bind back only those paths."""
-    blocked: dict[Path, set[Path]] = {}
-    for path in _code_dirs():
-        for depth in range(1, len(path.parts)):
-            ancestor = Path(*path.parts[:depth])
-            if ancestor == Path("/"):
-                continue
-            if not os.stat(ancestor).st_mode & stat.S_IXOTH:
-                blocked.setdefault(ancestor, set()).add(Path(*path.parts[:depth + 1]))
-                break
-    for ancestor, children in sorted(blocked.items()):
-        fds = {child: os.open(child, os.O_RDONLY | os.O_DIRECTORY) for child in children}
-        _mount("tmpfs", str(ancestor), "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,mode=755")
-        for child, fd in fds.items():
-            _bind(fd, str(child), MS_RDONLY)
-        _mount(None, str(ancestor), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-        measures["filesystem"].append(f"{ancestor} hidden except {', '.join(sorted(map(str, children)))}")
 
 
 # ------------------------------------------------------------------------------------------ per job
@@ -258,7 +310,7 @@ def enter_job(config: dict, host_dir: str, namespaces: list[str], limits: Limits
 
 def restrict(limits: Limits, user: pwd.struct_passwd, measures: dict) -> None:
     """rlimits (before dropping privileges: an unprivileged process may lower, never raise them), then the
-    unprivileged user with no supplementary groups, then no_new_privs."""
+    unprivileged user with no supplementary groups, then no_new_privs and the seccomp filter (seccomp.py)."""
     with open("/proc/self/statm") as fh:
         vm_bytes = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     wanted = {
@@ -278,6 +330,12 @@ def restrict(limits: Limits, user: pwd.struct_passwd, measures: dict) -> None:
         os.setresuid(user.pw_uid, user.pw_uid, user.pw_uid)
     measures["uid"] = os.getuid()
     measures["no_new_privs"] = _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+    try:
+        seccomp.install(SECCOMP_PROGRAM)
+        measures["seccomp"] = (f"{len(set(seccomp.DENIED.values()))} syscalls and clone with "
+                               f"{'|'.join(seccomp.CLONE_NEW)} denied (EPERM), clone3 ENOSYS, other ABIs killed")
+    except OSError as error:  # a kernel without seccomp filters: said in the measures
+        measures["notes"].append(f"seccomp filter not in force: {error}")
 
 
 def close_inherited_fds(keep: set[int]) -> None:

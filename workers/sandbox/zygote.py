@@ -34,6 +34,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from schemas.values import json_safe
 from workers.sandbox import jail, prefault
 from workers.sandbox.ops import OPS
 from workers.sandbox.protocol import (MAX_HEADER_BYTES, MAX_INPUT_BYTES, MAX_RESULT_BYTES, MEASURES, RESULT, Limits,
@@ -73,6 +74,7 @@ def main(config: dict) -> None:
     gc.freeze()  # keep the warm heap out of the collector: fewer pages copied after each fork
     hot = prefault.learn(_trial_jobs)
     jail.become_subreaper()  # processes a job leaves behind come to us, not to init (see _kill_orphans)
+    jail.ROOT_BINDS.update(jail.root_binds())  # what a job's minimal root holds: worked out once, here
     why_not = "turned off in the sandbox configuration" if not config.get("namespaces", True) else jail.why_no_namespaces()
     config.update(namespaces=why_not is None, no_namespaces_because=why_not)
     spares = Spares(config, pwd.getpwnam(config["user"]), hot)
@@ -461,8 +463,8 @@ def _child(config: dict, user: pwd.struct_passwd, hot: prefault.Hot, namespaces:
         answer = {"ok": False, "error": {"stage": request["op"], "message": "the source nests too deeply"}}
     measures["timeline"]["op_end"] = time.monotonic()
     files = _outputs(os.path.join(work, "out"), MAX_RESULT_BYTES)
-    files[RESULT] = json.dumps(answer, default=str).encode()
-    files[MEASURES] = json.dumps(measures, default=str).encode()
+    files[RESULT] = json.dumps(json_safe(answer)).encode()  # standard JSON: the trusted side refuses anything else
+    files[MEASURES] = json.dumps(json_safe(measures)).encode()
     if sum(map(len, files.values())) > MAX_RESULT_BYTES:
         refused = {"ok": False, "error": {"stage": request["op"], "message": f"the job's answer exceeds "
                                                                             f"{MAX_RESULT_BYTES} bytes"}}

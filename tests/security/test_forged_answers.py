@@ -1,0 +1,229 @@
+"""The child's answer is untrusted input. Forged at the protocol layer (bytes down the answer pipe, as a job's code
+can write them) and at the answer layer (any JSON, any file names): the trusted side refuses it with ForgedAnswer
+and writes nothing outside the job's own directory. The kernels that forge from inside are in corpus/forge_*."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import struct
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+
+from compiler.api import ARTIFACTS
+from schemas.target import TargetConfig
+from schemas.values import check_json
+from service.settings import Settings
+from service.storage import ArtifactStore, UnsafeName
+from workers import sandbox
+from workers.sandbox import answers, ops
+from workers.sandbox.protocol import RESULT, pack
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+CANARY_DIR = Path("/tmp/tilefarm-canary")
+
+
+@pytest.fixture(scope="module")
+def genuine():
+    """A compile answer as the child's op really makes it (run here, in-process, on a trusted kernel)."""
+    work = Path(tempfile.mkdtemp(prefix="tilefarm-genuine-"))
+    (work / "out").mkdir()
+    try:
+        value = ops.OPS["compile"]({"source": (DATA / "gemm.py").read_text(), "filename": "gemm.py", "dump_ir": True,
+                                    "target": TargetConfig().model_dump(mode="json")}, work)
+        files = {p.name: p.read_bytes() for p in (work / "out").iterdir()}
+    finally:
+        shutil.rmtree(work)
+    return json.loads(json.dumps(value)), files
+
+
+def test_a_genuine_answer_passes(genuine):
+    value, files = genuine
+    answer, artifacts, ir, plan = answers.compiled(value, files)
+    assert isinstance(answer, answers.Compiled) and set(artifacts) == set(ARTIFACTS)
+    assert ir and all(name.endswith(".py") for name in ir) and plan["kernel"] == "main"
+
+
+# ------------------------------------------------------------------------------------------ the answer layer
+
+texts = st.one_of(st.text(max_size=40), st.sampled_from(["\udc80", "a\ud800b", "main", "reader.cpp", "../x"]))
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), texts)
+json_values = st.recursive(json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                              st.dictionaries(texts, inner, max_size=4)),
+                           max_leaves=12)
+file_names = st.one_of(st.sampled_from([*ARTIFACTS, "ir-000.py.txt", "../x", "/etc/passwd", "", ".", "..", "a/b",
+                                        "output-C.npy", "\udc80", "x\0y"]), st.text(max_size=30))
+
+
+def mutations(genuine):
+    """A genuine answer with one place replaced by anything JSON (or nearly: NaN, surrogates)."""
+    value, files = genuine
+    keys = sorted(value)
+    return st.tuples(st.sampled_from(keys), json_values, st.dictionaries(file_names, st.binary(max_size=64),
+                                                                         max_size=3))
+
+
+@hypothesis_settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_forged_compile_answer_is_refused_or_harmless(genuine, data):
+    value, files = genuine
+    key, replacement, extra_files = data.draw(mutations(genuine))
+    forged = {**value, key: replacement}
+    forged_files = {**files, **extra_files}
+    try:
+        answer, artifacts, ir, plan = answers.compiled(forged, forged_files)
+    except answers.ForgedAnswer as refused:
+        assert "refused the sandboxed compile's answer" in str(refused)
+        str(refused).encode()  # the reason itself is storable text
+        return
+    if isinstance(answer, answers.Failed):
+        assert not artifacts and not ir
+        check_json(answer.model_dump(mode="json"))
+        return
+    assert set(artifacts) == set(ARTIFACTS)
+    assert all(answers.re.fullmatch(answers.IR_NAME, name) for name in ir)
+    check_json(answer.model_dump(mode="json"))  # finite numbers, encodable text: storable
+    check_json(plan)
+
+
+@hypothesis_settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.dictionaries(st.sampled_from(["ok", "passed", "report", "log", "verification", "first_mismatch",
+                                               "rendered", "error", "artifacts", "x"]), json_values, max_size=6),
+       files=st.dictionaries(file_names, st.binary(max_size=64), max_size=3))
+def test_any_answer_of_any_op_is_refused_or_valid(genuine, value, files):
+    """Whatever the JSON: ForgedAnswer or a validated answer, never another exception (a crash of the worker)."""
+    plan = json.loads(genuine[1]["tt.plan.json"])
+    for check in (lambda: answers.compiled(value, files), lambda: answers.header_checked(value, files),
+                  lambda: answers.emulated(value, files, plan)):
+        try:
+            check_json(check()[0].model_dump(mode="json") if isinstance(check(), tuple) else check().model_dump())
+        except answers.ForgedAnswer:
+            pass
+
+
+def header_answer(**report_changes) -> dict:
+    kernel = {"kernel": "reader.cpp", "role": "reader", "processors": ["brisc"], "status": "passed", "messages": [],
+              "output": "", "reason": None, "seconds": 0.1, "compiler": "g++"}
+    report = {"arch": "wormhole_b0", "headers": "ttnn", "passed": True, "seconds": 0.1, "compute_checked": False,
+              "kernels": [kernel], **report_changes}
+    return {"ok": True, "passed": report["passed"], "report": report, "rendered": "ok"}
+
+
+@pytest.mark.parametrize("forged, why", [
+    (header_answer(), None),
+    (header_answer(seconds=float("nan")), "finite"),
+    (header_answer(arch="../../etc"), "arch"),
+    (header_answer(kernels=[{"kernel": "/etc/passwd"}]), "kernel"),
+    (header_answer(passed=False), "status"),
+    ({**header_answer(), "passed": False}, "verdict"),
+    ({**header_answer(), "extra": 1}, "extra"),
+    ({"ok": False, "error": {"stage": "check", "message": "x", "line": -1}}, "line"),
+])
+def test_forged_header_check_answers(forged, why):
+    if why is None:
+        assert answers.header_checked(forged, {}).report.kernels[0].kernel == "reader.cpp"
+        return
+    with pytest.raises(answers.ForgedAnswer) as refused:
+        answers.header_checked(forged, {})
+    assert why in str(refused.value).lower() or "refused" in str(refused.value)
+
+
+def test_a_header_check_answer_carries_no_files():
+    with pytest.raises(answers.ForgedAnswer, match="never produces"):
+        answers.header_checked(header_answer(), {"report.json": b"{}"})
+
+
+# ------------------------------------------------------------------------------------------ the protocol layer
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    settings = Settings(data_dir=tmp_path_factory.mktemp("forged-data"))
+    zygote = sandbox.Zygote(sandbox.SandboxConfig.from_settings(settings)).start()
+    yield zygote
+    zygote.close()
+
+
+def framed(message: bytes, length: int | None = None) -> bytes:
+    return struct.pack("<Q", len(message) if length is None else length) + message
+
+
+def forge(zygote, raw: bytes):
+    return zygote.run("selftest", {"mode": "forge", "raw": base64.b64encode(raw).decode()})
+
+
+GOOD = pack({}, {RESULT: b'{"ok": true}', "measures.json": b"{}"})
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (framed(pack({}, {RESULT: b'{"ok": NaN}'})), "not standard JSON"),
+    (framed(pack({}, {RESULT: b'{"ok": "\\udc80"}'})), "invalid Unicode"),
+    (framed(pack({}, {RESULT: b"[]"})), "not a JSON object"),
+    (framed(pack({}, {RESULT: b'{"ok": true}', "measures.json": b"[1]"})), "measures"),
+    (framed(GOOD, length=1 << 40), "exceeds"),
+    (framed(b'{"files": [["../../etc/passwd", 1]]}\nx'), "bad file name"),
+    (framed(b'{"files": [["/etc/passwd", 1]]}\nx'), "bad file name"),
+    (framed(b'{"files": [["result.json", -5]]}\n'), "bad file entry"),
+    (framed(b'{"files": [["result.json", 100]]}\n{}'), "truncated"),
+    (framed(b'{"files": "result.json"}\n'), "bad file list"),
+    (framed(b'not json\n'), "not JSON"),
+    (framed(b'{"files": [["result.json", 2], ["result.json", 2]]}\n{}{}'), None),  # the last one wins: same file
+])
+def test_forged_messages_on_the_answer_pipe(zygote, raw, reason):
+    if reason is None:
+        assert forge(zygote, raw).value == {}
+        return
+    with pytest.raises(answers.ForgedAnswer) as refused:
+        forge(zygote, raw)
+    assert reason in str(refused.value)
+    assert zygote.run("noop", {}).value == {"ok": True}  # and the next job is served
+
+
+def test_an_answer_cut_short_is_not_taken(zygote):
+    with pytest.raises(sandbox.SandboxError) as failed:
+        forge(zygote, framed(GOOD)[:-3])
+    assert "without an answer" in str(failed.value) or "truncated" in str(failed.value)
+    assert zygote.run("noop", {}).value == {"ok": True}
+
+
+# ------------------------------------------------------------------------------------------ writing artifacts
+
+@pytest.fixture
+def store(tmp_path):
+    shutil.rmtree(CANARY_DIR, ignore_errors=True)
+    CANARY_DIR.mkdir(mode=0o777)
+    yield ArtifactStore(tmp_path / "data")
+    assert list(CANARY_DIR.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["/tmp/tilefarm-canary/x", "../../../../tmp/tilefarm-canary/x", "..", ".", "",
+                                  "a/b/c", ".hidden", "a/../../x", "x\0y", "a\\..\\x", "\udc80", "ir/..", "ir//x",
+                                  "a/", "/", "ir/.x"])
+def test_put_dir_refuses_names_outside_the_directory(store, name):
+    with pytest.raises(UnsafeName):
+        store.put_dir(store.cache_dir("k" * 64, "compile"), {"ok.cpp": b"x", name: b"pwned"})
+    assert not store.cache_dir("k" * 64, "compile").exists()
+
+
+def test_put_dir_does_not_follow_links(store):
+    key = "a" * 64
+    os.symlink(CANARY_DIR, store.root / "cache" / key)  # planted where the job's directory goes
+    with pytest.raises(OSError):
+        store.put_dir(store.cache_dir(key, "compile"), {"compute.cpp": b"x"})
+    os.symlink(CANARY_DIR / "target", store.root / "jobs" / "j1")
+    with pytest.raises(OSError):
+        store.put_dir(store.job_dir("j1", "emulate"), {"C.npy": b"x"})
+    with pytest.raises(UnsafeName):
+        store.put_dir(Path("/tmp/tilefarm-canary/escape"), {"x": b"x"})
+
+
+def test_put_dir_publishes_whole_and_once(store):
+    final = store.cache_dir("b" * 64, "ir")
+    assert store.put_dir(final, {"00_input.py": b"a", "sub/01_x.py": b"b"}) is True
+    assert store.read_dir(final) == {"00_input.py": b"a", "sub/01_x.py": b"b"}
+    assert store.put_dir(final, {"other": b"c"}) is False
+    assert store.read_dir(final) == {"00_input.py": b"a", "sub/01_x.py": b"b"}
+    assert list((store.root / "tmp").iterdir()) == []

@@ -1,0 +1,248 @@
+"""The child's answer is untrusted input: what each op may answer, checked on the trusted side before anything
+of it is used or stored.
+
+User code runs in the child with the child's own rights: it can write the child's answer itself (the answer pipe
+is an open fd), with any names and any JSON. So an answer is held to the op's schema (strict pydantic models,
+finite numbers, text UTF-8 can encode, bounded sizes), it may carry only the files that op produces, by the
+names it gives them, and every file's content is checked for what it claims to be: the plan against its schema,
+arrays as plain float32 .npy of the planned shape (and written back out by us), text as UTF-8. Anything else
+raises ForgedAnswer: the job fails with that reason and nothing of the answer is kept.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
+
+from compiler.api import ARTIFACTS
+from schemas.plan import Plan
+from schemas.values import JsonValue, Text, printable
+from workers.sandbox.protocol import SandboxError
+
+MAX_TEXT = 4 * 1024 * 1024            # a log, a rendered report
+MAX_LINE = 64 * 1024                  # a message, a hint
+MAX_FILE_BYTES = 16 * 1024 * 1024     # one artifact, IR dump or output array
+MAX_IR_DUMPS = 256
+IR_NAME = r"^[0-9]{2,3}_[A-Za-z0-9_.]{1,120}\.py$"     # 03_TTInferLayout.py
+IR_FILE = r"^ir-[0-9]{3}\.py\.txt$"                   # how the child names an IR dump in its out/
+OUTPUT_FILE = re.compile(r"^output-(?P<name>.+)\.npy$")
+
+
+class ForgedAnswer(SandboxError):
+    """The sandboxed step answered something its op never produces (forged by the job's code, or corrupted)."""
+
+    def __init__(self, op: str, reason: str):
+        super().__init__(f"refused the sandboxed {op}'s answer: {reason}; the job's code may have forged it")
+        self.op, self.reason = op, reason
+
+
+Short = Annotated[Text, StringConstraints(max_length=4096)]
+Line = Annotated[Text, StringConstraints(max_length=MAX_LINE)]
+Long = Annotated[Text, StringConstraints(max_length=MAX_TEXT)]
+Seconds = Annotated[float, Field(ge=0, le=7 * 86400)]
+Count = Annotated[int, Field(ge=0, le=10**9)]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+class ErrorDetail(_Answer):
+    """CompileError.to_dict() as the child sends it."""
+    stage: Annotated[Text, StringConstraints(min_length=1, max_length=64)]
+    message: Line
+    file: Short | None = None
+    line: Count | None = None
+    col: Count | None = None
+    hint: Line | None = None
+    rendered: Line | None = None
+
+
+class Failed(_Answer):
+    ok: Literal[False]
+    error: ErrorDetail
+
+
+class Compiled(_Answer):
+    ok: Literal[True]
+    entry: Annotated[Text, StringConstraints(min_length=1, max_length=255)]
+    timings: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_:.\-]{1,128}$")], Seconds] = Field(max_length=512)
+    log: Long
+    artifacts: dict[Literal[ARTIFACTS], str]       # artifact name -> the file in out/ (the same name)
+    ir: dict[Annotated[str, StringConstraints(pattern=IR_NAME)],
+             Annotated[str, StringConstraints(pattern=IR_FILE)]] = Field(max_length=MAX_IR_DUMPS)
+
+    @field_validator("entry")
+    @classmethod
+    def _identifier(cls, entry: str) -> str:
+        if not entry.isidentifier():
+            raise ValueError("the entry is not a Python identifier")
+        return entry
+
+    @model_validator(mode="after")
+    def _every_artifact_by_its_own_name(self) -> "Compiled":
+        if set(self.artifacts) != set(ARTIFACTS) or any(file != name for name, file in self.artifacts.items()):
+            raise ValueError(f"a compile answers exactly {', '.join(ARTIFACTS)}, each in a file of that name")
+        if len(set(self.ir.values())) != len(self.ir):
+            raise ValueError("two IR dumps in one file")
+        return self
+
+
+class Emulated(_Answer):
+    ok: Literal[True]
+    passed: bool
+    log: Long
+    verification: Long
+    first_mismatch: Line | None = None
+    report: dict[Short, JsonValue]
+
+
+class MessageDetail(_Answer):
+    file: Short
+    line: Count
+    col: Count
+    severity: Literal["error", "warning"]
+    message: Line
+    in_kernel: bool
+
+
+class KernelChecked(_Answer):
+    kernel: Literal["reader.cpp", "compute.cpp", "writer.cpp"]
+    role: Literal["reader", "compute", "writer"]
+    processors: list[Literal["brisc", "ncrisc", "trisc0", "trisc1", "trisc2"]] = Field(max_length=3)
+    status: Literal["passed", "failed", "skipped"]
+    messages: list[MessageDetail] = Field(max_length=1000)
+    output: Long
+    reason: Line | None = None
+    seconds: Seconds
+    compiler: Short
+
+
+class HeaderReport(_Answer):
+    """HeaderCheckReport.to_dict()."""
+    arch: Literal["wormhole_b0", "blackhole", "grayskull"]
+    headers: Short
+    passed: bool
+    seconds: Seconds
+    compute_checked: bool
+    kernels: list[KernelChecked] = Field(max_length=3)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "HeaderReport":
+        if len({k.kernel for k in self.kernels}) != len(self.kernels):
+            raise ValueError("a kernel is reported twice")
+        if self.passed != all(k.status != "failed" for k in self.kernels):
+            raise ValueError("'passed' disagrees with the kernels' status")
+        return self
+
+
+class HeaderChecked(_Answer):
+    ok: Literal[True]
+    passed: bool
+    report: HeaderReport
+    rendered: Long
+
+
+# ------------------------------------------------------------------------------------------ checking an answer
+
+def _validated(op: str, model: type[_Answer], value: dict) -> _Answer:
+    kind = Failed if value.get("ok") is False else model
+    try:
+        return kind.model_validate(value)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(printable(part) for part in first["loc"]) or "the answer"
+        raise ForgedAnswer(op, f"{where}: {printable(first['msg'])}") from None
+
+
+def _only_files(op: str, files: dict[str, bytes], expected: set[str]) -> None:
+    unexpected = sorted(set(files) - expected)
+    if unexpected:
+        raise ForgedAnswer(op, f"files it never produces: {', '.join(printable(n)[:80] for n in unexpected[:5])}")
+    for name, data in files.items():
+        if len(data) > MAX_FILE_BYTES:
+            raise ForgedAnswer(op, f"{printable(name)} has {len(data)} bytes (at most {MAX_FILE_BYTES})")
+
+
+def _utf8(op: str, name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ForgedAnswer(op, f"{name} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def plan_of(data: bytes, op: str = "compile") -> dict:
+    """tt.plan.json as a dict, once it is standard JSON that validates against the plan's schema."""
+    try:  # the schema (pydantic's parser: no lone surrogates; no NaN, Infinity or 1e999 anywhere in a plan: it has
+        # no untyped field), then the same text as a dict
+        Plan.model_validate_json(data)
+        plan = json.loads(data)
+    except (ValueError, ValidationError) as error:
+        detail = error.errors()[0] if isinstance(error, ValidationError) else None
+        reason = (f"{'.'.join(map(str, detail['loc']))}: {detail['msg']}" if detail else str(error))
+        raise ForgedAnswer(op, f"tt.plan.json is not a plan ({printable(reason)[:300]})") from None
+    return plan
+
+
+def failed_or(op: str, model: type[_Answer], value: dict, files: dict[str, bytes]) -> _Answer:
+    """The answer as `model`, or as Failed (which carries no files)."""
+    answer = _validated(op, model, value)
+    if isinstance(answer, Failed):
+        _only_files(op, files, set())
+    return answer
+
+
+def compiled(value: dict, files: dict[str, bytes]) -> tuple[Failed | Compiled, dict[str, bytes], dict[str, str], dict]:
+    """(answer, artifacts, IR dumps, plan) of a compile; the last three empty when the compile failed."""
+    answer = failed_or("compile", Compiled, value, files)
+    if isinstance(answer, Failed):
+        return answer, {}, {}, {}
+    _only_files("compile", files, set(answer.artifacts.values()) | set(answer.ir.values()))
+    missing = sorted(file for file in (*answer.artifacts.values(), *answer.ir.values()) if file not in files)
+    if missing:
+        raise ForgedAnswer("compile", f"it names files it did not send: {', '.join(missing[:5])}")
+    artifacts = {name: files[name] for name in ARTIFACTS}
+    for name in ARTIFACTS:
+        _utf8("compile", name, artifacts[name])
+    plan = plan_of(artifacts["tt.plan.json"])
+    if plan["kernel"] != answer.entry:
+        raise ForgedAnswer("compile", f"its plan is for `{printable(plan['kernel'])[:80]}`, its answer for "
+                                      f"`{answer.entry}`")
+    ir = {name: _utf8("compile", name, files[file]) for name, file in answer.ir.items()}
+    return answer, artifacts, ir, plan
+
+
+def emulated(value: dict, files: dict[str, bytes], plan: dict) -> tuple[Failed | Emulated, dict[str, bytes]]:
+    """(answer, outputs as .npy bytes we wrote) of an emulation of the program `plan` describes."""
+    import numpy as np
+
+    answer = failed_or("emulate", Emulated, value, files)
+    if isinstance(answer, Failed):
+        return answer, {}
+    shapes = {b["name"]: tuple(b["shape"]) for b in plan["buffers"] if b["role"] == "output"}
+    _only_files("emulate", files, {f"output-{name}.npy" for name in shapes})
+    outputs = {}
+    for file, data in sorted(files.items()):
+        name = OUTPUT_FILE.match(file)["name"]
+        try:
+            array = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as error:
+            raise ForgedAnswer("emulate", f"{file} is not an array ({error})") from None
+        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or array.shape != shapes[name]:
+            raise ForgedAnswer("emulate", f"{file} is {getattr(array, 'dtype', '?')} {getattr(array, 'shape', '?')}; "
+                                          f"the plan says float32 {shapes[name]}")
+        buffer = io.BytesIO()  # what is stored is written by us, from the array
+        np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+        outputs[name] = buffer.getvalue()
+    return answer, outputs
+
+
+def header_checked(value: dict, files: dict[str, bytes]) -> Failed | HeaderChecked:
+    answer = failed_or("header_check", HeaderChecked, value, files)
+    _only_files("header_check", files, set())
+    if isinstance(answer, HeaderChecked) and answer.passed != answer.report.passed:
+        raise ForgedAnswer("header_check", "its verdict disagrees with its report")
+    return answer
