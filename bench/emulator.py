@@ -1,6 +1,11 @@
 """Emulator cost next to the NumPy reference: build (cold / cached) and run times for GEMMs of growing size and
 an element-wise kernel. Cold = fresh kernel-object cache and a main.cpp never built before; the emulator runtime
-library itself is built once per emulator version (reported separately)."""
+library itself is built once per emulator version (reported separately).
+
+Then ttnn 0.81.1's own kernels from the wheel under our host programs (tests/emulator/ttnn_programs): the 2-D
+multicast matmul in the configurations tests/emulator/test_ttnn_kernels.py checks, and the element-wise binary op:
+JIT time with a fresh kernel cache, emulation time (the report's run_seconds: threads started to all joined),
+and what the program moved (DRAM tiles, multicasts, semaphore operations)."""
 from __future__ import annotations
 
 import os
@@ -86,6 +91,31 @@ def measure(name: str, text: str, runs: int = 3) -> str:
             f"{med(c.run_seconds for c in cached) * 1e3:>8.0f} {med(ref_times) * 1e3:>9.0f} {numpy_s * 1e3:>8.1f}")
 
 
+def measure_ttnn(name: str, program: str, inputs: dict, runs: int = 3) -> str:
+    import shutil
+
+    from compiler.toolchain import sdk_headers
+    from compiler.toolchain.emulate import run_host_program
+
+    tests = ROOT / "tests" / "emulator"
+    env = {"TT_METAL_HOME": str(sdk_headers.ensure_kernels())}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        shutil.copy(tests / "ttnn_programs" / f"{program}.cpp", tmp / "main.cpp")
+        shutil.copy(tests / "bundles" / "common" / "npy_util.hpp", tmp / "npy_util.hpp")
+        cold = run_host_program(tmp / "main.cpp", inputs, tmp / "cold", env={**env, "TTEMU_CACHE_DIR": str(tmp / "k")},
+                                timeout_s=600)
+        warm = [run_host_program(tmp / "main.cpp", inputs, tmp / f"w{i}", env=env, timeout_s=600) for i in range(runs)]
+    report = warm[0].report
+    cores = len(report["cores"])
+    dram_tiles = sum(b["tiles_read"] for b in report["buffers"])
+    totals = report["totals"]
+    tile_ops = sum(totals["tile_ops"].get(k, 0) for k in ("matmul_block (tiles)", "add_tiles", "sub_tiles", "mul_tiles"))
+    run_s = statistics.median(r.report["run_seconds"] for r in warm)
+    return (f"{name:<30} {cores:>5} {cold.report['jit']['seconds']:>8.2f} {run_s * 1e3:>9.0f} {tile_ops:>9} "
+            f"{tile_ops / run_s / 1e3:>8.1f} {dram_tiles:>9} {totals['noc_multicasts']:>7} {totals['semaphore_ops']:>7}")
+
+
 def main() -> None:
     from compiler.toolchain.emulate import build_host_pch, build_runtime
 
@@ -101,6 +131,27 @@ def main() -> None:
         print(measure(f"gemm_{n}", GEMM.format(n=n, g=n // 64)), flush=True)
     for n in (256, 1024):
         print(measure(f"eltwise_{n}", ELTWISE.format(n=n, g=n // 64, g2=n // 32)), flush=True)
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    from tests.emulator.test_ttnn_kernels import MATMUL_CONFIGS, bf16
+
+    print()
+    print("ttnn 0.81.1 kernels from the wheel, unmodified (our host programs)")
+    print(f"{'program':<30} {'cores':>5} {'jit(s)':>8} {'run(ms)':>9} {'tile ops':>9} {'k ops/s':>8} "
+          f"{'DRAM rd':>9} {'mcasts':>7} {'sem ops':>7}")
+    print("  jit = kernel compile, fresh cache; run = emulation (threads start to join), median of 3; tile ops = 32x32 "
+          "matmul tile products or element-wise tile ops; DRAM rd = tiles read")
+    rng = np.random.default_rng(0)
+    for key, cfg in MATMUL_CONFIGS.items():
+        a = bf16(rng.standard_normal((cfg.m, cfg.k)).astype(np.float32))
+        b = bf16(rng.standard_normal((cfg.k, cfg.n)).astype(np.float32))
+        print(measure_ttnn(f"matmul {key}", "matmul_2d_mcast", {"a": a, "b": b, "cfg": cfg.cfg()}), flush=True)
+    a = bf16(rng.standard_normal((1024, 1024)).astype(np.float32))
+    b = bf16(rng.standard_normal((1024, 1024)).astype(np.float32))
+    cfg = np.array([[1024, 1024, 0, 8, 8, 0, 0]], np.float32)
+    print(measure_ttnn("eltwise add 1024^2-8x8", "eltwise_binary", {"a": a, "b": b, "cfg": cfg}), flush=True)
 
 
 if __name__ == "__main__":

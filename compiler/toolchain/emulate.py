@@ -23,6 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from ..target import device_costs
 from .locking import locked
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
@@ -169,20 +171,52 @@ def _write_inputs(inputs: dict[str, np.ndarray], input_dir: Path) -> None:
         np.save(input_dir / f"{name}.npy", np.ascontiguousarray(array, dtype=np.float32))
 
 
+def costs_env(arch: str, overrides: dict[str, float] | None = None) -> str:
+    """TTEMU_COSTS for `arch`: compiler/device_costs.json's values as "key=value;key=v1,v2;...". `overrides`
+    replaces named constants (sensitivity studies in bench/; the product always uses the table)."""
+    costs = dict(device_costs(arch))
+    for key, value in (overrides or {}).items():
+        if key not in costs:
+            raise KeyError(f"no cost named {key!r}")
+        costs[key] = value
+
+    def text(value) -> str:
+        return ",".join(repr(float(v)) for v in value) if isinstance(value, list) else repr(float(value))
+    return ";".join(f"{key}={text(value)}" for key, value in costs.items())
+
+
 def run_program(bundle_dir: Path, inputs: dict[str, np.ndarray], workdir: Path, *, arch: str = "wormhole_b0",
-                timeout_s: float = 60, env: dict[str, str] | None = None) -> EmulationResult:
-    """Builds (cached) and runs a bundle; raises EmulationError with the emulator's report on failure."""
-    if arch not in ARCHES:
-        raise EmulationError(f"arch {arch!r} is not emulated (choose from {', '.join(ARCHES)})", kind="arch")
+                timeout_s: float = 60, env: dict[str, str] | None = None, timing: bool = True,
+                timing_only: bool = False, cost_overrides: dict[str, float] | None = None) -> EmulationResult:
+    """Builds (cached) and runs a bundle; raises EmulationError with the emulator's report on failure. With
+    `timing` the emulator also runs the timing model (report["timing"]); `timing_only` skips the arithmetic (the
+    outputs are then meaningless) but keeps every check, synchronisation and the modelled device time."""
     bundle_dir = Path(bundle_dir).resolve()
     missing = [f for f in BUNDLE_FILES if not (bundle_dir / f).exists()]
     if missing:
         raise EmulationError(f"bundle {bundle_dir} lacks {', '.join(missing)}", kind="bundle")
+    return run_host_program(bundle_dir / "main.cpp", inputs, workdir, kernel_dir=bundle_dir, arch=arch,
+                            timeout_s=timeout_s, env=env, timing=timing, timing_only=timing_only,
+                            cost_overrides=cost_overrides)
+
+
+def run_host_program(main_cpp: Path, inputs: dict[str, np.ndarray], workdir: Path, *, kernel_dir: Path | None = None,
+                     arch: str = "wormhole_b0", timeout_s: float = 60,
+                     env: dict[str, str] | None = None, timing: bool = True,
+                     timing_only: bool = False, cost_overrides: dict[str, float] | None = None) -> EmulationResult:
+    """Builds (cached) and runs any host program written against the emulator's TT-Metalium headers, as
+    `./program <kernel_dir> <inputs> <outputs>` (kernel_dir defaults to main.cpp's directory). Kernels given to
+    CreateKernel by a relative path resolve against the working directory, then $TT_METAL_HOME (pass it in `env`
+    to run kernels from a TT-Metalium tree, such as ttnn's from the wheel)."""
+    if arch not in ARCHES:
+        raise EmulationError(f"arch {arch!r} is not emulated (choose from {', '.join(ARCHES)})", kind="arch")
+    main_cpp = Path(main_cpp).resolve()
+    kernel_dir = Path(kernel_dir).resolve() if kernel_dir else main_cpp.parent
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
-    program = build_program(bundle_dir / "main.cpp", workdir)
+    program = build_program(main_cpp, workdir)
     build_seconds = time.perf_counter() - t0
 
     input_dir, output_dir = workdir / "inputs", workdir / "outputs"
@@ -191,16 +225,22 @@ def run_program(bundle_dir: Path, inputs: dict[str, np.ndarray], workdir: Path, 
     _write_inputs(inputs, input_dir)
     report_path = workdir / "report.json"
     report_path.unlink(missing_ok=True)
-    run_env = {**os.environ, "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
+    inherited = {k: v for k, v in os.environ.items() if k not in ("TTEMU_COSTS", "TTEMU_TIMING_ONLY")}
+    run_env = {**inherited, "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
                "TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir()), **(env or {})}
+    if timing or timing_only:
+        run_env["TTEMU_COSTS"] = costs_env(arch, cost_overrides)
+    if timing_only:
+        run_env["TTEMU_TIMING_ONLY"] = "1"
 
     t1 = time.perf_counter()
     try:
-        proc = subprocess.run([str(program), str(bundle_dir), str(input_dir), str(output_dir)], cwd=workdir,
+        proc = subprocess.run([str(program), str(kernel_dir), str(input_dir), str(output_dir)], cwd=workdir,
                               env=run_env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
-        log = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace") \
-            if isinstance(exc.stdout, bytes) else (exc.stdout or "") + (exc.stderr or "")
+        def text(stream) -> str:  # TimeoutExpired carries bytes even with text=True
+            return stream.decode(errors="replace") if isinstance(stream, bytes) else stream or ""
+        log = text(exc.stdout) + text(exc.stderr)
         raise EmulationError(f"program did not finish within {timeout_s} s (a kernel spinning without blocking?)",
                              kind="timeout", log=log) from None
     run_seconds = time.perf_counter() - t1

@@ -44,6 +44,24 @@ void noc_async_read(std::uint64_t src_noc_addr, std::uint32_t dst_local_l1_addr,
 void noc_async_read_barrier(std::uint8_t noc = noc_index);
 void noc_async_write_barrier(std::uint8_t noc = noc_index);
 void noc_async_writes_flushed(std::uint8_t noc = noc_index);
+#define tt_l1_ptr
+std::uint64_t get_noc_addr(std::uint32_t noc_x, std::uint32_t noc_y, std::uint32_t addr, std::uint8_t noc = noc_index);
+std::uint64_t get_noc_multicast_addr(std::uint32_t noc_x_start, std::uint32_t noc_y_start, std::uint32_t noc_x_end,
+                                     std::uint32_t noc_y_end, std::uint32_t addr, std::uint8_t noc = noc_index);
+template <int type = 0> std::uintptr_t get_semaphore(std::uint32_t semaphore_id);
+void noc_semaphore_set(volatile tt_l1_ptr std::uint32_t* sem_addr, std::uint32_t val);
+void noc_semaphore_wait(volatile tt_l1_ptr std::uint32_t* sem_addr, std::uint32_t val);
+void noc_semaphore_inc(std::uint64_t addr, std::uint32_t incr, std::uint8_t noc_id = noc_index, std::uint8_t vc = 1);
+void noc_async_write_multicast(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr_multicast, std::uint32_t size,
+                               std::uint32_t num_dests, bool linked = false, std::uint8_t noc = noc_index);
+void noc_async_write_multicast_loopback_src(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr_multicast,
+                                            std::uint32_t size, std::uint32_t num_dests, bool linked = false,
+                                            std::uint8_t noc = noc_index);
+void noc_semaphore_set_multicast(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr_multicast,
+                                 std::uint32_t num_dests, bool linked = false, std::uint8_t noc = noc_index,
+                                 std::uint8_t vc = 4);
+void noc_semaphore_set_multicast_loopback_src(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr_multicast,
+                                              std::uint32_t num_dests, bool linked = false, std::uint8_t noc = noc_index);
 enum class InlineWriteDst : std::uint8_t { DEFAULT = 0, L1 = 1, REG = 2 };
 template <InlineWriteDst dst_type = InlineWriteDst::DEFAULT, bool posted = false, bool flush = true>
 void noc_inline_dw_write(std::uint64_t addr, std::uint32_t val, std::uint8_t be = 0xF, std::uint8_t noc = noc_index,
@@ -93,6 +111,8 @@ void sub_unary_tile(std::uint32_t idst, std::uint32_t param1);
 void mul_unary_tile(std::uint32_t idst, std::uint32_t param1);
 void rsub_unary_tile(std::uint32_t idst, std::uint32_t param1);
 void unary_max_tile_init(); void unary_min_tile_init();
+template <bool fast_and_approx = false> void log_tile_init();
+template <bool fast_and_approx = false> void log_tile(std::uint32_t idst);
 void unary_max_tile(std::uint32_t idst, std::uint32_t param0);
 void unary_min_tile(std::uint32_t idst, std::uint32_t param0);
 template <bool approx = false> void exp_tile_init();
@@ -113,12 +133,15 @@ void reduce_init(std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb,
 void reduce_uninit(std::uint32_t icb = 0);
 template <PoolType reduce_type, ReduceDim reduce_dim, bool is_fp32_dest_acc_en = false>
 void reduce_tile(std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t itile, std::uint32_t itile_scaler, std::uint32_t idst);
-void add_bcast_cols_init(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t call_line = 0);
-void sub_bcast_cols_init(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t call_line = 0);
-void mul_bcast_cols_init(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t call_line = 0);
-template <bool is_fp32_dest_acc_en = false> void add_tiles_bcast_cols(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t itile0, std::uint32_t itile1, std::uint32_t idst);
-template <bool is_fp32_dest_acc_en = false> void sub_tiles_bcast_cols(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t itile0, std::uint32_t itile1, std::uint32_t idst);
-template <bool is_fp32_dest_acc_en = false> void mul_tiles_bcast_cols(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t itile0, std::uint32_t itile1, std::uint32_t idst);
+#define TT_BCAST_DECLS(op, dim)                                                                               \
+    void op##_bcast_##dim##_init(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t call_line = 0);            \
+    template <bool is_fp32_dest_acc_en = false>                                                                   \
+    void op##_tiles_bcast_##dim(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t itile0, std::uint32_t itile1, \
+                                std::uint32_t idst);
+TT_BCAST_DECLS(add, cols) TT_BCAST_DECLS(sub, cols) TT_BCAST_DECLS(mul, cols)
+TT_BCAST_DECLS(add, rows) TT_BCAST_DECLS(sub, rows) TT_BCAST_DECLS(mul, rows)
+TT_BCAST_DECLS(add, scalar) TT_BCAST_DECLS(sub, scalar) TT_BCAST_DECLS(mul, scalar)
+#undef TT_BCAST_DECLS
 template <BroadcastType bcast_type, bool is_fp32_dest_acc_en = false> void unary_bcast_init(std::uint32_t icb);
 template <BroadcastType bcast_type, bool is_fp32_dest_acc_en = false> void unary_bcast(std::uint32_t icb, std::uint32_t in_tile_index, std::uint32_t dst_tile_index);
 void pack_reconfig_data_format(const std::uint32_t new_cb_id);
@@ -168,6 +191,7 @@ std::uintptr_t CreateCircularBuffer(Program& program, const CoreSpec& core_spec,
 KernelHandle CreateKernel(Program& program, const std::string& file_name, const CoreSpec& core_spec,
                           const std::variant<DataMovementConfig, ComputeConfig>& config);
 void SetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreSpec& core_spec, std::initializer_list<std::uint32_t> runtime_args);
+std::uint32_t CreateSemaphore(Program& program, const std::variant<CoreRange, CoreRangeSet>& core_spec, std::uint32_t initial_value);
 namespace distributed {
 class MeshBuffer;
 }
@@ -187,6 +211,7 @@ public:
     static std::shared_ptr<MeshDevice> create_unit_mesh(int device_id);
     MeshCommandQueue& mesh_command_queue(std::size_t cq_id = 0);
     const MeshShape& shape() const;
+    CoreCoord worker_core_from_logical_core(const CoreCoord& logical_core) const;
     bool close();
 };
 class MeshBuffer {

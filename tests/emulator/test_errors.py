@@ -116,7 +116,7 @@ def test_pop_before_write_flush(make_bundle, run):
 def test_dram_page_out_of_range(make_bundle, run):
     bundle = make_bundle("eltwise", replace={"reader.cpp": [
         ("noc_async_read_page(i, y,", "noc_async_read_page(i + 4, y,")]})
-    expect_error(run, bundle, "dram-out-of-range", "noc_async_read_page(id=4", "outside DRAM buffer #1 (4 pages of 2048 B)")
+    expect_error(run, bundle, "dram-out-of-range", "noc_async_read_page(id=4", "page 4 is outside DRAM buffer #1 (interleaved, 4 pages of 2048 B")
 
 
 def test_runtime_arg_out_of_range(make_bundle, run):

@@ -44,6 +44,7 @@ OPS = {
                   lambda x, y: np.sqrt(x), False),
     "recip_tile": ("copy_init(cb_x); recip_tile_init();", "copy_tile(cb_x, 0, 0); recip_tile(0);",
                    lambda x, y: 1.0 / x, False),
+    "log_tile": ("copy_init(cb_x); log_tile_init();", "copy_tile(cb_x, 0, 0); log_tile(0);", lambda x, y: np.log(x), False),
     "add_binary_tile": ("copy_init(cb_x); add_binary_tile_init();",
                         "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); add_binary_tile(0, 1, 0);", lambda x, y: x + y, True),
     "sub_binary_tile": ("copy_init(cb_x); sub_binary_tile_init();",
@@ -78,7 +79,7 @@ def _op_bundle(make_bundle, name):
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_op_bf16_matches_numpy(make_bundle, run, name):
     _, _, ref, exact = OPS[name]
-    x = np.abs(X) + 0.1 if name in ("sqrt_tile", "recip_tile") else X
+    x = np.abs(X) + 0.1 if name in ("sqrt_tile", "recip_tile", "log_tile") else X
     res = run(_op_bundle(make_bundle, name), {"x": x, "y": Y, "cfg": eltwise_cfg(cores=2)})
     want = bf16(ref(bf16(x), bf16(Y)))  # fp32 math on bf16 inputs, one rounding to bf16 (DST and pack)
     got = res.outputs["z"]

@@ -105,14 +105,30 @@ def test_extraction_rejects_a_wheel_without_the_headers(tmp_path):
 def test_fetch_uses_a_local_wheel_and_caches(tmp_path, monkeypatch):
     """The fetch path end to end on the real wheel (from the cache the other tests filled), into a fresh directory."""
     root = sdk_headers.ensure_headers()
+    kernels = sdk_headers.ensure_kernels()
     wheel = tmp_path / "ttnn-0.81.1-cp310-cp310-manylinux_2_34_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         for path in (root / "tt_metal").rglob("*"):
             if path.is_file():
                 archive.write(path, "ttnn/" + str(path.relative_to(root)))
+        for path in (kernels / "ttnn" / "cpp" / "ttnn" / "operations" / "matmul").rglob("*"):
+            if path.is_file():
+                archive.write(path, "ttnn/" + str(path.relative_to(kernels)))
     monkeypatch.setenv("TILEFARM_TTNN_WHEEL", str(wheel))
     monkeypatch.setenv("TILEFARM_SDK_HEADERS_DIR", str(tmp_path / "headers"))
+    monkeypatch.setenv("TILEFARM_SDK_KERNELS_DIR", str(tmp_path / "kernels"))
     first = sdk_headers.fetch_headers()
     assert first.fetched and first.members > 500 and sdk_headers.installed_root() == first.root
+    assert first.kernels_root == sdk_headers.installed_kernels_root() == tmp_path / "kernels" / "ttnn"
+    matmul = "ttnn/cpp/ttnn/operations/matmul/device/kernels/dataflow/reader_bmm_tile_layout_in0_sender_padding.cpp"
+    assert (first.kernels_root / matmul).read_bytes() == (kernels / matmul).read_bytes()
     again = sdk_headers.fetch_headers()
     assert not again.fetched and again.root == first.root
+
+
+def test_kernel_extraction_rejects_a_wheel_without_ttnn_kernels(tmp_path):
+    wheel = tmp_path / "ttnn-0.81.1-cp310-cp310-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("ttnn/ttnn/cpp/ttnn/operations/eltwise/binary/device/kernels/compute/k.cpp", "// one kernel\n")
+    with pytest.raises(sdk_headers.SdkHeadersError, match="reader_bmm_tile_layout_in0_sender_padding.cpp"):
+        sdk_headers.extract_kernels(wheel, tmp_path / "out")

@@ -8,12 +8,13 @@
 //  * Math is done in fp32; a matmul tile accumulates its 32 products in fp32 in k order, then adds to DST.
 //  * DST holds fp32 with fp32_dest_acc_en, otherwise every value written to DST is rounded to the 16-bit DST
 //    format: Float16 when compute_kernel_hw_startup's first input CB is Float16, else bf16 (RNE).
-//  * SFPU functions use libm (exp, sqrt, 1/x) in fp32, then the DST rounding above; math fidelity and
+//  * SFPU functions use libm (exp, log, sqrt, 1/x) in fp32, then the DST rounding above; math fidelity and
 //    approximation modes are not modelled (HiFi4, precise behaviour).
 //  * pack_tile converts DST to the CB format with round-to-nearest-even.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "formats.h"
 #include "runtime.h"
@@ -24,12 +25,11 @@ using dev::FpuOp;
 using dev::SfpuOp;
 using Dst = ComputeState::Dst;
 
-KernelRun& compute_run(const char* call) {
-    KernelRun* run = current_run();
-    if (!run) host_fail("device-api", std::string(call) + " called outside a running kernel");
-    if (run->kernel->role != Role::Compute || !run->compute)
+KernelRun& compute_run(Api api, Site site, const char* call) {
+    KernelRun& run = enter(api, site);
+    if (run.kernel->role != Role::Compute || !run.compute) [[unlikely]]
         kernel_fail("wrong-kernel-type", call, "compute API called from a data-movement kernel");
-    return *run;
+    return run;
 }
 
 const char* dst_state_name(Dst s) {
@@ -54,6 +54,9 @@ const char* fpu_init_name(FpuOp op) {
         case FpuOp::BcastSub: return "sub_bcast_*_init";
         case FpuOp::BcastMul: return "mul_bcast_*_init";
         case FpuOp::UnaryBcast: return "unary_bcast_init";
+        case FpuOp::Transpose: return "transpose_init (or copy_init with transpose)";
+        case FpuOp::Tilize: return "tilize_init";
+        case FpuOp::Untilize: return "untilize_init";
         default: return "(none)";
     }
 }
@@ -61,6 +64,7 @@ const char* fpu_init_name(FpuOp op) {
 const char* sfpu_init_name(SfpuOp op) {
     switch (op) {
         case SfpuOp::Exp: return "exp_tile_init";
+        case SfpuOp::Log: return "log_tile_init";
         case SfpuOp::Sqrt: return "sqrt_tile_init";
         case SfpuOp::Recip: return "recip_tile_init";
         case SfpuOp::Fill: return "fill_tile_init";
@@ -143,6 +147,7 @@ void unpack_operand(KernelRun& run, std::uint32_t cb, std::uint32_t itile, bool 
         addr = c.base + (c.rd_page + itile) * c.page_size;
         format = f;
     }
+    if (timing::math_skipped()) return;  // timing-only: the checks above, no data
     fmt::unpack_tile(core.l1 + addr, format, out);
     if (through_src_regs && format == fmt::Float32)
         for (int i = 0; i < 1024; ++i) out[i] = fmt::round_to_tf32(out[i]);
@@ -163,6 +168,67 @@ void check_fpu(KernelRun& run, FpuOp op, std::uint32_t in0, std::uint32_t in1, c
 
 void count(KernelRun& run, const char* op) { ++run.counters.tile_ops[op]; }
 
+// ---- timing events (timing.h). Each compute call is an LLK call on the TRISC(s) that run it: a fixed cost plus
+// the unpacker's bytes, the FPU's or SFPU's cycles, the packer's bytes.
+using timing::Ev;
+double cb_tile_bytes(const KernelRun& run, std::uint32_t cb) {
+    return timing::tile_bytes(cb < kMaxCBs ? run.core->cbs[cb].format : fmt::Float16_b);
+}
+// An FPU op: UNPACK reads `loads` tiles totalling `bytes`, MATH spends `math` cycles over `steps` steps.
+void fpu_event(KernelRun& run, double bytes, double loads, double math, std::uint32_t steps, std::uint32_t products = 0) {
+    if (!run.trace) return;
+    std::uint32_t f = run.trace->fpu_ops++;
+    timing::record(run, timing::kUnpack, Ev::UnpackOp, static_cast<float>(timing::llk() + timing::unpack_cycles(bytes, loads)),
+                   f, steps);
+    timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(timing::llk() + math), f, steps, products);
+}
+double fidelity_phases(const KernelRun& run) { return timing::fpu_cycles(run.kernel->math_fidelity) / timing::fpu_cycles(0); }
+void sfpu_event(KernelRun& run, double instructions) {
+    if (!run.trace) return;
+    const timing::Costs& c = timing::costs();
+    timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(timing::llk() + c.sfpu_rows_per_tile * instructions),
+                   timing::kNone, 1);
+}
+double sfpu_instructions(dev::SfpuOp op) {
+    const timing::Costs& c = timing::costs();
+    switch (op) {
+        case dev::SfpuOp::Exp: return c.sfpu_instr_exp;
+        case dev::SfpuOp::Log: return c.sfpu_instr_log;
+        case dev::SfpuOp::Sqrt: return c.sfpu_instr_sqrt;
+        case dev::SfpuOp::Rsqrt: return c.sfpu_instr_rsqrt;
+        case dev::SfpuOp::Recip: return c.sfpu_instr_recip;
+        case dev::SfpuOp::Gelu: return c.sfpu_instr_gelu;
+        case dev::SfpuOp::Fill: return c.sfpu_instr_fill;
+        default: return c.sfpu_instr_simple;
+    }
+}
+// PACK writes `tiles` tiles of `ocb` (adding into L1 with packer L1 accumulation); `after_fpu_op` = the FPU op
+// whose result it packs when the op manages DST itself (tilize / untilize), else kNone.
+void pack_event(KernelRun& run, std::uint32_t ocb, double tiles, std::uint32_t after_fpu_op = timing::kNone) {
+    if (!run.trace) return;
+    const timing::Costs& c = timing::costs();
+    double rate = run.compute->pack_l1_acc ? c.pack_l1_acc_bytes_per_cycle : c.pack_bytes_per_cycle;
+    timing::record(run, timing::kPack, Ev::PackOp, static_cast<float>(timing::llk() + tiles * cb_tile_bytes(run, ocb) / rate),
+                   after_fpu_op);
+}
+// tilize/untilize_block acquire, use and release a DST section themselves: the whole handshake in one call.
+void self_managed_dst_event(KernelRun& run, double bytes, double loads, double math, std::uint32_t ocb, double tiles) {
+    if (!run.trace) return;
+    const float regs = static_cast<float>(timing::costs().tile_regs_cycles);
+    timing::Trace& t = *run.trace;
+    timing::record(run, timing::kMath, Ev::DstAcquire, regs, ++t.dst_acquires);
+    fpu_event(run, bytes, loads, math, static_cast<std::uint32_t>(loads));
+    timing::record(run, timing::kMath, Ev::DstCommit, regs, ++t.dst_commits);
+    timing::record(run, timing::kPack, Ev::DstWait, regs, ++t.dst_waits);
+    pack_event(run, ocb, tiles);
+    timing::record(run, timing::kPack, Ev::DstRelease, regs, ++t.dst_releases);
+}
+
+void config_event(KernelRun& run, std::initializer_list<timing::Stream> streams, double cycles) {
+    if (!run.trace) return;
+    for (auto st : streams) timing::busy(run, st, cycles);
+}
+
 }  // namespace
 
 std::unique_ptr<ComputeState> make_compute_state(const KernelDef& kernel) {
@@ -182,9 +248,9 @@ void compute_finish_checks(KernelRun& run) {
 
 namespace dev {
 
-void hw_startup(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t ocb, bool reverse) {
+void hw_startup(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t ocb, bool reverse, Site site) {
     std::string call = strformat("compute_kernel_hw_startup(%u, %u, %u)", icb0, icb1, ocb);
-    KernelRun& run = compute_run("compute_kernel_hw_startup");
+    KernelRun& run = compute_run(Api::ComputeInit, site, "compute_kernel_hw_startup");
     ComputeState& cs = *run.compute;
     if (cs.started) add_warning(run.who() + ": " + call + ": called more than once (call it once, first)");
     std::uint8_t f0 = cb_format(run, icb0, call);
@@ -197,10 +263,11 @@ void hw_startup(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t ocb, bool 
     cs.start_cbs[2] = ocb;
     cs.pack_cb = ocb;
     cs.dst16_format = f0 == fmt::Float16 ? fmt::Float16 : fmt::Float16_b;
+    config_event(run, {timing::kUnpack, timing::kMath, timing::kPack}, timing::costs().init_hw_startup_cycles);
 }
 
-void fpu_init(FpuOp op, std::uint32_t icb0, std::uint32_t icb1, std::uint32_t transpose, const char* name) {
-    KernelRun& run = compute_run(name);
+void fpu_init(FpuOp op, std::uint32_t icb0, std::uint32_t icb1, std::uint32_t transpose, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeInit, site, name);
     std::string call = strformat("%s(%u, %u)", name, icb0, icb1);
     require_started(run, call);
     cb_format(run, icb0, call);
@@ -214,16 +281,18 @@ void fpu_init(FpuOp op, std::uint32_t icb0, std::uint32_t icb1, std::uint32_t tr
     cs.fpu_in1 = icb1;
     cs.transpose = transpose;
     if (op != FpuOp::Reduce) cs.pack_mask_cb = -1;  // any non-reduce init restores the default packer mask
+    config_event(run, {timing::kUnpack, timing::kMath}, timing::costs().init_fpu_cycles);
 }
 
-void sfpu_init(SfpuOp op, const char* name) {
-    KernelRun& run = compute_run(name);
+void sfpu_init(SfpuOp op, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeInit, site, name);
     require_started(run, std::string(name) + "()");
     run.compute->sfpu = op;
+    config_event(run, {timing::kMath}, timing::costs().init_sfpu_cycles);
 }
 
-void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst) {
-    KernelRun& run = compute_run("matmul_tiles");
+void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "matmul_tiles");
     std::string call = strformat("matmul_tiles(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u)", in0, in1, i0, i1, idst);
     require_math(run, call);
     check_fpu(run, FpuOp::Matmul, in0, in1, call);
@@ -231,6 +300,11 @@ void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
     float a[1024], b[1024];
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
+    fpu_event(run, cb_tile_bytes(run, in0) + cb_tile_bytes(run, in1), 2, timing::fpu_cycles(run.kernel->math_fidelity), 1, 1);
+    if (timing::math_skipped()) {
+        count(run, "matmul_tiles");
+        return;
+    }
     if (run.compute->transpose) {
         float t[1024];
         for (int r = 0; r < 32; ++r)
@@ -250,9 +324,81 @@ void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
     count(run, "matmul_tiles");
 }
 
-void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst) {
+// DST[idst + r*ct + c] += in0[i0 + r*kt] @ in1[i1 + c]: each in0 / in1 tile is unpacked once per call, and every
+// output tile sums its 32 products in fp32 before adding to DST, as matmul_tiles does.
+void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
+                  bool transpose, std::uint32_t ct_dim, std::uint32_t rt_dim, std::uint32_t kt_dim, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "matmul_block");
+    std::string call = strformat("matmul_block(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u, ct_dim=%u, rt_dim=%u, kt_dim=%u)", in0,
+                                 in1, i0, i1, idst, ct_dim, rt_dim, kt_dim);
+    require_math(run, call);
+    check_fpu(run, FpuOp::Matmul, in0, in1, call);
+    if (ct_dim == 0 || rt_dim == 0) kernel_fail("matmul-block", call, "ct_dim and rt_dim must be at least 1");
+    check_dst_index(run, idst + rt_dim * ct_dim - 1, call);
+    std::vector<float> a(static_cast<std::size_t>(rt_dim) * 1024), b(static_cast<std::size_t>(ct_dim) * 1024);
+    for (std::uint32_t r = 0; r < rt_dim; ++r) unpack_operand(run, in0, i0 + r * kt_dim, true, &a[r * 1024], call);
+    for (std::uint32_t c = 0; c < ct_dim; ++c) {
+        float* bt = &b[c * 1024];
+        unpack_operand(run, in1, i1 + c, true, bt, call);
+        if (!timing::math_skipped() && (transpose || run.compute->transpose)) {
+            float t[1024];
+            for (int y = 0; y < 32; ++y)
+                for (int x = 0; x < 32; ++x) t[x * 32 + y] = bt[y * 32 + x];
+            std::memcpy(bt, t, sizeof t);
+        }
+    }
+    if (run.trace) {
+        // the LLK reuses one operand per step and streams the other ([LLK] llk_unpack_AB_matmul.h: reuse in0 when
+        // ct_dim >= rt_dim): the reused tiles are unpacked once each, the streamed one once per output tile
+        const bool reuse_in0 = ct_dim >= rt_dim;
+        const double products = static_cast<double>(rt_dim) * ct_dim;
+        const double reused = reuse_in0 ? rt_dim : ct_dim;
+        const double bytes = reused * cb_tile_bytes(run, reuse_in0 ? in0 : in1) +
+                             products * cb_tile_bytes(run, reuse_in0 ? in1 : in0);
+        fpu_event(run, bytes, reused + products, products * timing::fpu_cycles(run.kernel->math_fidelity),
+                  rt_dim * ct_dim, rt_dim * ct_dim);
+    }
+    if (timing::math_skipped()) {
+        run.counters.tile_ops["matmul_block (tiles)"] += static_cast<std::uint64_t>(rt_dim) * ct_dim;
+        return;
+    }
+    for (std::uint32_t r = 0; r < rt_dim; ++r)
+        for (std::uint32_t c = 0; c < ct_dim; ++c) {
+            const float* at = &a[r * 1024];
+            const float* bt = &b[c * 1024];
+            float acc[1024] = {};
+            for (int i = 0; i < 32; ++i)
+                for (int k = 0; k < 32; ++k) {
+                    float av = at[i * 32 + k];
+                    const float* brow = bt + k * 32;
+                    float* crow = acc + i * 32;
+                    for (int j = 0; j < 32; ++j) crow[j] += av * brow[j];
+                }
+            float* d = dst_tile(run, idst + r * ct_dim + c);
+            for (int e = 0; e < 1024; ++e) d[e] = to_dst(*run.compute, d[e] + acc[e]);
+        }
+    run.counters.tile_ops["matmul_block (tiles)"] += static_cast<std::uint64_t>(rt_dim) * ct_dim;
+}
+
+void transpose_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "transpose_tile");
+    std::string call = strformat("transpose_tile(cb=%u, tile=%u, dst=%u)", cb, itile, idst);
+    require_math(run, call);
+    check_fpu(run, FpuOp::Transpose, cb, cb, call);
+    check_dst_index(run, idst, call);
+    float a[1024];
+    unpack_operand(run, cb, itile, false, a, call);
+    fpu_event(run, cb_tile_bytes(run, cb), 1, timing::costs().transpose_cycles_per_tile, 1);
+    count(run, "transpose_tile");
+    if (timing::math_skipped()) return;
+    float* d = dst_tile(run, idst);
+    for (int r = 0; r < 32; ++r)
+        for (int c = 0; c < 32; ++c) d[r * 32 + c] = to_dst(*run.compute, a[c * 32 + r]);
+}
+
+void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst, Site site) {
     const char* name = op == FpuOp::Add ? "add_tiles" : op == FpuOp::Sub ? "sub_tiles" : "mul_tiles";
-    KernelRun& run = compute_run(name);
+    KernelRun& run = compute_run(Api::ComputeMath, site, name);
     std::string call = strformat("%s(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u)", name, in0, in1, i0, i1, idst);
     require_math(run, call);
     check_fpu(run, op, in0, in1, call);
@@ -260,26 +406,68 @@ void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t 
     float a[1024], b[1024];
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
+    fpu_event(run, cb_tile_bytes(run, in0) + cb_tile_bytes(run, in1), 2,
+              timing::costs().eltwise_cycles_per_tile * (op == FpuOp::Mul ? fidelity_phases(run) : 1.0), 1);
+    if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
     float* d = dst_tile(run, idst);
+    const bool acc = op != FpuOp::Mul && run.compute->transpose;  // add/sub_init(..., acc_to_dest = true)
     for (int e = 0; e < 1024; ++e) {
         float v = op == FpuOp::Add ? a[e] + b[e] : op == FpuOp::Sub ? a[e] - b[e] : a[e] * b[e];
+        d[e] = to_dst(*run.compute, acc ? d[e] + v : v);
+    }
+    count(run, name);
+}
+
+// DST[idst] = DST[idst] op tile (dst_is_a) or tile op DST[idst]: the DST tile goes back through a source register
+// (TF32 when DST holds fp32).
+void binary_dest_reuse(FpuOp op, std::uint32_t in, std::uint32_t itile, std::uint32_t idst, bool dst_is_a, Site site) {
+    const char* name = op == FpuOp::Add ? "add_reuse_dest_tiles" : op == FpuOp::Sub ? "sub_reuse_dest_tiles"
+                                                                                    : "mul_reuse_dest_tiles";
+    KernelRun& run = compute_run(Api::ComputeMath, site, name);
+    std::string call = strformat("%s(cb=%u, tile=%u, dst=%u)", name, in, itile, idst);
+    require_math(run, call);
+    check_fpu(run, op, in, in, call);
+    check_dst_index(run, idst, call);
+    float t[1024];
+    unpack_operand(run, in, itile, true, t, call);
+    fpu_event(run, cb_tile_bytes(run, in), 1,
+              timing::costs().datacopy_cycles_per_tile +
+                  timing::costs().eltwise_cycles_per_tile * (op == FpuOp::Mul ? fidelity_phases(run) : 1.0),
+              1);
+    if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
+    float* d = dst_tile(run, idst);
+    for (int e = 0; e < 1024; ++e) {
+        float x = run.compute->fp32_dest ? fmt::round_to_tf32(d[e]) : d[e];
+        float a = dst_is_a ? x : t[e], b = dst_is_a ? t[e] : x;
+        float v = op == FpuOp::Add ? a + b : op == FpuOp::Sub ? a - b : a * b;
         d[e] = to_dst(*run.compute, v);
     }
     count(run, name);
 }
 
-void copy_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst) {
-    KernelRun& run = compute_run("copy_tile");
+void copy_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "copy_tile");
     std::string call = strformat("copy_tile(cb=%u, tile=%u, dst=%u)", cb, itile, idst);
     require_math(run, call);
-    check_fpu(run, FpuOp::Copy, cb, cb, call);
+    const bool transpose = run.compute->fpu == FpuOp::Transpose;  // copy_init(cb, /*transpose=*/1)
+    check_fpu(run, transpose ? FpuOp::Transpose : FpuOp::Copy, cb, cb, call);
     check_dst_index(run, idst, call);
     bool to_dest_fp32 = run.compute->fp32_dest && (run.kernel->unpack_to_dest_fp32 >> cb & 1);
     float a[1024];
     unpack_operand(run, cb, itile, !to_dest_fp32, a, call);
-    float* d = dst_tile(run, idst);
-    for (int e = 0; e < 1024; ++e) d[e] = to_dst(*run.compute, a[e]);
+    fpu_event(run, cb_tile_bytes(run, cb), 1,
+              transpose ? timing::costs().transpose_cycles_per_tile : timing::costs().datacopy_cycles_per_tile, 1);
     count(run, "copy_tile");
+    if (timing::math_skipped()) return;
+    float* d = dst_tile(run, idst);
+    for (int r = 0; r < 32; ++r)
+        for (int c = 0; c < 32; ++c) d[r * 32 + c] = to_dst(*run.compute, transpose ? a[c * 32 + r] : a[r * 32 + c]);
 }
 
 namespace {
@@ -292,19 +480,25 @@ void check_sfpu(KernelRun& run, SfpuOp op, const std::string& call) {
 }
 }  // namespace
 
-void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const char* name) {
-    KernelRun& run = compute_run(name);
+void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
     std::string call = op == SfpuOp::Fill || op == SfpuOp::UnaryMax || op == SfpuOp::UnaryMin
                            ? strformat("%s(dst=%u, %s)", name, idst, hex(param_bits).c_str())
                            : strformat("%s(dst=%u)", name, idst);
     check_sfpu(run, op, call);
     check_dst_index(run, idst, call);
+    sfpu_event(run, sfpu_instructions(op));
+    if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
     float s = fmt::float_of(param_bits);
     float* d = dst_tile(run, idst);
     for (int e = 0; e < 1024; ++e) {
         float x = d[e], v = x;
         switch (op) {
             case SfpuOp::Exp: v = std::exp(x); break;
+            case SfpuOp::Log: v = std::log(x); break;
             case SfpuOp::Sqrt: v = std::sqrt(x); break;
             case SfpuOp::Recip: v = 1.0f / x; break;
             case SfpuOp::Fill: v = s; break;
@@ -317,11 +511,16 @@ void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const c
     count(run, name);
 }
 
-void sfpu_scalar(ScalarOp op, std::uint32_t idst, std::uint32_t param_bits, const char* name) {
-    KernelRun& run = compute_run(name);
+void sfpu_scalar(ScalarOp op, std::uint32_t idst, std::uint32_t param_bits, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
     std::string call = strformat("%s(dst=%u, %s)", name, idst, hex(param_bits).c_str());
     check_sfpu(run, SfpuOp::BinopScalar, call);
     check_dst_index(run, idst, call);
+    sfpu_event(run, timing::costs().sfpu_instr_simple);
+    if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
     float s = fmt::float_of(param_bits);
     float* d = dst_tile(run, idst);
     for (int e = 0; e < 1024; ++e) {
@@ -338,13 +537,18 @@ void sfpu_scalar(ScalarOp op, std::uint32_t idst, std::uint32_t param_bits, cons
     count(run, name);
 }
 
-void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* name) {
-    KernelRun& run = compute_run(name);
+void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
     std::string call = strformat("%s(%u, %u, %u)", name, i0, i1, odst);
     check_sfpu(run, op, call);
     check_dst_index(run, i0, call);
     check_dst_index(run, i1, call);
     check_dst_index(run, odst, call);
+    sfpu_event(run, timing::costs().sfpu_instr_simple + 1);  // two loads
+    if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
     float a[1024], b[1024];
     std::memcpy(a, dst_tile(run, i0), sizeof a);
     std::memcpy(b, dst_tile(run, i1), sizeof b);
@@ -365,8 +569,8 @@ void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t od
     count(run, name);
 }
 
-void tile_regs_acquire() {
-    KernelRun& run = compute_run("tile_regs_acquire");
+void tile_regs_acquire(Site site) {
+    KernelRun& run = compute_run(Api::ComputeDst, site, "tile_regs_acquire");
     require_started(run, "tile_regs_acquire()");
     ComputeState& cs = *run.compute;
     if (cs.dst_state != Dst::Idle)
@@ -374,39 +578,99 @@ void tile_regs_acquire() {
                     std::string("DST is ") + dst_state_name(cs.dst_state) + "; release it with tile_regs_release() first");
     cs.dst_state = Dst::Acquired;
     ++run.counters.dst_acquires;
+    if (run.trace)
+        timing::record(run, timing::kMath, Ev::DstAcquire, static_cast<float>(timing::costs().tile_regs_cycles),
+                       ++run.trace->dst_acquires);
 }
 
-void tile_regs_commit() {
-    KernelRun& run = compute_run("tile_regs_commit");
+void tile_regs_commit(Site site) {
+    KernelRun& run = compute_run(Api::ComputeDst, site, "tile_regs_commit");
     ComputeState& cs = *run.compute;
     if (cs.dst_state != Dst::Acquired)
         kernel_fail("dst-protocol", "tile_regs_commit()",
                     std::string("tile_regs_commit without tile_regs_acquire (DST is ") + dst_state_name(cs.dst_state) + ")");
     cs.dst_state = Dst::Committed;
+    if (run.trace)
+        timing::record(run, timing::kMath, Ev::DstCommit, static_cast<float>(timing::costs().tile_regs_cycles),
+                       ++run.trace->dst_commits);
 }
 
-void tile_regs_wait() {
-    KernelRun& run = compute_run("tile_regs_wait");
+void tile_regs_wait(Site site) {
+    KernelRun& run = compute_run(Api::ComputeDst, site, "tile_regs_wait");
     ComputeState& cs = *run.compute;
     if (cs.dst_state != Dst::Committed)
         kernel_fail("dst-protocol", "tile_regs_wait()",
                     std::string("tile_regs_wait without a preceding tile_regs_commit (DST is ") +
                         dst_state_name(cs.dst_state) + "): PACK would wait forever");
     cs.dst_state = Dst::Waited;
+    if (run.trace)
+        timing::record(run, timing::kPack, Ev::DstWait, static_cast<float>(timing::costs().tile_regs_cycles),
+                       ++run.trace->dst_waits);
 }
 
-void tile_regs_release() {
-    KernelRun& run = compute_run("tile_regs_release");
+void tile_regs_release(Site site) {
+    KernelRun& run = compute_run(Api::ComputeDst, site, "tile_regs_release");
     ComputeState& cs = *run.compute;
     if (cs.dst_state != Dst::Waited)
         kernel_fail("dst-protocol", "tile_regs_release()",
                     std::string("tile_regs_release without tile_regs_wait (DST is ") + dst_state_name(cs.dst_state) + ")");
-    std::fill(cs.dst.begin(), cs.dst.end(), 0.0f);  // the packer zeroes the section it frees
+    if (!timing::math_skipped()) std::fill(cs.dst.begin(), cs.dst.end(), 0.0f);  // the packer zeroes the section it frees
     cs.dst_state = Dst::Idle;
+    if (run.trace)
+        timing::record(run, timing::kPack, Ev::DstRelease, static_cast<float>(timing::costs().tile_regs_cycles),
+                       ++run.trace->dst_releases);
 }
 
-void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, bool out_of_order) {
-    KernelRun& run = compute_run("pack_tile");
+}  // namespace dev
+
+namespace {
+// The L1 address of tile position `pos` of `ocb`'s reserved pages for the packer, with the packer's checks (the
+// calling kernel produces into ocb, the position is reserved, the format is a tile format the packer is set for).
+std::uint8_t* pack_target(KernelRun& run, std::uint32_t ocb, std::uint32_t pos, std::uint8_t& format,
+                          const std::string& call) {
+    ComputeState& cs = *run.compute;
+    Core& core = *run.core;
+    std::lock_guard<std::mutex> lk(core.mu);
+    format = cb_format(run, ocb, call);
+    CircularBuffer& c = core.cbs[ocb];
+    if (c.producer != &run)
+        kernel_fail("cb-role", call, strformat("packs into CB c_%u without cb_reserve_back on it", ocb));
+    if (pos >= c.back_granted)
+        kernel_fail("cb-out-of-range", call,
+                    strformat("out-of-range CB access: writes tile position %u of CB c_%u, but only %u page(s) are "
+                              "reserved by cb_reserve_back",
+                              pos, ocb, c.back_granted));
+    if (c.wr_page + pos >= c.num_pages)
+        kernel_fail("cb-wrap", call, strformat("tile position %u runs past the end of CB c_%u", pos, ocb));
+    if (!fmt::supported(format) || c.page_size < fmt::tile_bytes(format))
+        kernel_fail("cb-format", call,
+                    strformat("CB c_%u has format %s and page size %u B: not a tile", ocb, fmt::name(format), c.page_size));
+    if (cb_format(run, cs.pack_cb, call) != format)
+        kernel_fail("init", call,
+                    strformat("CB c_%u is %s but the packer is configured for c_%u (%s) by compute_kernel_hw_startup "
+                              "or pack_reconfig_data_format",
+                              ocb, fmt::name(format), cs.pack_cb, fmt::name(cb_format(run, cs.pack_cb, call))));
+    return core.l1 + c.base + (c.wr_page + pos) * c.page_size;
+}
+
+// The packer's output stage: ReLU, then (with L1 accumulation) the sum with the tile already in L1, in fp32,
+// rounded once to the CB format.
+void pack_out(ComputeState& cs, const float* tile, std::uint8_t format, std::uint8_t* dst) {
+    float out[1024];
+    for (int e = 0; e < 1024; ++e) out[e] = cs.pack_relu && tile[e] < 0.0f ? 0.0f : tile[e];
+    if (cs.pack_l1_acc) {
+        float prev[1024];
+        fmt::unpack_tile(dst, format, prev);
+        for (int e = 0; e < 1024; ++e) out[e] += prev[e];
+    }
+    fmt::pack_tile(out, format, dst);
+}
+}  // namespace
+
+namespace dev {
+
+void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, bool out_of_order, Site site) {
+    KernelRun& run = compute_run(Api::ComputePack, site, "pack_tile");
     std::string call = strformat("pack_tile(dst=%u, cb=%u, out_index=%u)", idst, ocb, out_index);
     require_started(run, call);
     ComputeState& cs = *run.compute;
@@ -415,39 +679,28 @@ void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, b
                     std::string("pack_tile outside tile_regs_wait()..tile_regs_release() (DST is ") +
                         dst_state_name(cs.dst_state) + ")");
     check_dst_index(run, idst, call);
-    Core& core = *run.core;
-    std::uint32_t addr;
-    std::uint8_t format;
+    std::uint32_t pos;
     {
-        std::lock_guard<std::mutex> lk(core.mu);
-        format = cb_format(run, ocb, call);
-        CircularBuffer& c = core.cbs[ocb];
-        if (c.producer != &run)
-            kernel_fail("cb-role", call, strformat("packs into CB c_%u without cb_reserve_back on it", ocb));
-        std::uint32_t pos = out_of_order ? out_index : c.pack_seq;
+        std::lock_guard<std::mutex> lk(run.core->mu);
+        CircularBuffer& c = run.core->cbs[ocb < kMaxCBs ? ocb : 0];
+        pos = out_of_order ? out_index : c.pack_seq;
         if (!out_of_order && out_index != c.pack_seq && !cs.warned_pack_index) {
             cs.warned_pack_index = true;
             add_warning(run.who() + ": " + call +
                         strformat(": output_tile_index is ignored unless pack_tile<true>; the tile goes to position %u",
                                   c.pack_seq));
         }
-        if (pos >= c.back_granted)
-            kernel_fail("cb-out-of-range", call,
-                        strformat("out-of-range CB access: writes tile position %u of CB c_%u, but only %u page(s) are "
-                                  "reserved by cb_reserve_back",
-                                  pos, ocb, c.back_granted));
-        if (c.wr_page + pos >= c.num_pages)
-            kernel_fail("cb-wrap", call, strformat("tile position %u runs past the end of CB c_%u", pos, ocb));
-        if (!fmt::supported(format) || c.page_size < fmt::tile_bytes(format))
-            kernel_fail("cb-format", call,
-                        strformat("CB c_%u has format %s and page size %u B: not a tile", ocb, fmt::name(format), c.page_size));
-        if (cb_format(run, cs.pack_cb, call) != format)
-            kernel_fail("init", call,
-                        strformat("CB c_%u is %s but the packer is configured for c_%u (%s) by compute_kernel_hw_startup "
-                                  "or pack_reconfig_data_format",
-                                  ocb, fmt::name(format), cs.pack_cb, fmt::name(cb_format(run, cs.pack_cb, call))));
-        addr = c.base + (c.wr_page + pos) * c.page_size;
-        if (!out_of_order) ++c.pack_seq;
+    }
+    std::uint8_t format;
+    std::uint8_t* dst = pack_target(run, ocb, pos, format, call);
+    if (!out_of_order) {
+        std::lock_guard<std::mutex> lk(run.core->mu);
+        ++run.core->cbs[ocb].pack_seq;
+    }
+    pack_event(run, ocb, 1);
+    if (timing::math_skipped()) {
+        count(run, "pack_tile");
+        return;
     }
     const float* tile = dst_tile(run, idst);
     float masked[1024];
@@ -459,37 +712,207 @@ void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, b
             }
         tile = masked;
     }
-    fmt::pack_tile(tile, format, core.l1 + addr);
+    pack_out(cs, tile, format, dst);
     count(run, "pack_tile");
 }
 
-void pack_reconfig(std::uint32_t ocb, const char* name) {
-    KernelRun& run = compute_run(name);
+void pack_l1_acc(bool enable, Site site) {
+    KernelRun& run = compute_run(Api::ComputeConfig, site, "pack_reconfig_l1_acc");
+    require_started(run, "pack_reconfig_l1_acc()");
+    run.compute->pack_l1_acc = enable;
+    config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
+}
+
+void pack_relu(bool enable, Site site) {
+    KernelRun& run = compute_run(Api::ComputeConfig, site, "pack_relu_config");
+    require_started(run, "pack_relu_config()");
+    run.compute->pack_relu = enable;
+    config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
+}
+
+// The unpacker's source formats follow each CB's own format here, so a reconfig only checks its CBs exist.
+void unpack_reconfig(std::uint32_t old_a, std::uint32_t new_a, std::uint32_t old_b, std::uint32_t new_b, bool a, bool b,
+                     const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeConfig, site, name);
+    std::string call = strformat("%s(...)", name);
+    require_started(run, call);
+    if (a) {
+        cb_format(run, old_a, call);
+        cb_format(run, new_a, call);
+    }
+    if (b) {
+        cb_format(run, old_b, call);
+        cb_format(run, new_b, call);
+    }
+    config_event(run, {timing::kUnpack, timing::kMath}, timing::costs().reconfig_cycles);
+}
+
+namespace {
+// The consumer window of `cb` as row-major datums: `pages` pages from the read pointer, checked like an unpack.
+std::vector<float> read_rows(KernelRun& run, std::uint32_t cb, std::uint32_t pages, const std::string& call) {
+    Core& core = *run.core;
+    std::uint32_t addr, bytes;
+    std::uint8_t format;
+    {
+        std::lock_guard<std::mutex> lk(core.mu);
+        format = cb_format(run, cb, call);
+        CircularBuffer& c = core.cbs[cb];
+        if (c.consumer != &run) kernel_fail("cb-role", call, strformat("reads CB c_%u without cb_wait_front on it", cb));
+        if (pages > c.front_granted)
+            kernel_fail("cb-out-of-range", call,
+                        strformat("reads %u page(s) of CB c_%u, but only %u page(s) were obtained by cb_wait_front", pages,
+                                  cb, c.front_granted));
+        addr = c.base + c.rd_page * c.page_size;
+        bytes = pages * c.page_size;
+    }
+    std::vector<float> v(bytes / fmt::datum_bytes(format));
+    if (!fmt::unpack_rows(core.l1 + addr, format, v.data(), v.size()))
+        kernel_fail("cb-format", call, strformat("CB c_%u holds %s, which has no row-major form", cb, fmt::name(format)));
+    return v;
+}
+
+// `n` row-major datums into `ocb`'s reserved pages from the write pointer (the packer's untilized output).
+void write_rows(KernelRun& run, std::uint32_t ocb, std::uint32_t first_datum, const float* v, std::size_t n,
+                std::uint32_t pages_needed, const std::string& call) {
+    Core& core = *run.core;
+    std::uint8_t format;
+    std::uint32_t addr;
+    {
+        std::lock_guard<std::mutex> lk(core.mu);
+        format = cb_format(run, ocb, call);
+        CircularBuffer& c = core.cbs[ocb];
+        if (c.producer != &run)
+            kernel_fail("cb-role", call, strformat("packs into CB c_%u without cb_reserve_back on it", ocb));
+        if (pages_needed > c.back_granted)
+            kernel_fail("cb-out-of-range", call,
+                        strformat("writes %u page(s) of CB c_%u, but only %u page(s) are reserved by cb_reserve_back",
+                                  pages_needed, ocb, c.back_granted));
+        if (cb_format(run, run.compute->pack_cb, call) != format)
+            kernel_fail("init", call,
+                        strformat("CB c_%u is %s but the packer is configured for c_%u", ocb, fmt::name(format),
+                                  run.compute->pack_cb));
+        addr = c.base + c.wr_page * c.page_size + first_datum * fmt::datum_bytes(format);
+    }
+    float out[1024];
+    for (std::size_t done = 0; done < n;) {
+        std::size_t chunk = std::min<std::size_t>(1024, n - done);
+        for (std::size_t i = 0; i < chunk; ++i) out[i] = run.compute->pack_relu && v[done + i] < 0 ? 0.0f : v[done + i];
+        if (!fmt::pack_rows(out, format, core.l1 + addr + done * fmt::datum_bytes(format), chunk))
+            kernel_fail("cb-format", call, strformat("CB c_%u holds %s, which has no row-major form", ocb, fmt::name(format)));
+        done += chunk;
+    }
+}
+}  // namespace
+
+// `block` tiles' worth of rows (32 rows x block*32 datums) of icb -> `block` tiles of ocb, through DST's rounding.
+void tilize_block(std::uint32_t icb, std::uint32_t block, std::uint32_t ocb, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "tilize_block");
+    std::string call = strformat("tilize_block(icb=%u, block=%u, ocb=%u)", icb, block, ocb);
+    require_started(run, call);
+    check_fpu(run, FpuOp::Tilize, icb, icb, call);
+    if (run.compute->dst_state != Dst::Idle)
+        kernel_fail("dst-protocol", call, "tilize_block acquires DST itself: call it outside tile_regs_acquire..release");
+    std::vector<float> rows = read_rows(run, icb, block, call);
+    self_managed_dst_event(run, block * cb_tile_bytes(run, icb), block, block * timing::costs().datacopy_cycles_per_tile, ocb,
+                           block);
+    const std::uint32_t width = block * 32;
+    if (rows.size() < static_cast<std::size_t>(width) * 32)
+        kernel_fail("cb-format", call, strformat("%u page(s) of CB c_%u hold fewer than 32 rows of %u datums", block, icb, width));
+    std::uint32_t seq;
+    {
+        std::lock_guard<std::mutex> lk(run.core->mu);
+        seq = run.core->cbs[ocb < kMaxCBs ? ocb : 0].pack_seq;
+    }
+    for (std::uint32_t t = 0; t < block; ++t) {
+        std::uint8_t format;
+        std::uint8_t* dst = pack_target(run, ocb, seq + t, format, call);
+        if (timing::math_skipped()) continue;
+        float tile[1024];
+        for (int r = 0; r < 32; ++r)
+            for (int c = 0; c < 32; ++c) tile[r * 32 + c] = to_dst(*run.compute, rows[r * width + t * 32 + c]);
+        pack_out(*run.compute, tile, format, dst);
+    }
+    {
+        std::lock_guard<std::mutex> lk(run.core->mu);
+        run.core->cbs[ocb].pack_seq += block;
+    }
+    run.counters.tile_ops["tilize_block (tiles)"] += block;
+}
+
+// `full_ct_dim` tiles of icb -> 32 row-major rows of full_ct_dim*32 datums in ocb.
+void untilize_block(std::uint32_t icb, std::uint32_t full_ct_dim, std::uint32_t ocb, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "untilize_block");
+    std::string call = strformat("untilize_block(icb=%u, full_ct_dim=%u, ocb=%u)", icb, full_ct_dim, ocb);
+    require_started(run, call);
+    check_fpu(run, FpuOp::Untilize, icb, icb, call);
+    if (run.compute->dst_state != Dst::Idle)
+        kernel_fail("dst-protocol", call, "untilize_block acquires DST itself: call it outside tile_regs_acquire..release");
+    const std::uint32_t width = full_ct_dim * 32;
+    self_managed_dst_event(run, full_ct_dim * cb_tile_bytes(run, icb), full_ct_dim,
+                           full_ct_dim * timing::costs().datacopy_cycles_per_tile, ocb, full_ct_dim);
+    std::vector<float> rows(static_cast<std::size_t>(width) * 32);
+    for (std::uint32_t t = 0; t < full_ct_dim; ++t) {
+        float tile[1024];
+        unpack_operand(run, icb, t, true, tile, call);
+        if (timing::math_skipped()) continue;
+        for (int r = 0; r < 32; ++r)
+            for (int c = 0; c < 32; ++c) rows[r * width + t * 32 + c] = to_dst(*run.compute, tile[r * 32 + c]);
+    }
+    write_rows(run, ocb, 0, rows.data(), rows.size(), full_ct_dim, call);
+    run.counters.tile_ops["untilize_block (tiles)"] += full_ct_dim;
+}
+
+// DST tiles [0, block_rt_dim * block_ct_dim) -> rows of the output block (block_rt_dim tile rows, full_ct_dim tiles
+// wide, row-major from the write pointer); this call fills column chunk block_c_index.
+void pack_untilize_dest(std::uint32_t ocb, std::uint32_t block_rt_dim, std::uint32_t block_c_index,
+                        std::uint32_t block_ct_dim, std::uint32_t full_ct_dim, Site site) {
+    KernelRun& run = compute_run(Api::ComputePack, site, "pack_untilize_dest");
+    std::string call = strformat("pack_untilize_dest<%u, %u>(ocb=%u, block_rt_dim=%u, block_c_index=%u)", block_ct_dim,
+                                 full_ct_dim, ocb, block_rt_dim, block_c_index);
+    require_started(run, call);
+    ComputeState& cs = *run.compute;
+    if (cs.dst_state != Dst::Waited)
+        kernel_fail("dst-protocol", call,
+                    std::string("pack outside tile_regs_wait()..tile_regs_release() (DST is ") + dst_state_name(cs.dst_state) + ")");
+    if ((block_c_index + 1) * block_ct_dim > full_ct_dim)
+        kernel_fail("pack-untilize", call, "block_c_index * block_ct_dim runs past full_ct_dim");
+    check_dst_index(run, block_rt_dim * block_ct_dim - 1, call);
+    pack_event(run, ocb, block_rt_dim * block_ct_dim);
+    const std::uint32_t width = full_ct_dim * 32;
+    for (std::uint32_t rt = 0; rt < block_rt_dim && !timing::math_skipped(); ++rt)
+        for (int r = 0; r < 32; ++r) {
+            float row[1024];
+            for (std::uint32_t ct = 0; ct < block_ct_dim; ++ct) {
+                const float* t = dst_tile(run, rt * block_ct_dim + ct);
+                for (int c = 0; c < 32; ++c) row[ct * 32 + c] = t[r * 32 + c];
+            }
+            std::uint32_t first = (rt * 32 + r) * width + block_c_index * block_ct_dim * 32;
+            write_rows(run, ocb, first, row, block_ct_dim * 32, block_rt_dim * full_ct_dim, call);
+        }
+    run.counters.tile_ops["pack_untilize_dest (tiles)"] += block_rt_dim * block_ct_dim;
+}
+
+void pack_reconfig(std::uint32_t ocb, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeConfig, site, name);
     std::string call = strformat("%s(%u)", name, ocb);
     require_started(run, call);
     cb_format(run, ocb, call);
     run.compute->pack_cb = ocb;
+    config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
 }
 
-void pack_reconfig_check(std::uint32_t icb0, std::uint32_t icb1) {
-    KernelRun& run = compute_run("reconfig_data_format");
-    std::string call = strformat("reconfig_data_format(%u, %u)", icb0, icb1);
-    require_started(run, call);
-    cb_format(run, icb0, call);
-    cb_format(run, icb1, call);
-}
 
 namespace {
 const char* pool_name(int pool) { return pool == 0 ? "SUM" : pool == 1 ? "AVG" : pool == 2 ? "MAX" : "MIN"; }
 const char* dim_name(int dim) { return dim == 0 ? "REDUCE_ROW" : dim == 1 ? "REDUCE_COL" : "REDUCE_SCALAR"; }
 }  // namespace
 
-void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb) {
+void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb, Site site) {
     std::string name = strformat("reduce_init<%s, %s>", pool_name(pool), dim_name(dim));
-    fpu_init(FpuOp::Reduce, icb, icb_scaler, 0, name.c_str());
-    KernelRun& run = compute_run("reduce_init");
+    fpu_init(FpuOp::Reduce, icb, icb_scaler, 0, name.c_str(), site);
+    KernelRun& run = compute_run(Api::ComputeInit, site, "reduce_init");
     cb_format(run, ocb, name + "(ocb)");
-    if (pool == 3) unsupported("reduce with PoolType::MIN");
+    if (pool == 3) unsupported("reduce with PoolType::MIN", site);
     ComputeState& cs = *run.compute;
     cs.reduce_pool = pool;
     cs.reduce_dim = dim;
@@ -497,10 +920,11 @@ void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
     cs.pack_mask_dim = dim;
 }
 
-void reduce_uninit() {
-    KernelRun& run = compute_run("reduce_uninit");
+void reduce_uninit(Site site) {
+    KernelRun& run = compute_run(Api::ComputeInit, site, "reduce_uninit");
     require_started(run, "reduce_uninit()");
     run.compute->pack_mask_cb = -1;
+    config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
 }
 
 // DST[idst] op= reduce(A * scaler). The scaler tile's first row of each 16x16 face weights the columns of A
@@ -509,8 +933,8 @@ void reduce_uninit() {
 // as they are. SUM/AVG add to DST and MAX takes the maximum with it, so a row of tiles reduced into one DST tile
 // accumulates (start from zeros, or -inf for MAX, as acquire's zeroed DST would otherwise cap the maximum at 0).
 void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t itile,
-                 std::uint32_t itile_scaler, std::uint32_t idst) {
-    KernelRun& run = compute_run("reduce_tile");
+                 std::uint32_t itile_scaler, std::uint32_t idst, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "reduce_tile");
     std::string call = strformat("reduce_tile<%s, %s>(icb=%u, icb_scaler=%u, itile=%u, itile_scaler=%u, dst=%u)",
                                  pool_name(pool), dim_name(dim), icb, icb_scaler, itile, itile_scaler, idst);
     require_math(run, call);
@@ -523,6 +947,11 @@ void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
     float a[1024], sc[1024];
     unpack_operand(run, icb, itile, true, a, call);
     unpack_operand(run, icb_scaler, itile_scaler, true, sc, call);
+    fpu_event(run, cb_tile_bytes(run, icb) + cb_tile_bytes(run, icb_scaler), 2, timing::costs().reduce_cycles_per_tile, 1);
+    if (timing::math_skipped()) {
+        count(run, "reduce_tile");
+        return;
+    }
     auto scale = [&](int r, int c) {
         int face_row = r < 16 ? 0 : 16;
         return dim == 1 ? sc[(c < 16 ? 0 : 16) * 32 + r] : sc[face_row * 32 + c];
@@ -553,9 +982,9 @@ void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
     count(run, "reduce_tile");
 }
 
-void bcast_init(FpuOp op, int bcast, std::uint32_t icb0, std::uint32_t icb1, const char* name) {
-    fpu_init(op, icb0, icb1, 0, name);
-    compute_run(name).compute->bcast = bcast;
+void bcast_init(FpuOp op, int bcast, std::uint32_t icb0, std::uint32_t icb1, const char* name, Site site) {
+    fpu_init(op, icb0, icb1, 0, name, site);
+    compute_run(Api::ComputeInit, site, name).compute->bcast = bcast;
 }
 
 namespace {
@@ -576,8 +1005,8 @@ void check_bcast(KernelRun& run, int bcast, const std::string& call) {
 }  // namespace
 
 void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1,
-                 std::uint32_t idst, const char* name) {
-    KernelRun& run = compute_run(name);
+                 std::uint32_t idst, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, name);
     std::string call = strformat("%s(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u)", name, in0, in1, i0, i1, idst);
     require_math(run, call);
     check_fpu(run, op, in0, in1, call);
@@ -586,6 +1015,12 @@ void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std:
     float a[1024], b[1024];
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
+    fpu_event(run, cb_tile_bytes(run, in0) + cb_tile_bytes(run, in1), 2,
+              timing::costs().eltwise_cycles_per_tile * (op == FpuOp::BcastMul ? fidelity_phases(run) : 1.0), 1);
+    if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
     float* d = dst_tile(run, idst);
     for (int r = 0; r < 32; ++r)
         for (int c = 0; c < 32; ++c) {
@@ -598,8 +1033,8 @@ void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std:
 
 // DST[idst] = the tile broadcast along `bcast`. 32-bit CBs unpack straight to DST (no TF32 rounding), as the
 // 0.81.1 header does for Float32 operands; 16-bit formats are exact either way.
-void unary_bcast(int bcast, std::uint32_t cb, std::uint32_t itile, std::uint32_t idst) {
-    KernelRun& run = compute_run("unary_bcast");
+void unary_bcast(int bcast, std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "unary_bcast");
     std::string call = strformat("unary_bcast<%d>(cb=%u, tile=%u, dst=%u)", bcast, cb, itile, idst);
     require_math(run, call);
     check_fpu(run, FpuOp::UnaryBcast, cb, cb, call);
@@ -607,10 +1042,12 @@ void unary_bcast(int bcast, std::uint32_t cb, std::uint32_t itile, std::uint32_t
     check_dst_index(run, idst, call);
     float b[1024];
     unpack_operand(run, cb, itile, false, b, call);
+    fpu_event(run, cb_tile_bytes(run, cb), 1, timing::costs().datacopy_cycles_per_tile, 1);
+    count(run, "unary_bcast");
+    if (timing::math_skipped()) return;
     float* d = dst_tile(run, idst);
     for (int r = 0; r < 32; ++r)
         for (int c = 0; c < 32; ++c) d[r * 32 + c] = to_dst(*run.compute, bcast_at(b, bcast, r, c));
-    count(run, "unary_bcast");
 }
 
 }  // namespace dev

@@ -149,4 +149,36 @@ void pack_tile(const float* rowmajor, std::uint8_t format, std::uint8_t* dst) {
         default: break;
     }
 }
+bool unpack_rows(const std::uint8_t* src, std::uint8_t format, float* out, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+        if (format == Float32) {
+            std::uint32_t u;
+            std::memcpy(&u, src + 4 * i, 4);
+            out[i] = float_of(u);
+        } else if (format == Float16_b || format == Float16) {
+            std::uint16_t h;
+            std::memcpy(&h, src + 2 * i, 2);
+            out[i] = format == Float16_b ? bf16_to_f32(h) : fp16_to_f32(h);
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool pack_rows(const float* in, std::uint8_t format, std::uint8_t* dst, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+        if (format == Float32) {
+            std::uint32_t u = bits_of(in[i]);
+            std::memcpy(dst + 4 * i, &u, 4);
+        } else if (format == Float16_b || format == Float16) {
+            std::uint16_t h = format == Float16_b ? f32_to_bf16_rne(in[i]) : f32_to_fp16_rne(in[i]);
+            std::memcpy(dst + 2 * i, &h, 2);
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace ttemu::fmt

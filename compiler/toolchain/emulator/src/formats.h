@@ -26,6 +26,12 @@ bool supported(std::uint8_t format);
 // Element (r, c) of a 32x32 tile lives at this index in the face-ordered tile.
 inline int face_index(int r, int c) { return ((r >> 4) * 2 + (c >> 4)) * 256 + (r & 15) * 16 + (c & 15); }
 
+// `n` row-major datums in `format` (Float32, Float16_b, Float16: row-major layouts have no shared exponents) <->
+// floats. Returns false for a format that has no row-major form.
+bool unpack_rows(const std::uint8_t* src, std::uint8_t format, float* out, std::size_t n);
+bool pack_rows(const float* in, std::uint8_t format, std::uint8_t* dst, std::size_t n);
+inline std::uint32_t datum_bytes(std::uint8_t format) { return format == Float32 ? 4 : 2; }
+
 // Tile bytes in `format` (face order) <-> row-major float[1024].
 void unpack_tile(const std::uint8_t* src, std::uint8_t format, float* rowmajor);
 void pack_tile(const float* rowmajor, std::uint8_t format, std::uint8_t* dst);

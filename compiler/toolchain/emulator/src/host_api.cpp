@@ -10,6 +10,7 @@
 #include <sstream>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "formats.h"
@@ -52,6 +53,28 @@ std::string KernelRun::who() const {
                      kernel->display.c_str(), proc);
 }
 
+std::string KernelRun::where() const {
+    if (!site.file) return kernel->display;
+    return base_name(site.file) + ":" + std::to_string(site.line);
+}
+
+std::string base_name(const std::string& p) {
+    auto i = p.find_last_of('/');
+    return i == std::string::npos ? p : p.substr(i + 1);
+}
+
+const char* api_name(Api api) {
+    static const char* const names[] = {
+        "(none)", "get_arg_val", "cb_reserve_back", "cb_push_back", "cb_wait_front", "cb_pop_front", "cb query",
+        "cb pointer", "noc read", "noc write", "noc multicast write", "noc_async_read_barrier",
+        "noc_async_write_barrier", "noc_async_writes_flushed", "noc_async_atomic_barrier", "noc_semaphore_wait",
+        "noc_semaphore_set", "noc_semaphore_inc", "noc_semaphore_inc_multicast", "noc_semaphore_set_remote",
+        "noc_semaphore_set_multicast", "noc_inline_dw_write", "mailbox", "compute init", "compute math (FPU)",
+        "compute math (SFPU)", "tile_regs_*", "pack", "compute config"};
+    static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(Api::Count));
+    return names[static_cast<std::size_t>(api)];
+}
+
 std::string CircularBuffer::describe() const {
     return strformat("CB c_%u: %u pages x %u B %s at L1 %s; %u page(s) filled, %u free (pushed %llu, popped %llu); "
                      "producer %s, consumer %s",
@@ -70,6 +93,9 @@ void Counters::merge(const Counters& o) {
     noc_bytes_written += o.noc_bytes_written;
     noc_reads += o.noc_reads;
     noc_writes += o.noc_writes;
+    noc_multicasts += o.noc_multicasts;
+    noc_multicast_bytes += o.noc_multicast_bytes;
+    semaphore_ops += o.semaphore_ops;
     for (auto& [k, v] : o.tile_ops) tile_ops[k] += v;
     dst_acquires += o.dst_acquires;
 }
@@ -77,8 +103,8 @@ void Counters::merge(const Counters& o) {
 // ------------------------------------------------------------------------------------------- device
 const ArchSpec& arch_from_env() {
     // Numbers from compiler/target.py and metalium_api.md §5.
-    static const ArchSpec wh{"wormhole_b0", 8, 8, 1499136, 12, 32, 32, 1ull << 30};
-    static const ArchSpec bh{"blackhole", 13, 10, 1572864, 8, 64, 64, 4ull << 30};
+    static const ArchSpec wh{"wormhole_b0", 8, 8, 1499136, 12, 32, 32, 1ull << 30, 18, 18};
+    static const ArchSpec bh{"blackhole", 13, 10, 1572864, 8, 64, 64, 4ull << 30, 1, 2};
     const char* env = std::getenv("TTEMU_ARCH");
     std::string a = env && *env ? env : "wormhole_b0";
     if (a == "wormhole_b0" || a == "wormhole") return wh;
@@ -88,7 +114,6 @@ const ArchSpec& arch_from_env() {
 
 namespace {
 Device* g_device = nullptr;
-thread_local KernelRun* t_run = nullptr;
 std::mutex g_run_mu;
 std::condition_variable g_run_cv;
 bool g_report_written = false;
@@ -99,43 +124,41 @@ void report_at_exit() { write_report(); }
 Device& device() {
     if (!g_device) {
         g_device = new Device();
-        g_device->arch = &arch_from_env();
+        const ArchSpec& arch = arch_from_env();
+        g_device->arch = &arch;
         g_device->next_dram_addr = 0x40000;  // keep low DRAM for "firmware", like the real allocator's base
+        // Every worker core's L1 at its fixed window (zero pages until touched).
+        for (std::uint32_t y = 0; y < arch.grid_y; ++y)
+            for (std::uint32_t x = 0; x < arch.grid_x; ++x) {
+                auto core = std::make_unique<Core>();
+                core->x = x;
+                core->y = y;
+                void* want = reinterpret_cast<void*>(kL1WindowBase + g_device->cores.size() * kL1WindowStride);
+                void* got = mmap(want, kL1WindowStride, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
+                if (got != want)
+                    host_fail("device", strformat("cannot map core (%u,%u)'s L1 at %s: %s", x, y, hex(reinterpret_cast<std::uintptr_t>(want)).c_str(),
+                                                  std::strerror(errno)), 7);
+                core->l1 = static_cast<std::uint8_t*>(got);
+                g_device->cores.push_back(std::move(core));
+            }
         std::atexit(report_at_exit);
     }
     return *g_device;
 }
 bool device_open() { return g_device != nullptr; }
 
-Core& Device::core(std::uint32_t x, std::uint32_t y) {
-    auto& slot = cores[{x, y}];
-    if (!slot) {
-        slot = std::make_unique<Core>();
-        slot->x = x;
-        slot->y = y;
-        slot->l1 = static_cast<std::uint8_t*>(std::calloc(arch->l1_bytes, 1));
-    }
-    return *slot;
-}
-
-DramBuffer* Device::find_buffer_at(std::uint64_t address) {
-    for (auto& b : buffers)
-        if (b->address == address) return b.get();
-    return nullptr;
-}
 
 void Device::notify_all_cores() {
-    for (auto& [xy, c] : cores) c->cv.notify_all();
+    for (auto& c : cores) c->cv.notify_all();
     g_run_cv.notify_all();
 }
-
-KernelRun* current_run() { return t_run; }
-void set_current_run(KernelRun* run) { t_run = run; }
 
 void kernel_fail(const char* kind, const std::string& call, const std::string& message) {
     Device& dev = device();
     KernelRun* run = current_run();
-    std::string full = (run ? run->who() : std::string("host")) + ": " + call + ": " + message;
+    std::string full = run ? run->who() + " at " + run->where() + ": " + call + ": " + message
+                           : "host: " + call + ": " + message;
     {
         std::lock_guard<std::mutex> lk(dev.error_mu);
         if (dev.error_kind.empty()) {
@@ -215,19 +238,24 @@ void write_report() {
     for (auto& [xy, c] : dev.core_counters) total.merge(c);
     o << "  \"buffers\": [";
     for (std::size_t i = 0; i < dev.buffers.size(); ++i) {
-        const DramBuffer& b = *dev.buffers[i];
+        const DeviceBuffer& b = *dev.buffers[i];
         std::uint64_t rd = total.dram_bytes_read[b.id], wr = total.dram_bytes_written[b.id];
-        o << (i ? ",\n    " : "\n    ") << "{\"id\": " << b.id << ", \"address\": " << b.address << ", \"size\": " << b.size
+        o << (i ? ",\n    " : "\n    ") << "{\"id\": " << b.id << ", \"kind\": \""
+          << (b.kind == DeviceBuffer::Kind::L1 ? "l1" : "dram") << "\", \"sharded\": " << (b.sharded() ? "true" : "false")
+          << ", \"address\": " << b.address << ", \"size\": " << b.size
           << ", \"page_size\": " << b.page_size << ", \"num_pages\": " << b.num_pages << ", \"bytes_read\": " << rd
           << ", \"bytes_written\": " << wr << ", \"tiles_read\": " << rd / b.page_size
-          << ", \"tiles_written\": " << wr / b.page_size << "}";
+          << ", \"tiles_written\": " << wr / b.page_size << ", \"distinct_pages_read\": " << b.distinct_pages(true)
+          << ", \"distinct_pages_written\": " << b.distinct_pages(false) << "}";
     }
     o << "],\n  \"cores\": [";
     bool first = true;
     for (auto& [xy, c] : dev.core_counters) {
         o << (first ? "\n    " : ",\n    ") << "{\"core\": [" << xy.first << ", " << xy.second << "], \"noc_bytes_read\": "
           << c.noc_bytes_read << ", \"noc_bytes_written\": " << c.noc_bytes_written << ", \"noc_reads\": " << c.noc_reads
-          << ", \"noc_writes\": " << c.noc_writes << ", \"dst_acquires\": " << c.dst_acquires
+          << ", \"noc_writes\": " << c.noc_writes << ", \"noc_multicasts\": " << c.noc_multicasts
+          << ", \"noc_multicast_bytes\": " << c.noc_multicast_bytes << ", \"semaphore_ops\": " << c.semaphore_ops
+          << ", \"dst_acquires\": " << c.dst_acquires
           << ", \"tile_ops\": " << json_ops(c.tile_ops) << ", \"dram\": {";
         bool f2 = true;
         for (auto& b : dev.buffers) {
@@ -254,8 +282,10 @@ void write_report() {
         first = false;
     }
     o << "],\n  \"totals\": {\"noc_bytes_read\": " << total.noc_bytes_read << ", \"noc_bytes_written\": "
-      << total.noc_bytes_written << ", \"dst_acquires\": " << total.dst_acquires << ", \"tile_ops\": " << json_ops(total.tile_ops)
-      << "}\n}\n";
+      << total.noc_bytes_written << ", \"noc_multicasts\": " << total.noc_multicasts
+      << ", \"noc_multicast_bytes\": " << total.noc_multicast_bytes << ", \"semaphore_ops\": " << total.semaphore_ops
+      << ", \"dst_acquires\": " << total.dst_acquires << ", \"tile_ops\": " << json_ops(total.tile_ops)
+      << "},\n  \"timing\": " << timing::report_json() << "\n}\n";
     std::string tmp = std::string(path) + ".tmp";
     {
         std::ofstream f(tmp);
@@ -269,6 +299,7 @@ namespace host {
 struct ProgramState {
     std::vector<std::unique_ptr<KernelDef>> kernels;
     std::vector<CBConfigDef> cbs;
+    std::vector<SemaphoreDef> semaphores;
 };
 }  // namespace host
 
@@ -292,11 +323,6 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> expand(const CoreSpec& spec
                 out.insert({static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y)});
     }
     return {out.begin(), out.end()};
-}
-
-std::string base_name(const std::string& p) {
-    auto i = p.find_last_of('/');
-    return i == std::string::npos ? p : p.substr(i + 1);
 }
 
 KernelDef& kernel_of(const tt::tt_metal::Program& program, tt::tt_metal::KernelHandle handle, const char* api) {
@@ -332,7 +358,7 @@ tt::tt_metal::KernelHandle add_kernel(tt::tt_metal::Program& program, const std:
         k->noc = static_cast<int>(dm->noc);
         k->compile_args = dm->compile_args;
         k->defines = dm->defines;
-        if (!dm->named_compile_args.empty()) host_fail("host-api", "CreateKernel: named_compile_args are not emulated");
+        k->named_args.insert(dm->named_compile_args.begin(), dm->named_compile_args.end());
     } else if (auto* cc = std::get_if<tt::tt_metal::ComputeConfig>(&config)) {
         k->role = Role::Compute;
         k->compile_args = cc->compile_args;
@@ -343,7 +369,7 @@ tt::tt_metal::KernelHandle add_kernel(tt::tt_metal::Program& program, const std:
         k->math_fidelity = static_cast<int>(cc->math_fidelity);
         for (std::size_t i = 0; i < cc->unpack_to_dest_mode.size() && i < kMaxCBs; ++i)
             if (cc->unpack_to_dest_mode[i] == tt::tt_metal::UnpackToDestMode::UnpackToDestFp32) k->unpack_to_dest_fp32 |= 1ull << i;
-        if (!cc->named_compile_args.empty()) host_fail("host-api", "CreateKernel: named_compile_args are not emulated");
+        k->named_args.insert(cc->named_compile_args.begin(), cc->named_compile_args.end());
     } else {
         host_fail("host-api", "CreateKernel: EthernetConfig kernels are not emulated");
     }
@@ -356,15 +382,31 @@ void on_crash(int sig) {
     KernelRun* run = current_run();
     char buf[512];
     int n = std::snprintf(buf, sizeof buf,
-                          "ttemu: error [crash] %s: signal %d (%s) inside the kernel; note that L1 addresses are not host "
-                          "pointers in the emulator, so kernels must move data with NoC calls\n",
-                          run ? run->who().c_str() : "host", sig, strsignal(sig));
+                          "ttemu: error [crash] %s: signal %d (%s) inside the kernel (last device API call at %s): a "
+                          "pointer outside the core's L1 (L1 offsets from the host, such as buffer addresses, are not "
+                          "pointers here; use get_write_ptr/get_read_ptr/get_semaphore or NoC calls)\n",
+                          run ? run->who().c_str() : "host", sig, strsignal(sig), run ? run->where().c_str() : "-");
     if (n > 0) (void)!write(2, buf, static_cast<std::size_t>(n));
     std::_Exit(3);
 }
 
+}  // namespace
+}  // namespace ttemu
+
+// The core's coordinates as the firmware publishes them to kernels (per kernel thread here).
+thread_local std::uint8_t my_x[2], my_y[2];
+thread_local std::uint8_t my_logical_x_, my_logical_y_, my_relative_x_, my_relative_y_;
+
+namespace ttemu {
+namespace {
+
 void kernel_thread(KernelRun* run) {
     set_current_run(run);
+    const ArchSpec& arch = *device().arch;
+    my_x[0] = my_x[1] = static_cast<std::uint8_t>(run->core->x + arch.noc_x0);
+    my_y[0] = my_y[1] = static_cast<std::uint8_t>(run->core->y + arch.noc_y0);
+    my_logical_x_ = my_relative_x_ = static_cast<std::uint8_t>(run->core->x);
+    my_logical_y_ = my_relative_y_ = static_cast<std::uint8_t>(run->core->y);
     try {
         run->kernel->entry();
         if (run->kernel->role == Role::Compute) {
@@ -400,8 +442,24 @@ std::string deadlock_report(const std::vector<std::unique_ptr<KernelRun>>& runs,
             msg += "\n  " + r->who() + ": finished";
             continue;
         }
-        msg += "\n  " + r->who() + ": blocked in " + r->blocked_call;
-        if (r->blocked_cb >= 0) msg += "\n      " + r->core->cbs[r->blocked_cb].describe();
+        msg += "\n  " + r->who() + ": blocked in " + r->blocked_call + " at " + r->where();
+        const Wait& w = r->wait;
+        switch (w.kind) {
+            case Wait::Kind::CbFront:
+            case Wait::Kind::CbBack: msg += "\n      " + w.core->cbs[w.index].describe(); break;
+            case Wait::Kind::Semaphore:
+            case Wait::Kind::SemaphoreAtLeast: {
+                std::uint32_t value = *reinterpret_cast<volatile std::uint32_t*>(w.core->l1 + w.index);
+                std::string sem = w.index >= kSemaphoreBase && w.index < kL1UnreservedBase
+                                      ? strformat("semaphore %u", (w.index - kSemaphoreBase) / kSemaphoreStride)
+                                      : "the word";
+                msg += strformat("\n      %s at L1 %s holds %u; the kernel waits for %s %u", sem.c_str(),
+                                 hex(w.index).c_str(), value, w.kind == Wait::Kind::Semaphore ? "==" : ">=", w.target);
+                break;
+            }
+            case Wait::Kind::Mailbox: msg += "\n      no data-movement kernel wrote this mailbox (mailbox_write)"; break;
+            case Wait::Kind::None: break;
+        }
     }
     return msg;
 }
@@ -414,29 +472,66 @@ void run_program(host::ProgramState& ps) {
     // Cores in use and CB layout per core.
     std::set<std::pair<std::uint32_t, std::uint32_t>> used;
     for (auto& k : ps.kernels) used.insert(k->cores.begin(), k->cores.end());
+    for (auto& core : dev.cores) {
+        core->in_program = false;
+        core->regions.clear();
+        core->semaphore_mask = 0;
+        core->word_init.clear();
+        for (auto& box : core->mailbox) box.clear();
+    }
+    // Semaphores: the same L1 slot on every core of their range, set to the initial value at launch.
+    for (auto& sem : ps.semaphores)
+        for (auto& xy : sem.cores) {
+            Core& core = dev.core(xy.first, xy.second);
+            std::uint32_t addr = kSemaphoreBase + sem.id * kSemaphoreStride;
+            core.semaphore_mask |= 1u << sem.id;
+            core.regions.push_back({addr, kSemaphoreStride, strformat("semaphore %u", sem.id)});
+            std::memcpy(core.l1 + addr, &sem.initial_value, 4);
+        }
     for (auto& xy : used) {
         Core& core = dev.core(xy.first, xy.second);
+        core.in_program = true;
         for (auto& c : core.cbs) c = CircularBuffer{};
         std::uint32_t next = kL1UnreservedBase;
         for (auto& cfg : ps.cbs) {
             if (std::find(cfg.cores.begin(), cfg.cores.end(), xy) == cfg.cores.end()) continue;
+            // A globally allocated CB lives in an L1 buffer's pages on this core (its shard, or its bank).
+            std::uint32_t base = next;
+            if (cfg.global_buffer >= 0) {
+                DeviceBuffer& buf = *dev.buffers[static_cast<std::size_t>(cfg.global_buffer)];
+                const std::uint32_t core_index = xy.second * arch.grid_x + xy.first;
+                if (buf.kind != DeviceBuffer::Kind::L1)
+                    host_fail("host-api", strformat("CreateCircularBuffer: set_globally_allocated_address needs an L1 buffer; %s "
+                                                    "is in DRAM", buf.describe().c_str()));
+                if (buf.sharded() && std::find(buf.shard_home.begin(), buf.shard_home.end(), core_index) == buf.shard_home.end())
+                    host_fail("host-api", strformat("CreateCircularBuffer: core (%u,%u) holds no shard of %s", xy.first, xy.second,
+                                                    buf.describe().c_str()));
+                if (cfg.total_size > buf.extent())
+                    host_fail("host-api", strformat("CreateCircularBuffer: the CB's %u B exceed the %llu B %s holds on core (%u,%u)",
+                                                    cfg.total_size, (unsigned long long)buf.extent(), buf.describe().c_str(),
+                                                    xy.first, xy.second));
+                base = static_cast<std::uint32_t>(buf.address);
+            }
             for (auto& [idx, format] : cfg.formats) {
                 CircularBuffer& c = core.cbs[idx];
                 if (c.configured)
                     host_fail("host-api", strformat("CreateCircularBuffer: CB c_%u is configured twice on core (%u,%u)", idx, xy.first, xy.second));
                 c.configured = true;
                 c.index = idx;
-                c.base = next;
+                c.base = base;
                 c.format = format;
                 c.page_size = cfg.page_sizes.at(idx);
                 c.num_pages = cfg.total_size / c.page_size;
             }
+            if (cfg.global_buffer >= 0) continue;
             next += (cfg.total_size + 31) / 32 * 32;
-            if (next > arch.l1_bytes)
-                host_fail("host-api", strformat("circular buffers on core (%u,%u) need %u B of L1 but only %u B are free above "
-                                                "the reserved %u B",
-                                                xy.first, xy.second, next - kL1UnreservedBase, arch.l1_bytes - kL1UnreservedBase,
-                                                kL1UnreservedBase));
+            const std::uint64_t limit = dev.l1_buffers_low ? dev.l1_buffers_low : arch.l1_bytes;
+            if (next > limit)
+                host_fail("host-api", strformat("circular buffers on core (%u,%u) need %u B of L1 but only %llu B are free above "
+                                                "the reserved %u B%s",
+                                                xy.first, xy.second, next - kL1UnreservedBase,
+                                                (unsigned long long)(limit - kL1UnreservedBase), kL1UnreservedBase,
+                                                dev.l1_buffers_low ? " and below the L1 buffers" : ""));
         }
     }
     // One kernel per processor per core.
@@ -468,10 +563,19 @@ void run_program(host::ProgramState& ps) {
             if (firstcore) {
                 view = v;
                 firstcore = false;
-            } else if (v.formats != view.formats) {
-                host_fail("host-api", strformat("kernel '%s' spans cores whose CB data formats differ (e.g. core (%u,%u)); "
-                                                "one compiled kernel needs one set of CB descriptors",
-                                                k->display.c_str(), xy.first, xy.second));
+                continue;
+            }
+            // A CB index configured on only some of the kernel's cores is fine; two formats for one index are not.
+            for (std::uint32_t i = 0; i < kMaxCBs; ++i) {
+                if (v.formats[i] == 0xff) continue;
+                if (view.formats[i] == 0xff) {
+                    view.formats[i] = v.formats[i];
+                    view.tile_sizes[i] = v.tile_sizes[i];
+                } else if (view.formats[i] != v.formats[i]) {
+                    host_fail("host-api", strformat("kernel '%s' spans cores where CB c_%u has different data formats (%s on "
+                                                    "core (%u,%u)); one compiled kernel needs one set of CB descriptors",
+                                                    k->display.c_str(), i, fmt::name(v.formats[i]), xy.first, xy.second));
+                }
             }
         }
         kernels.push_back(k.get());
@@ -497,6 +601,7 @@ void run_program(host::ProgramState& ps) {
             auto it = k->runtime_args.find(xy);
             r->args = it == k->runtime_args.end() ? &no_args : &it->second;
             if (k->role == Role::Compute) r->compute = make_compute_state(*k);
+            if (timing::enabled()) r->trace = std::make_unique<timing::Trace>();
             runs.push_back(std::move(r));
         }
     for (auto& r : runs) r->thread = std::thread(kernel_thread, r.get());
@@ -541,6 +646,14 @@ void run_program(host::ProgramState& ps) {
         }
     }
     for (auto& r : runs) r->thread.join();
+
+    // The timing model replays the finished program's traces.
+    if (timing::enabled() && dev.error_kind.empty()) {
+        std::vector<KernelRun*> all;
+        for (auto& r : runs) all.push_back(r.get());
+        timing::simulate(all, dev.programs_run);
+        for (auto& r : runs) r->trace.reset();
+    }
 
     // Counters.
     for (auto& r : runs) dev.core_counters[{r->core->x, r->core->y}].merge(r->counters);
@@ -587,16 +700,23 @@ Program CreateProgram() { return Program(); }
 
 KernelHandle CreateKernel(Program& program, const std::string& file_name, const CoreSpec& core_spec,
                           const std::variant<DataMovementConfig, ComputeConfig, EthernetConfig>& config) {
-    std::ifstream in(file_name, std::ios::binary);
+    // As tt-metal resolves kernel paths: absolute, relative to the working directory, or relative to TT_METAL_HOME.
+    std::string found = file_name;
+    std::ifstream in(found, std::ios::binary);
     if (!in) {
         const char* home = std::getenv("TT_METAL_HOME");
-        if (home && file_name[0] != '/') in.open(std::string(home) + "/" + file_name, std::ios::binary);
-        if (!in) ttemu::host_fail("host-api", "CreateKernel: kernel source '" + file_name + "' not found (absolute, or relative to the working directory)");
+        if (home && *home && file_name[0] != '/') {
+            found = std::string(home) + "/" + file_name;
+            in.open(found, std::ios::binary);
+        }
+        if (!in)
+            ttemu::host_fail("host-api", "CreateKernel: kernel source '" + file_name +
+                                             "' not found (absolute, relative to the working directory or to TT_METAL_HOME)");
     }
     std::ostringstream ss;
     ss << in.rdbuf();
     char resolved[4096];
-    std::string path = realpath(file_name.c_str(), resolved) ? std::string(resolved) : file_name;
+    std::string path = realpath(found.c_str(), resolved) ? std::string(resolved) : found;
     KernelHandle h = ttemu::add_kernel(program, path, ss.str(), core_spec, config);
     return h;
 }
@@ -609,6 +729,7 @@ KernelHandle CreateKernelFromString(Program& program, const std::string& kernel_
 CBHandle CreateCircularBuffer(Program& program, const CoreSpec& core_spec, const CircularBufferConfig& config) {
     ttemu::CBConfigDef def;
     def.total_size = config.total_size();
+    if (auto id = config.ttemu_globally_allocated_buffer()) def.global_buffer = *id;
     const auto& arch = ttemu::device().arch;
     for (auto& [idx, format] : config.data_formats()) {
         if (idx >= arch->num_cbs)
@@ -626,6 +747,28 @@ CBHandle CreateCircularBuffer(Program& program, const CoreSpec& core_spec, const
     def.cores = ttemu::expand(core_spec, "CreateCircularBuffer");
     program.state().cbs.push_back(def);
     return program.state().cbs.size();
+}
+
+// The id is the lowest one no core of the range uses yet, as tt-metal assigns it; 16 per core.
+std::uint32_t CreateSemaphore(Program& program, const std::variant<CoreRange, CoreRangeSet>& core_spec,
+                              std::uint32_t initial_value, CoreType core_type) {
+    if (core_type != CoreType::WORKER) ttemu::host_fail("host-api", "CreateSemaphore: only worker-core semaphores are emulated");
+    CoreSpec spec = std::holds_alternative<CoreRange>(core_spec) ? CoreSpec(std::get<CoreRange>(core_spec))
+                                                                  : CoreSpec(std::get<CoreRangeSet>(core_spec));
+    auto cores = ttemu::expand(spec, "CreateSemaphore");
+    auto& sems = program.state().semaphores;
+    for (std::uint32_t id = 0; id < ttemu::kMaxSemaphores; ++id) {
+        bool taken = false;
+        for (auto& s : sems)
+            if (s.id == id)
+                for (auto& xy : s.cores) taken |= std::find(cores.begin(), cores.end(), xy) != cores.end();
+        if (!taken) {
+            sems.push_back({id, initial_value, cores});
+            return id;
+        }
+    }
+    ttemu::host_fail("host-api", ttemu::strformat("CreateSemaphore: every one of the %u semaphore ids is taken on a core "
+                                                  "of this range", ttemu::kMaxSemaphores));
 }
 
 void SetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreSpec& core_spec,
@@ -654,8 +797,13 @@ std::vector<std::uint32_t>& GetRuntimeArgs(const Program& program, KernelHandle 
 TensorAccessorArgs::TensorAccessorArgs(const distributed::MeshBuffer& buffer, tensor_accessor::ArgConfig config) {
     if (static_cast<std::uint8_t>(config) & ~static_cast<std::uint8_t>(tensor_accessor::ArgConfig::IsDram))
         ttemu::host_fail("host-api", "TensorAccessorArgs: only interleaved layouts without runtime args are emulated");
-    std::uint32_t align = ttemu::device().arch->dram_alignment;
-    config_word_ = static_cast<std::uint32_t>(tensor_accessor::ArgConfig::IsDram);
+    const Buffer& ref = *buffer.get_reference_buffer();
+    if (ref.buffer_layout() != TensorMemoryLayout::INTERLEAVED)
+        ttemu::host_fail("host-api", "TensorAccessorArgs: accessors over sharded buffers are not emulated (kernels reach "
+                                     "shards through globally allocated CBs or bank addresses)");
+    const bool dram = ref.buffer_type() == BufferType::DRAM;
+    std::uint32_t align = dram ? ttemu::device().arch->dram_alignment : 16;
+    config_word_ = dram ? static_cast<std::uint32_t>(tensor_accessor::ArgConfig::IsDram) : 0;
     aligned_page_size_ = static_cast<std::uint32_t>((buffer.page_size() + align - 1) / align * align);
 }
 
@@ -696,52 +844,6 @@ tt::ARCH MeshDevice::arch() const {
 }
 std::uint32_t MeshDevice::num_dram_channels() const { return ttemu::device().arch->dram_banks; }
 std::uint32_t MeshDevice::l1_size_per_core() const { return ttemu::device().arch->l1_bytes; }
-
-std::shared_ptr<MeshBuffer> MeshBuffer::create(const ReplicatedBufferConfig& global_config,
-                                               const DeviceLocalBufferConfig& local, MeshDevice* mesh_device,
-                                               std::optional<DeviceAddr> address) {
-    auto& dev = ttemu::device();
-    if (local.buffer_type != BufferType::DRAM) ttemu::host_fail("host-api", "MeshBuffer::create: only DRAM buffers are emulated");
-    if (address) ttemu::host_fail("host-api", "MeshBuffer::create: explicit addresses are not emulated");
-    if (local.page_size == 0 || global_config.size == 0 || global_config.size % local.page_size != 0)
-        ttemu::host_fail("host-api", ttemu::strformat("MeshBuffer::create: size %llu must be a non-zero multiple of page_size %llu",
-                                                      (unsigned long long)global_config.size, (unsigned long long)local.page_size));
-    auto b = std::make_unique<ttemu::DramBuffer>();
-    std::uint32_t align = dev.arch->dram_alignment;
-    b->id = static_cast<std::uint32_t>(dev.buffers.size());
-    b->size = global_config.size;
-    b->page_size = static_cast<std::uint32_t>(local.page_size);
-    b->aligned_page = (b->page_size + align - 1) / align * align;
-    b->num_pages = static_cast<std::uint32_t>(global_config.size / local.page_size);
-    b->pages_per_bank = (b->num_pages + dev.arch->dram_banks - 1) / dev.arch->dram_banks;
-    b->address = dev.next_dram_addr;
-    dev.next_dram_addr += (b->bank_extent() + 4095) / 4096 * 4096;
-    if (dev.next_dram_addr > dev.arch->bank_bytes) ttemu::host_fail("host-api", "MeshBuffer::create: DRAM is full");
-    b->data.assign(b->size, 0);
-    auto out = std::make_shared<MeshBuffer>(b->id, b->address, b->size, b->page_size, mesh_device);
-    dev.buffers.push_back(std::move(b));
-    return out;
-}
-
-namespace detail {
-static ttemu::DramBuffer& lookup(const MeshBuffer& buffer) {
-    auto& dev = ttemu::device();
-    if (buffer.ttemu_id() >= dev.buffers.size()) ttemu::host_fail("host-api", "unknown MeshBuffer");
-    return *dev.buffers[buffer.ttemu_id()];
-}
-void write_buffer(MeshCommandQueue&, const MeshBuffer& buffer, const void* src, std::size_t bytes) {
-    auto& b = lookup(buffer);
-    if (bytes != b.size)
-        ttemu::host_fail("host-api", ttemu::strformat("EnqueueWriteMeshBuffer: %zu bytes given for buffer #%u of %llu bytes", bytes,
-                                                      b.id, (unsigned long long)b.size));
-    std::memcpy(b.data.data(), src, bytes);
-}
-std::size_t buffer_bytes(const MeshBuffer& buffer) { return lookup(buffer).size; }
-void read_buffer(MeshCommandQueue&, void* dst, const MeshBuffer& buffer, std::size_t bytes) {
-    auto& b = lookup(buffer);
-    std::memcpy(dst, b.data.data(), std::min<std::size_t>(bytes, b.size));
-}
-}  // namespace detail
 
 void EnqueueMeshWorkload(MeshCommandQueue&, MeshWorkload& workload, bool) {
     for (auto& p : workload.ttemu_programs()) ttemu::run_program(p.state());

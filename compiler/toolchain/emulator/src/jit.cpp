@@ -125,12 +125,21 @@ std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView
                                     "-Wno-error=multistatement-macros", "-Wno-error=parentheses",
                                     "-Wno-error=unused-but-set-variable", "-Wno-unused-variable", "-Wno-unused-function",
                                     "-I" + include_dir()};
+    // Kernels from a TT-Metalium tree (ttnn's, read from the wheel) include "ttnn/operations/..." relative to
+    // TT_METAL_HOME, as the real JIT's include path has it; our device headers come first.
+    if (const char* home = std::getenv("TT_METAL_HOME"); home && *home)
+        for (const char* sub : {"", "/ttnn", "/ttnn/cpp"}) cmd.push_back(std::string("-I") + home + sub);
     std::string sizes, formats;
     for (std::uint32_t i = 0; i < kMaxCBs; ++i) {
         sizes += (i ? "," : "") + std::to_string(view.tile_sizes[i]);
         formats += (i ? "," : "") + std::to_string(view.formats[i]);
     }
     cmd.push_back("-DKERNEL_COMPILE_TIME_ARGS=" + join(k.compile_args));
+    if (!k.named_args.empty()) {
+        std::string map;
+        for (auto& [name, value] : k.named_args) map += (map.empty() ? "" : ",") + ("{\"" + name + "\"," + std::to_string(value) + "}");
+        cmd.push_back("-DKERNEL_COMPILE_TIME_ARG_MAP=" + map);
+    }
     cmd.push_back("-DTTEMU_CB_TILE_SIZES=" + sizes);
     cmd.push_back("-DTTEMU_CB_FORMATS=" + formats);
     cmd.push_back(arch.name == "wormhole_b0" ? "-DARCH_WORMHOLE" : "-DARCH_BLACKHOLE");

@@ -1,6 +1,7 @@
 // libttemu internal state: the emulated device, its cores, circular buffers, DRAM and the kernel threads.
 #pragma once
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -9,10 +10,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "ttemu/common_types.h"
 #include "ttemu/device_iface.h"
+#include "timing.h"
 
 namespace ttemu {
 
@@ -20,20 +23,51 @@ struct ArchSpec {
     std::string name;
     std::uint32_t grid_x, grid_y, l1_bytes, dram_banks, num_cbs, dram_alignment;
     std::uint64_t bank_bytes;
+    std::uint32_t noc_x0, noc_y0;  // virtual NoC coordinates of logical core (0,0) (the same on NoC 0 and 1)
 };
 const ArchSpec& arch_from_env();
 
-// ---------------------------------------------------------------- DRAM
-struct DramBuffer {
-    std::uint32_t id;
-    std::uint64_t address;        // same base address in every bank (interleaved)
-    std::uint64_t size;
-    std::uint32_t page_size;
-    std::uint32_t aligned_page;   // page stride inside a bank
-    std::uint32_t num_pages;
-    std::uint32_t pages_per_bank;
-    std::vector<std::uint8_t> data;  // page i at i * page_size
-    std::uint64_t bank_extent() const { return static_cast<std::uint64_t>(pages_per_bank) * aligned_page; }
+// Each core's L1 is mapped at a fixed host address below 4 GiB, one window per core, so an L1 address a kernel
+// holds in a uint32_t (a CB pointer, a semaphore) is also a host pointer it may dereference, as RISC-V code does.
+constexpr std::uint64_t kL1WindowBase = 0x20000000;
+constexpr std::uint64_t kL1WindowStride = 0x200000;  // 2 MiB >= the largest L1
+
+// Semaphores (CreateSemaphore): 16-byte slots (L1_ALIGNMENT) at the same address on every core, in the reserved
+// area below the CBs (on hardware they live in the kernel-config region).
+constexpr std::uint32_t kMaxSemaphores = 16;
+constexpr std::uint32_t kSemaphoreStride = 16;
+constexpr std::uint32_t kSemaphoreBase = kL1UnreservedBase - kMaxSemaphores * kSemaphoreStride;
+
+// ---------------------------------------------------------------- buffers (DRAM and L1, interleaved or sharded)
+// Pages live at a "home" (a DRAM bank, or a worker core's L1 bank) at the buffer's address (the same in every home)
+// plus an offset. Interleaved: page i in home i % homes, offset (i / homes) * aligned_page. Sharded: the tensor of
+// tensor_h x tensor_w pages is cut into shards of shard_h x shard_w pages; shard (si, sj) (row-major index) lives in
+// shard_home[index], its pages row-major at multiples of aligned_page.
+struct DeviceBuffer {
+    enum class Kind : std::uint8_t { Dram, L1 } kind = Kind::Dram;
+    enum class Layout : std::uint8_t { Interleaved, HeightSharded, WidthSharded, BlockSharded } layout = Layout::Interleaved;
+    std::uint32_t id = 0;
+    std::uint64_t address = 0;    // same base address in every home
+    std::uint64_t size = 0;
+    std::uint32_t page_size = 0;
+    std::uint32_t aligned_page = 0;  // page stride inside a home
+    std::uint32_t num_pages = 0;
+    std::uint32_t homes = 0;         // interleaved: banks (DRAM) or worker cores (L1)
+    std::uint32_t tensor_h = 0, tensor_w = 0, shard_h = 0, shard_w = 0, shards_h = 0, shards_w = 0;
+    std::vector<std::uint32_t> shard_home;  // DRAM bank, or worker core index (y * grid_x + x)
+    std::vector<std::uint8_t> data;         // DRAM only: home-major, `extent()` bytes per home
+    // pages ever read / written by kernels, one bit each (the timing profile's "minimum bytes the math needs")
+    std::unique_ptr<std::atomic<std::uint64_t>[]> pages_read, pages_written;
+    void mark_pages(bool read, std::uint32_t first, std::uint32_t count);
+    std::uint64_t distinct_pages(bool read) const;
+    bool sharded() const { return layout != Layout::Interleaved; }
+    std::uint64_t extent() const;           // bytes at each home
+    std::uint32_t storage_homes() const;    // DRAM banks / L1 cores with storage (data.size() / extent())
+    // page -> (home, byte offset from the buffer address)
+    std::pair<std::uint32_t, std::uint64_t> locate(std::uint32_t page) const;
+    // (home, byte offset) -> page, or -1 (padding of a partial shard, or no page there)
+    std::int64_t page_at(std::uint32_t home, std::uint64_t offset) const;
+    std::string describe() const;           // "L1 buffer #2 (height-sharded, 4 x 1 tiles per shard)"
 };
 
 // ---------------------------------------------------------------- kernels
@@ -48,6 +82,7 @@ struct KernelDef {
     std::string display;         // file name for messages
     std::vector<std::uint32_t> compile_args;
     std::map<std::string, std::string> defines;
+    std::map<std::string, std::uint32_t> named_args;             // named_compile_args
     std::vector<std::pair<std::uint32_t, std::uint32_t>> cores;  // (x, y)
     int noc = 0;
     bool fp32_dest_acc = false, dst_full_sync = false, approx = false;
@@ -58,8 +93,14 @@ struct KernelDef {
     void (*entry)() = nullptr;
 };
 
+struct SemaphoreDef {
+    std::uint32_t id, initial_value;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> cores;
+};
+
 struct CBConfigDef {
     std::uint32_t total_size;
+    std::int64_t global_buffer = -1;  // set_globally_allocated_address: the CB lives in this L1 buffer
     std::map<std::uint8_t, std::uint8_t> formats;      // cb index -> tt::DataFormat
     std::map<std::uint8_t, std::uint32_t> page_sizes;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> cores;
@@ -84,18 +125,35 @@ struct CircularBuffer {
     std::string describe() const;
 };
 
+// A region of a core's L1 that NoC transfers may touch besides CBs: semaphores and L1 buffers (pages or shards).
+struct L1Region {
+    std::uint32_t base = 0, size = 0;
+    std::string what;  // "semaphores", "L1 buffer #3" (for messages)
+};
+
 struct Core {
     std::uint32_t x = 0, y = 0;
-    std::uint8_t* l1 = nullptr;  // arch l1_bytes, zero-initialised; persists across programs
+    std::uint8_t* l1 = nullptr;  // arch l1_bytes in this core's L1 window, zero-initialised; persists across programs
     std::array<CircularBuffer, kMaxCBs> cbs;
+    std::vector<L1Region> regions;         // semaphores of the current program
+    std::vector<L1Region> buffer_regions;  // L1 buffers with pages or a shard here (persist across programs)
+    std::uint32_t semaphore_mask = 0;  // ids of the current program's semaphores on this core
+    bool in_program = false;        // the current program runs at least one kernel here
+    std::array<std::vector<std::uint32_t>, 3> mailbox;  // BRISC/NCRISC -> UNPACK/MATH/PACK (guarded by mu)
+    // value of each L1 word at the first semaphore-style access of the current program (the timing replay's
+    // starting values; guarded by mu)
+    std::unordered_map<std::uint32_t, std::uint32_t> word_init;
     std::mutex mu;
     std::condition_variable cv;
+    std::uint64_t window() const { return reinterpret_cast<std::uintptr_t>(l1); }
 };
 
 struct Counters {
     std::map<std::uint32_t, std::uint64_t> dram_bytes_read, dram_bytes_written;  // per buffer id
     std::uint64_t noc_bytes_read = 0, noc_bytes_written = 0;
     std::uint64_t noc_reads = 0, noc_writes = 0;
+    std::uint64_t noc_multicasts = 0, noc_multicast_bytes = 0;  // bytes summed over the destinations
+    std::uint64_t semaphore_ops = 0;                             // remote semaphore incs / sets / multicasts
     std::map<std::string, std::uint64_t> tile_ops;
     std::uint64_t dst_acquires = 0;
     void merge(const Counters& o);
@@ -120,15 +178,43 @@ struct ComputeState {
     int reduce_pool = -1, reduce_dim = -1;  // the reduce_init in effect
     int bcast = 0;                   // the broadcast dimension of the bcast init in effect
     int pack_mask_cb = -1, pack_mask_dim = -1;  // reduce_init's packer edge mask (until reduce_uninit / another init)
+    bool pack_l1_acc = false;        // pack_reconfig_l1_acc(1): the packer adds DST to the tile in L1
+    bool pack_relu = false;          // pack_relu_config(ReluConfig::zero())
 };
 
 enum class ThreadState : std::uint8_t { Running, Blocked, Done };
+
+// Every device API entry point, by name: the runtime records the call in progress (enter()), the deadlock report
+// names it, and a timing model attaches a cost to each.
+enum class Api : std::uint8_t {
+    None, Arg, CbReserveBack, CbPushBack, CbWaitFront, CbPopFront, CbQuery, CbPointer, NocRead, NocWrite,
+    NocWriteMulticast, NocReadBarrier, NocWriteBarrier, NocWritesFlushed, NocAtomicBarrier, SemWait, SemSet, SemInc,
+    SemIncMulticast, SemSetRemote, SemSetMulticast, InlineWrite, Mailbox, ComputeInit, ComputeMath, ComputeSfpu,
+    ComputeDst, ComputePack, ComputeConfig, Count
+};
+const char* api_name(Api api);
+
+// What a blocked kernel waits for (the deadlock report prints it; a timing model moves the waiter's clock to the
+// time the awaited event happened on `core`).
+struct Wait {
+    enum class Kind : std::uint8_t { None, CbFront, CbBack, Semaphore, SemaphoreAtLeast, Mailbox } kind = Kind::None;
+    Core* core = nullptr;
+    std::uint32_t index = 0;   // CB index, semaphore L1 offset or mailbox thread
+    std::uint32_t target = 0;  // pages, value
+};
 
 struct KernelRun {
     Core* core = nullptr;
     KernelDef* kernel = nullptr;
     const std::vector<std::uint32_t>* args = nullptr;
+    Api api = Api::None;                   // the device API call in progress (or the last one)
+    Site site{};                           // its source location in the kernel
+    std::uint64_t api_calls = 0;
+    std::uint32_t mailbox_reads = 0;       // compute: UNPACK, MATH, PACK read their mailboxes in turn
+    Wait wait;                             // guarded by core->mu while state == Blocked
+    std::vector<std::pair<std::uint32_t, dev::CbInterface>> cb_views;  // get_local_cb_interface() snapshots handed out
     std::unique_ptr<ComputeState> compute;
+    std::unique_ptr<timing::Trace> trace;  // the timing model's events of this kernel on this core (timing.h)
     Counters counters;
     std::uint64_t pending_read_cbs = 0;    // CBs with NoC reads in flight (cleared by noc_async_read_barrier)
     std::uint64_t pending_write_cbs = 0;   // CBs that are the source of unflushed NoC writes
@@ -136,20 +222,36 @@ struct KernelRun {
     std::uint64_t unacked_writes = 0;      // cleared by noc_async_write_barrier
     std::atomic<ThreadState> state{ThreadState::Running};
     std::string blocked_call;              // guarded by core->mu
-    int blocked_cb = -1;
     std::thread thread;
     std::string who() const;               // "core (x,y) reader kernel 'reader.cpp'"
+    std::string where() const;             // "reader.cpp:42" of the call in progress
 };
+
+inline thread_local KernelRun* t_current_run = nullptr;
+inline KernelRun* current_run() { return t_current_run; }
+inline void set_current_run(KernelRun* run) { t_current_run = run; }
+[[noreturn]] void no_kernel_context(Api api);
+// The one entry of every device API call: records which call and where (a timing model charges its cost here).
+inline KernelRun& enter(Api api, Site site) {
+    KernelRun* run = current_run();
+    if (!run) [[unlikely]]
+        no_kernel_context(api);
+    run->api = api;
+    run->site = site;
+    ++run->api_calls;
+    return *run;
+}
 
 struct KernelAbort {};
 
 // ---------------------------------------------------------------- device
 struct Device {
     const ArchSpec* arch = nullptr;
-    std::vector<std::unique_ptr<DramBuffer>> buffers;
+    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+    std::uint64_t l1_buffers_low = 0;  // lowest address of an L1 buffer (allocated top-down); 0 = none
     std::uint64_t next_dram_addr = 0;
-    std::map<std::pair<std::uint32_t, std::uint32_t>, std::unique_ptr<Core>> cores;
-    Core& core(std::uint32_t x, std::uint32_t y);
+    std::vector<std::unique_ptr<Core>> cores;  // every worker core, row-major, created with the device
+    Core& core(std::uint32_t x, std::uint32_t y) { return *cores[y * arch->grid_x + x]; }
 
     // run state
     std::atomic<bool> abort{false};
@@ -166,8 +268,9 @@ struct Device {
     std::uint32_t jit_compiled = 0, jit_cache_hits = 0;
     double jit_seconds = 0, run_seconds = 0;
 
-    DramBuffer* find_buffer_at(std::uint64_t address);
+    DeviceBuffer* find_buffer_at(std::uint64_t address, DeviceBuffer::Kind kind);
     void notify_all_cores();
+    Core* core_at_window(std::uint64_t address);  // the core whose L1 window holds `address`, else nullptr
 };
 Device& device();
 bool device_open();
@@ -180,9 +283,6 @@ bool device_open();
 void add_warning(const std::string& message);
 void write_report();
 
-KernelRun* current_run();
-void set_current_run(KernelRun* run);
-
 // JIT (jit.cpp)
 struct ProgramCBView {
     std::array<std::int32_t, kMaxCBs> tile_sizes{};
@@ -194,7 +294,42 @@ void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<Pro
 std::unique_ptr<ComputeState> make_compute_state(const KernelDef& kernel);
 void compute_finish_checks(KernelRun& run);
 
+// buffers.cpp
+std::uint8_t* page_storage(DeviceBuffer& b, std::uint32_t page);
+
+// device_api.cpp / noc.cpp shared pieces
+void note_progress(Core& core);   // wakes the core's blocked kernels; call with core.mu held
+void notify_core(Core& core);     // the same, for a writer that does not hold core.mu
+std::string cb_name(std::uint32_t cb);
+// Blocks the calling kernel until `pred()` holds (lk holds run.core->mu); `describe` renders the call for reports.
+template <typename Pred, typename Describe>
+void block_until(KernelRun& run, std::unique_lock<std::mutex>& lk, Wait wait, Describe&& describe, Pred pred);
+void drain_cb_views(KernelRun& run);  // applies writes made through get_local_cb_interface()
+
 // helpers
 std::string hex(std::uint64_t v);
+std::string base_name(const std::string& path);
 std::string strformat(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+}  // namespace ttemu
+
+// ------------------------------------------------------------------------------------------- inline templates
+namespace ttemu {
+template <typename Pred, typename Describe>
+void block_until(KernelRun& run, std::unique_lock<std::mutex>& lk, Wait wait, Describe&& describe, Pred pred) {
+    Device& dev = device();
+    if (dev.abort.load(std::memory_order_relaxed)) throw KernelAbort{};
+    if (pred()) return;
+    run.blocked_call = describe();
+    run.wait = wait;
+    run.state = ThreadState::Blocked;
+    while (!pred()) {
+        if (dev.abort) {
+            run.state = ThreadState::Running;
+            throw KernelAbort{};
+        }
+        run.core->cv.wait_for(lk, std::chrono::milliseconds(50));
+    }
+    run.state = ThreadState::Running;
+    run.wait = Wait{};
+}
 }  // namespace ttemu

@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include "tt-metalium/buffer_types.hpp"
 #include "tt-metalium/tt_backend_api_types.hpp"
 
 namespace tt::tt_metal {
@@ -21,6 +22,12 @@ public:
         total_size_ = total_size;
         return *this;
     }
+    // The CB lives in `buffer`'s pages on each core (an L1 buffer: its shard, or its interleaved bank there).
+    CircularBufferConfig& set_globally_allocated_address(const Buffer& buffer) {
+        globally_allocated_buffer_ = buffer.ttemu_id();
+        return *this;
+    }
+    std::optional<std::uint32_t> ttemu_globally_allocated_buffer() const { return globally_allocated_buffer_; }
     std::uint32_t total_size() const { return total_size_; }
     const std::map<std::uint8_t, tt::DataFormat>& data_formats() const { return data_formats_; }
     const std::map<std::uint8_t, std::uint32_t>& page_sizes() const { return page_sizes_; }
@@ -29,5 +36,6 @@ private:
     std::uint32_t total_size_;
     std::map<std::uint8_t, tt::DataFormat> data_formats_;
     std::map<std::uint8_t, std::uint32_t> page_sizes_;
+    std::optional<std::uint32_t> globally_allocated_buffer_;
 };
 }  // namespace tt::tt_metal

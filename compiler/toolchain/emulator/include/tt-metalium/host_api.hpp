@@ -23,6 +23,9 @@ KernelHandle CreateKernel(Program& program, const std::string& file_name, const 
 KernelHandle CreateKernelFromString(Program& program, const std::string& kernel_src_code, const CoreSpec& core_spec,
                                     const std::variant<DataMovementConfig, ComputeConfig, EthernetConfig>& config);
 CBHandle CreateCircularBuffer(Program& program, const CoreSpec& core_spec, const CircularBufferConfig& config);
+// A semaphore at the same L1 address on every core of `core_spec`, set to `initial_value` when the program starts.
+std::uint32_t CreateSemaphore(Program& program, const std::variant<CoreRange, CoreRangeSet>& core_spec,
+                              std::uint32_t initial_value, CoreType core_type = CoreType::WORKER);
 void SetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreSpec& core_spec,
                     const std::vector<std::uint32_t>& runtime_args);
 void SetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreSpec& core_spec,

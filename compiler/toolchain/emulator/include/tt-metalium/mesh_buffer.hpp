@@ -8,7 +8,8 @@
 namespace tt::tt_metal::distributed {
 struct DeviceLocalBufferConfig {
     DeviceAddr page_size = 0;
-    BufferType buffer_type = BufferType::DRAM;
+    BufferType buffer_type = BufferType::DRAM;  // DRAM or L1
+    BufferShardingArgs sharding_args;           // interleaved unless sharded
     std::optional<bool> bottom_up = std::nullopt;
 };
 struct ReplicatedBufferConfig {
@@ -20,18 +21,18 @@ public:
     static std::shared_ptr<MeshBuffer> create(const ReplicatedBufferConfig& global_config,
                                               const DeviceLocalBufferConfig& device_local_config, MeshDevice* mesh_device,
                                               std::optional<DeviceAddr> address = std::nullopt);
-    MeshBuffer(std::uint32_t id, DeviceAddr address, DeviceAddr size, DeviceAddr page_size, MeshDevice* device)
-        : id_(id), address_(address), size_(size), page_size_(page_size), device_(device) {}
-    DeviceAddr address() const { return address_; }
-    DeviceAddr size() const { return size_; }
-    DeviceAddr page_size() const { return page_size_; }
+    MeshBuffer(const Buffer& reference, MeshDevice* device) : reference_(reference), device_(device) {}
+    DeviceAddr address() const { return reference_.address(); }
+    DeviceAddr size() const { return reference_.size(); }
+    DeviceAddr page_size() const { return reference_.page_size(); }
     MeshDevice* device() const { return device_; }
     bool is_allocated() const { return true; }
-    std::uint32_t ttemu_id() const { return id_; }
+    Buffer* get_reference_buffer() const { return const_cast<Buffer*>(&reference_); }
+    Buffer* get_backing_buffer() const { return get_reference_buffer(); }
+    std::uint32_t ttemu_id() const { return reference_.ttemu_id(); }
 
 private:
-    std::uint32_t id_;
-    DeviceAddr address_, size_, page_size_;
+    Buffer reference_;
     MeshDevice* device_;
 };
 }  // namespace tt::tt_metal::distributed

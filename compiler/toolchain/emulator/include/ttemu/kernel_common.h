@@ -2,8 +2,8 @@
 #pragma once
 #include <cstdint>
 #include <type_traits>
-#include "api/compile_time_args.h"
 #include "ttemu/common_types.h"
+#include "api/compile_time_args.h"
 #include "ttemu/device_iface.h"
 
 #ifndef FORCE_INLINE
@@ -33,21 +33,48 @@ enum class DataFormat : std::uint8_t {
 };
 
 template <typename T>
-FORCE_INLINE T get_arg_val(int arg_idx) {
+FORCE_INLINE T get_arg_val(int arg_idx, TTEMU_SITE) {
     static_assert(sizeof(T) == 4, "Error: only 4B data types allowed");
-    std::uint32_t raw = ttemu::dev::arg(arg_idx, false);
+    std::uint32_t raw = ttemu::dev::arg(arg_idx, false, ttemu_site);
     T value;
     __builtin_memcpy(&value, &raw, 4);
     return value;
 }
 template <typename T>
-FORCE_INLINE T get_common_arg_val(int arg_idx) {
+FORCE_INLINE T get_common_arg_val(int arg_idx, TTEMU_SITE) {
     static_assert(sizeof(T) == 4, "Error: only 4B data types allowed");
-    std::uint32_t raw = ttemu::dev::arg(arg_idx, true);
+    std::uint32_t raw = ttemu::dev::arg(arg_idx, true, ttemu_site);
     T value;
     __builtin_memcpy(&value, &raw, 4);
     return value;
 }
+// The L1 address of a runtime argument (a host pointer into the kernel's argument block here).
+static FORCE_INLINE std::uintptr_t get_arg_addr(int arg_idx, TTEMU_SITE) {
+    return ttemu::dev::arg_addr(arg_idx, false, ttemu_site);
+}
+static FORCE_INLINE std::uintptr_t get_common_arg_addr(int arg_idx, TTEMU_SITE) {
+    return ttemu::dev::arg_addr(arg_idx, true, ttemu_site);
+}
+
+// Core kinds a semaphore or kernel belongs to (core_config.h).
+enum ProgrammableCoreType { TENSIX = 0, ACTIVE_ETH = 1, IDLE_ETH = 2, DRAM = 3, COUNT = 4 };
+
+// The core's NoC coordinates, as the firmware publishes them (set per kernel thread by the emulator).
+extern thread_local std::uint8_t my_x[2], my_y[2];
+extern thread_local std::uint8_t my_logical_x_, my_logical_y_, my_relative_x_, my_relative_y_;
+inline std::uint8_t get_absolute_logical_x() { return my_logical_x_; }
+inline std::uint8_t get_absolute_logical_y() { return my_logical_y_; }
+inline std::uint8_t get_relative_logical_x() { return my_relative_x_; }
+inline std::uint8_t get_relative_logical_y() { return my_relative_y_; }
+
+// L1 pointer qualifiers and cache control of the RISC-V cores: no-ops on the host.
+#ifndef tt_reg_ptr
+#define tt_reg_ptr
+#endif
+inline void invalidate_l1_cache() {}
+
+#include "hostdevcommon/common_values.hpp"
+#include "api/debug/assert.h"
 
 constexpr inline std::int32_t get_tile_size(const std::int32_t operand) { return ttemu::desc::cb_tile_sizes[operand]; }
 constexpr inline DataFormat get_dataformat(const std::int32_t operand) {

@@ -16,6 +16,10 @@ struct TensorAccessor {
                                std::uint8_t noc = 0) const {
         return ttemu::dev::dram_noc_addr(is_dram_, bank_base_address, page_size, page_id, offset);
     }
+    // the NoC address of a page, checked against the buffer the accessor names (the object API's path)
+    std::uint64_t ttemu_checked_noc_addr(const std::uint32_t page_id, const std::uint32_t offset) const {
+        return ttemu::dev::accessor_noc_addr(is_dram_, bank_base_address, page_size, page_id, offset);
+    }
     std::uint32_t get_aligned_page_size() const { return page_size; }
     constexpr std::uint32_t get_bank_base_address() const { return bank_base_address; }
     bool ttemu_is_dram() const { return is_dram_; }

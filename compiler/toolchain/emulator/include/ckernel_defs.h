@@ -1,0 +1,3 @@
+// ckernel_defs.h: thread ids live in ckernel.h here.
+#pragma once
+#include "ckernel.h"

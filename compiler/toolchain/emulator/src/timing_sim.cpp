@@ -1,0 +1,665 @@
+// The timing model's replay: a discrete-event simulation of one program over its kernels' traces (timing.h).
+//
+// Every RISC stream has a clock. Streams run in simulated-time order (the one with the smallest clock next, and a
+// stream yields as soon as it passes the next one), so the shared resources - DRAM banks and the NoC ports of
+// every core - serve requests in the order they happen. A wait that is not yet satisfied parks the stream on the
+// object it waits for (a CB, a semaphore word, a mailbox, the DST / source-register handshake of its core); when
+// that object changes the stream re-checks at the time of the change. Counters (CB pushes and pops, mailbox
+// writes, DST sections, FPU ops) keep the time of every step, so "the time the awaited event happened" is exact;
+// semaphore words keep a short time-ordered history of writes.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <queue>
+#include <sstream>
+#include <tuple>
+#include <unordered_map>
+
+#include "runtime.h"
+#include "timing.h"
+
+namespace ttemu::timing {
+namespace {
+
+enum Category : int { kBusyCat = 0, kWaitCb = 1, kWaitNoc = 2, kWaitPipe = 3, kCategories = 4 };
+const char* const kCategoryNames[kCategories] = {"busy", "wait_cb", "wait_noc", "wait_pipe"};
+
+// Busy / waiting time per time bin; bins double in width to keep at most kMaxBins.
+struct Timeline {
+    static constexpr std::size_t kMaxBins = 1024;
+    double width = 64;
+    std::vector<std::array<float, kCategories>> bins;
+    void add(double t0, double t1, int cat) {
+        if (t1 <= t0) return;
+        while (t1 / width >= kMaxBins) coarsen();
+        std::size_t b0 = static_cast<std::size_t>(t0 / width), b1 = static_cast<std::size_t>(t1 / width);
+        if (bins.size() <= b1) bins.resize(b1 + 1, {0, 0, 0, 0});
+        for (std::size_t b = b0; b <= b1; ++b) {
+            double lo = std::max(t0, b * width), hi = std::min(t1, (b + 1) * width);
+            if (hi > lo) bins[b][cat] += static_cast<float>(hi - lo);
+        }
+    }
+    void coarsen() {
+        std::vector<std::array<float, kCategories>> merged((bins.size() + 1) / 2, {0, 0, 0, 0});
+        for (std::size_t i = 0; i < bins.size(); ++i)
+            for (int c = 0; c < kCategories; ++c) merged[i / 2][c] += bins[i][c];
+        bins.swap(merged);
+        width *= 2;
+    }
+};
+
+struct LineKey {
+    const char* file;
+    std::uint32_t line;
+    bool operator==(const LineKey& o) const { return file == o.file && line == o.line; }
+};
+struct LineHash {
+    std::size_t operator()(const LineKey& k) const {
+        return std::hash<const void*>()(k.file) * 31u + k.line;
+    }
+};
+struct LineStat {
+    double busy = 0, wait = 0;
+    std::uint64_t calls = 0;
+};
+
+// A ring of the most recent times of a counter's steps (step i at index i % size).
+struct Ring {
+    static constexpr std::size_t kSize = 4096;
+    std::vector<double> t = std::vector<double>(kSize, 0.0);
+    std::uint64_t n = 0;  // steps recorded
+    void push(double time) { t[n++ % kSize] = time; }
+    double at(std::uint64_t i) const { return t[i % kSize]; }
+};
+
+// The time-ordered writes of a 4-byte word since its last fold.
+struct Word {
+    std::uint32_t base = 0;
+    struct Change {
+        double time;
+        bool add;
+        std::uint32_t value;
+    };
+    std::vector<Change> changes;
+    void insert(double time, bool add, std::uint32_t value) {
+        auto pos = std::upper_bound(changes.begin(), changes.end(), time,
+                                    [](double t, const Change& c) { return t < c.time; });
+        changes.insert(pos, Change{time, add, value});
+        if (changes.size() > 512) {  // fold the oldest half: waits that far back in time are long resolved
+            for (std::size_t i = 0; i < 256; ++i) base = changes[i].add ? base + changes[i].value : changes[i].value;
+            changes.erase(changes.begin(), changes.begin() + 256);
+        }
+    }
+    // The earliest time >= t at which the word satisfies (== target) or (>= target); -1 if it never does yet.
+    double ready(double t, bool at_least, std::uint32_t target) const {
+        auto ok = [&](std::uint32_t v) { return at_least ? v >= target : v == target; };
+        std::uint32_t v = base;
+        std::size_t i = 0;
+        for (; i < changes.size() && changes[i].time <= t; ++i) v = changes[i].add ? v + changes[i].value : changes[i].value;
+        if (ok(v)) return t;
+        for (; i < changes.size(); ++i) {
+            v = changes[i].add ? v + changes[i].value : changes[i].value;
+            if (ok(v)) return changes[i].time;
+        }
+        return -1;
+    }
+};
+
+struct Counter {  // a monotone count (CB pushes / pops) with the time of every step still needed
+    std::vector<std::pair<std::uint32_t, double>> steps;  // (count after the step, time)
+    std::size_t lo = 0;
+    std::uint32_t floor = 0;  // counts below this were reached long ago (their steps are trimmed)
+    double ready(std::uint32_t need) const {  // time the count first reached `need`, -1 if not yet
+        if (need == 0 || need < floor) return 0;
+        auto it = std::lower_bound(steps.begin() + static_cast<std::ptrdiff_t>(lo), steps.end(), need,
+                                   [](const std::pair<std::uint32_t, double>& s, std::uint32_t n) { return s.first < n; });
+        return it == steps.end() ? -1 : it->second;
+    }
+    void trim_below(std::uint32_t count) {  // steps that reached less than `count` are no longer needed
+        floor = std::max(floor, count);
+        while (lo < steps.size() && steps[lo].first < count) ++lo;
+        if (lo > 4096 && lo * 2 > steps.size()) {
+            steps.erase(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(lo));
+            lo = 0;
+        }
+    }
+};
+
+struct CoreSim {
+    std::array<Counter, kMaxCBs> pushes, pops;
+    std::array<std::uint32_t, kMaxCBs> num_pages{};
+    std::unordered_map<std::uint32_t, Word> words;
+    std::array<std::vector<double>, 3> mailbox_writes;
+    std::array<std::size_t, 3> mailbox_reads{};
+    Ring unpack_start, unpack_end, unpack_steps, math_end, commits, releases;
+    std::uint32_t dst_sections = 2;
+    double port_free[2][2] = {{0, 0}, {0, 0}};  // [noc][0 = inject, 1 = eject]
+};
+
+struct SimStream {
+    KernelRun* run = nullptr;
+    int core = 0;
+    int s = 0;
+    const std::vector<Event>* events = nullptr;
+    std::size_t pc = 0;
+    double clock = 0, end = 0;
+    bool done = false, in_heap = false, cost_paid = false, blocked = false;
+    double reads_done = 0, writes_acked = 0, writes_flushed = 0, last_write[2] = {0, 0};
+    double time[kCategories] = {0, 0, 0, 0};
+    std::uint64_t tile_products = 0;
+    std::map<std::uint32_t, double> cb_wait;
+    std::unordered_map<LineKey, LineStat, LineHash> lines;
+    Timeline timeline;
+};
+
+struct HeapItem {
+    double t;
+    int id;
+    bool operator<(const HeapItem& o) const { return t != o.t ? t > o.t : id > o.id; }  // min-heap
+};
+
+const char* risc_name(const KernelRun& run, int s) {
+    if (run.kernel->role == Role::Compute) return s == kUnpack ? "TRISC0" : s == kMath ? "TRISC1" : "TRISC2";
+    return run.kernel->role == Role::Reader ? "NCRISC" : "BRISC";
+}
+
+std::string json_escape(const std::string& s) {
+    std::string o;
+    for (char ch : s) {
+        if (ch == '"' || ch == '\\') o += '\\';
+        if (static_cast<unsigned char>(ch) < 0x20) continue;
+        o += ch;
+    }
+    return o;
+}
+
+class Engine {
+  public:
+    explicit Engine(const std::vector<KernelRun*>& runs) : c_(costs()), dev_(device()) {
+        const ArchSpec& arch = *dev_.arch;
+        grid_x_ = arch.grid_x;
+        cores_.resize(dev_.cores.size());
+        banks_free_.assign(static_cast<std::size_t>(c_.dram_banks), 0.0);
+        bank_read_.assign(banks_free_.size(), 0.0);
+        bank_written_.assign(banks_free_.size(), 0.0);
+        bank_busy_.assign(banks_free_.size(), 0.0);
+        for (KernelRun* run : runs) {
+            if (!run->trace) continue;
+            int core = static_cast<int>(run->core->y * grid_x_ + run->core->x);
+            CoreSim& cs = cores_[static_cast<std::size_t>(core)];
+            for (std::uint32_t i = 0; i < kMaxCBs; ++i) cs.num_pages[i] = run->core->cbs[i].num_pages;
+            if (run->kernel->role == Role::Compute) cs.dst_sections = run->kernel->dst_full_sync ? 1 : 2;
+            int nstreams = run->kernel->role == Role::Compute ? 3 : 1;
+            for (int s = 0; s < nstreams; ++s) {
+                SimStream st;
+                st.run = run;
+                st.core = core;
+                st.s = s;
+                st.events = &run->trace->streams[s];
+                streams_.push_back(std::move(st));
+            }
+        }
+    }
+
+    void run() {
+        for (std::size_t i = 0; i < streams_.size(); ++i) schedule(static_cast<int>(i), 0);
+        for (;;) {
+            if (heap_.empty()) {
+                // Every unfinished stream waits on something no replayed event provides (e.g. a word the kernel
+                // wrote with a plain store): release the earliest one where it stands.
+                int pick = -1;
+                for (std::size_t i = 0; i < streams_.size(); ++i)
+                    if (!streams_[i].done && (pick < 0 || streams_[i].clock < streams_[static_cast<std::size_t>(pick)].clock))
+                        pick = static_cast<int>(i);
+                if (pick < 0) break;
+                SimStream& s = streams_[static_cast<std::size_t>(pick)];
+                ++forced_;
+                if (s.pc < s.events->size() && forced_at_.size() < 20) {
+                    const Event& e = (*s.events)[s.pc];
+                    forced_at_.push_back(strformat("%s:%u (%s, event %d)", e.file ? base_name(e.file).c_str() : "?", e.line,
+                                                   risc_name(*s.run, s.s), static_cast<int>(e.kind)));
+                }
+                s.pc++;
+                s.cost_paid = false;
+                s.blocked = false;
+                schedule(pick, s.clock);
+                continue;
+            }
+            HeapItem item = heap_.top();
+            heap_.pop();
+            SimStream& s = streams_[static_cast<std::size_t>(item.id)];
+            s.in_heap = false;
+            if (s.done) continue;
+            while (!s.done) {
+                if (!step(item.id)) break;
+                if (!heap_.empty() && s.clock > heap_.top().t) {
+                    schedule(item.id, s.clock);
+                    break;
+                }
+            }
+        }
+    }
+
+    double device_cycles() const {
+        double end = 0;
+        for (auto& s : streams_) end = std::max(end, s.end);
+        return end + c_.dispatch_ns * c_.clock_ghz;
+    }
+
+    std::string json(std::uint32_t program_index) const {
+        double end = 0;
+        for (auto& s : streams_) end = std::max(end, s.end);
+        const double dispatch = c_.dispatch_ns * c_.clock_ghz;
+        std::ostringstream o;
+        o.precision(10);
+        o << "{\"index\": " << program_index << ", \"kernel_cycles\": " << end << ", \"dispatch_cycles\": " << dispatch
+          << ", \"device_cycles\": " << end + dispatch << ", \"forced_waits\": " << forced_ << ", \"forced_at\": [";
+        for (std::size_t i = 0; i < forced_at_.size(); ++i) o << (i ? ", " : "") << "\"" << json_escape(forced_at_[i]) << "\"";
+        o << "], \"streams\": [";
+        bool first = true;
+        for (auto& s : streams_) {
+            const KernelRun& run = *s.run;
+            o << (first ? "\n  " : ",\n  ") << "{\"core\": [" << run.core->x << ", " << run.core->y << "], \"kernel\": \""
+              << json_escape(run.kernel->display) << "\", \"role\": \"" << role_name(run.kernel->role)
+              << "\", \"risc\": \"" << risc_name(run, s.s) << "\", \"fidelity\": " << run.kernel->math_fidelity
+              << ", \"end\": " << s.end << ", \"tile_products\": " << s.tile_products;
+            for (int cat = 0; cat < kCategories; ++cat) o << ", \"" << kCategoryNames[cat] << "\": " << s.time[cat];
+            o << ", \"cb_wait\": {";
+            bool f2 = true;
+            for (auto& [cb, t] : s.cb_wait) {
+                o << (f2 ? "" : ", ") << "\"" << cb << "\": " << t;
+                f2 = false;
+            }
+            o << "}, \"timeline\": {\"bin_cycles\": " << s.timeline.width;
+            for (int cat = 0; cat < kCategories; ++cat) {
+                o << ", \"" << kCategoryNames[cat] << "\": [";
+                for (std::size_t b = 0; b < s.timeline.bins.size(); ++b)
+                    o << (b ? "," : "") << static_cast<long long>(std::lround(s.timeline.bins[b][cat]));
+                o << "]";
+            }
+            o << "}}";
+            first = false;
+        }
+        // per source line, summed over cores: (file, line, kernel, RISC)
+        std::map<std::tuple<std::string, std::uint32_t, std::string, std::string>, std::pair<LineStat, int>> lines;
+        for (auto& s : streams_)
+            for (auto& [key, stat] : s.lines) {
+                auto& agg = lines[{key.file ? key.file : "", key.line, s.run->kernel->display, risc_name(*s.run, s.s)}];
+                agg.first.busy += stat.busy;
+                agg.first.wait += stat.wait;
+                agg.first.calls += stat.calls;
+                agg.second += 1;
+            }
+        o << "],\n \"lines\": [";
+        first = true;
+        for (auto& [key, agg] : lines) {
+            o << (first ? "\n  " : ",\n  ") << "{\"file\": \"" << json_escape(std::get<0>(key)) << "\", \"line\": "
+              << std::get<1>(key) << ", \"kernel\": \"" << json_escape(std::get<2>(key)) << "\", \"risc\": \""
+              << std::get<3>(key) << "\", \"busy\": " << agg.first.busy << ", \"wait\": " << agg.first.wait
+              << ", \"calls\": " << agg.first.calls << ", \"streams\": " << agg.second << "}";
+            first = false;
+        }
+        o << "],\n \"dram\": {\"bank_bytes_per_cycle\": " << c_.dram_bytes_per_cycle() << ", \"banks\": [";
+        for (std::size_t b = 0; b < banks_free_.size(); ++b)
+            o << (b ? ", " : "") << "{\"bank\": " << b << ", \"bytes_read\": " << bank_read_[b]
+              << ", \"bytes_written\": " << bank_written_[b] << ", \"busy_cycles\": " << bank_busy_[b] << "}";
+        o << "]}}";
+        return o.str();
+    }
+
+  private:
+    const Costs& c_;
+    Device& dev_;
+    std::uint32_t grid_x_ = 1;
+    std::vector<CoreSim> cores_;
+    std::vector<SimStream> streams_;
+    std::priority_queue<HeapItem> heap_;
+    std::unordered_map<std::uint64_t, std::vector<int>> waiters_;
+    std::vector<double> banks_free_, bank_read_, bank_written_, bank_busy_;
+    std::uint64_t forced_ = 0;
+    std::vector<std::string> forced_at_;
+
+    // waiter keys: object kind, core, index
+    enum Obj : std::uint64_t { kCbFront = 1, kCbBack, kWord, kMailbox, kUnpacked, kMathed, kCommits, kReleases };
+    static std::uint64_t key(Obj obj, int core, std::uint32_t index) {
+        return (static_cast<std::uint64_t>(obj) << 56) | (static_cast<std::uint64_t>(core) << 40) | index;
+    }
+
+    void schedule(int id, double t) {
+        SimStream& s = streams_[static_cast<std::size_t>(id)];
+        if (s.in_heap || s.done) return;
+        s.in_heap = true;
+        heap_.push({t, id});
+    }
+    void park(int id, std::uint64_t k) {
+        streams_[static_cast<std::size_t>(id)].blocked = true;
+        waiters_[k].push_back(id);
+    }
+    void wake(std::uint64_t k, double t) {
+        auto it = waiters_.find(k);
+        if (it == waiters_.end()) return;
+        std::vector<int> ids;
+        ids.swap(it->second);
+        waiters_.erase(it);
+        for (int id : ids) schedule(id, std::max(streams_[static_cast<std::size_t>(id)].clock, t));
+    }
+
+    void charge(SimStream& s, const Event& e, double cycles, int cat) {
+        if (cycles <= 0) return;
+        s.timeline.add(s.clock, s.clock + cycles, cat);
+        s.time[cat] += cycles;
+        LineStat& l = s.lines[LineKey{e.file, e.line}];
+        if (cat == kBusyCat)
+            l.busy += cycles;
+        else
+            l.wait += cycles;
+        s.clock += cycles;
+    }
+    // The wait of event `e` ends at `ready` (>= now): charges the waiting time.
+    void finish_wait(SimStream& s, const Event& e, double ready, int cat) {
+        double w = ready - s.clock;
+        if (w > 0) {
+            charge(s, e, w, cat);
+            if (e.kind == Ev::CbWaitFront || e.kind == Ev::CbReserveBack) s.cb_wait[e.b] += w;
+        }
+    }
+
+    // ---- NoC geometry
+    std::pair<int, int> core_xy(int core) const {
+        int x = core % static_cast<int>(grid_x_), y = core / static_cast<int>(grid_x_);
+        auto pick = [](const std::vector<double>& v, int i) { return v.empty() ? i : static_cast<int>(v[std::min<std::size_t>(i, v.size() - 1)]); };
+        return {pick(c_.worker_noc_x, x), pick(c_.worker_noc_y, y)};
+    }
+    std::pair<int, int> endpoint_xy(std::uint32_t ep) const {
+        if (ep & kDramEndpoint) {
+            std::size_t b = std::min<std::size_t>(ep & 0xffff, banks_free_.size() - 1);
+            return {static_cast<int>(c_.dram_noc_xy[2 * b]), static_cast<int>(c_.dram_noc_xy[2 * b + 1])};
+        }
+        return core_xy(static_cast<int>(ep));
+    }
+    double latency(int noc, std::pair<int, int> from, std::pair<int, int> to) const {
+        int w = static_cast<int>(c_.noc_grid[0]), h = static_cast<int>(c_.noc_grid[1]);
+        int dx = noc == 0 ? to.first - from.first : from.first - to.first;
+        int dy = noc == 0 ? to.second - from.second : from.second - to.second;
+        dx = ((dx % w) + w) % w;
+        dy = ((dy % h) + h) % h;
+        return 2 * c_.noc_niu_cycles + (dx + dy) * c_.noc_hop_cycles;
+    }
+    double& port(int core, int noc, int dir) { return cores_[static_cast<std::size_t>(core)].port_free[noc & 1][dir]; }
+
+    // bytes through a FIFO resource that frees at `free`, moving at `rate`: returns when the last byte is through
+    static double serve(double& free, double ready, double bytes, double rate) {
+        double end = std::max(ready, free + bytes / rate);
+        free = end;
+        return end;
+    }
+
+    void noc_read(SimStream& s, const Event& e) {
+        const int noc = e.noc & 1;
+        const double bytes = e.b, t = s.clock;
+        auto me = core_xy(s.core), src = endpoint_xy(e.a);
+        double ready;
+        if (e.a & kDramEndpoint) {
+            std::size_t b = std::min<std::size_t>(e.a & 0xffff, banks_free_.size() - 1);
+            double arrive = t + latency(noc, me, src);
+            double start = std::max(arrive, banks_free_[b]);
+            double service = bytes / c_.dram_bytes_per_cycle();
+            banks_free_[b] = start + service;
+            bank_busy_[b] += service;
+            bank_read_[b] += bytes;
+            ready = start + service + c_.dram_latency_cycles + latency(noc, src, me);
+        } else {
+            int from = static_cast<int>(e.a);
+            double start = t + latency(noc, me, src);
+            ready = serve(port(from, noc, 0), start + bytes / c_.noc_bytes_per_cycle, bytes, c_.noc_bytes_per_cycle) +
+                    latency(noc, src, me);
+        }
+        double done = serve(port(s.core, noc, 1), ready, bytes, c_.noc_bytes_per_cycle);
+        s.reads_done = std::max(s.reads_done, done);
+    }
+
+    // Arrival of `bytes` written by this stream at `dest` (a core or a DRAM bank), after leaving this core's L1.
+    double deliver(SimStream& s, int noc, double left, std::uint32_t dest, double bytes) {
+        auto me = core_xy(s.core), to = endpoint_xy(dest);
+        double arrive = left + latency(noc, me, to);
+        double done;
+        if (dest & kDramEndpoint) {
+            std::size_t b = std::min<std::size_t>(dest & 0xffff, banks_free_.size() - 1);
+            double service = bytes / c_.dram_bytes_per_cycle();
+            done = std::max(arrive, banks_free_[b] + service);
+            banks_free_[b] = done;
+            bank_busy_[b] += service;
+            bank_written_[b] += bytes;
+        } else {
+            done = serve(port(static_cast<int>(dest), noc, 1), arrive, bytes, c_.noc_bytes_per_cycle);
+        }
+        s.last_write[noc] = std::max(s.last_write[noc], done);
+        s.writes_acked = std::max(s.writes_acked, done + latency(noc, to, me));
+        return done;
+    }
+
+    void noc_write(SimStream& s, const Event& e) {
+        const int noc = e.noc & 1;
+        double left = serve(port(s.core, noc, 0), s.clock + e.b / c_.noc_bytes_per_cycle, e.b, c_.noc_bytes_per_cycle);
+        s.writes_flushed = std::max(s.writes_flushed, left);
+        deliver(s, noc, left, e.a, e.b);
+    }
+
+    template <typename F>
+    void for_rect(std::uint32_t rect, bool include_self, int self, F&& f) {
+        int x0 = rect & 0xff, y0 = (rect >> 8) & 0xff, x1 = (rect >> 16) & 0xff, y1 = (rect >> 24) & 0xff;
+        for (int y = y0; y <= y1; ++y)
+            for (int x = x0; x <= x1; ++x) {
+                int core = y * static_cast<int>(grid_x_) + x;
+                if (core == self && !include_self) continue;
+                f(core);
+            }
+    }
+
+    void noc_mcast(SimStream& s, const Event& e) {
+        const int noc = e.noc & 1;
+        double rate = std::min(c_.noc_mcast_bytes_per_cycle, c_.noc_bytes_per_cycle);
+        double left = serve(port(s.core, noc, 0), s.clock + e.b / rate, e.b, rate);
+        s.writes_flushed = std::max(s.writes_flushed, left);
+        for_rect(e.a, e.aux & 1, s.core, [&](int core) { deliver(s, noc, left, static_cast<std::uint32_t>(core), e.b); });
+    }
+
+    Word& word(int core, std::uint32_t offset) {
+        CoreSim& cs = cores_[static_cast<std::size_t>(core)];
+        auto it = cs.words.find(offset);
+        if (it != cs.words.end()) return it->second;
+        Word w;
+        const Core& real = *dev_.cores[static_cast<std::size_t>(core)];
+        auto init = real.word_init.find(offset);
+        w.base = init != real.word_init.end() ? init->second : 0;
+        return cs.words.emplace(offset, w).first->second;
+    }
+    void word_change(int core, std::uint32_t offset, double t, bool add, std::uint32_t value) {
+        word(core, offset).insert(t, add, value);
+        wake(key(kWord, core, offset), t);
+    }
+    void word_write(SimStream& s, const Event& e) {
+        const int noc = e.noc & 1;
+        const bool add = e.aux & 1;
+        auto me = core_xy(s.core);
+        auto one = [&](int core) {
+            auto to = core_xy(core);
+            double arrive = std::max(s.clock + latency(noc, me, to), s.last_write[noc]);
+            s.writes_acked = std::max(s.writes_acked, arrive + latency(noc, to, me));
+            word_change(core, e.b, arrive, add, e.c);
+        };
+        if (e.aux & 2)
+            for_rect(e.a, e.aux & 4, s.core, one);
+        else
+            one(static_cast<int>(e.a));
+    }
+
+    // Executes the stream's current event; false when it blocks (or has finished). Most events cost their cycles
+    // first and then wait or take effect; the compute pipeline's ops wait for their operands first.
+    bool step(int id) {
+        SimStream& s = streams_[static_cast<std::size_t>(id)];
+        if (s.pc >= s.events->size()) {
+            s.done = true;
+            s.end = s.clock;
+            return false;
+        }
+        const Event& e = (*s.events)[s.pc];
+        CoreSim& cs = cores_[static_cast<std::size_t>(s.core)];
+        const bool cost_after = e.kind == Ev::UnpackOp || e.kind == Ev::MathOp || e.kind == Ev::PackOp;
+        if (!s.cost_paid) {
+            s.lines[LineKey{e.file, e.line}].calls += 1;
+            if (!cost_after) charge(s, e, e.cost, kBusyCat);
+            s.cost_paid = true;
+        }
+        auto wait_for = [&](double ready, int cat, std::uint64_t k) {
+            if (ready < 0) {
+                park(id, k);
+                return false;
+            }
+            finish_wait(s, e, std::max(ready, s.clock), cat);
+            return true;
+        };
+        bool advanced = true;
+        switch (e.kind) {
+            case Ev::Busy: break;
+            case Ev::CbWaitFront:
+                advanced = wait_for(cs.pushes[e.b].ready(e.a), kWaitCb, key(kCbFront, s.core, e.b));
+                break;
+            case Ev::CbReserveBack:
+                advanced = wait_for(cs.pops[e.b].ready(e.a), kWaitCb, key(kCbBack, s.core, e.b));
+                break;
+            case Ev::CbPush:
+                cs.pushes[e.b].steps.push_back({e.a, s.clock});
+                cs.pops[e.b].trim_below(e.a > cs.num_pages[e.b] ? e.a - cs.num_pages[e.b] + 1 : 0);
+                wake(key(kCbFront, s.core, e.b), s.clock);
+                break;
+            case Ev::CbPop:
+                cs.pops[e.b].steps.push_back({e.a, s.clock});
+                cs.pushes[e.b].trim_below(e.a + 1);
+                wake(key(kCbBack, s.core, e.b), s.clock);
+                break;
+            case Ev::NocRead: noc_read(s, e); break;
+            case Ev::NocWrite: noc_write(s, e); break;
+            case Ev::NocMcast: noc_mcast(s, e); break;
+            case Ev::ReadBarrier: finish_wait(s, e, std::max(s.clock, s.reads_done), kWaitNoc); break;
+            case Ev::WriteBarrier: finish_wait(s, e, std::max(s.clock, s.writes_acked), kWaitNoc); break;
+            case Ev::WritesFlushed: finish_wait(s, e, std::max(s.clock, s.writes_flushed), kWaitNoc); break;
+            case Ev::WordWrite: word_write(s, e); break;
+            case Ev::WordLocal: word_change(s.core, e.b, s.clock, e.aux & 1, e.c); break;
+            case Ev::WordWait:
+                advanced = wait_for(word(s.core, e.b).ready(s.clock, e.aux & 1, e.c), kWaitNoc, key(kWord, s.core, e.b));
+                break;
+            case Ev::MailboxWrite:
+                cs.mailbox_writes[e.a % 3].push_back(s.clock);
+                wake(key(kMailbox, s.core, e.a % 3), s.clock);
+                break;
+            case Ev::MailboxRead: {
+                auto& writes = cs.mailbox_writes[e.a % 3];
+                std::size_t n = cs.mailbox_reads[e.a % 3];
+                advanced = wait_for(n < writes.size() ? writes[n] : -1, kWaitCb, key(kMailbox, s.core, e.a % 3));
+                if (advanced) ++cs.mailbox_reads[e.a % 3];
+                break;
+            }
+            case Ev::UnpackOp: {
+                // the source registers are double-buffered: FPU op f unpacks once op f-2 has finished its math
+                std::uint32_t f = e.a;
+                double ready = f < 2 ? s.clock : (cs.math_end.n > f - 2 ? cs.math_end.at(f - 2) : -1);
+                advanced = wait_for(ready, kWaitPipe, key(kMathed, s.core, 0));
+                if (advanced) {
+                    cs.unpack_start.push(s.clock);
+                    charge(s, e, e.cost, kBusyCat);
+                    cs.unpack_end.push(s.clock);
+                    cs.unpack_steps.push(e.b ? e.b : 1);
+                    wake(key(kUnpacked, s.core, 0), s.clock);
+                }
+                break;
+            }
+            case Ev::MathOp: {
+                std::uint32_t f = e.a;
+                if (f == kNone) {  // SFPU work: nothing to unpack
+                    charge(s, e, e.cost, kBusyCat);
+                    break;
+                }
+                if (cs.unpack_end.n <= f) {
+                    advanced = wait_for(-1, kWaitPipe, key(kUnpacked, s.core, 0));
+                    break;
+                }
+                // the math starts when the first step is unpacked, and ends no earlier than one step after the
+                // last one is (the unpacker and the FPU overlap within the op)
+                double u_start = cs.unpack_start.at(f), u_end = cs.unpack_end.at(f), steps = cs.unpack_steps.at(f);
+                double u_step = (u_end - u_start) / steps, m_step = e.cost / (e.b ? e.b : 1);
+                finish_wait(s, e, std::max(s.clock, u_start + u_step), kWaitPipe);
+                double start = s.clock;
+                charge(s, e, e.cost, kBusyCat);
+                finish_wait(s, e, std::max(s.clock, u_end + m_step), kWaitPipe);
+                (void)start;
+                s.tile_products += e.c;
+                cs.math_end.push(s.clock);
+                wake(key(kMathed, s.core, 0), s.clock);
+                break;
+            }
+            case Ev::PackOp:
+                if (e.a != kNone)
+                    advanced = wait_for(cs.math_end.n > e.a ? cs.math_end.at(e.a) : -1, kWaitPipe, key(kMathed, s.core, 0));
+                if (advanced) charge(s, e, e.cost, kBusyCat);
+                break;
+            case Ev::DstAcquire: {
+                std::uint64_t k = e.a;
+                double ready = k <= cs.dst_sections ? s.clock
+                               : cs.releases.n >= k - cs.dst_sections ? cs.releases.at(k - cs.dst_sections - 1) : -1;
+                advanced = wait_for(ready, kWaitPipe, key(kReleases, s.core, 0));
+                break;
+            }
+            case Ev::DstCommit:
+                cs.commits.push(s.clock);
+                wake(key(kCommits, s.core, 0), s.clock);
+                break;
+            case Ev::DstWait:
+                advanced = wait_for(cs.commits.n >= e.a ? cs.commits.at(e.a - 1) : -1, kWaitPipe, key(kCommits, s.core, 0));
+                break;
+            case Ev::DstRelease:
+                cs.releases.push(s.clock);
+                wake(key(kReleases, s.core, 0), s.clock);
+                break;
+        }
+        if (!advanced) return false;
+        s.pc++;
+        s.cost_paid = false;
+        s.blocked = false;
+        return true;
+    }
+};
+
+std::mutex g_programs_mu;
+std::vector<std::string> g_programs;
+double g_device_cycles = 0;
+
+}  // namespace
+
+void simulate(const std::vector<KernelRun*>& runs, std::uint32_t program_index) {
+    if (!enabled()) return;
+    Engine engine(runs);
+    engine.run();
+    std::string j = engine.json(program_index);
+    std::lock_guard<std::mutex> lk(g_programs_mu);
+    g_device_cycles += engine.device_cycles();
+    g_programs.push_back(std::move(j));
+}
+
+std::string report_json() {
+    if (!enabled()) return "null";
+    const Costs& c = costs();
+    std::lock_guard<std::mutex> lk(g_programs_mu);
+    std::ostringstream o;
+    o.precision(10);
+    o << "{\"clock_ghz\": " << c.clock_ghz << ", \"timing_only\": " << (math_skipped() ? "true" : "false")
+      << ", \"device_cycles\": " << g_device_cycles << ", \"programs\": [";
+    for (std::size_t i = 0; i < g_programs.size(); ++i) o << (i ? ",\n" : "\n") << g_programs[i];
+    o << "]}";
+    return o.str();
+}
+
+}  // namespace ttemu::timing

@@ -1,0 +1,80 @@
+// Data-movement patterns for the timing model's tests (no compute kernel). cfg.npy = [mode, cores, tiles,
+// cb_pages, barrier_every, same_bank].
+//   mode 0: each of `cores` cores (row-major from (0,0)) reads `tiles` tiles of a DRAM buffer into a CB of
+//           `cb_pages` pages, with a read barrier every `barrier_every` reads, and a BRISC kernel consumes them. With
+//           same_bank the pages all live in bank 0 (page ids that are multiples of the bank count), otherwise each
+//           core reads consecutive pages (every bank in turn).
+//   mode 1: core (0,0) sends `tiles` tiles to cores (1..cores-1, 0): one multicast per tile (same_bank = 0) or
+//           one unicast write per receiver per tile (same_bank = 1); each tile is announced by a semaphore the
+//           receivers count.
+#include <tt-metalium/distributed.hpp>
+#include <tt-metalium/host_api.hpp>
+#include <tt-metalium/tensor_accessor_args.hpp>
+
+#include "npy_util.hpp"
+
+using namespace tt;
+using namespace tt::tt_metal;
+
+int main(int argc, char** argv) {
+    const std::string kdir = argv[1], in_dir = argv[2];
+    Array2D cfg = load_npy(in_dir + "/cfg.npy");
+    auto c = [&](int i) { return static_cast<uint32_t>(cfg.data[i]); };
+    const uint32_t mode = c(0), num_cores = c(1), tiles = c(2), cb_pages = c(3), barrier_every = c(4), same_bank = c(5);
+    const uint32_t tile_bytes = 2048;
+
+    auto mesh = distributed::MeshDevice::create_unit_mesh(0);
+    auto& cq = mesh->mesh_command_queue();
+    const uint32_t grid_x = mesh->compute_with_storage_grid_size().x;
+    const uint32_t banks = mesh->num_dram_channels();
+    Program program = CreateProgram();
+    if (mode == 0) {
+        const uint32_t pages = (same_bank ? banks : 1) * tiles * num_cores;
+        distributed::DeviceLocalBufferConfig dram{.page_size = tile_bytes, .buffer_type = BufferType::DRAM};
+        auto src = distributed::MeshBuffer::create(distributed::ReplicatedBufferConfig{.size = pages * tile_bytes}, dram,
+                                                   mesh.get());
+        CoreRangeSet cores = num_cores <= grid_x
+                                 ? CoreRangeSet(CoreRange({0, 0}, {num_cores - 1, 0}))
+                                 : CoreRangeSet(CoreRange({0, 0}, {grid_x - 1, (num_cores - 1) / grid_x}));
+        CreateCircularBuffer(program, cores,
+                             CircularBufferConfig(cb_pages * tile_bytes, {{CBIndex::c_0, tt::DataFormat::Float16_b}})
+                                 .set_page_size(CBIndex::c_0, tile_bytes));
+        std::vector<uint32_t> ct;
+        TensorAccessorArgs(*src).append_to(ct);
+        auto reader = CreateKernel(program, kdir + "/dram_reader.cpp", cores, ReaderDataMovementConfig(ct));
+        auto sink = CreateKernel(program, kdir + "/sink.cpp", cores, WriterDataMovementConfig());
+        for (uint32_t i = 0; i < num_cores; ++i) {
+            CoreCoord core{i % grid_x, i / grid_x};
+            const uint32_t first = same_bank ? i * tiles * banks : i * tiles, stride = same_bank ? banks : 1;
+            SetRuntimeArgs(program, reader, core,
+                           {static_cast<uint32_t>(src->address()), first, stride, tiles, barrier_every});
+            SetRuntimeArgs(program, sink, core, {tiles});
+        }
+    } else {
+        CoreRange cores({0, 0}, {num_cores - 1, 0});
+        CreateCircularBuffer(program, cores,
+                             CircularBufferConfig(tiles * tile_bytes, {{CBIndex::c_0, tt::DataFormat::Float16_b}})
+                                 .set_page_size(CBIndex::c_0, tile_bytes));
+        const uint32_t ready_sem = CreateSemaphore(program, cores, 0), data_sem = CreateSemaphore(program, cores, 0);
+        auto sender = CreateKernel(program, kdir + "/fanout_sender.cpp", CoreRange({0, 0}, {0, 0}),
+                                   DataMovementConfig{.processor = DataMovementProcessor::RISCV_0, .noc = NOC::NOC_0});
+        auto receiver = CreateKernel(program, kdir + "/fanout_receiver.cpp", CoreRange({1, 0}, {num_cores - 1, 0}),
+                                     DataMovementConfig{.processor = DataMovementProcessor::RISCV_0, .noc = NOC::NOC_0});
+        const CoreCoord first = mesh->worker_core_from_logical_core({1, 0});
+        const CoreCoord last = mesh->worker_core_from_logical_core({num_cores - 1, 0});
+        SetRuntimeArgs(program, sender, CoreCoord{0, 0},
+                       {tiles, num_cores - 1, static_cast<uint32_t>(first.x), static_cast<uint32_t>(first.y),
+                        static_cast<uint32_t>(last.x), static_cast<uint32_t>(last.y), ready_sem, data_sem, same_bank});
+        const CoreCoord sender_xy = mesh->worker_core_from_logical_core({0, 0});
+        for (uint32_t i = 1; i < num_cores; ++i)
+            SetRuntimeArgs(program, receiver, CoreCoord{i, 0},
+                           {tiles, static_cast<uint32_t>(sender_xy.x), static_cast<uint32_t>(sender_xy.y), ready_sem,
+                            data_sem});
+    }
+    distributed::MeshWorkload workload;
+    workload.add_program(distributed::MeshCoordinateRange(mesh->shape()), std::move(program));
+    distributed::EnqueueMeshWorkload(cq, workload, false);
+    distributed::Finish(cq);
+    mesh->close();
+    return 0;
+}

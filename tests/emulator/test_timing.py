@@ -1,0 +1,214 @@
+"""The approximately-timed device model (src/timing*.cpp, compiler/device_costs.json): what makes kernels fast or
+slow shows up in the modelled device time the way it does on hardware - DRAM bank contention, read barriers that
+expose latency, multicast against unicast fan-out, double buffering, math fidelity - and the model is deterministic,
+the same with or without the arithmetic (timing-only mode)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.target import device_costs
+from compiler.toolchain import emulate
+
+from .conftest import BUNDLES, eltwise_cfg
+from .test_ttnn_kernels import PROGRAMS, NPY_UTIL, MatmulConfig, bf16
+
+COSTS = device_costs("wormhole_b0")
+
+
+def device_cycles(result: emulate.EmulationResult) -> float:
+    timing = result.report["timing"]
+    assert timing is not None and timing["programs"], "the report has no timing section"
+    assert all(p["forced_waits"] == 0 for p in timing["programs"]), timing["programs"][0]["forced_at"]
+    return timing["device_cycles"]
+
+
+def kernel_cycles(result: emulate.EmulationResult) -> float:
+    """Device time without the program launch: what the kernels themselves take."""
+    device_cycles(result)
+    return sum(p["kernel_cycles"] for p in result.report["timing"]["programs"])
+
+
+def program(result: emulate.EmulationResult) -> dict:
+    return result.report["timing"]["programs"][0]
+
+
+@pytest.fixture
+def traffic(tmp_path):
+    """Runs the data-movement patterns of bundles/traffic (see its main.cpp) and returns the result."""
+    counter = iter(range(1000))
+
+    def go(mode: int, cores: int, tiles: int, *, cb_pages: int = 8, barrier_every: int = 8, flag: int = 0,
+           **kwargs) -> emulate.EmulationResult:
+        n = next(counter)
+        bundle = tmp_path / f"traffic-{n}"
+        shutil.copytree(BUNDLES / "traffic", bundle)
+        shutil.copy(BUNDLES / "common" / "npy_util.hpp", bundle / "npy_util.hpp")
+        cfg = np.array([[mode, cores, tiles, cb_pages, barrier_every, flag]], np.float32)
+        return emulate.run_host_program(bundle / "main.cpp", {"cfg": cfg}, tmp_path / f"work-{n}", **kwargs)
+
+    return go
+
+
+def test_cores_reading_one_dram_bank_contend_for_it(traffic):
+    interleaved = traffic(0, cores=8, tiles=32)
+    one_bank = traffic(0, cores=8, tiles=32, flag=1)
+    bytes_read = 8 * 32 * 2048
+    # every byte goes through bank 0: at least bytes / (the bank's bandwidth) cycles
+    bank_rate = COSTS["dram_bank_gbps"] * COSTS["dram_efficiency"] / COSTS["clock_ghz"]
+    assert kernel_cycles(one_bank) >= bytes_read / bank_rate
+    banks = program(one_bank)["dram"]["banks"]
+    assert banks[0]["bytes_read"] == bytes_read and all(b["bytes_read"] == 0 for b in banks[1:])
+    spread = program(interleaved)["dram"]["banks"]
+    assert sum(b["bytes_read"] for b in spread) == bytes_read and min(b["bytes_read"] for b in spread) > 0
+    # the same bytes spread over every bank arrive several times faster
+    assert kernel_cycles(one_bank) > 3 * kernel_cycles(interleaved)
+    # the readers of the contended bank spend their time waiting on the NoC, the consumers on the CB
+    readers = [s for s in program(one_bank)["streams"] if s["risc"] == "NCRISC"]
+    sinks = [s for s in program(one_bank)["streams"] if s["risc"] == "BRISC"]
+    assert all(s["wait_noc"] > 4 * s["busy"] for s in readers)
+    assert all(s["wait_cb"] > 0 and s["cb_wait"]["0"] == s["wait_cb"] for s in sinks)
+
+
+def test_a_read_barrier_per_tile_exposes_the_dram_latency(traffic):
+    batched = traffic(0, cores=1, tiles=64, barrier_every=8)
+    per_tile = traffic(0, cores=1, tiles=64, barrier_every=1)
+    # one barrier per tile pays the round trip for every tile; eight in flight overlap it
+    assert kernel_cycles(per_tile) > 2 * kernel_cycles(batched)
+    assert kernel_cycles(per_tile) > 64 * COSTS["dram_latency_cycles"]
+
+
+def test_multicast_sends_a_tile_once_where_unicast_sends_it_per_receiver(traffic):
+    multicast = traffic(1, cores=8, tiles=16)
+    unicast = traffic(1, cores=8, tiles=16, flag=1)
+    assert unicast.report["totals"]["noc_multicasts"] == 0 and multicast.report["totals"]["noc_multicasts"] == 16
+    # 7 receivers: unicast pushes 7x the bytes through the sender's NoC port
+    min_unicast = 16 * 7 * 2048 / COSTS["noc_bytes_per_cycle"]
+    assert kernel_cycles(unicast) >= min_unicast
+    assert kernel_cycles(unicast) > 3 * kernel_cycles(multicast)
+
+
+def test_double_buffered_cbs_overlap_reading_and_computing(make_bundle, run):
+    rng = np.random.default_rng(1)
+    x = bf16(rng.standard_normal((32 * 16, 64)).astype(np.float32))
+    y = bf16(rng.standard_normal((32 * 16, 64)).astype(np.float32))
+    single = run(make_bundle("eltwise"), {"x": x, "y": y, "cfg": eltwise_cfg(cb_pages=1)})
+    double = run(make_bundle("eltwise"), {"x": x, "y": y, "cfg": eltwise_cfg(cb_pages=2)})
+    np.testing.assert_array_equal(single.outputs["z"], double.outputs["z"])
+    assert kernel_cycles(double) < 0.9 * kernel_cycles(single)
+
+
+@pytest.fixture(scope="module")
+def ttnn_home():
+    from compiler.toolchain import sdk_headers
+    return sdk_headers.ensure_kernels()
+
+
+@pytest.fixture
+def matmul(tmp_path, ttnn_home):
+    """ttnn's 2-D multicast matmul (tests/emulator/ttnn_programs/matmul_2d_mcast.cpp) on random bf16 data."""
+    counter = iter(range(1000))
+
+    def go(cfg: MatmulConfig, **kwargs) -> emulate.EmulationResult:
+        n = next(counter)
+        src = tmp_path / f"mm-{n}"
+        src.mkdir()
+        shutil.copy(PROGRAMS / "matmul_2d_mcast.cpp", src / "main.cpp")
+        shutil.copy(NPY_UTIL, src / "npy_util.hpp")
+        rng = np.random.default_rng(5)
+        inputs = {"cfg": cfg.cfg()}
+        if not cfg.no_data:
+            inputs["a"] = bf16(rng.standard_normal((cfg.m, cfg.k)).astype(np.float32))
+            inputs["b"] = bf16(rng.standard_normal((cfg.k, cfg.n)).astype(np.float32))
+        return emulate.run_host_program(src / "main.cpp", inputs, tmp_path / f"work-{n}",
+                                        env={"TT_METAL_HOME": str(ttnn_home)}, timeout_s=600, **kwargs)
+
+    return go
+
+
+def config(fidelity: int, **kw) -> MatmulConfig:
+    base = dict(m=512, k=512, n=512, grid=(4, 4), in0_block_w=4, out_subblock_h=4, out_subblock_w=2, per_core_m=4,
+                per_core_n=4, packer_l1_acc=True, math_fidelity=fidelity)
+    base.update(kw)
+    return MatmulConfig(**base)
+
+
+def test_timing_only_gives_the_full_runs_device_time_and_the_model_is_deterministic(matmul):
+    full = matmul(config(2))
+    again = matmul(config(2))
+    timing_only = matmul(config(2), timing_only=True)
+    assert device_cycles(full) == device_cycles(again) == device_cycles(timing_only)
+    assert full.report["timing"]["timing_only"] is False and timing_only.report["timing"]["timing_only"] is True
+    # the same per-stream, per-line picture, not just the same total
+    assert program(full)["streams"] == program(timing_only)["streams"]
+    assert program(full)["lines"] == program(timing_only)["lines"]
+    # ... while only the full run computes the product
+    exact = full.outputs["c"]
+    assert np.abs(exact).max() > 1
+    assert not np.array_equal(timing_only.outputs.get("c", np.zeros_like(exact)), exact)
+
+
+def test_fidelity_phases_cost_matrix_engine_cycles(matmul):
+    times = {f: device_cycles(matmul(config(f, no_data=True), timing_only=True)) for f in (0, 2, 4)}
+    assert times[0] < times[2] < times[4]
+    hifi4 = matmul(config(4, no_data=True), timing_only=True)
+    streams = program(hifi4)["streams"]
+    products = sum(s["tile_products"] for s in streams)
+    assert products == (512 // 32) ** 3
+    # the math thread of every core is busy at least for its tile products at 64 cycles each
+    per_core = products / 16
+    for s in streams:
+        if s["risc"] == "TRISC1":
+            assert s["tile_products"] == per_core and s["busy"] >= per_core * COSTS["fpu_cycles_hifi4"]
+
+
+def test_per_line_cycles_add_up_to_the_streams(matmul, ttnn_home):
+    result = matmul(config(2, no_data=True), timing_only=True)
+    prog = program(result)
+    lines = prog["lines"]
+    assert abs(sum(l["busy"] for l in lines) - sum(s["busy"] for s in prog["streams"])) < 1e-3 * sum(
+        s["busy"] for s in prog["streams"])
+    waits = sum(s["wait_cb"] + s["wait_noc"] + s["wait_pipe"] for s in prog["streams"])
+    assert abs(sum(l["wait"] for l in lines) - waits) <= 1e-3 * max(waits, 1)
+    # the compute kernel's matmul_block call: once per K step per subblock on every core
+    kernel = ttnn_home / "ttnn/cpp/ttnn/operations/matmul/device/kernels/compute/bmm_large_block_zm_fused_bias_activation.cpp"
+    line = next(i for i, text in enumerate(kernel.read_text().splitlines(), 1) if "matmul_block(" in text
+                and "matmul_block_init" not in text)
+    hits = [l for l in lines if l["kernel"] == kernel.name and l["line"] == line]
+    assert {l["risc"] for l in hits} == {"TRISC0", "TRISC1"}
+    k_blocks, subblocks = 512 // 32 // 4, (4 // 4) * (4 // 2)
+    assert all(l["calls"] == 16 * k_blocks * subblocks * 4 for l in hits)
+    # and it is the busiest line of the math thread
+    math = [l for l in lines if l["risc"] == "TRISC1"]
+    assert max(math, key=lambda l: l["busy"])["line"] == line
+
+
+def test_every_cost_has_a_source_and_every_arch_the_same_costs():
+    import json
+    table = json.loads((Path(__file__).parents[2] / "compiler" / "device_costs.json").read_text())
+    arches = {k: v for k, v in table.items() if not k.startswith("_")}
+    assert set(arches) == {"wormhole_b0", "blackhole"}
+    names = set(arches["wormhole_b0"])
+    for arch, costs in arches.items():
+        assert set(costs) == names, arch
+        for name, entry in costs.items():
+            assert set(entry) == {"value", "kind", "source"}, (arch, name)
+            assert entry["kind"] in {"documented", "derived", "estimate", "calibrated"}, (arch, name)
+            assert len(entry["source"]) > 10, (arch, name)
+    # exactly one calibrated constant, the same for both architectures
+    calibrated = {(arch, n) for arch, c in arches.items() for n, e in c.items() if e["kind"] == "calibrated"}
+    assert {n for _, n in calibrated} == {"llk_call_cycles"}
+
+
+def test_an_incomplete_cost_table_is_refused(make_bundle, tmp_path):
+    costs = emulate.costs_env("wormhole_b0")
+    partial = ";".join(item for item in costs.split(";") if not item.startswith("dram_latency_cycles="))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 32)).astype(np.float32)
+    with pytest.raises(emulate.EmulationError) as info:
+        emulate.run_program(make_bundle("eltwise"), {"x": x, "y": x, "cfg": eltwise_cfg()}, tmp_path / "w",
+                            timing=False, env={"TTEMU_COSTS": partial})
+    assert info.value.kind == "host-api" and "dram_latency_cycles" in info.value.message

@@ -1,0 +1,223 @@
+"""ttnn 0.81.1's own device kernels, read unmodified from the wheel (as `tilefarm sdk fetch-headers` extracts them),
+run on the emulator by host programs of ours that reproduce ttnn's program factories (tests/emulator/ttnn_programs),
+checked against NumPy."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.toolchain import emulate, sdk_headers
+
+PROGRAMS = Path(__file__).parent / "ttnn_programs"
+NPY_UTIL = Path(__file__).parent / "bundles" / "common" / "npy_util.hpp"
+
+
+@pytest.fixture(scope="session")
+def ttnn_home() -> Path:
+    """The root holding ttnn/cpp/ttnn/operations/**/kernels (TT_METAL_HOME for the emulator's JIT)."""
+    return sdk_headers.ensure_kernels()
+
+
+@pytest.fixture
+def run_ttnn(tmp_path, ttnn_home):
+    counter = iter(range(1000))
+
+    def go(program: str, inputs: dict[str, np.ndarray], **kwargs) -> emulate.EmulationResult:
+        n = next(counter)
+        src = tmp_path / f"{program}-{n}"
+        src.mkdir()
+        shutil.copy(PROGRAMS / f"{program}.cpp", src / "main.cpp")
+        shutil.copy(NPY_UTIL, src / "npy_util.hpp")
+        env = {"TT_METAL_HOME": str(ttnn_home), **kwargs.pop("env", {})}
+        return emulate.run_host_program(src / "main.cpp", inputs, tmp_path / f"work-{n}", env=env, timeout_s=300,
+                                        **kwargs)
+
+    return go
+
+
+def bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 to bfloat16 (nearest even), as the host program's packing does."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16
+    return u.astype(np.uint32).view(np.float32)
+
+
+def tile_matmul_model(a: np.ndarray, b: np.ndarray, in0_block_w: int, *, packer_l1_acc: bool,
+                      fp32_dest: bool) -> np.ndarray:
+    """The result's rounding as the emulator documents it for this program (README "Numerics"): every 32-deep tile
+    product is summed in fp32 and added to DST, which holds bf16 unless fp32_dest_acc_en; partials spill to and
+    reload from a CB of DST's format; with packer L1 accumulation each K block starts from a zeroed DST and the packer
+    adds it to the partials in L1 (bf16), except the last block, which reloads them. Output rounded to bf16."""
+    rnd = (lambda x: x) if fp32_dest else bf16
+    kt = a.shape[1] // 32
+    blocks = [range(i, i + in0_block_w) for i in range(0, kt, in0_block_w)]
+
+    def block_sum(start, ks):
+        acc = start
+        for k in ks:
+            acc = rnd(acc + (a[:, k * 32:(k + 1) * 32] @ b[k * 32:(k + 1) * 32, :]).astype(np.float32))
+        return acc
+
+    zero = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    if not packer_l1_acc or len(blocks) <= 2:
+        return bf16(block_sum(zero, [k for blk in blocks for k in blk]))
+    partial = block_sum(zero, blocks[0])
+    for blk in blocks[1:-1]:
+        partial = bf16(partial + block_sum(zero, blk))
+    return bf16(block_sum(partial, blocks[-1]))
+
+
+# ------------------------------------------------------------------------------------------- 2-D multicast matmul
+@dataclass
+class MatmulConfig:
+    """A MatmulMultiCoreReuseMultiCastProgramConfig plus the compute kernel config, as a ttnn user passes them."""
+    m: int
+    k: int
+    n: int
+    grid: tuple[int, int]            # compute_with_storage_grid_size (x, y)
+    in0_block_w: int
+    out_subblock_h: int
+    out_subblock_w: int
+    per_core_m: int
+    per_core_n: int
+    fp32_dest_acc_en: bool = False
+    packer_l1_acc: bool = False
+    math_fidelity: int = 4           # MathFidelity enumerator (LoFi 0, HiFi2 2, HiFi3 3, HiFi4 4)
+    math_approx_mode: bool = False
+    pad_value: float = 0.0           # what the tile padding of A and B holds
+    fault: int = 0                   # host program faults for the diagnostics tests (see matmul_2d_mcast.cpp)
+    out_block_h: int = 0             # 0: per_core_m (the program config's out_block_h / out_block_w)
+    out_block_w: int = 0
+    no_data: bool = False            # run on unwritten buffers, read nothing back (timing runs of large shapes)
+
+    def cfg(self) -> np.ndarray:
+        return np.array([[self.m, self.k, self.n, *self.grid, self.in0_block_w, self.out_subblock_h, self.out_subblock_w,
+                          self.per_core_m, self.per_core_n, self.fp32_dest_acc_en, self.packer_l1_acc, self.math_fidelity,
+                          self.math_approx_mode, self.pad_value, self.fault, self.out_block_h, self.out_block_w,
+                          self.no_data]], np.float32)
+
+
+MATMUL_CONFIGS = {
+    # 16x16 tiles on 4x4 cores, 8 K blocks, the largest subblock a 16-bit DST holds
+    "512^3-4x4": MatmulConfig(512, 512, 512, (4, 4), in0_block_w=2, out_subblock_h=2, out_subblock_w=4, per_core_m=4,
+                              per_core_n=4),
+    # the tech report's shape family: 8x8 cores, packer L1 accumulation across 8 K blocks, HiFi2
+    "1024^3-8x8-l1acc": MatmulConfig(1024, 1024, 1024, (8, 8), in0_block_w=4, out_subblock_h=2, out_subblock_w=4,
+                                     per_core_m=4, per_core_n=4, packer_l1_acc=True, math_fidelity=2),
+    # non-square and padded: 11 x 10 x 15 tiles (K = 300: 12 valid columns in the last K tile, the padding holds
+    # 1000.0 that the in0 reader must zero), a partial last row and column of blocks, fp32 DST (4-tile subblocks),
+    # separate partials CB in fp32
+    "352x300x480-4x3-padded": MatmulConfig(352, 300, 480, (4, 3), in0_block_w=2, out_subblock_h=2, out_subblock_w=2,
+                                           per_core_m=4, per_core_n=4, fp32_dest_acc_en=True, math_approx_mode=True,
+                                           pad_value=1000.0),
+}
+
+
+@pytest.mark.parametrize("name", list(MATMUL_CONFIGS))
+def test_ttnn_2d_mcast_matmul_matches_numpy(run_ttnn, name):
+    cfg = MATMUL_CONFIGS[name]
+    rng = np.random.default_rng(7)
+    a = bf16(rng.standard_normal((cfg.m, cfg.k)).astype(np.float32))
+    b = bf16(rng.standard_normal((cfg.k, cfg.n)).astype(np.float32))
+    result = run_ttnn("matmul_2d_mcast", {"a": a, "b": b, "cfg": cfg.cfg()})
+    c = result.outputs["c"]
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert c.shape == exact.shape
+    # against the exact product: within the bf16 accumulation error (a misplaced block errs by O(sqrt(K)))
+    assert np.abs(c - exact).max() < 0.02 * np.abs(exact).max()
+    # against the rounding model: equal up to a few bf16 ulps (fp32 summation order differs from NumPy's)
+    kp = -(-cfg.k // 32) * 32
+    a_pad = np.zeros((cfg.m, kp), np.float32)
+    a_pad[:, :cfg.k] = a
+    b_pad = np.zeros((kp, cfg.n), np.float32)
+    b_pad[:cfg.k] = b
+    model = tile_matmul_model(a_pad, b_pad, cfg.in0_block_w, packer_l1_acc=cfg.packer_l1_acc and kp // 32 // cfg.in0_block_w > 2,
+                              fp32_dest=cfg.fp32_dest_acc_en)
+    # (a bf16 ulp of the value, at least of 1.0: near-cancelled sums carry fp32 summation-order noise)
+    ulp = np.exp2(np.floor(np.log2(np.maximum(np.abs(model), 1.0))) - 7)
+    assert (np.abs(c - model) <= 4 * ulp).mean() > 0.999
+    assert np.abs(c - model).max() <= 0.01 * np.abs(exact).max()
+
+    # the data moved the way the 2-D multicast program moves it: every A block read once from DRAM by the left
+    # column and multicast along its row, every B block read once by the top row and multicast down its column
+    mt, kt, nt = -(-cfg.m // 32), -(-cfg.k // 32), -(-cfg.n // 32)
+    blocks_y, blocks_x = -(-mt // cfg.per_core_m), -(-nt // cfg.per_core_n)
+    buffers = result.report["buffers"]
+    a_read = sum(c["dram"].get(str(buffers[0]["id"]), {}).get("tiles_read", 0) for c in result.report["cores"])
+    b_read = sum(c["dram"].get(str(buffers[1]["id"]), {}).get("tiles_read", 0) for c in result.report["cores"])
+    assert a_read == mt * kt          # A: each valid tile exactly once (padded block rows are skipped)
+    assert b_read == kt * nt          # B: likewise
+    num_k_blocks = kt // cfg.in0_block_w
+    # one data multicast and one flag multicast per K block per sender (left column and top row)
+    expected_mcasts = 2 * num_k_blocks * ((blocks_y if blocks_x > 1 else 0) + (blocks_x if blocks_y > 1 else 0))
+    assert result.report["totals"]["noc_multicasts"] == expected_mcasts
+
+
+def kernel_lines(ttnn_home: Path, kernel: str, text: str) -> list[int]:
+    """The lines of ttnn's kernel source that contain `text` (the call a report must point at)."""
+    path = ttnn_home / "ttnn/cpp/ttnn/operations/matmul/device/kernels" / kernel
+    return [i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line]
+
+
+def test_ttnn_matmul_semaphore_count_mismatch_is_reported_as_deadlock(run_ttnn, ttnn_home):
+    # the in0 senders wait for one more receiver than exists: ttnn's own kernel blocks in Semaphore::wait
+    cfg = MatmulConfig(128, 128, 128, (2, 2), in0_block_w=2, out_subblock_h=2, out_subblock_w=2, per_core_m=2,
+                       per_core_n=2, fault=1)
+    a = np.ones((128, 128), np.float32)
+    with pytest.raises(emulate.EmulationError) as info:
+        run_ttnn("matmul_2d_mcast", {"a": a, "b": a, "cfg": cfg.cfg()}, env={"TTEMU_DEADLOCK_MS": "300"})
+    err = info.value
+    assert err.kind == "deadlock", err.message
+    lines = kernel_lines(ttnn_home, "dataflow/reader_bmm_tile_layout_in0_sender_padding.cpp",
+                         "sender_sem.wait(in0_mcast_num_dests);")
+    assert ("core (0,0) reader kernel 'reader_bmm_tile_layout_in0_sender_padding.cpp' [RISCV_1]: blocked in "
+            "noc_semaphore_wait(") in err.message
+    assert any(f", 2) at reader_bmm_tile_layout_in0_sender_padding.cpp:{line}\n" in err.message for line in lines)
+    assert "holds 1; the kernel waits for == 2" in err.message
+
+
+def test_ttnn_matmul_unswapped_noc1_multicast_is_reported(run_ttnn, ttnn_home):
+    cfg = MatmulConfig(128, 128, 192, (3, 2), in0_block_w=2, out_subblock_h=2, out_subblock_w=2, per_core_m=2,
+                       per_core_n=2, fault=2)
+    a = np.ones((128, 128), np.float32)
+    b = np.ones((128, 192), np.float32)
+    with pytest.raises(emulate.EmulationError) as info:
+        run_ttnn("matmul_2d_mcast", {"a": a, "b": b, "cfg": cfg.cfg()}, env={"TTEMU_DEADLOCK_MS": "300"})
+    err = info.value
+    assert err.kind == "noc-multicast", err.message
+    lines = kernel_lines(ttnn_home, "dataflow/reader_bmm_tile_layout_in0_sender_padding.cpp", "noc.async_write_multicast(")
+    assert any(f"reader_bmm_tile_layout_in0_sender_padding.cpp:{line}: Noc::async_write_multicast(" in err.message
+               for line in lines)
+    assert "on NoC 1" in err.message and "swap start and end" in err.message
+
+
+# ------------------------------------------------------------------------------------------- element-wise binary
+@pytest.mark.parametrize("op, fused_relu, shape, grid, layout", [
+    ("add", False, (256, 512), (8, 8), 0),      # interleaved DRAM: 128 tiles, two per core on all 64 cores
+    ("sub", True, (160, 224), (4, 3), 0),       # 35 tiles on 12 cores (11 x 3 + 1 x 2), packer ReLU
+    ("mul", False, (96, 320), (8, 8), 0),       # 30 tiles: a partial row of cores
+    ("add", False, (768, 64), (4, 3), 2),       # L1 height-sharded: 2 x 2 tiles per core, CBs on the shards
+    ("mul", True, (64, 512), (4, 2), 3),        # L1 width-sharded: 2 x 2 tiles per core
+    ("sub", False, (192, 256), (4, 3), 4),      # L1 block-sharded: 2 x 2 tiles per core
+], ids=["add-8x8", "sub-relu-4x3", "mul-8x8", "add-height-sharded", "mul-relu-width-sharded", "sub-block-sharded"])
+def test_ttnn_eltwise_binary_matches_numpy(run_ttnn, op, fused_relu, shape, grid, layout):
+    rng = np.random.default_rng(3)
+    a = bf16(rng.standard_normal(shape).astype(np.float32))
+    b = bf16(rng.standard_normal(shape).astype(np.float32))
+    code = {"add": 0, "sub": 1, "mul": 2}[op]
+    cfg = np.array([[*shape, code, *grid, int(fused_relu), layout]], np.float32)
+    result = run_ttnn("eltwise_binary", {"a": a, "b": b, "cfg": cfg})
+    c = result.outputs["c"]
+    buffers = result.report["buffers"]
+    assert all((b["kind"], b["sharded"]) == (("l1", True) if layout else ("dram", False)) for b in buffers)
+    if layout:  # all traffic stays in L1: no DRAM reads or writes at all
+        assert all(b["bytes_read"] == b["bytes_written"] == 0 for b in buffers)
+    ref = {"add": a + b, "sub": a - b, "mul": a * b}[op]
+    if fused_relu:
+        ref = np.maximum(ref, 0)
+    # one fp32 operation rounded once to bf16 (DST) and packed as bf16: exact
+    np.testing.assert_array_equal(c, bf16(ref))
