@@ -17,7 +17,7 @@ from schemas.target import TargetConfig
 from .errors import CompileError
 from .version import COMPILER_VERSION
 
-ARTIFACTS = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json")
+ARTIFACTS = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json", "linemap.json")
 TVM_VERSIONS = "apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1"
 
 
@@ -107,9 +107,43 @@ def compile_source(source: str, *, filename: str = "kernel.py", entry: str | Non
     t0 = time.perf_counter()
     loaded = load_kernel(source, filename, entry, params)
     try:
-        return _compile_loaded(loaded, filename, target, dump_ir, timings, t0)
+        result = _compile_loaded(loaded, filename, target, dump_ir, timings, t0)
     except CompileError as e:  # diagnostics on generated TIRx lines point at the user's TileLang lines
-        raise loaded.relocate(e) from None
+        raise loaded.relocate(_at_subject(e, loaded, source, entry, params)) from None
+    result.artifacts["linemap.json"] = _line_map(loaded, source, result, entry, params)
+    return result
+
+
+def _at_subject(error: CompileError, loaded, source: str, entry: str | None, params: dict | None) -> CompileError:
+    """An error found where the IR has no spans left (after the passes) but naming the user's buffer: located at
+    that buffer's declaration (its T.alloc_* line, or the kernel parameter)."""
+    if error.location is not None or error.subject is None:
+        return error
+    from .codegen.linemap import source_facts
+    from .errors import SourceLocation
+    from .frontend.signature import static_signature
+
+    allocated = source_facts(loaded.func, set()).declared.get(error.subject)
+    if allocated is not None:  # a line of the parsed text: relocate() maps it to the user's TileLang line
+        error.location = SourceLocation(loaded.source_file, allocated, None)
+        return error
+    signature = static_signature(source, entry, params)
+    param = signature.get(error.subject) if signature else None
+    if param is not None:  # read off the user's own file: already the user's line
+        return CompileError(error.message, stage=error.stage, hint=error.hint,
+                            location=SourceLocation(loaded.user_file or loaded.source_file, param.line, param.col))
+    return error
+
+
+def _line_map(loaded, source: str, result: "CompileResult", entry: str | None, params: dict | None) -> bytes:
+    """linemap.json (source line <-> C++ line). An aid for reading the kernels: a failure to make it is logged in
+    the map and never fails the compile."""
+    from .codegen.linemap import build_line_map
+
+    try:
+        return build_line_map(loaded, source, result.artifacts, result.plan, entry=entry, params=params)
+    except Exception as error:  # noqa: BLE001 - reported in the artifact itself
+        return json.dumps({"version": 1, "error": f"{type(error).__name__}: {error}", "files": {}}).encode()
 
 
 def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, timings: dict,
@@ -138,15 +172,17 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
         artifacts["tt.plan.json"] = plan_json(plan).encode()
     timings["codegen"] = time.perf_counter() - t2
     timings["total"] = time.perf_counter() - t0
-    return CompileResult(loaded.entry, artifacts, plan, timings, _log(loaded.entry, filename, target, timings, plan),
+    return CompileResult(loaded.entry, artifacts, plan, timings,
+                         _log(loaded.entry, filename, target, timings, plan, loaded.notes),
                          dumps or {})
 
 
-def _log(entry: str, filename: str, target: TargetConfig, timings: dict, plan: dict) -> str:
+def _log(entry: str, filename: str, target: TargetConfig, timings: dict, plan: dict, notes=()) -> str:
     lines = [f"tilefarm {COMPILER_VERSION}: {filename} entry `{entry}` for {target.arch}",
              f"target config: {target.model_dump_json()}",
              f"grid {plan['grid']['extents']} = {plan['work']['blocks']} blocks on {plan['work']['num_cores']} cores "
              f"({plan['work']['policy']}); L1 {plan['l1_bytes_per_core']} B/core in {len(plan['circular_buffers'])} CBs",
+             *notes,
              "timings (ms):"]
     lines += [f"  {name:<40} {seconds * 1e3:8.3f}" for name, seconds in timings.items()]
     return "\n".join(lines) + "\n"

@@ -24,12 +24,14 @@ class SourceLocation:
 class CompileError(Exception):
     """A user-facing compile error with the stage that found it and, where known, the source location."""
 
-    def __init__(self, message: str, *, stage: str, location: SourceLocation | None = None, hint: str | None = None):
+    def __init__(self, message: str, *, stage: str, location: SourceLocation | None = None, hint: str | None = None,
+                 subject: str | None = None):
         super().__init__(message)
         self.message = message
         self.stage = stage
         self.location = location
         self.hint = hint
+        self.subject = subject  # the user's buffer the error is about: located at its declaration when no span is left
         _recent.error = self
 
     @staticmethod

@@ -39,20 +39,32 @@ _OPS = [
     # runtime arguments (resolved per kernel to get_arg_val<uint32_t>(index))
     _op("runtime_arg", "name", "get_arg_val<uint32_t>({0})", ANY, returns="int32"),
     # circular buffers (compute: wait/pop run on UNPACK, reserve/push on PACK)
-    _op("cb_reserve_back", "cb expr", "cb_reserve_back({0}, {1})", {READER, COMPUTE}),
-    _op("cb_push_back", "cb expr", "cb_push_back({0}, {1})", {READER, COMPUTE}),
-    _op("cb_wait_front", "cb expr", "cb_wait_front({0}, {1})", {WRITER, COMPUTE}),
-    _op("cb_pop_front", "cb expr", "cb_pop_front({0}, {1})", {WRITER, COMPUTE}),
-    # NoC data movement of tile pages through TensorAccessor
+    _op("cb_reserve_back", "cb expr", "cb_reserve_back({0}, {1})", ANY),
+    _op("cb_push_back", "cb expr", "cb_push_back({0}, {1})", ANY),
+    _op("cb_wait_front", "cb expr", "cb_wait_front({0}, {1})", ANY),
+    _op("cb_pop_front", "cb expr", "cb_pop_front({0}, {1})", ANY),
+    # NoC data movement of tile pages through TensorAccessor. An input CB's pages are moved by its producer, the
+    # reader or the writer kernel (TTSplitKernels balances them): the CB argument says which
     _op("read_tile", "cb expr name expr expr",
         "noc_async_read_page({3:p} * {2}_tile_cols + {4}, accessor_{2}, get_write_ptr({0}) + {1:p} * get_tile_size({0}))",
-        {READER}),
-    _op("zero_tile", "cb expr", "zero_fill_l1(get_write_ptr({0}) + {1:p} * get_tile_size({0}), get_tile_size({0}))", {READER}),
-    _op("noc_async_read_barrier", "", "noc_async_read_barrier()", {READER}),
-    _op("write_tile", "cb name expr expr", "noc_async_write_page({2:p} * {1}_tile_cols + {3}, accessor_{1}, get_read_ptr({0}))",
+        DATAFLOW),
+    _op("zero_tile", "cb expr", "zero_fill_l1(get_write_ptr({0}) + {1:p} * get_tile_size({0}), get_tile_size({0}))",
+        DATAFLOW),
+    _op("noc_async_read_barrier", "cb", "noc_async_read_barrier()", DATAFLOW),
+    # multicast of a block read once to the cores that share it (TTShareReads): the sender waits until every
+    # receiver has reserved its pages, writes the block to the same L1 address on each and then their flag
+    _op("mcast_send", "cb expr expr expr expr expr expr expr expr expr",
+        "mcast_send_block(get_write_ptr({0}), {1:p} * get_tile_size({0}), get_semaphore({2}), get_semaphore({3}), "
+        "{4}, {5}, {6}, {7}, {8}, {9})", DATAFLOW),
+    _op("mcast_receive", "cb expr expr expr expr", "mcast_receive_block(get_semaphore({1}), get_semaphore({2}), {3}, {4})",
+        DATAFLOW),
+    _op("mcast_flag_valid", "cb expr",
+        "noc_semaphore_set(reinterpret_cast<volatile tt_l1_ptr uint32_t*>(get_semaphore({1})), 1)", DATAFLOW),
+    _op("write_tile", "cb expr name expr expr",
+        "noc_async_write_page({3:p} * {2}_tile_cols + {4}, accessor_{2}, get_read_ptr({0}) + {1:p} * get_tile_size({0}))",
         {WRITER}),
     _op("noc_async_writes_flushed", "", "noc_async_writes_flushed()", {WRITER}),
-    _op("noc_async_write_barrier", "", "noc_async_write_barrier()", {WRITER}),
+    _op("noc_async_write_barrier", "", "noc_async_write_barrier()", DATAFLOW),
     # compute: start-up and DST register protocol
     _op("hw_startup_matmul", "cb cb cb", "compute_kernel_hw_startup<SrcOrder::Reverse>({0}, {1}, {2})", {COMPUTE},
         _C + "compute_kernel_hw_startup.h"),
@@ -95,6 +107,8 @@ _OPS = [
     *[_op(f"{u}_tile", "expr", f"{u}_tile({{0}})", {COMPUTE}, _C + f"eltwise_unary/{h}.h")
       for u, h in (("exp", "exp"), ("sqrt", "sqrt"), ("recip", "recip"))],
     _op("fill_tile", "expr float", "fill_tile({0}, {1})", {COMPUTE}, _C + "eltwise_unary/fill.h"),
+    _op("log_tile_init", "", "log_tile_init()", {COMPUTE}, _C + "compute_kernel_api.h"),
+    _op("log_tile", "expr", "log_tile({0})", {COMPUTE}, _C + "compute_kernel_api.h"),
     _op("copy_dest_values_init", "", "copy_dest_values_init()", {COMPUTE}, _C + "copy_dest_values.h"),
     _op("copy_dest_values_fp32", "expr expr", "copy_dest_values<DataFormat::Float32>({0}, {1})", {COMPUTE},
         _C + "copy_dest_values.h"),
@@ -106,17 +120,21 @@ _OPS = [
       for p in ("SUM", "MAX")],
     _op("reduce_uninit", "", "reduce_uninit()", {COMPUTE}, _C + "reduce.h"),
     # column broadcasts (api/compute/bcast.h): FPU CB x CB with in1's column 0 broadcast, or a broadcast copy into DST
-    *[_op(f"{b}_bcast_cols_init", "cb cb", f"{b}_bcast_cols_init({{0}}, {{1}})", {COMPUTE}, _C + "bcast.h")
-      for b in ("add", "sub", "mul")],
-    *[_op(f"{b}_tiles_bcast_cols", "cb cb expr expr expr", f"{b}_tiles_bcast_cols({{0}}, {{1}}, {{2}}, {{3}}, {{4}})",
-          {COMPUTE}, _C + "bcast.h") for b in ("add", "sub", "mul")],
-    _op("unary_bcast_cols_init", "cb", "unary_bcast_init<BroadcastType::COL>({0})", {COMPUTE}, _C + "bcast.h"),
-    _op("unary_bcast_cols", "cb expr expr", "unary_bcast<BroadcastType::COL>({0}, {1}, {2})", {COMPUTE}, _C + "bcast.h"),
+    # broadcasts (api/compute/bcast.h): FPU CB x CB with in1's column 0 / row 0 / [0, 0] broadcast, or a broadcast
+    # copy into DST
+    *[_op(f"{b}_bcast_{d}_init", "cb cb", f"{b}_bcast_{d}_init({{0}}, {{1}})", {COMPUTE}, _C + "bcast.h")
+      for b in ("add", "sub", "mul") for d in ("cols", "rows", "scalar")],
+    *[_op(f"{b}_tiles_bcast_{d}", "cb cb expr expr expr", f"{b}_tiles_bcast_{d}({{0}}, {{1}}, {{2}}, {{3}}, {{4}})",
+          {COMPUTE}, _C + "bcast.h") for b in ("add", "sub", "mul") for d in ("cols", "rows", "scalar")],
+    *[_op(f"unary_bcast_{d}_init", "cb", f"unary_bcast_init<BroadcastType::{t}>({{0}})", {COMPUTE}, _C + "bcast.h")
+      for d, t in (("cols", "COL"), ("rows", "ROW"), ("scalar", "SCALAR"))],
+    *[_op(f"unary_bcast_{d}", "cb expr expr", f"unary_bcast<BroadcastType::{t}>({{0}}, {{1}}, {{2}})", {COMPUTE},
+          _C + "bcast.h") for d, t in (("cols", "COL"), ("rows", "ROW"), ("scalar", "SCALAR"))],
     # data formats: CBs of different formats in one compute kernel
     _op("pack_reconfig_data_format", "cb", "pack_reconfig_data_format({0})", {COMPUTE}, _C + "reconfig_data_format.h"),
     _op("reconfig_data_format", "cb cb", "reconfig_data_format({0}, {1})", {COMPUTE}, _C + "reconfig_data_format.h"),
     # reader: the reduce scaler tile (bf16 1.0 in the first row of each face), built in the CB page in L1
-    _op("fill_reduce_scaler", "cb", "fill_reduce_scaler(get_write_ptr({0}))", {READER}),
+    _op("fill_reduce_scaler", "cb", "fill_reduce_scaler(get_write_ptr({0}))", DATAFLOW),
     # markers between passes (no C++): tensorize turns them into the compute side of the CB protocol
     _op("compute_receive", "cb name", "", {INTERNAL}),
     _op("compute_send", "cb name expr expr expr expr", "", {INTERNAL}),

@@ -1,6 +1,6 @@
 """The TT pass pipeline, top to bottom (one pass per file in passes/).
 
-Metadata travels as PrimFunc attributes: tt.grid, tt.buffers, tt.target, tt.layout_desc, tt.core_grid,
+Metadata travels as PrimFunc attributes: tt.grid, tt.buffers, tt.target, tt.blocking, tt.layout_desc, tt.core_grid,
 tt.core_ranges, tt.work_partition, tt.cb_config, tt.compute_config, then per kernel tt.kernel_role,
 tt.runtime_args, tt.compile_time_args, tt.verification.
 """
@@ -12,11 +12,14 @@ from schemas.target import TargetConfig
 
 from .passes.apply_target_defaults import ApplyTargetDefaults
 from .passes.check_kernel import check_kernel
+from .passes.choose_blocks import choose_blocks
 from .passes.grid_to_persistent import grid_to_persistent
 from .passes.infer_layout import infer_layout
+from .passes.lower_index_masks import lower_index_masks
 from .passes.lower_to_circular_buffers import lower_to_circular_buffers
 from .passes.pad_tiles import pad_tiles
 from .passes.partition_work import partition_work
+from .passes.share_reads import share_reads
 from .passes.split_kernels import split_kernels
 from .passes.tensorize import tensorize
 from .passes.verify_program import verify_program
@@ -25,14 +28,17 @@ from .passes.verify_program import verify_program
 def tt_passes(config: TargetConfig) -> list:
     return [
         check_kernel,                  # shapes, dtypes, gemm rules, grid coverage -> located errors
-        ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options
+        ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options, math fidelity
+        choose_blocks,                 # block shapes, core grid, partition from the problem: the kernel re-tiled
         infer_layout,                  # tt.layout_desc: DRAM interleaved tiles, formats, padding
         partition_work,                # blocks -> cores (contiguous / strided / block)
         grid_to_persistent,            # T.cta_id -> per-core loop over (start, count, stride...)
         lower_to_circular_buffers,     # staging tiles -> CBs; DRAM copies -> NoC page reads/writes
+        share_reads,                   # a block several cores read at the same step: read once, multicast
+        lower_index_masks,             # index masks (causal, bounds) -> tiles of a host-generated table
         pad_tiles,                     # zero-fill reads / drop writes of pages outside the buffer
-        tensorize,                     # gemm -> matmul_tiles in DST; element-wise chains -> FPU/SFPU
-        split_kernels,                 # reader / compute / writer with a balanced CB protocol
+        tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
+        split_kernels,                 # reader / compute / writer; input streams balanced over the two RISCs
         verify_program,                # L1, CBs, runtime args, coverage, CB balance
     ]
 

@@ -134,6 +134,24 @@ def _binary_expr(name: str, is_int: bool) -> Callable[[Any, Any], Any]:
     return table[name]
 
 
+def _scalar_math(fn: Callable[[float], float]) -> Callable[[float], float]:
+    def apply(x: float) -> float:
+        try:
+            return fn(x)
+        except (ValueError, OverflowError, ZeroDivisionError):
+            with np.errstate(all="ignore"):
+                return float(fn(np.float64(x)))   # NumPy's IEEE answer (inf, nan) where math raises
+    return apply
+
+
+_SCALAR_CALLS: dict[str, Callable[..., Any]] = {
+    name: _scalar_math(fn) for name, fn in {
+        "exp": math.exp, "exp2": lambda x: 2.0 ** x, "log": math.log, "log2": math.log2, "sqrt": math.sqrt,
+        "fabs": abs, "tanh": math.tanh, "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
+    }.items()
+}
+
+
 def _is_int_dtype(dtype: str) -> bool:
     return dtype.startswith(("int", "uint", "bool"))
 
@@ -178,6 +196,8 @@ class _Translator:
                 return body(st)
 
             return let
+        if kind == "Call":
+            return self._call(e)
         if hasattr(e, "a") and hasattr(e, "b"):
             try:
                 op = _binary_expr(kind, _is_int_dtype(str(e.a.ty)))
@@ -186,6 +206,18 @@ class _Translator:
             a, b = self.expr(e.a), self.expr(e.b)
             return lambda st: op(a(st), b(st))
         raise ReferenceInterpreterError(f"unsupported expression {kind}: {e}")
+
+    def _call(self, e: Any) -> _Expr:
+        """Intrinsic calls in scalar expressions: T.if_then_else (only the chosen side is evaluated) and math."""
+        op = str(e.op.name).rsplit(".", 1)[-1]
+        args = [self.expr(a) for a in e.args]
+        if op == "if_then_else":
+            cond, a, b = args
+            return lambda st: a(st) if cond(st) else b(st)
+        fn = _SCALAR_CALLS.get(op)
+        if fn is None:
+            raise ReferenceInterpreterError(f"unsupported call {e.op.name} in {e}")
+        return lambda st: fn(*(arg(st) for arg in args))
 
     def _var(self, v: Any) -> _Expr:
         key, name = _key(v), v.name
@@ -344,95 +376,103 @@ _BINARY = {
 _UNARY_WITH_AFFINE = {"exp", "exp2", "sqrt"}
 
 
+def _copy_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
+    """``copy``/``cast(dst, src)``: the source widened to float32, rounded once into dst's dtype."""
+    if len(args) < 2:
+        raise ReferenceInterpreterError(f"{name} needs (dst, src)")
+    src = tr.operand(args[1])
+    return lambda st: dst.write(st, src(st))
+
+
+def _zero_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
+    return lambda st: dst.write(st, np.zeros(dst.shape(st), np.float32))
+
+
+def _fill_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
+    value = tr.operand(args[1])
+    return lambda st: dst.write(st, np.full(dst.shape(st), value(st), np.float32))
+
+
+def _unary_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
+    """``f(dst, src[, bias, scale])``: dst = f(src * scale + bias); src defaults to dst."""
+    fn = _UNARY[name]
+    src = tr.operand(args[1]) if len(args) > 1 and args[1] is not None else dst.read
+    bias = scale = None
+    extra = [a for a in args[2:]]
+    if name in _UNARY_WITH_AFFINE and extra:
+        bias = tr.operand(extra[0]) if extra[0] is not None else None
+        scale = tr.operand(extra[1]) if len(extra) > 1 and extra[1] is not None else None
+        extra = extra[2:]
+    if any(a is not None for a in extra):
+        raise ReferenceInterpreterError(f"tile op {name}: unsupported extra arguments {extra}")
+
+    def unary(st: _State) -> None:
+        x = src(st)
+        if scale is not None:
+            x = x * scale(st)
+        if bias is not None:
+            x = x + bias(st)
+        with np.errstate(all="ignore"):  # inf/NaN are legitimate results, not errors
+            dst.write(st, fn(np.asarray(x, np.float32)).astype(np.float32))
+
+    return unary
+
+
+def _binary_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
+    """``op(dst, a, b)`` with NumPy broadcasting (an (M, 1) column, a (1, N) row or a scalar)."""
+    fn = _BINARY[name]
+    if len(args) < 3:
+        raise ReferenceInterpreterError(f"{name} needs (dst, a, b)")
+    lhs, rhs = tr.operand(args[1]), tr.operand(args[2])
+
+    def binary(st: _State) -> None:
+        with np.errstate(all="ignore"):
+            dst.write(st, fn(lhs(st), rhs(st)).astype(np.float32))
+
+    return binary
+
+
+def _gemm_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
+    """``gemm(D, A, B, C, transA, transB, alpha, beta)``: D = alpha * op(A) @ op(B) + beta * C."""
+    if len(args) < 4:
+        raise ReferenceInterpreterError("gemm needs (D, A, B, C, ...)")
+    lhs, rhs, acc = tr.operand(args[1]), tr.operand(args[2]), tr.operand(args[3])
+    trans_a = _const_bool(args[4]) if len(args) > 4 else False
+    trans_b = _const_bool(args[5]) if len(args) > 5 else False
+    alpha = np.float32(_const_float(args[6], "alpha")) if len(args) > 6 else np.float32(1.0)
+    beta = np.float32(_const_float(args[7], "beta")) if len(args) > 7 else np.float32(0.0)
+
+    def gemm(st: _State) -> None:
+        a = _as_matrix(lhs(st), "A")
+        b = _as_matrix(rhs(st), "B")
+        a = a.T if trans_a else a
+        b = b.T if trans_b else b
+        if a.shape[1] != b.shape[0]:
+            raise ReferenceInterpreterError(f"gemm: op(A) {a.shape} and op(B) {b.shape} do not chain")
+        with np.errstate(all="ignore"):
+            result = alpha * (a @ b)
+            if beta != 0:  # BLAS convention: C is not read when beta == 0
+                result = result + beta * _fit(_as_matrix(acc(st), "C"), result.shape, "C")
+        dst.write(st, result.astype(np.float32))
+
+    return gemm
+
+
 def _tile_op(tr: _Translator, call: Any) -> _Stmt:
     name = call.op.name.removeprefix("tirx.tile.")
     args = list(call.args)
     if not args:
         raise ReferenceInterpreterError(f"tile op {call.op.name} has no arguments")
-    dst = tr.region(args[0])
-
-    if name in ("copy", "cast"):
-        if len(args) < 2:
-            raise ReferenceInterpreterError(f"{name} needs (dst, src)")
-        src = tr.operand(args[1])
-        return lambda st: dst.write(st, src(st))
-
-    if name == "zero":
-        return lambda st: dst.write(st, np.zeros(dst.shape(st), np.float32))
-
-    if name == "fill":
-        value = tr.operand(args[1])
-        return lambda st: dst.write(st, np.full(dst.shape(st), value(st), np.float32))
-
-    if name in _UNARY:
-        fn = _UNARY[name]
-        src = tr.operand(args[1]) if len(args) > 1 and args[1] is not None else dst.read
-        bias = scale = None
-        extra = [a for a in args[2:]]
-        if name in _UNARY_WITH_AFFINE and extra:
-            bias = tr.operand(extra[0]) if extra[0] is not None else None
-            scale = tr.operand(extra[1]) if len(extra) > 1 and extra[1] is not None else None
-            extra = extra[2:]
-        if any(a is not None for a in extra):
-            raise ReferenceInterpreterError(f"tile op {name}: unsupported extra arguments {extra}")
-
-        def unary(st: _State) -> None:
-            x = src(st)
-            if scale is not None:
-                x = x * scale(st)
-            if bias is not None:
-                x = x + bias(st)
-            with np.errstate(all="ignore"):  # inf/NaN are legitimate results, not errors
-                dst.write(st, fn(np.asarray(x, np.float32)).astype(np.float32))
-
-        return unary
-
-    if name in _BINARY:
-        fn = _BINARY[name]
-        if len(args) < 3:
-            raise ReferenceInterpreterError(f"{name} needs (dst, a, b)")
-        lhs, rhs = tr.operand(args[1]), tr.operand(args[2])
-
-        def binary(st: _State) -> None:
-            with np.errstate(all="ignore"):
-                dst.write(st, fn(lhs(st), rhs(st)).astype(np.float32))
-
-        return binary
-
-    if name == "gemm":
-        if len(args) < 4:
-            raise ReferenceInterpreterError("gemm needs (D, A, B, C, ...)")
-        lhs, rhs, acc = tr.operand(args[1]), tr.operand(args[2]), tr.operand(args[3])
-        trans_a = _const_bool(args[4]) if len(args) > 4 else False
-        trans_b = _const_bool(args[5]) if len(args) > 5 else False
-        alpha = np.float32(_const_float(args[6], "alpha")) if len(args) > 6 else np.float32(1.0)
-        beta = np.float32(_const_float(args[7], "beta")) if len(args) > 7 else np.float32(0.0)
-
-        def gemm(st: _State) -> None:
-            a = _as_matrix(lhs(st), "A")
-            b = _as_matrix(rhs(st), "B")
-            a = a.T if trans_a else a
-            b = b.T if trans_b else b
-            if a.shape[1] != b.shape[0]:
-                raise ReferenceInterpreterError(f"gemm: op(A) {a.shape} and op(B) {b.shape} do not chain")
-            with np.errstate(all="ignore"):
-                result = alpha * (a @ b)
-                if beta != 0:  # BLAS convention: C is not read when beta == 0
-                    result = result + beta * _fit(_as_matrix(acc(st), "C"), result.shape, "C")
-            dst.write(st, result.astype(np.float32))
-
-        return gemm
-
-    if name in _REDUCE:
-        return _reduce(tr, call, name, dst, args)
-
-    raise ReferenceInterpreterError(f"tile op {call.op.name!r} is not supported by the reference interpreter")
+    build = _TILE_OPS.get(name)
+    if build is None:
+        raise ReferenceInterpreterError(f"tile op {call.op.name!r} is not supported by the reference interpreter")
+    return build(tr, name, tr.region(args[0]), args)
 
 
 _REDUCE = {"sum": (np.sum, np.add), "max": (np.max, np.maximum), "min": (np.min, np.minimum)}
 
 
-def _reduce(tr: _Translator, call: Any, name: str, dst: "_Region", args: list) -> _Stmt:
+def _reduce(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
     """``sum/max/min(dst, src, axes, accum)``: reduce src over ``axes`` (negative counts from the end), keeping
     the reduced axes as size 1 (so an (M, N) region reduced over -1 fills an (M, 1) region); with ``accum`` the
     result is combined with dst's current values (dst + r for sum, max(dst, r) for max)."""
@@ -455,6 +495,14 @@ def _reduce(tr: _Translator, call: Any, name: str, dst: "_Region", args: list) -
         dst.write(st, result)
 
     return reduce
+
+
+# every tile op the interpreter knows: name -> builder(translator, name, destination region, args) -> statement
+_TILE_OPS: dict[str, Callable[..., _Stmt]] = {
+    "copy": _copy_op, "cast": _copy_op, "zero": _zero_op, "fill": _fill_op, "gemm": _gemm_op,
+    **{name: _unary_op for name in _UNARY}, **{name: _binary_op for name in _BINARY},
+    **{name: _reduce for name in _REDUCE},
+}
 
 
 # ------------------------------------------------------------------------------------------ statements

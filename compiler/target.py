@@ -1,7 +1,10 @@
 """The device table: one place, data not code. Numbers from the TT-Metalium 0.81.1 reference sheet (§5)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 from schemas.target import TargetConfig
 
@@ -77,3 +80,17 @@ def core_grid_for(config: TargetConfig) -> tuple[int, int]:
             stage="target",
         )
     return gx, gy
+
+
+# The timing model's per-arch costs (device_costs.json beside this file: every constant with its source).
+DEVICE_COSTS_PATH = Path(__file__).with_name("device_costs.json")
+
+
+@lru_cache(maxsize=None)
+def device_costs(arch: str) -> dict[str, float | list[float]]:
+    """The cost constants of `arch` as plain values (the table's `value` fields)."""
+    table = json.loads(DEVICE_COSTS_PATH.read_text())
+    if arch not in table:
+        raise CompileError(f"no timing costs for {arch!r} (have {', '.join(k for k in table if not k.startswith('_'))})",
+                           stage="target")
+    return {name: entry["value"] for name, entry in table[arch].items()}

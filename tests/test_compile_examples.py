@@ -34,7 +34,7 @@ def test_plan_invariants(compiled, path, arch):
     result = compiled(path, arch)
     plan = json.loads(result.artifacts["tt.plan.json"])
     jsonschema.validate(plan, SCHEMA)
-    assert set(result.artifacts) == {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json"}
+    assert set(result.artifacts) == {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json", "linemap.json"}
     work = plan["work"]
     extents = plan["grid"]["extents"]
     blocks = extents[0] * (extents[1] if len(extents) == 2 else 1)
@@ -78,6 +78,23 @@ def test_cb_calls_sit_on_the_right_side(compiled, path, arch):
                 assert declared and int(declared.group(1)) == cb["index"]
 
 
+MCAST_FIELDS = ("role", "sender_x", "sender_y", "start_x", "start_y", "end_x", "end_y", "receivers", "loopback")
+
+
+def _top_level_args(text: str) -> list[str]:
+    """A C++ argument list split at its top-level commas."""
+    out, depth, current = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(current.strip())
+            current = ""
+            continue
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        current += ch
+    return out + [current.strip()]
+
+
 @pytest.mark.parametrize("path,arch", CASES, ids=IDS)
 def test_runtime_args_match_between_host_and_kernels(compiled, path, arch):
     result = compiled(path, arch)
@@ -90,11 +107,19 @@ def test_runtime_args_match_between_host_and_kernels(compiled, path, arch):
         assert reads == dict(enumerate(names)), f"{kernel['role']} reads {reads}, plan says {names}"
         call = re.search(rf"SetRuntimeArgs\(program, {kernel['role']}, core, \{{(.*?)\}}\);", host)
         assert call, kernel["role"]
-        host_args = [a.strip() for a in call.group(1).split(",")]
+        host_args = _top_level_args(call.group(1))
         assert len(host_args) == len(names)
+        groups = [g["cb"] for g in plan["multicast"]]
         for host_arg, arg in zip(host_args, kernel["runtime_args"]):
             if arg["kind"] == "buffer_address":
                 assert host_arg == f"static_cast<uint32_t>({arg['buffer']}->address())"
+            elif arg["kind"] == "multicast":   # m[group][field]: the group of the arg's CB, the field's column
+                g, column = groups.index(arg["cb"]), MCAST_FIELDS.index(arg["field"])
+                if arg["field"].endswith(("_x", "_y")):
+                    first = column - (arg["field"].endswith("_y"))
+                    assert host_arg == f"static_cast<uint32_t>(noc(m[{g}][{first}], m[{g}][{first + 1}]).{arg['field'][-1]})"
+                else:
+                    assert host_arg == f"m[{g}][{column}]"
             else:
                 index = int(re.fullmatch(r"w\[(\d+)\]", host_arg).group(1))
                 assert plan["work"]["work_args"][index - 2] == arg["name"]
@@ -104,6 +129,14 @@ def test_runtime_args_match_between_host_and_kernels(compiled, path, arch):
             for arg, value in zip(kernel["runtime_args"], values):
                 if arg["kind"] == "work":
                     assert value == core[arg["name"].removeprefix("block_")]
+                elif arg["kind"] == "multicast":
+                    entry = next(c for g in plan["multicast"] if g["cb"] == arg["cb"] for c in g["cores"]
+                                 if c["core"] == core["core"])
+                    if arg["field"].endswith(("_x", "_y")):
+                        x, y = entry[arg["field"][:-2]]
+                        assert value == f"noc_{arg['field'][-1]}({x},{y})"
+                    else:
+                        assert value == entry[arg["field"]]
         accessors = re.findall(r"TensorAccessorArgs<", src)
         assert len(accessors) == len(kernel["compile_time_args"])
         appended = re.findall(r"TensorAccessorArgs\(\*(\w+)\)\.append_to\(" + kernel["role"] + r"_compile_args\)", host)

@@ -40,7 +40,7 @@ def test_example_verifies(compiled, path, arch):
 @pytest.mark.parametrize("policy", ["strided", "block"])
 def test_partition_policies_verify(policy):
     path = ROOT / "examples" / "gemm_bf16_blocks.py"
-    config = TargetConfig(arch="wormhole_b0", partition=policy, core_grid=(3, 2))
+    config = TargetConfig(arch="wormhole_b0", partition=policy, core_grid=(3, 2), blocking="as_written")
     result = compile_source(path.read_text(), filename=str(path), target=config)
     assert result.plan["work"]["num_cores"] <= 6 and max(c["count"] for c in result.plan["work"]["cores"]) > 1
     outcome = emulate(result.artifacts, target=config, source=path.read_text(), filename=str(path), seed=3)
@@ -68,7 +68,7 @@ def test_missing_and_misshapen_inputs_are_named(compiled):
 def test_verification_catches_a_wrong_tile_index(compiled):
     """A lowering bug (reading the wrong A tile) must show up as a located mismatch, not a pass."""
     path = ROOT / "examples" / "gemm_bf16_blocks.py"
-    artifacts = dict(compiled(path).artifacts)
+    artifacts = dict(compiled(path, blocking="as_written").artifacts)   # its own 2 x 2-tile blocks
     compute = artifacts["compute.cpp"].decode()
     assert "ti * 2 + kk, kk * 2 + tj" in compute
     artifacts["compute.cpp"] = compute.replace("ti * 2 + kk, kk * 2 + tj", "ti * 2 + kk, tj * 2 + kk").encode()

@@ -1,9 +1,11 @@
 """Work partition: every block exactly once, per policy, for grids smaller and larger than the core grid."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from compiler.passes.partition_work import blocks_of, core_ranges, partition
+from compiler.passes.partition_work import blocks_of, core_ranges, partition, partition_problems
 
 GRIDS = [[1], [7], [64], [130], [5, 7], [16, 16], [3, 50]]
 CORE_GRIDS = [[8, 8], [13, 10], [1, 1], [3, 2]]
@@ -46,3 +48,47 @@ def test_block_policy_gives_rectangles():
 def test_strided_interleaves():
     cores = partition("strided", [130], [8, 8])
     assert blocks_of(cores[0]) == [0, 64, 128] and blocks_of(cores[63]) == [63, 127]
+
+
+# ---- the closed-form coverage check (TTVerifyProgram) against the blocks the cores really walk ------------------
+@pytest.mark.parametrize("policy", ["contiguous", "strided", "block"])
+@pytest.mark.parametrize("grid", GRIDS + [[2, 3, 4], [4, 1, 9]], ids=str)
+@pytest.mark.parametrize("core_grid", CORE_GRIDS, ids=str)
+def test_closed_form_accepts_every_partition_the_compiler_makes(policy, grid, core_grid):
+    cores = partition(policy, grid, core_grid)
+    assert partition_problems(cores, math.prod(grid)) == []
+
+
+def _walked_exactly_once(cores, blocks) -> bool:
+    walked = sorted(b for c in cores for b in blocks_of(c))
+    return walked == list(range(blocks))
+
+
+@pytest.mark.parametrize("policy", ["contiguous", "strided", "block"])
+def test_closed_form_agrees_with_walking_the_blocks_on_broken_partitions(policy):
+    """Every single-field corruption of a real partition: the closed form and the walk agree on it."""
+    grid, core_grid = [6, 10], [3, 2]
+    blocks = math.prod(grid)
+    checked = 0
+    for k in range(len(partition(policy, grid, core_grid))):
+        for field in ("start", "count", "stride", "row_len", "row_stride"):
+            for delta in (-1, 1, 2):
+                cores = partition(policy, grid, core_grid)
+                cores[k][field] += delta
+                if cores[k][field] < 0 or cores[k]["row_len"] < 1:
+                    continue
+                checked += 1
+                assert (partition_problems(cores, blocks) == []) == _walked_exactly_once(cores, blocks), \
+                    (policy, k, field, delta)
+    assert checked > 20
+
+
+def test_a_huge_grid_is_checked_without_walking_it(monkeypatch):
+    """10^10 blocks: the check reasons about each core's walk, it never lists the blocks."""
+    import compiler.passes.partition_work as partition_work
+
+    grid = [100000, 100000]
+    plans = {policy: partition(policy, grid, [13, 10]) for policy in ("contiguous", "strided", "block")}
+    monkeypatch.setattr(partition_work, "blocks_of", lambda entry: pytest.fail("walked the blocks"))
+    for policy, cores in plans.items():
+        assert partition_problems(cores, math.prod(grid)) == [], policy

@@ -16,22 +16,59 @@ def _template() -> jinja2.Template:
     return env.get_template("main.cpp.j2")
 
 
+MCAST_FIELDS = ("role", "sender_x", "sender_y", "start_x", "start_y", "end_x", "end_y", "receivers", "loopback")
+NOC_FIELDS = {"sender_x": (1, "x"), "sender_y": (1, "y"), "start_x": (3, "x"), "start_y": (3, "y"), "end_x": (5, "x"),
+              "end_y": (5, "y")}
+
+
+def _mcast_arg(arg: dict, groups: dict) -> str:
+    """A multicast runtime arg from the per-core table m[group][field]; coordinates as the NoC sees them."""
+    g = groups[arg["cb"]]
+    if arg["field"] in NOC_FIELDS:
+        first, axis = NOC_FIELDS[arg["field"]]
+        return f"static_cast<uint32_t>(noc(m[{g}][{first}], m[{g}][{first + 1}]).{axis})"
+    return f"m[{g}][{MCAST_FIELDS.index(arg['field'])}]"
+
+
+def mcast_table(plan: dict) -> list[list[list[int]]]:
+    """Per core (in plan.work.cores order), per multicast group: the MCAST_FIELDS in logical coordinates."""
+    rows = []
+    for core in plan["work"]["cores"]:
+        row = []
+        for g in plan["multicast"]:
+            c = next(e for e in g["cores"] if e["core"] == core["core"])
+            row.append([c["role"], *c["sender"], *c["start"], *c["end"], c["receivers"], c["loopback"]])
+        rows.append(row)
+    return rows
 
 
 def print_host(plan: dict) -> str:
     work_args = plan["work"]["work_args"]
+    groups = {g["cb"]: k for k, g in enumerate(plan["multicast"])}
     kernels = []
     for k in plan["kernels"]:
         args = []
         for a in k["runtime_args"]:
             if a["kind"] == "buffer_address":
                 args.append(f"static_cast<uint32_t>({a['buffer']}->address())")
+            elif a["kind"] == "multicast":
+                args.append(_mcast_arg(a, groups))
             else:
                 args.append(f"w[{2 + work_args.index(a['name'])}]")
         kernels.append(dict(k, cpp_args=args))
-    view = dict(plan, kernels=kernels)
+    view = dict(plan, kernels=kernels, mcast_table=mcast_table(plan) if plan["multicast"] else [])
     buffers = [b for b in plan["buffers"] if b["role"] != "unused"]
+    constants = [dict(b, generator=dict(b["generator"], true_cpp=_cpp_float(b["generator"]["true_value"]),
+                                        false_cpp=_cpp_float(b["generator"]["false_value"])))
+                 for b in buffers if b["role"] == "constant"]
     return _template().render(
-        version=COMPILER_VERSION, plan=view, buffers=buffers,
+        version=COMPILER_VERSION, plan=view, buffers=buffers, constants=constants,
         inputs=[b for b in buffers if b["role"] == "input"], outputs=[b for b in buffers if b["role"] == "output"],
         dataflow=[k for k in kernels if k["role"] != "compute"])
+
+
+def _cpp_float(value) -> str:
+    """A generator value from the plan (a number, or "inf" / "-inf") as a C++ float."""
+    if value in ("inf", "-inf"):
+        return ("-" if value == "-inf" else "") + "std::numeric_limits<float>::infinity()"
+    return f"{float(value)!r}f"

@@ -5,9 +5,11 @@ else in the IR is a compiler bug reported as such.
 """
 from __future__ import annotations
 
+import math
 import string
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from .. import ops
@@ -31,6 +33,50 @@ class _Splice(string.Formatter):
 
 
 _SPLICE = _Splice()
+
+
+def _float_literal(value: float) -> str:
+    """A float as C++: infinities and NaN through the compiler builtins (no <cmath> in kernel headers)."""
+    if math.isinf(value):
+        return "-__builtin_inff()" if value < 0 else "__builtin_inff()"
+    if math.isnan(value):
+        return "__builtin_nanf(\"\")"
+    return f"{value!r}f"
+
+
+def _has_clamp(e) -> bool:
+    found = []
+    tvm_ffi.structural_walk(e, ((tirx.Min, tirx.Max), found.append), order="pre")
+    return bool(found)
+
+
+MCAST_SEND = """// The block just read is multicast to the cores that share it (ttnn's 2-D matmul protocol): wait until every
+// receiver has reserved its pages (each raised `ready` by one), write the block to the same L1 address on each,
+// then set their `valid` flag. A rectangle that holds the sender (loopback) writes to the sender too.
+inline void mcast_send_block(uint32_t l1, uint32_t bytes, uint32_t ready_sem, uint32_t valid_sem, uint32_t x0,
+                             uint32_t y0, uint32_t x1, uint32_t y1, uint32_t receivers, uint32_t loopback) {{
+    if (receivers == 0) return;
+    volatile tt_l1_ptr uint32_t* ready = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(ready_sem);
+    noc_semaphore_wait(ready, receivers);
+    noc_semaphore_set(ready, 0);
+    const uint64_t data = get_noc_multicast_addr(x0, y0, x1, y1, l1);
+    const uint64_t flag = get_noc_multicast_addr(x0, y0, x1, y1, valid_sem);
+    if (loopback) {{
+        noc_async_write_multicast_loopback_src(l1, data, bytes, receivers + 1);
+{flush}        noc_semaphore_set_multicast_loopback_src(valid_sem, flag, receivers + 1);
+    }} else {{
+        noc_async_write_multicast(l1, data, bytes, receivers);
+{flush}        noc_semaphore_set_multicast(valid_sem, flag, receivers);
+    }}
+}}"""
+
+MCAST_RECEIVE = """// A shared block arrives by multicast: clear the flag, tell the sender this core's pages are reserved, wait.
+inline void mcast_receive_block(uint32_t ready_sem, uint32_t valid_sem, uint32_t sender_x, uint32_t sender_y) {
+    volatile tt_l1_ptr uint32_t* valid = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(valid_sem);
+    noc_semaphore_set(valid, 0);
+    noc_semaphore_inc(get_noc_addr(sender_x, sender_y, ready_sem), 1);
+    noc_semaphore_wait(valid, 1);
+}"""
 
 
 class CodegenError(RuntimeError):
@@ -68,7 +114,7 @@ class KernelPrinter:
             value = int(e.value)
             return f"{value:#x}u" if str(e.ty) == "uint32" and value > 9 else str(value)
         if isinstance(e, tirx.FloatImm):
-            return f"{float(e.value)!r}f"
+            return _float_literal(float(e.value))
         if isinstance(e, (tvm.ir.Var, tirx.Var)):
             return self.var(e)
         spec = _BINOPS.get(type(e))
@@ -77,6 +123,9 @@ class KernelPrinter:
             # left-associative: the left operand may share our precedence, the right one may not
             text = f"{self.expr(e.a, prec - 1)} {sym} {self.expr(e.b, prec)}"
             return f"({text})" if prec <= parent_prec else text
+        if isinstance(e, (tirx.Min, tirx.Max)):   # signed (a clamp may see negative offsets), no <algorithm>
+            a, b = (f"static_cast<int32_t>({self.expr(x)})" for x in (e.a, e.b))
+            return f"({a} {'<' if isinstance(e, tirx.Min) else '>'} {b} ? {a} : {b})"
         found = ops.intrinsic_of(e)
         if found is not None and found[0].name == "runtime_arg":
             name = str(found[1][0].value)
@@ -91,7 +140,7 @@ class KernelPrinter:
         if kind == "name":
             return str(value.value)
         if kind == "float":
-            return f"{float(value.value)!r}f"
+            return _float_literal(float(value.value))
         if kind == "bits":
             return f"{int(value.value):#010x}u"
         return self.expr(value)
@@ -107,6 +156,8 @@ class KernelPrinter:
             v = self.var(s.loop_var)
             lo = self.expr(s.min)
             hi = self.expr(s.extent) if lo == "0" else f"{lo} + {self.expr(s.extent, 4)}"
+            if _has_clamp(s.extent):   # a trip count computed with signed min/max: compared as the unsigned it is
+                hi = f"static_cast<uint32_t>({hi})"
             return [f"{pad}for (uint32_t {v} = {lo}; {v} < {hi}; ++{v}) {{", *self.stmt(s.body, depth + 1), f"{pad}}}"]
         if isinstance(s, tirx.IfThenElse):
             lines = [f"{pad}if ({self.expr(s.condition)}) {{", *self.stmt(s.then_case, depth + 1)]
@@ -171,6 +222,12 @@ class KernelPrinter:
                      f"{INDENT}}}",
                      f"{INDENT}noc_async_write_barrier();",
                      "}"]
+        if "mcast_send" in self.used_ops:
+            flush = f"{INDENT * 2}noc_async_writes_flushed();  // Blackhole: the data leaves before the flag\n" \
+                if get_attr(self.func, "tt.target")["arch"] == "blackhole" else ""
+            head += ["", *MCAST_SEND.format(flush=flush).splitlines()]
+        if "mcast_receive" in self.used_ops:
+            head += ["", *MCAST_RECEIVE.splitlines()]
         return "\n".join(head + ["", "void kernel_main() {", *prologue, *body, "}", ""])
 
     def prologue(self) -> list[str]:

@@ -5,6 +5,7 @@ import json
 
 from ..ir import get_attr
 from ..passes.partition_work import blocks_of
+from ..passes.share_reads import FIELDS as MCAST_FIELDS
 from ..version import COMPILER_VERSION
 
 KERNEL_PLACEMENT = {  # which RISC-V and NoC each kernel uses (TT-Metalium's reader/writer conventions)
@@ -12,6 +13,48 @@ KERNEL_PLACEMENT = {  # which RISC-V and NoC each kernel uses (TT-Metalium's rea
     "writer": ("RISCV_0", "RISCV_0_default"),
     "compute": ("TRISC0/1/2", None),
 }
+KERNEL_NOC = {"reader": 1, "writer": 0}   # RISCV_1_default is NoC 1, RISCV_0_default NoC 0
+COORDINATE_FIELDS = {"sender_x": ("sender", "x"), "sender_y": ("sender", "y"), "start_x": ("start", "x"),
+                     "start_y": ("start", "y"), "end_x": ("end", "x"), "end_y": ("end", "y")}
+
+
+def multicast_plan(groups: list[dict], cbs: dict) -> list[dict]:
+    """tt.multicast with each group's mover and NoC: a multicast rectangle runs start -> end on NoC 0 and
+    end -> start on NoC 1, so for a NoC 1 mover the corners are swapped here (logical coordinates; the host
+    program turns them into NoC coordinates)."""
+    out = []
+    for g in groups:
+        mover = cbs[g["cb"]]["producer"]
+        noc = KERNEL_NOC[mover]
+        cores = []
+        for row in g["cores"]:
+            c = dict(zip(("x", "y") + MCAST_FIELDS, row))
+            c["core"] = [c["x"], c["y"]]
+            start, end = [c["start_x"], c["start_y"]], [c["end_x"], c["end_y"]]
+            if noc == 1:
+                start, end = end, start
+            cores.append({"core": c["core"], "role": c["role"], "sender": [c["sender_x"], c["sender_y"]],
+                          "start": start, "end": end, "receivers": c["receivers"], "loopback": c["loopback"]})
+        out.append({"cb": g["cb"], "buffer": g["buffer"], "mover": mover, "noc": noc,
+                    "sender_semaphore": g["sender_semaphore"], "receiver_semaphore": g["receiver_semaphore"],
+                    "depends_on": g["axes"],
+                    "groups": g["groups"], "cores": cores})
+    return out
+
+
+def arg_value(arg: dict, core: dict, multicast: dict):
+    """One runtime arg's value on one core: an int, `address(<buffer>)` or `noc_x(x,y)` / `noc_y(x,y)` for the
+    host program to fill in."""
+    if arg["kind"] == "buffer_address":
+        return f"address({arg['buffer']})"
+    if arg["kind"] == "work":
+        return core[arg["name"].removeprefix("block_")]
+    entry = multicast[arg["cb"]][tuple(core["core"])]
+    if arg["field"] in COORDINATE_FIELDS:
+        which, axis = COORDINATE_FIELDS[arg["field"]]
+        x, y = entry[which]
+        return f"noc_{axis}({x},{y})"
+    return entry[arg["field"]]
 
 
 def build_plan(mod) -> dict:
@@ -19,24 +62,34 @@ def build_plan(mod) -> dict:
     layouts = get_attr(compute, "tt.layout_desc")
     work = dict(get_attr(compute, "tt.work_partition"))
     work["cores"] = [dict(core, blocks=blocks_of(core)) for core in work["cores"]]
+    logical = get_attr(compute, "tt.logical_shapes", {}) or {}
     buffers = []
     for name, info in get_attr(compute, "tt.buffers").items():
         if info["scope"] != "global":
             continue
         lay = layouts[name]
-        buffers.append({"name": name, "role": info["role"], "shape": info["shape"], "dtype": info["dtype"],
-                        "data_format": lay["data_format"], "layout": lay["layout"], "memory": "DRAM",
-                        "padded_shape": lay["padded_shape"], "tiles": lay["tiles"], "dram_pages": lay["pages"],
-                        "page_bytes": lay["page_bytes"], "size_bytes": lay["pages"] * lay["page_bytes"]})
+        shape, tile_axes = list(info["shape"]), list(lay["tile_axes"])
+        if name in logical:   # a vector the user passes as (n,): its (n, 1) column or (1, n) row in the kernel
+            shape = list(logical[name])
+            tile_axes = [0, -1] if info["shape"][1] == 1 and info["shape"][0] == shape[0] else [-1, 0]
+        entry = {"name": name, "role": info["role"], "shape": shape, "dtype": info["dtype"],
+                 "data_format": lay["data_format"], "layout": lay["layout"], "memory": "DRAM",
+                 "tile_axes": tile_axes, "padded_shape": lay["padded_shape"], "tiles": lay["tiles"],
+                 "dram_pages": lay["pages"], "page_bytes": lay["page_bytes"],
+                 "size_bytes": lay["pages"] * lay["page_bytes"]}
+        if "generator" in info:
+            entry["generator"] = info["generator"]
+        buffers.append(entry)
     cbs = [dict(c, total_bytes=c["page_bytes"] * c["num_pages"]) for c in get_attr(compute, "tt.cb_config")]
+    multicast = multicast_plan(get_attr(compute, "tt.multicast", []) or [], {c["index"]: c for c in cbs})
+    by_cb = {g["cb"]: {tuple(c["core"]): c for c in g["cores"]} for g in multicast}
     kernels = []
     for role in ("reader", "compute", "writer"):
         func = mod[role]
         args = get_attr(func, "tt.runtime_args")
         per_core = []
         for core in work["cores"]:
-            values = [f"address({a['buffer']})" if a["kind"] == "buffer_address" else core[a["name"].removeprefix("block_")]
-                      for a in args]
+            values = [arg_value(a, core, by_cb) for a in args]
             per_core.append({"core": core["core"], "values": values})
         processor, noc = KERNEL_PLACEMENT[role]
         kernels.append({"role": role, "file": f"{role}.cpp", "processor": processor, "noc": noc,
@@ -50,16 +103,24 @@ def build_plan(mod) -> dict:
         "source_file": get_attr(compute, "tt.source_file"),
         "target": get_attr(compute, "tt.target"),
         "grid": get_attr(compute, "tt.grid"),
+        "schedule": schedule_of(get_attr(compute, "tt.blocking")),
         "core_grid": get_attr(compute, "tt.core_grid"),
         "core_ranges": get_attr(compute, "tt.core_ranges"),
         "work": work,
         "buffers": buffers,
         "circular_buffers": cbs,
+        "multicast": multicast,
+        "semaphores_per_core": 2 * len(multicast),
         "kernels": kernels,
         "compute_config": get_attr(compute, "tt.compute_config"),
         "l1_bytes_per_core": verification["l1_bytes_per_core"],
         "cb_pages_per_block": verification["cb_pages_per_block"],
     }
+
+
+def schedule_of(blocking: dict) -> dict:
+    return {"blocking": blocking["mode"], "changed": blocking["changed"],
+            "explain": list(blocking["explain"]) + [f"math fidelity {blocking['math_fidelity']}"]}
 
 
 def plan_json(plan: dict) -> str:

@@ -23,6 +23,7 @@ class LoadedKernel:
     source_file: str                      # the file name the IR's spans refer to (tt.source_file)
     line_map: dict = field(default_factory=dict)
     user_file: str = ""
+    notes: tuple = ()                     # `file:line:col: note: ...` lines for the compile log
 
     def relocate(self, error: CompileError) -> CompileError:
         """A diagnostic on a generated TIRx line -> the same diagnostic at the user's TileLang line."""
@@ -46,13 +47,15 @@ def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None
 
         traced = trace(text, filename, entry, params)
         generated = f"{filename} (TIRx generated from TileLang)"
-        loaded = LoadedKernel(None, traced.entry, generated, traced.line_map, filename)
+        loaded = LoadedKernel(None, traced.entry, generated, traced.line_map, filename, traced.notes)
         try:
             func = parse(KernelSource(generated, traced.text, traced.entry, traced.text, 1))
         except CompileError as e:
             raise loaded.relocate(e) from None
         if traced.pipeline_stages:
             func = func.with_attr("tt.pipeline_stages", traced.pipeline_stages)
+        if traced.logical_shapes:   # 1-D vectors are rows or columns in the TIRx; their users pass 1-D arrays
+            func = func.with_attr("tt.logical_shapes", traced.logical_shapes)
         loaded.func = func
         return loaded
     if params:

@@ -103,6 +103,30 @@ def prepare(text: str, filename: str = "kernel.py", entry: str | None = None) ->
     return KernelSource(filename, text, chosen.name, "\n".join(out) + "\n", chosen.lineno)
 
 
+_NO_ATTRIBUTE = re.compile(r"^module '(?P<module>tvm\.[\w.]+)' has no attribute '(?P<name>\w+)'$")
+
+
+def _plainly(message: str, text: str, line: int | None, col: int | None) -> tuple[str, str | None]:
+    """A parser message about TVM's own modules (`module 'tvm.tirx.script.builder.tirx' has no attribute 'log'`)
+    in the user's terms: the name as written on their line, and what exists instead."""
+    found = _NO_ATTRIBUTE.match(message)
+    if found is None:
+        return message, None
+    name = found["name"]
+    written = name
+    if line is not None and 0 < line <= len(text.splitlines()):
+        source_line = text.splitlines()[line - 1]
+        dotted = re.search(rf"\b((?:[A-Za-z_]\w*\.)+{re.escape(name)})\b", source_line[(col or 1) - 1:] or source_line) \
+            or re.search(rf"\b((?:[A-Za-z_]\w*\.)+{re.escape(name)})\b", source_line)
+        written = dotted.group(1) if dotted else name
+    if written.startswith("T.tile."):
+        from ..passes.check_kernel import SUPPORTED_OPS  # the one list of primitives the compiler lowers
+
+        return (f"`{written}` is not a tile primitive",
+                "the tile primitives are " + ", ".join(f"T.tile.{op}" for op in SUPPORTED_OPS))
+    return f"`{written}` does not exist in TVMScript TIRx", "see the README's input language for what a kernel may use"
+
+
 def parse(source: KernelSource):
     """Run the TVMScript parser on the prepared text. Executes Python: call only inside the sandbox."""
     import tvm
@@ -119,9 +143,9 @@ def parse(source: KernelSource):
         m = _DIAG_LOC.search(text)
         first = text.strip().splitlines()[0] if text.strip() else "TVMScript diagnostic"
         message = first.removeprefix("error: ").strip()
-        raise CompileError(message, stage=STAGE,
-                           location=_loc(source.filename, int(m["line"]) if m else None,
-                                         int(m["col"]) if m else None)) from None
+        line, col = (int(m["line"]), int(m["col"])) if m else (None, None)
+        message, hint = _plainly(message, source.text, line, col)
+        raise CompileError(message, stage=STAGE, location=_loc(source.filename, line, col), hint=hint) from None
     except CompileError:
         raise
     except Exception as e:  # the parser evaluates user expressions: any Python error can surface here

@@ -1,12 +1,39 @@
-"""TTApplyTargetDefaults: resolve the target config into `tt.target` (device numbers + schedule options)."""
+"""TTApplyTargetDefaults: resolve the target config into `tt.target` (device numbers + schedule options).
+
+Math fidelity, when the user leaves it out, follows ttnn 0.81.1's matmul (matmul_device_operation.cpp): HiFi2 for
+16-bit operands; when both operands are float32, HiFi3 on Wormhole (HiFi4 with fp32 accumulation is inaccurate
+there, tt-metal#38306) and HiFi4 elsewhere. A kernel without a matmul keeps HiFi4 (its FPU work is reductions and
+element-wise products, which ttnn's normalisation ops run at HiFi4). The user's choice always wins.
+Partition, CB depth and blocking are resolved with the blocking (TTChooseBlocks).
+"""
 from __future__ import annotations
 
+import tvm_ffi
 from tvm import tirx
 
 from schemas.target import TargetConfig
 
-from ..ir import get_attr
+from ..ir import get_attr, op_name, region_of
 from ..target import TILE, core_grid_for, device_for
+
+
+def default_fidelity(func, arch: str) -> tuple[str, str]:
+    """(fidelity, why) from the dtypes of the matmul operands."""
+    operand_dtypes = []
+
+    def visit(call):
+        if op_name(call) == "gemm":
+            operand_dtypes.append(tuple(region_of(call.args[i]).dtype for i in (1, 2)))
+    tvm_ffi.structural_walk(func.body, (tirx.TilePrimitiveCall, visit), order="pre")
+    if not operand_dtypes:
+        return "HiFi4", "no matmul: HiFi4 for reductions and element-wise products"
+    if all(a == b == "float32" for a, b in operand_dtypes):
+        if arch == "wormhole_b0":
+            return "HiFi3", "ttnn's matmul default for float32 operands on Wormhole (HiFi4 with fp32 accumulation " \
+                            "is inaccurate there)"
+        return "HiFi4", "ttnn's matmul default for float32 operands"
+    dtypes = sorted({d for pair in operand_dtypes for d in pair})
+    return "HiFi2", f"ttnn's matmul default for {'/'.join(dtypes)} operands"
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTApplyTargetDefaults")
@@ -22,6 +49,10 @@ class ApplyTargetDefaults:
         fp32 = config.fp32_accumulation
         if fp32 is None:  # accumulate in fp32 whenever a computed tile is fp32
             fp32 = any(b["role"] == "compute" and b["dtype"] == "float32" for b in buffers.values())
+        if config.math_fidelity is not None:
+            fidelity, why = config.math_fidelity, "the target's math_fidelity"
+        else:
+            fidelity, why = default_fidelity(func, device.arch)
         return func.with_attr("tt.target", {
             "arch": device.arch,
             "core_grid": list(grid),
@@ -31,11 +62,13 @@ class ApplyTargetDefaults:
             "dram_banks": device.dram_banks,
             "num_cbs": device.num_cbs,
             "dram_alignment": device.dram_alignment,
-            "partition": config.partition,
+            "partition": config.partition,          # None: chosen by TTChooseBlocks
             "tile_order": "row_major",
             "dram_layout": "interleaved",
             "tile_shape": [TILE, TILE],
-            "cb_depth": config.cb_depth,
-            "math_fidelity": config.math_fidelity,
+            "cb_depth": config.cb_depth,            # None: chosen by TTChooseBlocks
+            "blocking": config.blocking,
+            "math_fidelity": fidelity,
+            "math_fidelity_reason": why,
             "fp32_accumulation": bool(fp32),
         })

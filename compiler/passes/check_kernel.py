@@ -2,26 +2,32 @@
 
 The TVMScript parser checks very little (tvm_tirx_guide §1.1), so this pass is where users get their
 shape, dtype, gemm and grid-coverage diagnostics, each located at the statement that caused it.
-Records: tt.grid, tt.buffers (role/shape/dtype/scope per buffer).
+Records: tt.grid, tt.buffers (role/shape/dtype/scope per buffer, and for DRAM tensors the two axes that form
+their tiles -- see compiler/layout.py).
+
+Impossible grids (more blocks than a block index can count) are refused at once; output coverage (every output
+tile written by exactly one block) is proven in closed form from the affine write addresses (coverage.py), never
+by walking the blocks.
 """
 from __future__ import annotations
 
-import itertools
-
 import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
 
-from ..errors import CompileError
-from ..ir import Region, ceil_div, compile_expr, error_at, filename_of, op_name, region_of, scalar_of, stmts_of
+from ..ir import Region, error_at, get_attr, op_name, region_of, scalar_of, stmts_of
+from ..layout import UNIT, MatrixView, default_tile_axes
 from ..target import DATA_FORMATS, TILE
+from .coverage import check_coverage
+from .lower_index_masks import check_mask, match
 
 STAGE = "check"
 BINARY_OPS = ("add", "sub", "mul", "maximum", "minimum")
-UNARY_OPS = ("exp", "sqrt", "reciprocal", "cast")
+UNARY_OPS = ("exp", "exp2", "log2", "sqrt", "reciprocal", "cast")
 REDUCE_OPS = ("sum", "max")
 SUPPORTED_OPS = ("copy", "zero", "fill", "gemm", *BINARY_OPS, *UNARY_OPS, *REDUCE_OPS)
-MAX_COVERAGE_POINTS = 2_000_000
+MAX_BLOCKS = 1 << 20          # block ids are runtime args; the plan lists every core's blocks
 
 _UNSUPPORTED_STMT = {
     "BufferStore": "element stores (`X[i, j] = ...`); use T.tile.* primitives on whole tiles",
@@ -34,6 +40,11 @@ _UNSUPPORTED_STMT = {
     "AttrStmt": "nested attribute scopes",
     "ScopeIdDefStmt": "a second T.cta_id / thread id definition",
 }
+
+
+def broadcasts_to(src: tuple, dst: tuple) -> bool:
+    """An (M, 1) column, (1, N) row or (1, 1) value broadcast over an (M, N) destination."""
+    return len(src) == 2 and len(dst) == 2 and src != dst and all(s in (1, d) for s, d in zip(src, dst))
 
 
 class KernelChecker:
@@ -49,6 +60,9 @@ class KernelChecker:
         self.compute_dsts: dict[str, object] = {}   # L1 buffer -> first compute op writing it
         self.read_dsts: dict[str, object] = {}
         self.analyzer = tvm.sym.Analyzer()
+        self.params = {str(p.name): p for p in func.params}
+        self.views: dict[str, MatrixView] = {}
+        self.constants = get_attr(func, "tt.constants", {}) or {}
 
     def error(self, node, message, hint=None):
         return error_at(node, self.func, message, stage=STAGE, hint=hint)
@@ -63,11 +77,12 @@ class KernelChecker:
             body = body.body
         else:
             raise self.error(func, "the kernel must start with `T.device_entry()`")
+        self._infer_tile_axes(body)
         self._walk(stmts_of(body))
         if not self.writes:
             raise self.error(func, "the kernel writes no output buffer (no `T.tile.copy(Global[...], tile)`)")
         roles = self._roles()
-        self._check_coverage(roles)
+        check_coverage(self, roles)
         return {
             "grid": {"vars": [str(v.name) for v in self.grid_vars] or ["block"], "extents": self.grid_extents or [1]},
             "buffers": roles,
@@ -77,13 +92,49 @@ class KernelChecker:
         name = str(p.name)
         if str(p.scope()) != "global":
             raise self.error(p, f"parameter `{name}` must be a global (DRAM) buffer, got scope `{p.scope()}`")
-        if len(p.shape) != 2:
-            raise self.error(p, f"parameter `{name}` has rank {len(p.shape)}; the Tenstorrent backend takes 2-D buffers",
-                             hint="reshape to (rows, cols)")
+        if len(p.shape) < 2:
+            raise self.error(p, f"parameter `{name}` has rank {len(p.shape)}; DRAM tensors have rank 2 or more",
+                             hint="write a vector as a (1, n) row or an (n, 1) column")
         if not all(isinstance(s, tirx.IntImm) and int(s) > 0 for s in p.shape):
             raise self.error(p, f"parameter `{name}` needs a concrete positive shape, got {list(p.shape)}")
         if str(p.dtype) not in DATA_FORMATS:
             raise self.error(p, f"parameter `{name}` has dtype {p.dtype}; supported: {', '.join(DATA_FORMATS)}")
+
+    def _infer_tile_axes(self, body):
+        """A DRAM tensor's tiles span the axes its regions slice (extent > 1); the last two by default. A tensor of
+        rank > 2 sliced along one axis only, copied from or into a column (row) tile, is a column (row) per batch."""
+        spans: dict[str, set] = {}
+        vector: dict[str, set] = {}
+
+        def visit(call):
+            regions = [region_of(a) for a in call.args]
+            for r in regions:
+                if r is not None and r.name in self.params and len(r.extents) > 2:
+                    spans.setdefault(r.name, set()).add(tuple(a for a, e in enumerate(r.extents) if e != 1))
+                    if op_name(call) == "copy":
+                        other = [o for o in regions if o is not None and o is not r]
+                        if other and len(other[0].extents) == 2 and 1 in other[0].extents:
+                            vector.setdefault(r.name, set()).add("col" if other[0].extents[1] == 1 else "row")
+        tvm_ffi.structural_walk(body, (tirx.TilePrimitiveCall, visit), order="pre")
+        for name, p in self.params.items():
+            rank = len(p.shape)
+            axes = default_tile_axes(rank)
+            used = set().union(*spans.get(name, [set()])) if spans.get(name) else set()
+            if len(used) > 2:
+                raise self.error(p, f"`{name}` is sliced along axes {sorted(used)}; the regions of a tensor may span "
+                                    "two axes (its tile rows and columns), the others being fixed indices")
+            if len(used) == 2:
+                axes = tuple(sorted(used))
+            elif len(used) == 1:
+                (a,) = used
+                kinds = vector.get(name, set())
+                if kinds == {"col"}:
+                    axes = (a, UNIT)
+                elif kinds == {"row"}:
+                    axes = (UNIT, a)
+                elif a not in axes:
+                    axes = (a, rank - 1) if a < rank - 1 else (rank - 2, a)
+            self.views[name] = MatrixView(tuple(int(s) for s in p.shape), axes)
 
     def _walk(self, stmts):
         for s in stmts:
@@ -91,6 +142,8 @@ class KernelChecker:
                 self._grid(s)
             elif isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer)):
                 self._alloc(s)
+            elif isinstance(s, tirx.For) and match(s) is not None:
+                self._mask(s)
             elif isinstance(s, tirx.For):
                 self._loop(s)
             elif isinstance(s, tirx.TilePrimitiveCall):
@@ -106,13 +159,20 @@ class KernelChecker:
         binding = _SCOPE_BINDING_TO_PARENT_CUR.get(d.scope)
         if binding != ("kernel", "cta"):
             raise self.error(s, f"unsupported scope id {binding}; use `T.cta_id([...])` for the block grid")
-        if len(d.def_ids) not in (1, 2):
-            raise self.error(s, f"grid must be 1-D or 2-D, got {len(d.def_ids)}-D")
+        if len(d.def_ids) not in (1, 2, 3):
+            raise self.error(s, f"grid must be 1-D, 2-D or 3-D, got {len(d.def_ids)}-D")
         extents = []
         for e in d.extents:
             if not isinstance(e, tirx.IntImm) or int(e) < 1:
                 raise self.error(s, f"grid extents must be positive integer constants, got {list(d.extents)}")
             extents.append(int(e))
+        blocks = 1
+        for e in extents:
+            blocks *= e
+        if blocks > MAX_BLOCKS:
+            raise self.error(s, f"the grid {extents} has {blocks} blocks; tilefarm takes at most {MAX_BLOCKS} "
+                                f"(2^{MAX_BLOCKS.bit_length() - 1}) blocks per kernel",
+                             hint="use larger blocks: each core walks its blocks in a loop")
         self.grid_node = s
         self.grid_vars = list(d.def_ids)
         self.grid_extents = extents
@@ -136,23 +196,39 @@ class KernelChecker:
         kind = tirx.ForKind(s.kind).name
         if kind != "SERIAL":
             raise self.error(s, f"unsupported loop kind `{kind.lower()}`; only serial `for ... in range(...)` loops")
-        if not isinstance(s.extent, tirx.IntImm) or not isinstance(s.min, tirx.IntImm):
-            raise self.error(s, "loop bounds must be integer constants")
-        if int(s.extent) < 1:
-            raise self.error(s, f"loop `{s.loop_var.name}` has no iterations")
-        self.analyzer.bind(s.loop_var, tvm.ir.Range(int(s.min), int(s.min) + int(s.extent)))
+        if not isinstance(s.min, tirx.IntImm):
+            raise self.error(s, "loop starts must be integer constants")
+        extent = s.extent
+        if isinstance(extent, tirx.IntImm):
+            if int(extent) < 1:
+                raise self.error(s, f"loop `{s.loop_var.name}` has no iterations")
+            upper = int(extent)
+        else:   # a trip count that depends on the block (causal attention): bounded over the grid
+            if not str(extent.ty).startswith("int"):
+                raise self.error(s, f"loop `{s.loop_var.name}`: the trip count `{extent}` is not an integer")
+            known = {str(v.name) for v in self.grid_vars} | {str(lp.loop_var.name) for lp in self.loops}
+            free = set()
+            tvm_ffi.structural_walk(extent, (tirx.Var, lambda v: free.add(str(v.name))), order="pre")
+            if not free <= known:
+                raise self.error(s, f"loop `{s.loop_var.name}`: the trip count `{extent}` depends on "
+                                    f"{', '.join(sorted(free - known))}; it may depend on block and loop indices only")
+            bound = self.analyzer.const_int_bound(extent)
+            if bound.max_value < 0 or bound.max_value > 1 << 24:
+                raise self.error(s, f"loop `{s.loop_var.name}`: the trip count `{extent}` is unbounded")
+            upper = max(int(bound.max_value), 1)
+        self.analyzer.bind(s.loop_var, tvm.ir.Range(int(s.min), int(s.min) + upper))
         self.loops.append(s)
         self._walk(stmts_of(s.body))
         self.loops.pop()
 
-    # ---- tile primitives ----------------------------------------------------------------------------
-    def _regions(self, call, count):
-        out = []
-        for i in range(count):
-            r = region_of(call.args[i]) if i < len(call.args) else None
-            out.append(r)
-        return out
+    def _mask(self, loop):
+        """An element loop writing an index mask (TTLowerIndexMasks lowers it after the CBs exist)."""
+        name = check_mask(self.func, loop, self.analyzer)
+        if name not in self.allocs:
+            raise self.error(loop, f"`{name}` is not allocated in this kernel")
+        self._compute_dst(loop, Region(self.allocs[name].buffer, (), ()))
 
+    # ---- tile primitives ----------------------------------------------------------------------------
     def _tile_op(self, call):
         name = op_name(call)
         if name not in SUPPORTED_OPS:
@@ -183,12 +259,7 @@ class KernelChecker:
                 if r is not None:
                     self._check_region(call, r)
                     self._compute_source(call, r)
-                    if not self._is_column_of(r, dst):
-                        self._same_shape(call, dst, r)
-            if any(r is not None and self._is_column_of(r, dst) for r in regions) and \
-                    tuple(dst.extents) != dst.shape:
-                raise self.error(call, f"T.tile.{name} with a broadcast (M, 1) operand must write the whole of "
-                                       f"`{dst.name}` {dst.shape}, not the region {tuple(dst.extents)}")
+                    self._same_or_broadcast(call, dst, r)
         elif name in REDUCE_OPS:
             self._reduce(call, name, dst)
         elif name in UNARY_OPS:
@@ -196,17 +267,26 @@ class KernelChecker:
             if src is None:
                 raise self.error(call, f"T.tile.{name}: the source must be a tile region")
             self._check_region(call, src)
-            self._same_shape(call, dst, src)
+            self._same_or_broadcast(call, dst, src)
             self._compute_source(call, src)
         elif name == "fill":
             if scalar_of(call.args[1]) is None:
                 raise self.error(call, "T.tile.fill: the value must be a constant (e.g. T.float32(0))")
         self._compute_dst(call, dst)
 
-    @staticmethod
-    def _is_column_of(r: Region, dst: Region) -> bool:
-        """r is an (M, 1) column broadcast along the columns of an (M, N > 1) destination."""
-        return len(r.extents) == 2 and r.extents[1] == 1 and dst.extents[1] != 1 and r.extents[0] == dst.extents[0]
+    def _same_or_broadcast(self, call, dst: Region, src: Region):
+        a, b = tuple(dst.extents), tuple(src.extents)
+        if a == b:
+            return
+        if broadcasts_to(b, a):
+            if a != dst.shape:
+                raise self.error(call, f"T.tile.{op_name(call)} with a broadcast {b} operand must write the whole of "
+                                       f"`{dst.name}` {dst.shape}, not the region {a}")
+            if src.starts and any(int(s) % TILE for s in src.starts):
+                raise self.error(call, f"a broadcast operand `{src.name}` must start on a tile boundary")
+            return
+        raise self.error(call, f"T.tile.{op_name(call)} shape mismatch: `{dst.name}` region is {a}, "
+                               f"`{src.name}` region is {b}")
 
     def _reduce(self, call, name, dst):
         src = region_of(call.args[1])
@@ -239,7 +319,8 @@ class KernelChecker:
 
     def _compute_dst(self, call, dst):
         if dst.name in self.read_dsts:
-            raise self.error(call, f"`{dst.name}` is filled from DRAM and also written by T.tile.{op_name(call)}; "
+            what = f"T.tile.{op_name(call)}" if isinstance(call, tirx.TilePrimitiveCall) else "an index mask"
+            raise self.error(call, f"`{dst.name}` is filled from DRAM and also written by {what}; "
                                    "use a separate local tile for computed values")
         self.compute_dsts.setdefault(dst.name, call)
 
@@ -268,9 +349,14 @@ class KernelChecker:
             bshape = f"({b.extents[0]}, {b.extents[1]})" + (" transposed" if trans_b else "")
             raise self.error(call, f"T.tile.gemm shape mismatch: D is ({m}, {n}), A is ({am}, {ak}), B is {bshape}; "
                                    "need D (M, N) = A (M, K) @ B (K, N)")
-        for r in (a, b):
-            if r.scope != "shared" and r.name not in self.read_dsts:
-                raise self.error(call, f"T.tile.gemm operand `{r.name}` must be a shared tile staged from DRAM")
+        if d.name in (a.name, b.name):
+            raise self.error(call, f"T.tile.gemm reads `{d.name}` as an operand and accumulates into it")
+
+    def _matrix_extents(self, r: Region) -> tuple:
+        """A region's (rows, cols) in the tile world: a DRAM region along its tensor's tile axes."""
+        if r.scope != "global":
+            return tuple(r.extents)
+        return self.views[r.name].matrix_extents(r.extents)
 
     def _copy(self, call):
         dst, src = region_of(call.args[0]), region_of(call.args[1])
@@ -278,9 +364,12 @@ class KernelChecker:
             raise self.error(call, "T.tile.copy needs two tile regions")
         self._check_region(call, dst)
         self._check_region(call, src)
-        if dst.extents != src.extents:
+        de, se = self._matrix_extents(dst), self._matrix_extents(src)
+        if de != se and not (dst.scope != "global" and src.scope != "global" and broadcasts_to(se, de)):
             raise self.error(call, f"T.tile.copy shape mismatch: destination `{dst.name}` region is "
                                    f"{tuple(dst.extents)}, source `{src.name}` region is {tuple(src.extents)}")
+        if de != se:
+            self._same_or_broadcast(call, dst, src)
         if dst.scope == "global" and src.scope == "global":
             raise self.error(call, "T.tile.copy between two global buffers; stage through a shared tile")
         if src.scope == "global":
@@ -305,33 +394,46 @@ class KernelChecker:
             raise self.error(call, f"`{r.name}` is not allocated in this kernel")
         if -1 in r.extents:
             raise self.error(call, f"region of `{r.name}` has a non-constant extent")
+        if r.scope == "global":
+            return self._check_global_region(call, r)
         if len(r.extents) != 2:
             raise self.error(call, f"region of `{r.name}` must be 2-D")
         for axis, (start, ext, dim) in enumerate(zip(r.starts, r.extents, r.shape)):
             where = f"`{r.name}` axis {axis}"
-            if r.scope == "global":
+            if not isinstance(start, tirx.IntImm):
+                raise self.error(call, f"{where}: tile regions of L1 buffers need constant offsets")
+            s = int(start)
+            if s % TILE or s < 0 or s + ext > dim:
+                raise self.error(call, f"{where}: region [{s}:{s + ext}] must start on a tile boundary and "
+                                       f"lie inside the tile (size {dim})")
+            if ext % TILE and s + ext != dim:
+                raise self.error(call, f"{where}: extent {ext} is not a multiple of {TILE}")
+
+    def _check_global_region(self, call, r: Region):
+        view = self.views[r.name]
+        if len(r.extents) != len(view.shape):
+            raise self.error(call, f"region of `{r.name}` has {len(r.extents)} axes, the tensor has {len(view.shape)}")
+        for axis, (start, ext, dim) in enumerate(zip(r.starts, r.extents, r.shape)):
+            where = f"`{r.name}` axis {axis}"
+            if axis in view.tile_axes:
                 if not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0):
                     raise self.error(call, f"{where}: region start `{start}` is not a multiple of {TILE}",
                                      hint="tile regions must start on 32-element tile boundaries")
                 if ext % TILE and not self.analyzer.can_prove(start + ext >= dim):
                     raise self.error(call, f"{where}: extent {ext} is not a multiple of {TILE} and the region does "
                                            f"not reach the end of the buffer ({dim})")
+                if view.batch > 1 and dim % TILE:
+                    raise self.error(call, f"{where}: a batched tensor's tile axes must be multiples of {TILE} "
+                                           f"(`{r.name}` is {tuple(view.shape)})",
+                                     hint="pad the sequence / feature length to a multiple of 32")
             else:
-                if not isinstance(start, tirx.IntImm):
-                    raise self.error(call, f"{where}: tile regions of L1 buffers need constant offsets")
-                s = int(start)
-                if s % TILE or s < 0 or s + ext > dim:
-                    raise self.error(call, f"{where}: region [{s}:{s + ext}] must start on a tile boundary and "
-                                           f"lie inside the tile (size {dim})")
-                if ext % TILE and s + ext != dim:
-                    raise self.error(call, f"{where}: extent {ext} is not a multiple of {TILE}")
+                if ext != 1:
+                    raise self.error(call, f"{where}: a region fixes one index of each batch axis (extent 1), got "
+                                           f"extent {ext}")
+                if not (self.analyzer.can_prove(start >= 0) and self.analyzer.can_prove(start < dim)):
+                    raise self.error(call, f"{where}: index `{start}` may leave the tensor (size {dim})")
 
-    def _same_shape(self, call, a: Region, b: Region):
-        if tuple(a.extents) != tuple(b.extents):
-            raise self.error(call, f"T.tile.{op_name(call)} shape mismatch: `{a.name}` region is {tuple(a.extents)}, "
-                                   f"`{b.name}` region is {tuple(b.extents)}")
-
-    # ---- buffers and coverage -------------------------------------------------------------------------
+    # ---- buffers --------------------------------------------------------------------------------------
     def _roles(self) -> dict:
         read = {src.name for _, _, src, _ in self.reads}
         written = {dst.name for _, dst, _, _ in self.writes}
@@ -342,56 +444,17 @@ class KernelChecker:
                 call = next(c for c, _, src, _ in self.reads if src.name == name)
                 raise self.error(call, f"`{name}` is both read and written; in-place kernels are not supported")
             role = "output" if name in written else "input" if name in read else "unused"
-            roles[name] = {"role": role, "scope": "global", "shape": [int(x) for x in p.shape], "dtype": str(p.dtype)}
+            if name in self.constants:
+                role = "constant"
+            view = self.views[name]
+            roles[name] = {"role": role, "scope": "global", "shape": [int(x) for x in p.shape], "dtype": str(p.dtype),
+                           "tile_axes": list(view.tile_axes)}
         for name, s in self.allocs.items():
             buf = s.buffer
             role = "staging" if name in self.read_dsts else "compute"
             roles[name] = {"role": role, "scope": str(buf.scope()), "shape": [int(x) for x in buf.shape],
                            "dtype": str(buf.dtype)}
         return roles
-
-    def _check_coverage(self, roles):
-        """Every output tile is written by exactly one block (or a race between cores would decide it)."""
-        grid = self.grid_extents or [1]
-        owners: dict[str, dict] = {}
-        for call, dst, _src, loops in self.writes:
-            variables = list(self.grid_vars) + [lp.loop_var for lp in loops]
-            ranges = [range(e) for e in grid[: len(self.grid_vars)]] + \
-                     [range(int(lp.min), int(lp.min) + int(lp.extent)) for lp in loops]
-            points = 1
-            for r in ranges:
-                points *= len(r)
-            if points > MAX_COVERAGE_POINTS:
-                return  # too large to enumerate here; the plan verifier still checks block coverage
-            starts = [compile_expr(s, variables) for s in dst.starts]
-            rows, cols = dst.shape
-            tile_rows, tile_cols = ceil_div(rows, TILE), ceil_div(cols, TILE)
-            owner = owners.setdefault(dst.name, {})
-            ng = len(self.grid_vars)
-            for vals in itertools.product(*ranges) if ranges else [()]:
-                block = vals[:ng]
-                r0, c0 = starts[0](vals), starts[1](vals)
-                for tr in range(max(r0, 0) // TILE, min(ceil_div(r0 + dst.extents[0], TILE), tile_rows)):
-                    for tc in range(max(c0, 0) // TILE, min(ceil_div(c0 + dst.extents[1], TILE), tile_cols)):
-                        prev = owner.setdefault((tr, tc), block)
-                        if prev != block:
-                            raise self.error(call, f"output `{dst.name}` tile ({tr}, {tc}) is written by blocks {prev} "
-                                                   f"and {block}; the result would depend on core timing")
-        for name, info in roles.items():
-            if info["role"] != "output":
-                continue
-            rows, cols = info["shape"]
-            owner = owners.get(name, {})
-            missing = [(tr, tc) for tr in range(ceil_div(rows, TILE)) for tc in range(ceil_div(cols, TILE))
-                       if (tr, tc) not in owner]
-            if missing:
-                tr, tc = missing[0]
-                node = self.grid_node if self.grid_node is not None else self.func
-                raise self.error(node, f"the grid {self.grid_extents or [1]} does not cover output `{name}` {tuple(info['shape'])}: "
-                                       f"{len(missing)} of {ceil_div(rows, TILE) * ceil_div(cols, TILE)} tiles are never "
-                                       f"written, first at rows {tr * TILE}..{min(rows, tr * TILE + TILE) - 1}, "
-                                       f"cols {tc * TILE}..{min(cols, tc * TILE + TILE) - 1}",
-                                 hint="grow the grid or the block so every output element is written")
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTCheckKernel")

@@ -1,8 +1,8 @@
 """TTGridToPersistent: the block grid becomes a per-core loop over the core's blocks.
 
-    T.cta_id([gy, gx])  ->  for i in range(block_count):
+    T.cta_id([gz, gy, gx])  ->  for i in range(block_count):
                                 block = block_start + (i // row_len) * row_stride + (i % row_len) * stride
-                                by = block // gx; bx = block % gx
+                                bz = block // (gy * gx); by = block // gx % gy; bx = block % gx
 The work arguments are runtime args (`tt.runtime_arg`), set per core by the host from tt.work_partition.
 """
 from __future__ import annotations
@@ -32,11 +32,14 @@ def grid_to_persistent(func, mod, ctx):
     binds = [tirx.Bind(block, args["block_start"]
                        + tirx.floordiv(i, args["block_row_len"]) * args["block_row_stride"]
                        + tirx.floormod(i, args["block_row_len"]) * args["block_stride"])]
-    if scope_ids:
+    if scope_ids:   # row-major: the last id varies fastest
         ids = list(getattr(scope_ids[0], "def").def_ids)
-        if len(ids) == 2:
-            binds += [tirx.Bind(ids[0], tirx.floordiv(block, grid[1])), tirx.Bind(ids[1], tirx.floormod(block, grid[1]))]
-        else:
-            binds += [tirx.Bind(ids[0], block)]
+        stride = 1
+        decoded = []
+        for var, extent in reversed(list(zip(ids, grid))):
+            index = block if stride == 1 else tirx.floordiv(block, stride)
+            decoded.append(tirx.Bind(var, index if var is ids[0] else tirx.floormod(index, extent)))
+            stride *= extent
+        binds += decoded[::-1]
     loop = tirx.For(i, 0, args["block_count"], tirx.ForKind.SERIAL, seq(binds + rest))
     return func.with_body(seq(prologue + allocs + [loop]))

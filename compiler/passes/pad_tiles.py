@@ -50,7 +50,7 @@ def pad_tiles(func, mod, ctx):
             cond = in_bounds(str(args[2].value), args[3], args[4])
             return stmt if cond is None else tirx.IfThenElse(cond, stmt, ops.call("zero_tile", args[0], args[1]))
         if spec.name == "write_tile":
-            cond = in_bounds(str(args[1].value), args[2], args[3])
+            cond = in_bounds(str(args[2].value), args[3], args[4])
             return stmt if cond is None else tirx.IfThenElse(cond, stmt, None)
         return stmt
 

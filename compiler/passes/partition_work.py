@@ -6,6 +6,9 @@ contiguous: a run of consecutive blocks; strided: every num_cores-th block; bloc
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 from tvm import tirx
 
 from ..errors import CompileError
@@ -26,7 +29,10 @@ def _split(total: int, parts: int) -> list[tuple[int, int]]:
 
 
 def partition(policy: str, grid: list[int], core_grid: list[int]) -> list[dict]:
-    gy, gx = (grid[0], grid[1]) if len(grid) == 2 else (1, grid[0])
+    gx = grid[-1]
+    gy = 1
+    for e in grid[:-1]:   # a 3-D grid is rows of (gz * gy) and columns of gx
+        gy *= e
     blocks = gx * gy
     cx, cy = core_grid
     num_cores = cx * cy
@@ -39,10 +45,11 @@ def partition(policy: str, grid: list[int], core_grid: list[int]) -> list[dict]:
                               "row_len": nx, "row_stride": gx})
         return cores
     used = min(blocks, num_cores)
+    runs = _split(blocks, used)
     for i in range(used):
         core = [i % cx, i // cx]
         if policy == "contiguous":
-            start, count = _split(blocks, used)[i]
+            start, count = runs[i]
             cores.append({"core": core, "start": start, "count": count, "stride": 1, "row_len": count, "row_stride": 0})
         elif policy == "strided":
             count = len(range(i, blocks, used))
@@ -56,6 +63,116 @@ def blocks_of(entry: dict) -> list[int]:
     """The blocks one core walks (the same formula the generated kernels use)."""
     return [entry["start"] + (i // entry["row_len"]) * entry["row_stride"] + (i % entry["row_len"]) * entry["stride"]
             for i in range(entry["count"])]
+
+
+def _shape(entry: dict):
+    """A core's walk as a rectangle of block numbers: ("rect", first, row length, rows, row stride) when its rows
+    are runs of consecutive blocks, or ("prog", first, stride, count) for one arithmetic progression."""
+    count, row_len = entry["count"], max(entry["row_len"], 1)
+    if count == 0:
+        return None
+    if count <= row_len:
+        return ("prog", entry["start"], entry["stride"] if count > 1 else 1, count)
+    if entry["stride"] == 1 and entry["row_stride"] >= row_len and count % row_len == 0:
+        return ("rect", entry["start"], row_len, count // row_len, entry["row_stride"])
+    return ("prog-rows", entry)
+
+
+def _ranges_overlap(a0: int, a1: int, b0: int, b1: int) -> bool:
+    return a0 < b1 and b0 < a1
+
+
+def _progressions_meet(a: tuple, b: tuple) -> bool:
+    """Do {s1 + k*d1 : k < n1} and {s2 + k*d2 : k < n2} share a value? (CRT on the two strides)"""
+    _, s1, d1, n1 = a
+    _, s2, d2, n2 = b
+    lo, hi = max(s1, s2), min(s1 + d1 * (n1 - 1), s2 + d2 * (n2 - 1))
+    if lo > hi:
+        return False
+    g = math.gcd(d1, d2)
+    if (s2 - s1) % g:
+        return False
+    # the common values form a progression of stride lcm(d1, d2): find its first value >= lo
+    lcm = d1 // g * d2
+    m1, m2 = d1 // g, d2 // g
+    inverse = pow(m1, -1, m2) if m2 > 1 else 0
+    k = ((s2 - s1) // g * inverse) % m2 if m2 > 1 else 0
+    first = s1 + k * d1
+    first += max(0, -(-(lo - first) // lcm)) * lcm
+    return first <= hi
+
+
+def partition_problems(cores: list[dict], blocks: int) -> list[str]:
+    """Why the cores' walks do not cover blocks 0..blocks-1 exactly once (empty when they do), decided in closed
+    form from each core's (start, count, stride, row_len, row_stride): counts add up, every walk stays in range,
+    and no two walks share a block."""
+    problems = []
+    total = sum(c["count"] for c in cores)
+    if total != blocks:
+        problems.append(f"the cores walk {total} blocks in all, the grid has {blocks}")
+    shapes = []
+    for c in cores:
+        shape = _shape(c)
+        if shape is None:
+            continue
+        if shape[0] == "prog-rows" or min(c["stride"], c["row_stride"]) < 0:
+            problems.append(f"core {c['core']}: a walk of strided rows cannot be verified")
+            continue
+        if shape[0] == "prog" and shape[2] == 0 and shape[3] > 1:
+            problems.append(f"core {c['core']} walks block {shape[1]} {shape[3]} times")
+            continue
+        last = shape[1] + (shape[3] - 1) * (shape[4] if shape[0] == "rect" else shape[2]) + \
+            (shape[2] - 1 if shape[0] == "rect" else 0)
+        if shape[1] < 0 or last >= blocks:
+            problems.append(f"core {c['core']} walks blocks {shape[1]}..{last}, outside 0..{blocks - 1}")
+        shapes.append((c["core"], shape))
+    clash = _first_clash(shapes)
+    if clash is not None:
+        problems.append(f"cores {clash[0]} and {clash[1]} walk a common block")
+    return problems
+
+
+def _first_clash(shapes: list) -> tuple | None:
+    """Two cores whose walks share a block. Progressions of one stride are sorted by (residue, start) so only
+    neighbours need comparing (contiguous and strided partitions); anything else is compared pairwise."""
+    by_stride: dict[int, list] = {}
+    others = []
+    for core, shape in shapes:
+        if shape[0] == "prog":
+            by_stride.setdefault(shape[2], []).append((core, shape))
+        else:
+            others.append((core, shape))
+    groups = list(by_stride.values())
+    for group in groups:
+        stride = group[0][1][2]
+        group.sort(key=lambda cs: (cs[1][1] % stride, cs[1][1]))
+        for (core_a, a), (core_b, b) in zip(group, group[1:]):
+            if a[1] % stride == b[1] % stride and a[1] + stride * (a[3] - 1) >= b[1]:
+                return core_a, core_b
+    mixed = others + ([cs for group in groups for cs in group] if len(groups) > 1 or others else [])
+    for (core_a, a), (core_b, b) in itertools.combinations(mixed, 2):
+        if (a[0] != "prog" or b[0] != "prog" or a[2] != b[2]) and _meet(a, b):
+            return core_a, core_b
+    return None
+
+
+def _as_progressions(shape) -> list[tuple]:
+    if shape[0] == "prog":
+        return [shape]
+    _, start, row_len, rows, row_stride = shape
+    return [("prog", start + r * row_stride, 1, row_len) for r in range(rows)]
+
+
+def _meet(a, b) -> bool:
+    if a[0] == "rect" and b[0] == "rect" and a[4] == b[4]:
+        stride = a[4]                         # both are rectangles of the same row length: compare in 2-D
+        ay, ax = divmod(a[1], stride)
+        by, bx = divmod(b[1], stride)
+        if ax + a[2] <= stride and bx + b[2] <= stride:
+            return _ranges_overlap(ay, ay + a[3], by, by + b[3]) and _ranges_overlap(ax, ax + a[2], bx, bx + b[2])
+    if a[0] == "prog" and b[0] == "prog":
+        return _progressions_meet(a, b)
+    return any(_progressions_meet(p, q) for p in _as_progressions(a) for q in _as_progressions(b))
 
 
 def core_ranges(cores: list[dict]) -> list[list[list[int]]]:

@@ -1,9 +1,13 @@
 """TTSplitKernels: one lowered function -> the three kernels of a Tenstorrent program.
 
-Every tt.* call belongs to one role (ops.py); CB calls belong to the producer or consumer side of their CB
-(input CBs: reader pushes, compute pops; output CBs: compute pushes, writer pops). Each kernel keeps the loop
-skeleton around its own calls and the bindings it uses. Records per kernel: tt.kernel_role,
-tt.runtime_args (ordered) and tt.compile_time_args (TensorAccessor words per DRAM buffer).
+Every tt.* call belongs to one role (ops.py); CB calls belong to the producer or consumer side of their CB, and
+the data-movement calls of an input CB (page reads, zero fills, its barrier, multicasts) to its producer. Input
+CBs are produced by the reader (RISCV_1) unless moving some to the writer (RISCV_0, whose own work is the
+output pages) evens out the tiles each moves per block -- a GEMM's B then streams on the writer's RISC and NoC
+beside A on the reader's, as in ttnn's 2-D matmul. Within a data-movement kernel, consecutive read groups of
+different CBs wait on one barrier (one per block, not one per operand). Each kernel keeps the loop skeleton
+around its own calls and the bindings it uses. Records per kernel: tt.kernel_role, tt.runtime_args (ordered)
+and tt.compile_time_args (TensorAccessor words per DRAM buffer); the input CBs' producers in tt.cb_config.
 """
 from __future__ import annotations
 
@@ -14,13 +18,13 @@ from tvm import tirx
 from .. import ops
 from ..ir import get_attr, seq, stmts_of
 from .partition_work import WORK_ARGS
+from .share_reads import FIELDS as MCAST_FIELDS
 
 ROLES = (ops.READER, ops.COMPUTE, ops.WRITER)
-CB_SIDES = {("input", "producer"): ops.READER, ("input", "consumer"): ops.COMPUTE,
-            ("output", "producer"): ops.COMPUTE, ("output", "consumer"): ops.WRITER,
-            ("intermediate", "producer"): ops.COMPUTE, ("intermediate", "consumer"): ops.COMPUTE}
 PRODUCER_OPS = {"cb_reserve_back", "cb_push_back"}
 CONSUMER_OPS = {"cb_wait_front", "cb_pop_front"}
+MOVER_OPS = {"read_tile", "zero_tile", "noc_async_read_barrier", "mcast_send", "mcast_receive", "mcast_flag_valid",
+             "fill_reduce_scaler"}
 TENSOR_ACCESSOR_IS_DRAM = 2  # TensorAccessorArgs config word for an interleaved DRAM buffer
 
 
@@ -30,18 +34,53 @@ def vars_used(node) -> set:
     return found
 
 
+def pages_per_block(body) -> dict[tuple[int, str], int]:
+    """(cb, call) -> pages per block (one iteration of the persistent loop); loops multiply."""
+    from .verify_program import cb_page_counts
+
+    loop = next((s for s in stmts_of(body) if isinstance(s, tirx.For)), None)
+    counts: dict = {}
+    cb_page_counts(loop.body if loop is not None else body, counts)
+    return counts
+
+
+def assign_movers(func, cbs: list[dict]) -> list[dict]:
+    """Input CBs to the reader or the writer: greedily move the largest to the writer while that lowers the
+    busier one's tiles per block."""
+    counts = pages_per_block(func.body)
+    moved = {c["index"]: counts.get((c["index"], "cb_push_back"), 0) * c["page_bytes"] for c in cbs}
+    load = {ops.READER: sum(moved[c["index"]] for c in cbs if c["role"] == "input"),
+            ops.WRITER: sum(counts.get((c["index"], "cb_pop_front"), 0) * c["page_bytes"]
+                            for c in cbs if c["role"] == "output")}
+    out = [dict(c) for c in cbs]
+    candidates = sorted((c for c in out if c["role"] == "input" and c["buffer"] != "reduce_scaler"),
+                        key=lambda c: (-moved[c["index"]], -c["index"]))
+    for c in candidates:
+        x = moved[c["index"]]
+        if max(load[ops.READER] - x, load[ops.WRITER] + x) < max(load.values()):
+            c["producer"] = ops.WRITER
+            load[ops.READER] -= x
+            load[ops.WRITER] += x
+    return out
+
+
 class Splitter:
-    def __init__(self, func):
-        self.cb_roles = {c["index"]: c["role"] for c in get_attr(func, "tt.cb_config")}
+    def __init__(self, cbs: list[dict]):
+        self.cbs = {c["index"]: c for c in cbs}
 
     def role_of(self, stmt) -> str | None:
         found = ops.intrinsic_of(stmt)
         if found is None:
             return None
         spec, args = found
-        if spec.name in PRODUCER_OPS | CONSUMER_OPS:
-            side = "producer" if spec.name in PRODUCER_OPS else "consumer"
-            return CB_SIDES[(self.cb_roles[int(args[0])], side)]
+        if spec.name in PRODUCER_OPS:
+            return self.cbs[int(args[0])]["producer"]
+        if spec.name in CONSUMER_OPS:
+            return self.cbs[int(args[0])]["consumer"]
+        if spec.name in MOVER_OPS:
+            return self.cbs[int(args[0])]["producer"]
+        if spec.name == "write_tile":
+            return self.cbs[int(args[0])]["consumer"]
         (role,) = tuple(spec.roles)
         return role
 
@@ -72,35 +111,110 @@ class Splitter:
         return out[::-1]
 
 
+def _call_name(stmt) -> str | None:
+    found = ops.intrinsic_of(stmt)
+    return found[0].name if found else None
+
+
+def _read_group(stmts: list, k: int):
+    """(cb, end) when stmts[k:end] is `reserve(cb); reads...; barrier(cb); push(cb)` of a plain read, else None."""
+    found = ops.intrinsic_of(stmts[k])
+    if found is None or found[0].name != "cb_reserve_back":
+        return None
+    cb = int(found[1][0])
+    for j in range(k + 1, len(stmts)):
+        name = _call_name(stmts[j])
+        if name == "noc_async_read_barrier":
+            push = ops.intrinsic_of(stmts[j + 1]) if j + 1 < len(stmts) else None
+            if push is not None and push[0].name == "cb_push_back" and int(push[1][0]) == cb:
+                return cb, j + 2
+            return None
+        if not (isinstance(stmts[j], (tirx.For, tirx.IfThenElse)) or name in ("read_tile", "zero_tile")):
+            return None
+    return None
+
+
+def one_barrier_per_block(stmts: list) -> list:
+    """Consecutive plain read groups of different CBs: reserve and read them all, wait once, push them all."""
+    out, k = [], 0
+    while k < len(stmts):
+        s = stmts[k]
+        if isinstance(s, tirx.For):
+            out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(one_barrier_per_block(stmts_of(s.body)))))
+            k += 1
+            continue
+        if isinstance(s, tirx.IfThenElse):
+            then = seq(one_barrier_per_block(stmts_of(s.then_case)))
+            other = seq(one_barrier_per_block(stmts_of(s.else_case))) if s.else_case is not None else None
+            out.append(tirx.IfThenElse(s.condition, then, other))
+            k += 1
+            continue
+        groups = []
+        while k < len(stmts) and (found := _read_group(stmts, k)) is not None and \
+                found[0] not in (g[0] for g in groups):
+            groups.append((found[0], stmts[k:found[1]]))
+            k = found[1]
+        if len(groups) > 1:
+            reads = [x for _, g in groups for x in g[:-2]]
+            out += reads + [groups[-1][1][-2]] + [g[-1] for _, g in groups]
+        elif groups:
+            out += groups[0][1]
+        else:
+            out.append(s)
+            k += 1
+    return out
+
+
 def _buffers_moved(body) -> list[str]:
     names = []
 
     def visit(stmt):
         found = ops.intrinsic_of(stmt)
         if found and found[0].name in ("read_tile", "write_tile"):
-            name = str(found[1][2 if found[0].name == "read_tile" else 1].value)
+            name = str(found[1][2].value)
             if name not in names:
                 names.append(name)
     tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
     return names
 
 
+def _multicasts(body) -> bool:
+    found = []
+    tvm_ffi.structural_walk(body, (tirx.Evaluate, lambda s: found.append(1) if _call_name(s) == "mcast_send" else None),
+                            order="pre")
+    return bool(found)
+
+
+def runtime_arg_entry(name: str, moved: list[str], mcast_cbs: dict) -> dict:
+    if name in WORK_ARGS:
+        return {"name": name, "kind": "work"}
+    cb_name, _, field = name.rpartition("_mcast_")
+    return {"name": name, "kind": "multicast", "cb": mcast_cbs[cb_name], "field": field}
+
+
 @tvm.transform.module_pass(opt_level=0, name="TTSplitKernels")
 def split_kernels(mod, ctx):
     (gv, func), = list(mod.functions.items())
-    splitter = Splitter(func)
+    cbs = assign_movers(func, get_attr(func, "tt.cb_config"))
+    func = func.with_attr("tt.cb_config", cbs)
+    splitter = Splitter(cbs)
     layouts = get_attr(func, "tt.layout_desc")
     param_order = [str(p.name) for p in func.params]
+    mcast_cbs = {c["name"]: c["index"] for c in cbs}
+    runtime_names = list(WORK_ARGS) + [f"{c['name']}_mcast_{f}" for c in cbs for f in MCAST_FIELDS]
     kernels = {}
     for role in ROLES:
         stmts = splitter.filter(stmts_of(func.body), role)
-        if role == ops.WRITER:
-            stmts.append(ops.call("noc_async_write_barrier"))
+        if role != ops.COMPUTE:
+            stmts = one_barrier_per_block(stmts)
         body = seq(stmts)
+        if role == ops.WRITER or (role == ops.READER and _multicasts(body)):
+            stmts.append(ops.call("noc_async_write_barrier"))   # every write confirmed before the kernel ends
+            body = seq(stmts)
         moved = sorted(_buffers_moved(body), key=param_order.index)
-        work = [name for name in WORK_ARGS if any(str(v.name) == name for v in vars_used(body))]
+        used = {str(v.name) for v in vars_used(body)}
         runtime_args = [{"name": f"{b}_addr", "kind": "buffer_address", "buffer": b} for b in moved] + \
-                       [{"name": w, "kind": "work"} for w in work]
+                       [runtime_arg_entry(n, moved, mcast_cbs) for n in runtime_names if n in used]
         compile_args = [{"kind": "tensor_accessor", "buffer": b,
                          "words": [TENSOR_ACCESSOR_IS_DRAM, layouts[b]["page_bytes"]]} for b in moved]
         kernels[role] = func.with_body(body).with_attrs({

@@ -15,7 +15,7 @@ from .. import ops
 from ..errors import CompileError
 from ..ir import get_attr, stmts_of
 from ..target import MAX_RUNTIME_ARGS
-from .partition_work import blocks_of
+from .partition_work import partition_problems
 
 STAGE = "verify"
 
@@ -39,6 +39,32 @@ def cb_page_counts(stmt, counts: dict, scale: int = 1) -> None:
             counts[key] = counts.get(key, 0) + int(found[1][1]) * scale
 
 
+def _kib(n: int) -> str:
+    return f"{n / 1024:.0f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.2f} MiB"
+
+
+def l1_overflow(cbs: list[dict], l1: int, target: dict) -> CompileError:
+    """The kernel's tiles do not fit in L1: said with the user's buffer names, located at the largest one."""
+    by_buffer: dict[str, list[dict]] = {}
+    for cb in cbs:
+        by_buffer.setdefault(cb["buffer"], []).append(cb)
+    sizes = {name: sum(c["page_bytes"] * c["num_pages"] for c in found) for name, found in by_buffer.items()}
+    largest = max(sizes, key=sizes.get)
+
+    def part(name: str) -> str:
+        cb = by_buffer[name][0]
+        block = cb["tiles"][0] * cb["tiles"][1] if cb.get("tiles") else 0
+        copies = cb["num_pages"] // block if block and len(by_buffer[name]) == 1 else 1
+        return f"`{name}` {_kib(sizes[name])}" + (f" ({copies} x {_kib(sizes[name] // copies)})" if copies > 1 else "")
+
+    shown = ", ".join(part(name) for name in sorted(sizes, key=sizes.get, reverse=True))
+    return CompileError(
+        f"the kernel's tiles need {_kib(l1)} of L1 per core but {target['arch']} leaves "
+        f"{_kib(target['l1_available_for_cbs'])} for them: {shown}", stage=STAGE, subject=largest,
+        hint=f"use smaller blocks (`{largest}` is the largest), or keep fewer copies of each: a lower cb_depth "
+             f"(TileLang: T.Pipelined's num_stages)")
+
+
 def verify(mod) -> dict:
     compute = mod["compute"]
     target = get_attr(compute, "tt.target")
@@ -49,23 +75,14 @@ def verify(mod) -> dict:
                         f"{target['num_cbs']} CBs of {target['arch']}")
     l1 = sum(c["page_bytes"] * c["num_pages"] for c in cbs)
     if l1 > target["l1_available_for_cbs"]:
-        detail = ", ".join(f"{c['name']} {c['num_pages']}x{c['page_bytes']} B" for c in cbs)
-        problems.append(f"circular buffers need {l1} B of L1 per core ({detail}) but {target['arch']} has "
-                        f"{target['l1_available_for_cbs']} B free; use smaller tiles or a lower cb_depth")
+        raise l1_overflow(cbs, l1, target)
     for role in ("reader", "compute", "writer"):
         n = len(get_attr(mod[role], "tt.runtime_args"))
         if n > MAX_RUNTIME_ARGS:
             problems.append(f"the {role} kernel takes {n} runtime args (limit {MAX_RUNTIME_ARGS})")
     work = get_attr(compute, "tt.work_partition")
-    seen: dict[int, list] = {}
-    for entry in work["cores"]:
-        for b in blocks_of(entry):
-            seen.setdefault(b, []).append(entry["core"])
-    missing = [b for b in range(work["blocks"]) if b not in seen]
-    doubled = {b: cores for b, cores in seen.items() if len(cores) > 1 or b >= work["blocks"]}
-    if missing or doubled:
-        problems.append(f"work partition is wrong: blocks never assigned {missing[:5]}, assigned twice or out of "
-                        f"range {dict(list(doubled.items())[:5])}")
+    for problem in partition_problems(work["cores"], work["blocks"]):
+        problems.append(f"work partition is wrong: {problem}")
     counts: dict = {}
     for role in ("reader", "compute", "writer"):
         cb_page_counts(mod[role].body, counts)

@@ -5,7 +5,12 @@ wrappers the JIT compiles kernels through (`hw/firmware/src/tt-1xx/{brisck,ncris
 ckernels. We extract only the members a host-side syntax check includes (~35 MB of 165 MB) into a versioned cache
 directory, once per machine; concurrent workers serialise on a lock and publish with an atomic rename.
 
-    root = ensure_headers()            # .../sdk-headers/ttnn-0.81.1/ttnn   (contains tt_metal/)
+It also ships ttnn's own device kernels (`ttnn/cpp/ttnn/operations/**/kernels/`, ~1,600 files) and the op headers
+they include; the emulator runs them unmodified. Those go to a second cache entry (~31 MB), filled from the same
+download when both are missing, so neither is fetched twice:
+
+    root = ensure_headers()            # .../sdk-headers/ttnn-0.81.1/ttnn           (contains tt_metal/)
+    home = ensure_kernels()            # .../sdk-headers/ttnn-0.81.1-kernels/ttnn   (contains ttnn/cpp/ttnn/...)
 """
 from __future__ import annotations
 
@@ -38,6 +43,14 @@ REQUIRED = ("tt_metal/hw/firmware/src/tt-1xx/brisck.cc", "tt_metal/hw/firmware/s
             "tt_metal/hw/firmware/src/tt-1xx/trisck.cc", "tt_metal/hw/inc/api/dataflow/dataflow_api.h",
             "tt_metal/hw/inc/api/compute/matmul.h")
 COMPLETE_MARKER = ".tilefarm-complete"
+# ttnn's op sources: the device kernels and the headers they include (`ttnn/operations/...`), laid out as under
+# TT_METAL_HOME, so a kernel path such as "ttnn/cpp/ttnn/operations/eltwise/..." resolves against the root.
+KERNEL_PREFIXES = ("ttnn/ttnn/cpp/ttnn/",)
+KERNEL_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".inl", ".inc")
+KERNELS_REQUIRED = (
+    "ttnn/cpp/ttnn/operations/matmul/device/kernels/dataflow/reader_bmm_tile_layout_in0_sender_padding.cpp",
+    "ttnn/cpp/ttnn/operations/matmul/device/kernels/compute/bmm_large_block_zm_fused_bias_activation.cpp",
+)
 
 
 class SdkHeadersError(Exception):
@@ -47,7 +60,8 @@ class SdkHeadersError(Exception):
 @dataclass
 class FetchResult:
     root: Path                   # the extracted `ttnn` directory (holds tt_metal/)
-    fetched: bool                # False when the cache already had it
+    fetched: bool                # False when the cache already had it (headers and kernels)
+    kernels_root: Path | None = None  # TT_METAL_HOME-like root of ttnn's kernels (holds ttnn/cpp/ttnn/)
     download_seconds: float = 0.0
     extract_seconds: float = 0.0
     wheel_bytes: int = 0
@@ -64,12 +78,27 @@ def headers_dir() -> Path:
     return Path(override) if override else cache_root() / "sdk-headers" / f"ttnn-{TTNN_VERSION}"
 
 
-def installed_root() -> Path | None:
-    """The `ttnn` root when a complete extraction is present, else None."""
-    root = headers_dir() / "ttnn"
-    if (headers_dir() / COMPLETE_MARKER).exists() and all((root / f).is_file() for f in REQUIRED):
+def kernels_dir() -> Path:
+    """Where ttnn's kernels live: `$TILEFARM_SDK_KERNELS_DIR`, else `<cache>/sdk-headers/ttnn-<version>-kernels`."""
+    override = os.environ.get("TILEFARM_SDK_KERNELS_DIR")
+    return Path(override) if override else headers_dir().with_name(f"ttnn-{TTNN_VERSION}-kernels")
+
+
+def _complete(directory: Path, required: tuple[str, ...]) -> Path | None:
+    root = directory / "ttnn"
+    if (directory / COMPLETE_MARKER).exists() and all((root / f).is_file() for f in required):
         return root
     return None
+
+
+def installed_root() -> Path | None:
+    """The `ttnn` root when a complete extraction is present, else None."""
+    return _complete(headers_dir(), REQUIRED)
+
+
+def installed_kernels_root() -> Path | None:
+    """The root holding `ttnn/cpp/ttnn/operations/...` when ttnn's kernels are extracted, else None."""
+    return _complete(kernels_dir(), KERNELS_REQUIRED)
 
 
 def download_wheel(dest: Path) -> Path:
@@ -96,45 +125,93 @@ def _wanted(name: str) -> bool:
     return name.startswith(EXTRACT_PREFIXES) and not any(skip in name for skip in EXTRACT_SKIP) and not name.endswith("/")
 
 
-def extract_headers(wheel: Path, dest: Path) -> int:
-    """Extract the needed members of `wheel` under `dest` (as `dest/ttnn/tt_metal/...`); the member count."""
+def _wanted_kernel(name: str) -> bool:
+    return name.startswith(KERNEL_PREFIXES) and name.endswith(KERNEL_SUFFIXES)
+
+
+def _extract(wheel: Path, dest: Path, wanted, required: tuple[str, ...]) -> int:
+    """Extract the members `wanted` accepts under `dest`; the member count."""
+    count = 0
     try:
         with zipfile.ZipFile(wheel) as archive:
-            members = [info for info in archive.infolist() if _wanted(info.filename)]
-            for info in members:
-                archive.extract(info, dest)
+            for info in archive.infolist():
+                if not wanted(info.filename):
+                    continue
+                target = dest / info.filename
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+                count += 1
     except zipfile.BadZipFile as error:
         raise SdkHeadersError(f"{wheel} is not a valid wheel: {error}") from None
-    missing = [f for f in REQUIRED if not (dest / "ttnn" / f).is_file()]
+    missing = [f for f in required if not (dest / "ttnn" / f).is_file()]
     if missing:
         raise SdkHeadersError(f"{wheel.name} lacks {', '.join(missing)}: not the TT-Metalium {TTNN_VERSION} layout")
-    return len(members)
+    return count
 
 
-def fetch_headers(*, force: bool = False) -> FetchResult:
-    """Download and extract unless a complete extraction exists (safe across concurrent processes)."""
-    target = headers_dir()
-    if not force and (root := installed_root()) is not None:
-        return FetchResult(root=root, fetched=False)
+def extract_headers(wheel: Path, dest: Path) -> int:
+    """Extract the needed members of `wheel` under `dest` (as `dest/ttnn/tt_metal/...`); the member count."""
+    return _extract(wheel, dest, _wanted, REQUIRED)
+
+
+def extract_kernels(wheel: Path, dest: Path) -> int:
+    """Extract ttnn's op sources under `dest` (as `dest/ttnn/ttnn/cpp/ttnn/...`: `dest/ttnn` is the kernels' root)."""
+    return _extract(wheel, dest, _wanted_kernel, KERNELS_REQUIRED)
+
+
+def _publish(staging: Path, target: Path) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+
+
+def fetch_headers(*, force: bool = False, kernels: bool = True) -> FetchResult:
+    """Download the wheel once and extract what is missing: the device headers and (with `kernels`) ttnn's kernels.
+
+    Safe across concurrent processes: one lock for both entries; each is published with an atomic rename."""
+    target, ktarget = headers_dir(), kernels_dir()
+
+    def present() -> FetchResult | None:
+        root, kroot = installed_root(), installed_kernels_root()
+        if force or root is None or (kernels and kroot is None):
+            return None
+        return FetchResult(root=root, fetched=False, kernels_root=kroot)
+
+    if (done := present()) is not None:
+        return done
     with locked(target.with_name(target.name + ".lock")):
-        if not force and (root := installed_root()) is not None:
-            return FetchResult(root=root, fetched=False)
+        if (done := present()) is not None:
+            return done
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="tilefarm-ttnn-", dir=target.parent) as tmp:
             t0 = time.perf_counter()
             wheel = download_wheel(Path(tmp) / "download")
             t1 = time.perf_counter()
-            staging = Path(tmp) / "staging"
-            members = extract_headers(wheel, staging)
-            (staging / COMPLETE_MARKER).write_text(f"{wheel.name}\n{members} members\n")
+            members = 0
+            if force or installed_root() is None:
+                staging = Path(tmp) / "staging"
+                count = extract_headers(wheel, staging)
+                (staging / COMPLETE_MARKER).write_text(f"{wheel.name}\n{count} members\n")
+                _publish(staging, target)
+                members += count
+            if kernels and (force or installed_kernels_root() is None):
+                staging = Path(tmp) / "staging-kernels"
+                count = extract_kernels(wheel, staging)
+                (staging / COMPLETE_MARKER).write_text(f"{wheel.name}\n{count} members\n")
+                _publish(staging, ktarget)
+                members += count
             t2 = time.perf_counter()
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
-            return FetchResult(root=target / "ttnn", fetched=True, download_seconds=t1 - t0, extract_seconds=t2 - t1,
+            return FetchResult(root=target / "ttnn", fetched=True, kernels_root=installed_kernels_root(),
+                               download_seconds=t1 - t0, extract_seconds=t2 - t1,
                                wheel_bytes=wheel.stat().st_size, members=members)
 
 
 def ensure_headers() -> Path:
     """The `ttnn` root, fetching it on first use."""
-    return installed_root() or fetch_headers().root
+    return installed_root() or fetch_headers(kernels=False).root
+
+
+def ensure_kernels() -> Path:
+    """The root of ttnn's kernels (use it as TT_METAL_HOME), fetching it on first use."""
+    return installed_kernels_root() or fetch_headers().kernels_root

@@ -88,13 +88,33 @@ def _tolerance_model(func, plan: dict) -> tuple[dict, dict]:
             {b["name"]: intermediate for b in outputs if intermediate and b["dtype"] == "float32"})
 
 
+def _at_parameter(error: CompileError, inputs: dict, source: str | None, filename: str, entry: str | None,
+                  params: dict | None) -> CompileError:
+    """An input that does not fit the kernel, located at the kernel parameter it names (or the kernel's line)."""
+    if source is None or error.location is not None:
+        return error
+    from ..errors import SourceLocation
+    from ..frontend.signature import static_signature
+
+    signature = static_signature(source, entry, params)
+    if signature is None:
+        return error
+    named = next((b for b in signature.buffers if f"`{b.name}`" in error.message), None)
+    line, col = (named.line, named.col) if named else (signature.buffers[0].line, None) if signature.buffers \
+        else (None, None)
+    return CompileError(error.message, stage=error.stage, location=SourceLocation(filename, line, col), hint=error.hint)
+
+
 def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[str, np.ndarray] | None = None,
                        source: str | None = None, filename: str = "kernel.py", entry: str | None = None,
                        seed: int = 0, workdir: Path | None = None, timeout_s: float = 120,
                        params: dict | None = None) -> EmulationOutcome:
     """Run the bundle on the emulator; with `source`, also run the reference and compare."""
     plan = json.loads(artifacts["tt.plan.json"])
-    given = check_inputs(plan, inputs) if inputs else random_inputs(plan, seed)
+    try:
+        given = check_inputs(plan, inputs) if inputs else random_inputs(plan, seed)
+    except CompileError as error:
+        raise _at_parameter(error, inputs or {}, source, filename, entry, params) from None
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="tilefarm-emu-") as tmp:
         work = Path(workdir) if workdir else Path(tmp)
@@ -136,8 +156,12 @@ def verify_outputs(plan: dict, inputs: dict[str, np.ndarray], outputs: dict[str,
     from ..frontend import load_kernel
 
     dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
+    shapes = {b["name"]: tuple(b["shape"]) for b in plan["buffers"]}
     func = load_kernel(source, filename, entry or plan["kernel"], params).func
-    expected = run_reference(func, inputs)
+    # a 1-D vector of the user's is an (n, 1) column or a (1, n) row of the kernel: same elements, same order
+    ir_shapes = {str(p.name): tuple(int(d) for d in p.shape) for p in func.params}
+    given = {name: np.asarray(a).reshape(ir_shapes.get(name, np.shape(a))) for name, a in inputs.items()}
+    expected = {name: np.asarray(a).reshape(shapes.get(name, a.shape)) for name, a in run_reference(func, given).items()}
     depth, intermediate = _tolerance_model(func, plan)
     return compare_outputs(expected, outputs, dtypes={k: dtypes[k] for k in expected},
                            reduction_depth=depth, intermediate_dtypes=intermediate)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from compiler.api import compile_source, emulate
+from schemas.target import TargetConfig
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tilelang"
 
@@ -43,8 +44,11 @@ def test_example_verifies_on_the_emulator(name, entry, params):
     assert result.entry == entry
     outcome = emulate(result.artifacts, source=source, filename=str(path), entry=entry, params=params, seed=3)
     assert outcome.passed, outcome.verification.render()
-    # the block size reached the program: one grid point per output block
-    grid = result.plan["grid"]["extents"]
+    # the block size reached the program: one grid point per output block of the kernel as written (the default
+    # blocking then chooses its own, which the run above verified)
+    written = compile_source(source, filename=str(path), entry=entry, params=params,
+                             target=TargetConfig(blocking="as_written"))
+    grid = written.plan["grid"]["extents"]
     rows = params["M"] // params["block_M"]
     cols = params["N"] // params["block_N"]
     assert sorted(grid) == sorted([rows, cols]) and grid[0] * grid[-1] == rows * cols
@@ -84,4 +88,65 @@ def test_row_softmax_verifies_on_the_emulator(params):
     assert outcome.passed, outcome.verification.render()
     y = outcome.outputs["Y"].astype("float64")
     assert abs(y.sum(axis=1) - 1).max() < (2e-2 if params["dtype"] == "bfloat16" else 1e-3)  # rows of a softmax
-    assert result.plan["grid"]["extents"] == [params["M"] // params["block_M"]]
+    # fewer rows than cores: the default blocking gives each core one tile row; as written, one block per block_M
+    assert result.plan["grid"]["extents"] == [params["M"] // 32]
+    written = compile_source(source, filename=str(path), entry="softmax", params=params,
+                             target=TargetConfig(blocking="as_written"))
+    assert written.plan["grid"]["extents"] == [params["M"] // params["block_M"]]
+
+
+# ---- every `tilefarm verify` line in the examples' headers, as a user would run it --------------------------------
+def _verify_lines():
+    import re
+    import shlex
+
+    cases = []
+    for path in sorted(EXAMPLES.glob("*.py")):
+        for line in path.read_text().splitlines():
+            m = re.match(r"^#\s+tilefarm verify \S+(.*)$", line)
+            if not m:
+                continue
+            words = shlex.split(m.group(1))
+            entry = words[words.index("--entry") + 1]
+            params = [w for flag, w in zip(words, words[1:]) if flag == "--param"]
+            cases.append((path.name, entry, params))
+    return cases
+
+
+VERIFY_LINES = _verify_lines()
+
+
+@pytest.mark.parametrize("k", range(len(VERIFY_LINES)),
+                         ids=[f"{n.removesuffix('.py')}-{'-'.join(p)}" for n, _, p in VERIFY_LINES])
+def test_header_command_verifies(k):
+    """The documented command of each example verifies, parameters given as text (as --param and the API send
+    them), alternating between the two emulated archs."""
+    from schemas.target import TargetConfig
+    from tilefarm.cmd_compile import parse_params
+
+    name, entry, words = VERIFY_LINES[k]
+    params = parse_params(words)
+    arch = ("wormhole_b0", "blackhole")[k % 2]
+    path = EXAMPLES / name
+    source = path.read_text()
+    result = compile_source(source, filename=str(path), entry=entry, params=params, target=TargetConfig(arch=arch))
+    outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), source=source, filename=str(path),
+                      entry=entry, params=params, seed=k)
+    assert outcome.passed, outcome.verification.render()
+    assert all(abs(v.astype("float64")).max() > 0 for v in outcome.outputs.values())
+
+
+def test_examples_cover_the_kernel_classes():
+    names = {n for n, _, _ in VERIFY_LINES}
+    assert {"flash_attention.py", "gqa_attention.py", "rms_norm.py", "layer_norm.py", "batched_gemm.py",
+            "linear_silu.py", "causal_softmax.py"} <= names
+
+
+def test_causal_flag_given_as_text_changes_the_kernel():
+    """`causal=false` arrives as text; typed from the factory's default it is False (not the truthy 'false')."""
+    path = EXAMPLES / "flash_attention.py"
+    base = dict(batch=1, heads=1, seq_len=128, dim=32)
+    plans = {flag: compile_source(path.read_text(), filename=str(path), entry="flash_attention",
+                                  params={**base, "causal": flag}) for flag in ("true", "false", "1", "0", "False")}
+    masked = {flag: any(b["role"] == "constant" for b in r.plan["buffers"]) for flag, r in plans.items()}
+    assert masked == {"true": True, "false": False, "1": True, "0": False, "False": False}

@@ -1,5 +1,8 @@
-"""Located errors for the TileLang frontend: the location is the innermost frame of the user's file on the stack
-(the shim's `T.*` functions run while the user's code calls them), with the column of the call."""
+"""Located errors and notes for the TileLang frontend: the location is the innermost frame of the user's file on
+the stack (the shim's `T.*` functions run while the user's code calls them), with the column of the call.
+
+Notes are what the compile log says about accepted-but-ignored constructs (GPU-only hints): one line each,
+`file:line:col: note: ...`, collected per trace."""
 from __future__ import annotations
 
 import contextvars
@@ -9,14 +12,27 @@ from ...errors import CompileError, SourceLocation
 
 STAGE = "parse"
 _user_file: contextvars.ContextVar[str | None] = contextvars.ContextVar("tilelang_user_file", default=None)
+_notes: contextvars.ContextVar[list | None] = contextvars.ContextVar("tilelang_notes", default=None)
 
 
-def set_user_file(filename: str):
-    return _user_file.set(filename)
+def set_user_file(filename: str, notes: list | None = None):
+    return _user_file.set(filename), _notes.set(notes)
 
 
-def reset_user_file(token) -> None:
-    _user_file.reset(token)
+def reset_user_file(tokens) -> None:
+    _user_file.reset(tokens[0])
+    _notes.reset(tokens[1])
+
+
+def note(message: str) -> None:
+    """Record `file:line:col: note: message` for the compile log (once per location and message)."""
+    notes = _notes.get()
+    if notes is None:
+        return
+    location = user_location()
+    text = f"{location}: note: {message}" if location else f"note: {message}"
+    if text not in notes:
+        notes.append(text)
 
 
 def frame_location(frame, filename: str) -> SourceLocation:

@@ -1,79 +1,172 @@
 """`T.Parallel` bodies -> whole-tile operations.
 
     for i, j in T.Parallel(bm, bn):
-        C_l[i, j] = T.max(C_l[i, j] + b_s[i, j], 0)     ->  T.tile.add(C_l, C_l, b_s)
-                                                            T.tile.maximum(C_l, C_l, T.float32(0.0))
+        C_l[i, j] = T.max(C_l[i, j] + b_s[j], 0)     ->  T.tile.add(C_l, C_l, b_s)          (b_s: a (1, bn) row)
+                                                        T.tile.maximum(C_l, C_l, T.float32(0.0))
 
-A body is accepted when every store and load addresses `buf[start0 + i, start1 + j]` with the parallel
-variables in the same order (no broadcasts, transposes or data-dependent indexing) and the expression is built
-from + - * /, T.max/min, T.exp/exp2/sqrt/rsqrt, casts and constants. The expression is evaluated into the
-destination tile left to right, one tile op per node, with a temporary tile where an operand would be clobbered.
-Global operands are staged through a shared tile; a store to a global buffer is computed in a local tile and
-copied out.
+Each store is one statement of tile ops, in body order. The T.Parallel variables are the axes of the tile world:
+with `T.Parallel(m, n)` the first variable runs down the rows and the second along the columns; with
+`T.Parallel(m)` the variable runs along the 1-D buffers of the statement (a column of per-row values unless they
+are rows). Every load is a region of its buffer -- `buf[s0 + i, s1 + j]` a whole (m, n) tile, `m[i]` or `x[s + i, c]`
+an (m, 1) column broadcast along the row, `w[j]` a (1, n) row broadcast down the columns, `v[0]` a single value --
+and the expression is evaluated into the destination left to right, one tile op per node, with a temporary tile
+where an operand would be clobbered. Subexpressions over per-row (per-column) values only are computed once into
+a column (row) tile. Values that depend on the indices themselves (`T.if_then_else(bx * bm + i >= k * bn + j, 0,
+-T.infinity(dtype))`) become an element loop writing a mask tile, which the compiler materializes on the device;
+`T.if_then_else(cond, x, -inf)` is `x + mask`, `T.if_then_else(cond, x, 0)` is `x * mask`. Global operands are
+staged through a shared tile; a store to a global buffer is computed in a local tile and copied out.
 """
 from __future__ import annotations
 
 import math
 
 from .diagnostics import fail
-from .expr import Bin, Call, Cast, Const, Load, Var, affine, describe, render_index
-from .recorder import Buffer, Recorder, Region
+from .expr import (Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, describe, float_text,
+                   fold_binary, fold_constant, render_int, walk, wrap)
+from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
 
 BINARY = {"+": "add", "-": "sub", "*": "mul", "max": "maximum", "min": "minimum"}
-UNARY = {"exp": "exp", "sqrt": "sqrt"}
+UNARY = ("exp", "exp2", "log2", "sqrt", "reciprocal")
+LN2 = math.log(2.0)
 
 
-def _region_of(load: Load, variables: tuple, location) -> Region:
-    """`buf[s0 + i, s1 + j]` -> the region buf[s0:s0+bm, s1:s1+bn]; anything else is rejected."""
-    buf: Buffer = load.buffer
-    if buf.column:  # m[i] of a 1-D (block_M,) fragment: its (M, 1) column, broadcast along j
-        form = affine(load.indices[0])
-        if form is None or {v: c for v, c in form[0].items() if v.kind == "parallel"} != {variables[0]: 1}:
-            fail(f"`{describe(load)}`: a 1-D fragment must be indexed by the first T.Parallel variable "
-                 f"(`start + {variables[0].name}`)", location=location)
-        rest = Const(0)
-        for v, c in form[0].items():
-            if v.kind != "parallel":
-                rest = rest + (v * c if c != 1 else v)
-        return Region(buf, (rest + form[1], 0), (variables[0].extent, 1))
-    if len(load.indices) != len(variables):
-        fail(f"`{describe(load)}` is indexed with {len(load.indices)} indices inside a {len(variables)}-D T.Parallel; "
-             "broadcasting a row/column is outside tilefarm's TileLang subset", location=location)
-    starts = []
-    for axis, (index, var) in enumerate(zip(load.indices, variables)):
-        form = affine(index)
-        if form is None:
-            fail(f"`{describe(load)}`: index `{describe(index)}` is not affine (data-dependent or non-linear "
-                 "indexing is outside tilefarm's TileLang subset)", location=location)
-        coefs, const = form
-        parallel = {v: c for v, c in coefs.items() if v.kind == "parallel"}
-        if parallel != {var: 1}:
-            fail(f"`{describe(load)}`: axis {axis} must be indexed by `start + {'ij'[axis] if axis < 2 else var.name}` "
-                 "(same loop variable order as the store, unit stride)", location=location)
-        rest = Const(0)
-        for v, c in coefs.items():
-            if v.kind != "parallel":
-                rest = rest + (v * c if c != 1 else v)
-        starts.append(rest + const)
-    return Region(buf, tuple(starts), tuple(v.extent for v in variables))
+class Mask:
+    """An index-dependent value (no loads): written into a float32 tile by an element loop."""
+
+    def __init__(self, expr):
+        self.expr = expr
 
 
 def lower_parallel(rec: Recorder, scope) -> None:
     for buffer, indices, value, location in scope.stores:
-        Lowering(rec, scope.variables, location).store(Load(buffer, indices), value)
+        StoreLowering(rec, scope.variables, location).store(Load(buffer, indices), value)
 
 
-class Lowering:
+def _parallel_vars(e) -> list:
+    return [x for x in walk(e) if isinstance(x, Var) and x.kind == "parallel"]
+
+
+def _without(idx, v):
+    """`start + v` -> start (an expression free of T.Parallel variables), or None when idx is not of that form."""
+    form = affine(idx)
+    if form is None or form[0].get(v) != 1 or any(x.kind == "parallel" for x in form[0] if x is not v):
+        return None
+    rest = Const(form[1])
+    for x, c in form[0].items():
+        if x is not v:
+            rest = rest + (x * c if c != 1 else x)
+    return rest
+
+
+def _has_load(e) -> bool:
+    return any(isinstance(x, Load) for x in walk(e))
+
+
+class StoreLowering:
     def __init__(self, rec: Recorder, variables: tuple, location):
         self.rec, self.variables, self.location = rec, variables, location
+        self.axis_of: dict = {}          # parallel Var -> 0 (rows) | 1 (cols)
 
-    def emit(self, text):
-        self.rec.emit(text, self.location)
+    def fail(self, message, hint=None):
+        fail(message, hint=hint, location=self.location)
 
-    def region(self, load: Load) -> Region:
-        return _region_of(load, self.variables, self.location)
+    def emit(self, name, *args, **kwargs):
+        self.rec.emit(TileOp(name, args, kwargs), self.location)
 
-    # ---- operands -----------------------------------------------------------------------------------------
+    # ---- the tile world ---------------------------------------------------------------------------------
+    def orient(self, target: Load, value) -> None:
+        """Which tile axis each T.Parallel variable runs along."""
+        if len(self.variables) == 2:
+            self.axis_of = {self.variables[0]: 0, self.variables[1]: 1}
+            return
+        (v,) = self.variables
+        loads = [target] + [x for x in walk(value) if isinstance(x, Load)]
+        vectors = [x.buffer for x in loads if x.buffer.vector and any(p is v for p in _parallel_vars(x.indices[0]))]
+        for a, b in zip(vectors, vectors[1:]):
+            unify(a, b)
+        axis = None
+        for x in loads:
+            if not x.buffer.vector:
+                used = [k for k, idx in enumerate(x.indices) if any(p is v for p in _parallel_vars(idx))]
+                if used:
+                    axis = 0 if used[0] == len(x.indices) - 2 else 1
+        if vectors:
+            decided = vectors[0].orient
+            if decided is None:
+                decided = "row" if axis == 1 else "col"
+                set_orientation(vectors[0], decided, "T.Parallel", self.location)
+            axis = 1 if decided == "row" else 0
+        self.axis_of = {v: axis if axis is not None else 0}
+
+    def region(self, load: Load) -> tuple[Region, tuple]:
+        """`buf[indices]` -> (its region, its (rows, cols) in the tile world)."""
+        buf = load.buffer
+        shape = [1, 1]
+        starts, extents, order = [], [], []
+        for axis, idx in enumerate(load.indices):
+            used = [p for p in _parallel_vars(idx)]
+            if not used:
+                starts.append(idx)
+                extents.append(1)
+                continue
+            v = used[0]
+            rest = _without(idx, v)
+            if rest is None:
+                self.fail(f"`{describe(load)}`: axis {axis} must be indexed by `start + {v.name}` (one T.Parallel "
+                          "variable, unit stride); transposed, strided or data-dependent indexing is outside "
+                          "tilefarm's TileLang subset")
+            tile_axis = self.axis_of[v]
+            if buf.vector:
+                set_orientation(buf, "col" if tile_axis == 0 else "row", f"`{describe(load)}`", self.location)
+            starts.append(rest)
+            extents.append(v.extent)
+            order.append(tile_axis)
+            shape[tile_axis] = v.extent
+        if order != sorted(order) or len(set(order)) != len(order):
+            self.fail(f"`{describe(load)}`: the T.Parallel variables index its axes in a different order than the "
+                      "store (a transpose); transposes are outside tilefarm's TileLang subset")
+        if not buf.vector and len(load.indices) > 2 and order:
+            # an N-D buffer: its indexed axes must be the last two for the tile world to match the buffer's tiles
+            pass
+        return Region(buf, tuple(starts), tuple(extents)), tuple(shape)
+
+    # ---- statements --------------------------------------------------------------------------------------------
+    def store(self, target: Load, value) -> None:
+        self.orient(target, value)
+        dst, shape = self.region(target)
+        self.shape = shape
+        if target.buffer.vector and len(self.variables) == 2 and 1 not in shape:
+            self.fail(f"`{describe(target)}` is written by every element of a 2-D T.Parallel")
+        if len(self.variables) == 2:
+            missing = [v for v in self.variables if v.extent > 1 and not any(p is v for x in target.indices
+                                                                              for p in _parallel_vars(x))]
+            if missing:
+                self.fail(f"`{describe(target)}` does not depend on `{missing[0].name}`: every element along it writes "
+                          "the same place (a reduction written as a store)",
+                          hint="reduce with T.reduce_sum / T.reduce_max into a 1-D fragment")
+        value = self.normalize(value)
+        value = self.hoist(value, shape)
+        if dst.buffer.scope == "global":
+            if isinstance(value, Load) and value.buffer.scope != "global" and not value.buffer.filled_from_dram \
+                    and self.shape_of(value) == shape:
+                self.emit("copy", dst, self.leaf(value))
+                return
+            tmp = self.temp(shape, dst.buffer.dtype)
+            self.compute(value, tmp)
+            self.emit("copy", dst, tmp)
+            return
+        if self.clobbers(value, dst):
+            tmp = self.temp(shape, dst.buffer.dtype)
+            self.compute(value, tmp)
+            self.emit("copy", dst, tmp)
+            return
+        self.compute(value, dst)
+
+    def temp(self, shape, dtype) -> Region:
+        buf = self.rec.temp(shape, dtype, "local", self.location)
+        return Region(buf, (wrap(0), wrap(0)), tuple(shape))
+
+    # ---- normal form -------------------------------------------------------------------------------------------
     @staticmethod
     def is_scalar(e) -> bool:
         return isinstance(e, Const) or (isinstance(e, Cast) and isinstance(e.x, Const))
@@ -82,68 +175,27 @@ class Lowering:
     def scalar(e) -> float:
         return float(e.value if isinstance(e, Const) else e.x.value)
 
-    def is_leaf(self, e) -> bool:
-        return isinstance(e, Load) or self.is_scalar(e)
-
-    def operand(self, e) -> str:
-        if self.is_scalar(e):
-            return f"T.float32({self.scalar(e)!r})"
-        return self.stage(self.region(e)).text()
-
-    def stage(self, r: Region) -> Region:
-        """Global operands are read into a shared tile first (the reader's job on the device)."""
-        if r.buffer.scope != "global":
-            return r
-        tile = self.rec.temp(r.extents, r.buffer.dtype, "shared", self.location)
-        tile.filled_from_dram = True
-        self.emit(f"T.tile.copy({tile.name}, {r.text()})")
-        return Region(tile, (0, 0), tile.shape)
-
-    # ---- statements --------------------------------------------------------------------------------------------
-    def store(self, target: Load, value) -> None:
-        dst = self.region(target)
-        value = self.hoist_columns(self.normalize(value), dst)
-        if dst.buffer.scope == "global":
-            if isinstance(value, Load) and value.buffer.scope != "global" and not value.buffer.filled_from_dram:
-                self.emit(f"T.tile.copy({dst.text()}, {self.region(value).text()})")
-                return
-            tmp = self.rec.temp(dst.extents, dst.buffer.dtype, "local", self.location)
-            whole = Region(tmp, (0, 0), tmp.shape)
-            self.compute(value, whole)
-            self.emit(f"T.tile.copy({dst.text()}, {tmp.name})")
-            return
-        if self.clobbers(value, dst):
-            tmp = self.rec.temp(dst.extents, dst.buffer.dtype, "local", self.location)
-            whole = Region(tmp, (0, 0), tmp.shape)
-            self.compute(value, whole)
-            self.emit(f"T.tile.copy({dst.text()}, {tmp.name})")
-            return
-        self.compute(value, dst)
-
-    def loads(self, e) -> list:
-        return [e] if isinstance(e, Load) else [x for a in self.args_of(e) for x in self.loads(a)]
-
-    def hoist_columns(self, e, dst: Region):
-        """Subexpressions over per-row values only (`1 / s[i]`, `m_old[i] - m[i]`) are computed once into an
-        (M, 1) column tile, which the wide op then broadcasts along the row."""
-        if dst.extents[1] == 1 or self.is_leaf(e):
-            return e
-        loads = self.loads(e)
-        if loads and all(x.buffer.column for x in loads):
-            tmp = self.rec.temp((dst.extents[0], 1), "float32", "local", self.location)
-            tmp.column = True
-            self.compute(e, Region(tmp, (0, 0), tmp.shape))
-            return Load(tmp, (self.variables[0], Const(0)))
-        if isinstance(e, Bin):
-            return Bin(e.op, self.hoist_columns(e.a, dst), self.hoist_columns(e.b, dst))
-        if isinstance(e, Call):
-            return Call(e.fn, tuple(self.hoist_columns(a, dst) for a in e.args))
-        if isinstance(e, Cast):
-            return Cast(e.dtype, self.hoist_columns(e.x, dst))
-        return e
-
     def normalize(self, e):
-        """Rewrite forms the tile ops do not have: exp2, rsqrt, division, negation of constants."""
+        """Rewrite to what tile ops compute: division -> reciprocal, rsqrt/log/abs/sigmoid/tanh -> their
+        definitions, index-only values -> masks, constants folded."""
+        if isinstance(e, Load):
+            return e
+        if isinstance(e, Const):
+            if not isinstance(e.value, (int, float)) or isinstance(e.value, bool):
+                self.fail(f"`{e.value!r}` is not a number")
+            return e
+        if not _has_load(e):
+            folded = self.fold(e)
+            if folded is not None:
+                return Const(folded)
+            if isinstance(e, (Cmp, Logic)):
+                self.fail(f"`{describe(e)}` is a condition; use it in T.if_then_else(cond, a, b)")
+            return Mask(e)
+        if isinstance(e, Select):
+            return self.select(e)
+        if isinstance(e, (Cmp, Logic)):
+            self.fail(f"`{describe(e)}` compares data values; conditions on data are outside tilefarm's TileLang "
+                      "subset", hint="conditions may depend on the block, loop and T.Parallel indices")
         if isinstance(e, Bin):
             a, b = self.normalize(e.a), self.normalize(e.b)
             if self.is_scalar(a) and self.is_scalar(b):
@@ -153,52 +205,181 @@ class Lowering:
                     return Bin("*", a, Const(1.0 / self.scalar(b)))
                 recip = Call("reciprocal", (b,))
                 return recip if self.is_scalar(a) and self.scalar(a) == 1.0 else Bin("*", a, recip)
+            if e.op == "-" and self.is_scalar(a) and self.scalar(a) == 0.0:
+                return Bin("*", b, Const(-1.0))
             if e.op not in BINARY:
-                fail(f"`{e.op}` in a T.Parallel body is outside tilefarm's TileLang subset", location=self.location)
+                self.fail(f"`{e.op}` in a T.Parallel body is outside tilefarm's TileLang subset")
             return Bin(e.op, a, b)
         if isinstance(e, Call):
             args = tuple(self.normalize(a) for a in e.args)
-            if e.fn in ("max", "min"):
-                return Bin(e.fn, *args)
-            if e.fn == "exp2":
-                return Call("exp", (Bin("*", args[0], Const(math.log(2.0))),))
-            if e.fn == "rsqrt":
-                return Call("reciprocal", (Call("sqrt", args),))
-            if e.fn not in ("exp", "sqrt", "reciprocal"):
-                fail(f"T.{e.fn} in a T.Parallel body is outside tilefarm's TileLang subset",
-                     hint="element functions: T.exp, T.exp2, T.sqrt, T.rsqrt, T.max, T.min, T.cast",
-                     location=self.location)
-            return Call(e.fn, args)
+            fn = e.fn
+            if fn in ("max", "min"):
+                return Bin(fn, *args)
+            (x,) = args if len(args) == 1 else (None,)
+            if x is None:
+                self.fail(f"T.{fn} with {len(args)} arguments in a T.Parallel body")
+            if fn in UNARY:
+                return Call(fn, (x,))
+            if fn == "rsqrt":
+                return Call("reciprocal", (Call("sqrt", (x,)),))
+            if fn == "log":
+                return Bin("*", Call("log2", (x,)), Const(LN2))
+            if fn == "abs":
+                return Bin("max", x, Bin("*", x, Const(-1.0)))
+            if fn == "sigmoid":
+                return Call("reciprocal", (Bin("+", Call("exp", (Bin("*", x, Const(-1.0)),)), Const(1.0)),))
+            if fn == "tanh":   # 2 * sigmoid(2x) - 1
+                sig = Call("reciprocal", (Bin("+", Call("exp", (Bin("*", x, Const(-2.0)),)), Const(1.0)),))
+                return Bin("-", Bin("*", sig, Const(2.0)), Const(1.0))
+            self.fail(f"T.{fn} in a T.Parallel body is outside tilefarm's TileLang subset",
+                      hint="element functions: T.exp, T.exp2, T.log, T.log2, T.sqrt, T.rsqrt, T.abs, T.tanh, "
+                           "T.sigmoid, T.max, T.min, T.cast, T.if_then_else")
         if isinstance(e, Cast):
-            return Cast(e.dtype, self.normalize(e.x))
-        if isinstance(e, (Load, Const)):
-            return e
-        if isinstance(e, Var):
-            fail(f"the index `{e.name}` used as a value in a T.Parallel body (data-dependent values are outside "
-                 "tilefarm's TileLang subset)", location=self.location)
-        fail(f"`{describe(e)}` in a T.Parallel body is outside tilefarm's TileLang subset", location=self.location)
+            x = self.normalize(e.x)
+            return Const(self.scalar(x)) if self.is_scalar(x) else Cast(e.dtype, x)
+        self.fail(f"`{describe(e)}` in a T.Parallel body is outside tilefarm's TileLang subset")
 
+    @staticmethod
+    def fold(e) -> float | None:
+        return fold_constant(e)
+
+    def select(self, e: Select):
+        """T.if_then_else(cond, a, b) with a condition on indices: data through a mask tile."""
+        if _has_load(e.cond):
+            self.fail(f"`{describe(e.cond)}` depends on data values; T.if_then_else conditions may depend on the block, "
+                      "loop and T.Parallel indices only")
+        a, b = self.normalize(e.a), self.normalize(e.b)
+        ka, kb = self.fold_or_none(a), self.fold_or_none(b)
+        if kb is not None and kb == -math.inf:
+            return Bin("+", a, Mask(Select(e.cond, Const(0.0), Const(-math.inf))))
+        if ka is not None and ka == -math.inf:
+            return Bin("+", b, Mask(Select(e.cond, Const(-math.inf), Const(0.0))))
+        if kb == 0.0:
+            return Bin("*", a, Mask(Select(e.cond, Const(1.0), Const(0.0))))
+        if ka == 0.0:
+            return Bin("*", b, Mask(Select(e.cond, Const(0.0), Const(1.0))))
+        return Bin("+", Bin("*", a, Mask(Select(e.cond, Const(1.0), Const(0.0)))),
+                   Bin("*", b, Mask(Select(e.cond, Const(0.0), Const(1.0)))))
+
+    def fold_or_none(self, e):
+        return self.scalar(e) if self.is_scalar(e) else None
+
+    # ---- shapes of subexpressions -----------------------------------------------------------------------------
+    def shape_of(self, e) -> tuple:
+        """(rows, cols) the value of `e` varies over: the store's shape, or a column / row / single value."""
+        if isinstance(e, Load):
+            return self.region(e)[1]
+        if isinstance(e, Hoisted):
+            return e.shape
+        if self.is_scalar(e):
+            return (1, 1)
+        if isinstance(e, Mask):
+            used = {self.axis_of[p] for p in _parallel_vars(e.expr)}
+            if not used:
+                return self.shape
+            return (self.shape[0] if 0 in used else 1, self.shape[1] if 1 in used else 1)
+        rows, cols = 1, 1
+        for a in args_of(e):
+            r, c = self.shape_of(a)
+            rows, cols = max(rows, r), max(cols, c)
+        return rows, cols
+
+    def hoist(self, e, shape):
+        """A subexpression that varies over fewer axes than the store is computed once into a smaller tile."""
+        if self.is_leaf(e):
+            return e
+        sub = self.shape_of(e)
+        if sub != shape and sub != (1, 1):
+            tmp = self.temp(sub, "float32")
+            saved, self.shape = self.shape, sub
+            self.compute(self.hoist(e, sub), tmp)
+            self.shape = saved
+            return Hoisted(tmp, sub)
+        if isinstance(e, Bin):
+            return Bin(e.op, self.hoist(e.a, shape), self.hoist(e.b, shape))
+        if isinstance(e, Call):
+            return Call(e.fn, tuple(self.hoist(a, shape) for a in e.args))
+        if isinstance(e, Cast):
+            return Cast(e.dtype, self.hoist(e.x, shape))
+        return e
+
+    # ---- operands -----------------------------------------------------------------------------------------
+    def is_leaf(self, e) -> bool:
+        return isinstance(e, (Load, Mask, Hoisted)) or self.is_scalar(e)
+
+    def leaf(self, e):
+        """An operand of a tile op: a region (staged from DRAM, or a mask tile) or scalar text."""
+        if self.is_scalar(e):
+            return float_text(self.scalar(e))
+        if isinstance(e, Hoisted):
+            return e.region
+        if isinstance(e, Mask):
+            return self.mask(e)
+        region, shape = self.region(e)
+        return self.stage(region, shape)
+
+    def stage(self, r: Region, shape) -> Region:
+        """Global operands are read into a shared tile first (the reader's job on the device)."""
+        if r.buffer.scope != "global":
+            return r
+        tile = self.rec.temp(shape, r.buffer.dtype, "shared", self.location)
+        tile.filled_from_dram = True
+        whole = Region(tile, (wrap(0), wrap(0)), tuple(shape))
+        self.emit("copy", whole, r)
+        return whole
+
+    def mask(self, m: Mask) -> Region:
+        shape = self.shape_of(m)
+        tmp = self.temp(shape, "float32")
+        names = {}
+        loop_vars = []
+        for v in self.variables:
+            axis = self.axis_of[v]
+            if shape[axis] > 1:
+                name = self.rec.fresh(f"{'ij'[axis]}_mask", "m")
+                names[v] = name
+                loop_vars.append((axis, Var(name, "parallel", v.extent)))
+        loop_vars.sort(key=lambda t: t[0])
+        if not loop_vars:   # the value does not depend on the T.Parallel indices: a loop over the whole tile
+            loop_vars = [(axis, Var(self.rec.fresh(f"{'ij'[axis]}_mask", "m"), "parallel", extent))
+                         for axis, extent in enumerate(shape) if extent > 1]
+        index_vars = tuple(v for _, v in loop_vars)
+
+        def text():
+            return render_value(m.expr, names)
+        self.rec.emit(ElementStore(tmp, index_vars, text), self.location)
+        return tmp
+
+    # ---- clobbering ----------------------------------------------------------------------------------------------
     def clobbers(self, e, dst: Region) -> bool:
         """Would evaluating `e` into dst (in compute()'s order) overwrite dst before a later op reads it?"""
-        self.loads_of(e, dst)
+        self.check_overlap(e, dst)
         state = {"written": False, "bad": False}
         self.simulate(e, dst, True, state)
         return state["bad"]
 
+    def check_overlap(self, e, dst: Region) -> None:
+        for x in walk(e):
+            if isinstance(x, Load) and x.buffer is dst.buffer and not self.same(x, dst):
+                self.fail(f"`{describe(x)}` reads another part of the tile being written; write to a separate tile")
+
+    def same(self, load, r: Region) -> bool:
+        return isinstance(load, Load) and load.buffer is r.buffer and self.region(load)[0].key() == r.key()
+
     def simulate(self, e, dst: Region, into_dst: bool, st: dict) -> None:
         def read(x):
-            if isinstance(x, Load) and self.same(x, dst) and st["written"]:
+            if self.same(x, dst) and st["written"]:
                 st["bad"] = True
 
         def write():
             st["written"] = st["written"] or into_dst
 
-        if isinstance(e, Load) or self.is_scalar(e):
+        if self.is_leaf(e):
             read(e)
             write()
         elif isinstance(e, (Cast, Call)):
-            x = self.args_of(e)[0]
-            if isinstance(x, Load):
+            x = args_of(e)[0]
+            if self.is_leaf(x):
                 read(x)
                 write()
             else:
@@ -218,73 +399,92 @@ class Lowering:
                 self.simulate(a, dst, into_dst, st)
             write()
 
-    @staticmethod
-    def args_of(e) -> tuple:
-        if isinstance(e, Bin):
-            return (e.a, e.b)
-        if isinstance(e, Call):
-            return e.args
-        if isinstance(e, Cast):
-            return (e.x,)
-        return ()
-
-    def same(self, load: Load, r: Region) -> bool:
-        return load.buffer is r.buffer and self.region(load).key() == r.key()
-
-    def loads_of(self, e, r: Region) -> int:
-        if isinstance(e, Load):
-            if e.buffer is r.buffer and not self.same(e, r):
-                fail(f"`{describe(e)}` reads another part of the tile being written; write to a separate tile",
-                     location=self.location)
-            return int(e.buffer is r.buffer)
-        return sum(self.loads_of(a, r) for a in self.args_of(e))
-
     # ---- evaluation into a tile ---------------------------------------------------------------------------
     def compute(self, e, dst: Region) -> None:
-        d = dst.text()
-        if isinstance(e, Load):
-            if not self.same(e, dst):
-                self.emit(f"T.tile.copy({d}, {self.operand(e)})")
-            return
         if self.is_scalar(e):
             value = self.scalar(e)
-            self.emit(f"T.tile.zero({d})" if value == 0 else f"T.tile.fill({d}, T.float32({value!r}))")
+            if value == 0:
+                self.emit("zero", dst)
+            else:
+                self.emit("fill", dst, float_text(value))
+            return
+        if self.is_leaf(e):
+            if not (isinstance(e, Load) and self.same(e, dst)):
+                if self.shape_of(e) != self.region_shape(dst):   # a broadcast copy: x + 0 spreads the row/column
+                    self.emit("add", dst, self.leaf(e), float_text(0.0))
+                else:
+                    self.emit("copy", dst, self.leaf(e))
             return
         if isinstance(e, Cast):
-            if isinstance(e.x, Load):
-                self.emit(f"T.tile.cast({d}, {self.operand(e.x)})")
+            if self.is_leaf(e.x):
+                self.emit("cast", dst, self.leaf(e.x))
             else:  # the cast happens where the value is stored into dst (rounded to its dtype)
                 self.compute(e.x, dst)
             return
         if isinstance(e, Call):
-            fn = {"exp": "exp", "sqrt": "sqrt", "reciprocal": "reciprocal"}[e.fn]
             (x,) = e.args
-            if isinstance(x, Load):
-                self.emit(f"T.tile.{fn}({d}, {self.operand(x)})")
+            if self.is_leaf(x) and not self.is_scalar(x):
+                self.emit(e.fn, dst, self.leaf(x))
             else:
                 self.compute(x, dst)
-                self.emit(f"T.tile.{fn}({d}, {d})")
+                self.emit(e.fn, dst, dst)
             return
         op = BINARY[e.op]
         a, b = e.a, e.b
         if self.is_leaf(a) and self.is_leaf(b):
-            self.emit(f"T.tile.{op}({d}, {self.operand(a)}, {self.operand(b)})")
+            self.emit(op, dst, self.leaf(a), self.leaf(b))
         elif self.is_leaf(b):
             self.compute(a, dst)
-            self.emit(f"T.tile.{op}({d}, {d}, {self.operand(b)})")
+            self.emit(op, dst, dst, self.leaf(b))
         elif self.is_leaf(a):
             self.compute(b, dst)
-            self.emit(f"T.tile.{op}({d}, {self.operand(a)}, {d})")
+            self.emit(op, dst, self.leaf(a), dst)
         else:
-            tmp = self.rec.temp(dst.extents, dst.buffer.dtype, "local", self.location)
-            self.compute(b, Region(tmp, (0, 0), tmp.shape))
+            tmp = self.temp(self.region_shape(dst), dst.buffer.dtype)
+            self.compute(b, tmp)
             self.compute(a, dst)
-            self.emit(f"T.tile.{op}({d}, {d}, {tmp.name})")
+            self.emit(op, dst, dst, tmp)
+
+    def region_shape(self, r: Region) -> tuple:
+        return self.shape
+
+
+class Hoisted:
+    """A subexpression already computed into a smaller tile (a column, a row)."""
+
+    def __init__(self, region: Region, shape: tuple):
+        self.region, self.shape = region, shape
+
+
+def render_value(e, names: dict) -> str:
+    """TVMScript text of an index-only value (a mask): T.Parallel variables become the element loop's names."""
+    if isinstance(e, Var):
+        return names.get(e, e.name) if e.kind == "parallel" else e.name
+    if isinstance(e, Const):
+        if isinstance(e.value, float) or e.dtype not in (None, "int32"):
+            return float_text(e.value)
+        return str(e.value)
+    if isinstance(e, Bin):
+        if e.op in ("max", "min"):
+            return f"T.{e.op}({render_value(e.a, names)}, {render_value(e.b, names)})"
+        op = {"/": "/", "//": "//", "%": "%"}.get(e.op, e.op)
+        return f"({render_value(e.a, names)} {op} {render_value(e.b, names)})"
+    if isinstance(e, Cmp):
+        return f"({render_value(e.a, names)} {e.op} {render_value(e.b, names)})"
+    if isinstance(e, Logic):
+        args = [render_value(a, names) for a in e.args]
+        return {"and": "T.And", "or": "T.Or", "not": "T.Not"}[e.op] + f"({', '.join(args)})"
+    if isinstance(e, Select):
+        return f"T.if_then_else({render_value(e.cond, names)}, {render_value(e.a, names)}, {render_value(e.b, names)})"
+    if isinstance(e, Cast):
+        return f'T.Cast("{e.dtype}", {render_value(e.x, names)})'
+    if isinstance(e, Call):
+        fail(f"`{describe(e)}` of an index is outside tilefarm's TileLang subset")
+    return render_int(e)
 
 
 def _fold(op: str, a: float, b: float) -> float:
-    return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else math.inf,
-            "max": max(a, b), "min": min(a, b)}.get(op, math.nan)
+    return fold_binary(op, a, b)
 
 
-__all__ = ["lower_parallel", "render_index"]
+__all__ = ["lower_parallel"]

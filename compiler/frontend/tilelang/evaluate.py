@@ -1,12 +1,16 @@
 """Evaluate a user's TileLang file just enough to build the entry kernel, then trace it.
 
-1. Pick the entry: a module-level `@T.prim_func`, or a kernel factory (plain or `@tilelang.jit`) that is called
-   with the request's parameters.
-2. Execute only the top-level statements the entry needs (transitively by name): `import torch`, autotuner
-   set-up or a `def main()` using CUDA elsewhere in the file are never run.
-3. Imports go through a restricted importer: `tilelang[.language|.utils.target|...]` resolve to our shim, a few
-   pure standard modules are real, anything else is a stub that fails only if the kernel uses it.
-4. Trace the prim_func (recorder.py) into TIRx text with a line map back to the user's file.
+1. Pick the entry: a module-level `@T.prim_func`, or a kernel factory (plain, `@tilelang.jit`, `@autotune`) that
+   is called with the request's parameters, typed from its signature (params.py).
+2. Execute only the top-level statements the entry needs: the module-level names its code refers to (Python's own
+   scoping analysis, `symtable`), transitively. `import torch`, autotuner set-up, `if __name__ == "__main__":`
+   blocks or a `def main()` using CUDA elsewhere in the file are never run.
+3. Imports go through a restricted importer: `tilelang[.language|.autotuner|...]` resolve to our shim, a few pure
+   standard modules are real, anything else is a stub that fails only if the kernel uses it.
+4. An eager-JIT factory (its body holds the kernel: `M, N = T.const("M, N")`, `X: T.Tensor((M, N), dtype)`,
+   `Y = T.empty(...)`, `with T.Kernel(...)`) runs with the recorder active; its tensor annotations are rewritten
+   into bindings of the tensor arguments, which Python would otherwise not evaluate.
+5. Trace the prim_func (recorder.py) into TIRx text with a line map back to the user's file.
 
 Executes user Python: runs only inside compile_source, which the service sandboxes.
 """
@@ -14,19 +18,24 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import inspect
 import re
-from dataclasses import dataclass
+import symtable
+from dataclasses import dataclass, field
 
 from ...errors import CompileError, SourceLocation
-from .diagnostics import STAGE, fail, reset_user_file, set_user_file, traceback_location
-from .language import PrimFuncDef, TensorSpec
-from .recorder import Recorder, active, reset_active
-from .shim import JitFactory, Missing, build_modules
+from .base import Missing
+from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
+from .language import PrimFuncDef, TensorArg, TensorSpec, bind_tensor, reset_const_values, serial, set_const_values
+from .params import type_params
+from .recorder import Buffer, Recorder, activate, active_recorder, deactivate
+from .shim import JitFactory, build_modules
 
 _TILELANG_IMPORT = re.compile(r"^\s*(import\s+tilelang\b|from\s+tilelang\b)", re.M)
 REAL_MODULES = frozenset({"math", "itertools", "functools", "operator", "typing", "dataclasses", "enum",
-                          "collections", "__future__", "abc", "numbers"})
+                          "collections", "__future__", "abc", "numbers", "typing_extensions"})
+BIND = "__tilefarm_bind_tensor__"
 ParamValue = int | float | str | bool
 
 
@@ -40,6 +49,8 @@ class TracedKernel:
     text: str                                   # TIRx TVMScript of the kernel
     line_map: dict[int, SourceLocation]         # generated line -> the user's file:line:col
     pipeline_stages: int                        # max T.Pipelined num_stages (0: none)
+    logical_shapes: dict = field(default_factory=dict)   # parameter -> the user's shape where the TIRx one differs
+    notes: tuple = ()                           # `file:line:col: note: ...` for the compile log
 
 
 def _loc(filename, line=None, col=None) -> SourceLocation:
@@ -64,7 +75,7 @@ def _select_entry(tree: ast.Module, entry: str | None, filename: str) -> ast.Fun
         raise CompileError(f"entry `{entry}` not found; functions in this file: "
                            f"{', '.join(n.name for n in functions) or 'none'}", stage=STAGE, location=_loc(filename))
     kernels = [n for n in functions if "prim_func" in _decorator_names(n)]
-    factories = [n for n in functions if "jit" in _decorator_names(n)]
+    factories = [n for n in functions if {"jit", "autotune"} & set(_decorator_names(n))]
     for group in (kernels, factories):
         named_main = [n for n in group if n.name == "main"]
         if named_main:
@@ -76,37 +87,85 @@ def _select_entry(tree: ast.Module, entry: str | None, filename: str) -> ast.Fun
                        hint="a module-level @T.prim_func, or a kernel factory called with --param NAME=VALUE")
 
 
-def _bound_names(node) -> set[str]:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {node.name}
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    names = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
-            names.add(sub.id)
-        elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)):
-            names.add(sub.name)
-        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in sub.names}
-    return names
+def _is_main_guard(node) -> bool:
+    """`if __name__ == "__main__":` -- never true when a kernel is built."""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and isinstance(test, ast.Compare) and \
+        isinstance(test.left, ast.Name) and test.left.id == "__name__"
 
 
-def _used_names(node) -> set[str]:
-    return {sub.id for sub in ast.walk(node) if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load)}
+class _Scopes:
+    """Module-level names each top-level statement binds and needs, from Python's own scoping (symtable)."""
+
+    def __init__(self, text: str, filename: str, star_exports: dict[str, list[str]]):
+        self.tables: dict[tuple[str, int], symtable.SymbolTable] = {}
+        try:
+            top = symtable.symtable(text, filename, "exec")
+            for child in top.get_children():
+                self.tables[(child.get_name(), child.get_lineno())] = child
+        except SyntaxError:
+            pass
+        self.star_exports = star_exports
+
+    def _globals(self, table) -> set[str]:
+        names = {s.get_name() for s in table.get_symbols() if s.is_global() and s.is_referenced()}
+        for child in table.get_children():
+            names |= self._globals(child)
+        return names
+
+    @staticmethod
+    def _loads(nodes) -> set[str]:
+        return {sub.id for node in nodes if node is not None for sub in ast.walk(node)
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load)}
+
+    def needs(self, node) -> set[str]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            outside = list(node.decorator_list)
+            if isinstance(node, ast.ClassDef):
+                outside += node.bases + [k.value for k in node.keywords]
+            else:
+                args = node.args
+                outside += args.defaults + [d for d in args.kw_defaults if d is not None]
+                outside += [a.annotation for a in args.args + args.kwonlyargs if a.annotation is not None]
+            lineno = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+            table = self.tables.get((node.name, node.lineno)) or self.tables.get((node.name, lineno))
+            inside = self._globals(table) if table is not None else self._loads([node])
+            return self._loads(outside) | inside
+        return self._loads([node])
+
+    def binds(self, node) -> set[str]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return {node.name}
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out = set()
+            for a in node.names:
+                if a.name == "*":
+                    out |= set(self.star_exports.get(getattr(node, "module", "") or "", []))
+                else:
+                    out.add((a.asname or a.name).split(".")[0])
+            return out
+        names = set()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                names.add(sub.id)
+            elif isinstance(sub, (ast.FunctionDef, ast.ClassDef)):
+                names.add(sub.name)
+            elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+                names |= {(a.asname or a.name).split(".")[0] for a in sub.names if a.name != "*"}
+        return names
 
 
-def _needed_statements(tree: ast.Module, entry: ast.FunctionDef) -> list[ast.stmt]:
-    """The top-level statements the entry depends on, in file order (a fixpoint over free names)."""
-    statements = [s for s in tree.body if s is not entry]
-    needed, wanted = {id(entry)}, _used_names(entry)
+def _needed_statements(tree: ast.Module, entry: ast.FunctionDef, scopes: _Scopes) -> list[ast.stmt]:
+    """The top-level statements the entry depends on, in file order (a fixpoint over module-level names)."""
+    statements = [s for s in tree.body if s is not entry and not _is_main_guard(s)]
+    needed, wanted = {id(entry)}, scopes.needs(entry)
     changed = True
     while changed:
         changed = False
         for s in statements:
-            if id(s) not in needed and _bound_names(s) & wanted:
+            if id(s) not in needed and scopes.binds(s) & wanted:
                 needed.add(id(s))
-                wanted |= _used_names(s)
+                wanted |= scopes.needs(s)
                 changed = True
     return [s for s in tree.body if id(s) in needed]
 
@@ -134,6 +193,56 @@ def _target_names(tree: ast.Module) -> dict[int, list[str]]:
     return names
 
 
+# ---- eager JIT ----------------------------------------------------------------------------------------------------
+def _is_eager(fn: ast.FunctionDef) -> bool:
+    """The factory's own body is the kernel (TileLang's eager-JIT style)."""
+    if "prim_func" in _decorator_names(fn):
+        return False
+    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    for node in fn.body:
+        if isinstance(node, ast.AnnAssign) and node.value is None and isinstance(node.target, ast.Name) \
+                and node.target.id in params:
+            return True
+        if isinstance(node, ast.With) and any("Kernel" in ast.unparse(i.context_expr) for i in node.items):
+            return True
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in ("const", "empty"):
+                return True
+    return False
+
+
+def _const_names(fn: ast.FunctionDef) -> set[str]:
+    names = set()
+    for sub in ast.walk(fn):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "const" and \
+                sub.args and isinstance(sub.args[0], ast.Constant) and isinstance(sub.args[0].value, str):
+            names |= {n for n in sub.args[0].value.replace(",", " ").split() if n}
+    return names
+
+
+class _BindAnnotations(ast.NodeTransformer):
+    """`X: T.Tensor(shape, dtype)` on a factory argument X -> `X = __tilefarm_bind_tensor__("X", X, T.Tensor(...))`."""
+
+    def __init__(self, entry: ast.FunctionDef):
+        self.entry = entry
+        self.params = {a.arg for a in entry.args.args + entry.args.kwonlyargs}
+
+    def visit_FunctionDef(self, node):  # noqa: N802
+        if node is not self.entry:
+            return node
+        node.body = [self._bind(s) for s in node.body]
+        return node
+
+    def _bind(self, s):
+        if isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name) \
+                and s.target.id in self.params:
+            name = s.target.id
+            call = ast.Call(ast.Name(BIND, ast.Load()), [ast.Constant(name), ast.Name(name, ast.Load()), s.annotation], [])
+            new = ast.Assign([ast.Name(name, ast.Store())], call)
+            return ast.copy_location(ast.fix_missing_locations(ast.copy_location(new, s)), s)
+        return s
+
+
 # ---- execution --------------------------------------------------------------------------------------------------
 def _importer(modules: dict):
     real_import = builtins.__import__
@@ -142,10 +251,14 @@ def _importer(modules: dict):
         if level:
             return Missing(name or ".", "relative imports are not available when compiling a single file")
         root = name.split(".")[0]
+        if root == "tvm" and name == "tvm" and fromlist:   # `from tvm import DataType`: dtype helpers only
+            return modules["tvm"]
         if root == "tilelang":
+            if not fromlist:           # `import tilelang.x.y` binds `tilelang`
+                return modules["tilelang"]
             if name not in modules:
                 return Missing(name, "tilefarm's tilelang provides only the kernel language subset")
-            return modules[name] if fromlist else modules["tilelang"]
+            return modules[name]
         if root in REAL_MODULES:
             return real_import(name, globals, locals, fromlist, level)
         return Missing(name, f"module `{root}` is not available when compiling for Tenstorrent")
@@ -155,21 +268,28 @@ def _importer(modules: dict):
 
 def _kernel_range(*args):
     """Inside a kernel body `range(n)` is a serial loop (as in TileLang); elsewhere it is Python's range."""
-    from .recorder import _active
-
-    rec = _active.get()
+    rec = active_recorder()
     if rec is not None and rec.kernel_state == "open" and rec.parallel is None:
-        from .language import serial
         return serial(*args)
     return builtins.range(*args)
 
 
 def _user_error(e: BaseException, filename: str, fallback: SourceLocation) -> CompileError:
+    """An exception raised by the user's own code while building the kernel: located, in words, not a type name."""
     if isinstance(e, CompileError):
         return e
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     location = traceback_location(e, filename) or fallback
-    return CompileError(f"{type(e).__name__}: {msg}" if msg else type(e).__name__, stage=STAGE, location=location)
+    if isinstance(e, AssertionError):
+        message = f"an assertion of the kernel factory failed{': ' + text if text else ''}"
+    elif isinstance(e, NameError):
+        message = f"the kernel uses a name that is not defined here ({text})"
+    elif isinstance(e, (TypeError, ValueError, AttributeError, IndexError, KeyError, ZeroDivisionError)):
+        message = f"the kernel factory's Python failed while building the kernel: {text or type(e).__name__}"
+    else:
+        message = f"building the kernel failed: {text or type(e).__name__}"
+    return CompileError(message, stage=STAGE, location=location,
+                        hint="the file is evaluated with the request's parameters; check them against the factory")
 
 
 def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
@@ -182,25 +302,65 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
         raise CompileError(f"invalid syntax: {e.msg}", stage=STAGE, location=_loc(filename, e.lineno, e.offset)) from None
     entry_node = _select_entry(tree, entry, filename)
     entry_loc = _loc(filename, entry_node.lineno, entry_node.col_offset + 1)
-    module = ast.Module(body=_needed_statements(tree, entry_node), type_ignores=[])
     modules = build_modules()
+    star = {name: list(getattr(m, "__all__", [])) for name, m in modules.items()}
+    module = ast.Module(body=_needed_statements(tree, entry_node, _Scopes(text, filename, star)), type_ignores=[])
+    eager = _is_eager(entry_node)
+    if eager:   # rewritten on a copy: the annotations are read again from entry_node
+        module = copy.deepcopy(module)
+        entry_copy = next(s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == entry_node.name
+                          and s.lineno == entry_node.lineno)
+        module = ast.fix_missing_locations(_BindAnnotations(entry_copy).visit(module))
     safe_builtins = dict(vars(builtins))
     safe_builtins["__import__"] = _importer(modules)
     safe_builtins["range"] = _kernel_range
-    namespace = {"__name__": "__tilelang_kernel__", "__file__": filename, "__builtins__": safe_builtins}
-    token = set_user_file(filename)
+    namespace = {"__name__": "__tilelang_kernel__", "__file__": filename, "__builtins__": safe_builtins,
+                 BIND: bind_tensor}
+    notes: list[str] = []
+    tokens = set_user_file(filename, notes)
     try:
         try:
             exec(compile(module, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 -- sandboxed by the caller
             built = namespace[entry_node.name]
-            kernel = _build(built, entry_node, params, filename, entry_loc)
-            return _trace_prim_func(kernel, entry_node.name, tree, filename)
+            names = _target_names(tree)
+            if eager:
+                traced = _trace_eager(built, entry_node, params, filename, entry_loc, names)
+            else:
+                kernel = _build(built, entry_node, params, filename, entry_loc)
+                traced = _trace_prim_func(kernel, entry_node.name, names, filename)
+            return TracedKernel(*traced, notes=tuple(notes))
         except CompileError:
             raise
+        except RecursionError:
+            raise CompileError("the kernel's Python recursed too deeply while building the kernel", stage=STAGE,
+                               location=entry_loc) from None
         except Exception as e:  # user code can raise anything while building the kernel
             raise _user_error(e, filename, entry_loc) from None
     finally:
-        reset_user_file(token)
+        reset_user_file(tokens)
+
+
+def _factory_of(built, node: ast.FunctionDef, entry_loc: SourceLocation):
+    factory = built.fn if isinstance(built, JitFactory) else built
+    while isinstance(factory, JitFactory):
+        factory = factory.fn
+    if not callable(factory):
+        raise CompileError(f"`{node.name}` is not a kernel factory or a prim_func", stage=STAGE, location=entry_loc)
+    return factory
+
+
+def _bind_call(factory, node, params: dict, entry_loc: SourceLocation, consts: set[str] = frozenset()):
+    signature = inspect.signature(factory)
+    given = {k: v for k, v in params.items() if k in signature.parameters or k not in consts}
+    typed = type_params(signature, given, node.name, entry_loc)
+    try:
+        return signature.bind(**typed)
+    except TypeError as e:
+        wanted = ", ".join(p.name + ("" if p.default is inspect.Parameter.empty else f"={p.default!r}")
+                           for p in signature.parameters.values())
+        raise CompileError(f"cannot call the kernel factory `{node.name}` with the given parameters: {e}",
+                           stage=STAGE, location=entry_loc,
+                           hint=f"its parameters: {wanted}; pass them as --param NAME=VALUE (API: `params`)") from None
 
 
 def _build(built, node: ast.FunctionDef, params: dict, filename: str, entry_loc: SourceLocation) -> PrimFuncDef:
@@ -209,18 +369,8 @@ def _build(built, node: ast.FunctionDef, params: dict, filename: str, entry_loc:
             raise CompileError(f"`{node.name}` is a @T.prim_func with fixed shapes; it takes no parameters "
                                f"(got {', '.join(sorted(params))})", stage=STAGE, location=entry_loc)
         return built
-    factory = built.fn if isinstance(built, JitFactory) else built
-    if not callable(factory):
-        raise CompileError(f"`{node.name}` is not a kernel factory or a prim_func", stage=STAGE, location=entry_loc)
-    try:
-        signature = inspect.signature(factory)
-        bound = signature.bind(**params)
-    except TypeError as e:
-        wanted = ", ".join(p.name + ("" if p.default is inspect.Parameter.empty else f"={p.default!r}")
-                           for p in inspect.signature(factory).parameters.values())
-        raise CompileError(f"cannot call the kernel factory `{node.name}` with the given parameters: {e}",
-                           stage=STAGE, location=entry_loc,
-                           hint=f"its parameters: {wanted}; pass them as --param NAME=VALUE (API: `params`)") from None
+    factory = _factory_of(built, node, entry_loc)
+    bound = _bind_call(factory, node, params, entry_loc)
     result = built(*bound.args, **bound.kwargs)
     if not isinstance(result, PrimFuncDef):
         raise CompileError(f"the kernel factory `{node.name}` returned {type(result).__name__}, not a @T.prim_func",
@@ -228,30 +378,103 @@ def _build(built, node: ast.FunctionDef, params: dict, filename: str, entry_loc:
     return result
 
 
-def _trace_prim_func(kernel: PrimFuncDef, entry: str, tree: ast.Module, filename: str) -> TracedKernel:
+def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str) -> tuple:
     fn = kernel.fn
     code = fn.__code__
     def_loc = _loc(filename, code.co_firstlineno, None)
-    rec = Recorder(filename, _target_names(tree))
+    rec = Recorder(filename, names)
     annotations = getattr(fn, "__annotations__", {})
     buffers = []
     for name, p in inspect.signature(fn).parameters.items():
         spec = annotations.get(name)
-        if isinstance(spec, str):  # `from __future__ import annotations` in the user's file
+        if type(spec) is str:  # `from __future__ import annotations` in the user's file (T.int32 is a str too)
             closure = dict(zip(code.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
             spec = eval(spec, fn.__globals__, closure)  # noqa: S307 -- the user's own annotation, sandboxed
+        if isinstance(spec, str) and not isinstance(spec, TensorSpec):
+            raise CompileError(f"prim_func parameter `{name}` is a scalar ({spec}); scalar kernel arguments are "
+                               "outside tilefarm's TileLang subset", stage=STAGE, location=def_loc,
+                               hint="pass sizes and flags to the kernel factory instead")
         if not isinstance(spec, TensorSpec):
             raise CompileError(f"prim_func parameter `{name}` must be annotated `T.Tensor((rows, cols), dtype)`",
                                stage=STAGE, location=def_loc)
-        buffers.append(rec.add_param(name, spec))
-    token = active(rec)
+        buffers.append(rec.add_param(name, spec.shape(), spec.dtype, spec.location))
+    token = activate(rec)
     try:
         result = fn(*buffers)
     finally:
-        reset_active(token)
+        deactivate(token)
     if result is not None:
         raise CompileError("a prim_func body returns nothing", stage=STAGE, location=def_loc)
+    return _finish(rec, entry, def_loc)
+
+
+def _trace_eager(built, node: ast.FunctionDef, params: dict, filename: str, entry_loc: SourceLocation,
+                 names: dict) -> tuple:
+    """Run an eager-JIT factory with the recorder active: its tensor arguments bind to T.Tensor annotations, its
+    T.empty results are the outputs."""
+    factory = _factory_of(built, node, entry_loc)
+    consts = _const_names(node)
+    signature = inspect.signature(factory)
+    const_values = {k: v for k, v in params.items() if k in consts and k not in signature.parameters}
+    given = dict(params)
+    for name in _annotated_args(node):   # sizes given as T.const parameters instead of a tensor: its annotation's
+        given.setdefault(name, TensorArg(None, None))
+    bound = _bind_call(factory, node, given, entry_loc, consts)
+    # sizes the tensor arguments give (`A: T.Tensor((M, K), dtype)` with A=float16[256,128] binds M, K) are known
+    # from the start: code before the annotation may use them (`splitK = K // split_k`)
+    for name, dims in _annotated_shapes(node).items():
+        value = bound.arguments.get(name)
+        if not (isinstance(value, TensorArg) and value.shape is not None):
+            continue
+        if len(value.shape) != len(dims):
+            raise CompileError(f"`{name}` is {value!r} but the kernel declares a rank-{len(dims)} tensor",
+                               stage=STAGE, location=entry_loc)
+        for dim, size in zip(dims, value.shape):
+            if dim in consts:
+                const_values.setdefault(dim, size)
+    for name, value in const_values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise CompileError(f"T.const size `{name}` must be a positive integer, got {value!r}", stage=STAGE,
+                               location=entry_loc)
+    rec = Recorder(filename, names)
+    token, const_token = activate(rec), set_const_values(const_values)
+    try:
+        result = factory(*bound.args, **bound.kwargs)
+    finally:
+        deactivate(token)
+        reset_const_values(const_token)
+    outputs = result if isinstance(result, (tuple, list)) else (result,) if result is not None else ()
+    for out in outputs:
+        if not isinstance(out, Buffer) or out.scope != "global":
+            raise CompileError(f"the eager-JIT kernel `{node.name}` returns {out!r}; it returns the tensors it "
+                               "created with T.empty", stage=STAGE, location=entry_loc)
+    if rec.kernel_state == "open":
+        raise CompileError("the T.Kernel block did not finish", stage=STAGE, location=entry_loc)
+    return _finish(rec, node.name, entry_loc)
+
+
+def _annotated_shapes(node: ast.FunctionDef) -> dict[str, list]:
+    """`X: T.Tensor((M, K), dtype)` -> {"X": ["M", "K"]} (None for a dimension that is not a plain name)."""
+    out = {}
+    for s in node.body:
+        if not (isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name)):
+            continue
+        ann = s.annotation
+        first = ann.args[0] if isinstance(ann, ast.Call) and ann.args else \
+            (ann.slice.elts[0] if isinstance(ann, ast.Subscript) and isinstance(ann.slice, ast.Tuple) else None)
+        if isinstance(first, (ast.Tuple, ast.List)):
+            out[s.target.id] = [e.id if isinstance(e, ast.Name) else None for e in first.elts]
+    return out
+
+
+def _annotated_args(node: ast.FunctionDef) -> list[str]:
+    params = {a.arg for a in node.args.args + node.args.kwonlyargs}
+    return [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and s.value is None
+            and isinstance(s.target, ast.Name) and s.target.id in params]
+
+
+def _finish(rec: Recorder, entry: str, def_loc: SourceLocation) -> tuple:
     if rec.kernel_state == "open":
         raise CompileError("the T.Kernel block did not finish", stage=STAGE, location=def_loc)
     text, line_map = rec.render(entry, def_loc)
-    return TracedKernel(entry, text, line_map, rec.stages)
+    return entry, text, line_map, rec.stages, rec.logical_shapes()

@@ -1,16 +1,21 @@
-"""Symbolic values of a traced TileLang kernel: index expressions (grid/loop variables) and element expressions
-(what a `T.Parallel` body computes per element). Operators build trees; `affine()` reads an index expression
-as `sum(coef * var) + const`, which is all tile regions need.
+"""Symbolic values of a traced TileLang kernel: index expressions (grid / loop / T.Parallel variables) and element
+expressions (what a `T.Parallel` body computes per element). Operators build trees; comparisons build `Cmp`
+nodes (masks, `T.if_then_else`); `affine()` reads an index expression as `sum(coef * var) + const`, which is
+what tile regions need, and `render_int()` prints any integer index expression as TVMScript.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from .base import dtype_name
 from .diagnostics import fail
+
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
 
 class Expr:
-    """A symbolic value. Python control flow on it (`if x > 0`) cannot be traced, so comparisons fail."""
+    """A symbolic value. Python control flow on it (`if x > 0`, `and`, `or`) cannot be traced."""
 
     def _bin(self, op, other, reverse=False):
         other = wrap(other)
@@ -31,27 +36,36 @@ class Expr:
     def __neg__(self): return Bin("-", Const(0), self)
     def __pos__(self): return self
 
-    def astype(self, dtype):
-        from .language import dtype_name
-        return Cast(dtype_name(dtype), self)
+    def __lt__(self, o): return Cmp("<", self, wrap(o))
+    def __le__(self, o): return Cmp("<=", self, wrap(o))
+    def __gt__(self, o): return Cmp(">", self, wrap(o))
+    def __ge__(self, o): return Cmp(">=", self, wrap(o))
 
-    def _no_compare(self, *_):
-        fail("comparisons of kernel values (conditions, `T.if_then_else`, masks) are outside tilefarm's TileLang "
-             "subset", hint="the subset has no data-dependent control flow")
+    def __eq__(self, o):  # noqa: D105 -- symbolic: builds a comparison
+        return Cmp("==", self, wrap(o))
 
-    __lt__ = __le__ = __gt__ = __ge__ = _no_compare
+    def __ne__(self, o):  # noqa: D105
+        return Cmp("!=", self, wrap(o))
 
-    def __eq__(self, other):  # noqa: D105 -- symbolic equality is a comparison too
-        self._no_compare()
+    def __and__(self, o): return Logic("and", (self, wrap(o)))
+    def __rand__(self, o): return Logic("and", (wrap(o), self))
+    def __or__(self, o): return Logic("or", (self, wrap(o)))
+    def __ror__(self, o): return Logic("or", (wrap(o), self))
+    def __invert__(self): return Logic("not", (self,))
 
     __hash__ = object.__hash__
 
+    def astype(self, dtype):
+        return Cast(dtype_name(dtype), self)
+
     def __bool__(self):
         fail("Python control flow (`if`/`while`/`and`/`or`) on a kernel value cannot be compiled",
-             hint="conditions must depend on factory parameters only, not on block/loop indices or data")
+             hint="conditions on block/loop indices go in T.if_then_else(cond, a, b) (combine them with T.And / "
+                  "`&`); Python `if` may depend on factory parameters only")
 
     def __index__(self):
-        fail("a kernel index is used where Python needs a concrete integer (e.g. `range(bx)`)")
+        fail("a kernel index is used where Python needs a concrete integer (e.g. `range(bx)` or a shape)",
+             hint="use T.serial / T.Pipelined for loops whose trip count depends on a block index")
 
     def __iter__(self):
         fail("a kernel value is not iterable")
@@ -60,8 +74,8 @@ class Expr:
 @dataclass(eq=False)
 class Var(Expr):
     name: str
-    kind: str            # "grid" | "loop" | "parallel"
-    extent: int
+    kind: str                   # "grid" | "loop" | "parallel"
+    extent: object              # int, or an index Expr for loops whose trip count depends on a block index
 
     def __iter__(self):  # `with T.Kernel(n) as (bx,)` unpacks a 1-D grid
         yield self
@@ -75,14 +89,34 @@ class Const(Expr):
 
 @dataclass(eq=False)
 class Bin(Expr):
-    op: str
+    op: str                     # + - * / // % max min
+    a: Expr
+    b: Expr
+
+
+@dataclass(eq=False)
+class Cmp(Expr):
+    op: str                     # < <= > >= == !=
+    a: Expr
+    b: Expr
+
+
+@dataclass(eq=False)
+class Logic(Expr):
+    op: str                     # and | or | not
+    args: tuple
+
+
+@dataclass(eq=False)
+class Select(Expr):
+    cond: Expr
     a: Expr
     b: Expr
 
 
 @dataclass(eq=False)
 class Call(Expr):
-    fn: str               # exp, exp2, sqrt, rsqrt, max, min, abs
+    fn: str                     # exp, exp2, log, log2, sqrt, rsqrt, abs, tanh, sigmoid, reciprocal
     args: tuple
 
 
@@ -99,14 +133,64 @@ class Load(Expr):
     indices: tuple
 
 
+class DType(str):
+    """`T.float16`: a dtype name that also builds typed constants (`T.float16(0)`) and casts (`T.float32(x)`)."""
+
+    def __call__(self, value=0):
+        if isinstance(value, Expr):
+            return Cast(str(self), value)
+        if isinstance(value, str):  # T.float32("inf")
+            value = float(value)
+        return Const(value, str(self))
+
+    @property
+    def bits(self) -> int:
+        return {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}.get(str(self), 32)
+
+
 def wrap(value) -> Expr:
     if isinstance(value, Expr):
         return value
     if isinstance(value, bool):
-        fail("booleans are not kernel values")
+        return Const(int(value))
     if isinstance(value, (int, float)):
         return Const(value)
+    if hasattr(value, "__index__") and not isinstance(value, str):
+        return Const(value.__index__())   # a bound T.const size
     fail(f"`{value!r}` ({type(value).__name__}) cannot be used in a kernel expression")
+
+
+def args_of(e) -> tuple:
+    if isinstance(e, (Bin, Cmp)):
+        return (e.a, e.b)
+    if isinstance(e, Select):
+        return (e.cond, e.a, e.b)
+    if isinstance(e, (Call, Logic)):
+        return e.args
+    if isinstance(e, Cast):
+        return (e.x,)
+    return ()
+
+
+def walk(e):
+    yield e
+    for a in args_of(e):
+        yield from walk(a)
+
+
+def is_index(e) -> bool:
+    """An integer expression of variables and integer constants (no loads, no floats)."""
+    if isinstance(e, bool):
+        return False
+    if isinstance(e, int):
+        return True
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, Const):
+        return isinstance(e.value, int) and not isinstance(e.value, bool) and e.dtype in (None, "int32", "int64")
+    if isinstance(e, Bin):
+        return e.op in ("+", "-", "*", "//", "%", "max", "min") and is_index(e.a) and is_index(e.b)
+    return False
 
 
 def affine(e) -> tuple[dict, int] | None:
@@ -135,22 +219,39 @@ def affine(e) -> tuple[dict, int] | None:
             if b[0]:
                 return None
             return {v: c * b[1] for v, c in a[0].items() if c * b[1]}, a[1] * b[1]
-        if e.op in ("//", "%") and not a[0] and not b[0] and b[1]:
-            return {}, (a[1] // b[1] if e.op == "//" else a[1] % b[1])
+        if e.op in ("//", "%", "max", "min") and not a[0] and not b[0]:
+            x, y = a[1], b[1]
+            if e.op in ("//", "%") and not y:
+                return None
+            return {}, {"//": lambda: x // y, "%": lambda: x % y, "max": lambda: max(x, y),
+                        "min": lambda: min(x, y)}[e.op]()
     return None
 
 
-def render_index(e, what: str = "index") -> str:
-    """TVMScript text of an affine index expression."""
+def constant_int(e) -> int | None:
     form = affine(e)
-    if form is None:
-        fail(f"{what} `{describe(e)}` is not an affine function of the block and loop indices",
-             hint="tile regions are addressed as `bx * block + constant`")
-    coefs, const = form
-    terms = [v.name if c == 1 else f"{v.name} * {c}" for v, c in coefs.items()]
-    if const or not terms:
-        terms.append(str(const))
-    return " + ".join(terms)
+    return form[1] if form is not None and not form[0] else None
+
+
+def render_int(e, what: str = "index") -> str:
+    """TVMScript text of an integer index expression (affine terms, //, %, T.min, T.max)."""
+    form = affine(e)
+    if form is not None:
+        coefs, const = form
+        terms = [v.name if c == 1 else f"{v.name} * {c}" for v, c in coefs.items()]
+        if const or not terms:
+            terms.append(str(const))
+        return " + ".join(terms)
+    if isinstance(e, Bin) and is_index(e):
+        a, b = render_int(e.a, what), render_int(e.b, what)
+        if e.op in ("max", "min"):
+            return f"T.{e.op}({a}, {b})"
+        return f"({a}) {e.op} ({b})"
+    fail(f"{what} `{describe(e)}` is not an integer function of the block and loop indices",
+         hint="tile regions are addressed as `bx * block + constant`")
+
+
+render_index = render_int
 
 
 def describe(e) -> str:
@@ -159,8 +260,14 @@ def describe(e) -> str:
         return e.name
     if isinstance(e, Const):
         return repr(e.value)
-    if isinstance(e, Bin):
+    if isinstance(e, (Bin, Cmp)):
+        if e.op in ("max", "min"):
+            return f"T.{e.op}({describe(e.a)}, {describe(e.b)})"
         return f"({describe(e.a)} {e.op} {describe(e.b)})"
+    if isinstance(e, Logic):
+        return f"T.{e.op.title()}({', '.join(describe(a) for a in e.args)})"
+    if isinstance(e, Select):
+        return f"T.if_then_else({describe(e.cond)}, {describe(e.a)}, {describe(e.b)})"
     if isinstance(e, Call):
         return f"T.{e.fn}({', '.join(describe(a) for a in e.args)})"
     if isinstance(e, Cast):
@@ -168,3 +275,56 @@ def describe(e) -> str:
     if isinstance(e, Load):
         return f"{e.buffer.name}[{', '.join(describe(i) for i in e.indices)}]"
     return repr(e)
+
+
+_FOLD_UNARY = {"exp": math.exp, "exp2": lambda v: 2.0 ** v, "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v),
+               "log": math.log, "log2": math.log2, "abs": abs, "reciprocal": lambda v: 1 / v}
+
+
+def fold_binary(op: str, a: float, b: float) -> float:
+    table = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+             "/": lambda: a / b if b else math.copysign(math.inf, a) if a else math.nan,
+             "max": lambda: max(a, b), "min": lambda: min(a, b), "//": lambda: a // b if b else math.nan,
+             "%": lambda: a % b if b else math.nan}
+    return table.get(op, lambda: math.nan)()
+
+
+def fold_constant(e) -> float | None:
+    """The value of a constant expression (`-T.infinity(dtype)`, `1.0 / 64`), or None when it depends on an index
+    or on data."""
+    if isinstance(e, bool):
+        return None
+    if isinstance(e, (int, float)):
+        return float(e)
+    if isinstance(e, Const):
+        return float(e.value) if isinstance(e.value, (int, float)) and not isinstance(e.value, bool) else None
+    if isinstance(e, Cast):
+        return fold_constant(e.x)
+    if isinstance(e, Bin):
+        a, b = fold_constant(e.a), fold_constant(e.b)
+        if a is None or b is None:
+            return None
+        try:
+            return fold_binary(e.op, a, b)
+        except (OverflowError, ValueError):
+            return math.nan
+    if isinstance(e, Call) and len(e.args) == 1 and e.fn in _FOLD_UNARY:
+        x = fold_constant(e.args[0])
+        try:
+            return None if x is None else _FOLD_UNARY[e.fn](x)
+        except (OverflowError, ValueError, ZeroDivisionError):
+            return math.nan
+    if isinstance(e, Call) and e.fn in ("max", "min") and len(e.args) == 2:
+        a, b = fold_constant(e.args[0]), fold_constant(e.args[1])
+        return None if a is None or b is None else (max(a, b) if e.fn == "max" else min(a, b))
+    return None
+
+
+def float_text(value: float) -> str:
+    """A float constant as TVMScript (inf and nan included)."""
+    value = float(value)
+    if math.isinf(value):
+        return f'T.float32("{"-" if value < 0 else ""}inf")'
+    if math.isnan(value):
+        return 'T.float32("nan")'
+    return f"T.float32({value!r})"

@@ -1,49 +1,110 @@
 """Our implementation of the `tilelang.language` subset (`T.*`). Calling it *records* the kernel: a prim_func body
 runs once with symbolic block/loop indices, and every T.* call appends TIRx tile-level statements to the active
-Recorder (see recorder.py). Anything outside the subset fails with a located error naming the construct.
+Recorder (see recorder.py). GPU-only hints are accepted and noted in the compile log; anything else outside the
+subset fails with a located error naming the construct.
 """
 from __future__ import annotations
 
 import builtins
 import math
+import operator
 import types
 
-from .diagnostics import fail, user_location
-from .expr import Call, Const, Expr, Load, Var, wrap
+from .base import Missing, Names, dtype_name
+from .diagnostics import fail, note, user_location
+from .elementwise import lower_parallel
+from .expr import Bin, Call, Const, DType, Expr, Logic, Select, fold_constant, is_index, wrap
 from .expr import Cast as CastExpr
-from .recorder import Buffer, Region, active, current
-
-SUPPORTED_DTYPES = ("float16", "bfloat16", "float32")
-_DTYPE_ALIASES = {"float": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+from .recorder import Buffer, Region, TileOp, as_region, current, fill_head, scalar_text, unify
+from .reduction import lower_reduce
 
 
-class DType(str):
-    """`T.float16`: a dtype name that also builds typed constants (`T.float16(0)`)."""
+# ---- sizes ---------------------------------------------------------------------------------------------------------
+class SizeVar:
+    """`M, N = T.const("M, N")`: a size bound from a tensor argument's shape (or given as a parameter); it behaves
+    as the int it is bound to."""
 
-    def __call__(self, value=0):
-        if isinstance(value, Expr):
-            return CastExpr(str(self), value)
-        return Const(value, str(self))
+    def __init__(self, name: str, value: int | None = None):
+        self.name, self.value = name, value
+
+    def bind(self, value: int, what: str) -> None:
+        if self.value is None:
+            self.value = value
+        elif self.value != value:
+            fail(f"{what}: `{self.name}` is {value} here but was bound to {self.value} before")
+
+    def get(self) -> int:
+        if self.value is None:
+            fail(f"`{self.name}` (T.const) is used before a tensor argument's shape binds it",
+                 hint=f"annotate a tensor argument with it (`A: T.Tensor(({self.name}, ...), dtype)`) first, or "
+                      f"pass --param {self.name}=VALUE")
+        return self.value
+
+    def __index__(self):
+        return self.get()
+
+    __int__ = __index__
+
+    def __repr__(self):
+        return f"{self.name}={self.value}" if self.value is not None else self.name
+
+    def __hash__(self):
+        return hash(self.name)
 
 
-def dtype_name(dtype) -> str:
-    from .shim import Missing
+def _binary(op):
+    def forward(self, other):
+        return op(self.get(), number(other))
 
-    if isinstance(dtype, Missing):
-        dtype._fail()
-    name = str(dtype) if isinstance(dtype, str) else None
-    if name is None:
-        fail(f"`{dtype!r}` is not a dtype; write it as a string (\"float16\") or T.float16")
-    return _DTYPE_ALIASES.get(name, name)
+    def reverse(self, other):
+        return op(number(other), self.get())
+    return forward, reverse
+
+
+for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("floordiv", operator.floordiv), ("truediv", operator.truediv), ("mod", operator.mod),
+                   ("pow", operator.pow)):
+    _f, _r = _binary(_op)
+    setattr(SizeVar, f"__{_name}__", _f)
+    setattr(SizeVar, f"__r{_name}__", _r)
+for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+                   ("eq", operator.eq), ("ne", operator.ne)):
+    setattr(SizeVar, f"__{_name}__", _binary(_op)[0])
+SizeVar.__neg__ = lambda self: -self.get()
+
+
+def number(x):
+    """A bound T.const -> its int; anything else unchanged."""
+    return x.get() if isinstance(x, SizeVar) else x
 
 
 class TensorSpec:
-    """`T.Tensor((M, K), dtype)` in a prim_func signature."""
+    """`T.Tensor((M, K), dtype)`: a shape (ints or T.const sizes) and a dtype."""
 
-    def __init__(self, shape, dtype="float32", scope="global"):
-        self.shape = _shape(shape, "T.Tensor")
+    def __init__(self, shape, dtype="float32"):
+        dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        for d in dims:
+            if isinstance(d, (SizeVar, Missing)):
+                continue
+            if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
+                fail(f"T.Tensor shape {dims} must be positive integers known when the kernel is built",
+                     hint="pass sizes as factory parameters (`--param M=256`) or bind them with T.const")
+        self.dims = dims
         self.dtype = dtype_name(dtype)
         self.location = user_location()
+
+    def shape(self) -> tuple:
+        return tuple(number(d) for d in self.dims)
+
+
+class TensorArg:
+    """A tensor argument of an eager-JIT factory: `--param A=float16[256,128]` (shape None: from T.const params)."""
+
+    def __init__(self, dtype: str | None, shape: tuple | None):
+        self.dtype, self.shape = dtype, shape
+
+    def __repr__(self):
+        return f"{self.dtype}[{','.join(map(str, self.shape or ()))}]"
 
 
 class _TensorType:
@@ -56,12 +117,63 @@ class _TensorType:
 
 
 def _shape(shape, what):
-    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    dims = tuple(number(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     for d in dims:
         if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
             fail(f"{what} shape {dims} must be positive integers known when the kernel is built",
                  hint="pass sizes as factory parameters (`--param M=256`); symbolic shapes are not supported")
     return dims
+
+
+def const(names: str, dtype: str = "int32"):
+    """`M, N = T.const("M, N")` (eager JIT): sizes bound by tensor annotations or given as parameters."""
+    split = [n for n in names.replace(",", " ").split() if n]
+    given = _const_values.get() or {}
+    out = tuple(SizeVar(n, given.get(n)) for n in split)
+    return out[0] if len(out) == 1 else out
+
+
+def empty(shape, dtype="float32"):
+    """`Y = T.empty((M, N), dtype)`: an output tensor returned by the factory."""
+    location = user_location()
+    dims = _shape(shape, "T.empty")
+    rec = current()
+    return rec.add_param(rec.target_name(location), dims, dtype_name(dtype), location)
+
+
+def bind_tensor(name: str, value, spec):
+    """`X: T.Tensor(shape, dtype)` in an eager-JIT body, for the factory argument X (AST-rewritten call)."""
+    if not isinstance(spec, TensorSpec):
+        return value
+    if isinstance(value, Buffer):
+        return value
+    if not isinstance(value, TensorArg):
+        fail(f"`{name}` is annotated as a tensor but the factory was called with {value!r}",
+             hint=f"pass it as --param {name}=DTYPE[D0,D1,...] (e.g. {name}=float16[256,256])")
+    if value.dtype is not None and value.dtype != spec.dtype:
+        fail(f"`{name}` is {value!r} but the kernel declares it {spec.dtype}")
+    if value.shape is not None:
+        if len(value.shape) != len(spec.dims):
+            fail(f"`{name}` is {value!r} but the kernel declares a rank-{len(spec.dims)} tensor")
+        for dim, given in zip(spec.dims, value.shape):
+            if isinstance(dim, SizeVar):
+                dim.bind(given, f"`{name}` {value!r}")
+            elif dim != given:
+                fail(f"`{name}` is {value!r} but the kernel declares shape {tuple(number(d) for d in spec.dims)}")
+    shape = spec.shape()
+    rec = current()
+    return rec.add_param(name, shape, spec.dtype, user_location())
+
+
+_const_values = __import__("contextvars").ContextVar("tilelang_const_values", default=None)
+
+
+def set_const_values(values: dict):
+    return _const_values.set(values)
+
+
+def reset_const_values(token) -> None:
+    _const_values.reset(token)
 
 
 # ---- kernel structure ----------------------------------------------------------------------------------------
@@ -83,12 +195,21 @@ def prim_func(fn=None, **_options):
     return PrimFuncDef(fn)
 
 
+def macro(fn=None, **_options):
+    """`@T.macro` helpers run inline when the kernel calls them."""
+    return fn if fn is not None else (lambda f: f)
+
+
 class Kernel:
-    """`with T.Kernel(gx[, gy], threads=...) as (bx, by)`: the block grid; bx ranges over the first extent."""
+    """`with T.Kernel(gx[, gy[, gz]], threads=...) as (bx, by, bz)`: the block grid; bx varies fastest."""
 
     def __init__(self, *extents, threads=None, is_cpu=False, prelude=None, **_options):
-        self.extents = extents
+        self.extents = tuple(number(e) for e in extents)
         self.location = user_location()
+        if threads is not None:
+            note(f"threads={threads} is a GPU launch setting; each block runs on one Tensix core")
+        if is_cpu:
+            fail("T.Kernel(is_cpu=True) is outside tilefarm's TileLang subset")
 
     def __enter__(self):
         return current().open_kernel(self.extents, self.location)
@@ -99,11 +220,20 @@ class Kernel:
         return False
 
 
+def _bound(x, what):
+    x = number(x)
+    if isinstance(x, Expr):
+        if not is_index(x):
+            fail(f"{what} bound `{x!r}` is not an integer function of the block indices")
+        return x
+    if not isinstance(x, int) or isinstance(x, bool):
+        fail(f"{what} bounds must be integers, got `{x!r}`")
+    return x
+
+
 def _loop(extent_or_start, stop=None, *, stages=None, what="T.serial"):
     start, end = (0, extent_or_start) if stop is None else (extent_or_start, stop)
-    for v in (start, end):
-        if not isinstance(v, int) or isinstance(v, bool):
-            fail(f"{what} bounds must be integers known when the kernel is built, got `{v!r}`")
+    start, end = _bound(start, what), _bound(end, what)
     location = user_location()
     rec = current()
     var = rec.open_loop(start, end, stages, location)
@@ -111,24 +241,27 @@ def _loop(extent_or_start, stop=None, *, stages=None, what="T.serial"):
     rec.close_loop()
 
 
-def Pipelined(extent, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, annotations=None, sync=None,  # noqa: N802
+              group=None):
     """A serial loop; its stage count becomes the depth of the circular buffers it fills."""
     if order is not None or stage is not None or sync is not None or group is not None:
         fail("T.Pipelined with explicit order/stage/sync/group is outside tilefarm's TileLang subset",
              hint="use T.Pipelined(n, num_stages=s)")
+    num_stages = number(num_stages)
     if not isinstance(num_stages, int) or num_stages < 0:
         fail(f"T.Pipelined num_stages must be a non-negative integer, got {num_stages!r}")
-    return _loop(extent, stages=builtins.max(num_stages, 1), what="T.Pipelined")
+    return _loop(start, stop, stages=builtins.max(num_stages, 1), what="T.Pipelined")
 
 
 def serial(start, stop=None, step=None, annotations=None):
-    if step not in (None, 1):
+    if number(step) not in (None, 1):
         fail("T.serial with a step other than 1 is outside tilefarm's TileLang subset")
     return _loop(start, stop)
 
 
-def Parallel(*extents, coalesced_width=None, loop_layout=None):  # noqa: N802
+def Parallel(*extents, coalesced_width=None, loop_layout=None, annotations=None):  # noqa: N802
     """Element-wise loops: the body is recognised as whole-tile operations (no per-element code is generated)."""
+    extents = tuple(number(e) for e in extents)
     for e in extents:
         if not isinstance(e, int) or isinstance(e, bool) or e <= 0:
             fail(f"T.Parallel extents must be positive integers known when the kernel is built, got {extents}")
@@ -136,7 +269,7 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None):  # noqa: N802
     rec = current()
     variables = rec.open_parallel(extents, location)
     yield variables[0] if len(variables) == 1 else variables
-    rec.close_parallel()
+    lower_parallel(rec, rec.close_parallel())
 
 
 def alloc_shared(shape, dtype, scope="shared.dyn"):
@@ -153,45 +286,133 @@ def alloc_local(shape, dtype, scope="local"):
 
 # ---- tile operations -------------------------------------------------------------------------------------------
 def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, **_options):
-    current().copy(src, dst, user_location())
+    rec = current()
+    location = user_location()
+    rec.require_kernel("T.copy")
+    s, d = as_region(src, "T.copy source"), as_region(dst, "T.copy destination")
+    if s.extents is None and d.extents is None:
+        fail("T.copy between two head addresses; one side must be a whole buffer or a sliced region")
+    if s.extents is None:
+        s = fill_head(s, d)
+    if d.extents is None:
+        d = fill_head(d, s)
+    unify(s.buffer, d.buffer)
+    if s.buffer.scope == "global" and d.buffer.scope == "global":   # DRAM to DRAM goes through the core's L1
+        shape = s.shape2d()
+        stage = rec.temp(shape, s.buffer.dtype, "shared", location)
+        stage.filled_from_dram = True
+        whole = Region(stage, tuple(wrap(0) for _ in shape), shape)
+        rec.emit(TileOp("copy", (whole, s)), location)
+        s = whole
+    elif s.buffer.scope == "global":
+        d.buffer.filled_from_dram = True
+    rec.emit(TileOp("copy", (d, s)), location)
 
 
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1,  # noqa: N803
          wg_wait=0, **_options):
-    current().gemm(A, B, C, bool(transpose_A), bool(transpose_B), bool(clear_accum), user_location())
+    rec = current()
+    location = user_location()
+    rec.require_kernel("T.gemm")
+    if policy is not None:
+        note("T.gemm policy= (GPU warp partitioning) is ignored: the matrix engine of one core computes the block")
+    ra, rb, rc = (as_region(x, f"T.gemm operand {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
+    for r in (ra, rb, rc):
+        if r.extents is None:
+            fail("T.gemm operands are whole tiles or sliced regions, not head addresses")
+    kwargs = {}
+    if transpose_A:
+        kwargs["transpose_A"] = True
+    if transpose_B:
+        kwargs["transpose_B"] = True
+    kwargs["beta"] = "0.0" if clear_accum else "1.0"
+    rec.emit(TileOp("gemm", (rc, ra, rb, rc), kwargs), location)
+
+
+def _fill(buffer, value, op):
+    rec = current()
+    location = user_location()
+    rec.require_kernel(f"T.{op}")
+    r = as_region(buffer, f"T.{op} destination")
+    if r.extents is None:
+        fail(f"T.{op} takes a buffer or a sliced region")
+    value = number(value)
+    folded = fold_constant(value) if isinstance(value, Expr) else value
+    if isinstance(folded, (int, float)) and not isinstance(folded, bool) and folded == 0:
+        rec.emit(TileOp("zero", (r,)), location)
+        return
+    rec.emit(TileOp("fill", (r, scalar_text(value, r.buffer.dtype))), location)
 
 
 def clear(buffer):
-    current().fill(buffer, 0, user_location(), op="clear")
+    _fill(buffer, 0, "clear")
 
 
 def fill(buffer, value):
-    current().fill(buffer, value, user_location(), op="fill")
+    _fill(buffer, value, "fill")
 
 
-def reduce_max(buffer, out, dim=-1, clear=True):
-    current().reduce("max", buffer, out, dim, clear, user_location())
+def _reduce(kind):
+    def reduce(buffer, out, dim=-1, clear=True):
+        rec = current()
+        location = user_location()
+        rec.require_kernel(f"T.reduce_{kind}")
+        lower_reduce(rec, kind, buffer, out, number(dim), clear, location)
+    reduce.__name__ = f"reduce_{kind}"
+    return reduce
 
 
-def reduce_sum(buffer, out, dim=-1, clear=True):
-    current().reduce("sum", buffer, out, dim, clear, user_location())
+reduce_max, reduce_sum = _reduce("max"), _reduce("sum")
 
 
-def use_swizzle(panel_size=None, order=None, enable=True, **_options):
-    """A rasterization hint for GPU L2 reuse; blocks are partitioned over cores by the compiler, so it is a no-op."""
-    current()
+# ---- GPU-only hints: accepted, noted in the compile log -----------------------------------------------------------
+def _hint(name, why):
+    def accept(*args, **kwargs):
+        note(f"T.{name} {why}; ignored on Tenstorrent")
+    accept.__name__ = name
+    return accept
+
+
+use_swizzle = _hint("use_swizzle", "is a GPU L2 rasterization hint (blocks are partitioned over cores by the compiler)")
+annotate_layout = _hint("annotate_layout", "is a GPU shared-memory layout hint (tiles are laid out by the compiler)")
+annotate_padding = _hint("annotate_padding", "is a GPU shared-memory padding hint")
+annotate_l2_hit_ratio = _hint("annotate_l2_hit_ratio", "is a GPU L2 cache hint")
+disable_warp_group_reg_alloc = _hint("disable_warp_group_reg_alloc", "is a GPU register allocation hint")
+no_set_max_nreg = _hint("no_set_max_nreg", "is a GPU register allocation hint")
+sync_threads = _hint("sync_threads", "synchronizes GPU threads (each Tensix core runs its block's program in order)")
+
+
+def _layout_object(*args, **kwargs):
+    """`T.Layout(...)` / `T.Fragment(...)`: arguments of T.annotate_layout, which is ignored."""
+    return None
 
 
 # ---- scalar/element functions --------------------------------------------------------------------------------
 def ceildiv(a, b):
+    a, b = number(a), number(b)
     if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
         return -(-a // b)
-    fail("T.ceildiv of kernel indices is outside tilefarm's TileLang subset; use it on sizes")
+    if is_index(wrap(a)) and isinstance(b, int) and b > 0:
+        return (wrap(a) + (b - 1)) // b
+    fail("T.ceildiv takes integer sizes or block indices")
+
+
+def floordiv(a, b):
+    a, b = number(a), number(b)
+    return a // b
+
+
+def floormod(a, b):
+    a, b = number(a), number(b)
+    return a % b
 
 
 def _minmax(fn, a, b):
+    a, b = number(a), number(b)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return builtins.max(a, b) if fn == "max" else builtins.min(a, b)
+    if is_index(wrap(a)) and is_index(wrap(b)):
+        return Bin(fn, wrap(a), wrap(b))
     return Call(fn, (wrap(a), wrap(b)))
 
 
@@ -203,68 +424,139 @@ def min(a, b):  # noqa: A001
     return _minmax("min", a, b)
 
 
+_PYTHON_UNARY = {"exp": math.exp, "exp2": lambda v: 2.0 ** v, "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v),
+                 "log": math.log, "log2": math.log2, "abs": builtins.abs, "tanh": math.tanh,
+                 "sigmoid": lambda v: 1 / (1 + math.exp(-v))}
+
+
 def _unary(fn):
     def op(x):
+        x = number(x)
         if isinstance(x, (int, float)) and not isinstance(x, bool):
-            return {"exp": math.exp, "exp2": lambda v: 2.0 ** v, "sqrt": math.sqrt,
-                    "rsqrt": lambda v: 1 / math.sqrt(v), "log": math.log, "abs": builtins.abs}[fn](x)
+            return _PYTHON_UNARY[fn](x)
         return Call(fn, (wrap(x),))
     op.__name__ = fn
     return op
 
 
-exp, exp2, sqrt, rsqrt, log, abs = (_unary(f) for f in ("exp", "exp2", "sqrt", "rsqrt", "log", "abs"))  # noqa: A001
+exp, exp2, sqrt, rsqrt, log, log2, abs, tanh, sigmoid = (  # noqa: A001
+    _unary(f) for f in ("exp", "exp2", "sqrt", "rsqrt", "log", "log2", "abs", "tanh", "sigmoid"))
 
 
 def cast(value, dtype):
+    value = number(value)
     return CastExpr(dtype_name(dtype), wrap(value))
 
 
-def Cast(dtype, value):  # noqa: N802,F811 -- TileLang spells it both ways
+def Cast(dtype, value):  # noqa: N802 -- TileLang spells it both ways
     return cast(value, dtype)
+
+
+def if_then_else(cond, a, b):
+    return Select(wrap(cond), wrap(number(a)), wrap(number(b)))
+
+
+def infinity(dtype="float32"):
+    return Const(math.inf, dtype_name(dtype))
+
+
+def min_value(dtype="float32"):
+    return Const(-math.inf if dtype_name(dtype).startswith(("float", "bfloat")) else -(2 ** 31), dtype_name(dtype))
+
+
+def max_value(dtype="float32"):
+    return Const(math.inf if dtype_name(dtype).startswith(("float", "bfloat")) else 2 ** 31 - 1, dtype_name(dtype))
+
+
+def And(*args):  # noqa: N802
+    return Logic("and", tuple(wrap(a) for a in args))
+
+
+def Or(*args):  # noqa: N802
+    return Logic("or", tuple(wrap(a) for a in args))
+
+
+def Not(a):  # noqa: N802
+    return Logic("not", (wrap(a),))
+
+
+def dtype(name):
+    return DType(dtype_name(name))
 
 
 def dynamic(name, dtype="int32"):
     fail("symbolic shapes (T.dynamic / T.symbolic) are outside tilefarm's TileLang subset",
-         hint="pass sizes as factory parameters")
+         hint="pass sizes as factory parameters, or use T.const in an eager-JIT kernel")
 
 
 symbolic = dynamic
 
+_WHY = {
+    "atomic_add": "atomics have no counterpart between Tensix cores (each block owns its output tiles)",
+    "atomic_max": "atomics have no counterpart between Tensix cores",
+    "alloc_var": "scalar variables are not supported; keep per-row values in a 1-D T.alloc_fragment",
+    "alloc_global": "global scratch buffers are not supported",
+    "get_thread_binding": "thread and warp indices do not exist on Tenstorrent (a block runs on one core)",
+    "tvm_thread_allreduce": "warp-level intrinsics do not exist on Tenstorrent",
+    "vectorized": "element loops outside T.Parallel are not supported",
+}
 
-def _unsupported(name):
-    def reject(*args, **kwargs):
-        fail(f"T.{name} is outside tilefarm's TileLang subset",
+
+class _Unsupported:
+    """`T.<name>` outside the subset: fails, located, when called or used."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def _fail(self, *args, **kwargs):
+        why = _WHY.get(self._name)
+        fail(f"T.{self._name} is outside tilefarm's TileLang subset" + (f": {why}" if why else ""),
              hint="supported: T.Kernel, T.alloc_shared/alloc_fragment/alloc_local, T.copy, T.gemm, T.clear, T.fill, "
-                  "T.Pipelined, T.serial, T.Parallel (element-wise), T.reduce_max/reduce_sum, T.ceildiv, T.max/min, "
-                  "T.exp/exp2/sqrt/rsqrt, T.cast")
-    reject.__name__ = name
-    return reject
+                  "T.Pipelined, T.serial, T.Parallel (element-wise, masks), T.reduce_max/reduce_sum, T.ceildiv, "
+                  "T.max/min, T.exp/exp2/log/log2/sqrt/rsqrt/abs/tanh/sigmoid, T.cast, T.if_then_else")
+
+    __call__ = __getitem__ = __iter__ = __bool__ = __enter__ = _fail
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Unsupported(f"{self._name}.{attr}")
 
 
 class _Language(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return _unsupported(name)
+        return _Unsupported(name)
+
+
+DTYPES = {name: DType(name) for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
+                                         "int64", "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3",
+                                         "float8_e5m2")}
 
 
 def build_module() -> types.ModuleType:
     """A fresh `tilelang.language` module object for one evaluation of a user's file."""
     mod = _Language("tilelang.language")
     public = dict(
-        Tensor=_TensorType(), Buffer=_TensorType(), prim_func=prim_func, Kernel=Kernel, Pipelined=Pipelined,
-        serial=serial, Parallel=Parallel, alloc_shared=alloc_shared, alloc_fragment=alloc_fragment,
-        alloc_local=alloc_local, copy=copy, gemm=gemm, clear=clear, fill=fill, reduce_max=reduce_max,
-        reduce_sum=reduce_sum, use_swizzle=use_swizzle, ceildiv=ceildiv, max=max, min=min, exp=exp, exp2=exp2,
-        sqrt=sqrt, rsqrt=rsqrt, log=log, abs=abs, cast=cast, Cast=Cast, dynamic=dynamic, symbolic=symbolic,
-        float16=DType("float16"), half=DType("float16"), bfloat16=DType("bfloat16"), float32=DType("float32"),
-        float64=DType("float64"), int32=DType("int32"), int8=DType("int8"), bool=DType("bool"),
+        Tensor=_TensorType(), Buffer=_TensorType(), prim_func=prim_func, macro=macro, Kernel=Kernel,
+        Pipelined=Pipelined, serial=serial, Serial=serial, Parallel=Parallel, alloc_shared=alloc_shared,
+        alloc_fragment=alloc_fragment, alloc_local=alloc_local, copy=copy, gemm=gemm, clear=clear, fill=fill,
+        reduce_max=reduce_max, reduce_sum=reduce_sum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
+        max=max, min=min, exp=exp, exp2=exp2, sqrt=sqrt, rsqrt=rsqrt, log=log, log2=log2, abs=abs, tanh=tanh,
+        sigmoid=sigmoid, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,
+        max_value=max_value, And=And, Or=Or, Not=Not, dtype=dtype, dynamic=dynamic, symbolic=symbolic,
+        const=const, empty=empty, use_swizzle=use_swizzle, annotate_layout=annotate_layout,
+        annotate_padding=annotate_padding, annotate_l2_hit_ratio=annotate_l2_hit_ratio,
+        disable_warp_group_reg_alloc=disable_warp_group_reg_alloc, no_set_max_nreg=no_set_max_nreg,
+        sync_threads=sync_threads, GemmWarpPolicy=Names("GemmWarpPolicy"), Layout=_layout_object,
+        Fragment=_layout_object,
+        float=DTYPES["float32"], half=DTYPES["float16"], **DTYPES,
     )
     for name, value in public.items():
         setattr(mod, name, value)
     return mod
 
 
-__all__ = ["Buffer", "DType", "PrimFuncDef", "Region", "TensorSpec", "Var", "Load", "active", "build_module",
-           "dtype_name"]
+__all__ = ["Buffer", "DType", "PrimFuncDef", "Region", "SizeVar", "TensorArg", "TensorSpec", "bind_tensor",
+           "build_module", "number", "set_const_values", "reset_const_values"]

@@ -1,10 +1,14 @@
-"""The Recorder: what a traced TileLang kernel turns into. It collects TIRx tile-level statements (TVMScript text,
-one user location per generated line) and renders the PrimFunc text the existing pipeline parses.
+"""The Recorder: what a traced TileLang kernel turns into. It collects TIRx tile-level statements (one user location
+per generated line) and renders, once tracing is done, the PrimFunc text the pipeline parses.
 
-    by, bx = T.cta_id([gy, gx])      <- with T.Kernel(gx, gy) as (bx, by)   (bx is the fastest-varying id)
-    T.tile.copy(A_s, A[r:r+bm, ...])  <- T.copy(A[r, ...], A_s)            (head address: extent of the other side)
-    T.tile.gemm(C, A, B, C, beta=1.0) <- T.gemm(A, B, C)                   (TileLang's gemm accumulates)
-    for k in range(n):                <- for k in T.Pipelined(n, num_stages=s)  (s -> tt.pipeline_stages)
+    bz, by, bx = T.cta_id([gz, gy, gx])  <- with T.Kernel(gx, gy, gz) as (bx, by, bz)   (bx varies fastest)
+    T.tile.copy(A_s, A[r:r+bm, ...])     <- T.copy(A[r, ...], A_s)      (head address: extent of the other side)
+    T.tile.gemm(C, A, B, C, beta=1.0)    <- T.gemm(A, B, C)             (TileLang's gemm accumulates)
+    for k in range(n):                   <- for k in T.Pipelined(n, num_stages=s)  (s -> tt.pipeline_stages)
+
+Statements are kept as objects and printed at the end because a 1-D buffer (bias, gamma, per-row statistics) is a
+row (1, n) or a column (n, 1) of the 2-D tile world, which only its uses decide: `x[i, j] * w[j]` makes w a
+row, `x[i, j] - m[i]` and reductions make m a column; copies tie both sides to one orientation.
 """
 from __future__ import annotations
 
@@ -12,12 +16,14 @@ import contextvars
 from dataclasses import dataclass, field
 
 from ...errors import SourceLocation
+from .base import dtype_name
 from .diagnostics import fail
-from .expr import Const, Load, Var, affine, render_index, wrap
+from .expr import DType, Expr, Load, Var, affine, constant_int, float_text, fold_constant, render_int, wrap
 
 _active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("tilelang_recorder", default=None)
 _RESERVED = {"T", "range", "for", "in", "def", "if", "else", "return", "and", "or", "not", "is", "lambda", "None",
              "True", "False", "with", "as", "pass", "class", "import", "from", "global", "while", "yield"}
+MAX_GRID_RANK = 3
 
 
 def current() -> "Recorder":
@@ -27,29 +33,63 @@ def current() -> "Recorder":
     return rec
 
 
-def active(rec: "Recorder | None"):
+def active_recorder() -> "Recorder | None":
+    return _active.get()
+
+
+def activate(rec: "Recorder | None"):
     return _active.set(rec)
 
 
-def reset_active(token) -> None:
+def deactivate(token) -> None:
     _active.reset(token)
 
 
+class Orientation:
+    """Union-find cell: is a 1-D buffer a row or a column of the tile world (None: not decided yet)."""
+
+    def __init__(self):
+        self.parent: Orientation | None = None
+        self.value: str | None = None
+
+    def root(self) -> "Orientation":
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+
 class Buffer:
-    """A kernel buffer: a global parameter, or a shared / local (fragment) tile."""
+    """A kernel buffer: a global parameter or output, or a shared / local (fragment) tile."""
 
     def __init__(self, name: str, shape: tuple, dtype: str, scope: str, location: SourceLocation | None):
-        self.name, self.shape, self.dtype, self.scope, self.location = name, tuple(shape), dtype, scope, location
+        self.name, self.shape, self._dtype, self.scope, self.location = name, tuple(shape), dtype, scope, location
         self.filled_from_dram = False
-        self.column = False            # a 1-D (n,) fragment stored as an (n, 1) column tile
+        self.orientation = Orientation() if len(self.shape) == 1 else None
 
     def __repr__(self):
-        return f"<{self.scope} buffer {self.name} {self.shape} {self.dtype}>"
+        return f"<{self.scope} buffer {self.name} {self.shape} {self._dtype}>"
+
+    @property
+    def dtype(self) -> DType:
+        return DType(self._dtype)
+
+    @property
+    def vector(self) -> bool:
+        return self.orientation is not None
+
+    @property
+    def orient(self) -> str | None:
+        return self.orientation.root().value if self.orientation else None
+
+    def matrix_shape(self) -> tuple:
+        """The 2-D (or N-D) shape in the generated TIRx: a 1-D buffer is a column (n, 1) or a row (1, n)."""
+        if not self.vector:
+            return self.shape
+        return (1, self.shape[0]) if self.orient == "row" else (self.shape[0], 1)
 
     def _key(self, key):
         key = key if isinstance(key, tuple) else (key,)
-        if self.column and len(key) == 1:
-            key = key + (0,) if not isinstance(key[0], slice) else key + (slice(None),)
         if len(key) != len(self.shape):
             fail(f"`{self.name}` has rank {len(self.shape)} but is indexed with {len(key)} indices")
         return key
@@ -59,8 +99,10 @@ class Buffer:
         if any(isinstance(k, slice) for k in key):
             starts, extents = [], []
             for axis, k in enumerate(key):
-                if not isinstance(k, slice):
-                    fail(f"`{self.name}`: mix of a slice and a single index; slice every axis of a tile region")
+                if not isinstance(k, slice):          # a fixed index: an extent-1 axis of the region
+                    starts.append(wrap(k))
+                    extents.append(1)
+                    continue
                 if k.step not in (None, 1):
                     fail(f"`{self.name}`: strided slices are outside tilefarm's TileLang subset")
                 start = 0 if k.start is None else k.start
@@ -68,13 +110,38 @@ class Buffer:
                 diff = affine(wrap(stop) - wrap(start))
                 if diff is None or diff[0]:
                     fail(f"`{self.name}` axis {axis}: the slice extent must be a constant")
-                starts.append(start)
+                starts.append(wrap(start))
                 extents.append(diff[1])
             return Region(self, tuple(starts), tuple(extents))
         return Load(self, tuple(wrap(k) for k in key))
 
     def __setitem__(self, key, value):
         current().store(self, self._key(key), value)
+
+
+def unify(a: Buffer, b: Buffer) -> None:
+    """The two 1-D buffers have one orientation (a copy between them)."""
+    if not (a.vector and b.vector):
+        return
+    ra, rb = a.orientation.root(), b.orientation.root()
+    if ra is rb:
+        return
+    if ra.value and rb.value and ra.value != rb.value:
+        words = {"row": "row", "col": "column"}
+        fail(f"`{a.name}` is used as a {words[ra.value]} and `{b.name}` as a {words[rb.value]}, but they are copied "
+             "into each other")
+    rb.parent = ra
+    ra.value = ra.value or rb.value
+
+
+def set_orientation(buf: Buffer, value: str, why: str, location: SourceLocation | None = None) -> None:
+    root = buf.orientation.root()
+    if root.value and root.value != value:
+        words = {"row": "row", "col": "column"}
+        fail(f"`{buf.name}` is used both as a {words[root.value]} and as a {words[value]} ({why})",
+             hint="a 1-D buffer is either per-row values (indexed by the first T.Parallel variable) or per-column "
+                  "values (indexed by the last)", location=location)
+    root.value = value
 
 
 @dataclass(eq=False)
@@ -85,26 +152,95 @@ class Region:
 
     def text(self) -> str:
         b = self.buffer
-        if all(isinstance(s, int) and s == 0 for s in self.starts) and tuple(self.extents) == b.shape:
+        starts, extents = list(self.starts), list(self.extents)
+        if b.vector:   # 1-D: the row or column of the 2-D tile world
+            zero = (wrap(0), 1)
+            axes = [zero, (starts[0], extents[0])] if b.orient == "row" else [(starts[0], extents[0]), zero]
+            starts, extents = [a[0] for a in axes], [a[1] for a in axes]
+        shape = b.matrix_shape()
+        if all(constant_int(s) == 0 for s in starts) and tuple(extents) == tuple(shape):
             return b.name
         parts = []
-        for s, e in zip(self.starts, self.extents):
-            start = render_index(s, f"the start of a `{b.name}` region")
+        for s, e in zip(starts, extents):
+            start = render_int(s, f"the start of a `{b.name}` region")
             parts.append(f"{start}:{start} + {e}" if start != "0" else f"0:{e}")
         return f"{b.name}[{', '.join(parts)}]"
 
     def key(self) -> tuple:
-        return (self.buffer.name, tuple(render_index(s) for s in self.starts), tuple(self.extents))
+        return (self.buffer.name, tuple(render_int(s) for s in self.starts), tuple(self.extents))
+
+    def shape2d(self) -> tuple:
+        """The region's extents in the tile world (1-D: (n, 1) or (1, n); N-D: its non-unit axes)."""
+        if self.buffer.vector:
+            return (1, self.extents[0]) if self.buffer.orient == "row" else (self.extents[0], 1)
+        big = [e for e in self.extents if e != 1]
+        if len(self.extents) == 2:
+            return tuple(self.extents)
+        if len(big) > 2:
+            fail(f"a region of `{self.buffer.name}` spans {len(big)} axes; a tile region spans at most 2")
+        return tuple([1] * (2 - len(big)) + big)
 
 
 def as_region(x, what: str) -> Region:
     if isinstance(x, Buffer):
-        return Region(x, (0,) * len(x.shape), x.shape)
+        return Region(x, tuple(wrap(0) for _ in x.shape), x.shape)
     if isinstance(x, Region):
         return x
     if isinstance(x, Load):
         return Region(x.buffer, x.indices, None)
     fail(f"{what} must be a buffer, a region `A[a:b, c:d]` or a head address `A[i, j]`, got {x!r}")
+
+
+def fill_head(head: Region, other: Region) -> Region:
+    """A head address `A[i, j, ...]` takes the other operand's extents on its last axes (extent 1 before)."""
+    other_ext = tuple(e for e in other.extents)
+    if head.buffer.vector and other.buffer.vector:
+        return Region(head.buffer, head.starts, other_ext)
+    big = [e for e in other_ext if e != 1] if len(other_ext) != len(head.starts) else list(other_ext)
+    if len(big) > len(head.starts):
+        fail(f"the head address of `{head.buffer.name}` has {len(head.starts)} indices for a "
+             f"{len(other_ext)}-D copy")
+    extents = [1] * (len(head.starts) - len(big)) + big
+    return Region(head.buffer, head.starts, tuple(extents))
+
+
+@dataclass(eq=False)
+class TileOp:
+    """`T.tile.<name>(args..., kw=...)`; args are Regions, rendered once orientations are known, or text."""
+    name: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+
+    def text(self) -> str:
+        parts = [a.text() if isinstance(a, Region) else str(a) for a in self.args]
+        parts += [f"{k}={v}" for k, v in self.kwargs.items()]
+        return f"T.tile.{self.name}({', '.join(parts)})"
+
+
+@dataclass(eq=False)
+class ElementStore:
+    """`for i, j in T.grid(m, n): dst[s0 + i, s1 + j] = value` -- an index-dependent tile (a mask)."""
+    dst: Region
+    variables: tuple
+    value: object            # a callable returning the value's TVMScript text
+
+    def lines(self) -> list[str]:
+        names = [v.name for v in self.variables]
+        rows, cols = self.dst.shape2d()
+        extents = [rows, cols]
+        b = self.dst.buffer
+        starts = list(self.dst.starts)
+        if b.vector:
+            starts = [wrap(0), starts[0]] if b.orient == "row" else [starts[0], wrap(0)]
+        index = []
+        for s, n in zip(starts, names if len(names) == 2 else ([names[0], "0"] if rows > 1 else ["0", names[0]])):
+            text = render_int(s)
+            index.append(n if text == "0" else f"{text} + {n}")
+        if len(self.variables) == 1:
+            grid = f"for {names[0]} in range({rows if rows > 1 else cols}):"
+        else:
+            grid = f"for {', '.join(names)} in T.grid({', '.join(map(str, extents))}):"
+        return [grid, f"    {b.name}[{', '.join(index)}] = {self.value()}"]
 
 
 @dataclass
@@ -120,8 +256,8 @@ class Recorder:
         self.names_at = names_at            # line -> assignment / loop / with-as target names (for readable IR)
         self.params: list[Buffer] = []
         self.grid: tuple | None = None      # (vars, extents, location)
-        self.allocs: list[tuple[str, SourceLocation | None]] = []
-        self.lines: list[tuple[int, str, SourceLocation | None]] = []
+        self.allocs: list[tuple[Buffer, SourceLocation | None]] = []
+        self.lines: list[tuple[int, object, SourceLocation | None]] = []
         self.depth = 0
         self.loops: list[tuple[int, int]] = []    # (depth, index of the `for` line)
         self.parallel: ParallelScope | None = None
@@ -129,6 +265,7 @@ class Recorder:
         self.names: set[str] = set()
         self.stages = 0
         self.temp_count = 0
+        self.aliases: dict[Buffer, Buffer] = {}     # staging tile -> its computed copy (see versioned())
 
     # ---- names --------------------------------------------------------------------------------------------
     def fresh(self, wanted: str | None, fallback: str) -> str:
@@ -145,20 +282,20 @@ class Recorder:
         return names[index] if index < len(names) else None
 
     # ---- structure ----------------------------------------------------------------------------------------
-    def add_param(self, name: str, spec) -> Buffer:
-        buf = Buffer(self.fresh(name, "arg"), spec.shape, spec.dtype, "global", spec.location)
+    def add_param(self, name: str, shape, dtype: str, location) -> Buffer:
+        buf = Buffer(self.fresh(name, "arg"), shape, dtype, "global", location)
         self.params.append(buf)
         return buf
 
     def open_kernel(self, extents, location):
         if self.kernel_state != "before":
             fail("a second T.Kernel in one prim_func is outside tilefarm's TileLang subset")
-        if not 1 <= len(extents) <= 2:
-            fail(f"T.Kernel with a {len(extents)}-D grid; tilefarm takes 1-D or 2-D grids")
+        if not 1 <= len(extents) <= MAX_GRID_RANK:
+            fail(f"T.Kernel with a {len(extents)}-D grid; tilefarm takes 1-D, 2-D or 3-D grids")
         for e in extents:
             if not isinstance(e, int) or isinstance(e, bool) or e <= 0:
                 fail(f"T.Kernel extents must be positive integers known when the kernel is built, got {extents}")
-        defaults = ("bx", "by")
+        defaults = ("bx", "by", "bz")
         variables = tuple(Var(self.fresh(self.target_name(location, i), defaults[i]), "grid", e)
                           for i, e in enumerate(extents))
         self.grid = (variables, tuple(extents), location)
@@ -176,17 +313,54 @@ class Recorder:
         if self.parallel is not None:
             fail(f"{what} inside a T.Parallel loop; T.Parallel bodies hold element-wise assignments only")
 
-    def emit(self, text: str, location: SourceLocation | None):
-        self.lines.append((self.depth, text, location))
+    def emit(self, item, location: SourceLocation | None):
+        """`item`: a TileOp, an ElementStore, or a line of text."""
+        if isinstance(item, TileOp):
+            item = self.versioned(item, location)
+        self.lines.append((self.depth, item, location))
 
-    def open_loop(self, start: int, stop: int, stages, location) -> Var:
+    def versioned(self, op: TileOp, location) -> TileOp:
+        """A tile filled from DRAM and then computed on (`A_s[i, j] *= s[i]`, common in TileLang) is two buffers:
+        the staging tile the reader fills, and a computed copy that later reads see until the next refill."""
+        def current(arg):
+            if isinstance(arg, Region) and arg.buffer in self.aliases:
+                return Region(self.aliases[arg.buffer], arg.starts, arg.extents)
+            return arg
+        args = [op.args[0]] + [current(a) for a in op.args[1:]]
+        dst = args[0]
+        if isinstance(dst, Region):
+            buf = dst.buffer
+            from_dram = op.name == "copy" and isinstance(op.args[1], Region) and op.args[1].buffer.scope == "global"
+            if from_dram:
+                self.aliases.pop(buf, None)
+            elif buf.filled_from_dram:
+                alias = self.aliases.get(buf)
+                if alias is None:
+                    alias = self.new_buffer(f"{buf.name}_c", buf.shape, buf._dtype, "local", location, "tile")
+                    if buf.vector:
+                        unify(alias, buf)
+                    self.aliases[buf] = alias
+                    if not (dst.extents is not None and tuple(dst.extents) == buf.shape):
+                        # a partial write: the rest of the computed copy starts as the staged data
+                        whole = Region(buf, tuple(wrap(0) for _ in buf.shape), buf.shape)
+                        self.lines.append((self.depth, TileOp("copy", (Region(alias, whole.starts, whole.extents),
+                                                                        whole)), location))
+                args[0] = Region(alias, dst.starts, dst.extents)
+        return TileOp(op.name, tuple(args), op.kwargs)
+
+    def op(self, name: str, *args, location=None, **kwargs):
+        self.emit(TileOp(name, args, kwargs), location)
+
+    def open_loop(self, start, stop, stages, location) -> Var:
         self.require_kernel("a loop")
-        if stop <= start:
-            fail(f"the loop has no iterations ({start}..{stop})")
-        var = Var(self.fresh(self.target_name(location), "k"), "loop", stop - start)
-        bounds = f"{stop}" if start == 0 else f"{start}, {stop}"
+        s, e = constant_int(start), constant_int(stop)
+        if s is not None and e is not None and e <= s:
+            fail(f"the loop has no iterations ({s}..{e})")
+        extent = (e - s) if s is not None and e is not None else wrap(stop) - wrap(start)
+        var = Var(self.fresh(self.target_name(location), "k"), "loop", extent)
+        lo, hi = render_int(wrap(start), "a loop bound"), render_int(wrap(stop), "a loop bound")
         self.loops.append((self.depth, len(self.lines)))
-        self.emit(f"for {var.name} in range({bounds}):", location)
+        self.emit(f"for {var.name} in range({hi if lo == '0' else f'{lo}, {hi}'}):", location)
         self.depth += 1
         if stages:
             self.stages = max(self.stages, stages)
@@ -202,15 +376,13 @@ class Recorder:
         self.require_kernel("T.Parallel")
         if len(extents) > 2:
             fail("T.Parallel over more than 2 dimensions; tiles are 2-D")
-        variables = tuple(Var(f"p{i}", "parallel", e) for i, e in enumerate(extents))
+        variables = tuple(Var(self.target_name(location, i) or f"p{i}", "parallel", e) for i, e in enumerate(extents))
         self.parallel = ParallelScope(variables, location)
         return variables
 
-    def close_parallel(self):
-        from .elementwise import lower_parallel
-
+    def close_parallel(self) -> ParallelScope:
         scope, self.parallel = self.parallel, None
-        lower_parallel(self, scope)
+        return scope
 
     def store(self, buffer: Buffer, indices: tuple, value):
         from .diagnostics import user_location
@@ -225,66 +397,24 @@ class Recorder:
         self.require_kernel("a buffer allocation")
         if self.loops:
             fail("allocate tiles at the top of the kernel, not inside a loop")
-        if len(shape) == 1 and scope == "local":  # a per-row value (reduction result): an (n, 1) column tile
-            buf = self.new_buffer(self.target_name(location), (shape[0], 1), dtype, scope, location, "tile")
-            buf.column = True
-            return buf
+        if len(shape) not in (1, 2):
+            fail(f"a {len(shape)}-D tile {tuple(shape)}; the Tenstorrent backend takes 2-D tiles and 1-D vectors",
+                 location=location)
         return self.new_buffer(self.target_name(location), shape, dtype, scope, location, "tile")
 
     def new_buffer(self, wanted, shape, dtype, scope, location, fallback) -> Buffer:
-        if len(shape) != 2:
-            fail(f"a {len(shape)}-D tile {tuple(shape)}; the Tenstorrent backend takes 2-D tiles", location=location)
-        buf = Buffer(self.fresh(wanted, fallback), shape, dtype, scope, location)
-        fn = "T.alloc_shared" if scope == "shared" else "T.alloc_local"
-        self.allocs.append((f"{buf.name} = {fn}(({shape[0]}, {shape[1]}), \"{dtype}\")", location))
+        buf = Buffer(self.fresh(wanted, fallback), shape, dtype_name(dtype), scope, location)
+        self.allocs.append((buf, location))
         return buf
 
-    def temp(self, extents, dtype, scope, location) -> Buffer:
+    def temp(self, extents, dtype, scope, location, like: Buffer | None = None) -> Buffer:
+        """A scratch tile shaped like a region: 2-D extents, or the same 1-D orientation as `like`."""
         self.temp_count += 1
+        if like is not None and like.vector:
+            buf = self.new_buffer(None, (max(extents),), dtype, scope, location, f"tl_tmp{self.temp_count}")
+            unify(buf, like)
+            return buf
         return self.new_buffer(None, tuple(extents), dtype, scope, location, f"tl_tmp{self.temp_count}")
-
-    # ---- tile operations ------------------------------------------------------------------------------------
-    def copy(self, src, dst, location):
-        self.require_kernel("T.copy")
-        s, d = as_region(src, "T.copy source"), as_region(dst, "T.copy destination")
-        if s.extents is None and d.extents is None:
-            fail("T.copy between two head addresses; one side must be a whole buffer or a sliced region")
-        if s.extents is None:
-            s = Region(s.buffer, s.starts, d.extents)
-        if d.extents is None:
-            d = Region(d.buffer, d.starts, s.extents)
-        for r in (s, d):
-            if len(r.extents) != 2:
-                fail(f"T.copy of the {len(r.extents)}-D `{r.buffer.name}`; the Tenstorrent backend takes 2-D buffers")
-        if s.buffer.scope == "global" and d.buffer.scope != "global":
-            d.buffer.filled_from_dram = True
-        self.emit(f"T.tile.copy({d.text()}, {s.text()})", location)
-
-    def gemm(self, a, b, c, transpose_a, transpose_b, clear_accum, location):
-        self.require_kernel("T.gemm")
-        ra, rb, rc = (as_region(x, f"T.gemm operand {n}") for x, n in ((a, "A"), (b, "B"), (c, "C")))
-        for r in (ra, rb, rc):
-            if r.extents is None:
-                fail("T.gemm operands are whole tiles or sliced regions, not head addresses")
-        flags = "".join([", transpose_A=True" if transpose_a else "", ", transpose_B=True" if transpose_b else ""])
-        beta = "0.0" if clear_accum else "1.0"
-        self.emit(f"T.tile.gemm({rc.text()}, {ra.text()}, {rb.text()}, {rc.text()}{flags}, beta={beta})", location)
-
-    def fill(self, buffer, value, location, op):
-        self.require_kernel(f"T.{op}")
-        r = as_region(buffer, f"T.{op} destination")
-        if r.extents is None:
-            fail(f"T.{op} takes a buffer or a sliced region")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
-            self.emit(f"T.tile.zero({r.text()})", location)
-            return
-        self.emit(f"T.tile.fill({r.text()}, {scalar_text(value, r.buffer.dtype)})", location)
-
-    def reduce(self, kind, buffer, out, dim, clear, location):
-        from .reduction import lower_reduce
-
-        self.require_kernel(f"T.reduce_{kind}")
-        lower_reduce(self, kind, buffer, out, dim, clear, location)
 
     # ---- output -------------------------------------------------------------------------------------------------
     def render(self, name: str, def_location: SourceLocation | None) -> tuple[str, dict[int, SourceLocation]]:
@@ -299,26 +429,39 @@ class Recorder:
             if location is not None:
                 where[len(out)] = location
 
-        params = ", ".join(f"{b.name}: T.Buffer(({', '.join(map(str, b.shape))},), \"{b.dtype}\")"
-                           if len(b.shape) == 1 else
-                           f"{b.name}: T.Buffer(({', '.join(map(str, b.shape))}), \"{b.dtype}\")" for b in self.params)
+        def shape_text(shape):
+            return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
+
+        params = ", ".join(f"{b.name}: T.Buffer({shape_text(b.matrix_shape())}, \"{b._dtype}\")" for b in self.params)
         line("@T.prim_func", def_location, 0)
         line(f"def {name}({params}):", def_location, 0)
         variables, extents, kernel_location = self.grid
         line("T.device_entry()", kernel_location)
         ids = ", ".join(v.name for v in reversed(variables))
         line(f"{ids} = T.cta_id([{', '.join(str(e) for e in reversed(extents))}])", kernel_location)
-        for text, location in self.allocs:
-            line(text, location)
-        for depth, text, location in self.lines:
-            line(text, location, depth + 1)
+        for buf, location in self.allocs:
+            fn = "T.alloc_shared" if buf.scope == "shared" else "T.alloc_local"
+            line(f"{buf.name} = {fn}({shape_text(buf.matrix_shape())}, \"{buf._dtype}\")", location)
+        for depth, item, location in self.lines:
+            if isinstance(item, ElementStore):
+                for k, text in enumerate(item.lines()):
+                    line(text, location, depth + 1)
+            else:
+                line(item.text() if isinstance(item, TileOp) else item, location, depth + 1)
         return "\n".join(out) + "\n", where
+
+    def logical_shapes(self) -> dict[str, list[int]]:
+        """Parameters whose user-facing shape differs from the generated TIRx one (1-D vectors)."""
+        return {b.name: list(b.shape) for b in self.params if b.vector}
 
 
 def scalar_text(value, dtype: str) -> str:
     """A scalar operand: constants are written in float32 (the device computes in fp32 DST or converts on pack)."""
-    if isinstance(value, Const):
-        value = value.value
+    if isinstance(value, Expr):
+        folded = fold_constant(value)
+        if folded is None:
+            fail("a fill value must be a constant number; per-element values go in a T.Parallel body")
+        value = folded
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"T.float32({float(value)!r})"
+        return float_text(value)
     fail(f"`{value!r}` must be a constant number")

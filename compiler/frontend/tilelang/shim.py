@@ -1,4 +1,4 @@
-"""The module objects a user's file sees as `tilelang`, `tilelang.language`, `tilelang.utils.target`, ...
+"""The module objects a user's file sees as `tilelang`, `tilelang.language`, `tilelang.autotuner`, ...
 
 They exist only inside one evaluation (handed out by the restricted importer in evaluate.py); nothing is ever
 installed under the name `tilelang`. Unknown attributes are stubs that fail, with a location, when used.
@@ -7,34 +7,11 @@ from __future__ import annotations
 
 import types
 
+from .base import Missing, Names, dtype_name
 from .diagnostics import fail
-from .language import build_module
+from .language import build_module, ceildiv
 
 TENSTORRENT_TARGET = "tenstorrent"
-
-
-class Missing:
-    """Stands for something tilefarm does not provide (torch, tilelang.profiler...): fails only when used."""
-
-    def __init__(self, name: str, why: str):
-        self._name, self._why = name, why
-
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return Missing(f"{self._name}.{attr}", self._why)
-
-    def _fail(self, *args, **kwargs):
-        fail(f"`{self._name}` is used while building the kernel, but {self._why}",
-             hint="the compile service evaluates only what the entry needs: keep host-side code (torch, profiling, "
-                  "benchmarks) out of the kernel factory")
-
-    __call__ = __getitem__ = __iter__ = __bool__ = __index__ = __int__ = __float__ = _fail
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __floordiv__ = _fail
-    __mro_entries__ = _fail
-
-    def __repr__(self):
-        return f"<unavailable {self._name}>"
 
 
 class JitFactory:
@@ -50,7 +27,7 @@ class JitFactory:
 
 
 _JIT_OPTIONS = {"out_idx", "target", "target_host", "execution_backend", "verbose", "pass_configs", "debug_root_path",
-                "compile_flags", "func", "tune_cache"}
+                "compile_flags", "func", "tune_cache", "lazy_jit"}
 
 
 def jit(func=None, **options):
@@ -68,10 +45,15 @@ def compile(func, out_idx=None, target=None, target_host=None, execution_backend
 
 
 def autotune(*args, **kwargs):
-    """Autotuning needs the device; the request's parameters choose the configuration."""
+    """`@autotune(configs=...)`: tuning needs the device; the factory keeps its defaults and the request's
+    parameters choose the configuration."""
     if len(args) == 1 and callable(args[0]) and not kwargs:
         return args[0]
     return lambda fn: fn
+
+
+def cdiv(a, b):
+    return ceildiv(a, b)
 
 
 class _Module(types.ModuleType):
@@ -81,18 +63,38 @@ class _Module(types.ModuleType):
         return Missing(f"{self.__name__}.{name}", "tilefarm's tilelang provides only the kernel language subset")
 
 
+def _module(name: str, **attrs) -> _Module:
+    mod = _Module(name)
+    for key, value in attrs.items():
+        setattr(mod, key, value)
+    return mod
+
+
+class DataType:
+    """`from tvm import DataType`: what TileLang kernels ask of a dtype while they are built (its bits, lanes)."""
+
+    def __init__(self, dtype):
+        self.name = dtype_name(str(dtype))
+        digits = "".join(ch for ch in self.name if ch.isdigit())
+        self.bits = int(digits) if digits else 32
+        self.lanes = 1
+
+    def __str__(self):
+        return self.name
+
+
 def build_modules() -> dict[str, types.ModuleType]:
     """Fresh module objects for one evaluation, keyed by their dotted names."""
-    root, utils, target, autotuner = (_Module(n) for n in ("tilelang", "tilelang.utils", "tilelang.utils.target",
-                                                            "tilelang.autotuner"))
     language = build_module()
-    root.language, root.utils, root.autotuner = language, utils, autotuner
-    root.jit, root.compile, root.autotune = jit, compile, autotune
-    root.__version__ = "0.0.0+tilefarm"
-    utils.target = target
-    target.TENSTORRENT_TARGET = TENSTORRENT_TARGET
-    autotuner.autotune = autotune
-    jit_module = _Module("tilelang.jit")
-    jit_module.jit = jit
+    target = _module("tilelang.utils.target", TENSTORRENT_TARGET=TENSTORRENT_TARGET)
+    utils = _module("tilelang.utils", target=target)
+    autotuner = _module("tilelang.autotuner", autotune=autotune, __all__=["autotune"])
+    jit_module = _module("tilelang.jit", jit=jit)
+    testing = _module("tilelang.testing")
+    root = _module("tilelang", language=language, utils=utils, autotuner=autotuner, testing=testing, jit=jit,
+                   compile=compile, autotune=autotune, cdiv=cdiv, PassConfigKey=Names("PassConfigKey"),
+                   TensorSupplyType=Names("TensorSupplyType"), __version__="0.0.0+tilefarm")
+    tvm = _module("tvm", DataType=DataType)
     return {"tilelang": root, "tilelang.language": language, "tilelang.utils": utils,
-            "tilelang.utils.target": target, "tilelang.autotuner": autotuner, "tilelang.jit": jit_module}
+            "tilelang.utils.target": target, "tilelang.autotuner": autotuner, "tilelang.jit": jit_module,
+            "tilelang.testing": testing, "tvm": tvm}

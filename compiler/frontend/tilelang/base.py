@@ -1,0 +1,63 @@
+"""What every part of the TileLang stand-in shares: dtype names and the stub for what tilefarm does not provide.
+
+Depends on diagnostics only, so every other module of the frontend can import it.
+"""
+from __future__ import annotations
+
+from .diagnostics import fail
+
+TILE_DTYPES = ("float16", "bfloat16", "float32")
+_ALIASES = {"float": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32",
+            "double": "float64", "int": "int32"}
+
+
+class Missing:
+    """Stands for something tilefarm does not provide (torch, tilelang.profiler...): fails only when used."""
+
+    def __init__(self, name: str, why: str):
+        self._name, self._why = name, why
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Missing(f"{self._name}.{attr}", self._why)
+
+    def _fail(self, *args, **kwargs):
+        fail(f"`{self._name}` is used while building the kernel, but {self._why}",
+             hint="the compile service evaluates only what the entry needs: keep host-side code (torch, profiling, "
+                  "benchmarks) out of the kernel factory")
+
+    __call__ = __getitem__ = __iter__ = __bool__ = __index__ = __int__ = __float__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __floordiv__ = _fail
+    __mro_entries__ = _fail
+
+    def __repr__(self):
+        return f"<unavailable {self._name}>"
+
+
+class Names:
+    """`T.GemmWarpPolicy.FullRow`, `tilelang.PassConfigKey.TL_ENABLE_FAST_MATH`: an enum of GPU options whose
+    members are accepted (and ignored) by name."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return f"{self._name}.{attr}"
+
+
+def dtype_name(dtype) -> str:
+    """`T.float16`, "float16", "float", T.dtype("half"), a buffer's `.dtype` -> the canonical name ("float16")."""
+    if isinstance(dtype, Missing):
+        dtype._fail()
+    if not isinstance(dtype, str):
+        fail(f"`{dtype!r}` is not a dtype; write it as a string (\"float16\") or T.float16")
+    return _ALIASES.get(str(dtype), str(dtype))
+
+
+def is_dtype_text(text: str) -> bool:
+    """A string that names a dtype tilefarm knows (used to type factory parameters)."""
+    name = _ALIASES.get(text, text)
+    return name in TILE_DTYPES or name in ("float64", "int32", "int8", "int16", "int64", "uint8", "uint32", "bool")

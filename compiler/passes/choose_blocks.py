@@ -1,0 +1,691 @@
+"""TTChooseBlocks: block shapes, the core grid and the partition chosen from the problem, as ttnn chooses a matmul's
+program config -- and applied to the IR by re-tiling the kernel before any layout is inferred.
+
+**Axis classes.** Every axis of every tile buffer joins a class with the axes it is computed with: an element-wise
+op joins equal axes of its operands (not a broadcast's unit axis), a gemm D rows ~ A rows, D cols ~ B cols and
+A cols ~ B rows (the reduced K), a row reduction the destination rows ~ the source rows (the source columns are
+reduced). A DRAM copy ties a tile axis to the tensor axis it moves, e.g. `A[by * 64:by * 64 + 64, k * 32:...]`
+ties A_s's rows to A's rows, tiled by the grid index `by` in blocks of 64.
+
+**Re-tiling.** A class can take another block size E' when every DRAM region on it starts at `v * E` for one
+index v with E its buffers' extent, v appears nowhere else (not in a batch index, a trip count or a mask), its
+buffers are always used whole, and E is a whole number of tiles. A grid index v then counts ceil(dim / E')
+blocks; a serial loop's index (the K loop) its trip count -- for the K loop only when its body merely accumulates
+(gemm with beta=1, accumulating sums and maxima into buffers nothing else in the loop reads), so that merging
+iterations changes nothing but the rounding. The rewrite changes the grid extents, the loop trip counts, the
+DRAM regions' starts and extents and the shapes of the tile buffers.
+
+**Choice.** Blocks as large as L1 allows with one block per core: the last grid axis is dealt to core columns and
+the others to core rows (a `block` partition, when cores sharing a row or column read the same DRAM blocks), or
+all blocks over all cores (`contiguous`) when the grid is one row or column; whichever gives the least work to the
+busiest core. A small problem is thus split finer (GEMM 256^3: 64 blocks of 32 x 32) and a large one gets bigger
+blocks (4096^3: 512 x 512 per core). The K step is the largest divisor of K's tiles that leaves at least 8 steps
+(a pipeline to hide the reads behind) and fits L1; if the blocks do not fit with a one-tile K step, the largest
+block axis is halved (more blocks per core) until they do. The user's core grid is an upper bound; `blocking:
+as_written` keeps the kernel's own blocks. Records `tt.blocking` (the choice and why) and resolves the target's
+partition and CB depth.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.tirx import exec_scope
+
+from ..ir import ceil_div, get_attr, op_name, region_of, scalar_of, stmts_of
+from ..layout import UNIT, view_of
+from ..target import DATA_FORMATS, TILE
+from .lower_index_masks import match as match_mask
+
+MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
+OUTPUT_CB_TILES = 16          # an output CB streams a few tiles at a time (2 x a write batch of <= 8)
+ELEMENTWISE = ("copy", "cast", "exp", "exp2", "log2", "sqrt", "reciprocal", "add", "sub", "mul", "maximum", "minimum")
+
+
+# ---- axis classes ---------------------------------------------------------------------------------------------
+@dataclass
+class Driver:
+    """A DRAM region along a class: starts at `start` with `extent` elements, on a tensor axis of size `dim`."""
+    start: object
+    extent: int
+    dim: int
+
+
+@dataclass
+class AxisClass:
+    members: list = field(default_factory=list)      # (buffer, axis)
+    drivers: list = field(default_factory=list)
+    reduced: set = field(default_factory=set)        # "gemm" / "sum" / "max"
+    fixed: list = field(default_factory=list)        # reasons it keeps its blocks
+    var: object = None                               # the index tiling it (grid or loop var)
+    block: int = 0                                   # its block size in elements
+    dim: int = 0
+
+
+class Analysis:
+    def __init__(self, func):
+        self.func = func
+        self.buffers = get_attr(func, "tt.buffers")
+        self.parent: dict = {}
+        self.extent: dict = {}
+        self.fixed: dict = {}
+        self.drivers: dict = {}
+        self.reduced: dict = {}
+        self.uses: list = []                 # (var, kind, key) for every index appearance
+        self.loops: dict = {}                # loop var -> For
+        self.loop_calls: dict = {}           # loop var -> [calls in its body]
+        self.grid_vars: list = []
+        self.grid_extents: list = []
+        self.reads_by_var: dict = {}
+        self.reads: list = []                # (global buffer, vars its region depends on)
+
+    # -- union-find over (buffer, axis)
+    def key(self, name: str, axis: int):
+        k = (name, axis)
+        if k not in self.parent:
+            self.parent[k] = k
+            self.extent[k] = int(self.buffers[name]["shape"][axis])
+        return k
+
+    def find(self, k):
+        while self.parent[k] != k:
+            self.parent[k] = self.parent[self.parent[k]]
+            k = self.parent[k]
+        return k
+
+    def union(self, a, b):
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        if self.extent[ra] != self.extent[rb]:
+            self.fix(ra, f"axes of {self.extent[ra]} and {self.extent[rb]} elements meet")
+        self.parent[rb] = ra
+        for table in (self.fixed, self.drivers):
+            if rb in table:
+                table.setdefault(ra, []).extend(table.pop(rb))
+        if rb in self.reduced:
+            self.reduced.setdefault(ra, set()).update(self.reduced.pop(rb))
+
+    def fix(self, k, reason: str):
+        self.fixed.setdefault(self.find(k), []).append(reason)
+
+    # -- the walk
+    def run(self):
+        body = self.func.body
+        if isinstance(body, tirx.AttrStmt):
+            body = body.body
+        for name, info in self.buffers.items():
+            if info["scope"] != "global":
+                for axis in range(len(info["shape"])):
+                    self.key(name, axis)
+        self.walk(stmts_of(body), [])
+        return self
+
+    def walk(self, stmts, loops):
+        for s in stmts:
+            if isinstance(s, tirx.ScopeIdDefStmt):
+                d = getattr(s, "def")
+                self.grid_vars = list(d.def_ids)
+                self.grid_extents = [int(e) for e in d.extents]
+            elif isinstance(s, tirx.For) and match_mask(s) is not None:
+                self.mask(s)
+            elif isinstance(s, tirx.For):
+                self.loops[s.loop_var] = s
+                for e in (s.min, s.extent):
+                    for v in _vars(e):
+                        self.uses.append((v, "trip", None))
+                self.walk(stmts_of(s.body), loops + [s])
+            elif isinstance(s, tirx.TilePrimitiveCall):
+                for loop in loops:
+                    self.loop_calls.setdefault(loop.loop_var, []).append(s)
+                self.call(s)
+            elif isinstance(s, tirx.SeqStmt):
+                self.walk(stmts_of(s), loops)
+
+    def mask(self, loop):
+        _, _, store = match_mask(loop)
+        name = str(store.buffer.name)
+        for axis in range(2):
+            self.fix(self.key(name, axis), f"`{name}` is written by an index mask")
+        for v in _vars(store.value):
+            self.uses.append((v, "mask", None))
+
+    def local(self, r, axis: int):
+        return self.key(r.name, axis)
+
+    def whole(self, r) -> bool:
+        return tuple(r.extents) == r.shape and all(isinstance(s, tirx.IntImm) and int(s) == 0 for s in r.starts)
+
+    def call(self, call):
+        name = op_name(call)
+        regions = [region_of(a) for a in call.args]
+        for r in regions:
+            if r is not None and r.scope != "global" and not self.whole(r):
+                for axis in range(len(r.extents)):
+                    self.fix(self.local(r, axis), f"`{r.name}` is used in parts")
+        if name == "copy" and any(r is not None and r.scope == "global" for r in regions[:2]):
+            return self.dram_copy(regions[0], regions[1])
+        dst = regions[0]
+        if name == "gemm":
+            a, b = regions[1], regions[2]
+            transpose_b = bool(call.args[5])
+            self.union(self.local(dst, 0), self.local(a, 0))
+            self.union(self.local(dst, 1), self.local(b, 0 if transpose_b else 1))
+            self.union(self.local(a, 1), self.local(b, 1 if transpose_b else 0))
+            self.reduced.setdefault(self.find(self.local(a, 1)), set()).add("gemm")
+        elif name in ("sum", "max"):
+            src = regions[1]
+            self.union(self.local(dst, 0), self.local(src, 0))
+            self.reduced.setdefault(self.find(self.local(src, 1)), set()).add(name)
+        elif name in ELEMENTWISE:
+            for r in regions[1:3]:
+                if r is None:
+                    continue
+                for axis in range(2):
+                    if r.extents[axis] == dst.extents[axis]:
+                        self.union(self.local(dst, axis), self.local(r, axis))
+
+    def dram_copy(self, dst, src):
+        g, l = (dst, src) if dst.scope == "global" else (src, dst)
+        view = view_of(self.buffers[g.name])
+        tied = set()
+        for axis, tensor_axis in enumerate(view.tile_axes):
+            if tensor_axis == UNIT:
+                continue
+            tied.add(tensor_axis)
+            k = self.local(l, axis)
+            self.drivers.setdefault(self.find(k), []).append(
+                Driver(g.starts[tensor_axis], int(g.extents[tensor_axis]), int(view.shape[tensor_axis])))
+            for v in _vars(g.starts[tensor_axis]):
+                self.uses.append((v, "driver", k))
+        depends = set()
+        for axis, start in enumerate(g.starts):
+            for v in _vars(start):
+                depends.add(v)
+                if axis not in tied:
+                    self.uses.append((v, "batch", None))
+        if src.scope == "global":
+            self.reads.append((g.name, depends))
+
+    # -- classes
+    def classes(self) -> dict:
+        roots: dict = {}
+        for k in self.parent:
+            r = self.find(k)
+            c = roots.setdefault(r, AxisClass())
+            c.members.append(k)
+        for r, c in roots.items():
+            c.drivers = self.drivers.get(r, [])
+            c.reduced = set(self.reduced.get(r, set()))
+            c.fixed = list(self.fixed.get(r, []))
+        return roots
+
+
+def _vars(expr) -> list:
+    found = []
+    tvm_ffi.structural_walk(expr, (tirx.Var, found.append), order="pre")
+    return found
+
+
+def lookup(table: dict, var, default=None):
+    """table[var] for a dict keyed by IR Vars (compared by identity of the IR node)."""
+    return next((value for key, value in table.items() if key.same_as(var)), default)
+
+
+# ---- which classes can be re-tiled ----------------------------------------------------------------------------
+class Tiling:
+    """Per class root: the index that tiles it and its block, or why it keeps its blocks."""
+
+    def __init__(self, analysis: Analysis):
+        self.a = analysis
+        self.classes = analysis.classes()
+        self.analyzer = tvm.sym.Analyzer()
+        for v, e in zip(analysis.grid_vars, analysis.grid_extents):
+            self.analyzer.bind(v, tvm.ir.Range(0, e))
+        for c in self.classes.values():
+            self.settle(c)
+        self.by_var = {}
+        for root, c in self.classes.items():
+            if c.var is not None and not c.fixed:
+                key = next((k for k in self.by_var if k.same_as(c.var)), c.var)
+                self.by_var.setdefault(key, []).append(root)
+        for v, roots in list(self.by_var.items()):
+            if len(roots) > 1:
+                for r in roots:
+                    self.classes[r].fixed.append(f"`{v.name}` tiles two different axes")
+                del self.by_var[v]
+
+    def uses_of(self, var) -> list:
+        return [(kind, key) for v, kind, key in self.a.uses if v.same_as(var)]
+
+    def settle(self, c: AxisClass):
+        if not c.drivers:
+            c.fixed.append("no DRAM region")
+            return
+        block = self.a.extent[c.members[0]]
+        c.block = block
+        dims = {d.dim for d in c.drivers}
+        if len(dims) > 1:
+            c.fixed.append(f"tensors of different sizes {sorted(dims)}")
+            return
+        c.dim = dims.pop()
+        if any(d.extent != block for d in c.drivers):
+            c.fixed.append("regions of different extents")
+            return
+        if block % TILE:
+            c.fixed.append(f"a block of {block} elements is not whole tiles")
+            return
+        if all(isinstance(d.start, tirx.IntImm) and int(d.start) == 0 for d in c.drivers):
+            c.fixed.append("the whole axis in one block")
+            return
+        var = next((v for d in c.drivers for v in _vars(d.start)), None)
+        if var is None or any(not self.analyzer.can_prove(d.start - var * block == 0) for d in c.drivers):
+            c.fixed.append("a region start that is not index x block")
+            return
+        for kind, key in self.uses_of(var):
+            if kind != "driver" or self.a.find(key) != self.a.find(c.members[0]):
+                c.fixed.append(f"`{var.name}` is also used as a {'batch index' if kind == 'batch' else kind}")
+                return
+        is_grid = any(var.same_as(g) for g in self.a.grid_vars)
+        count = ceil_div(c.dim, block)
+        if is_grid:
+            extent = self.a.grid_extents[[g.same_as(var) for g in self.a.grid_vars].index(True)]
+            if extent != count:
+                c.fixed.append(f"the grid's {extent} blocks do not tile the axis in {count}")
+                return
+            if c.reduced:
+                c.fixed.append("a reduced axis split over blocks")
+                return
+        else:
+            loop = next((f for lv, f in self.a.loops.items() if lv.same_as(var)), None)
+            if loop is None or not isinstance(loop.extent, tirx.IntImm) or int(loop.min) != 0 \
+                    or int(loop.extent) != count:
+                c.fixed.append(f"loop `{var.name}` does not walk the axis from 0 in {count} steps")
+                return
+            reason = self.accumulation_only(loop, c)
+            if reason:
+                c.fixed.append(reason)
+                return
+        c.var = var
+
+    def accumulation_only(self, loop, c: AxisClass) -> str | None:
+        """Why iterations of `loop` cannot be merged (None: its body only accumulates over the class)."""
+        calls = self.a.loop_calls.get(loop.loop_var, [])
+        if any(isinstance(s, tirx.For) for s in stmts_of(loop.body)):
+            return f"loop `{loop.loop_var.name}` has nested loops"
+        root = self.a.find(c.members[0])
+        accumulators, read = set(), {}
+        for call in calls:
+            name = op_name(call)
+            regions = [region_of(a) for a in call.args]
+            if name == "copy" and any(r is not None and r.scope == "global" for r in regions[:2]):
+                continue
+            dst = regions[0]
+            if name == "gemm" and scalar_of(call.args[7]) == 1.0:
+                accumulators.add(dst.name)
+                for r in regions[1:3]:
+                    read[r.name] = read.get(r.name, 0) + 1
+                continue
+            if name in ("sum", "max") and len(call.args) > 3 and bool(call.args[3]):
+                accumulators.add(dst.name)
+                read[regions[1].name] = read.get(regions[1].name, 0) + 1
+                continue
+            if name in ELEMENTWISE + ("zero", "fill") and \
+                    any(self.a.find(self.a.local(dst, axis)) == root for axis in range(2)):
+                for r in regions[1:3]:
+                    if r is not None:
+                        read[r.name] = read.get(r.name, 0) + 1
+                continue
+            return f"loop `{loop.loop_var.name}` carries values other than accumulations (T.tile.{name})"
+        if accumulators & set(read):
+            return f"loop `{loop.loop_var.name}` reads its own accumulators"
+        return None
+
+
+# ---- the choice --------------------------------------------------------------------------------------------------
+def _divisors_desc(n: int) -> list[int]:
+    return [d for d in range(n, 0, -1) if n % d == 0]
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.0f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.2f} MiB"
+
+
+class Chooser:
+    def __init__(self, func, tiling: Tiling):
+        self.func = func
+        self.t = tiling
+        self.a = tiling.a
+        self.target = get_attr(func, "tt.target")
+        self.buffers = get_attr(func, "tt.buffers")
+        self.explain: list[str] = []
+
+    def tiles(self, root) -> int:
+        c = self.t.classes[root]
+        return ceil_div(c.dim, TILE)
+
+    def grid_roots(self) -> list:
+        """Per grid axis: the class root it tiles (None when it keeps its blocks)."""
+        out = []
+        for v in self.a.grid_vars:
+            roots = lookup(self.t.by_var, v) or [None]
+            out.append(roots[0] if roots[0] is not None and not self.t.classes[roots[0]].fixed else None)
+        return out
+
+    def k_roots(self) -> list:
+        grid = {id(r) for r in self.grid_roots() if r is not None}
+        return [r for v, roots in self.t.by_var.items() for r in roots
+                if id(r) not in grid and not any(v.same_as(g) for g in self.a.grid_vars)]
+
+    def l1_bytes(self, blocks: dict, depth: int) -> int:
+        """The CBs the kernel would need with class root -> block (elements): staging tiles x depth, every computed
+        tile once (an over-estimate: small ones stay in DST), a few pages per output."""
+        total = 0
+        for name, info in self.buffers.items():
+            fmt = DATA_FORMATS[info["dtype"]]
+            if info["scope"] == "global":
+                if info["role"] == "output":
+                    total += OUTPUT_CB_TILES * fmt.tile_bytes
+                continue
+            shape = [blocks.get(self.a.find(self.a.key(name, axis)), info["shape"][axis]) for axis in range(2)]
+            tiles = ceil_div(shape[0], TILE) * ceil_div(shape[1], TILE)
+            copies = depth if info["role"] == "staging" else 1
+            total += tiles * copies * fmt.tile_bytes
+        return total
+
+    def choose(self):
+        target = self.target
+        cx, cy = target["core_grid"]
+        budget = target["l1_available_for_cbs"]
+        grid_roots = self.grid_roots()
+        extents = list(self.a.grid_extents)
+        if not self.a.grid_vars:
+            return self.as_written("a single block")
+        candidates = self.layouts(grid_roots, extents, cx, cy)
+        k_roots = self.k_roots()
+        depths = self.depths()
+        # blocks as large as double buffering allows (smaller ones if they must be, single buffering last); then
+        # deeper buffering (TileLang's num_stages) where it still fits
+        base = min(depths[0], 2)
+        attempts = [(base, False), (base, True)] + ([(1, True)] if base > 1 and 1 in depths else [])
+        for depth, shrink in attempts:
+            best = None
+            for layout, blocks in candidates:
+                fitted = self.fit(dict(blocks), grid_roots, k_roots, depth, budget, shrink)
+                if fitted is None:
+                    continue
+                work = self.work(fitted, grid_roots, extents, layout, cx, cy)
+                if best is None or work < best[0]:
+                    best = (work, layout, fitted)
+            if best is not None:
+                _, layout, blocks = best
+                deeper = [d for d in depths if d > depth and self.l1_bytes(blocks, d) <= budget]
+                return self.finish(blocks, extents, max(deeper, default=depth), layout, None)
+        self.explain.append("no blocking of this kernel fits L1; keeping the kernel's own blocks")
+        return self.as_written("as written")
+
+    def as_written(self, why: str):
+        """The kernel's own blocks, with the deepest input buffering that fits L1 (the verifier reports a kernel that
+        does not fit at all)."""
+        depths = self.depths()
+        depth = next((d for d in depths if self.l1_bytes({}, d) <= self.target["l1_available_for_cbs"]), depths[-1])
+        return self.finish({}, list(self.a.grid_extents), depth, None, why)
+
+    def depths(self) -> list[int]:
+        """Buffered blocks per input CB to try, deepest first: the target's cb_depth exactly; else TileLang's
+        num_stages (or 2), lowered down to 1 where L1 is short."""
+        if self.target["cb_depth"] is not None:
+            return [self.target["cb_depth"]]
+        preferred = int(get_attr(self.func, "tt.pipeline_stages", 2) or 2)
+        return list(range(max(preferred, 1), 0, -1))
+
+    def shares_reads(self) -> bool:
+        """Some DRAM read does not depend on a grid axis that has more than one block: cores along that axis could
+        read it once and multicast it."""
+        spread = [v for v, e in zip(self.a.grid_vars, self.a.grid_extents) if e > 1]
+        return any(any(not any(v.same_as(d) for d in depends) for v in spread) for _, depends in self.a.reads)
+
+    def layouts(self, grid_roots, extents, cx, cy) -> list:
+        """(layout, class root -> block in elements) candidates: rows over core rows and columns over core columns
+        ("block"), or every block over every core ("contiguous")."""
+        out = []
+        col = len(extents) - 1
+        fixed_rows = math.prod(e for i, e in enumerate(extents[:-1]) if grid_roots[i] is None)
+        row_axes = [i for i in range(col) if grid_roots[i] is not None]
+        # 2-D: the last retileable row axis over the core rows the fixed rows leave, columns over core columns
+        if col > 0:
+            blocks = {}
+            if grid_roots[col] is not None:
+                blocks[grid_roots[col]] = ceil_div(self.tiles(grid_roots[col]), cx) * TILE
+            for i in row_axes[:-1]:
+                blocks[grid_roots[i]] = self.tiles(grid_roots[i]) * TILE
+            if row_axes:
+                free = max(1, cy // max(1, fixed_rows))
+                blocks[grid_roots[row_axes[-1]]] = ceil_div(self.tiles(grid_roots[row_axes[-1]]), free) * TILE
+            out.append(("block", blocks))
+        # flat: one block along every retileable row axis, the columns over all the cores the rows leave
+        blocks = {}
+        for i in row_axes:
+            blocks[grid_roots[i]] = self.tiles(grid_roots[i]) * TILE
+        if grid_roots[col] is not None:
+            free = max(1, (cx * cy) // max(1, fixed_rows))
+            blocks[grid_roots[col]] = ceil_div(self.tiles(grid_roots[col]), free) * TILE
+        out.append(("contiguous", blocks))
+        return out
+
+    def fit(self, blocks: dict, grid_roots, k_roots, depth: int, budget: int, shrink: bool) -> dict | None:
+        """Shrink K steps, then (with `shrink`) halve the largest block axis, until the CBs fit L1."""
+        while True:
+            for ks in self.k_choices(k_roots):
+                trial = dict(blocks)
+                trial.update(ks)
+                if self.l1_bytes(trial, depth) <= budget:
+                    return trial
+            grid = [r for r in grid_roots if r is not None and blocks.get(r, self.t.classes[r].block) > TILE]
+            if not shrink:
+                return None
+            if not grid:
+                return None
+            largest = max(grid, key=lambda r: blocks.get(r, self.t.classes[r].block))
+            blocks[largest] = ceil_div(blocks.get(largest, self.t.classes[largest].block) // TILE, 2) * TILE
+
+    def k_choices(self, k_roots) -> list[dict]:
+        """K steps from the largest worth pipelining down to one tile (every K class the same number of steps)."""
+        if not k_roots:
+            return [{}]
+        out = []
+        tiles = [self.tiles(r) for r in k_roots]
+        for step in _divisors_desc(tiles[0]):
+            if tiles[0] // step < min(MIN_K_STEPS, tiles[0]) or any(t % step for t in tiles[1:]):
+                continue
+            out.append({r: step * TILE for r in k_roots})
+        return out or [{r: TILE for r in k_roots}]
+
+    def work(self, blocks, grid_roots, extents, layout, cx, cy) -> tuple:
+        """(output tiles of the busiest core, blocks per core): the first is compute, the second re-reads."""
+        new = self.new_extents(blocks, grid_roots, extents)
+        block_tiles = math.prod(ceil_div(blocks.get(r, self.t.classes[r].block), TILE)
+                                for r in grid_roots if r is not None) or 1
+        if layout == "block" and len(new) > 1:
+            rows, cols = math.prod(new[:-1]), new[-1]
+            per_core = ceil_div(rows, min(rows, cy)) * ceil_div(cols, min(cols, cx))
+        else:
+            per_core = ceil_div(math.prod(new), cx * cy)
+        return (per_core * block_tiles, per_core)
+
+    def new_extents(self, blocks, grid_roots, extents) -> list[int]:
+        out = []
+        for i, e in enumerate(extents):
+            r = grid_roots[i]
+            out.append(e if r is None or r not in blocks else ceil_div(self.t.classes[r].dim, blocks[r]))
+        return out
+
+    # -- the record
+    def finish(self, blocks: dict, extents, depth: int, layout, why_not):
+        grid_roots = self.grid_roots()
+        changes = {r: b for r, b in blocks.items() if b != self.t.classes[r].block}
+        new_extents = self.new_extents(blocks, grid_roots, extents)
+        if layout is None:
+            layout = "block" if len(new_extents) > 1 and self.shares_reads() else "contiguous"
+        partition = self.target["partition"] or layout
+        if partition == "block" and len(new_extents) == 1:
+            partition = "contiguous"
+        lines = self.describe(blocks, grid_roots, extents, new_extents, partition, depth, why_not)
+        return changes, new_extents, partition, depth, lines
+
+    def describe(self, blocks, grid_roots, extents, new_extents, partition, depth, why_not) -> list[str]:
+        lines = list(self.explain)
+        names = [str(v.name) for v in self.a.grid_vars]
+        for i, v in enumerate(self.a.grid_vars):
+            r = grid_roots[i]
+            if r is None:
+                lines.append(f"grid axis `{names[i]}`: {extents[i]} blocks as written ({_why_fixed(self.t, v)})")
+                continue
+            c = self.t.classes[r]
+            b = blocks.get(r, c.block)
+            lines.append(f"grid axis `{names[i]}`: {c.dim} elements in blocks of {c.block} -> {b} "
+                         f"({new_extents[i]} blocks)")
+        for v, roots in self.t.by_var.items():
+            if any(v.same_as(g) for g in self.a.grid_vars):
+                continue
+            c = self.t.classes[roots[0]]
+            b = blocks.get(roots[0], c.block)
+            lines.append(f"loop `{v.name}`: {c.dim} elements in steps of {c.block} -> {b} "
+                         f"({ceil_div(c.dim, b)} steps; merged steps only accumulate)")
+        for v in self.a.loops:
+            if lookup(self.t.by_var, v) is None and _driven(self.t, v):
+                lines.append(f"loop `{v.name}`: steps as written ({_why_fixed(self.t, v)})")
+        cx, cy = self.target["core_grid"]
+        lines.append(f"grid {'x'.join(map(str, new_extents))} on a {cx}x{cy} core grid, `{partition}` partition"
+                     + ("" if self.target["partition"] is None else " (the target's)"))
+        chosen = {r: b for r, b in blocks.items()}
+        lines.append(f"L1: ~{_kib(self.l1_bytes(chosen, depth))} of {_kib(self.target['l1_available_for_cbs'])} "
+                     f"for tiles, {depth} buffered blocks per input")
+        if why_not:
+            lines.append(f"blocks: {why_not}")
+        return lines
+
+
+def _driven(tiling: Tiling, var) -> list:
+    """Classes with a DRAM region whose start uses `var`."""
+    return [c for c in tiling.classes.values() if any(var.same_as(x) for d in c.drivers for x in _vars(d.start))]
+
+
+def _why_fixed(tiling: Tiling, var) -> str:
+    reasons = [r for c in _driven(tiling, var) for r in c.fixed if r not in ("no DRAM region",)]
+    if reasons:
+        return "; ".join(dict.fromkeys(reasons))
+    for kind, _ in tiling.uses_of(var):
+        if kind != "driver":
+            return f"`{var.name}` is used as a {'batch index' if kind == 'batch' else kind}"
+    return "not the block index of a DRAM region"
+
+
+# ---- the rewrite -------------------------------------------------------------------------------------------------
+def retile(func, analysis: Analysis, tiling: Tiling, changes: dict, new_extents: list[int]):
+    """The kernel with class root -> new block (elements): grid extents, trip counts, regions, tile shapes."""
+    if not changes:
+        return func
+    analyzer = tvm.sym.Analyzer()
+    by_key = {}
+    for root, block in changes.items():
+        for member in tiling.classes[root].members:
+            by_key[member] = block
+    loops = {tiling.classes[r].var: (tiling.classes[r], b) for r, b in changes.items()
+             if not any(tiling.classes[r].var.same_as(g) for g in analysis.grid_vars)}
+    new_buffers: dict = {}
+
+    def buffer_for(var):
+        name = str(var.name)
+        if name in new_buffers:
+            return new_buffers[name]
+        info = analysis.buffers.get(name)
+        if info is None or info["scope"] == "global":
+            return var
+        shape = [by_key.get((name, axis), info["shape"][axis]) for axis in range(2)]
+        if shape == list(info["shape"]):
+            return var
+        new_buffers[name] = tirx.decl_buffer(shape, info["dtype"], name, scope=info["scope"])
+        return new_buffers[name]
+
+    def region(r):
+        src = r.source
+        name = str(src.name)
+        info = analysis.buffers.get(name)
+        if info is None:
+            return r
+        ranges = list(r.region)
+        if info["scope"] == "global":
+            view = view_of(info)
+            changed = False
+            for tensor_axis in view.tile_axes:
+                if tensor_axis == UNIT:
+                    continue
+                start = ranges[tensor_axis].min
+                var = next(iter(_vars(start)), None)
+                hit = next((c for c in (tiling.classes[root] for root in changes) if c.var is not None
+                            and var is not None and c.var.same_as(var)), None)
+                if hit is None:
+                    continue
+                block = changes[next(root for root, c in tiling.classes.items() if c is hit)]
+                ranges[tensor_axis] = tvm.ir.Range.from_min_extent(
+                    analyzer.simplify(var * block), tirx.IntImm("int32", block))
+                changed = True
+            return tvm.ir.TensorRegion(src, ranges, r.ty) if changed else r
+        new = buffer_for(src)
+        if new is src:
+            return r
+        ranges = [tvm.ir.Range.from_min_extent(rg.min, tirx.IntImm("int32", int(new.shape[axis])))
+                  for axis, rg in enumerate(ranges)]
+        return tvm.ir.TensorRegion(new, ranges, r.ty)
+
+    def alloc(s):
+        new = buffer_for(s.buffer)
+        return s if new is s.buffer else tirx.AllocBuffer(new)
+
+    def loop(s):
+        hit = next(((c, b) for v, (c, b) in loops.items() if v.same_as(s.loop_var)), None)
+        if hit is None:
+            return s
+        c, block = hit
+        return tirx.For(s.loop_var, s.min, tirx.IntImm("int32", ceil_div(c.dim, block)), s.kind, s.body,
+                        annotations=s.annotations)
+
+    def scope_id(s):
+        d = getattr(s, "def")
+        parent, cur = exec_scope._SCOPE_BINDING_TO_PARENT_CUR[d.scope]
+        extents = [tirx.IntImm("int32", e) for e in new_extents]
+        return tirx.ScopeIdDefStmt(exec_scope.ScopeIdDef(list(d.def_ids), extents, parent, cur), span=s.span)
+
+    body = tvm_ffi.structural_map(func.body, [(tvm.ir.TensorRegion, region), (tirx.AllocBuffer, alloc),
+                                              (tirx.For, loop), (tirx.ScopeIdDefStmt, scope_id)], order="post")
+    return func.with_body(body)
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TTChooseBlocks")
+def choose_blocks(func, mod, ctx):
+    target = dict(get_attr(func, "tt.target"))
+    grid = dict(get_attr(func, "tt.grid"))
+    analysis = Analysis(func).run()
+    tiling = Tiling(analysis)
+    chooser = Chooser(func, tiling)
+    if target["blocking"] == "auto":
+        changes, new_extents, partition, depth, lines = chooser.choose()
+    else:
+        changes, new_extents, partition, depth, lines = chooser.as_written("as written (blocking: as_written)")
+    func = retile(func, analysis, tiling, changes, new_extents)
+    buffers = {name: dict(info) for name, info in get_attr(func, "tt.buffers").items()}
+    for root, block in changes.items():
+        for name, axis in tiling.classes[root].members:
+            shape = list(buffers[name]["shape"])
+            shape[axis] = block
+            buffers[name]["shape"] = shape
+    target["partition"] = partition
+    target["cb_depth"] = depth
+    grid["extents"] = list(new_extents) if analysis.grid_vars else grid["extents"]
+    blocking = {"mode": target["blocking"], "changed": bool(changes), "explain": lines,
+                "math_fidelity": f"{target['math_fidelity']}: {target.pop('math_fidelity_reason')}"}
+    return func.with_attrs({"tt.target": target, "tt.grid": grid, "tt.buffers": buffers, "tt.blocking": blocking})

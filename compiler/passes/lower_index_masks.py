@@ -1,0 +1,334 @@
+"""TTLowerIndexMasks: element loops that write an index-dependent tile (a mask) -> tiles read from a constant table.
+
+    for i, j in T.grid(64, 64):                                  reader: one page per tile of acc, from the table
+        acc[i, j] = T.if_then_else(bx*64 + i >= k*64 + j,  ->   compute: copy(acc[ti*32:.., tj*32:..], mask_s[t])
+                                   0.0, -inf)
+
+A condition `a*i + b*j + d >= 0` (a, b in {-1, 0, 1}, d any integer expression of block and loop indices) takes,
+inside the tile at (ti, tj), the form `a*r + b*c + d' >= 0` with d' = 32*a*ti + 32*b*tj + d: the tile depends only
+on d', and only for the 64 (diagonal) or 33 (row / column boundary) values of d' where it is neither all true nor
+all false. Those tiles plus the two constant ones form a table that the host program generates (a DRAM buffer of
+role "constant" whose `generator` the plan carries); the reader reads entry clamp(d', lo, hi) - lo of it into a
+staging CB, and compute copies each page into its tile. Tiles the analyzer proves constant over the whole grid
+become fills. Conditions combine with T.And / T.Or / T.Not when the values are an additive mask (0 / -inf) or a
+multiplicative one (1 / 0): the atoms' masks are added, multiplied or maxed.
+
+Runs after TTLowerToCircularBuffers (it adds a DRAM buffer, a staging CB and reader calls); TTCheckKernel calls
+`check_mask` first so that every diagnostic is located before anything is lowered.
+"""
+from __future__ import annotations
+
+import math
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.ir import Op
+
+from .. import ops
+from ..ir import error_at, get_attr, seq
+from ..target import DATA_FORMATS, TILE
+
+STAGE = "check"
+_COMPARE = {tirx.GE: (1, 0), tirx.GT: (1, -1), tirx.LE: (-1, 0), tirx.LT: (-1, -1)}   # sign, offset
+# (true, false) values -> the op combining the atoms' masks, for (and, or)
+_COMBINE = {(0.0, -math.inf): {"and": "add", "or": "maximum"}, (-math.inf, 0.0): {"and": "maximum", "or": "add"},
+            (1.0, 0.0): {"and": "mul", "or": "maximum"}, (0.0, 1.0): {"and": "maximum", "or": "mul"}}
+
+
+def i32(v) -> tirx.IntImm:
+    return tirx.IntImm("int32", int(v))
+
+
+def region(buffer, starts, extents) -> tvm.ir.TensorRegion:
+    ranges = [tvm.ir.Range.from_min_extent(i32(s) if isinstance(s, int) else s, i32(e)) for s, e in zip(starts, extents)]
+    return tvm.ir.TensorRegion(buffer, ranges, tirx.BufferRegionType())
+
+
+def tile_call(name: str, *args) -> tirx.TilePrimitiveCall:
+    return tirx.TilePrimitiveCall(*args, op=Op.get(f"tirx.tile.{name}"), workspace={}, config={}, dispatch=None,
+                                  scope=None)
+
+
+class Atom:
+    """`a*r + b*c + offset >= 0` inside a tile (r, c in 0..31), offset = 32*a*ti + 32*b*tj + d."""
+
+    def __init__(self, a: int, b: int, d):
+        self.a, self.b, self.d = a, b, d
+
+    def negated(self) -> "Atom":          # not (x >= 0)  <=>  -x - 1 >= 0
+        return Atom(-self.a, -self.b, -self.d - 1)
+
+    @property
+    def lo(self) -> int:                  # offsets <= lo: all false
+        return -(max(self.a, 0) + max(self.b, 0)) * (TILE - 1) - 1
+
+    @property
+    def hi(self) -> int:                  # offsets >= hi: all true
+        return -(min(self.a, 0) + min(self.b, 0)) * (TILE - 1)
+
+
+class Mask:
+    """One element loop: where it writes, its atoms, how they combine, and the two values."""
+
+    def __init__(self, store, rows, cols, atoms, combine, true_value, false_value):
+        self.store, self.rows, self.cols = store, rows, cols
+        self.atoms, self.combine = atoms, combine
+        self.true_value, self.false_value = true_value, false_value
+
+
+def match(loop) -> tuple | None:
+    """(loop vars, extents, the store) of an element loop nest `for i, j: buf[...] = value`, or None."""
+    variables, extents, node = [], [], loop
+    while isinstance(node, tirx.For):
+        if not (isinstance(node.min, tirx.IntImm) and int(node.min) == 0 and isinstance(node.extent, tirx.IntImm)):
+            return None
+        variables.append(node.loop_var)
+        extents.append(int(node.extent))
+        node = node.body
+    if not isinstance(node, tirx.BufferStore):
+        return None
+    return variables, extents, node
+
+
+def _constant(e) -> float | None:
+    if isinstance(e, (tirx.FloatImm, tirx.IntImm)):
+        return float(e.value)
+    if isinstance(e, tirx.Cast):
+        return _constant(e.value)
+    return None
+
+
+def _substitute(expr, mapping: dict):
+    return tvm_ffi.structural_map(expr, (tirx.Var, lambda v: next((e for k, e in mapping.items() if k.same_as(v)), v)))
+
+
+def analyze(func, loop, analyzer) -> Mask:
+    """The mask an element loop writes; a located CompileError when it is not one tilefarm can lower."""
+    def error(node, message, hint=None):
+        return error_at(node, func, message, stage=STAGE, hint=hint)
+
+    variables, extents, store = match(loop)
+    buf = store.buffer
+    if str(buf.scope()) not in ("local", "shared") or len(buf.shape) != 2:
+        raise error(store, f"element store to `{buf.name}`: outside tile operations only index masks into 2-D tiles "
+                           "are supported")
+    axis_var, written = {}, [1, 1]
+    for axis, index in enumerate(store.indices):
+        if isinstance(index, tirx.IntImm) and int(index) == 0:
+            continue
+        hit = [k for k, v in enumerate(variables) if index.same_as(v)]
+        if not hit:
+            raise error(store, f"element store to `{buf.name}`: an index mask writes the tile element by element "
+                               "from its origin")
+        axis_var[variables[hit[0]]] = axis
+        written[axis] = extents[hit[0]]
+    if written != [int(d) for d in buf.shape]:
+        raise error(store, f"an index mask must write the whole tile `{buf.name}` {tuple(int(d) for d in buf.shape)}")
+    value = store.value
+    if not (isinstance(value, tvm.ir.Call) and str(value.op.name).endswith("if_then_else")):
+        raise error(store, f"`{value}`: a value computed from element indices must be a mask "
+                           "T.if_then_else(condition on indices, constant, constant)")
+    cond, a, b = value.args
+    true_value, false_value = _constant(a), _constant(b)
+    if true_value is None or false_value is None:
+        raise error(store, "an index mask's T.if_then_else values must be constants (data goes through the mask: "
+                           "x + mask, x * mask)")
+
+    def flatten(c):
+        if isinstance(c, (tirx.And, tirx.Or)):
+            kind = "and" if isinstance(c, tirx.And) else "or"
+            parts = []
+            for sub in (c.a, c.b):
+                k, p = flatten(sub)
+                if len(p) > 1 and k != kind:
+                    raise error(store, "a mask condition mixes T.And and T.Or; write separate masks")
+                parts += p
+            return kind, parts
+        return "and", [c]
+
+    def atom(c) -> Atom:
+        if isinstance(c, tirx.Not):
+            return atom(c.a).negated()
+        if type(c) not in _COMPARE:
+            raise error(store, f"mask condition `{c}`: use <, <=, > or >= between index expressions")
+        sign, offset = _COMPARE[type(c)]
+        diff = (c.a - c.b) * sign + offset                 # diff >= 0
+        zero = {v: i32(0) for v in axis_var}
+        base = _substitute(diff, zero)
+        coefs = {}
+        for v, axis in axis_var.items():
+            one = dict(zero)
+            one[v] = i32(1)
+            k = analyzer.simplify(_substitute(diff, one) - base)
+            if not isinstance(k, tirx.IntImm) or int(k) not in (-1, 0, 1):
+                raise error(store, f"mask condition `{c}`: the element indices must appear with coefficient 1 or -1 "
+                                   "(a diagonal, row or column boundary)")
+            coefs[axis] = int(k)
+        linear = base + sum((coefs[axis] * v for v, axis in axis_var.items()), i32(0))
+        if not analyzer.can_prove(diff - linear == 0):
+            raise error(store, f"mask condition `{c}` is not linear in the element indices")
+        return Atom(coefs.get(0, 0), coefs.get(1, 0), analyzer.simplify(base))
+
+    kind, conds = flatten(cond)
+    atoms = [atom(c) for c in conds]
+    combine = None
+    if len(atoms) > 1:
+        table = _COMBINE.get((true_value, false_value))
+        if table is None:
+            raise error(store, "a mask that combines conditions (T.And / T.Or) takes the values 0 / -inf or 1 / 0",
+                        hint="write the conditions as separate masks")
+        combine = table[kind]
+    return Mask(store, written[0], written[1], atoms, combine, true_value, false_value)
+
+
+def check_mask(func, loop, analyzer) -> str:
+    """For TTCheckKernel: validate the element loop early; returns the name of the tile it writes."""
+    return str(analyze(func, loop, analyzer).store.buffer.name)
+
+
+def _json_float(value: float):
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+class MaskLowering:
+    def __init__(self, func):
+        self.func = func
+        self.analyzer = tvm.sym.Analyzer()
+        self.buffers = dict(get_attr(func, "tt.buffers"))
+        self.layouts = dict(get_attr(func, "tt.layout_desc"))
+        self.cbs = [dict(c) for c in get_attr(func, "tt.cb_config")]
+        self.target = get_attr(func, "tt.target")
+        self.depth = self.target["cb_depth"]
+        self.tables: dict[tuple, object] = {}
+        self.new_params: list = []
+        self.count = 0
+
+    def bind_ranges(self) -> None:
+        grid = get_attr(self.func, "tt.grid")
+        extents = dict(zip(grid["vars"], grid["extents"]))
+
+        def visit(node):
+            if isinstance(node, tirx.Bind) and str(node.var.name) in extents:
+                self.analyzer.bind(node.var, tvm.ir.Range(0, extents[str(node.var.name)]))
+            elif isinstance(node, tirx.For) and match(node) is None:
+                extent = node.extent
+                if not isinstance(extent, tirx.IntImm):
+                    extent = i32(max(1, self.analyzer.const_int_bound(extent).max_value))
+                self.analyzer.bind(node.loop_var, tvm.ir.Range(node.min, node.min + extent))
+        tvm_ffi.structural_walk(self.func.body, [((tirx.For, tirx.Bind), visit)], order="pre")
+
+    # ---- tables, staging CBs -------------------------------------------------------------------------------------
+    def table(self, atom: Atom, mask: Mask):
+        key = (atom.a, atom.b, mask.true_value, mask.false_value)
+        if key not in self.tables:
+            name = f"tt_mask{len(self.tables)}"
+            entries = atom.hi - atom.lo + 1
+            buf = tirx.decl_buffer((entries * TILE, TILE), "float32", name)
+            self.tables[key] = buf
+            self.new_params.append(buf)
+            fmt = DATA_FORMATS["float32"]
+            self.buffers[name] = {"role": "constant", "scope": "global", "shape": [entries * TILE, TILE],
+                                  "dtype": "float32", "tile_axes": [0, 1],
+                                  "generator": {"kind": "affine_mask", "row_coef": atom.a, "col_coef": atom.b,
+                                                "first_offset": atom.lo, "entries": entries,
+                                                "true_value": _json_float(mask.true_value),
+                                                "false_value": _json_float(mask.false_value)}}
+            self.layouts[name] = {"memory": "DRAM", "data_format": fmt.name, "tile_shape": [TILE, TILE],
+                                  "tile_bytes": fmt.tile_bytes, "shape": [entries * TILE, TILE],
+                                  "padded_shape": [entries * TILE, TILE], "tiles": [entries, 1], "tile_axes": [0, 1],
+                                  "layout": self.target["dram_layout"], "page_bytes": fmt.tile_bytes,
+                                  "pages": entries, "banks": self.target["dram_banks"],
+                                  "tile_order": self.target["tile_order"]}
+        return self.tables[key]
+
+    def staging(self, tiles: int):
+        """A staging tile of `tiles` pages (a column of 32x32 tiles) with its input CB."""
+        self.count += 1
+        name = f"tt_mask_s{self.count}"
+        buf = tirx.decl_buffer((tiles * TILE, TILE), "float32", name, scope="shared")
+        fmt = DATA_FORMATS["float32"]
+        index = max((c["index"] for c in self.cbs if c["role"] == "input"), default=-1) + 1
+        self.cbs.append({"index": index, "name": f"cb_{name}", "buffer": name, "role": "input",
+                         "data_format": fmt.name, "dtype": "float32", "page_bytes": fmt.tile_bytes,
+                         "num_pages": tiles * self.depth, "producer": "reader", "consumer": "compute",
+                         "tiles": [tiles, 1]})
+        self.buffers[name] = {"role": "staging", "scope": "shared", "shape": [tiles * TILE, TILE], "dtype": "float32"}
+        self.layouts[name] = {"memory": "L1", "data_format": fmt.name, "tile_shape": [TILE, TILE],
+                              "tile_bytes": fmt.tile_bytes, "shape": [tiles * TILE, TILE],
+                              "padded_shape": [tiles * TILE, TILE], "tiles": [tiles, 1]}
+        return buf, index
+
+    # ---- lowering ----------------------------------------------------------------------------------------------
+    def lower(self, loop) -> tirx.Stmt:
+        mask = analyze(self.func, loop, self.analyzer)
+        dst = mask.store.buffer
+        targets = [dst]
+        for k in range(1, len(mask.atoms)):
+            name = f"{dst.name}_m{k}"
+            targets.append(tirx.decl_buffer((mask.rows, mask.cols), "float32", name, scope="local"))
+            self.buffers[name] = {"role": "compute", "scope": "local", "shape": [mask.rows, mask.cols],
+                                  "dtype": "float32"}
+            self.layouts[name] = {"memory": "DST", "data_format": "Float32", "tile_shape": [TILE, TILE],
+                                  "tile_bytes": DATA_FORMATS["float32"].tile_bytes, "shape": [mask.rows, mask.cols],
+                                  "padded_shape": [-(-mask.rows // TILE) * TILE, -(-mask.cols // TILE) * TILE],
+                                  "tiles": [-(-mask.rows // TILE), -(-mask.cols // TILE)]}
+        out = []
+        for atom, target in zip(mask.atoms, targets):
+            out += self.atom_tiles(atom, mask, target)
+        if mask.combine is not None:
+            whole = region(dst, [0, 0], [mask.rows, mask.cols])
+            for tmp in targets[1:]:
+                out.append(tile_call(mask.combine, whole, whole, region(tmp, [0, 0], [mask.rows, mask.cols])))
+        return seq(out)
+
+    def atom_tiles(self, atom: Atom, mask: Mask, target) -> list:
+        fills, reads = [], []
+        for ti in range(-(-mask.rows // TILE)):
+            for tj in range(-(-mask.cols // TILE)):
+                h, w = min(TILE, mask.rows - ti * TILE), min(TILE, mask.cols - tj * TILE)
+                tile = region(target, [ti * TILE, tj * TILE], [h, w])
+                offset = self.analyzer.simplify(atom.d + TILE * (atom.a * ti + atom.b * tj))
+                bound = self.analyzer.const_int_bound(offset)
+                if bound.min_value >= atom.hi:
+                    fills.append(_fill(tile, mask.true_value))
+                elif bound.max_value <= atom.lo:
+                    fills.append(_fill(tile, mask.false_value))
+                else:
+                    entry = self.analyzer.simplify(tirx.max(tirx.min(offset, i32(atom.hi)), i32(atom.lo)) - atom.lo)
+                    reads.append((tile, h, w, entry))
+        if not reads:
+            return fills
+        table = self.table(atom, mask)
+        stage, cb = self.staging(len(reads))
+        reader = [ops.call("cb_reserve_back", cb, len(reads))]
+        reader += [ops.call("read_tile", cb, k, table.name, entry, 0) for k, (_, _, _, entry) in enumerate(reads)]
+        reader += [ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, len(reads)),
+                   ops.call("compute_receive", cb, stage.name)]
+        moves = [tile_call("copy", tile, region(stage, [k * TILE, 0], [h, w]))
+                 for k, (tile, h, w, _) in enumerate(reads)]
+        return fills + reader + moves
+
+    def run(self):
+        found = []
+        tvm_ffi.structural_walk(self.func.body, (tirx.For, lambda s: found.append(s) if match(s) else None),
+                                order="pre")
+        if not found:
+            return self.func
+        self.bind_ranges()
+        body = tvm_ffi.structural_mutate(self.func.body, [(tirx.For, lambda s, m: self.lower(s) if match(s) is not None
+                                                           else m.default_mutate(s))])
+        func = tirx.PrimFunc(list(self.func.params) + self.new_params, body, attrs=self.func.attrs)
+        return func.with_attrs({"tt.buffers": self.buffers, "tt.layout_desc": self.layouts,
+                                "tt.cb_config": sorted(self.cbs, key=lambda c: c["index"])})
+
+
+def _fill(tile, value: float):
+    if value == 0.0:
+        return tile_call("zero", tile)
+    return tile_call("fill", tile, tirx.FloatImm("float32", value))
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TTLowerIndexMasks")
+def lower_index_masks(func, mod, ctx):
+    return MaskLowering(func).run()

@@ -1,0 +1,246 @@
+"""TTShareReads: a DRAM block that several cores read at the same step is read once and multicast.
+
+Which cores share a read is decided from the IR's access pattern, never from the kernel's name: a read group
+(reserve, page reads, barrier, push of one input CB) depends on the grid indices that appear in its page
+addresses and in the trip counts of the loops around it. Two cores read the same data at every step when they
+walk the same number of blocks and, block by block, those indices agree -- the rows of a GEMM's A for the cores
+of a core row under a `block` partition, B for a core column, attention's K and V for the cores of one (batch,
+head), a LayerNorm's gamma for every core. Each such set of cores that forms a rectangle of the core grid (else
+each of its row runs) becomes a multicast group: its first core reads the block and multicasts it, the others
+receive it, with the two semaphores of ttnn's 2-D multicast matmul (receivers count themselves ready on the
+sender's, the sender raises their VALID flag after the data):
+
+    cb_reserve_back(cb, n)
+    if <cb>_mcast_role:                 sender: reads; barrier; mcast_send(cb, n, ..., rectangle, receivers)
+    else:                               receiver: mcast_receive(cb, ..., sender)
+    cb_push_back(cb, n)
+
+A row or column group multicasts to the rest of its rectangle; a 2-D one includes its sender (loopback). The
+roles and coordinates are per-core runtime args (`kind: multicast`); `tt.multicast` lists the groups and their
+semaphores for the host program. A CB filled in more than one place is not shared (the cores' CB pointers must
+stay in step).
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .. import ops
+from ..ir import get_attr, seq, stmts_of
+from .partition_work import blocks_of
+
+FIELDS = ("role", "sender_x", "sender_y", "start_x", "start_y", "end_x", "end_y", "receivers", "loopback")
+
+
+def _vars(node) -> list:
+    found = []
+    tvm_ffi.structural_walk(node, (tirx.Var, found.append), order="pre")
+    return found
+
+
+def _intrinsic(stmt, name: str):
+    found = ops.intrinsic_of(stmt)
+    return found[1] if found and found[0].name == name else None
+
+
+def decode(block: int, extents: list[int]) -> list[int]:
+    """Grid indices of a block number, row-major (the last varying fastest), as TTGridToPersistent decodes it."""
+    out = []
+    for e in reversed(extents):
+        out.append(block % e)
+        block //= e
+    return out[::-1]
+
+
+def groups_of(cores: list[tuple], key) -> list[list[tuple]]:
+    """Cores with the same key, as rectangles of the core grid: a set that fills its bounding box is one group,
+    any other is cut into row runs."""
+    by_key: dict = {}
+    for core in cores:
+        by_key.setdefault(key(core), []).append(core)
+    out = []
+    for members in by_key.values():
+        xs, ys = [c[0] for c in members], [c[1] for c in members]
+        if len(members) == (max(xs) - min(xs) + 1) * (max(ys) - min(ys) + 1):
+            out.append(sorted(members, key=lambda c: (c[1], c[0])))
+            continue
+        rows: dict = {}
+        for x, y in members:
+            rows.setdefault(y, []).append(x)
+        for y, row in sorted(rows.items()):
+            row.sort()
+            run = [row[0]]
+            for x in row[1:] + [None]:
+                if x is not None and x == run[-1] + 1:
+                    run.append(x)
+                    continue
+                out.append([(rx, y) for rx in run])
+                if x is not None:
+                    run = [x]
+    return out
+
+
+def roles(group: list[tuple]) -> dict:
+    """core -> its multicast fields (logical coordinates; the host turns them into NoC coordinates)."""
+    sender = group[0]
+    x0, y0 = sender
+    x1, y1 = max(c[0] for c in group), max(c[1] for c in group)
+    receivers = len(group) - 1
+    if receivers == 0:
+        start, end, loopback = sender, sender, 0
+    elif y0 == y1:
+        start, end, loopback = (x0 + 1, y0), (x1, y1), 0
+    elif x0 == x1:
+        start, end, loopback = (x0, y0 + 1), (x1, y1), 0
+    else:
+        start, end, loopback = (x0, y0), (x1, y1), 1
+    out = {}
+    for core in group:
+        out[core] = {"role": int(core == sender), "sender_x": sender[0], "sender_y": sender[1],
+                     "start_x": start[0], "start_y": start[1], "end_x": end[0], "end_y": end[1],
+                     "receivers": receivers, "loopback": loopback}
+    return out
+
+
+class Sharer:
+    def __init__(self, func):
+        self.func = func
+        self.cbs = {c["index"]: c for c in get_attr(func, "tt.cb_config")}
+        grid = get_attr(func, "tt.grid")
+        self.grid_names = list(grid["vars"])
+        self.extents = list(grid["extents"])
+        self.work = get_attr(func, "tt.work_partition")
+        self.cores = {tuple(c["core"]): blocks_of(c) for c in self.work["cores"]}
+        self.decoded: dict = {}
+        self.fills: dict = {}
+        self.groups: list = []          # tt.multicast
+        self.args: list = []            # (Var, runtime arg name)
+        self.flags: list = []           # mcast_flag_valid calls
+
+    def run(self):
+        stmts = stmts_of(self.func.body)
+        index = next((k for k, s in enumerate(stmts) if isinstance(s, tirx.For)), None)
+        if index is None:
+            return self.func
+        loop = stmts[index]
+        tvm_ffi.structural_walk(loop, (tirx.Evaluate, self.count_fill), order="pre")
+        self.inner_loop_vars = []
+        tvm_ffi.structural_walk(loop.body, (tirx.For, lambda f: self.inner_loop_vars.append(f.loop_var)), order="pre")
+        inner = stmts_of(loop.body)
+        self.grid_vars = {str(s.var.name): s.var for s in inner if isinstance(s, tirx.Bind)
+                          and str(s.var.name) in self.grid_names}
+        body = self.rewrite(inner, [])
+        if not self.groups:
+            return self.func
+        new_loop = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq(body))
+        binds = [tirx.Bind(var, ops.call_expr("runtime_arg", name)) for var, name in self.args]
+        out = stmts[:index] + binds + self.flags + [new_loop] + stmts[index + 1:]
+        return self.func.with_body(seq(out)).with_attr("tt.multicast", self.groups)
+
+    def count_fill(self, stmt):
+        args = _intrinsic(stmt, "cb_reserve_back")
+        if args is not None and self.cbs[int(args[0])]["role"] == "input":
+            self.fills[int(args[0])] = self.fills.get(int(args[0]), 0) + 1
+
+    def rewrite(self, stmts: list, context: list) -> list:
+        """A statement list with its read groups shared; `context` holds the trip-count vars around it."""
+        out, k = [], 0
+        while k < len(stmts):
+            s = stmts[k]
+            if isinstance(s, tirx.For):
+                body = self.rewrite(stmts_of(s.body), context + _vars(s.min) + _vars(s.extent))
+                out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(body)))
+                k += 1
+                continue
+            args = _intrinsic(s, "cb_reserve_back")
+            if args is not None and self.cbs[int(args[0])]["role"] == "input":
+                cb, n = int(args[0]), args[1]
+                end = next((j for j in range(k + 1, len(stmts))
+                            if (a := _intrinsic(stmts[j], "cb_push_back")) is not None and int(a[0]) == cb), None)
+                if end is not None:
+                    shared = self.share(cb, n, stmts[k + 1:end], context)
+                    if shared is not None:
+                        out += [s, shared, stmts[end]]
+                        k = end + 1
+                        continue
+            out.append(s)
+            k += 1
+        return out
+
+    def dependence(self, reads: list, context: list) -> list[int] | None:
+        """Grid axes the group's data depends on; None when it depends on something else about the block."""
+        local = set()
+        for s in reads:
+            tvm_ffi.structural_walk(s, (tirx.For, lambda f: local.add(f.loop_var)), order="pre")
+        axes = set()
+        exprs = []
+        for s in reads:
+            tvm_ffi.structural_walk(s, (tirx.Evaluate, lambda e: exprs.append(e)), order="pre")
+        variables = [v for e in exprs if _intrinsic(e, "read_tile") is not None for v in _vars(e)] + context
+        for v in variables:
+            if any(v.same_as(lv) for lv in local):
+                continue
+            name = str(v.name)
+            grid_var = self.grid_vars.get(name)
+            if grid_var is not None and grid_var.same_as(v):
+                axes.add(self.grid_names.index(name))
+            elif not self.is_inner_loop_var(v):
+                return None
+        return sorted(axes)
+
+    def is_inner_loop_var(self, v) -> bool:
+        """A loop index inside the block loop: the same on every core at the same step."""
+        return any(v.same_as(lv) for lv in self.inner_loop_vars)
+
+    def share(self, cb: int, n, reads: list, context: list):
+        if self.fills.get(cb, 0) != 1 or not any(_intrinsic(e, "read_tile") is not None
+                                                  for s in reads for e in _flat(s)):
+            return None
+        axes = self.dependence(reads, context)
+        if axes is None:
+            return None
+
+        def key(core):
+            blocks = self.cores[core]
+            return tuple(tuple(self.decode(b)[a] for a in axes) for b in blocks)
+        groups = groups_of(sorted(self.cores), key)
+        if all(len(g) == 1 for g in groups):
+            return None
+        table = {}
+        for g in groups:
+            table.update(roles(g))
+        index = len(self.groups)
+        sender_sem, receiver_sem = 2 * index, 2 * index + 1
+        name = self.cbs[cb]["name"]
+        variables = {}
+        for field in FIELDS:
+            var = tirx.Var(f"{name}_mcast_{field}", "int32")
+            variables[field] = var
+            self.args.append((var, f"{name}_mcast_{field}"))
+        self.groups.append({"cb": cb, "buffer": self.cbs[cb]["buffer"], "sender_semaphore": sender_sem,
+                            "receiver_semaphore": receiver_sem, "axes": [self.grid_names[a] for a in axes],
+                            "groups": len(groups),   # per core: x, y and the FIELDS (compact: attrs are FFI objects)
+                            "cores": [[*c, *(v[f] for f in FIELDS)] for c, v in sorted(table.items())]})
+        self.flags.append(ops.call("mcast_flag_valid", cb, receiver_sem))
+        v = variables
+        send = ops.call("mcast_send", cb, n, sender_sem, receiver_sem, v["start_x"], v["start_y"], v["end_x"],
+                        v["end_y"], v["receivers"], v["loopback"])
+        receive = ops.call("mcast_receive", cb, sender_sem, receiver_sem, v["sender_x"], v["sender_y"])
+        return tirx.IfThenElse(v["role"] != 0, seq(list(reads) + [send]), receive)
+
+    def decode(self, block: int) -> list[int]:
+        if block not in self.decoded:
+            self.decoded[block] = decode(block, self.extents)
+        return self.decoded[block]
+
+
+def _flat(stmt) -> list:
+    found = []
+    tvm_ffi.structural_walk(stmt, (tirx.Evaluate, found.append), order="pre")
+    return found
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TTShareReads")
+def share_reads(func, mod, ctx):
+    return Sharer(func).run()

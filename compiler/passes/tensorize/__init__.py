@@ -1,0 +1,210 @@
+"""TTTensorize: tile compute ops -> the compute kernel's DST-register program, one way for every kernel.
+
+    plan.py        ops -> DST windows; which computed buffers live in DST only and which in an intermediate CB
+    strategies.py  one tile op at one tile position -> FPU / SFPU calls
+    emit.py        windows -> statements: DST slots, tile positions, waits/pops, CB versions, packs
+
+Per block: every CB-resident buffer starts from an all-zero version (the reference's fresh buffers) and its last
+version is popped at the end. A reduction brings a scaler CB, filled once by the reader. Records
+`tt.compute_config` (DST mode, fidelity, which fp32 CBs unpack straight to DST) and the extended `tt.cb_config`.
+"""
+from __future__ import annotations
+
+import tvm_ffi
+from tvm import tirx
+
+from ... import ops
+from ...ir import error_at, get_attr, seq, stmts_of
+from ...target import DATA_FORMATS, dst_capacity
+from .emit import Emitter
+from .plan import Planner, WindowTooLarge, accesses, cb_resident, first_use, two_versions
+
+STAGE = "tensorize"
+INTERMEDIATE_CB_BASE = 24  # TT convention: inputs c_0.., outputs c_16.., intermediates c_24..
+COPY_TO_DST_OPS = ("copy_tile", "unary_bcast_cols", "unary_bcast_rows", "unary_bcast_scalar")
+FPU_OPS = ("matmul_tiles", "add_tiles", "sub_tiles", "mul_tiles", "reduce_tile")
+
+
+def unpack_to_dest_fp32_cbs(body, cbs: dict) -> list[int]:
+    """fp32 CBs that only ever feed copy-to-DST ops unpack straight into an fp32 DST (UnpackToDestFp32), so their
+    values are not rounded to TF32; a CB that also feeds the FPU must go through the source registers."""
+    fpu, copied = set(), set()
+
+    def visit(stmt):
+        found = ops.intrinsic_of(stmt)
+        if found is None:
+            return
+        spec, args = found
+        if spec.name in COPY_TO_DST_OPS:
+            copied.add(int(args[0]))
+        elif spec.name.startswith(FPU_OPS):
+            fpu.update((int(args[0]), int(args[1])))
+    tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
+    return sorted(cb for cb in copied - fpu if cbs[cb]["data_format"] == "Float32")
+
+
+class Tensorizer:
+    def __init__(self, func, full_sync: bool):
+        self.func = func
+        self.buffers = get_attr(func, "tt.buffers")
+        self.layouts = get_attr(func, "tt.layout_desc")
+        self.target = get_attr(func, "tt.target")
+        self.cbs = {c["index"]: dict(c) for c in get_attr(func, "tt.cb_config")}
+        self.staging_cb = {c["buffer"]: c["index"] for c in self.cbs.values() if c["role"] == "input"}
+        self.fp32 = self.target["fp32_accumulation"]
+        self.full_sync = full_sync
+        self.capacity = dst_capacity(self.fp32, full_sync)
+        self.roles = {name: info["role"] for name, info in self.buffers.items()}
+        self.resident: dict[str, int] = {}
+        self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
+        self.scaler_cb = None
+        self.first_gemm = None
+
+    def error(self, node, message, hint=None):
+        return error_at(node, self.func, message, stage=STAGE, hint=hint)
+
+    # ---- buffers and CBs -----------------------------------------------------------------------------------------
+    def tiles(self, name: str) -> list[int]:
+        return self.layouts[name]["tiles"]
+
+    def buffer_tiles(self) -> dict:
+        return {name: tuple(self.tiles(name)) for name, info in self.buffers.items() if info["scope"] != "global"}
+
+    def ntiles(self, name: str) -> int:
+        rows, cols = self.tiles(name)
+        return rows * cols
+
+    def cb_of(self, name: str) -> int:
+        return self.resident[name] if name in self.resident else self.staging_cb[name]
+
+    def is_fp32(self, cb: int) -> bool:
+        return self.cbs[cb]["data_format"] == "Float32"
+
+    def add_cb(self, index: int, buffer: str, name: str, dtype: str, pages: int, role: str, producer: str,
+               tiles) -> int:
+        fmt = DATA_FORMATS[dtype]
+        self.cbs[index] = {"index": index, "name": name, "buffer": buffer, "role": role, "data_format": fmt.name,
+                           "dtype": dtype, "page_bytes": fmt.tile_bytes, "num_pages": pages, "producer": producer,
+                           "consumer": "compute", "tiles": tiles}
+        return index
+
+    def free_index(self, preferred: int) -> int:
+        """The first unused CB index from `preferred` on (then from 0): TT's convention places inputs at c_0..,
+        outputs at c_16.., intermediates at c_24.., but a kernel with many values uses whatever is free."""
+        count = self.target["num_cbs"]
+        for index in [*range(preferred, count), *range(0, preferred)]:
+            if index not in self.cbs:
+                return index
+        return count + len(self.cbs)   # over the device's count: TTVerifyProgram reports it
+
+    def scaler(self) -> int:
+        """The reduce scaler CB (bf16 ones in each face's first row), an input the reader fills once."""
+        if self.scaler_cb is None:
+            index = self.free_index(max((c["index"] for c in self.cbs.values() if c["role"] == "input"), default=-1) + 1)
+            self.scaler_cb = self.add_cb(index, "reduce_scaler", "cb_reduce_scaler", "bfloat16", 1, "input", "reader",
+                                         [1, 1])
+        return self.scaler_cb
+
+    def make_resident(self, names) -> None:
+        for name in names:
+            versions = 2 if name in self.two_versions else 1
+            self.resident[name] = self.add_cb(self.free_index(INTERMEDIATE_CB_BASE), name, f"cb_{name}",
+                                              self.buffers[name]["dtype"], versions * self.ntiles(name),
+                                              "intermediate", "compute", self.tiles(name))
+
+    # ---- planning --------------------------------------------------------------------------------------------------
+    def plan(self, stmts: list) -> list:
+        try:
+            return Planner(self.capacity, self.buffer_tiles(), self.roles).plan(stmts)
+        except WindowTooLarge as e:
+            info = e.info
+            raise self.error(info.call, f"T.tile.{info.name} on `{info.dst.name}` needs more DST tiles than the "
+                                        f"{self.capacity} DST holds", hint="use smaller blocks") from None
+
+    def check_initialized(self, items) -> None:
+        """A computed tile read before anything is written to it in the block: on a GPU that is garbage."""
+        for name, acc in accesses(items).items():
+            if self.roles.get(name) != "compute":
+                continue
+            kind, entry = first_use(acc, tuple(self.tiles(name)))
+            if kind == "read" and entry[2] is not None:
+                raise self.error(entry[2].call, f"`{name}` is read before it is initialized",
+                                 hint=f"start with T.tile.zero({name}) or T.tile.fill({name}, ...)")
+
+    def zero_version(self, name: str) -> list:
+        cb, n = self.resident[name], self.ntiles(name)
+        t = tirx.Var("t", "int32")
+        body = seq([ops.call("tile_regs_acquire"), ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
+                    ops.call("pack_reconfig_data_format", cb), ops.call("pack_tile", tirx.IntImm("int32", 0), cb),
+                    ops.call("tile_regs_release")])
+        return [ops.call("cb_reserve_back", cb, n), tirx.For(t, 0, n, tirx.ForKind.SERIAL, body) if n > 1 else body,
+                ops.call("cb_push_back", cb, n), ops.call("cb_wait_front", cb, n)]
+
+    # ---- whole function --------------------------------------------------------------------------------------------
+    def run(self, items=None):
+        stmts = [s for s in stmts_of(self.func.body) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer))]
+        first_loop = next(k for k, s in enumerate(stmts) if isinstance(s, tirx.For))
+        block = stmts[first_loop]
+        inner = stmts_of(block.body)
+        binds = [s for s in inner if isinstance(s, tirx.Bind)]
+        rest = [s for s in inner if not isinstance(s, tirx.Bind)]
+        items = self.plan(rest) if items is None else items
+        self.check_initialized(items)
+        self.two_versions = two_versions(items)
+        self.make_resident(sorted(cb_resident(items, lambda n: self.roles.get(n) == "compute", self.buffer_tiles()),
+                                  key=list(self.buffers).index))
+        body = Emitter(self).items(items)
+        versions = [s for name in self.resident for s in self.zero_version(name)]
+        last = [ops.call("cb_pop_front", cb, self.ntiles(name)) for name, cb in self.resident.items()]
+        loop = tirx.For(block.loop_var, block.min, block.extent, block.kind, seq(binds + versions + body + last))
+        before, after = stmts[:first_loop], stmts[first_loop + 1:]
+        setup, teardown = [], []
+        if self.scaler_cb is not None:
+            sc = self.scaler_cb
+            setup = [ops.call("cb_reserve_back", sc, 1), ops.call("fill_reduce_scaler", sc),
+                     ops.call("cb_push_back", sc, 1), ops.call("cb_wait_front", sc, 1)]
+            teardown = [ops.call("cb_pop_front", sc, 1)]
+        out = before + [self.hw_startup()] + setup + [loop] + teardown + after
+        config = {"fp32_dest_acc_en": self.fp32, "dst_full_sync_en": self.full_sync,
+                  "math_fidelity": self.target["math_fidelity"], "dst_capacity": self.capacity,
+                  "math_approx_mode": False,
+                  "unpack_to_dest_fp32_cbs": unpack_to_dest_fp32_cbs(seq(out), self.cbs) if self.fp32 else []}
+        table = sorted(self.cbs.values(), key=lambda c: c["index"])
+        return self.func.with_body(seq(out)).with_attrs({"tt.compute_config": config, "tt.cb_config": table})
+
+    def hw_startup(self):
+        outputs = sorted(c["index"] for c in self.cbs.values() if c["role"] == "output")
+        out_cb = outputs[0] if outputs else sorted(self.cbs)[0]
+        if self.first_gemm is not None:
+            return ops.call("hw_startup_matmul", *self.first_gemm, out_cb)
+        inputs = sorted(self.staging_cb.values()) or sorted(self.resident.values()) or [out_cb]
+        if len(inputs) >= 2:
+            return ops.call("hw_startup_binary", inputs[0], inputs[1], out_cb)
+        return ops.call("hw_startup_unary", inputs[0], out_cb)
+
+
+def _resident_count(func, full_sync: bool):
+    tz = Tensorizer(func, full_sync)
+    stmts = [s for s in stmts_of(func.body) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer))]
+    block = next(s for s in stmts if isinstance(s, tirx.For))
+    rest = [s for s in stmts_of(block.body) if not isinstance(s, tirx.Bind)]
+    try:
+        items = Planner(tz.capacity, tz.buffer_tiles(), tz.roles).plan(rest)
+    except WindowTooLarge:
+        return None, None
+    return len(cb_resident(items, lambda n: tz.roles.get(n) == "compute", tz.buffer_tiles())), items
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TTTensorize")
+def tensorize(func, mod, ctx):
+    """Half-sync DST (double-buffered with the packer) unless full sync keeps more values out of L1."""
+    half, half_items = _resident_count(func, False)
+    if half == 0:
+        return Tensorizer(func, False).run(half_items)
+    full, full_items = _resident_count(func, True)
+    if full is not None and (half is None or full < half):
+        return Tensorizer(func, True).run(full_items)
+    if half is None:
+        return Tensorizer(func, False).run()     # raises the located capacity error
+    return Tensorizer(func, False).run(half_items)
+

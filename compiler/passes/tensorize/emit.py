@@ -1,0 +1,320 @@
+"""Windows -> the compute kernel's statements: DST slots, tile positions, the CB protocol, versions.
+
+A window's computed buffers get DST slots: flat, one per tile (`base + tile index`); grouped, one per tile
+position of the current group (`base + q`, positions `g * group + q`). A buffer the window writes whose first
+access reads its old value is loaded from its CB at the start. After tile_regs_commit/wait, every CB-resident
+buffer the window wrote is packed as a new version (reserved before the window; pushed, and the old version
+popped, after it) and every write-out is packed into its output CB. Staging tiles are waited for where they
+arrive (hoisted before a grouped window) and popped when the statement list is done with them.
+"""
+from __future__ import annotations
+
+from tvm import tirx
+
+from ... import ops
+from ...ir import scalar_of, seq
+from ...target import TILE
+from .plan import LoopItem, SendFromCB, Window, _accesses, first_use, tiles_of
+from .strategies import LOWEST, Src, Strategies, i32
+
+
+def _tile_origin(region) -> tuple[int, int]:
+    return int(region.starts[0]) // TILE, int(region.starts[1]) // TILE
+
+
+def _divisor_groups(positions: int, per_position: int, scratch: int, capacity: int) -> int:
+    for g in range(positions, 0, -1):
+        if positions % g == 0 and g * per_position + scratch <= capacity:
+            return g
+    return 1
+
+
+class Emitter:
+    def __init__(self, tz):
+        self.tz = tz
+        self.strategies = Strategies(tz.fp32, tz.scaler)
+
+    # ---- statement lists ------------------------------------------------------------------------------------
+    def items(self, items: list) -> list:
+        out, pending = [], {}
+        for item in items:
+            out += self.item(item, pending)
+        return out + self.pop_all(pending)
+
+    def item(self, item, pending) -> list:
+        if isinstance(item, Window):
+            return self.window(item, pending)
+        if isinstance(item, LoopItem):
+            s = item.loop
+            return [tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(self.items(item.body)))]
+        if isinstance(item, SendFromCB):
+            return self.send_from_cb(item.send)
+        if isinstance(item, tuple) and item[0] == "receive":
+            return self.receive(item[1], pending)
+        return [item]
+
+    def receive(self, cb: int, pending: dict) -> list:
+        out = []
+        if cb in pending:        # the previous contents of this staging tile are done with: free them first
+            out.append(ops.call("cb_pop_front", cb, pending.pop(cb)))
+        rows, cols = self.tz.tiles(self.tz.cbs[cb]["buffer"])
+        pending[cb] = rows * cols
+        return out + [ops.call("cb_wait_front", cb, rows * cols)]
+
+    @staticmethod
+    def pop_all(pending: dict) -> list:
+        out = [ops.call("cb_pop_front", cb, n) for cb, n in pending.items()]
+        pending.clear()
+        return out
+
+    # ---- one window --------------------------------------------------------------------------------------------
+    def window(self, w: Window, pending: dict) -> list:
+        tz = self.tz
+        buffers = list(w.written)
+        self.w = w
+        window_accesses: dict = {}
+        _accesses(w.items, id(w), window_accesses)
+        preload = [b for b in buffers if b in tz.resident and first_use(window_accesses.get(b, []), tz.tiles(b))[0]
+                   != "write"]
+        resident = [b for b in buffers if b in tz.resident]
+        if w.flat:
+            self.base, total = {}, 0
+            for b in buffers:
+                self.base[b] = total
+                rows, cols = tz.tiles(b)
+                total += rows * cols
+            self.scratch = i32(total)
+            self.group, groups = 0, 1
+        else:
+            rows, cols = w.grid
+            self.group = _divisor_groups(rows * cols, len(buffers), w.scratch, tz.capacity)
+            groups = rows * cols // self.group
+            self.base = {b: k * self.group for k, b in enumerate(buffers)}
+            self.scratch = i32(len(buffers) * self.group)
+        self.g = tirx.Var("g", "int32") if groups > 1 else i32(0)
+        self.q = tirx.Var("q", "int32") if self.group > 1 else i32(0)
+        self.top_level = True
+        self.touched: set[str] = set()
+        versioned = [b for b in resident if b in tz.two_versions]
+        in_place = [b for b in resident if b not in tz.two_versions]
+        at_once = tz.ntiles if w.flat else (lambda b: self.group)   # pages of a buffer one acquire covers
+        before = [ops.call("cb_reserve_back", tz.resident[b], tz.ntiles(b)) for b in versioned]
+        if not w.flat:   # a grouped window waits for its staging tiles before it starts (the plan allows it);
+            for item in w.items:   # the reader's and writer's statements in it stay in their order, before it
+                if item[0] == "receive":
+                    before += self.receive(item[1], pending)
+                elif item[0] == "stmt":
+                    before.append(item[1])
+        body = [ops.call("tile_regs_acquire")]
+        for b in preload:
+            body += self.positions(b, lambda slot, i, j, b=b: self.strategies.load(self.preload_src(b, i, j), slot))
+            self.touched.add(b)
+        for b in in_place:   # the old pages this acquire covers are in DST (or not needed): free them
+            body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
+        body += self.window_items(w.items, pending, nested=False)
+        body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
+        for b in resident:
+            cb = tz.resident[b]
+            body += [ops.call("pack_reconfig_data_format", cb)]
+            if b in in_place:
+                body.append(ops.call("cb_reserve_back", cb, at_once(b)))
+            body += self.positions(b, lambda slot, i, j, cb=cb: [ops.call("pack_tile", slot, cb)])
+            if b in in_place:
+                body.append(ops.call("cb_push_back", cb, at_once(b)))
+        for item in w.items:
+            if item[0] == "send":
+                body += self.pack_send(item)
+        body.append(ops.call("tile_regs_release"))
+        if groups > 1:
+            body = [tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))]
+        after = []
+        for b in resident:
+            cb, n = tz.resident[b], tz.ntiles(b)
+            if b in versioned:
+                after += [ops.call("cb_push_back", cb, n), ops.call("cb_pop_front", cb, n)]
+            after.append(ops.call("cb_wait_front", cb, n))
+        return before + body + after
+
+    def preload_src(self, buffer: str, i, j) -> Src:
+        """The old value of a tile this window rewrites. Updated in place, group by group, the current group's old
+        pages are at the front of the CB: position q of the group."""
+        src = self.cb_src(buffer, i, j)
+        if buffer not in self.tz.two_versions and not self.w.flat:
+            return Src("cb", cb=src.cb, index=self.q, fp32=src.fp32)
+        return src
+
+    def window_items(self, items, pending: dict, nested: bool) -> list:
+        out = []
+        local_pending = pending if not nested else {}
+        for item in items:
+            kind = item[0]
+            if kind == "op":
+                out += self.op(item[1])
+            elif kind == "receive":
+                if self.w.flat:
+                    out += self.receive(item[1], local_pending)
+            elif kind == "loop":
+                saved, self.top_level = self.top_level, False
+                body = self.window_items(item[2], pending, nested=True)
+                self.top_level = saved
+                s = item[1]
+                out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(body)))
+            elif kind == "stmt" and self.w.flat:
+                out.append(item[1])
+        if nested:
+            out += self.pop_all(local_pending)
+        return out
+
+    # ---- positions and slots -------------------------------------------------------------------------------------
+    def slot(self, buffer: str, tile):
+        return self.base[buffer] + (self.q if not self.w.flat else tile)
+
+    def positions(self, buffer: str, make) -> list:
+        """make(slot, i, j) for every tile of `buffer` this window (or group) covers."""
+        tz = self.tz
+        rows, cols = tz.tiles(buffer)
+        if not self.w.flat:
+            p = self.q if isinstance(self.g, tirx.IntImm) else self.g * self.group + self.q
+            i = p if cols == 1 else (i32(0) if rows == 1 else tirx.floordiv(p, cols))
+            j = p if rows == 1 else (i32(0) if cols == 1 else tirx.floormod(p, cols))
+            body = seq(make(self.base[buffer] + self.q, i, j))
+            return [tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, body) if self.group > 1 else body]
+        return self.tile_loops(rows, cols, lambda i, j: make(self.base[buffer] + i * cols + j, i, j))
+
+    @staticmethod
+    def tile_loops(rows: int, cols: int, make) -> list:
+        ti, tj = tirx.Var("ti", "int32"), tirx.Var("tj", "int32")
+        i = ti if rows > 1 else i32(0)
+        j = tj if cols > 1 else i32(0)
+        body = seq(make(i, j))
+        if cols > 1:
+            body = tirx.For(tj, 0, cols, tirx.ForKind.SERIAL, body)
+        if rows > 1:
+            body = tirx.For(ti, 0, rows, tirx.ForKind.SERIAL, body)
+        return [body]
+
+    def cb_src(self, buffer: str, i, j, bcast=None) -> Src:
+        tz = self.tz
+        cb = tz.cb_of(buffer)
+        return Src("cb", cb=cb, index=i * tz.tiles(buffer)[1] + j, bcast=bcast, fp32=tz.is_fp32(cb))
+
+    def src(self, operand, i, j) -> Src:
+        """An operand of the op at tile (i, j) of its destination region."""
+        if operand.region is None:
+            return Src("scalar", value=operand.scalar)
+        r = operand.region
+        r0, c0 = _tile_origin(r)
+        rows, cols = tiles_of(r.extents)
+        ri = r0 + (i if rows > 1 else 0)
+        cj = c0 + (j if cols > 1 else 0)
+        if r.name in self.base and not operand.fpu:
+            return Src("dst", slot=self.slot(r.name, ri * self.tz.tiles(r.name)[1] + cj), buffer=r.name)
+        return self.cb_src(r.name, ri, cj, operand.bcast)
+
+    # ---- one op -------------------------------------------------------------------------------------------------------
+    def op(self, info) -> list:
+        tz = self.tz
+        dst = info.dst
+        fresh = dst.name not in self.touched and self.top_level
+        self.touched.add(dst.name)
+        r0, c0 = _tile_origin(dst)
+        rows, cols = info.grid
+        dst_cols = tz.tiles(dst.name)[1]
+
+        def at(i, j):
+            slot = self.slot(dst.name, (r0 + i) * dst_cols + c0 + j)
+            return self.lower(info, slot, i, j, fresh)
+
+        if not self.w.flat:
+            rows_b, cols_b = tz.tiles(dst.name)
+            p = self.q if isinstance(self.g, tirx.IntImm) else self.g * self.group + self.q
+            i = p if cols_b == 1 else (i32(0) if rows_b == 1 else tirx.floordiv(p, cols_b))
+            j = p if rows_b == 1 else (i32(0) if cols_b == 1 else tirx.floormod(p, cols_b))
+            body = seq(self.lower(info, self.base[dst.name] + self.q, i, j, fresh))
+            return [tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, body) if self.group > 1 else body]
+        return self.tile_loops(rows, cols, at)
+
+    def lower(self, info, slot, i, j, fresh: bool) -> list:
+        st, name = self.strategies, info.name
+        if name == "zero":
+            return [] if fresh else st.fill(slot, 0.0)
+        if name == "fill":
+            return st.fill(slot, scalar_of(info.call.args[1]))
+        if name in ("copy", "cast"):
+            return st.copy(slot, self.src(info.operands[0], i, j))
+        if name in ("exp", "exp2", "log2", "sqrt", "reciprocal"):
+            return st.unary(name, slot, self.src(info.operands[0], i, j))
+        if name in ("add", "sub", "mul", "maximum", "minimum"):
+            a, b = (self.src(o, i, j) for o in info.operands)
+            return st.binary(name, slot, a, b, self.scratch)
+        if name == "gemm":
+            return self.gemm(info, slot, i, j, fresh)
+        if name in ("sum", "max"):
+            return self.reduce(info, slot, i, j, fresh)
+        raise AssertionError(f"no lowering for T.tile.{name}")
+
+    def gemm(self, info, slot, i, j, fresh: bool) -> list:
+        tz = self.tz
+        a, b = (o.region for o in info.operands)
+        transpose_b = bool(info.call.args[5])
+        ca, cb = tz.cb_of(a.name), tz.cb_of(b.name)
+        (ar, ac), (br, bc) = _tile_origin(a), _tile_origin(b)
+        a_cols, b_cols = tz.tiles(a.name)[1], tz.tiles(b.name)[1]
+        k_tiles = -(-a.extents[1] // TILE)
+        start = [] if info.accumulates or fresh else self.strategies.fill(slot, 0.0)
+
+        def a_index(kk):
+            return (ar + i) * a_cols + ac + kk
+
+        def b_index(kk):
+            return (br + j) * b_cols + bc + kk if transpose_b else (br + kk) * b_cols + bc + j
+        src_a = Src("cb", cb=ca)
+        src_b = Src("cb", cb=cb)
+        if tz.first_gemm is None:
+            tz.first_gemm = (ca, cb)
+        return start + self.strategies.gemm(slot, src_a, src_b, transpose_b, k_tiles, a_index, b_index)
+
+    def reduce(self, info, slot, i, j, fresh: bool) -> list:
+        tz = self.tz
+        src = info.operands[0].region
+        pool = "max" if info.name == "max" else "sum"
+        sr, sc = _tile_origin(src)
+        src_cols = tz.tiles(src.name)[1]
+        k_tiles = -(-src.extents[1] // TILE)
+        if info.accumulates:
+            start = []
+        elif pool == "max":
+            start = self.strategies.fill(slot, LOWEST)
+        else:
+            start = [] if fresh else self.strategies.fill(slot, 0.0)
+        return self.strategies.reduce(pool, slot, Src("cb", cb=tz.cb_of(src.name)), k_tiles,
+                                      lambda kt: (sr + i) * src_cols + sc + kt, start)
+
+    # ---- write-outs ---------------------------------------------------------------------------------------------------
+    def pack_send(self, send) -> list:
+        _, out_cb, name, r0, c0, rows, cols = send
+        grid_cols = self.tz.tiles(name)[1]
+        head = [ops.call("pack_reconfig_data_format", out_cb)]
+
+        def pack(slot):
+            return [ops.call("cb_reserve_back", out_cb, 1), ops.call("pack_tile", slot, out_cb),
+                    ops.call("cb_push_back", out_cb, 1)]
+        if not self.w.flat:
+            return head + self.positions(name, lambda slot, i, j: pack(slot))
+        return head + self.tile_loops(rows, cols, lambda i, j: pack(self.base[name] + (r0 + i) * grid_cols + c0 + j))
+
+    def send_from_cb(self, send) -> list:
+        _, out_cb, name, r0, c0, rows, cols = send
+        tz = self.tz
+        grid_cols = tz.tiles(name)[1]
+        cb = tz.cb_of(name)
+
+        def tile(i, j):
+            return [ops.call("tile_regs_acquire"), ops.call("copy_init", cb),
+                    ops.call("copy_tile", cb, (r0 + i) * grid_cols + c0 + j, i32(0)),
+                    ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
+                    ops.call("pack_reconfig_data_format", out_cb), ops.call("cb_reserve_back", out_cb, 1),
+                    ops.call("pack_tile", i32(0), out_cb), ops.call("cb_push_back", out_cb, 1),
+                    ops.call("tile_regs_release")]
+        return self.tile_loops(rows, cols, tile)
+

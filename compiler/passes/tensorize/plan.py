@@ -1,0 +1,398 @@
+"""The compute program as DST windows, and where each computed buffer lives between them.
+
+A *window* is one tile_regs_acquire .. release span. Ops join the open window in program order while they can:
+
+- an op that reads a buffer through the FPU (a matmul operand, a reduction source, a broadcast operand) needs
+  it in a circular buffer, so it cannot read a value computed in the same window: the window closes first;
+- every value a window holds must fit DST at once: a *grouped* window (whole-buffer ops over one tile grid, no
+  loops) is processed a group of tile positions at a time, one DST slot per buffer per position; a *flat* window
+  keeps every tile of its buffers resident (it may span loops: matmul accumulation over K);
+- a loop joins a flat window only as a whole (its body must fit too); otherwise its body gets windows of its own;
+- a staging tile refilled from DRAM while a grouped window still reads its previous contents closes the window.
+
+A computed buffer whose every access falls in one window, starting with a full overwrite, lives only in DST.
+Any other is *CB-resident*: it owns an intermediate CB holding one version of it, which windows read like a
+staging CB and replace when they write it. Matmul accumulation, element-wise chains, reductions, broadcasts and
+flash attention's two matmuls around an online softmax all come out of these two rules.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from tvm import tirx
+
+from ... import ops
+from ...ir import Region, op_name, region_of, scalar_of, stmts_of
+from ...target import TILE
+
+FPU_BINARY = ("add", "sub", "mul")
+BINARY = ("add", "sub", "mul", "maximum", "minimum")
+UNARY = ("exp", "exp2", "log2", "sqrt", "reciprocal")
+
+
+def tiles_of(extents) -> tuple[int, int]:
+    return -(-extents[0] // TILE), -(-extents[1] // TILE)
+
+
+@dataclass
+class Operand:
+    region: Region | None           # None: a scalar
+    scalar: float | None = None
+    fpu: bool = False               # read by the FPU (matmul, reduce, broadcast): must come from a CB
+    bcast: str | None = None        # None | "col" | "row" | "scalar"
+
+
+@dataclass
+class OpInfo:
+    call: object
+    name: str
+    dst: Region
+    operands: list[Operand]
+    accumulates: bool               # reads its destination's old value (gemm beta=1, reduce accum)
+    grid: tuple[int, int]           # the destination region in tiles
+    whole: bool                     # the destination region is the whole buffer
+
+    @property
+    def reads_dst(self) -> bool:
+        return self.accumulates or any(o.region is not None and o.region.name == self.dst.name for o in self.operands)
+
+
+def _bcast(src: tuple, dst: tuple) -> str | None:
+    if tuple(src) == tuple(dst):
+        return None
+    if src[0] == 1 and src[1] == 1:
+        return "scalar"
+    return "col" if src[1] == 1 else "row"
+
+
+def op_info(call) -> OpInfo:
+    name = op_name(call)
+    dst = region_of(call.args[0])
+    operands: list[Operand] = []
+    accumulates = False
+    if name in ("copy", "cast") or name in UNARY:
+        src = region_of(call.args[1])
+        b = _bcast(src.extents, dst.extents)
+        operands.append(Operand(src, fpu=b is not None, bcast=b))
+    elif name in BINARY:
+        for arg in call.args[1:3]:
+            r = region_of(arg)
+            if r is None:
+                operands.append(Operand(None, scalar_of(arg)))
+            else:
+                b = _bcast(r.extents, dst.extents)
+                operands.append(Operand(r, fpu=b is not None, bcast=b))
+    elif name == "gemm":
+        operands = [Operand(region_of(call.args[1]), fpu=True), Operand(region_of(call.args[2]), fpu=True)]
+        accumulates = scalar_of(call.args[7]) == 1.0
+    elif name in ("sum", "max"):
+        operands = [Operand(region_of(call.args[1]), fpu=True)]
+        accumulates = bool(call.args[3]) if len(call.args) > 3 else False
+    whole = tuple(dst.extents) == dst.shape and all(int(s) == 0 for s in dst.starts)
+    return OpInfo(call, name, dst, operands, accumulates, tiles_of(dst.extents), whole)
+
+
+def marker(stmt):
+    """("receive", cb, buffer) / ("send", cb, buffer, r0, c0, rows, cols) for the CB markers, else None."""
+    found = ops.intrinsic_of(stmt)
+    if found and found[0].name == "compute_receive":
+        return ("receive", int(found[1][0]), str(found[1][1].value))
+    if found and found[0].name == "compute_send":
+        args = found[1]
+        return ("send", int(args[0]), str(args[1].value), *(int(x) for x in args[2:6]))
+    return None
+
+
+def has_compute(stmt) -> bool:
+    if isinstance(stmt, tirx.TilePrimitiveCall) or marker(stmt) is not None:
+        return True
+    if isinstance(stmt, tirx.For):
+        return any(has_compute(s) for s in stmts_of(stmt.body))
+    return False
+
+
+# ---- windows --------------------------------------------------------------------------------------------------
+@dataclass
+class Window:
+    """Items: ("op", OpInfo) | ("receive", cb, buffer) | ("send", cb, buffer, r0, c0, rows, cols)
+    | ("loop", For, [items])."""
+    capacity: int
+    buffer_tiles: dict
+    is_compute: object
+    items: list = field(default_factory=list)
+    written: list = field(default_factory=list)       # computed buffers written here, in order
+    sent: set = field(default_factory=set)
+    staging_read: set = field(default_factory=set)
+    received: set = field(default_factory=set)
+    grid: tuple | None = None
+    flat: bool = False
+    scratch: int = 0
+
+    def slots_needed(self, flat: bool, buffers: list, scratch: int) -> int:
+        if flat:
+            return sum(self.buffer_tiles[b][0] * self.buffer_tiles[b][1] for b in buffers) + scratch
+        return len(buffers) + scratch
+
+    def dst_buffers(self, extra: list = ()) -> list:
+        out = list(self.written)
+        for b in extra:
+            if b not in out:
+                out.append(b)
+        return out
+
+    # -- ops
+    def _aligned(self, r: Region) -> bool:
+        return tuple(self.buffer_tiles[r.name]) == tuple(self.grid or ()) and all(int(s) == 0 for s in r.starts) \
+            and tiles_of(r.extents) == tuple(self.grid or ())
+
+    def try_op(self, info: OpInfo) -> bool:
+        for o in info.operands:
+            if o.region is not None and o.fpu and o.region.name in self.written:
+                return False               # the FPU reads CBs: that value must be packed first
+        if info.dst.name in self.sent:
+            return False                   # packed at the end: a later write would change what was sent
+        if not self.is_compute(info.dst.name):
+            return False
+        scratch = max(self.scratch, 1 if info.name in BINARY else 0)
+        buffers = self.dst_buffers([info.dst.name])
+        grouped = not self.flat and info.whole and (self.grid is None or info.grid == self.grid)
+        if grouped:
+            self.grid = info.grid if self.grid is None else self.grid
+            dst_reads = [o.region for o in info.operands if o.region is not None and not o.fpu
+                         and o.region.name in self.written]
+            grouped = all(self._aligned(r) for r in dst_reads) and \
+                tuple(self.buffer_tiles[info.dst.name]) == self.grid
+        if grouped and self.slots_needed(False, buffers, scratch) <= self.capacity:
+            self._take(info, scratch)
+            return True
+        if self.slots_needed(True, buffers, scratch) > self.capacity:
+            return False
+        self.flat = True
+        self._take(info, scratch)
+        return True
+
+    def _take(self, info: OpInfo, scratch: int):
+        self.items.append(("op", info))
+        self.scratch = scratch
+        if info.dst.name not in self.written:
+            self.written.append(info.dst.name)
+        for o in info.operands:
+            if o.region is not None and not self.is_compute(o.region.name):
+                self.staging_read.add(o.region.name)
+
+    # -- markers
+    def try_receive(self, cb: int, buffer: str) -> bool:
+        if not self.flat and (buffer in self.staging_read or buffer in self.received):
+            return False                   # a grouped window waits for its staging tiles before it starts
+        self.items.append(("receive", cb, buffer))
+        self.received.add(buffer)
+        return True
+
+    def try_send(self, send: tuple) -> bool:
+        _, cb, name, r0, c0, rows, cols = send
+        if name not in self.written:
+            return False
+        whole = (r0, c0, rows, cols) == (0, 0, *self.buffer_tiles[name])
+        if not self.flat and not whole:
+            if self.slots_needed(True, self.dst_buffers(), self.scratch) > self.capacity:
+                return False
+            self.flat = True
+        self.items.append(("send", cb, name, r0, c0, rows, cols))
+        self.sent.add(name)
+        return True
+
+    # -- loops
+    def try_loop(self, loop) -> bool:
+        """The whole loop joins this window (which becomes flat) if every statement of its body can."""
+        trial = copy.copy(self)
+        trial.items, trial.written, trial.sent = [], list(self.written), set(self.sent)
+        trial.staging_read, trial.received = set(self.staging_read), set(self.received)
+        if self.slots_needed(True, self.dst_buffers(), self.scratch) > self.capacity:
+            return False
+        trial.flat = True
+        body = trial.absorb(stmts_of(loop.body))
+        if body is None:
+            return False
+        self.flat = True
+        self.items.append(("loop", loop, body))
+        self.written, self.sent = trial.written, trial.sent
+        self.staging_read, self.received, self.scratch = trial.staging_read, trial.received, trial.scratch
+        return True
+
+    def absorb(self, stmts) -> list | None:
+        """Add a loop body statement by statement; None as soon as one cannot join."""
+        start = len(self.items)
+        for s in stmts:
+            m = marker(s)
+            if m is not None and m[0] == "receive":
+                if not self.try_receive(m[1], m[2]):
+                    return None
+            elif m is not None:
+                return None                # a pack per iteration: the window would close inside the loop
+            elif isinstance(s, tirx.TilePrimitiveCall):
+                if not self.try_op(op_info(s)):
+                    return None
+            elif isinstance(s, tirx.For) and has_compute(s):
+                if not self.try_loop(s):
+                    return None
+            else:
+                self.items.append(("stmt", s))
+        body = self.items[start:]
+        del self.items[start:]
+        return body
+
+
+@dataclass
+class SendFromCB:
+    """Write-out of a CB-resident (or staging) buffer outside any window: copy each tile to DST and pack it."""
+    send: tuple
+
+
+@dataclass
+class LoopItem:
+    loop: object
+    body: list
+
+
+class Planner:
+    def __init__(self, capacity: int, buffer_tiles: dict, roles: dict):
+        self.capacity, self.buffer_tiles, self.roles = capacity, buffer_tiles, roles
+
+    def is_compute(self, name: str) -> bool:
+        return self.roles.get(name) == "compute"
+
+    def window(self) -> Window:
+        return Window(self.capacity, self.buffer_tiles, self.is_compute)
+
+    def plan(self, stmts: list) -> list:
+        """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer) | a plain statement."""
+        items, cur = [], None
+
+        def close():
+            nonlocal cur
+            if cur is not None and cur.items:
+                items.append(cur)
+            cur = None
+
+        for s in stmts:
+            m = marker(s)
+            if m is not None and m[0] == "receive":
+                if cur is not None and cur.try_receive(m[1], m[2]):
+                    continue
+                close()
+                items.append(m)
+            elif m is not None:
+                if cur is not None and cur.try_send(m):
+                    continue
+                close()
+                items.append(SendFromCB(m))
+            elif isinstance(s, tirx.TilePrimitiveCall):
+                info = op_info(s)
+                if cur is not None and cur.try_op(info):
+                    continue
+                close()
+                cur = self.window()
+                if not cur.try_op(info):
+                    raise WindowTooLarge(info)
+            elif isinstance(s, tirx.For) and has_compute(s):
+                if cur is not None and cur.try_loop(s):
+                    continue
+                fresh = self.window()
+                if cur is None and fresh.try_loop(s):
+                    cur = fresh
+                    continue
+                close()
+                items.append(LoopItem(s, self.plan(stmts_of(s.body))))
+            elif cur is not None:
+                cur.items.append(("stmt", s))   # the reader's or writer's side: no reason to close the window
+            else:
+                items.append(s)
+        close()
+        return items
+
+
+class WindowTooLarge(Exception):
+    def __init__(self, info: OpInfo):
+        super().__init__(info.name)
+        self.info = info
+
+
+# ---- where buffers live ---------------------------------------------------------------------------------------
+def _accesses(items, window_id, out: dict):
+    """buffer -> [(window id or None, "write" | "partial" | "read", call)] in program order."""
+    for item in items:
+        if isinstance(item, Window):
+            _accesses(item.items, id(item), out)
+        elif isinstance(item, LoopItem):
+            _accesses(item.body, None, out)
+        elif isinstance(item, SendFromCB):
+            out.setdefault(item.send[2], []).append((None, "read", None))
+        elif isinstance(item, tuple) and item[0] == "op":
+            info = item[1]
+            for o in info.operands:
+                if o.region is not None:
+                    out.setdefault(o.region.name, []).append((window_id, "read", info.call))
+            kind = "read" if info.reads_dst else "write" if info.whole else "partial"
+            out.setdefault(info.dst.name, []).append((window_id, kind, info))
+        elif isinstance(item, tuple) and item[0] == "send":
+            out.setdefault(item[2], []).append((window_id, "read", None))
+        elif isinstance(item, tuple) and item[0] == "loop":
+            _accesses(item[2], window_id, out)
+
+
+def accesses(items) -> dict[str, list]:
+    out: dict[str, list] = {}
+    _accesses(items, None, out)
+    return out
+
+
+def _fpu_reads(items, out: set) -> set:
+    for item in items:
+        if item[0] == "op":
+            out |= {o.region.name for o in item[1].operands if o.fpu and o.region is not None}
+        elif item[0] == "loop":
+            _fpu_reads(item[2], out)
+    return out
+
+
+def two_versions(items) -> set[str]:
+    """Buffers a window rewrites while the FPU reads them from their CB in that same window: the old version must
+    stay whole while the new one is packed behind it. Every other CB-resident buffer is updated in place: a
+    window loads what it needs of the old version into DST and frees those pages before packing the new ones."""
+    out = set()
+    for item in items:
+        if isinstance(item, Window):
+            out |= set(item.written) & _fpu_reads(item.items, set())
+        elif isinstance(item, LoopItem):
+            out |= two_versions(item.body)
+    return out
+
+
+def first_use(acc: list, tiles: tuple) -> tuple:
+    """The first access that is not part of writing the whole buffer: ("write", None) when writes cover every
+    tile before anything reads it (one whole write, or partial ones such as a mask tile by tile)."""
+    covered = set()
+    for entry in acc:
+        _, kind, op = entry
+        if kind == "write":
+            return "write", None
+        if kind == "read":
+            return "read", entry
+        r0, c0 = (int(s) // TILE for s in op.dst.starts)
+        covered |= {(r0 + i, c0 + j) for i in range(op.grid[0]) for j in range(op.grid[1])}
+        if len(covered) >= tiles[0] * tiles[1]:
+            return "write", None
+    return "partial", None
+
+
+def cb_resident(items, is_compute, buffer_tiles: dict) -> set[str]:
+    """Computed buffers that need an intermediate CB: used by more than one window, or read before written."""
+    resident = set()
+    for name, acc in accesses(items).items():
+        if not is_compute(name):
+            continue
+        windows = {w for w, _, _ in acc}
+        if len(windows) > 1 or None in windows or first_use(acc, buffer_tiles[name])[0] != "write":
+            resident.add(name)
+    return resident

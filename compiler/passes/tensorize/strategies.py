@@ -1,0 +1,164 @@
+"""One tile op at one tile position: which matrix-engine (FPU) or vector-engine (SFPU) calls compute it.
+
+Each operand arrives as a `Src`: a DST slot (a value the window computed), a CB tile (a staging tile, or the
+current version of a CB-resident buffer; `bcast` for an (M, 1) column, (1, N) row or single value broadcast), or
+a scalar. The strategies:
+
+- gemm: matmul_tiles over K into the destination slot (which holds C when accumulating);
+- sum/max over the row: reduce_tile over the source row's tiles with the scaler CB (max starts from -inf);
+- add/sub/mul of two CB tiles: the FPU in one op, `*_tiles_bcast_{cols,rows,scalar}` for a broadcast second
+  operand (16-bit data only: fp32 would lose bits in the FPU's 19-bit source registers);
+- everything else on the SFPU: operands from CBs are unpacked first (copy_tile, or unary_bcast for broadcasts),
+  then `*_binary_tile`, `*_unary_tile` with a scalar, or a unary function in place;
+- copy/cast/fill/zero: unpack or fill into the destination slot.
+Every call is preceded by its own init: the unpacker, FPU and SFPU keep one configuration each, which the
+previous op may have changed.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+import tvm
+from tvm import tirx
+
+from ... import ops
+
+LN2 = math.log(2.0)
+LOWEST = -math.inf
+SFPU_BINARY = {"add": "add_binary_tile", "sub": "sub_binary_tile", "mul": "mul_binary_tile",
+               "maximum": "binary_max_tile", "minimum": "binary_min_tile"}
+SFPU_BINARY_INIT = {"add": "add_binary_tile_init", "sub": "sub_binary_tile_init", "mul": "mul_binary_tile_init",
+                    "maximum": "binary_max_tile_init", "minimum": "binary_min_tile_init"}
+SCALAR_OP = {"add": ("add_unary_tile", "binop_with_scalar_tile_init"),
+             "sub": ("sub_unary_tile", "binop_with_scalar_tile_init"),
+             "mul": ("mul_unary_tile", "binop_with_scalar_tile_init"),
+             "maximum": ("unary_max_tile", "unary_max_tile_init"),
+             "minimum": ("unary_min_tile", "unary_min_tile_init")}
+UNARY_SFPU = {"exp": "exp", "sqrt": "sqrt", "reciprocal": "recip", "log2": "log"}
+BCAST_KIND = {"col": "cols", "row": "rows", "scalar": "scalar"}
+
+
+def i32(v) -> tirx.IntImm:
+    return tirx.IntImm("int32", int(v))
+
+
+def float_bits(value: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def bits(value: float) -> tirx.IntImm:
+    return tirx.IntImm("uint32", float_bits(value))
+
+
+@dataclass(frozen=True)
+class Src:
+    kind: str                 # "dst" | "cb" | "scalar"
+    slot: object = None       # DST slot expression
+    cb: int | None = None
+    index: object = None      # CB tile index expression
+    bcast: str | None = None
+    value: float | None = None
+    fp32: bool = False        # the CB holds fp32 data
+    buffer: str | None = None  # the computed buffer a DST slot holds
+
+
+_ANALYZER = tvm.sym.Analyzer()
+
+
+def same_slot(a, b) -> bool:
+    """Do two DST slot expressions name the same slot? (they are built along different paths)"""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    diff = _ANALYZER.simplify(tirx.IntImm("int32", a) - b if isinstance(a, int) else a - b)
+    return isinstance(diff, tirx.IntImm) and int(diff) == 0
+
+
+class Strategies:
+    def __init__(self, fp32_dest: bool, scaler_cb):
+        self.fp32_dest = fp32_dest
+        self.scaler_cb = scaler_cb            # callable: the reduce scaler CB index (created on first use)
+
+    # ---- moving operands into DST ------------------------------------------------------------------------------
+    def load(self, src: Src, slot) -> list:
+        if src.kind == "dst":
+            if same_slot(src.slot, slot):
+                return []
+            fn = "copy_dest_values_fp32" if self.fp32_dest else "copy_dest_values_bf16"
+            return [ops.call("copy_dest_values_init"), ops.call(fn, src.slot, slot)]
+        if src.bcast is not None:
+            kind = {"col": "cols", "row": "rows", "scalar": "scalar"}[src.bcast]
+            return [ops.call(f"unary_bcast_{kind}_init", src.cb), ops.call(f"unary_bcast_{kind}", src.cb, src.index, slot)]
+        return [ops.call("copy_init", src.cb), ops.call("copy_tile", src.cb, src.index, slot)]
+
+    @staticmethod
+    def fill(slot, value: float) -> list:
+        return [ops.call("fill_tile_init"), ops.call("fill_tile", slot, float(value))]
+
+    # ---- the ops ----------------------------------------------------------------------------------------------------
+    def copy(self, dst_slot, src: Src) -> list:
+        return self.load(src, dst_slot)
+
+    def unary(self, name: str, dst_slot, src: Src) -> list:
+        out = self.load(src, dst_slot)
+        if name == "exp2":              # 2^x = e^(x ln 2)
+            fn, init = SCALAR_OP["mul"]
+            return out + [ops.call(init), ops.call(fn, dst_slot, bits(LN2)), ops.call("exp_tile_init"),
+                          ops.call("exp_tile", dst_slot)]
+        fn = UNARY_SFPU[name]
+        out += [ops.call(f"{fn}_tile_init"), ops.call(f"{fn}_tile", dst_slot)]
+        if name == "log2":              # log2(x) = ln(x) / ln 2
+            fn, init = SCALAR_OP["mul"]
+            out += [ops.call(init), ops.call(fn, dst_slot, bits(1.0 / LN2))]
+        return out
+
+    def binary(self, name: str, dst_slot, a: Src, b: Src, scratch) -> list:
+        if a.kind == "scalar" or b.kind == "scalar":
+            tile, scalar, scalar_first = (a, b.value, False) if b.kind == "scalar" else (b, a.value, True)
+            fn, init = SCALAR_OP[name]
+            if scalar_first and name == "sub":
+                fn = "rsub_unary_tile"
+            return self.load(tile, dst_slot) + [ops.call(init), ops.call(fn, dst_slot, bits(scalar))]
+        if a.bcast is not None and b.bcast is None and name in ("add", "mul"):
+            a, b = b, a                     # commutative: the broadcast operand goes second
+        fpu = a.kind == "cb" and b.kind == "cb" and name in ("add", "sub", "mul") and a.bcast is None \
+            and not (a.fp32 or b.fp32)
+        if fpu:
+            if b.bcast is None:
+                return [ops.call(f"{name}_init", a.cb, b.cb), ops.call(f"{name}_tiles", a.cb, b.cb, a.index, b.index,
+                                                                        dst_slot)]
+            kind = BCAST_KIND[b.bcast]
+            return [ops.call(f"{name}_bcast_{kind}_init", a.cb, b.cb),
+                    ops.call(f"{name}_tiles_bcast_{kind}", a.cb, b.cb, a.index, b.index, dst_slot)]
+        # SFPU: both operands in DST slots; a CB operand goes to the destination slot unless the destination is
+        # the other operand, then to the scratch slot
+        out, slots = [], []
+        dst_is_operand = any(s.kind == "dst" and same_slot(s.slot, dst_slot) for s in (a, b))
+        free = [] if dst_is_operand else [dst_slot]
+        for s in (a, b):
+            if s.kind == "dst":
+                slots.append(s.slot)
+                continue
+            target = free.pop() if free else scratch
+            out += self.load(s, target)
+            slots.append(target)
+        return out + [ops.call(SFPU_BINARY_INIT[name]), ops.call(SFPU_BINARY[name], slots[0], slots[1], dst_slot)]
+
+    def gemm(self, dst_slot, a: Src, b: Src, transpose_b: bool, k_tiles: int, a_index, b_index) -> list:
+        """dst += A @ B over k_tiles; a_index(kk) / b_index(kk) give the operand tiles."""
+        kk = tirx.Var("kk", "int32") if k_tiles > 1 else i32(0)
+        step = ops.call("matmul_tiles", a.cb, b.cb, a_index(kk), b_index(kk), dst_slot)
+        loop = tirx.For(kk, 0, k_tiles, tirx.ForKind.SERIAL, step) if k_tiles > 1 else step
+        return [ops.call("matmul_init", a.cb, b.cb, int(transpose_b)), loop]
+
+    def reduce(self, pool: str, dst_slot, src: Src, k_tiles: int, index, start: list) -> list:
+        """dst = start (fill/load) then reduce_tile over the source row's k_tiles tiles (index(kt))."""
+        scaler = self.scaler_cb()
+        order = (scaler, src.cb) if pool == "sum" else (src.cb, scaler)   # SUM feeds the scaler to SrcA, MAX data
+        kt = tirx.Var("kt", "int32") if k_tiles > 1 else i32(0)
+        step = ops.call(f"reduce_tile_{pool}", src.cb, scaler, index(kt), i32(0), dst_slot)
+        return start + [ops.call("reconfig_data_format", *order), ops.call(f"reduce_init_{pool}", src.cb, scaler, scaler),
+                        tirx.For(kt, 0, k_tiles, tirx.ForKind.SERIAL, step) if k_tiles > 1 else step,
+                        ops.call("reduce_uninit")]
+

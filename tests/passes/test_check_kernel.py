@@ -1,0 +1,88 @@
+"""TTCheckKernel: what it records (tt.grid, tt.buffers with each tensor's tile axes) and what it refuses, located
+-- impossible grids at once, output coverage proven in closed form."""
+from __future__ import annotations
+
+import pytest
+
+from compiler.errors import CompileError
+from compiler.passes import coverage
+
+from .helpers import apply, kernel
+
+ATTENTION_LIKE = '''
+@T.prim_func
+def main(Q: T.Buffer((2, 128, 4, 64), "float16"), O: T.Buffer((2, 128, 4, 64), "float32")):
+    T.device_entry()
+    bz, by, bx = T.cta_id([2, 4, 2])
+    Q_s = T.alloc_shared((64, 64), "float16")
+    O_l = T.alloc_local((64, 64), "float32")
+    for k in range(bx + 1):
+        T.tile.copy(Q_s, Q[bz, k * 64:k * 64 + 64, by, 0:64])
+        T.tile.cast(O_l, Q_s)
+    T.tile.copy(O[bz, bx * 64:bx * 64 + 64, by, 0:64], O_l)
+'''
+
+
+def test_records_the_grid_and_each_tensors_tile_axes():
+    _, after = apply(kernel(ATTENTION_LIKE), "TTCheckKernel")
+    attrs = after["main"].attrs
+    assert [int(e) for e in attrs["tt.grid"]["extents"]] == [2, 4, 2]
+    q = attrs["tt.buffers"]["Q"]
+    assert q["role"] == "input" and [int(a) for a in q["tile_axes"]] == [1, 3]
+    assert attrs["tt.buffers"]["O"]["role"] == "output"
+    assert attrs["tt.buffers"]["O_l"]["role"] == "compute" and attrs["tt.buffers"]["Q_s"]["role"] == "staging"
+
+
+def error_of(text: str) -> CompileError:
+    with pytest.raises(CompileError) as info:
+        apply(kernel(text), "TTApplyTargetDefaults")
+    return info.value
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line) + 3   # + the HEADER lines
+
+
+def test_an_impossible_grid_is_refused_at_the_grid_without_walking_it(monkeypatch):
+    text = ATTENTION_LIKE.replace("T.cta_id([2, 4, 2])", "T.cta_id([100000, 100000, 2])")
+    monkeypatch.setattr(coverage, "_enumerate", lambda *a: pytest.fail("walked the grid"))
+    err = error_of(text)
+    assert "20000000000 blocks" in err.message and err.location.line == line_of(text, "T.cta_id")
+
+
+def test_a_grid_axis_that_moves_no_write_is_a_race():
+    text = ATTENTION_LIKE.replace("O[bz, bx * 64:bx * 64 + 64, by, 0:64]", "O[bz, bx * 64:bx * 64 + 64, 0, 0:64]")
+    err = error_of(text)
+    assert "every block along grid axis `by`" in err.message
+    assert err.location.line == line_of(text, "T.tile.copy(O[")
+
+
+def test_uncovered_output_tiles_are_reported_from_the_closed_form(monkeypatch):
+    text = ATTENTION_LIKE.replace("T.cta_id([2, 4, 2])", "T.cta_id([2, 4, 1])")
+    monkeypatch.setattr(coverage, "_enumerate", lambda *a: pytest.fail("walked the grid"))
+    err = error_of(text)
+    assert "does not cover output `O`" in err.message and "32 of 64 tiles" in err.message
+    assert err.location.line == line_of(text, "T.cta_id")
+
+
+def test_regions_of_one_tensor_spanning_three_axes_are_refused():
+    text = ATTENTION_LIKE.replace("        T.tile.cast(O_l, Q_s)\n",
+                                  "        T.tile.cast(O_l, Q_s)\n        T.tile.copy(Q2_s, Q[bz, 0, 0:4, 0:64])\n")
+    text = text.replace("    O_l = T.alloc_local", "    Q2_s = T.alloc_shared((4, 64), \"float16\")\n    O_l = T.alloc_local")
+    err = error_of(text)
+    assert "sliced along axes [1, 2, 3]" in err.message
+
+
+def test_write_origins_are_read_as_linear_forms():
+    from tvm import tirx
+    bx, by = tirx.Var("bx", "int32"), tirx.Var("by", "int32")
+    assert coverage.linear_form(bx * 2 + by * 6 + 0, [bx, by]) == ({0: 2, 1: 6}, 0)
+    assert coverage.linear_form(tirx.floordiv(bx * 64, 32), [bx]) == ({0: 2}, 0)
+    assert coverage.linear_form(bx * by, [bx, by]) is None
+
+
+def test_axis_cover_is_exact_with_gaps_and_overlaps():
+    assert coverage._axis_cover([(2, 4)], 0, 2) == coverage.AxisCover(0, 8, 7, 8)          # 4 writes of 2: exact
+    assert coverage._axis_cover([(4, 4)], 0, 2) == coverage.AxisCover(0, 8, 13, 2)         # stride 4: gaps at 2
+    assert coverage._axis_cover([(1, 4)], 0, 2) is None                                    # overlapping writes
+    assert coverage._axis_cover([(-2, 4)], 6, 2) == coverage.AxisCover(0, 8, 7, 8)         # a reversed loop

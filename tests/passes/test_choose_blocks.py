@@ -1,0 +1,147 @@
+"""TTChooseBlocks: the kernel is re-tiled to blocks chosen from the problem -- a small GEMM split to fill the grid,
+a large one given a block per core and a longer K step within L1 -- and left as written where re-tiling would
+change what it computes (an online-softmax loop, a trip count or a mask that uses the block index)."""
+from __future__ import annotations
+
+from tvm import tirx
+
+from compiler.ir import stmts_of
+from schemas.target import TargetConfig
+
+from .helpers import apply, assert_equal, kernel
+
+AUTO = TargetConfig()
+
+
+def gemm(n: int, block: int, k_step: int, cores: int = 0, acc: str = "float32", out: str | None = None) -> str:
+    grid = n // block
+    out = out or acc
+    return f'''
+    @T.prim_func
+    def main(A: T.Buffer(({n}, {n}), "bfloat16"), B: T.Buffer(({n}, {n}), "bfloat16"), C: T.Buffer(({n}, {n}), "{out}")):
+        T.device_entry()
+        by, bx = T.cta_id([{grid}, {grid}])
+        A_s = T.alloc_shared(({block}, {k_step}), "bfloat16")
+        B_s = T.alloc_shared(({k_step}, {block}), "bfloat16")
+        C_l = T.alloc_local(({block}, {block}), "{acc}")
+        T.tile.zero(C_l)
+        for k in range({n // k_step}):
+            T.tile.copy(A_s, A[by * {block}:by * {block} + {block}, k * {k_step}:k * {k_step} + {k_step}])
+            T.tile.copy(B_s, B[k * {k_step}:k * {k_step} + {k_step}, bx * {block}:bx * {block} + {block}])
+            T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
+        T.tile.copy(C[by * {block}:by * {block} + {block}, bx * {block}:bx * {block} + {block}], C_l)
+    '''
+
+
+def body(func):
+    """The device region's statements (the tt attributes differ by design)."""
+    return func.body.body
+
+
+def explain(func) -> str:
+    return "\n".join(func.attrs["tt.blocking"]["explain"])
+
+
+def test_small_gemm_is_split_to_fill_the_grid():
+    # 256^3 in 64 x 64 blocks is 16 blocks for 64 cores: 32 x 32 blocks fill the 8 x 8 grid, K in 8 one-tile steps
+    _, after = apply(kernel(gemm(256, 64, 64)), "TTChooseBlocks", AUTO)
+    expected = kernel(gemm(256, 32, 32))["main"]
+    assert_equal(body(after["main"]), body(expected))
+    func = after["main"]
+    assert list(func.attrs["tt.grid"]["extents"]) == [8, 8]
+    assert list(func.attrs["tt.buffers"]["C_l"]["shape"]) == [32, 32]
+    assert str(func.attrs["tt.target"]["partition"]) == "block"          # A shared along rows, B down columns
+    assert "256 elements in blocks of 64 -> 32 (8 blocks)" in explain(func)
+
+
+def test_large_gemm_gets_a_block_per_core_and_the_k_step_l1_allows():
+    # 4096^3 with a bf16 accumulator: 512 x 512 per core (256 tiles, 512 KiB) and 4-tile K steps (ttnn's
+    # in0_block_w for this shape); an fp32 accumulator (1 MiB) leaves room for one-tile steps only
+    _, after = apply(kernel(gemm(4096, 64, 32, acc="bfloat16")), "TTChooseBlocks", AUTO)
+    assert_equal(body(after["main"]), body(kernel(gemm(4096, 512, 128, acc="bfloat16"))["main"]))
+    assert int(after["main"].attrs["tt.target"]["cb_depth"]) == 2
+    _, after = apply(kernel(gemm(4096, 64, 32)), "TTChooseBlocks", AUTO)
+    assert_equal(body(after["main"]), body(kernel(gemm(4096, 512, 32))["main"]))
+    assert "4096 elements in steps of 32 -> 32 (128 steps" in explain(after["main"])
+
+
+def test_k_steps_merge_only_where_the_loop_just_accumulates():
+    # an online-softmax loop carries a running maximum: its steps stay as written, the query rows are re-tiled
+    mod = kernel('''
+    @T.prim_func
+    def main(Q: T.Buffer((1024, 64), "float16"), K: T.Buffer((1024, 64), "float16"), O: T.Buffer((1024, 1), "float32")):
+        T.device_entry()
+        bq = T.cta_id([16])
+        q = T.alloc_shared((64, 64), "float16")
+        k = T.alloc_shared((64, 64), "float16")
+        s = T.alloc_local((64, 64), "float32")
+        m = T.alloc_local((64, 1), "float32")
+        m_prev = T.alloc_local((64, 1), "float32")
+        T.tile.copy(q, Q[bq * 64:bq * 64 + 64, 0:64])
+        T.tile.fill(m, T.float32(-1e30))
+        for kb in range(16):
+            T.tile.copy(k, K[kb * 64:kb * 64 + 64, 0:64])
+            T.tile.zero(s)
+            T.tile.gemm(s, q, k, s, transpose_B=True, beta=1.0)
+            T.tile.copy(m_prev, m)
+            T.tile.max(m, s, -1, True)
+            T.tile.sub(m_prev, m_prev, m)
+        T.tile.copy(O[bq * 64:bq * 64 + 64, 0:1], m_prev)
+    ''')
+    _, after = apply(mod, "TTChooseBlocks", AUTO)
+    func = after["main"]
+    loop = next(s for s in stmts_of(body(func)) if isinstance(s, tirx.For))
+    assert int(loop.extent) == 16 and list(func.attrs["tt.buffers"]["k"]["shape"]) == [64, 64]
+    assert "loop `kb`: steps as written (loop `kb` carries values other than accumulations" in explain(func)
+    # 32 query tiles over 64 cores: one tile row per block
+    assert list(func.attrs["tt.grid"]["extents"]) == [32] and list(func.attrs["tt.buffers"]["q"]["shape"]) == [32, 64]
+
+
+def test_a_block_index_used_elsewhere_keeps_its_blocks():
+    # the trip count depends on bx (causal attention's shape): re-tiling bx would change which steps a block takes
+    mod = kernel('''
+    @T.prim_func
+    def main(A: T.Buffer((256, 256), "float32"), C: T.Buffer((256, 64), "float32")):
+        T.device_entry()
+        bx = T.cta_id([4])
+        A_s = T.alloc_shared((64, 64), "float32")
+        C_l = T.alloc_local((64, 64), "float32")
+        T.tile.zero(C_l)
+        for j in range(bx + 1):
+            T.tile.copy(A_s, A[bx * 64:bx * 64 + 64, j * 64:j * 64 + 64])
+            T.tile.add(C_l, C_l, A_s)
+        T.tile.copy(C[bx * 64:bx * 64 + 64, 0:64], C_l)
+    ''')
+    before, after = apply(mod, "TTChooseBlocks", AUTO)
+    assert_equal(body(after["main"]), body(before["main"]))
+    assert "grid axis `bx`: 4 blocks as written (`bx` is also used as a trip" in explain(after["main"])
+
+
+def test_as_written_keeps_the_kernels_blocks():
+    mod = kernel(gemm(256, 64, 64))
+    before, after = apply(mod, "TTChooseBlocks", TargetConfig(blocking="as_written"))
+    assert_equal(body(after["main"]), body(before["main"]))
+    assert not after["main"].attrs["tt.blocking"]["changed"]
+    assert str(after["main"].attrs["tt.target"]["partition"]) == "block"
+
+
+def test_target_choices_win():
+    _, after = apply(kernel(gemm(256, 64, 64)), "TTChooseBlocks",
+                     TargetConfig(partition="strided", cb_depth=3, math_fidelity="LoFi", core_grid=(4, 2)))
+    target = after["main"].attrs["tt.target"]
+    assert str(target["partition"]) == "strided" and int(target["cb_depth"]) == 3
+    assert str(target["math_fidelity"]) == "LoFi"
+    # the user's 4 x 2 grid bounds the blocks: 2 rows x 4 columns of blocks
+    assert list(after["main"].attrs["tt.grid"]["extents"]) == [2, 4]
+
+
+def test_default_math_fidelity_follows_ttnn_by_dtype():
+    fidelities = {}
+    for acc, arch in (("float32", "wormhole_b0"), ("float32", "blackhole")):
+        _, after = apply(kernel(gemm(256, 64, 64, acc=acc)), "TTChooseBlocks", TargetConfig(arch=arch))
+        fidelities[arch] = str(after["main"].attrs["tt.target"]["math_fidelity"])
+    assert fidelities == {"wormhole_b0": "HiFi2", "blackhole": "HiFi2"}     # bf16 operands
+    fp32 = gemm(256, 64, 64).replace('"bfloat16"', '"float32"')
+    for arch, expected in (("wormhole_b0", "HiFi3"), ("blackhole", "HiFi4")):
+        _, after = apply(kernel(fp32), "TTChooseBlocks", TargetConfig(arch=arch))
+        assert str(after["main"].attrs["tt.target"]["math_fidelity"]) == expected
