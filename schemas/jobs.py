@@ -2,20 +2,49 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import math
 import sys
-from typing import Any, Literal
+import time
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, StringConstraints, WithJsonSchema,
+                      field_validator, model_validator)
 
 from schemas.target import TargetConfig
+from schemas.values import JsonValue, Text, check_json, unicode_problem
 
+# The job statuses, written out once: the API, the store, the CLI and the dashboard (served in base.html) read them
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
 ACTIVE: frozenset[str] = frozenset({"queued", "running"})
+TERMINAL: frozenset[str] = frozenset(JOB_STATUSES) - ACTIVE
 StageName = Literal["compile", "check", "emulate", "hardware"]
-STAGE_ORDER: tuple[str, ...] = ("compile", "check", "emulate", "hardware")
+STAGE_ORDER: tuple[str, ...] = get_args(StageName)
+DEFAULT_STAGES: tuple[str, ...] = ("compile", "check", "emulate")
 StageState = Literal["pending", "running", "succeeded", "failed", "skipped", "cancelled"]
+
+
+def rfc3339(seconds: float) -> str:
+    """Epoch seconds -> `2025-01-31T12:00:00.123456Z` (fixed width: the strings sort as the times do)."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _epoch(value: Any) -> Any:
+    """RFC 3339 text or epoch seconds -> epoch seconds to the microsecond (so that a value survives its JSON form)."""
+    if isinstance(value, str):
+        try:
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return value  # pydantic reports it
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return round(value, 6)
+    return value
+
+
+# A moment in time: a float of epoch seconds in Python, an RFC 3339 UTC string in JSON (and read back from one)
+Timestamp = Annotated[float, BeforeValidator(_epoch), PlainSerializer(rfc3339, return_type=str, when_used="json"),
+                      WithJsonSchema({"type": "string", "format": "date-time"})]
 
 DTYPE_SIZES: dict[str, int] = {
     "float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1,
@@ -23,13 +52,32 @@ DTYPE_SIZES: dict[str, int] = {
 Dtype = Literal["float32", "float16", "bfloat16", "int32", "uint32", "int16", "uint16", "int8", "uint8"]
 
 
+def _finite_or_text(value: Any) -> Any:
+    """One clear error for a parameter value JSON cannot keep (NaN, Infinity, a lone surrogate), before the union
+    of int | float | str tries each branch."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number")
+    if isinstance(value, str) and (problem := unicode_problem(value)):
+        raise ValueError(problem)
+    return value
+
+
+ParamValue = Annotated[int | float | str, BeforeValidator(_finite_or_text)]
+ParamName = Annotated[Text, StringConstraints(min_length=1, max_length=255)]
+
+
 class InputArray(BaseModel):
     """One input for emulation: raw little-endian bytes as base64, or nested lists."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     shape: list[int] = Field(max_length=8)
     dtype: Dtype
     data: str | list[Any] = Field(description="base64 of the raw little-endian bytes, or nested lists of numbers")
+
+    @field_validator("data")
+    @classmethod
+    def _json_numbers(cls, data: str | list[Any]) -> str | list[Any]:
+        return check_json(data) if isinstance(data, list) else data
 
     @field_validator("shape")
     @classmethod
@@ -65,17 +113,18 @@ class InputArray(BaseModel):
 class JobRequest(BaseModel):
     """POST /v1/jobs body."""
 
-    model_config = ConfigDict(extra="forbid")
-    source: str = Field(description="The kernel's Python (TVMScript TIRx) source text.")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # every value must stay storable as JSON
+    source: Text = Field(description="The kernel's Python (TVMScript TIRx) source text.")
     filename: str = Field(default="kernel.py", max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$")
-    entry: str | None = Field(default=None, max_length=255, description="prim_func to compile; default: the only/`main`.")
-    params: dict[str, int | float | str] = Field(default_factory=dict, max_length=64, description=(
+    entry: Text | None = Field(default=None, max_length=255, description="prim_func to compile; default: the only/`main`.")
+    params: dict[ParamName, ParamValue] = Field(default_factory=dict, max_length=64, description=(
         "Arguments of a TileLang kernel factory named by `entry` (e.g. {\"M\": 256, \"block_M\": 32, "
         "\"dtype\": \"float16\"}); empty for TIRx files and module-level prim_funcs."))
     target: TargetConfig = Field(default_factory=TargetConfig)
-    stages: list[StageName] = Field(default=["compile", "check", "emulate"], description=(
+    stages: list[StageName] | None = Field(default=None, description=(
         "`compile` always runs; `check` compiles the kernels against the real TT-Metalium headers; `emulate` runs the "
-        "program on the emulator; `hardware` on a device of the target arch."))
+        "program on the emulator; `hardware` on a device of the target arch. Default: compile, check and emulate, "
+        "those the arch supports (grayskull: compile only); a stage the arch cannot run is refused (422)."))
     queue: bool = Field(default=False, description=(
         "With `hardware`: wait in the queue when no healthy device of the arch is registered (default: fail fast)."))
     inputs: dict[str, InputArray] = Field(default_factory=dict, description="Emulation inputs by buffer name.")
@@ -83,7 +132,9 @@ class JobRequest(BaseModel):
 
     @field_validator("stages")
     @classmethod
-    def _ordered_with_compile(cls, stages: list[str]) -> list[str]:
+    def _ordered_with_compile(cls, stages: list[str] | None) -> list[str] | None:
+        if stages is None:
+            return None
         wanted = set(stages) | {"compile"}
         return [s for s in STAGE_ORDER if s in wanted]
 
@@ -96,19 +147,39 @@ class JobRequest(BaseModel):
         return inputs
 
 
+# What the store keeps is standard JSON all the way down: a record holding NaN or Infinity does not load (and is
+# quarantined, service/storage.py) rather than break every answer that shows it.
+_STORED = ConfigDict(allow_inf_nan=False)
+
+
+class JobOverrides(BaseModel):
+    """POST /v1/jobs/{id}/resubmit body: what to change (nothing: the same job again, on the same inputs)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    source: Text | None = None
+    filename: str | None = Field(default=None, max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$")
+    entry: Text | None = Field(default=None, max_length=255)
+    params: dict[ParamName, ParamValue] | None = Field(default=None, max_length=64)
+    target: TargetConfig | None = None
+    stages: list[StageName] | None = None
+    queue: bool | None = None
+    dump_ir: bool | None = None
+
+
 class StageRecord(BaseModel):
+    model_config = _STORED
     name: StageName
     state: StageState = "pending"
-    started_at: float | None = None
-    finished_at: float | None = None
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
     duration_s: float | None = None
     detail: str | None = None
 
 
 class Diagnostic(BaseModel):
-    """CompileError.to_dict(), or the same shape for time limits and internal errors."""
+    """CompileError.to_dict(), or the same shape for time limits, internal errors and warnings."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     stage: str
     message: str
     file: str | None = None
@@ -117,8 +188,14 @@ class Diagnostic(BaseModel):
     hint: str | None = None
     rendered: str | None = None
 
+    @model_validator(mode="after")
+    def _extra_is_json(self) -> "Diagnostic":
+        check_json(self.model_extra or {})
+        return self
+
 
 class InputMeta(BaseModel):
+    model_config = _STORED
     shape: list[int]
     dtype: str
     nbytes: int
@@ -127,6 +204,7 @@ class InputMeta(BaseModel):
 class JobRecord(BaseModel):
     """What the store keeps per job (the API shows a JobView of it)."""
 
+    model_config = _STORED
     id: str
     team: str = "default"
     status: JobStatus = "queued"
@@ -139,20 +217,26 @@ class JobRecord(BaseModel):
     target: TargetConfig = Field(default_factory=TargetConfig)
     inputs: dict[str, InputMeta] = Field(default_factory=dict)
     dump_ir: bool = False
-    created_at: float
-    started_at: float | None = None
-    finished_at: float | None = None
+    queue: bool = False
+    compiler_version: str | None = None
+    resubmitted_from: str | None = None
+    created_at: Timestamp
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
     cache_key: str | None = None
     cache_hit: bool = False
     compile_timings: dict[str, float] = Field(default_factory=dict)
     diagnostics: list[Diagnostic] = Field(default_factory=list)
+    warnings: list[Diagnostic] = Field(default_factory=list)
     error: str | None = None
     attempts: int = 0
-    worker: dict[str, Any] | None = None
+    worker: dict[str, JsonValue] | None = None
+    lease_holder: str | None = None     # the worker running it, while it renews its lease (workers/leases.py)
+    lease_until: Timestamp | None = None
     cancel_requested: bool = False
     idempotency_key: str | None = None
-    header_check: dict[str, Any] | None = None   # per-kernel result of the `check` stage
-    device_run: dict[str, Any] | None = None     # device, exit status, wall time, verification of `hardware`
+    header_check: dict[str, JsonValue] | None = None   # per-kernel result of the `check` stage
+    device_run: dict[str, JsonValue] | None = None     # device, exit status, wall time, verification of `hardware`
 
     @property
     def terminal(self) -> bool:
@@ -162,26 +246,50 @@ class JobRecord(BaseModel):
         return next(s for s in self.stages if s.name == name)
 
 
+class StageProgress(BaseModel):
+    """Where a job is: its queue position while it waits, the stage it runs and how long such a stage usually takes."""
+
+    done: int = Field(description="Stages finished (succeeded or skipped).")
+    total: int = Field(description="Stages the job runs.")
+    stage: StageName | None = Field(default=None, description="The stage running now.")
+    stage_elapsed_s: float | None = Field(default=None, description="Seconds the running stage has taken so far.")
+    stage_typical_s: float | None = Field(default=None, description=(
+        "Median duration of this stage on this service (from its histogram), when it has run before."))
+    queue_position: int | None = Field(default=None, description=(
+        "While queued: jobs that will be taken before this one (fair share between teams); 0 = next."))
+
+
 class JobView(BaseModel):
-    """GET /v1/jobs/{id}."""
+    """GET /v1/jobs/{id}: everything needed to reproduce the job (source at links.source; inputs copied on
+    resubmit) and to follow it."""
 
     id: str
     team: str = "default"
     status: JobStatus
     stage: StageName | None
     stages: list[StageRecord]
+    progress: StageProgress
     timings: dict[str, float] = Field(description="Seconds per finished stage.")
     compile_timings: dict[str, float] = Field(description="Seconds per compiler pass, from the compiler.")
     diagnostics: list[Diagnostic]
+    warnings: list[Diagnostic] = Field(description="What a stage noticed without failing (emulator warnings, "
+                                                   "kernels not checked, stages the arch cannot run).")
     error: str | None
     cache_hit: bool
     cache_key: str | None
     target: TargetConfig
     entry: str | None
+    params: dict[str, int | float | str]
     filename: str
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
+    dump_ir: bool
+    queue: bool
+    inputs: dict[str, InputMeta] = Field(description="The emulation inputs given (shape, dtype, size); none: seeded "
+                                                     "random inputs.")
+    compiler_version: str | None = Field(description="The tilefarm compiler that compiled (or will compile) it.")
+    resubmitted_from: str | None
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
     attempts: int
     cancel_requested: bool
     worker: dict[str, Any] | None
@@ -190,17 +298,34 @@ class JobView(BaseModel):
     links: dict[str, str]
 
     @classmethod
-    def of(cls, job: JobRecord) -> "JobView":
+    def of(cls, job: JobRecord, *, queue_position: int | None = None,
+           typical_s: dict[str, float] | None = None, now: float | None = None) -> "JobView":
         base = f"/v1/jobs/{job.id}"
+        running = next((s for s in job.stages if s.state == "running"), None)
+        elapsed = None
+        if running is not None and running.started_at is not None:
+            elapsed = max(0.0, (now if now is not None else time.time()) - running.started_at)
+        progress = StageProgress(
+            done=sum(s.state in ("succeeded", "skipped") for s in job.stages), total=len(job.stages),
+            stage=running.name if running else None, stage_elapsed_s=elapsed,
+            stage_typical_s=(typical_s or {}).get(running.name) if running else None,
+            queue_position=queue_position if job.status == "queued" else None)
         return cls(
-            **job.model_dump(include={"id", "team", "status", "stage", "stages", "compile_timings", "diagnostics", "error",
-                                      "cache_hit", "cache_key", "target", "entry", "filename", "created_at",
-                                      "started_at", "finished_at", "attempts", "cancel_requested", "worker",
-                                      "header_check", "device_run"}),
+            **job.model_dump(include={"id", "team", "status", "stage", "stages", "compile_timings", "diagnostics",
+                                      "warnings", "error", "cache_hit", "cache_key", "target", "entry", "params",
+                                      "filename", "dump_ir", "queue", "inputs", "compiler_version", "resubmitted_from",
+                                      "created_at", "started_at", "finished_at", "attempts", "cancel_requested",
+                                      "worker", "header_check", "device_run"}),
+            progress=progress,
             timings={s.name: s.duration_s for s in job.stages if s.duration_s is not None},
             links={"self": base, "logs": f"{base}/logs", "source": f"{base}/source", "artifacts": f"{base}/artifacts",
-                   "bundle": f"{base}/bundle", "cancel": base},
+                   "bundle": f"{base}/bundle", "cancel": base, "resubmit": f"{base}/resubmit",
+                   "diff": f"{base}/diff/{{other}}", "page": f"/jobs/{job.id}"},
         )
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
 
 
 class JobList(BaseModel):
@@ -220,6 +345,23 @@ class ArtifactManifest(BaseModel):
     artifacts: list[ArtifactEntry]
 
 
+class FileDiff(BaseModel):
+    name: str
+    status: Literal["same", "changed", "added", "removed"]
+    diff: str | None = Field(default=None, description="Unified diff (text files that changed).")
+    sizes: tuple[int | None, int | None] = Field(description="Bytes in the first job and in the second.")
+
+
+class JobDiff(BaseModel):
+    """GET /v1/jobs/{a}/diff/{b}: what differs between two jobs, request and artifacts."""
+
+    a: str
+    b: str
+    request: dict[str, tuple[Any, Any]] = Field(description="Request fields that differ: name -> (a, b).")
+    source: str | None = Field(description="Unified diff of the sources; null when they are the same.")
+    files: list[FileDiff]
+
+
 class DeviceRecord(BaseModel):
     """A hardware worker as it heartbeats into the store."""
 
@@ -229,7 +371,7 @@ class DeviceRecord(BaseModel):
     device_count: int
     state: Literal["idle", "busy", "offline"] = "idle"
     current_job: str | None = None
-    last_heartbeat: float
+    last_heartbeat: Timestamp
     device: str | None = None                    # the device's id on its host
     kind: str | None = None                      # pcie or emulated
     node: str | None = None                      # /dev/tenstorrent/N (or the emulated device's node)

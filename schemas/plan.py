@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # standard JSON: infinities are "inf" strings
 
 
 class CompilerInfo(_Strict):
@@ -29,13 +29,20 @@ class PlanTarget(_Strict):
     dram_layout: Literal["interleaved"]
     tile_shape: list[int]
     cb_depth: int
+    blocking: Literal["auto", "as_written"]
     math_fidelity: Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
     fp32_accumulation: bool
 
 
+class Schedule(_Strict):
+    blocking: Literal["auto", "as_written"]
+    changed: bool = Field(description="the compiler chose other blocks than the kernel's own")
+    explain: list[str] = Field(description="the blocks, core grid, partition and math fidelity chosen, and why")
+
+
 class Grid(_Strict):
     vars: list[str]
-    extents: list[int] = Field(min_length=1, max_length=2)
+    extents: list[int] = Field(min_length=1, max_length=3)
 
 
 class CoreWork(_Strict):
@@ -57,10 +64,24 @@ class WorkPartition(_Strict):
     cores: list[CoreWork]
 
 
+class MaskGenerator(_Strict):
+    kind: Literal["affine_mask"]
+    row_coef: int
+    col_coef: int
+    first_offset: int
+    entries: int
+    true_value: Union[float, Literal["inf", "-inf"]]
+    false_value: Union[float, Literal["inf", "-inf"]]
+
+
 class BufferPlan(_Strict):
     name: str
-    role: Literal["input", "output", "unused"]
-    shape: list[int] = Field(min_length=2, max_length=2)
+    role: Literal["input", "output", "unused", "constant"]
+    shape: list[int] = Field(min_length=1, description="the user's shape (what .npy inputs and outputs have)")
+    tile_axes: list[int] = Field(min_length=2, max_length=2, description=(
+        "the axes of `shape` that are the rows and columns of the tiles (-1: a unit axis of a vector); the other "
+        "axes are batch axes, outermost first: page = (batch * tile_rows + tile_row) * tile_cols + tile_col"))
+    generator: MaskGenerator | None = Field(default=None, description="constant buffers: how the host fills them")
     dtype: Literal["float32", "bfloat16", "float16"]
     data_format: str
     layout: Literal["interleaved"]
@@ -82,15 +103,41 @@ class CircularBufferPlan(_Strict):
     page_bytes: int
     num_pages: int
     total_bytes: int
-    producer: Literal["reader", "compute"]
+    producer: Literal["reader", "writer", "compute"]
     consumer: Literal["compute", "writer"]
     tiles: list[int] | None
 
 
 class RuntimeArg(_Strict):
     name: str
-    kind: Literal["buffer_address", "work"]
+    kind: Literal["buffer_address", "work", "multicast"]
     buffer: str | None = None
+    cb: int | None = Field(default=None, description="multicast: the CB whose reads are shared")
+    field: str | None = Field(default=None, description="multicast: role, sender_x/y, start_x/y, end_x/y, receivers, "
+                                                        "loopback")
+
+
+class MulticastCore(_Strict):
+    core: list[int] = Field(min_length=2, max_length=2)
+    role: Literal[0, 1] = Field(description="1: reads the block from DRAM and multicasts it (or reads it alone)")
+    sender: list[int] = Field(min_length=2, max_length=2, description="logical core that sends to this one")
+    start: list[int] = Field(min_length=2, max_length=2, description="multicast rectangle corner, in the mover's "
+                                                                     "NoC order (logical)")
+    end: list[int] = Field(min_length=2, max_length=2)
+    receivers: int = Field(ge=0)
+    loopback: Literal[0, 1]
+
+
+class MulticastGroup(_Strict):
+    cb: int
+    buffer: str
+    mover: Literal["reader", "writer"]
+    noc: Literal[0, 1]
+    sender_semaphore: int = Field(ge=0)
+    receiver_semaphore: int = Field(ge=0)
+    depends_on: list[str] = Field(description="grid indices the shared block depends on")
+    groups: int = Field(ge=1, description="sets of cores sharing it (one sender each)")
+    cores: list[MulticastCore]
 
 
 class CompileTimeArg(_Strict):
@@ -101,7 +148,8 @@ class CompileTimeArg(_Strict):
 
 class CoreArgs(_Strict):
     core: list[int]
-    values: list[Union[int, str]] = Field(description="ints, or `address(<buffer>)` filled in by the host")
+    values: list[Union[int, str]] = Field(description="ints, or `address(<buffer>)` / `noc_x(x,y)` / `noc_y(x,y)` "
+                                                      "filled in by the host")
 
 
 class KernelPlan(_Strict):
@@ -130,11 +178,14 @@ class Plan(_Strict):
     source_file: str
     target: PlanTarget
     grid: Grid
+    schedule: Schedule
     core_grid: list[int]
     core_ranges: list[list[list[int]]]
     work: WorkPartition
     buffers: list[BufferPlan]
     circular_buffers: list[CircularBufferPlan]
+    multicast: list[MulticastGroup]
+    semaphores_per_core: int = Field(ge=0)
     kernels: list[KernelPlan]
     compute_config: ComputeConfigPlan
     l1_bytes_per_core: int

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 Arch = Literal["wormhole_b0", "blackhole", "grayskull"]
 PartitionPolicy = Literal["contiguous", "strided", "block"]
 MathFidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
+Blocking = Literal["auto", "as_written"]
 
 
 class TargetConfig(BaseModel):
@@ -19,9 +20,19 @@ class TargetConfig(BaseModel):
     core_grid: tuple[int, int] | None = Field(
         default=None, description="Override of the worker core grid as (x, y); must fit in the device's grid."
     )
-    partition: PartitionPolicy = "contiguous"
-    cb_depth: int = Field(default=2, ge=1, le=8, description="Buffered blocks per circular buffer (2 = double buffering).")
-    math_fidelity: MathFidelity = "HiFi4"
+    partition: PartitionPolicy | None = Field(
+        default=None, description="How blocks are dealt to cores; default: chosen with the blocking (`block` when cores "
+                                  "share reads along rows or columns, else `contiguous`).")
+    cb_depth: int | None = Field(
+        default=None, ge=1, le=8, description="Buffered blocks per input circular buffer (2 = double buffering); "
+                                              "default: 2, or TileLang's num_stages, lowered where L1 is short.")
+    math_fidelity: MathFidelity | None = Field(
+        default=None, description="Matrix-engine fidelity; default: ttnn's matmul default for the operands' dtype "
+                                  "(HiFi2 for 16-bit operands, HiFi3 on Wormhole / HiFi4 on Blackhole when both are "
+                                  "float32), HiFi4 for kernels without a matmul.")
+    blocking: Blocking = Field(
+        default="auto", description="auto: block shapes, core grid and partition chosen from the problem size and L1 "
+                                    "(`tilefarm compile --explain` says why); as_written: the kernel's own blocks.")
     fp32_accumulation: bool | None = Field(
         default=None, description="fp32 DST accumulation; default: on when any accumulator is float32."
     )

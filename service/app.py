@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from compiler.version import COMPILER_VERSION
 from service import problems
@@ -32,7 +33,8 @@ class BodySizeLimit:
 
 def create_app() -> FastAPI:
     settings = get_settings()
-    app = FastAPI(title="tilefarm", version=COMPILER_VERSION,
+    # /docs and /redoc with their assets served from the fastapi-offline package (no CDN: they work offline)
+    app = FastAPIOffline(title="tilefarm", version=COMPILER_VERSION,
                   description="Compiler-as-a-service for Tenstorrent accelerators: submit a tile-level kernel, "
                               "get TT-Metalium reader/compute/writer kernels and a host program back.")
     problems.install(app)

@@ -1,4 +1,5 @@
-"""The job bundle: the artifacts, manifest.json (checksums, compiler version, target, timings) and the logs."""
+"""The job bundle: the artifacts, the source, request.json (everything to submit it again), manifest.json (checksums,
+compiler version, the full options, timings, warnings) and the logs."""
 from __future__ import annotations
 
 import io
@@ -13,7 +14,17 @@ from service.storage import ArtifactStore, JobStore, media_type, sha256
 
 
 def bundle_files(job: JobRecord, store: JobStore, artifacts: ArtifactStore) -> dict[str, bytes]:
+    from service.jobs import request_of
+
     files = {name: path.read_bytes() for name, path in artifacts.job_files(job).items()}
+    # the request as submitted, minus the inputs' bytes (inputs/ holds them): `POST /v1/jobs` of request.json with
+    # the source put back in makes the same job
+    request = request_of(job).model_dump(mode="json", exclude={"source", "inputs"})
+    request["source_file"] = f"source/{job.filename}"
+    request["inputs"] = {name: meta.model_dump() for name, meta in job.inputs.items()}
+    files[f"source/{job.filename}"] = job.source.encode()
+    files.update(_inputs(job, artifacts))
+    files["request.json"] = json.dumps(request, indent=2).encode()
     files["logs/job.log"] = store.read_log(job.id).encode()
     if "compile.log" in files:
         files["logs/compile.log"] = files.pop("compile.log")
@@ -22,20 +33,43 @@ def bundle_files(job: JobRecord, store: JobStore, artifacts: ArtifactStore) -> d
     manifest = {
         "job_id": job.id,
         "status": job.status,
-        "compiler_version": compiled.get("compiler_version", COMPILER_VERSION),
+        "compiler_version": compiled.get("compiler_version", job.compiler_version or COMPILER_VERSION),
         "cache_key": job.cache_key,
         "cache_hit": job.cache_hit,
         "entry": job.entry,
+        "params": job.params,
+        "filename": job.filename,
         "target": job.target.model_dump(mode="json"),
+        "dump_ir": job.dump_ir,
+        "resubmitted_from": job.resubmitted_from,
         "stages": {s.name: {"state": s.state, "duration_s": s.duration_s} for s in job.stages},
         "compile_timings": job.compile_timings,
         "diagnostics": [d.model_dump() for d in job.diagnostics],
+        "warnings": [w.model_dump() for w in job.warnings],
         "header_check": job.header_check,
         "device_run": job.device_run,
         "files": [{"name": name, "size": len(data), "sha256": sha256(data), "media_type": media_type(name)}
                   for name, data in sorted(files.items())],
     }
     files["manifest.json"] = json.dumps(manifest, indent=2).encode()
+    return files
+
+
+def _inputs(job: JobRecord, artifacts: ArtifactStore) -> dict[str, bytes]:
+    """The job's emulation inputs as inputs/<name>.npy (kept as raw bytes of their dtype; bfloat16 widened to float32,
+    exactly, since a .npy of ml_dtypes' bfloat16 needs ml_dtypes to be read)."""
+    if not job.inputs:
+        return {}
+    import ml_dtypes
+    import numpy as np
+
+    files = {}
+    for name, meta in job.inputs.items():
+        raw = (artifacts.job_dir(job.id, "inputs") / f"{name}.bin").read_bytes()
+        buffer = io.BytesIO()
+        array = np.frombuffer(raw, dtype=np.dtype(meta.dtype)).reshape(meta.shape)
+        np.save(buffer, array.astype(np.float32) if array.dtype == ml_dtypes.bfloat16 else array)
+        files[f"inputs/{name}.npy"] = buffer.getvalue()
     return files
 
 

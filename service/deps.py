@@ -4,6 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from fastapi import Depends, Header
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.auth import KeyRing, Principal
 from service.problems import Problem
@@ -50,14 +51,16 @@ def _keyring() -> KeyRing:
     return get_settings().keyring()
 
 
-async def principal_dep(authorization: str | None = Header(default=None),
+bearer = HTTPBearer(auto_error=False, description="An API key (`Authorization: Bearer <key>`) when the server has auth on.")
+
+
+async def principal_dep(credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
                         x_team: str | None = Header(default=None)) -> Principal:
     """With auth on, the bearer key names the team (and whether it is an admin); off, X-Team (or 'default') does."""
     keyring = _keyring()
     if not keyring.enabled:
         return Principal((x_team or "default")[:64])
-    scheme, _, key = (authorization or "").partition(" ")
-    principal = keyring.lookup(key.strip()) if scheme.lower() == "bearer" else None
+    principal = keyring.lookup(credentials.credentials.strip()) if credentials is not None else None
     if principal is None:
         raise Problem(401, "a valid API key is required (Authorization: Bearer <key>)", type_="/problems/unauthorized",
                       headers={"WWW-Authenticate": "Bearer"})

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 
+from schemas.logs import log_lines
 from service.queue import TaskQueue
 from service.settings import Settings
 from service.storage import ArtifactStore, open_store
@@ -27,9 +28,12 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 def worker_command(queues: str, concurrency: int, pool: str = "prefork", loglevel: str = "INFO",
                    hostname: str | None = None) -> list[str]:
+    # no gossip, mingle or heartbeat events: tilefarm keeps its state in the job store and uses none of them, and
+    # their channels outlive a lost broker connection (kombu#582: "'NoneType' object has no attribute 'hostname'"
+    # when they are restarted after a Redis restart, which can stop the worker)
     return [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", queues,
-            "-c", str(concurrency), "--pool", pool, "--loglevel", loglevel,
-            "-n", hostname or f"tilefarm-{os.getpid()}@{socket.gethostname()}"]
+            "-c", str(concurrency), "--pool", pool, "--loglevel", loglevel, "--without-gossip", "--without-mingle",
+            "--without-heartbeat", "-n", hostname or f"tilefarm-{os.getpid()}@{socket.gethostname()}"]
 
 
 def start_worker(settings: Settings) -> subprocess.Popen:
@@ -92,6 +96,6 @@ def recover(settings: Settings) -> int:
     release_unacknowledged(settings.embedded_broker_path, delete=True)  # their jobs are among those re-queued
     active = [job for job in store.active_jobs() if not (job.status == "queued" and job.stage == "hardware")]
     for job in active:
-        store.append_log(job.id, "service restarted: job queued again\n")
+        store.append_log(job.id, log_lines("service restarted: job queued again", level="WARN"))
         queue.submit(job.id)
     return len(active)

@@ -1,13 +1,23 @@
 """What the job routes do, as plain functions over the store (the routes only validate and call these)."""
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
-from schemas.jobs import InputMeta, JobRecord, JobRequest, StageRecord
+from anyio import to_thread
+
+from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
+
+from compiler.errors import CompileError
+from compiler.target import DEVICES, core_grid_for
+from compiler.version import COMPILER_VERSION
+from schemas.jobs import (DEFAULT_STAGES, Diagnostic, FileDiff, InputMeta, JobDiff, JobOverrides, JobRecord, JobRequest,
+                          StageRecord)
+from schemas.logs import log_lines
 from service.problems import Problem
 from service.queue import TaskQueue
 from service.settings import Settings
@@ -60,18 +70,80 @@ def check_daily_budget(team: str, store: JobStore, settings: Settings) -> None:
                       headers={"Retry-After": str(seconds_to_utc_midnight())})
 
 
+# Stages that run the program or its kernels against the TT-Metalium 0.81.1 API (the emulator models it too): an
+# arch the SDK dropped (Grayskull) is compiled for, nothing more
+SDK_STAGES = ("check", "emulate", "hardware")
+
+
+def resolve_stages(request: JobRequest) -> tuple[JobRequest, list[Diagnostic]]:
+    """The stages the job runs: the arch's share of the defaults, or those asked for (422 if the arch cannot)."""
+    device = DEVICES[request.target.arch]
+    if request.stages is None:
+        stages = [s for s in DEFAULT_STAGES if device.supported_by_sdk or s not in SDK_STAGES]
+        dropped = [s for s in DEFAULT_STAGES if s not in stages]
+        notes = [Diagnostic(stage="submit", message=(
+            f"{request.target.arch} runs compile only: {' and '.join(dropped)} need the TT-Metalium 0.81.1 SDK, which "
+            f"no longer supports {device.display_name}"))] if dropped else []
+        return request.model_copy(update={"stages": stages}), notes
+    refused = [s for s in request.stages if s in SDK_STAGES and not device.supported_by_sdk]
+    if refused:
+        raise Problem(422, f"{request.target.arch} cannot run the {', '.join(refused)} stage"
+                      f"{'s' if len(refused) > 1 else ''}: the TT-Metalium 0.81.1 SDK (and the emulator, which models "
+                      f"it) no longer supports {device.display_name}; it can only be compiled for (\"stages\": "
+                      f"[\"compile\"])", type_="/problems/unsupported-stage", arch=request.target.arch, stages=refused)
+    return request, []
+
+
+def check_target(request: JobRequest) -> None:
+    """422 for a core grid that does not fit the device (the compiler's own check, run before the job exists)."""
+    try:
+        core_grid_for(request.target)
+    except CompileError as error:
+        raise Problem(422, error.message, type_="/problems/invalid-target", field="target.core_grid") from None
+
+
+def check_inputs_match(request: JobRequest) -> None:
+    """422 for inputs that cannot fit the kernel, when its buffers can be read off the source without running it."""
+    if not request.inputs:
+        return
+    from compiler.frontend.signature import static_signature
+
+    signature = static_signature(request.source, request.entry, request.params)
+    if signature is None:  # shapes computed at run time: the emulate stage checks them, located
+        return
+    where = f"kernel `{signature.kernel}`"
+    for name, array in request.inputs.items():
+        buffer = signature.get(name)
+        if buffer is None:
+            raise Problem(422, f"input `{name}` is not a parameter of {where}; its buffers are "
+                          f"{', '.join(signature.names())}", type_="/problems/inputs-mismatch", input=name)
+        if tuple(array.shape) != buffer.shape:
+            declared = f"{buffer.declared} = {list(buffer.shape)}" if any(c.isalpha() for c in buffer.declared) \
+                else str(list(buffer.shape))
+            raise Problem(422, f"input `{name}` has shape {array.shape}; {where} declares `{name}` as {declared} at "
+                          f"{request.filename}:{buffer.line}:{buffer.col}", type_="/problems/inputs-mismatch",
+                          input=name, expected=list(buffer.shape), got=array.shape)
+
+
 def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store: JobStore,
-           artifacts: ArtifactStore, queue: TaskQueue, settings: Settings) -> tuple[JobRecord, bool]:
+           artifacts: ArtifactStore, queue: TaskQueue, settings: Settings,
+           resubmitted_from: str | None = None, raw_inputs: dict[str, bytes] | None = None) -> tuple[JobRecord, bool]:
     check_limits(request, settings)
+    request, notes = resolve_stages(request)
+    check_target(request)
+    check_inputs_match(request)
     check_daily_budget(team, store, settings)
     check_device_available(request, store, settings)
-    try:
-        raw_inputs = {name: array.to_bytes() for name, array in request.inputs.items()}
-    except ValueError as error:
-        raise Problem(422, f"an input array does not decode: {error}", type_="/problems/validation") from error
+    if raw_inputs is None:
+        try:
+            raw_inputs = {name: array.to_bytes() for name, array in request.inputs.items()}
+        except ValueError as error:
+            raise Problem(422, f"an input array does not decode: {error}", type_="/problems/validation") from error
     job = JobRecord(
         id=new_job_id(), team=team, source=request.source, filename=request.filename, entry=request.entry,
-        params=request.params, target=request.target, dump_ir=request.dump_ir, created_at=time.time(), idempotency_key=idempotency_key,
+        params=request.params, target=request.target, dump_ir=request.dump_ir, queue=request.queue,
+        created_at=time.time(), idempotency_key=idempotency_key, compiler_version=COMPILER_VERSION,
+        resubmitted_from=resubmitted_from, warnings=notes,
         stages=[StageRecord(name=name) for name in request.stages],
         inputs={name: InputMeta(shape=a.shape, dtype=a.dtype, nbytes=a.nbytes) for name, a in request.inputs.items()},
     )
@@ -100,9 +172,11 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
     if served_from_cache:
         store.incr("cache_hits")
         store.observe_stage("compile", stored.stages[0].duration_s)
-        store.append_log(job.id, f"job {job.id}: compile served from the cache ({stored.cache_key}); nothing queued\n")
+        store.append_log(job.id, log_lines(f"job {job.id}: compile served from the cache ({stored.cache_key}); "
+                                           "nothing queued", stage="compile"))
         return stored, True
-    store.append_log(job.id, f"job {job.id} queued: {', '.join(request.stages)} for {request.target.arch}\n")
+    store.append_log(job.id, log_lines(f"job {job.id} queued: {', '.join(request.stages)} for {request.target.arch}")
+                     + "".join(log_lines(w.message, level="WARN") for w in notes))
     try:
         queue.enqueue(store, job)
     except Exception as error:  # the broker is down: the job must not stay queued forever
@@ -137,20 +211,24 @@ def _from_cache(job: JobRecord, request: JobRequest, artifacts: ArtifactStore) -
 
 def load(job_id: str, store: JobStore, team: str | None) -> JobRecord:
     job = store.get(job_id) if job_id.isalnum() else None
+    if job is None and job_id.isalnum() and (kept := store.quarantined(job_id)) and team in (None, kept.get("team")):
+        raise Problem(410, f"job {job_id}'s stored record could not be read and was set aside for an operator "
+                      f"({kept.get('reason')})", type_="/problems/quarantined")
     if job is None or (team is not None and job.team != team):
-        raise Problem(404, f"no job {job_id}")
+        raise Problem(404, f"no job {job_id}", type_="/problems/not-found")
     return job
 
 
-def wait_terminal(job_id: str, store: JobStore, seconds: float) -> JobRecord | None:
-    """Long-poll: return once the job is terminal, or after `seconds`."""
+async def wait_terminal(job_id: str, store: JobStore, seconds: float) -> JobRecord | None:
+    """Long-poll: return once the job is terminal, or after `seconds`. Waits in the event loop (no thread held);
+    the store is read in the thread pool, a moment each time."""
     deadline = time.monotonic() + min(seconds, MAX_WAIT_S)
-    with store.subscribe(job_id) as subscription:
+    async with store.subscribe(job_id) as subscription:
         while True:
-            job = store.get(job_id)
+            job = await to_thread.run_sync(store.get, job_id)
             if job is None or job.terminal or (left := deadline - time.monotonic()) <= 0:
                 return job
-            subscription.wait(left)
+            await subscription.wait(left)
 
 
 def cancel(job: JobRecord, store: JobStore) -> JobRecord:
@@ -170,22 +248,125 @@ def cancel(job: JobRecord, store: JobStore) -> JobRecord:
 
     updated = store.mutate(job.id, request)
     if updated.status == "cancelled" and not job.terminal:
-        store.append_log(job.id, "cancelled by request\n")
+        store.append_log(job.id, log_lines("cancelled by request", level="WARN"))
     return updated
 
 
-def follow_log(job_id: str, store: JobStore, heartbeat_s: float = 15.0) -> Iterator[str]:
-    """Server-Sent Events: the log as it grows, then an `end` event with the final status."""
+async def follow_log(job_id: str, store: JobStore, heartbeat_s: float = 15.0) -> AsyncIterator[bytes]:
+    """Server-Sent Events (FastAPI's framing): the log as it grows, then an `end` event with the final status.
+    Waits in the event loop (no thread held: hundreds of streams may be open); the store is read in the thread
+    pool, a moment each time."""
     offset = 0
-    with store.subscribe(job_id) as subscription:
+
+    def read(offset: int) -> tuple[JobRecord | None, str]:
+        return store.get(job_id), store.read_log(job_id, offset)
+
+    async with store.subscribe(job_id) as subscription:
         while True:
-            job = store.get(job_id)
-            chunk = store.read_log(job_id, offset)
+            job, chunk = await to_thread.run_sync(read, offset)
             if chunk:
                 offset += len(chunk.encode())
-                yield "event: log\n" + "".join(f"data: {line}\n" for line in chunk.rstrip("\n").split("\n")) + "\n"
+                yield format_sse_event(event="log", data_str=chunk.rstrip("\n"))
             if job is None or job.terminal:
-                yield f"event: end\ndata: {{\"status\": \"{job.status if job else 'gone'}\"}}\n\n"
+                yield format_sse_event(event="end", data_str=json.dumps({"status": job.status if job else "gone"}))
                 return
-            if not subscription.wait(heartbeat_s):
-                yield ": keep-alive\n\n"
+            if not await subscription.wait(heartbeat_s):
+                yield KEEPALIVE_COMMENT
+
+
+def request_of(job: JobRecord) -> JobRequest:
+    """The request that makes this job again (inputs by shape only: their bytes are copied from the job's files)."""
+    from schemas.jobs import InputArray
+
+    return JobRequest(
+        source=job.source, filename=job.filename, entry=job.entry, params=job.params, target=job.target,
+        stages=[s.name for s in job.stages], queue=job.queue, dump_ir=job.dump_ir,
+        inputs={name: InputArray.model_construct(shape=meta.shape, dtype=meta.dtype, data="")
+                for name, meta in job.inputs.items()})
+
+
+def resubmit(job: JobRecord, overrides: JobOverrides, *, team: str, store: JobStore, artifacts: ArtifactStore,
+             queue: TaskQueue, settings: Settings) -> JobRecord:
+    """The same job again (same source, options and inputs), with `overrides` applied: edit-and-resubmit."""
+    base = request_of(job)
+    changes = overrides.model_dump(exclude_none=True)
+    if "target" in changes:
+        changes["target"] = overrides.target
+    request = base.model_copy(update=changes)
+    inputs_dir = artifacts.job_dir(job.id, "inputs")
+    raw = {name: (inputs_dir / f"{name}.bin").read_bytes() for name in job.inputs}
+    created, _ = submit(request, team=team, idempotency_key=None, store=store, artifacts=artifacts, queue=queue,
+                        settings=settings, resubmitted_from=job.id, raw_inputs=raw)
+    return created
+
+
+def _text(data: bytes) -> str | None:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def diff(a: JobRecord, b: JobRecord, artifacts: ArtifactStore) -> JobDiff:
+    """What differs between two jobs: request fields, source, and every artifact (unified diffs of text files)."""
+    request_a, request_b = (request_of(j).model_dump(mode="json", exclude={"source"}) for j in (a, b))
+    request = {name: (request_a[name], request_b[name]) for name in request_a if request_a[name] != request_b[name]}
+    source = "".join(difflib.unified_diff(a.source.splitlines(True), b.source.splitlines(True),
+                                          f"{a.id}/{a.filename}", f"{b.id}/{b.filename}"))
+    files_a, files_b = artifacts.job_files(a), artifacts.job_files(b)
+    files = []
+    for name in sorted(set(files_a) | set(files_b)):
+        data_a = files_a[name].read_bytes() if name in files_a else None
+        data_b = files_b[name].read_bytes() if name in files_b else None
+        sizes = (None if data_a is None else len(data_a), None if data_b is None else len(data_b))
+        if data_a is None or data_b is None:
+            files.append(FileDiff(name=name, status="added" if data_a is None else "removed", sizes=sizes))
+            continue
+        if data_a == data_b:
+            files.append(FileDiff(name=name, status="same", sizes=sizes))
+            continue
+        text_a, text_b = _text(data_a), _text(data_b)
+        patch = None
+        if text_a is not None and text_b is not None:
+            patch = "".join(difflib.unified_diff(text_a.splitlines(True), text_b.splitlines(True),
+                                                 f"{a.id}/{name}", f"{b.id}/{name}"))
+        files.append(FileDiff(name=name, status="changed", diff=patch, sizes=sizes))
+    return JobDiff(a=a.id, b=b.id, request=request, source=source or None, files=files)
+
+
+def typical_stage_seconds(store: JobStore) -> dict[str, float]:
+    """Median duration per stage from the store's histograms (the upper bound of the bucket holding the median)."""
+    typical = {}
+    for stage, histogram in store.metrics()["stages"].items():
+        buckets = sorted(((float(le), n) for le, n in histogram["buckets"].items()), key=lambda item: item[0])
+        total = sum(n for _, n in buckets)
+        seen = 0
+        for bound, count in buckets:
+            seen += count
+            if total and seen * 2 >= total:
+                if bound != float("inf"):
+                    typical[stage] = bound
+                break
+    return typical
+
+
+def views(found: list[JobRecord], store: JobStore) -> list:
+    """JobViews with each job's progress: its queue position while queued, the running stage's usual duration."""
+    from schemas.jobs import JobView
+
+    positions: dict[str, dict[str, int]] = {}
+    typical = typical_stage_seconds(store) if any(j.status == "running" for j in found) else None
+    shown = []
+    for job in found:
+        position = None
+        if job.status == "queued":
+            queue_name = f"hardware.{job.target.arch}" if job.stage == "hardware" else "compile"
+            if queue_name not in positions:
+                positions[queue_name] = store.queue_positions(queue_name)
+            position = positions[queue_name].get(job.id)
+        shown.append(JobView.of(job, queue_position=position, typical_s=typical))
+    return shown
+
+
+def view(job: JobRecord, store: JobStore):
+    return views([job], store)[0]

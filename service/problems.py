@@ -9,8 +9,61 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from schemas.values import printable
+
 PROBLEM = "application/problem+json"
 log = logging.getLogger("tilefarm.api")
+
+# Every `type` the API answers with, and what it means: /problems/<name> serves this as a page (RFC 9457 asks that a
+# type URI, when dereferenced, documents the problem)
+PROBLEM_TYPES: dict[str, tuple[str, str]] = {
+    "malformed-json": ("Malformed JSON", "The request body is not valid JSON. The detail names the line and column "
+                       "where parsing stopped."),
+    "unsupported-media-type": ("Unsupported Media Type", "The request body must be JSON, sent with "
+                               "`Content-Type: application/json`."),
+    "validation": ("Validation failed", "The JSON is well formed but a field is missing, of the wrong type or out of "
+                   "range. `errors` lists each field (`loc`) and why (`msg`); the detail names the first ones."),
+    "unsupported-stage": ("Stage not available for this arch", "A stage was asked for that the target arch cannot "
+                          "run: `check`, `emulate` and `hardware` need the TT-Metalium 0.81.1 SDK, which no longer "
+                          "supports Grayskull. Ask for `\"stages\": [\"compile\"]`, or leave `stages` out to get "
+                          "what the arch supports."),
+    "invalid-target": ("Invalid target", "The target options cannot work on the device, e.g. a core grid larger "
+                       "than the device's (see GET /v1/targets for each arch's grid)."),
+    "inputs-mismatch": ("Inputs do not match the kernel", "An input is named after no buffer of the entry kernel, "
+                        "or its shape differs from the one the kernel declares. Inputs are checked at submission "
+                        "when the kernel's shapes are written in the source (or follow from its params); otherwise "
+                        "the emulate stage checks them."),
+    "too-large": ("Content Too Large", "The source, one input array or all inputs together exceed the service's "
+                  "limits (`limit` gives the one exceeded; TILEFARM_MAX_SOURCE_BYTES, _MAX_ARRAY_BYTES, "
+                  "_MAX_INPUT_BYTES)."),
+    "unauthorized": ("Unauthorized", "This server requires an API key: send `Authorization: Bearer <key>` (the CLI "
+                     "reads TILEFARM_API_KEY; the dashboard takes a pasted token)."),
+    "too-many-jobs": ("Too many jobs", "The team already has the most queued or running jobs it may have "
+                      "(`quota`, `limit`). Retry after `Retry-After` seconds, when some have finished."),
+    "quota-exceeded": ("Daily quota used", "The team has used its worker seconds for this UTC day; `Retry-After` "
+                       "says when the quota resets (midnight UTC)."),
+    "idempotency-key-reused": ("Idempotency-Key reused", "The Idempotency-Key was sent before with a different "
+                               "request body. Use a new key for a different request."),
+    "no-device": ("No device", "A `hardware` stage was asked for but no healthy device of the arch is registered "
+                  "(GET /v1/devices). Send `\"queue\": true` to wait for one."),
+    "job-not-finished": ("Job not finished", "The bundle is made when the job ends; retry after `Retry-After`."),
+    "job-finished": ("Job already finished", "A job that succeeded or failed cannot be cancelled."),
+    "bad-artifact-name": ("Invalid artifact name", "Artifact names are plain relative paths (letters, digits, "
+                          "`_ . -`, at most one `/`); see the job's artifact manifest."),
+    "not-found": ("Not found", "No such job (or one of another team's), artifact or route."),
+    "unavailable": ("Service unavailable", "The job store or the queue did not answer (the service recovers by "
+                    "itself), or, from /readyz, the worker is still warming up (importing the compiler, starting the "
+                    "sandbox, building the emulator runtime). Retry after `Retry-After` seconds."),
+    "quarantined": ("Job record quarantined", "The stored record of this job could not be read back and was set "
+                    "aside; the job cannot be shown or run."),
+    "internal": ("Internal server error", "A bug in tilefarm; the server log has the traceback."),
+}
+
+
+def problem_type(name: str) -> str:
+    """The `type` URI of a known problem."""
+    assert name in PROBLEM_TYPES, name
+    return f"/problems/{name}"
 
 
 class Problem(Exception):
@@ -20,6 +73,28 @@ class Problem(Exception):
         self.status, self.detail, self.type = status, detail, type_
         self.title = title or HTTPStatus(status).phrase
         self.headers, self.extra = headers or {}, extra
+
+
+async def _unreadable_body(request: Request, exc: RequestValidationError) -> JSONResponse | None:
+    """400 for a body that is not JSON at all, 415 for one sent as another media type (FastAPI says 422 to both)."""
+    errors = exc.errors()
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    json_type = not content_type or content_type == "application/json" or content_type.endswith("+json")
+    if not json_type and any(tuple(e.get("loc", ())) == ("body",) for e in errors):
+        return problem_response(request, 415, f"the body is {content_type}; send JSON with Content-Type: "
+                                "application/json", type_=problem_type("unsupported-media-type"))
+    broken = next((e for e in errors if e.get("type") == "json_invalid"), None)
+    if broken is None:
+        return None
+    position = broken.get("loc", ("body", 0))[-1]
+    body = (await request.body()).decode(errors="replace")
+    where = ""
+    if isinstance(position, int):
+        line = body.count("\n", 0, position) + 1
+        where = f" at line {line}, column {position - (body.rfind(chr(10), 0, position) + 1) + 1}"
+    reason = (broken.get("ctx") or {}).get("error") or "not valid JSON"
+    return problem_response(request, 400, f"the body is not valid JSON{where}: {reason}",
+                            type_=problem_type("malformed-json"))
 
 
 def problem_response(request: Request, status: int, detail: str, *, title: str | None = None,
@@ -58,13 +133,23 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-        return problem_response(request, exc.status_code, detail, headers=getattr(exc, "headers", None))
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no route {request.method} {request.url.path}"
+        kind = {404: problem_type("not-found")}.get(exc.status_code, "about:blank")
+        return problem_response(request, exc.status_code, detail, type_=kind, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
-        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in exc.errors()]
-        return problem_response(request, 422, "the request is not valid", title="Validation failed",
-                                type_="/problems/validation", errors=errors)
+        if (unreadable := await _unreadable_body(request, exc)) is not None:
+            return unreadable
+        # a field name may itself be invalid Unicode (a params key): escaped, so the answer can be encoded
+        errors = [{"loc": [printable(p) if isinstance(p, str) else p for p in e.get("loc", ())],
+                   "msg": printable(e.get("msg", "")), "type": e.get("type", "")} for e in exc.errors()]
+        named = "; ".join(f"{'.'.join(map(str, e['loc'][1:] if e['loc'][:1] == ['body'] else e['loc']))}: {e['msg']}"
+                          for e in errors[:3])
+        return problem_response(request, 422, f"the request is not valid: {named}" if named else
+                                "the request is not valid", title="Validation failed", type_="/problems/validation",
+                                errors=errors)
 
     async def _unavailable(request: Request, exc: Exception):
         # Redis restarting, the SQLite file locked: the client should come back (and the API recovers by itself)
@@ -78,4 +163,4 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return problem_response(request, 500, "internal server error")
+        return problem_response(request, 500, "internal server error", type_=problem_type("internal"))

@@ -4,10 +4,19 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class ApiToken(BaseModel):
+    """One API key of TILEFARM_API_TOKENS, as kept: its sha256 digest, never the key."""
+
+    model_config = ConfigDict(frozen=True)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    team: str = Field(min_length=1, max_length=64)
+    admin: bool = False
 
 
 class Settings(BaseSettings):
@@ -28,7 +37,8 @@ class Settings(BaseSettings):
 
     auth: Literal["auto", "on", "off"] = Field(default="auto", description="auto: on when any API key is configured; "
                                                "on: every /v1 call needs a key (none configured = nobody gets in).")
-    api_tokens: str = Field(default="", description="'key:team[:admin],...'; kept only as sha256 digests (see service/auth.py).")
+    api_tokens: Annotated[list[ApiToken], NoDecode] = Field(default_factory=list, description=(
+        "'key:team[:admin],...' (or sha256:HEX:team); hashed as soon as it is read (see service/auth.py)."))
     api_keys_file: Path | None = Field(default=None, description="One '<key or sha256:HEX> <team> [admin]' a line.")
     max_source_bytes: int = 256 * 1024
     max_array_bytes: int = 16 * 1024 * 1024
@@ -44,6 +54,9 @@ class Settings(BaseSettings):
     hardware_time_limit_s: float = 600.0
     hard_limit_grace_s: float = 30.0
     heartbeat_s: float = 5.0
+    job_lease_s: float = Field(default=30.0, gt=0, description=(
+        "A running job's lease, renewed every heartbeat_s by its worker: a job whose lease runs out lost its worker "
+        "and is run again once (or failed) by the other workers' sweep."))
     fault_stage_delay_s: float = Field(default=0.0, description="Testing only: sleep this long at the start of each stage.")
 
     # The sandbox around every step that touches user input (workers/sandbox/)
@@ -98,18 +111,20 @@ class Settings(BaseSettings):
         """Redis redelivers unacked messages after this; it must exceed every hard limit or jobs run twice."""
         return int(max(self.task_hard_limit_s, self.hardware_time_limit_s + self.hard_limit_grace_s) + 60)
 
-    @field_validator("api_tokens")
+    @field_validator("api_tokens", mode="before")
     @classmethod
-    def _hash_tokens(cls, value: str) -> str:
+    def _hash_tokens(cls, value):
         """Plaintext keys are replaced by their digests as soon as the settings are read."""
+        if not isinstance(value, str):
+            return value
         from service.auth import parse_tokens
 
-        return ",".join(f"sha256:{h}:{p.team}" + (":admin" if p.admin else "") for h, p in parse_tokens(value).items())
+        return [ApiToken(sha256=h, team=p.team, admin=p.admin) for h, p in parse_tokens(value).items()]
 
     def keyring(self):
-        from service.auth import KeyRing, parse_keys_file, parse_tokens
+        from service.auth import KeyRing, Principal, parse_keys_file
 
-        keys = parse_tokens(self.api_tokens)
+        keys = {token.sha256: Principal(token.team, token.admin) for token in self.api_tokens}
         if self.api_keys_file is not None:
             keys.update(parse_keys_file(self.api_keys_file))
         return KeyRing(keys, required=self.auth == "on") if self.auth != "off" else KeyRing({}, required=False)

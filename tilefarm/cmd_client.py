@@ -1,4 +1,5 @@
-"""`tilefarm submit|status|logs|download|jobs|devices`: the service's command-line client (httpx + rich).
+"""`tilefarm submit|status|logs|download|jobs|cancel|resubmit|diff|devices`: the service from the command line, over
+tilefarm.client (the same client a Python program uses), with rich output on a terminal and plain lines when piped.
 
 Server and key come from --server/--api-key or TILEFARM_SERVER/TILEFARM_API_KEY. Exit codes: 0 the job succeeded
 (or the command did its work), 1 the job failed or was cancelled (diagnostics printed as file:line:col: error: ...),
@@ -6,88 +7,52 @@ Server and key come from --server/--api-key or TILEFARM_SERVER/TILEFARM_API_KEY.
 """
 from __future__ import annotations
 
-import io
 import json
-import re
 import sys
-import tarfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-DEFAULT_SERVER = "http://127.0.0.1:8000"
-TERMINAL = {"succeeded", "failed", "cancelled"}
+from .options import (CbDepthOption, CoreGridOption, EntryOption, FidelityOption, InputOption, ParamOption,
+                      PartitionOption, SourceArgument, TargetOption, describe, fail, load_inputs, parse_core_grid,
+                      parse_params, read_source)
 
-ServerOption = typer.Option(DEFAULT_SERVER, "--server", envvar="TILEFARM_SERVER", help="service URL [TILEFARM_SERVER]")
+ServerOption = typer.Option(None, "--server", envvar="TILEFARM_SERVER", show_default=False,
+                            help="service URL [TILEFARM_SERVER, http://127.0.0.1:8000]")
 KeyOption = typer.Option(None, "--api-key", envvar="TILEFARM_API_KEY", help="bearer token [TILEFARM_API_KEY]",
                          show_default=False)
 TeamOption = typer.Option(None, "--team", envvar="TILEFARM_TEAM", help="team, when the server runs without auth [TILEFARM_TEAM]")
+STATE_STYLES = {"succeeded": "green", "failed": "red", "running": "yellow", "cancelled": "dim", "queued": "blue"}
+LEVEL_STYLES = {"INFO": "", "WARN": "yellow", "ERROR": "bold red"}
 
 
-def _die(message: str, code: int = 2) -> None:
-    typer.echo(f"tilefarm: {message}", err=True)
-    raise typer.Exit(code)
+@contextmanager
+def connected(server: str | None, api_key: str | None, team: str | None):
+    """A tilefarm.client.Client whose failures end the command with a one-line message and exit code 2."""
+    from .client import ApiError, Client, TilefarmError
 
-
-class Client:
-    """The /v1 API over httpx; every failure becomes a one-line message and exit code 2."""
-
-    def __init__(self, server: str, api_key: str | None, team: str | None = None):
-        import httpx
-
-        headers = {"User-Agent": "tilefarm-cli"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        if team:
-            headers["X-Team"] = team
-        self.server = server.rstrip("/")
-        self.http = httpx.Client(base_url=self.server, headers=headers, timeout=httpx.Timeout(60, connect=5))
-
-    def request(self, method: str, path: str, **kwargs):
-        import httpx
-
-        try:
-            response = self.http.request(method, path, **kwargs)
-        except httpx.HTTPError as error:
-            _die(f"cannot reach {self.server}: {error}")
-        if response.status_code >= 400:
-            self.fail(response)
-        return response
-
-    def fail(self, response) -> None:
-        try:
-            problem = response.json()
-            detail = problem.get("detail") or problem.get("title")
-            errors = problem.get("errors") or (detail if isinstance(detail, list) else [])
-            if isinstance(detail, list):
-                detail = "the request is not valid"
-            if errors:  # validation: say which field and why
-                detail = f"{detail}: " + "; ".join(
-                    f"{'.'.join(str(p) for p in e.get('loc', []) if p != 'body')}: {e.get('msg')}" for e in errors)
-        except ValueError:
-            detail = response.text[:200]
-        if response.status_code == 401:
+    try:
+        with Client(server, api_key, team) as client:
+            yield client
+    except ApiError as error:
+        detail = error.detail
+        if error.errors and detail == "the request is not valid":  # an older server: name the fields here
+            detail += ": " + "; ".join(f"{'.'.join(str(p) for p in e.get('loc', []) if p != 'body')}: {e.get('msg')}"
+                                       for e in error.errors)
+        if error.status == 401:
             detail = f"{detail} (set --api-key or TILEFARM_API_KEY)"
-        _die(f"{response.request.method} {response.request.url.path}: {response.status_code} {detail}")
-
-    def job(self, job_id: str, wait: float = 0) -> dict:
-        return self.request("GET", f"/v1/jobs/{job_id}", params={"wait": wait} if wait else None).json()
-
-    def stream(self, path: str, **kwargs):
-        import httpx
-
-        try:
-            return self.http.stream("GET", path, timeout=httpx.Timeout(60, connect=5, read=None), **kwargs)
-        except httpx.HTTPError as error:
-            _die(f"cannot reach {self.server}: {error}")
+        fail(f"tilefarm: {error.method} {error.path}: {error.status} {detail}")
+    except TilefarmError as error:
+        fail(f"tilefarm: {error}")
 
 
-def _console():
+def _console(stderr: bool = True):
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=stderr, highlight=False)
 
 
 def _duration(seconds: float | None) -> str:
@@ -96,31 +61,37 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds * 1e3:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-def _elapsed(job: dict) -> float:
-    start = job.get("created_at") or time.time()
-    return (job.get("finished_at") or time.time()) - start
+def _elapsed(job) -> float:
+    return (job.finished_at or time.time()) - job.created_at
 
 
-def _phase(job: dict) -> str:
-    return f"{job['status']}" + (f" ({job['stage']})" if job.get("stage") else "")
+def _phase(job) -> str:
+    """`queued (3 ahead)`, `running (emulate 0.4 s of ~2.5 s)`, `succeeded`."""
+    progress = job.progress
+    if job.status == "queued" and progress.queue_position is not None:
+        return f"queued ({progress.queue_position} ahead)" if progress.queue_position else "queued (next)"
+    if job.status == "running" and progress.stage:
+        typical = f" of ~{_duration(progress.stage_typical_s)}" if progress.stage_typical_s else ""
+        return f"running ({progress.stage} {progress.done + 1}/{progress.total}, {_duration(progress.stage_elapsed_s)}{typical})"
+    return job.status + (f" ({job.stage})" if job.stage else "")
 
 
-def wait_for(client: Client, job: dict, quiet: bool = False) -> dict:
-    """Poll the job until it ends, showing stage and elapsed time: a rich live line on a TTY, plain lines otherwise."""
-    console = _console()
+def wait_for(job, quiet: bool = False):
+    """Follow the job to its end, showing its progress: a live line on a terminal, a plain line per change otherwise."""
     if quiet:
-        while job["status"] not in TERMINAL:
-            job = client.job(job["id"], wait=5)
-        return job
+        return job.wait()
+    console = _console()
     if not console.is_terminal:
         last = None
-        while True:
-            if _phase(job) != last:
-                last = _phase(job)
-                print(f"[{_elapsed(job):6.1f}s] {job['id']}: {last}", file=sys.stderr, flush=True)
-            if job["status"] in TERMINAL:
-                return job
-            job = client.job(job["id"], wait=1)
+
+        def plain(view) -> None:
+            nonlocal last
+            line = f"{view.id}: {view.status}" + (f" ({view.progress.stage or view.stage})"
+                                                  if (view.progress.stage or view.stage) else "")
+            if line != last:
+                last = line
+                print(f"[{_elapsed(view):6.1f}s] {line}", file=sys.stderr, flush=True)
+        return job.wait(on_progress=plain)
 
     from rich.live import Live
     from rich.spinner import Spinner
@@ -132,212 +103,279 @@ def wait_for(client: Client, job: dict, quiet: bool = False) -> dict:
             self.spinner = Spinner("dots")
 
         def __rich__(self):
+            view = job.view
             table = Table.grid(padding=(0, 1))
             stages = Text()
-            for stage in job["stages"]:
-                style = {"succeeded": "green", "failed": "red", "running": "yellow"}.get(stage["state"], "dim")
-                mark = {"succeeded": "✓", "failed": "✗", "running": "●", "skipped": "-", "cancelled": "-"}.get(stage["state"], "·")
-                took = f" {_duration(stage['duration_s'])}" if stage.get("duration_s") is not None else ""
-                stages.append(f"{mark} {stage['name']}{took}  ", style=style)
-            self.spinner.text = Text(f"{job['id']} {_phase(job)}", style="bold")
-            table.add_row(self.spinner, stages, Text(f"{_elapsed(job):.1f}s", style="cyan"))
+            for stage in view.stages:
+                style = STATE_STYLES.get(stage.state, "dim")
+                mark = {"succeeded": "✓", "failed": "✗", "running": "●", "skipped": "-", "cancelled": "-"}.get(stage.state, "·")
+                took = f" {_duration(stage.duration_s)}" if stage.duration_s is not None else ""
+                stages.append(f"{mark} {stage.name}{took}  ", style=style)
+            self.spinner.text = Text(f"{view.id} {_phase(view)}", style="bold")
+            table.add_row(self.spinner, stages, Text(f"{_elapsed(view):.1f}s", style="cyan"))
             return table
 
     with Live(Progress(), console=console, refresh_per_second=8, transient=False):
-        while job["status"] not in TERMINAL:
-            job = client.job(job["id"], wait=1)
-    return job
+        return job.wait(on_progress=lambda view: None, poll_s=0.5)
 
 
-def print_diagnostics(job: dict, source_path: Path | None = None, source_text: str | None = None) -> None:
+def print_diagnostics(job, source_path: Path | None = None, source_text: str | None = None) -> None:
     """Located errors, one per line as compilers print them, with the source line and a caret under the column."""
     lines = source_text.splitlines() if source_text is not None else []
-    for diag in job.get("diagnostics") or []:
-        file = diag.get("file") or job.get("filename") or "<source>"
-        if source_path is not None and file == job.get("filename"):
+    for diag in job.diagnostics:
+        file = diag.file or job.filename or "<source>"
+        if source_path is not None and file == job.filename:
             file = str(source_path)
-        location = ":".join(str(part) for part in (file, diag.get("line"), diag.get("col")) if part is not None)
-        typer.echo(f"{location}: error: {diag['message']}", err=True)
-        line = diag.get("line")
-        if line and 0 < line <= len(lines):
-            typer.echo(f"  {lines[line - 1]}", err=True)
-            if diag.get("col"):
-                typer.echo("  " + " " * (diag["col"] - 1) + "^", err=True)
-        if diag.get("hint"):
-            typer.echo(f"  hint: {diag['hint']}", err=True)
-    if not job.get("diagnostics") and job.get("error"):
-        typer.echo(f"{source_path or job.get('filename')}: error: {job['error']}", err=True)
-    if job["status"] == "cancelled":
-        typer.echo(f"job {job['id']} was cancelled", err=True)
+        location = ":".join(str(part) for part in (file, diag.line, diag.col) if part is not None)
+        typer.echo(f"{location}: error: {diag.message}", err=True)
+        if diag.line and 0 < diag.line <= len(lines):
+            typer.echo(f"  {lines[diag.line - 1]}", err=True)
+            if diag.col:
+                typer.echo("  " + " " * (diag.col - 1) + "^", err=True)
+        if diag.hint:
+            typer.echo(f"  hint: {diag.hint}", err=True)
+    if not job.diagnostics and job.error:
+        typer.echo(f"{source_path or job.filename}: error: {job.error}", err=True)
+    if job.status == "cancelled":
+        typer.echo(f"job {job.id} was cancelled", err=True)
 
 
-def download_bundle(client: Client, job_id: str, output: Path) -> list[str]:
-    """The job's bundle, unpacked into `output` (the archive's top folder dropped)."""
-    data = client.request("GET", f"/v1/jobs/{job_id}/bundle", params={"format": "tar.gz"}).content
-    output.mkdir(parents=True, exist_ok=True)
-    names = []
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        for member in archive.getmembers():
-            if not member.isfile():
-                continue
-            relative = member.name.split("/", 1)[1] if "/" in member.name else member.name
-            target = (output / relative).resolve()
-            if output.resolve() not in target.parents:
-                _die(f"bundle member {member.name!r} escapes {output}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(archive.extractfile(member).read())
-            names.append(relative)
-    return sorted(names)
+def print_warnings(job, source_path: Path | None = None) -> None:
+    for warning in job.warnings:
+        typer.echo(f"{source_path or job.filename}: warning: [{warning.stage}] {warning.message}", err=True)
 
 
-def _finish(client: Client, job: dict, output: Path | None, source: Path | None = None, text: str | None = None) -> None:
-    if job["status"] != "succeeded":
-        print_diagnostics(job, source, text)
+def _finish(job, output: Path | None, source: Path | None = None, text: str | None = None) -> None:
+    view = job.view
+    print_warnings(view, source)
+    if view.status != "succeeded":
+        print_diagnostics(view, source, text)
         raise typer.Exit(1)
-    hit = " (cache hit)" if job.get("cache_hit") else ""
-    stages = ", ".join(f"{name} {_duration(seconds)}" for name, seconds in job["timings"].items())
-    typer.echo(f"{job['id']}: succeeded{hit} — {stages}")
+    hit = " (cache hit)" if view.cache_hit else ""
+    stages = ", ".join(f"{name} {_duration(seconds)}" for name, seconds in view.timings.items())
+    typer.echo(f"{view.id}: succeeded{hit} — {stages}")
     if output is not None:
-        names = download_bundle(client, job["id"], output)
+        names = job.download_bundle(output)
         typer.echo(f"{len(names)} files -> {output}/")
 
 
+def _follow(job, wait: bool, output: Path | None, quiet: bool, source: Path | None = None,
+            text: str | None = None) -> None:
+    page = f"{job.client.server}/jobs/{job.id}"
+    if not (wait or output):
+        typer.echo(job.id)
+        typer.echo(page, err=True)
+        return
+    typer.echo(f"submitted {job.id}: {page}", err=True)
+    wait_for(job, quiet)
+    _finish(job, output, source, text)
+
+
 def submit(
-    source: Path = typer.Argument(..., help="kernel file (TVMScript TIRx with T.tile primitives)"),
-    target: str = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole | grayskull"),
-    entry: Optional[str] = typer.Option(None, "--entry", help="kernel to compile (default: main or the only one)"),
-    stages: Optional[str] = typer.Option(None, "--stages", help="comma-separated, e.g. compile,emulate [the server's default]"),
-    partition: str = typer.Option("contiguous", "--partition", help="contiguous | strided | block"),
-    core_grid: Optional[str] = typer.Option(None, "--core-grid", help="override the worker grid, e.g. 4x2"),
-    cb_depth: int = typer.Option(2, "--cb-depth", help="buffered blocks per circular buffer"),
-    math_fidelity: str = typer.Option("HiFi4", "--math-fidelity"),
+    source: Path = SourceArgument,
+    target: str = TargetOption,
+    entry: Optional[str] = EntryOption,
+    param: List[str] = ParamOption,
+    input: List[str] = InputOption,
+    stages: Optional[str] = typer.Option(None, "--stages", help="comma-separated, e.g. compile,emulate [compile,check,"
+                                         "emulate: those the arch supports]"),
+    partition: Optional[str] = PartitionOption,
+    core_grid: Optional[str] = CoreGridOption,
+    cb_depth: Optional[int] = CbDepthOption,
+    math_fidelity: Optional[str] = FidelityOption,
     dump_ir: bool = typer.Option(False, "--dump-ir", help="keep the IR after every pass in the bundle"),
+    queue: bool = typer.Option(False, "--queue", help="hardware: wait for a device instead of failing at once"),
     wait: bool = typer.Option(False, "--wait", "-w", help="follow the job to its end (exit 1 if it fails)"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="download the bundle here (implies --wait)"),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="no progress display"),
-    server: str = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption,
+    server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption,
 ) -> None:
-    """Submit a kernel to the service; with --wait, show its progress and print located diagnostics if it fails."""
+    """Submit a kernel (TIRx or TileLang, with --entry/--param and -i inputs); with --wait, show its progress and print
+    located diagnostics if it fails."""
+    text = read_source(source)
+    from .client import TilefarmError, build_request
+
     try:
-        text = source.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        _die(f"{source}: cannot read source: {error}")
-    body: dict = {
-        "source": text, "filename": re.sub(r"[^A-Za-z0-9_.\-]", "_", source.name) or "kernel.py",
-        "dump_ir": dump_ir,
-        "target": {"arch": target, "partition": partition, "cb_depth": cb_depth, "math_fidelity": math_fidelity},
-    }
+        request = build_request(text, filename=source.name, entry=entry, params=parse_params(param), target=target,
+                                partition=partition, core_grid=parse_core_grid(core_grid), cb_depth=cb_depth,
+                                math_fidelity=math_fidelity, inputs=load_inputs(input), dump_ir=dump_ir, queue=queue,
+                                stages=[s.strip() for s in stages.split(",") if s.strip()] if stages else None)
+    except (TilefarmError, ValueError) as error:  # pydantic's ValidationError is a ValueError
+        fail(f"error: {describe(error)}")
+    with connected(server, api_key, team) as client:
+        _follow(client.submit(request), wait, output, quiet, source, text)
+
+
+def resubmit(
+    job_id: str = typer.Argument(..., help="the job to run again (same source, options and inputs)"),
+    source: Optional[Path] = typer.Option(None, "--source", help="with this kernel file instead"),
+    entry: Optional[str] = EntryOption,
+    param: List[str] = typer.Option([], "--param", help="NAME=VALUE: change one factory parameter (repeatable)"),
+    target: Optional[str] = typer.Option(None, "-t", "--target", help="another arch"),
+    stages: Optional[str] = typer.Option(None, "--stages", help="other stages, comma-separated"),
+    wait: bool = typer.Option(False, "--wait", "-w", help="follow the new job to its end"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="download the new job's bundle here"),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="no progress display"),
+    server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption,
+) -> None:
+    """Run a job again, as it was or with some of it changed (edit and resubmit); prints the new job's id."""
+    overrides: dict = {"entry": entry}
+    text = read_source(source) if source else None
+    if text is not None:
+        overrides.update(source=text, filename=source.name)
     if stages:
-        body["stages"] = [s.strip() for s in stages.split(",") if s.strip()]
-    if entry:
-        body["entry"] = entry
-    if core_grid:
-        try:
-            body["target"]["core_grid"] = [int(x) for x in core_grid.lower().split("x")]
-        except ValueError:
-            _die(f"--core-grid {core_grid!r}: expected WxH, e.g. 4x2")
-    client = Client(server, api_key, team)
-    job = client.request("POST", "/v1/jobs", json=body).json()
-    if not (wait or output):
-        typer.echo(job["id"])
-        typer.echo(f"{client.server}/jobs/{job['id']}", err=True)
-        return
-    typer.echo(f"submitted {job['id']}: {client.server}/jobs/{job['id']}", err=True)
-    job = wait_for(client, job, quiet)
-    _finish(client, job, output, source, text)
+        overrides["stages"] = [s.strip() for s in stages.split(",") if s.strip()]
+    with connected(server, api_key, team) as client:
+        original = client.job(job_id)
+        if param:
+            overrides["params"] = {**original.view.params, **parse_params(param)}
+        if target:
+            overrides["target"] = original.view.target.model_copy(update={"arch": target}).model_dump()
+        _follow(original.resubmit(**overrides), wait, output, quiet, source, text)
 
 
 def status(job_id: str = typer.Argument(..., help="job id"),
            as_json: bool = typer.Option(False, "--json", help="the job as the API returns it"),
            wait: bool = typer.Option(False, "--wait", "-w", help="wait for the job to end"),
-           server: str = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption) -> None:
-    """A job's status, stages and diagnostics. Exit 1 if it failed or was cancelled."""
-    client = Client(server, api_key, team)
-    job = client.job(job_id)
-    if wait:
-        job = wait_for(client, job, quiet=as_json)
-    if as_json:
-        typer.echo(json.dumps(job, indent=2))
-    else:
-        target = job["target"]
-        typer.echo(f"{job['id']}  {_phase(job)}  {job['filename']} for {target['arch']}  team {job.get('team', '-')}"
-                   f"  {'cache hit' if job['cache_hit'] else ''}".rstrip())
-        for stage in job["stages"]:
-            detail = f"  {stage['detail']}" if stage.get("detail") else ""
-            typer.echo(f"  {stage['name']:<9} {stage['state']:<10} {_duration(stage.get('duration_s'))}{detail}")
-        if job["status"] in TERMINAL:
-            typer.echo(f"  total     {_duration(_elapsed(job))}")
-    if job["status"] in ("failed", "cancelled"):
-        if not as_json:
-            source = client.request("GET", f"/v1/jobs/{job_id}/source").text if job.get("diagnostics") else None
-            print_diagnostics(job, None, source)
-        raise typer.Exit(1)
+           server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption,
+           team: Optional[str] = TeamOption) -> None:
+    """A job's status, progress, stages, warnings and diagnostics. Exit 1 if it failed or was cancelled."""
+    with connected(server, api_key, team) as client:
+        job = client.job(job_id)
+        if wait:
+            wait_for(job, quiet=as_json)
+        view = job.view
+        if as_json:
+            typer.echo(view.model_dump_json(indent=2))
+        else:
+            params = " ".join(f"{k}={v}" for k, v in view.params.items())
+            typer.echo(f"{view.id}  {_phase(view)}  {view.filename}{':' + view.entry if view.entry else ''}"
+                       f"{' ' + params if params else ''} for {view.target.arch}  team {view.team}"
+                       f"{'  cache hit' if view.cache_hit else ''}")
+            for stage in view.stages:
+                detail = f"  {stage.detail}" if stage.detail else ""
+                typer.echo(f"  {stage.name:<9} {stage.state:<10} {_duration(stage.duration_s)}{detail}")
+            if view.terminal:
+                typer.echo(f"  total     {_duration(_elapsed(view))}")
+            print_warnings(view)
+        if view.status in ("failed", "cancelled"):
+            if not as_json:
+                print_diagnostics(view, None, job.source() if view.diagnostics else None)
+            raise typer.Exit(1)
+
+
+def _print_log(text: str, console) -> None:
+    """Log lines: as they are when piped (grep-able); on a terminal, time, stage and level in colour."""
+    if not console.is_terminal:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    from rich.text import Text
+
+    from schemas.logs import parse_log_line
+
+    for raw in text.splitlines():
+        line = parse_log_line(raw)
+        shown = Text()
+        if line.time:
+            shown.append(line.time[11:23] + " ", style="dim")
+            shown.append(f"{(line.stage or '-'):<8} ", style="cyan")
+            shown.append(f"{line.level:<5} ", style=LEVEL_STYLES.get(line.level, "") or "dim")
+        style = LEVEL_STYLES.get(line.level, "")
+        shown.append(line.text, style="bold" if line.text.startswith("== stage") and not style else style)
+        console.print(shown, soft_wrap=True)
 
 
 def logs(job_id: str = typer.Argument(..., help="job id"),
          follow: bool = typer.Option(False, "-f", "--follow", help="stream the log until the job ends"),
-         server: str = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption) -> None:
-    """A job's log; -f follows it as it grows (Server-Sent Events) and exits with the job's outcome."""
-    client = Client(server, api_key, team)
-    if not follow:
-        sys.stdout.write(client.request("GET", f"/v1/jobs/{job_id}/logs").text)
-        return
-    final = None
-    with client.stream(f"/v1/jobs/{job_id}/logs", params={"follow": 1}) as response:
-        if response.status_code >= 400:
-            response.read()
-            client.fail(response)
-        event, data = None, []
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                data.append(line[6:])
-            elif line == "":
-                if event == "log":
-                    sys.stdout.write("".join(f"{d}\n" for d in data))
-                    sys.stdout.flush()
-                elif event == "end":
-                    final = json.loads("\n".join(data)).get("status")
-                event, data = None, []
-                if final:
-                    break
-    if final in ("failed", "cancelled"):
+         server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption,
+         team: Optional[str] = TeamOption) -> None:
+    """A job's log (time, stage, level, text; in colour on a terminal); -f follows it as it grows (Server-Sent
+    Events) and exits with the job's outcome."""
+    console = _console(stderr=False)
+    with connected(server, api_key, team) as client:
+        job = client.job(job_id)
+        if not follow:
+            _print_log(job.logs(), console)
+            return
+        for chunk in job.follow_logs():
+            _print_log(chunk, console)
+    if job.view.status in ("failed", "cancelled"):
         raise typer.Exit(1)
+
+
+def cancel(job_id: str = typer.Argument(..., help="job id"),
+           server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption,
+           team: Optional[str] = TeamOption) -> None:
+    """Cancel a queued or running job (a running stage is interrupted within ~50 ms)."""
+    with connected(server, api_key, team) as client:
+        view = client.job(job_id).cancel()
+    typer.echo(f"{view.id}: {view.status}" + (" (cancel requested)" if not view.terminal else ""))
 
 
 def download(job_id: str = typer.Argument(..., help="job id"),
              output: Optional[Path] = typer.Option(None, "-o", "--output", help="directory [tilefarm-<id>]"),
-             server: str = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption) -> None:
-    """Download a finished job's bundle (artifacts, manifest.json, logs, emulator output) into a directory."""
-    client = Client(server, api_key, team)
+             server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption,
+             team: Optional[str] = TeamOption) -> None:
+    """Download a finished job's bundle (artifacts, manifest.json, request.json, logs, outputs) into a directory."""
     output = output or Path(f"tilefarm-{job_id}")
-    names = download_bundle(client, job_id, output)
-    for name in names:
-        typer.echo(f"{output}/{name}")
+    with connected(server, api_key, team) as client:
+        for path in client.job(job_id).download_bundle(output):
+            typer.echo(str(path))
+
+
+def diff(job_a: str = typer.Argument(..., help="first job"), job_b: str = typer.Argument(..., help="second job"),
+         stat: bool = typer.Option(False, "--stat", help="only which files differ"),
+         server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption,
+         team: Optional[str] = TeamOption) -> None:
+    """What differs between two jobs: request options, source and artifacts (unified diffs). Exit 1 if anything does."""
+    with connected(server, api_key, team) as client:
+        found = client.job(job_a).diff(job_b)
+    changed = [f for f in found.files if f.status != "same"]
+    for name, (a, b) in found.request.items():
+        typer.echo(f"{name}: {json.dumps(a)} -> {json.dumps(b)}")
+    if stat:
+        if found.source:
+            typer.echo("source: changed")
+        for f in changed:
+            typer.echo(f"{f.name}: {f.status} ({f.sizes[0]} -> {f.sizes[1]} bytes)")
+    else:
+        for patch in filter(None, [found.source, *(f.diff or f"{f.name}: {f.status}\n" for f in changed)]):
+            sys.stdout.write(patch if patch.endswith("\n") else patch + "\n")
+    if found.request or found.source or changed:
+        raise typer.Exit(1)
 
 
 def jobs(status: Optional[str] = typer.Option(None, "--status", help="queued|running|succeeded|failed|cancelled"),
          target: Optional[str] = typer.Option(None, "-t", "--target", help="arch"),
+         of_team: Optional[str] = typer.Option(None, "--of-team", help="only this team's jobs (admin, or no auth)"),
          limit: int = typer.Option(20, "-n", "--limit", min=1, max=200),
-         server: str = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption) -> None:
-    """Recent jobs, newest first."""
-    client = Client(server, api_key, team)
-    params = {"limit": limit, **({"status": status} if status else {}), **({"target": target} if target else {})}
-    items = client.request("GET", "/v1/jobs", params=params).json()["items"]
-    rows = [(j["id"], j["status"], j.get("stage") or "", j["target"]["arch"], j.get("team", ""), j["filename"],
-             _age(j["created_at"]), _duration(j["finished_at"] - j["started_at"]) if j.get("finished_at") and j.get("started_at") else "-",
-             "hit" if j["cache_hit"] else "") for j in items]
-    _table(["ID", "STATUS", "STAGE", "TARGET", "TEAM", "FILE", "AGE", "DURATION", "CACHE"], rows,
-           styles={"succeeded": "green", "failed": "red", "running": "yellow", "cancelled": "dim"})
+         as_json: bool = typer.Option(False, "--json", help="the list as the API returns it"),
+         server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption,
+         team: Optional[str] = TeamOption) -> None:
+    """Recent jobs, newest first, with filters."""
+    with connected(server, api_key, team) as client:
+        found = client.jobs(status=status, target=target, team=of_team, limit=limit)
+    if as_json:
+        typer.echo(found.model_dump_json(indent=2))
+        return
+    rows = [(j.id, j.status, _phase(j).removeprefix(j.status).strip(" ()"), j.target.arch, j.team,
+             j.filename + (f":{j.entry}" if j.entry else ""), _age(j.created_at),
+             _duration(j.finished_at - j.started_at) if j.finished_at and j.started_at else "-",
+             "hit" if j.cache_hit else "", str(len(j.warnings)) if j.warnings else "") for j in found.items]
+    _table(["ID", "STATUS", "STAGE", "TARGET", "TEAM", "FILE", "AGE", "DURATION", "CACHE", "WARN"], rows,
+           styles=STATE_STYLES)
 
 
-def devices(server: str = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption) -> None:
+def devices(server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption,
+            team: Optional[str] = TeamOption) -> None:
     """Hardware workers: state, current job, last heartbeat."""
-    client = Client(server, api_key, team)
-    found = client.request("GET", "/v1/devices").json()
-    rows = [(d["id"], d["state"], d["arch"], str(d["device_count"]), d["host"], d.get("current_job") or "-",
-             _age(d["last_heartbeat"])) for d in found]
+    from schemas.jobs import DeviceRecord
+
+    with connected(server, api_key, team) as client:
+        found = [DeviceRecord.model_validate(d) for d in client.devices()]
+    rows = [(d.id, d.state, d.arch, str(d.device_count), d.host, d.current_job or "-", _age(d.last_heartbeat))
+            for d in found]
     _table(["DEVICE", "STATE", "ARCH", "CHIPS", "HOST", "CURRENT JOB", "HEARTBEAT"], rows,
            styles={"idle": "green", "busy": "yellow", "offline": "red"}, empty="no hardware workers have reported")
 
@@ -352,9 +390,7 @@ def _age(timestamp: float) -> str:
 
 def _table(headers: list[str], rows: list[tuple], styles: dict[str, str], empty: str = "no jobs") -> None:
     """A rich table on a terminal; tab-free aligned plain columns when piped (grep/awk friendly)."""
-    from rich.console import Console
-
-    console = Console()
+    console = _console(stderr=False)
     if not rows:
         typer.echo(empty, err=True)
         return
@@ -374,5 +410,5 @@ def _table(headers: list[str], rows: list[tuple], styles: dict[str, str], empty:
 
 
 def register(app: typer.Typer) -> None:
-    for command in (submit, status, logs, download, jobs, devices):
+    for command in (submit, status, logs, cancel, resubmit, download, diff, jobs, devices):
         app.command(command.__name__)(command)

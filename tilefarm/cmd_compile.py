@@ -6,45 +6,23 @@ from typing import List, Optional
 
 import typer
 
-from .cli import app
+from .options import (BlockingOption, CbDepthOption, CoreGridOption, EntryOption, FidelityOption, ParamOption, PartitionOption,
+                      SourceArgument, TargetOption, describe, fail, parse_core_grid, parse_params, read_source)
 
 
-def _fail(message: str) -> None:
-    typer.echo(message, err=True)
-    raise typer.Exit(2)
-
-
-def parse_params(specs: list[str]) -> dict[str, int | float | str]:
-    """`--param M=256 --param dtype=float16` -> {"M": 256, "dtype": "float16"} (int, then float, else string)."""
-    params: dict[str, int | float | str] = {}
-    for spec in specs:
-        name, sep, text = spec.partition("=")
-        if not sep or not name.isidentifier():
-            _fail(f"error: --param takes NAME=VALUE, got `{spec}`")
-        for convert in (int, float):
-            try:
-                params[name] = convert(text)
-                break
-            except ValueError:
-                continue
-        else:
-            params[name] = text
-    return params
-
-
-@app.command()
 def compile(
-    source: Path = typer.Argument(..., help="kernel file (TVMScript TIRx with T.tile primitives)"),
-    target: str = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole | grayskull"),
-    entry: Optional[str] = typer.Option(None, "--entry", help="kernel or TileLang kernel factory to compile "
-                                        "(default: main or the only one)"),
-    param: List[str] = typer.Option([], "--param", help="NAME=VALUE argument of a TileLang kernel factory (repeatable)"),
-    partition: str = typer.Option("contiguous", "--partition", help="contiguous | strided | block"),
-    core_grid: Optional[str] = typer.Option(None, "--core-grid", help="override the worker grid, e.g. 4x2"),
-    cb_depth: int = typer.Option(2, "--cb-depth", help="buffered blocks per circular buffer"),
-    math_fidelity: str = typer.Option("HiFi4", "--math-fidelity"),
+    source: Path = SourceArgument,
+    target: str = TargetOption,
+    entry: Optional[str] = EntryOption,
+    param: List[str] = ParamOption,
+    partition: Optional[str] = PartitionOption,
+    core_grid: Optional[str] = CoreGridOption,
+    cb_depth: Optional[int] = CbDepthOption,
+    math_fidelity: Optional[str] = FidelityOption,
+    blocking: str = BlockingOption,
     output: Path = typer.Option(Path("out"), "-o", "--output", help="output directory"),
     dump_ir: bool = typer.Option(False, "--dump-ir", help="write ir/NN_<pass>.py after every pass"),
+    explain: bool = typer.Option(False, "--explain", help="print the blocks, core grid and partition chosen, and why"),
 ) -> None:
     """Compile a kernel to reader/compute/writer kernels, main.cpp and tt.plan.json."""
     from pydantic import ValidationError
@@ -53,21 +31,26 @@ def compile(
     from compiler.errors import CompileError
     from schemas.target import TargetConfig
 
+    text = read_source(source)
     try:
-        text = source.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        _fail(f"{source}: error: cannot read source: {e}")
-    try:
-        grid = tuple(int(x) for x in core_grid.lower().split("x")) if core_grid else None
-        config = TargetConfig(arch=target, partition=partition, core_grid=grid, cb_depth=cb_depth,
-                              math_fidelity=math_fidelity)
-    except (ValueError, ValidationError) as e:
-        _fail(f"error: invalid target options: {e}")
+        config = TargetConfig(arch=target, partition=partition, core_grid=parse_core_grid(core_grid), cb_depth=cb_depth,
+                              math_fidelity=math_fidelity, blocking=blocking)
+    except ValidationError as e:
+        fail(f"error: invalid target options: {describe(e)}")
     try:
         result = compile_source(text, filename=str(source), entry=entry, target=config, dump_ir=dump_ir,
                                 params=parse_params(param))
     except CompileError as e:
-        _fail(e.render())
+        fail(e.render())
     result.write(output)
     typer.echo(f"{source}: compiled `{result.entry}` for {config.arch} -> {output}/ "
                f"({result.timings['total'] * 1e3:.1f} ms)")
+    if explain:
+        schedule = result.plan["schedule"]
+        typer.echo(f"schedule ({schedule['blocking']} blocking):")
+        for line in schedule["explain"]:
+            typer.echo(f"  {line}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compile")(compile)

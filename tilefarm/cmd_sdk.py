@@ -11,7 +11,8 @@ sdk_app = typer.Typer(no_args_is_help=True, help="The TT-Metalium SDK: real devi
 
 @sdk_app.command("fetch-headers")
 def fetch_headers(force: bool = typer.Option(False, "--force", help="Download and extract again")) -> None:
-    """Download the ttnn 0.81.1 wheel (as a file) and extract its TT-Metalium device headers into the cache."""
+    """Download the ttnn 0.81.1 wheel (as a file) and extract its TT-Metalium device headers and ttnn's device
+    kernels (run by the emulator) into the cache."""
     from compiler.toolchain.sdk_headers import SdkHeadersError, fetch_headers as fetch
 
     try:
@@ -21,9 +22,9 @@ def fetch_headers(force: bool = typer.Option(False, "--force", help="Download an
         raise typer.Exit(1)
     if result.fetched:
         typer.echo(f"fetched {result.wheel_bytes / 1e6:.1f} MB in {result.download_seconds:.2f} s, extracted "
-                   f"{result.members} files in {result.extract_seconds:.2f} s -> {result.root}")
+                   f"{result.members} files in {result.extract_seconds:.2f} s -> {result.root}, {result.kernels_root}")
     else:
-        typer.echo(f"already present: {result.root}")
+        typer.echo(f"already present: {result.root}, {result.kernels_root}")
 
 
 @sdk_app.command("check")

@@ -35,7 +35,7 @@ def get_artifact(job_id: str, name: str, if_none_match: str | None = Header(defa
     job = jobs.load(job_id, store, team)
     path = artifacts.job_files(job).get(name)
     if path is None:
-        raise Problem(404, f"job {job_id} has no artifact {name!r}")
+        raise Problem(404, f"job {job_id} has no artifact {name!r}", type_="/problems/not-found")
     data = path.read_bytes()
     etag = f'"{sha256(data)}"'
     headers = {"ETag": etag, "Cache-Control": "private, max-age=31536000, immutable"}

@@ -1,21 +1,24 @@
-"""/v1/jobs: submit, inspect, list, follow logs, cancel."""
+"""/v1/jobs: submit, inspect, list, follow logs, cancel, resubmit, compare."""
 from __future__ import annotations
 
-from typing import Literal
+from anyio import to_thread
+from fastapi import APIRouter, Body, Depends, Header, Query, Response
+from fastapi.responses import PlainTextResponse
+from fastapi.sse import EventSourceResponse
 
-from fastapi import APIRouter, Depends, Header, Query, Response
-from fastapi.responses import PlainTextResponse, StreamingResponse
-
-from schemas.jobs import JobList, JobRequest, JobView
+from schemas.jobs import JobDiff, JobList, JobOverrides, JobRequest, JobStatus, JobView
 from service import jobs
 from service.deps import artifacts_dep, queue_dep, scoped_team, settings_dep, store_dep, team_dep
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
+SUBMIT_RESPONSES = {400: {"description": "malformed JSON"}, 413: {"description": "too large"},
+                    415: {"description": "not application/json"},
+                    422: {"description": "invalid (with the reason), or Idempotency-Key reused"},
+                    429: {"description": "too many active jobs for the team"}}
 
-@router.post("", status_code=202, response_model=JobView, summary="Submit a kernel",
-             responses={413: {"description": "too large"}, 422: {"description": "invalid, or Idempotency-Key reused"},
-                        429: {"description": "too many active jobs for the team"}})
+
+@router.post("", status_code=202, response_model=JobView, summary="Submit a kernel", responses=SUBMIT_RESPONSES)
 def submit_job(body: JobRequest, response: Response, idempotency_key: str | None = Header(default=None, max_length=255),
                team: str = Depends(team_dep), store=Depends(store_dep), artifacts=Depends(artifacts_dep),
                queue=Depends(queue_dep), settings=Depends(settings_dep)) -> JobView:
@@ -23,28 +26,34 @@ def submit_job(body: JobRequest, response: Response, idempotency_key: str | None
                          queue=queue, settings=settings)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     response.headers["Retry-After"] = str(settings.retry_after_s)
-    return JobView.of(job)
+    return jobs.view(job, store)
 
 
 @router.get("", response_model=JobList, summary="List jobs, newest first")
-def list_jobs(status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
-              target: str | None = Query(default=None, description="arch"), limit: int = Query(default=20, ge=1, le=200),
+def list_jobs(status: JobStatus | None = None,
+              target: str | None = Query(default=None, description="arch"),
+              team: str | None = Query(default=None, max_length=64, description=(
+                  "only this team's jobs (with auth on, a non-admin key sees its own team's only)")),
+              limit: int = Query(default=20, ge=1, le=200),
               cursor: str | None = Query(default=None, pattern=r"^[0-9a-f]{1,64}$"),
-              team: str | None = Depends(scoped_team), store=Depends(store_dep)) -> JobList:
-    found, next_cursor = store.list(team=team, status=status, arch=target, limit=limit, cursor=cursor)
-    return JobList(items=[JobView.of(j) for j in found], next_cursor=next_cursor)
+              scope: str | None = Depends(scoped_team), store=Depends(store_dep)) -> JobList:
+    if scope is not None and team is not None and team != scope:
+        return JobList(items=[])
+    found, next_cursor = store.list(team=scope or team, status=status, arch=target, limit=limit, cursor=cursor)
+    return JobList(items=jobs.views(found, store), next_cursor=next_cursor)
 
 
-@router.get("/{job_id}", response_model=JobView, summary="Job status")
-def get_job(job_id: str, response: Response, wait: float = Query(default=0, ge=0, le=jobs.MAX_WAIT_S,
-                                                                  description="long-poll: seconds to wait for the end"),
-            team: str | None = Depends(scoped_team), store=Depends(store_dep), settings=Depends(settings_dep)) -> JobView:
-    job = jobs.load(job_id, store, team)
-    if wait and not job.terminal:
-        job = jobs.wait_terminal(job_id, store, wait) or job
+@router.get("/{job_id}", response_model=JobView, summary="Job status, progress and everything to reproduce it")
+async def get_job(job_id: str, response: Response, wait: float = Query(default=0, ge=0, le=jobs.MAX_WAIT_S,
+                                                                        description="long-poll: seconds to wait for the end"),
+                  team: str | None = Depends(scoped_team), store=Depends(store_dep),
+                  settings=Depends(settings_dep)) -> JobView:
+    job = await to_thread.run_sync(jobs.load, job_id, store, team)
+    if wait and not job.terminal:  # waits in the event loop: a long poll holds no thread
+        job = await jobs.wait_terminal(job_id, store, wait) or job
     if not job.terminal:
         response.headers["Retry-After"] = str(settings.retry_after_s)
-    return JobView.of(job)
+    return await to_thread.run_sync(jobs.view, job, store)
 
 
 @router.get("/{job_id}/logs", summary="The job's log; ?follow=1 streams it as Server-Sent Events",
@@ -52,8 +61,8 @@ def get_job(job_id: str, response: Response, wait: float = Query(default=0, ge=0
 def get_logs(job_id: str, follow: bool = False, team: str | None = Depends(scoped_team), store=Depends(store_dep)):
     jobs.load(job_id, store, team)
     if follow:
-        return StreamingResponse(jobs.follow_log(job_id, store), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return EventSourceResponse(jobs.follow_log(job_id, store),
+                                   headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     return PlainTextResponse(store.read_log(job_id))
 
 
@@ -69,4 +78,23 @@ def cancel_job(job_id: str, response: Response, team: str | None = Depends(scope
     job = jobs.cancel(jobs.load(job_id, store, team), store)
     if job.terminal:
         response.status_code = 200
-    return JobView.of(job)
+    return jobs.view(job, store)
+
+
+@router.post("/{job_id}/resubmit", status_code=202, response_model=JobView, responses=SUBMIT_RESPONSES,
+             summary="Submit the job again (same source, options and inputs), with the given fields changed")
+def resubmit_job(job_id: str, response: Response, overrides: JobOverrides = Body(default_factory=JobOverrides),
+                 scope: str | None = Depends(scoped_team), team: str = Depends(team_dep), store=Depends(store_dep),
+                 artifacts=Depends(artifacts_dep), queue=Depends(queue_dep), settings=Depends(settings_dep)) -> JobView:
+    original = jobs.load(job_id, store, scope)
+    job = jobs.resubmit(original, overrides, team=team, store=store, artifacts=artifacts, queue=queue,
+                        settings=settings)
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return jobs.view(job, store)
+
+
+@router.get("/{job_id}/diff/{other_id}", response_model=JobDiff,
+            summary="What differs between two jobs: request fields, source and every artifact (unified diffs)")
+def diff_jobs(job_id: str, other_id: str, team: str | None = Depends(scoped_team), store=Depends(store_dep),
+              artifacts=Depends(artifacts_dep)) -> JobDiff:
+    return jobs.diff(jobs.load(job_id, store, team), jobs.load(other_id, store, team), artifacts)

@@ -9,8 +9,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from compiler.target import DATA_FORMATS, DEVICES
-from schemas.jobs import DeviceRecord
+from schemas.jobs import DeviceRecord, rfc3339
 from schemas.target import MathFidelity, PartitionPolicy
+from service import readiness
 from service.deps import queue_dep, settings_dep, store_dep
 from service.metrics import StoreCollector
 from service.problems import Problem
@@ -36,12 +37,13 @@ def devices(store=Depends(store_dep), settings=Depends(settings_dep)) -> list[De
 
 
 @router.get("/healthz", summary="The process is up")
-def healthz() -> dict:
+async def healthz() -> dict:  # answered by the event loop itself: no thread, no store
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The broker and the job store answer")
-def readyz(store=Depends(store_dep), queue=Depends(queue_dep)) -> dict:
+@router.get("/readyz", summary="Ready for jobs: the job store and broker answer and (embedded mode) the local "
+                                "worker is warm, so a job sent now starts at once")
+def readyz(store=Depends(store_dep), queue=Depends(queue_dep), settings=Depends(settings_dep)) -> dict:
     checks = {}
     for name, ping in (("store", store.ping), ("broker", queue.ping)):
         try:
@@ -49,9 +51,19 @@ def readyz(store=Depends(store_dep), queue=Depends(queue_dep)) -> dict:
             checks[name] = "ok"
         except Exception as error:
             checks[name] = f"{type(error).__name__}: {error}"
-    if any(v != "ok" for v in checks.values()):
-        raise Problem(503, "not ready", checks=checks, headers={"Retry-After": "2"})
-    return {"status": "ready", "checks": checks}
+    found = readiness.workers(settings.data_dir)
+    warm = [w for w in found if w.get("warm")]
+    failed = [f"{w['host']} pid {w['pid']}: {w['detail']}" for w in found if not w.get("warm")]
+    checks["workers"] = f"{len(warm)} warm" + (f"; warm-up failed: {'; '.join(failed)}" if failed else "")
+    # embedded: the service's own worker must be warm; distributed: workers come and go on other hosts (informative)
+    wanted = settings.embedded and settings.embedded_workers > 0
+    if any(checks[name] != "ok" for name in ("store", "broker")) or (wanted and not warm):
+        detail = "not ready" if not wanted or warm else "not ready: the worker is warming up (compiler, sandbox, " \
+                                                         "emulator runtime)"
+        raise Problem(503, detail, type_="/problems/unavailable", checks=checks, headers={"Retry-After": "1"})
+    return {"status": "ready", "checks": checks,
+            "workers": [{"host": w["host"], "pid": w["pid"], "warm_up_s": w["warm_up_s"], "since": rfc3339(w["since"])}
+                        for w in warm]}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

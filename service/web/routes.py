@@ -1,46 +1,102 @@
-"""HTML pages (jobs, job, submit, farm), their static files, and the one JSON view the API lacks (queue depths).
+"""HTML pages (jobs, job, submit, diff, farm, problem types), their static files, and the one JSON view the API lacks
+(queue depths).
 
-The pages carry no job data: their JS fetches it from /v1 with the caller's token, so auth is the API's alone.
+The pages carry no job data: their JS fetches it from /v1 with the caller's token, so auth is the API's alone. A job
+page answers 404 for a job that does not exist (or, with the token the cookie holds, is another team's).
 """
 from __future__ import annotations
 
+import json
 import typing
 from pathlib import Path
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Cookie, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 
 from compiler.target import DEVICES
 from compiler.version import COMPILER_VERSION
+from schemas.jobs import JOB_STATUSES, STAGE_ORDER, TERMINAL
+from schemas.logs import LEVELS
 from schemas.target import MathFidelity, PartitionPolicy
-from service.deps import queue_dep, store_dep
+from service.deps import _keyring, queue_dep, store_dep
+from service.problems import PROBLEM_TYPES
 from service.queue import COMPILE_QUEUE
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
+
+
+def _markdown_code(text: str) -> Markup:
+    """Plain text with `code` spans, as HTML."""
+    parts = str(escape(text)).split("`")
+    return Markup("".join(f"<code>{part}</code>" if i % 2 else part for i, part in enumerate(parts)))
+
+
+templates.env.filters["markdown_code"] = _markdown_code
 router = APIRouter(include_in_schema=False)
 
 
-def _page(request: Request, template: str, **context) -> HTMLResponse:
-    return templates.TemplateResponse(request, template, {"version": COMPILER_VERSION, **context})
+# What the page's script needs from the schemas, written out once there (base.html serves it as JSON)
+PAGE_SCHEMA = json.dumps({"statuses": list(JOB_STATUSES), "terminal": sorted(TERMINAL), "stages": list(STAGE_ORDER),
+                          "log_levels": list(LEVELS),
+                          "sdk_archs": sorted(a for a, d in DEVICES.items() if d.supported_by_sdk)})
+
+
+def _page(request: Request, template: str, status_code: int = 200, **context) -> HTMLResponse:
+    return templates.TemplateResponse(request, template, {"version": COMPILER_VERSION, "schema": PAGE_SCHEMA,
+                                                          **context}, status_code=status_code)
 
 
 @router.get("/", response_class=HTMLResponse)
 def jobs_page(request: Request) -> HTMLResponse:
-    return _page(request, "jobs.html", page="jobs", archs=sorted(DEVICES))
+    return _page(request, "jobs.html", page="jobs", archs=sorted(DEVICES), statuses=JOB_STATUSES)
+
+
+def _visible(job_id: str, store, token: str | None) -> bool:
+    """Whether the job page may say the job exists: it does, and the caller's token (if auth is on and the cookie
+    holds one) may see it. Without a token the page cannot tell: it shows, and its script asks for one."""
+    job = store.get(job_id) if job_id.isalnum() else None
+    if job is None:
+        return False
+    keyring = _keyring()
+    if not keyring.enabled or not token:
+        return True
+    principal = keyring.lookup(token)
+    return principal is not None and (principal.admin or principal.team == job.team)
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, job_id: str) -> HTMLResponse:
-    return _page(request, "job.html", page="job", job_id=job_id if job_id.isalnum() else "")
+def job_page(request: Request, job_id: str, store=Depends(store_dep),
+             tilefarm_token: str | None = Cookie(default=None)) -> HTMLResponse:
+    if not _visible(job_id, store, tilefarm_token):
+        return _page(request, "missing.html", status_code=404, page="missing", what=f"no job {job_id[:64]}")
+    return _page(request, "job.html", page="job", job_id=job_id)
 
 
 @router.get("/submit", response_class=HTMLResponse)
 def submit_page(request: Request) -> HTMLResponse:
+    """New job; with ?from=<job id>, that job's source and options to edit and resubmit."""
     return _page(request, "submit.html", page="submit", devices=list(DEVICES.values()),
                  partitions=typing.get_args(PartitionPolicy), fidelities=typing.get_args(MathFidelity))
+
+
+@router.get("/diff", response_class=HTMLResponse)
+def diff_page(request: Request) -> HTMLResponse:
+    """Two jobs side by side: ?a=<job>&b=<job> (the script fetches /v1/jobs/{a}/diff/{b})."""
+    return _page(request, "diff.html", page="diff")
+
+
+@router.get("/problems/{name}", response_class=HTMLResponse)
+def problem_page(request: Request, name: str) -> HTMLResponse:
+    """What each problem `type` of the API means (RFC 9457: a type URI that documents the problem)."""
+    if name not in PROBLEM_TYPES:
+        return _page(request, "missing.html", status_code=404, page="missing", what=f"no problem type {name[:64]}")
+    title, text = PROBLEM_TYPES[name]
+    return _page(request, "problem.html", page="problem", name=name, title=title, text=text,
+                 others=sorted(PROBLEM_TYPES))
 
 
 @router.get("/farm", response_class=HTMLResponse)

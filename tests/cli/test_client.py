@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -46,10 +47,11 @@ def test_submit_wait_downloads_the_bundle(service, tmp_path):
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.split(":")[0]
     assert f"{job_id}: succeeded" in result.stdout and "compile" in result.stdout and "emulate" in result.stdout
-    # not a TTY: progress degrades to plain, timestamped lines, one per change of status or stage
+    # not a TTY: progress degrades to plain, timestamped lines, one per change of status or stage (which changes a
+    # poll sees depends on timing: only the first and the last line are certain)
     progress = [line for line in result.stderr.splitlines() if line.startswith("[")]
     assert progress[0].endswith(f"{job_id}: queued") and progress[-1].endswith(f"{job_id}: succeeded"), result.stderr
-    assert any("running (" in line for line in progress) and "\x1b[" not in result.stderr
+    assert len(progress) == len(set(line.split("] ", 1)[1] for line in progress)) and "\x1b[" not in result.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json", "emulate/report.json"} <= {
         f["name"] for f in manifest["files"]}
@@ -155,7 +157,10 @@ def test_usage_and_connection_errors_exit_2(service, tmp_path):
     unknown = tilefarm("status", "doesnotexist", server=service.url)
     assert unknown.returncode == 2 and "404" in unknown.stderr
     bad_target = tilefarm("submit", str(write_kernel(tmp_path)), "-t", "h100", server=service.url)
-    assert bad_target.returncode == 2 and "422" in bad_target.stderr and "arch" in bad_target.stderr
+    assert bad_target.returncode == 2 and "arch: Input should be" in bad_target.stderr and "'h100'" in bad_target.stderr
+    refused = tilefarm("submit", str(write_kernel(tmp_path)), "-t", "grayskull", "--stages", "compile,emulate",
+                       server=service.url)
+    assert refused.returncode == 2 and "422" in refused.stderr and "cannot run the emulate stage" in refused.stderr
     no_args = tilefarm("submit")
     assert no_args.returncode == 2
 
@@ -170,3 +175,96 @@ def test_api_key_from_environment(tmp_path):
         assert accepted.returncode == 0, accepted.stderr
         listed = tilefarm("jobs", "--api-key", TOKEN, server=secured.url)
         assert " kernels " in listed.stdout
+
+
+def test_tilelang_with_params_and_inputs_end_to_end(service, tmp_path):
+    """A TileLang factory from the CLI with --entry/--param and -i inputs: the job runs on those inputs (its output
+    is their product) and the bundle has everything to make it again."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (64, 96)).astype(np.float16)
+    b = rng.uniform(-1, 1, (96, 128)).astype(np.float16)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    source = tmp_path / "gemm.py"
+    source.write_text((REPO / "examples" / "tilelang" / "gemm.py").read_text() + f"\n# {tmp_path.name}\n")
+    out = tmp_path / "out"
+    result = tilefarm("submit", str(source), "--entry", "matmul", "--param", "M=64", "--param", "N=128",
+                      "--param", "K=96", "--param", "block_M=32", "--param", "block_N=32", "--stages", "compile,emulate",
+                      "-i", f"A={tmp_path / 'a.npy'}", "-i", f"B={tmp_path / 'b.npy'}", "--wait", "-o", str(out),
+                      server=service.url)
+    assert result.returncode == 0, result.stderr
+    c = np.load(out / "emulate" / "C.npy")
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=2e-2, atol=2e-2)
+    np.testing.assert_array_equal(np.load(out / "inputs" / "A.npy"), a)
+    request = json.loads((out / "request.json").read_text())
+    assert request["entry"] == "matmul" and request["params"] == {"M": 64, "N": 128, "K": 96, "block_M": 32,
+                                                                  "block_N": 32}
+    assert request["stages"] == ["compile", "emulate"] and request["inputs"]["B"]["shape"] == [96, 128]
+    assert (out / request["source_file"]).read_text() == source.read_text()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["params"] == request["params"] and manifest["compiler_version"]
+
+    wrong = tilefarm("submit", str(source), "--entry", "matmul", "--param", "M=64", "--param", "N=128",
+                     "--param", "K=96", "-i", f"A={tmp_path / 'b.npy'}", server=service.url)
+    assert wrong.returncode == 2 and "input `A` has shape [96, 128]" in wrong.stderr and "(M, K) = [64, 96]" in wrong.stderr
+
+
+def test_resubmit_diff_and_cancel(service, tmp_path):
+    source = tmp_path / "gemm.py"
+    source.write_text((REPO / "examples" / "tilelang" / "gemm.py").read_text() + f"\n# {tmp_path.name}\n")
+    first = tilefarm("submit", str(source), "--entry", "matmul", "--param", "M=64", "--param", "N=64",
+                     "--param", "K=64", "--param", "block_M=32", "--param", "block_N=32", "--stages", "compile",
+                     "--wait", server=service.url)
+    assert first.returncode == 0, first.stderr
+    first_id = first.stdout.split(":")[0]
+    again = tilefarm("resubmit", first_id, "--param", "block_N=64", "--wait", server=service.url)
+    assert again.returncode == 0, again.stderr
+    second_id = again.stdout.split(":")[0]
+    assert service.client.get(f"/v1/jobs/{second_id}").json()["params"]["block_N"] == 64
+
+    stat = tilefarm("diff", first_id, second_id, "--stat", server=service.url)
+    assert stat.returncode == 1  # they differ
+    assert 'params: {"M": 64, "N": 64, "K": 64, "block_M": 32, "block_N": 32} -> ' in stat.stdout
+    assert "tt.plan.json: changed" in stat.stdout and "source: changed" not in stat.stdout
+    full = tilefarm("diff", first_id, second_id, server=service.url)
+    assert f"--- {first_id}/tt.plan.json" in full.stdout and f"+++ {second_id}/tt.plan.json" in full.stdout
+    same = tilefarm("diff", first_id, first_id, server=service.url)
+    assert same.returncode == 0 and same.stdout == ""
+
+    slow = tilefarm("submit", str(write_kernel(tmp_path, "gemm_block64.py")), "--stages", "compile,check,emulate",
+                    server=service.url)
+    cancelled = tilefarm("cancel", slow.stdout.strip(), server=service.url)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.startswith(slow.stdout.strip()) and ("cancelled" in cancelled.stdout or
+                                                                 "cancel requested" in cancelled.stdout)
+    final = tilefarm("status", slow.stdout.strip(), "--wait", server=service.url)
+    assert final.returncode == 1 and "cancelled" in final.stdout
+
+
+def test_warnings_of_a_succeeded_job_are_shown(service, tmp_path):
+    result = tilefarm("submit", str(write_kernel(tmp_path)), "-t", "grayskull", "--wait", server=service.url)
+    assert result.returncode == 0, result.stderr
+    assert "warning: [submit] grayskull runs compile only" in result.stderr
+    job_id = result.stdout.split(":")[0]
+    status = tilefarm("status", job_id, server=service.url)
+    assert "warning: [submit] grayskull runs compile only" in status.stderr
+    listed = tilefarm("jobs", "-t", "grayskull", server=service.url)
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[-1] == "WARN" and next(r for r in rows if r.startswith(job_id)).split()[-1] == "1"
+    log = tilefarm("logs", job_id, server=service.url).stdout
+    assert re.search(r"Z -        WARN  grayskull runs compile only", log), log
+
+
+def test_jobs_filters(service, tmp_path):
+    done = tilefarm("submit", str(write_kernel(tmp_path)), "--stages", "compile", "-t", "blackhole", "--wait",
+                    server=service.url, TILEFARM_TEAM="filters-team")
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.split(":")[0]
+    mine = tilefarm("jobs", "--of-team", "filters-team", server=service.url).stdout.splitlines()[1:]
+    assert [row.split()[0] for row in mine] == [job_id]
+    assert job_id not in tilefarm("jobs", "-t", "wormhole_b0", "-n", "200", server=service.url).stdout
+    assert job_id in tilefarm("jobs", "-t", "blackhole", "--status", "succeeded", server=service.url).stdout
+    as_json = json.loads(tilefarm("jobs", "--of-team", "filters-team", "--json", server=service.url).stdout)
+    assert as_json["items"][0]["id"] == job_id and as_json["items"][0]["created_at"].endswith("Z")

@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from schemas.jobs import TERMINAL
+
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent.parent / "data"  # the seed examples, shared with the compiler tests
 FAKE = Path(__file__).resolve().parent / "fake"
-TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
 def free_port() -> int:
@@ -112,6 +113,21 @@ def private_db(redis_url: str) -> str:
     raise RuntimeError("no free Redis database for a private test stack")
 
 
+@pytest.fixture(scope="module")
+def private_redis(tmp_path_factory):
+    """A redis-server of our own on a free port (no persistence), for a stack that must not share the shared
+    server's few databases with everyone else's tests. Its URL (database 0)."""
+    port = free_port()
+    server = Proc(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
+                  base_env(), tmp_path_factory.mktemp("private-redis") / "redis.log")
+    deadline = time.time() + 10
+    while not _redis_up(port):
+        assert server.process.poll() is None and time.time() < deadline, server.tail()
+        time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    server.stop()
+
+
 class Service:
     """The API and a worker as subprocesses, and an HTTP client for them."""
 
@@ -128,7 +144,9 @@ class Service:
                               "--log-level", "warning"]
         api = Proc(command, self.env, self.workdir / "api.log")
         self.procs.append(api)
-        deadline = time.time() + 30
+        # embedded mode is ready when its worker is warm; on a fresh machine that includes building the emulator
+        # runtime once (~20 s on 2 cores)
+        deadline = time.time() + 180
         while True:
             try:
                 if self.client.get("/readyz").status_code == 200:
@@ -140,8 +158,9 @@ class Service:
 
     def start_worker(self, **extra_env: str) -> Proc:
         env = {**self.env, **extra_env}
-        self.worker = Proc([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", "compile",
-                            "-c", "1", "--pool", "prefork", "--loglevel", "INFO", "-n", f"test-{uuid.uuid4().hex[:6]}@%h"],
+        from service.embedded import worker_command  # the command `tilefarm worker` and docker-compose run
+
+        self.worker = Proc(worker_command("compile", 1, hostname=f"test-{uuid.uuid4().hex[:6]}@%h"),
                            env, self.workdir / "worker.log")
         deadline = time.time() + 60
         while "ready." not in self.worker.log.read_text(errors="replace"):

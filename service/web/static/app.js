@@ -1,12 +1,16 @@
 // tilefarm dashboard: reads the /v1 API (token from a cookie, sent as a header) and renders the pages.
-// No framework, no build step; one file: helpers, a tiny syntax highlighter, then one function per page.
+// No framework, no build step; one file: helpers, a tiny syntax highlighter, a line diff, then one function per page.
 "use strict";
 
 // ---------- helpers ----------
 const $ = (sel, root = document) => root.querySelector(sel);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+// statuses, stages and log levels as the schemas define them (served by base.html), never written out here
+const SCHEMA = JSON.parse(document.getElementById("tilefarm-schema").textContent);
+const TERMINAL = new Set(SCHEMA.terminal);
 const TOKEN_COOKIE = "tilefarm_token";
+// API times are RFC 3339 strings; the page computes in epoch seconds
+const epoch = (time) => (time == null ? null : Date.parse(time) / 1000);
 
 function getToken() {
   const m = document.cookie.match(new RegExp("(?:^|; )" + TOKEN_COOKIE + "=([^;]*)"));
@@ -61,7 +65,8 @@ function duration(seconds) {
   const m = Math.floor(seconds / 60), s = Math.round(seconds % 60);
   return m < 60 ? `${m}m ${s}s` : `${Math.floor(m / 60)}h ${m % 60}m`;
 }
-function age(timestamp) {
+function age(time) {
+  const timestamp = typeof time === "string" ? epoch(time) : time;
   const s = Date.now() / 1000 - timestamp;
   if (s < 5) return "just now";
   if (s < 60) return `${Math.floor(s)}s ago`;
@@ -71,7 +76,15 @@ function age(timestamp) {
 }
 function jobDuration(job) {
   if (!job.started_at) return null;
-  return (job.finished_at || Date.now() / 1000) - job.started_at;
+  return (epoch(job.finished_at) || Date.now() / 1000) - epoch(job.started_at);
+}
+const localTime = (time) => new Date(time).toLocaleString();
+// where a job is: queue position while it waits, the running stage against its usual duration
+function phase(job) {
+  const p = job.progress || {};
+  if (job.status === "queued" && p.queue_position != null) return p.queue_position ? `${p.queue_position} ahead` : "next";
+  if (job.status === "running" && p.stage) return `${p.stage} ${p.done + 1}/${p.total}${p.stage_typical_s ? ` · ~${duration(p.stage_typical_s)} typical` : ""}`;
+  return job.stage || "";
 }
 const badge = (status, text) => `<span class="badge ${esc(status)}">${esc(text || status)}</span>`;
 const bytes = (n) => (n == null ? "–" : n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
@@ -182,7 +195,8 @@ const langOf = (name) => (/\.(cpp|cc|h|hpp)$/.test(name) ? "cpp" : /\.py$/.test(
 function renderCode(container, text, lang, marks = new Map()) {
   const html = highlightLines(text, lang).map((line, i) => {
     const n = i + 1, diags = marks.get(n) || [];
-    let row = `<div class="ln${diags.length ? " diag" : ""}" id="L${n}" data-line="${n}"><i>${n}</i><code>${line || " "}</code></div>`;
+    const anchor = container.id === "source" ? ` id="L${n}"` : "";  // #L14 links to the source's line 14
+    let row = `<div class="ln${diags.length ? " diag" : ""}"${anchor} data-line="${n}"><i>${n}</i><code>${line || " "}</code></div>`;
     for (const d of diags) {
       const caret = d.col ? " ".repeat(Math.max(0, d.col - 1)) + "^ " : "";
       row += `<div class="diag-msg" data-diag-line="${n}"><span class="caret">${esc(caret)}</span>error: ${esc(d.message)}${d.hint ? `\n${" ".repeat(Math.max(0, (d.col || 1) - 1))}  hint: ${esc(d.hint)}` : ""}</div>`;
@@ -190,6 +204,51 @@ function renderCode(container, text, lang, marks = new Map()) {
     return row;
   });
   container.innerHTML = html.join("");
+}
+
+// ---------- diffs: per-pass IR changes (computed here), and unified diffs from the API ----------
+// the line diff of two texts (longest common subsequence; IR dumps and kernels are at most a few thousand lines)
+function lineDiff(before, after) {
+  const a = before.split("\n"), b = after.split("\n");
+  const n = a.length, m = b.length;
+  const common = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--)
+    common[i][j] = a[i] === b[j] ? common[i + 1][j + 1] + 1 : Math.max(common[i + 1][j], common[i][j + 1]);
+  const ops = [];
+  let i = 0, j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && a[i] === b[j]) { ops.push([" ", a[i]]); i++; j++; }
+    else if (j < m && (i === n || common[i][j + 1] >= common[i + 1][j])) ops.push(["+", b[j++]]);
+    else ops.push(["-", a[i++]]);
+  }
+  return ops;
+}
+
+// diff lines ([op, text]) as code; unchanged runs longer than 2 * context lines are folded
+function renderDiff(container, ops, lang, context = 3) {
+  const changed = ops.map((o) => o[0] !== " ");
+  const near = (k) => changed.slice(Math.max(0, k - context), k + context + 1).some(Boolean);
+  let html = "", folded = 0, added = 0, removed = 0;
+  ops.forEach(([op, text], k) => {
+    if (op === "+") added++;
+    if (op === "-") removed++;
+    if (op === " " && !near(k)) { folded++; return; }
+    if (folded) { html += `<div class="ln fold"><i></i><code>… ${folded} unchanged line${folded > 1 ? "s" : ""}</code></div>`; folded = 0; }
+    const cls = op === "+" ? "add" : op === "-" ? "del" : "";
+    html += `<div class="ln ${cls}"><i>${op.trim()}</i><code>${highlightLines(text, lang)[0] || " "}</code></div>`;
+  });
+  if (folded) html += `<div class="ln fold"><i></i><code>… ${folded} unchanged line${folded > 1 ? "s" : ""}</code></div>`;
+  container.innerHTML = html || `<p class="muted pad">no change</p>`;
+  return { added, removed };
+}
+
+// a unified diff (text) as coloured lines
+function renderUnified(container, patch, lang) {
+  container.innerHTML = patch.replace(/\n$/, "").split("\n").map((line) => {
+    const cls = line.startsWith("+++") || line.startsWith("---") ? "head" : line.startsWith("@@") ? "hunk" : line[0] === "+" ? "add" : line[0] === "-" ? "del" : "";
+    const body = cls === "head" || cls === "hunk" ? esc(line) : highlightLines(line.slice(1), lang)[0] || " ";
+    return `<div class="ln ${cls}"><i>${cls === "add" || cls === "del" ? esc(line[0]) : ""}</i><code>${body}</code></div>`;
+  }).join("");
 }
 
 // ---------- the token form (every page) ----------
@@ -218,14 +277,14 @@ function initJobs() {
     body.innerHTML = shown.map((j) => `
       <tr data-job-id="${esc(j.id)}" data-status="${esc(j.status)}">
         <td>${badge(j.status)}</td>
-        <td class="mono"><a href="/jobs/${esc(j.id)}">${esc(j.id.slice(-10))}</a></td>
+        <td class="mono"><a href="/jobs/${esc(j.id)}">${esc(j.id)}</a></td>
         <td class="mono">${esc(j.filename)}${j.entry ? `:${esc(j.entry)}` : ""}</td>
         <td>${esc(j.target.arch)}</td>
         <td>${esc(j.team)}</td>
-        <td><span class="stage-dots">${j.stages.map((s) => `<span class="${esc(s.state)}" title="${esc(s.name)}: ${esc(s.state)}${s.duration_s != null ? " in " + duration(s.duration_s) : ""}"></span>`).join("")}</span> ${j.stage ? esc(j.stage) : ""}</td>
-        <td title="${new Date(j.created_at * 1000).toLocaleString()}">${age(j.created_at)}</td>
+        <td><span class="stage-dots">${j.stages.map((s) => `<span class="${esc(s.state)}" title="${esc(s.name)}: ${esc(s.state)}${s.duration_s != null ? " in " + duration(s.duration_s) : ""}"></span>`).join("")}</span> <span class="phase">${esc(phase(j))}</span></td>
+        <td title="${esc(localTime(j.created_at))}">${age(j.created_at)}</td>
         <td class="num">${duration(jobDuration(j))}</td>
-        <td>${j.cache_hit ? badge("hit", "cache hit") : ""}</td>
+        <td>${j.cache_hit ? badge("hit", "cache hit") : ""}${j.warnings.length ? ` <span class="badge warn" title="${esc(j.warnings.map((w) => w.message).join("\n"))}">${j.warnings.length} warning${j.warnings.length > 1 ? "s" : ""}</span>` : ""}</td>
       </tr>`).join("");
   };
 
@@ -256,6 +315,7 @@ function initJobs() {
 function initJob() {
   const jobId = $("#job").dataset.jobId;
   let job = null, manifestKey = null, sourceShown = false, logStarted = false, stop = null, currentArtifact = null;
+  let lineMap = null;  // linemap.json: C++ line <-> source line, per kernel file
   const artifactCache = new Map();
 
   const renderHeader = () => {
@@ -264,39 +324,57 @@ function initJob() {
     $("#job-live").classList.toggle("off", TERMINAL.has(job.status));
     $("#cancel").hidden = TERMINAL.has(job.status);
     $("#download").disabled = !TERMINAL.has(job.status);
+    $("#compare").hidden = !job.resubmitted_from;
+    if (job.resubmitted_from) $("#compare").href = `/diff?a=${encodeURIComponent(job.resubmitted_from)}&b=${encodeURIComponent(job.id)}`;
+    $("#edit").href = `/submit?from=${encodeURIComponent(job.id)}`;
     const worker = job.worker ? `${job.worker.hostname} pid ${job.worker.pid}` : "–";
     const t = job.target;
+    const params = Object.entries(job.params || {}).map(([k, v]) => `${esc(k)}=${esc(v)}`).join(" ");
+    const inputs = Object.entries(job.inputs || {}).map(([k, v]) => `${esc(k)} ${v.shape.join("×")} ${esc(v.dtype)}`).join(", ");
     const facts = [
       ["file", `<span class="mono">${esc(job.filename)}</span>${job.entry ? ` entry <span class="mono">${esc(job.entry)}</span>` : ""}`],
-      ["target", `${esc(t.arch)}${t.core_grid ? ` ${t.core_grid.join("×")}` : ""} · ${esc(t.partition)} · cb depth ${t.cb_depth} · ${esc(t.math_fidelity)}`],
+      ...(params ? [["params", `<span class="mono" id="fact-params">${params}</span>`]] : []),
+      ["target", `${esc(t.arch)}${t.core_grid ? ` ${t.core_grid.join("×")}` : ""} · ${esc(t.partition ?? "auto partition")} · cb depth ${t.cb_depth ?? "auto"} · ${esc(t.math_fidelity ?? "auto fidelity")}`],
+      ["inputs", inputs || "random (seeded)"],
       ["team", esc(job.team)],
-      ["submitted", `<span title="${new Date(job.created_at * 1000).toLocaleString()}">${age(job.created_at)}</span>`],
+      ["submitted", `<span title="${esc(localTime(job.created_at))}">${age(job.created_at)}</span>`],
       ["duration", duration(jobDuration(job))],
       ["cache", job.cache_hit ? badge("hit", "cache hit") : "miss"],
+      ["compiler", esc(job.compiler_version || "–")],
       ["worker", esc(worker)],
       ["attempts", job.attempts],
+      ...(job.resubmitted_from ? [["from", `<a class="mono" href="/jobs/${esc(job.resubmitted_from)}">${esc(job.resubmitted_from)}</a>`]] : []),
     ];
     $("#facts").innerHTML = facts.map(([k, v]) => `<div><dt>${k}</dt><dd>${v}</dd></div>`).join("");
     const error = $("#job-error");
     error.hidden = !job.error || job.diagnostics.length > 0;
     error.textContent = job.error || "";
+    const warnings = $("#job-warnings");
+    warnings.hidden = !job.warnings.length;
+    const grouped = new Map();
+    for (const w of job.warnings) grouped.set(`${w.stage}: ${w.message}`, (grouped.get(`${w.stage}: ${w.message}`) || 0) + 1);
+    warnings.innerHTML = `<strong>${job.warnings.length} warning${job.warnings.length > 1 ? "s" : ""}</strong><ul>` +
+      [...grouped].map(([text, n]) => `<li>${esc(text)}${n > 1 ? ` <span class="muted">×${n}</span>` : ""}</li>`).join("") + "</ul>";
   };
 
   const renderTimeline = () => {
-    const now = Date.now() / 1000, t0 = job.created_at;
-    const end = job.finished_at || now;
+    const now = Date.now() / 1000, t0 = epoch(job.created_at);
+    const end = epoch(job.finished_at) || now;
     const span = Math.max(end - t0, 0.001);
-    const rows = [{ name: "queued", state: job.started_at ? "succeeded" : job.status === "queued" ? "running" : "skipped", started_at: t0, finished_at: job.started_at || (job.status === "queued" ? null : job.finished_at) }];
-    rows.push(...job.stages);
+    const p = job.progress || {};
+    const waiting = job.status === "queued" && p.queue_position != null ? (p.queue_position ? `${p.queue_position} ahead` : "next") : null;
+    const rows = [{ name: "queued", state: job.started_at ? "succeeded" : job.status === "queued" ? "running" : "skipped", started_at: job.created_at, finished_at: job.started_at || (job.status === "queued" ? null : job.finished_at), note: waiting }];
+    rows.push(...job.stages.map((s) => ({ ...s, note: s.state === "running" && p.stage_typical_s ? `~${duration(p.stage_typical_s)} typical` : null })));
+    $("#progress").textContent = TERMINAL.has(job.status) ? "" : `${p.done} of ${p.total} stages done` + (waiting ? ` · queue: ${waiting}` : p.stage ? ` · ${p.stage} running ${duration(p.stage_elapsed_s)}` : "");
     $("#timeline").innerHTML = rows.map((s) => {
-      const start = s.started_at, stop = s.finished_at || (s.state === "running" ? now : null);
+      const start = epoch(s.started_at), stop = epoch(s.finished_at) || (s.state === "running" ? now : null);
       const bar = start && stop != null
         ? `<div class="tl-bar ${esc(s.state)}" style="left:${((start - t0) / span) * 100}%;width:${Math.max(((stop - start) / span) * 100, 0.4)}%"></div>` : "";
       const dur = s.duration_s != null ? s.duration_s : start && stop ? stop - start : null;
       return `<div class="tl-row" data-stage="${esc(s.name)}" data-state="${esc(s.state)}">
         <span>${esc(s.name)} ${s.name === "queued" ? "" : badge(s.state)}</span>
         <div class="tl-track" title="${esc(s.detail || "")}">${bar}</div>
-        <span class="dur">${s.state === "pending" || s.state === "skipped" ? esc(s.state) : duration(dur)}</span></div>`;
+        <span class="dur">${s.state === "pending" || s.state === "skipped" ? esc(s.state) : duration(dur)}${s.note ? `<small class="muted"> ${esc(s.note)}</small>` : ""}</span></div>`;
     }).join("");
   };
 
@@ -311,6 +389,7 @@ function initJob() {
     const first = $("#source .ln.diag");
     if (first) $("#source").scrollTop = Math.max(0, first.offsetTop - 120);
     sourceShown = true;
+    markMapped();
   };
 
   const artifactText = async (name) => {
@@ -318,12 +397,61 @@ function initJob() {
     return artifactCache.get(name);
   };
 
+  // ---- source <-> C++ lines (linemap.json): hovering a line lights up its counterpart on the other side
+  const mappedLines = (file) => (lineMap && lineMap.files && lineMap.files[file]) || null;
+  const markMapped = () => {
+    const map = mappedLines(currentArtifact);
+    const sourceLines = new Set(map ? Object.values(map).flat() : []);
+    for (const row of document.querySelectorAll("#source .ln")) row.classList.toggle("has-map", sourceLines.has(Number(row.dataset.line)));
+    for (const row of document.querySelectorAll("#artifact-view .ln[data-line]")) row.classList.toggle("has-map", !!(map && map[row.dataset.line]));
+  };
+  const highlight = (sourceLines, cppLines) => {
+    for (const el of document.querySelectorAll(".ln.mapped")) el.classList.remove("mapped");
+    for (const n of sourceLines) $(`#source .ln[data-line="${n}"]`)?.classList.add("mapped");
+    for (const n of cppLines) $(`#artifact-view .ln[data-line="${n}"]`)?.classList.add("mapped");
+  };
+  const onSourceHover = (event) => {
+    const row = event.target.closest(".ln[data-line]"), map = mappedLines(currentArtifact);
+    if (!row || !map) return;
+    const line = Number(row.dataset.line);
+    const cpp = Object.entries(map).filter(([, src]) => src.includes(line)).map(([n]) => Number(n));
+    highlight(cpp.length ? [line] : [], cpp);
+    const first = cpp.length && $(`#artifact-view .ln[data-line="${Math.min(...cpp)}"]`);
+    if (first) { const view = $("#artifact-view"); if (first.offsetTop < view.scrollTop || first.offsetTop > view.scrollTop + view.clientHeight - 20) view.scrollTop = Math.max(0, first.offsetTop - 60); }
+  };
+  const onCppHover = (event) => {
+    const row = event.target.closest(".ln[data-line]"), map = mappedLines(currentArtifact);
+    if (!row || !map) return;
+    const src = map[row.dataset.line] || [];
+    highlight(src, src.length ? [Number(row.dataset.line)] : []);
+  };
+  $("#source").addEventListener("mouseover", onSourceHover);
+  $("#artifact-view").addEventListener("mouseover", onCppHover);
+
+  // ---- artifacts: kernels, plan, IR after each pass (with what the pass changed)
+  const irNames = () => [...document.querySelectorAll("#ir-pass option")].map((o) => o.value);
+  const showIr = async (name, changes) => {
+    const view = $("#artifact-view"), names = irNames(), index = names.indexOf(name);
+    const text = await artifactText(name);
+    if (changes && index > 0) {
+      const counts = renderDiff(view, lineDiff(await artifactText(names[index - 1]), text), "py");
+      $("#ir-summary").textContent = `${counts.added} added, ${counts.removed} removed lines vs ${names[index - 1].replace(/^ir\//, "")}`;
+    } else {
+      renderCode(view, text, "py");
+      $("#ir-summary").textContent = `${text.split("\n").length} lines`;
+    }
+    view.dataset.artifact = name;
+    view.dataset.mode = changes && index > 0 ? "diff" : "text";
+  };
+
   const showArtifact = async (entry) => {
     currentArtifact = entry.name;
-    for (const b of document.querySelectorAll("#artifact-tabs button")) b.classList.toggle("active", b.dataset.name === entry.name);
+    for (const b of document.querySelectorAll("#artifact-tabs button")) b.classList.toggle("active", b.dataset.name === entry.name || (b.dataset.name === "ir" && entry.name.startsWith("ir/")));
     const view = $("#artifact-view");
+    $("#ir-controls").hidden = !entry.name.startsWith("ir/");
+    if (entry.name.startsWith("ir/")) { $("#ir-pass").value = entry.name; return showIr(entry.name, $("#ir-changes").checked); }
     if (!/^(text\/|application\/json)/.test(entry.media_type)) {
-      view.innerHTML = `<p style="padding:10px">${esc(entry.name)}: ${esc(entry.media_type)}, ${bytes(entry.size)} — <a href="#" id="artifact-save">download</a></p>`;
+      view.innerHTML = `<p class="pad">${esc(entry.name)}: ${esc(entry.media_type)}, ${bytes(entry.size)} — <a href="#" id="artifact-save">download</a></p>`;
       $("#artifact-save").addEventListener("click", (e) => { e.preventDefault(); saveBlob(`/v1/jobs/${jobId}/artifacts/${entry.name}`, entry.name.split("/").pop()); });
       return;
     }
@@ -332,6 +460,8 @@ function initJob() {
     if (langOf(entry.name) === "json") { try { text = JSON.stringify(JSON.parse(text), null, 2); } catch (_) { /* as is */ } }
     renderCode(view, text, langOf(entry.name));
     view.dataset.artifact = entry.name;
+    view.dataset.mode = "text";
+    markMapped();
   };
 
   const renderArtifacts = async () => {
@@ -343,13 +473,21 @@ function initJob() {
     const entries = manifest.artifacts.slice().sort((a, b) => ((order.indexOf(a.name) + 1 || 99) - (order.indexOf(b.name) + 1 || 99)) || a.name.localeCompare(b.name));
     const tabs = $("#artifact-tabs");
     if (!entries.length) { tabs.innerHTML = `<span class="muted">none${TERMINAL.has(job.status) ? "" : " yet"}</span>`; return; }
-    tabs.innerHTML = entries.map((a) => `<button type="button" data-name="${esc(a.name)}" title="${bytes(a.size)} · sha256 ${esc(a.sha256.slice(0, 12))}">${esc(a.name)}</button>`).join("");
+    const ir = entries.filter((a) => a.name.startsWith("ir/"));
+    const shown = entries.filter((a) => !a.name.startsWith("ir/") && a.name !== "linemap.json");
+    tabs.innerHTML = shown.map((a) => `<button type="button" data-name="${esc(a.name)}" title="${bytes(a.size)} · sha256 ${esc(a.sha256.slice(0, 12))}">${esc(a.name)}</button>`).join("") +
+      (ir.length ? `<button type="button" data-name="ir" title="the IR after each compiler pass">IR (${ir.length} passes)</button>` : "");
+    $("#ir-pass").innerHTML = ir.map((a) => `<option value="${esc(a.name)}">${esc(a.name.replace(/^ir\//, "").replace(/\.py$/, ""))}</option>`).join("");
     tabs.onclick = (event) => {
       const button = event.target.closest("button");
-      if (button) showArtifact(entries.find((a) => a.name === button.dataset.name));
+      if (!button) return;
+      showArtifact(button.dataset.name === "ir" ? ir[0] : entries.find((a) => a.name === button.dataset.name));
     };
-    showArtifact(entries.find((a) => a.name === currentArtifact) || entries[0]);
+    $("#ir-pass").onchange = () => showArtifact(ir.find((a) => a.name === $("#ir-pass").value));
+    $("#ir-changes").onchange = () => showIr($("#ir-pass").value, $("#ir-changes").checked);
     const names = new Set(entries.map((a) => a.name));
+    if (names.has("linemap.json")) { try { lineMap = JSON.parse(await artifactText("linemap.json")); } catch (_) { lineMap = null; } }
+    showArtifact(entries.find((a) => a.name === currentArtifact) || shown[0] || entries[0]);
     if (names.has("tt.plan.json")) {
       const plan = JSON.parse(await artifactText("tt.plan.json"));
       const report = names.has("emulate/report.json") ? JSON.parse(await artifactText("emulate/report.json")) : null;
@@ -363,10 +501,10 @@ function initJob() {
     const log = $("#log");
     const append = (text) => {
       const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
-      log.textContent += text;
+      log.insertAdjacentHTML("beforeend", renderLog(text));
       if (atBottom) log.scrollTop = log.scrollHeight;
     };
-    if (TERMINAL.has(job.status)) { log.textContent = await (await api(`/v1/jobs/${jobId}/logs`)).text(); return; }
+    if (TERMINAL.has(job.status)) { log.innerHTML = renderLog(await (await api(`/v1/jobs/${jobId}/logs`)).text()); return; }
     // Server-Sent Events over fetch (EventSource cannot send the Authorization header)
     const response = await api(`/v1/jobs/${jobId}/logs?follow=1`);
     const reader = response.body.getReader(), decoder = new TextDecoder();
@@ -409,6 +547,21 @@ function initJob() {
     try { await api(`/v1/jobs/${jobId}`, { method: "DELETE" }); } catch (e) { alert(e.message); }
     if (!stop) stop = poll(refresh, () => 700);
   });
+  $("#resubmit").addEventListener("click", async () => {
+    try {
+      const again = await apiJson(`/v1/jobs/${jobId}/resubmit`, { method: "POST", json: {} });
+      location.href = `/jobs/${again.id}`;
+    } catch (e) { $("#job-error").hidden = false; $("#job-error").textContent = `${e.status || ""} ${e.message}`; }
+  });
+}
+
+// log lines (time, stage, level, text) with the level's colour
+function renderLog(text) {
+  return text.replace(/\n$/, "").split("\n").map((line) => {
+    const m = line.match(/^(\d{4}-\d\d-\d\dT(\d\d:\d\d:\d\d\.\d{3})Z) (\S+) +(INFO|WARN|ERROR) (.*)$/);
+    if (!m) return `<div class="log-line">${esc(line)}</div>`;
+    return `<div class="log-line ${m[4].toLowerCase()}${m[5].startsWith("== stage") ? " stage-mark" : ""}" data-level="${m[4]}"><span class="t" title="${esc(m[1])}">${m[2]}</span> <span class="s">${esc(m[3].padEnd(8))}</span> <span class="l">${m[4].padEnd(5)}</span> ${esc(m[5])}</div>`;
+  }).join("");
 }
 
 // ---------- the plan as a picture ----------
@@ -505,9 +658,48 @@ function renderCounters(report) {
     cores.map((c) => `<tr data-core="${c.core.join(",")}"><td class="mono">(${c.core.join(", ")})</td><td class="num">${c.noc_reads}</td><td class="num">${c.noc_bytes_read}</td><td class="num">${c.noc_writes}</td><td class="num">${c.noc_bytes_written}</td><td class="num">${c.dst_acquires}</td><td class="mono">${Object.entries(c.tile_ops || {}).map(([k, v]) => `${esc(k)}×${v}`).join(" ")}</td><td class="mono">${Object.entries(c.cb_high_water_pages || {}).map(([k, v]) => `cb${esc(k)}:${v}`).join(" ")}</td></tr>`).join("") + "</tbody>";
 }
 
-// ---------- submit ----------
+// ---------- submit (and edit-and-resubmit: /submit?from=<job>) ----------
+// a .npy file -> the API's input: {shape, dtype, data: base64 of the little-endian bytes}
+const NPY_DTYPES = { "<f4": "float32", "<f2": "float16", "<i4": "int32", "<u4": "uint32", "<i2": "int16", "<u2": "uint16", "|i1": "int8", "|u1": "uint8" };
+async function readNpy(file) {
+  const buffer = await file.arrayBuffer(), bytes = new Uint8Array(buffer);
+  if (String.fromCharCode(...bytes.slice(1, 6)) !== "NUMPY") throw new Error(`${file.name} is not a .npy file`);
+  const major = bytes[6], view = new DataView(buffer);
+  const headerLength = major === 1 ? view.getUint16(8, true) : view.getUint32(8, true), start = major === 1 ? 10 : 12;
+  const header = new TextDecoder().decode(bytes.slice(start, start + headerLength));
+  const descr = (header.match(/'descr':\s*'([^']+)'/) || [])[1];
+  const dtype = NPY_DTYPES[descr];
+  if (!dtype) throw new Error(`${file.name}: dtype ${descr} is not one the service takes (${Object.values(NPY_DTYPES).join(", ")})`);
+  if (/'fortran_order':\s*True/.test(header)) throw new Error(`${file.name}: save it in C order`);
+  const shape = ((header.match(/'shape':\s*\(([^)]*)\)/) || [])[1] || "").split(",").map((d) => d.trim()).filter(Boolean).map(Number);
+  let binary = "";
+  const data = bytes.subarray(start + headerLength);
+  for (let i = 0; i < data.length; i += 32768) binary += String.fromCharCode(...data.subarray(i, i + 32768));
+  return { shape, dtype, data: btoa(binary) };
+}
+
+function paramRow(name = "", value = "") {
+  const row = document.createElement("div");
+  row.className = "kv";
+  row.innerHTML = `<input class="mono" placeholder="name" aria-label="param name" value="${esc(name)}"><span>=</span><input class="mono" placeholder="value" aria-label="param value" value="${esc(value)}"><button type="button" class="link" aria-label="remove">×</button>`;
+  row.querySelector("button").onclick = () => row.remove();
+  return row;
+}
+function inputRow() {
+  const row = document.createElement("div");
+  row.className = "kv";
+  row.innerHTML = `<input class="mono" placeholder="buffer" aria-label="input buffer name"><input type="file" accept=".npy" aria-label="input .npy file"><button type="button" class="link" aria-label="remove">×</button>`;
+  row.querySelector("button").onclick = () => row.remove();
+  return row;
+}
+// "256" -> 256, "0.5" -> 0.5, "float16" -> "float16" (as `tilefarm --param` reads them)
+const paramValue = (text) => (/^-?\d+$/.test(text) ? Number(text) : /^-?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][-+]?\d+)$/.test(text) ? Number(text) : text);
+
 function initSubmit() {
   const form = $("#submit-form"), source = $("#source"), error = $("#submit-error");
+  const from = new URLSearchParams(location.search).get("from");
+  $("#add-param").onclick = () => $("#params").appendChild(paramRow());
+  $("#add-input").onclick = () => $("#inputs").appendChild(inputRow());
   $("#upload").addEventListener("change", async (event) => {
     const file = event.target.files[0];
     if (!file) return;
@@ -520,20 +712,59 @@ function initSubmit() {
       source.setRangeText("    ", source.selectionStart, source.selectionEnd, "end");
     } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
   });
+  const f = form.elements;
+  if (from) {  // edit and resubmit: the job's source and options, to change and send again
+    Promise.all([apiJson(`/v1/jobs/${encodeURIComponent(from)}`), api(`/v1/jobs/${encodeURIComponent(from)}/source`).then((r) => r.text())]).then(([job, text]) => {
+      $("#submit-title").textContent = "Edit and resubmit";
+      $("#from-banner").hidden = false;
+      $("#from-banner").innerHTML = `Editing job <a class="mono" href="/jobs/${esc(job.id)}">${esc(job.id)}</a>: what you change here is sent as a new job${Object.keys(job.inputs).length ? ", on the same inputs unless you give others" : ""}.`;
+      source.value = text;
+      $("#filename").value = job.filename;
+      f.entry.value = job.entry || "";
+      f.arch.value = job.target.arch;
+      f.partition.value = job.target.partition ?? "";
+      f.cb_depth.value = job.target.cb_depth ?? "";
+      f.math_fidelity.value = job.target.math_fidelity ?? "";
+      f.core_grid.value = job.target.core_grid ? job.target.core_grid.join("x") : "";
+      f.dump_ir.checked = job.dump_ir;
+      const stages = new Set(job.stages.map((s) => s.name));
+      for (const name of ["check", "emulate", "hardware"]) f[name].checked = stages.has(name);
+      $("#params").innerHTML = "";
+      for (const [k, v] of Object.entries(job.params)) $("#params").appendChild(paramRow(k, v));
+      $("#keep-inputs-label").hidden = !Object.keys(job.inputs).length;
+    }).catch((e) => { error.hidden = false; error.textContent = `cannot load job ${from}: ${e.message}`; });
+  }
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     error.hidden = true;
-    const f = form.elements;
-    const target = { arch: f.arch.value, partition: f.partition.value, cb_depth: Number(f.cb_depth.value || 2), math_fidelity: f.math_fidelity.value };
+    const target = { arch: f.arch.value };   // options left empty are the compiler's to choose
+    if (f.partition.value) target.partition = f.partition.value;
+    if (f.cb_depth.value) target.cb_depth = Number(f.cb_depth.value);
+    if (f.math_fidelity.value) target.math_fidelity = f.math_fidelity.value;
     if (f.core_grid.value.trim()) target.core_grid = f.core_grid.value.toLowerCase().split("x").map(Number);
+    const params = {};
+    for (const row of $("#params").querySelectorAll(".kv")) {
+      const [name, value] = row.querySelectorAll("input");
+      if (name.value.trim()) params[name.value.trim()] = paramValue(value.value.trim());
+    }
     const body = {
-      source: source.value, filename: $("#filename").value || "kernel.py", target, dump_ir: f.dump_ir.checked,
+      source: source.value, filename: $("#filename").value || "kernel.py", target, dump_ir: f.dump_ir.checked, params,
       stages: ["compile", ...(f.check.checked ? ["check"] : []), ...(f.emulate.checked ? ["emulate"] : []), ...(f.hardware.checked ? ["hardware"] : [])],
     };
     if (f.entry.value.trim()) body.entry = f.entry.value.trim();
     $("#submit-button").disabled = true;
     try {
-      const job = await apiJson("/v1/jobs", { method: "POST", json: body });
+      const inputs = {};
+      for (const row of $("#inputs").querySelectorAll(".kv")) {
+        const [name, file] = row.querySelectorAll("input");
+        if (name.value.trim() && file.files[0]) inputs[name.value.trim()] = await readNpy(file.files[0]);
+      }
+      let job;
+      if (from && !Object.keys(inputs).length && $("#keep-inputs").checked) {
+        job = await apiJson(`/v1/jobs/${encodeURIComponent(from)}/resubmit`, { method: "POST", json: body });
+      } else {
+        job = await apiJson("/v1/jobs", { method: "POST", json: { ...body, inputs } });
+      }
       location.href = `/jobs/${job.id}`;
     } catch (e) {
       error.hidden = false;
@@ -541,6 +772,38 @@ function initSubmit() {
       $("#submit-button").disabled = false;
     }
   });
+}
+
+// ---------- two jobs compared: /diff?a=<job>&b=<job> ----------
+function initDiff() {
+  const query = new URLSearchParams(location.search), form = $("#diff-form");
+  form.elements.a.value = query.get("a") || "";
+  form.elements.b.value = query.get("b") || "";
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.search = new URLSearchParams({ a: form.elements.a.value.trim(), b: form.elements.b.value.trim() }).toString();
+  });
+  const a = query.get("a"), b = query.get("b");
+  if (!a || !b) return;
+  apiJson(`/v1/jobs/${encodeURIComponent(a)}/diff/${encodeURIComponent(b)}`).then((d) => {
+    const fields = Object.entries(d.request);
+    $("#diff-request").innerHTML = fields.length
+      ? `<table class="grid"><thead><tr><th>option</th><th><a class="mono" href="/jobs/${esc(d.a)}">${esc(d.a)}</a></th><th><a class="mono" href="/jobs/${esc(d.b)}">${esc(d.b)}</a></th></tr></thead><tbody>` +
+        fields.map(([k, [x, y]]) => `<tr data-field="${esc(k)}"><td>${esc(k)}</td><td class="mono">${esc(JSON.stringify(x))}</td><td class="mono">${esc(JSON.stringify(y))}</td></tr>`).join("") + "</tbody></table>"
+      : `<p class="muted">same options</p>`;
+    const sections = [];
+    if (d.source) sections.push({ name: "source", status: "changed", diff: d.source });
+    sections.push(...d.files.filter((file) => file.status !== "same"));
+    $("#diff-summary").textContent = `${sections.length} changed · ${d.files.filter((file) => file.status === "same").length} files the same`;
+    $("#diff-files").innerHTML = sections.map((file, i) => `<section class="diff-file" data-file="${esc(file.name)}" data-status="${esc(file.status)}">
+      <h3><span class="mono">${esc(file.name)}</span> ${badge(file.status === "changed" ? "running" : "idle", file.status)} <span class="muted">${file.sizes ? `${bytes(file.sizes[0])} → ${bytes(file.sizes[1])}` : ""}</span></h3>
+      <div class="code diff" id="diff-${i}"></div></section>`).join("");
+    sections.forEach((file, i) => {
+      const box = $(`#diff-${i}`);
+      if (file.diff) renderUnified(box, file.diff, file.name === "source" ? "py" : langOf(file.name));
+      else box.innerHTML = `<p class="muted pad">${file.status === "changed" ? "binary: differs" : `only in ${file.status === "added" ? "the second" : "the first"} job`}</p>`;
+    });
+  }).catch((e) => { $("#diff-files").innerHTML = `<div class="banner error">${esc(e.status || "")} ${esc(e.message)}</div>`; });
 }
 
 // ---------- farm ----------
@@ -560,5 +823,5 @@ function initFarm() {
 document.addEventListener("DOMContentLoaded", () => {
   initToken();
   const page = document.body.dataset.page;
-  ({ jobs: initJobs, job: initJob, submit: initSubmit, farm: initFarm })[page]?.();
+  ({ jobs: initJobs, job: initJob, submit: initSubmit, diff: initDiff, farm: initFarm })[page]?.();
 });

@@ -1,0 +1,39 @@
+"""Warnings of a job that succeeds are kept on it (status, list, log), from the stage that noticed them."""
+from __future__ import annotations
+
+import json
+import time
+
+from compiler import api
+from schemas.jobs import JobRecord, StageRecord
+from schemas.target import TargetConfig
+from service.settings import Settings
+from service.storage import ArtifactStore, SqliteJobStore
+from tests.service.conftest import kernel
+from workers import runner
+
+
+def test_emulator_warnings_reach_the_job(tmp_path):
+    """A program that calls compute_kernel_hw_startup twice runs to the right answer with an emulator warning."""
+    source, target = kernel("gemm.py") + "\n# warned\n", TargetConfig()
+    compiled = api.compile_source(source, filename="gemm.py", target=target)
+    startup = next(line for line in compiled.artifacts["compute.cpp"].decode().splitlines()
+                   if "compute_kernel_hw_startup<" in line)
+    artifacts = dict(compiled.artifacts)
+    artifacts["compute.cpp"] = artifacts["compute.cpp"].decode().replace(startup, startup + "\n" + startup).encode()
+    store, files = SqliteJobStore(tmp_path / "jobs.sqlite"), ArtifactStore(tmp_path / "data")
+    key = api.cache_key(source, None, target)
+    meta = {"job_id": "earlier", "cache_key": key, "compiler_version": "0.0.test", "timings": compiled.timings}
+    files.put_dir(files.cache_dir(key, "compile"), {**artifacts, "meta.json": json.dumps(meta).encode()})
+    job, _ = store.create(JobRecord(id="warned", source=source, filename="gemm.py", target=target, created_at=time.time(),
+                                    stages=[StageRecord(name="compile"), StageRecord(name="emulate")]),
+                          idempotency_hash=None, max_active=10)
+    deps = runner.WorkerDeps(store, files, Settings(sandbox=False, data_dir=tmp_path / "data"))
+    runner.run_job(job.id, deps, queue_hardware=lambda j: None)
+
+    done = store.get(job.id)
+    assert done.status == "succeeded" and done.cache_hit and done.compiler_version == "0.0.test"
+    assert {w.stage for w in done.warnings} == {"emulate"}  # one per core that ran the kernel
+    assert "compute_kernel_hw_startup" in done.warnings[0].message and "called more than once" in done.warnings[0].message
+    log = store.read_log(job.id)
+    assert any(" emulate  WARN  " in line and "called more than once" in line for line in log.splitlines()), log
