@@ -580,11 +580,12 @@ class SqliteJobStore(JobStore):
     def _tx(self) -> Iterator[sqlite3.Connection]:
         db = self.db
         changed = self._local.changed = []
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        try:  # BEGIN inside: an exception raised by a signal handler right after it must not leave it open
+            db.execute("BEGIN IMMEDIATE")
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         finally:
             self._local.changed = None

@@ -421,6 +421,11 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool, lost: threa
         if outcome is not None:
             stage.state, stage.detail = outcome.state, outcome.detail
             return _finished(job, "succeeded", end) if last else job
+        if job.cancel_requested and status == "failed":
+            # cancelled while the stage ran: whatever ended it then (the interrupted child, a limit reached
+            # meanwhile) is the cancel's doing; the failure's own words are in the log
+            stage.state = "cancelled"
+            return _finished(job, "cancelled", end)
         stage.state = status
         if failure is not None:
             job.diagnostics.append(Diagnostic(**failure))

@@ -80,7 +80,8 @@ def test_sync_client_errors(service, tmp_path):
 
         slow = farm.submit(fresh_kernel("gemm_block64.py"), stages=["compile", "check", "emulate"])
         slow.cancel()
-        assert slow.wait(timeout=120).status == "cancelled"
+        ended = slow.wait(timeout=120)
+        assert ended.status == "cancelled", (ended.error, [(s.name, s.state) for s in ended.stages])
     with pytest.raises(ConnectionFailed):
         Client("http://127.0.0.1:9").jobs()
 
