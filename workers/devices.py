@@ -15,13 +15,34 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.toolchain.device import Device, discover, health_check
+import ml_dtypes
+import numpy as np
+
+from compiler.toolchain.device import Device, DeviceUnavailable, discover, run_bundle
+from schemas.target import TargetConfig
 from schemas.jobs import DeviceRecord
 
 log = logging.getLogger("tilefarm.devices")
 LEASE_POLL_S = 0.1
+
+
+# A tile copy on a 2x2 grid: small, and it touches the NoC, the CBs and the DRAM of the device
+HEALTH_KERNEL = '''from tvm.script import tirx as T
+
+
+@T.prim_func
+def main(A: T.Buffer((64, 64), "bfloat16"), B: T.Buffer((64, 64), "bfloat16")):
+    T.device_entry()
+    by, bx = T.cta_id([2, 2])
+    A_s = T.alloc_shared((32, 32), "bfloat16")
+    B_l = T.alloc_local((32, 32), "bfloat16")
+    T.tile.copy(A_s, A[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32])
+    T.tile.copy(B_l, A_s)
+    T.tile.copy(B[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32], B_l)
+'''
 
 
 class NoDevice(Exception):
@@ -135,3 +156,34 @@ def registry(data_dir: Path) -> DeviceRegistry:
         _registry.clear()
         _registry[pid] = DeviceRegistry(data_dir)
     return _registry[pid]
+
+
+@dataclass
+class HealthReport:
+    device: str
+    healthy: bool
+    detail: str
+    seconds: float
+
+
+def health_check(device: Device, *, timeout_s: float = 120) -> HealthReport:
+    """Run a small known program (a tile copy) on the device and compare its output bit for bit."""
+    from compiler.api import compile_source  # the compiler loads TVM: only when a check runs
+
+    t0 = time.perf_counter()
+    try:
+        compiled = compile_source(HEALTH_KERNEL, filename="health_check.py", target=TargetConfig(arch=device.arch))
+        rng = np.random.default_rng(7)
+        a = rng.uniform(-1, 1, size=(64, 64)).astype(np.float32)
+        run = run_bundle(compiled.artifacts, {"A": a}, device, timeout_s=timeout_s)
+    except DeviceUnavailable as error:
+        return HealthReport(device.id, False, str(error), time.perf_counter() - t0)
+    if not run.ok:
+        detail = f"{run.error}: {(run.stderr or run.stdout).strip()[-500:]}"
+        return HealthReport(device.id, False, detail, time.perf_counter() - t0)
+    expected = a.astype(ml_dtypes.bfloat16).astype(np.float32)
+    got = run.outputs.get("B")
+    if got is None or got.shape != expected.shape or not np.array_equal(got, expected):
+        return HealthReport(device.id, False, "health program ran but its output is wrong (copy of a bf16 tile)",
+                            time.perf_counter() - t0)
+    return HealthReport(device.id, True, f"tile copy ok in {run.wall_seconds:.2f} s", time.perf_counter() - t0)

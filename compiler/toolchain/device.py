@@ -1,4 +1,5 @@
-"""Devices on this host, running a bundle on one of them, and the health check.
+"""Devices on this host and running a bundle on one of them (the health check is the device owner's:
+workers/devices.py).
 
 Discovery (in order):
 1. `$TILEFARM_DEVICES_CONFIG`, a JSON file listing devices:
@@ -34,19 +35,6 @@ DEVICE_EXIT_CODES = {7}                     # the emulated runtime's "device err
 DEVICE_ERROR_PATTERNS = re.compile(r"(cannot open device|No Tenstorrent devices|device .* is busy|"
                                    r"Timeout waiting for|Read 0xffffffff from ARC|PCIe.*error|chip.*not found)",
                                    re.IGNORECASE)
-HEALTH_KERNEL = '''from tvm.script import tirx as T
-
-
-@T.prim_func
-def main(A: T.Buffer((64, 64), "bfloat16"), B: T.Buffer((64, 64), "bfloat16")):
-    T.device_entry()
-    by, bx = T.cta_id([2, 2])
-    A_s = T.alloc_shared((32, 32), "bfloat16")
-    B_l = T.alloc_local((32, 32), "bfloat16")
-    T.tile.copy(A_s, A[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32])
-    T.tile.copy(B_l, A_s)
-    T.tile.copy(B[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32], B_l)
-'''
 
 
 class DeviceConfigError(Exception):
@@ -200,43 +188,6 @@ def run_bundle(artifacts: dict[str, bytes], inputs: dict[str, np.ndarray], devic
             (status < 0 or bool(DEVICE_ERROR_PATTERNS.search(stderr + stdout)))
         run.error = f"the program exited with status {status}" + (" (device error)" if run.device_error else "")
     return run
-
-
-# ------------------------------------------------------------------------------------------ health
-
-@dataclass
-class HealthReport:
-    device: str
-    healthy: bool
-    detail: str
-    seconds: float
-
-
-def health_check(device: Device, *, timeout_s: float = 120) -> HealthReport:
-    """Run a small known program (a tile copy) on the device and compare its output bit for bit."""
-    from schemas.target import TargetConfig
-
-    from ..api import compile_source
-
-    t0 = time.perf_counter()
-    try:
-        compiled = compile_source(HEALTH_KERNEL, filename="health_check.py", target=TargetConfig(arch=device.arch))
-        rng = np.random.default_rng(7)
-        a = rng.uniform(-1, 1, size=(64, 64)).astype(np.float32)
-        run = run_bundle(compiled.artifacts, {"A": a}, device, timeout_s=timeout_s)
-    except DeviceUnavailable as error:
-        return HealthReport(device.id, False, str(error), time.perf_counter() - t0)
-    if not run.ok:
-        detail = f"{run.error}: {(run.stderr or run.stdout).strip()[-500:]}"
-        return HealthReport(device.id, False, detail, time.perf_counter() - t0)
-    import ml_dtypes
-
-    expected = a.astype(ml_dtypes.bfloat16).astype(np.float32)
-    got = run.outputs.get("B")
-    if got is None or got.shape != expected.shape or not np.array_equal(got, expected):
-        return HealthReport(device.id, False, "health program ran but its output is wrong (copy of a bf16 tile)",
-                            time.perf_counter() - t0)
-    return HealthReport(device.id, True, f"tile copy ok in {run.wall_seconds:.2f} s", time.perf_counter() - t0)
 
 
 @dataclass
