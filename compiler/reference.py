@@ -684,7 +684,7 @@ def _for(tr: _Translator, s: Any) -> _Stmt:
 
 def _store(tr: _Translator, s: Any) -> _Stmt:
     buf = s.buffer
-    key, name = _key(buf), buf.name
+    key = _key(buf)
     indices, value = [tr.expr(i) for i in s.indices], tr.expr(s.value)
 
     def store(st: _State) -> None:

@@ -180,8 +180,8 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
     try:
         queue.enqueue(store, job)
     except Exception as error:  # the broker is down: the job must not stay queued forever
-        store.mutate(job.id, lambda j: j.model_copy(update={"status": "failed", "error": f"could not queue: {error}",
-                                                             "finished_at": time.time()}))
+        why = f"could not queue: {error}"
+        store.mutate(job.id, lambda j: j.model_copy(update={"status": "failed", "error": why, "finished_at": time.time()}))
         raise Problem(503, "the job queue is unreachable; try again", headers={"Retry-After": "5"}) from error
     return stored, True
 

@@ -25,7 +25,6 @@ import tarfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 

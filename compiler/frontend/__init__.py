@@ -7,7 +7,6 @@ function that maps diagnostics on generated TIRx lines back to the user's file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import CompileError, SourceLocation
 from .source import KernelSource, parse, prepare

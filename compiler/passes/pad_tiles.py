@@ -8,7 +8,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import ops
-from ..ir import get_attr, stmts_of
+from ..ir import get_attr
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTPadTiles")

@@ -22,7 +22,6 @@ stay in step).
 """
 from __future__ import annotations
 
-import tvm
 import tvm_ffi
 from tvm import tirx
 

@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache

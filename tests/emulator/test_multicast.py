@@ -67,7 +67,7 @@ def test_semaphore_never_incremented_is_a_deadlock_naming_the_wait(make_bundle, 
     bundle = make_bundle("mcast", replace={"reader.cpp": [("            noc_semaphore_inc(sender_sem_noc, 1);\n", "")]})
     wait_line = line_of(bundle, "reader.cpp", "noc_semaphore_wait(sender_sem, num_dests)")
     expect_error(run, bundle, "deadlock",
-                 f"core (0,0) reader kernel 'reader.cpp' [RISCV_1]: blocked in noc_semaphore_wait(sem=",
+                 "core (0,0) reader kernel 'reader.cpp' [RISCV_1]: blocked in noc_semaphore_wait(sem=",
                  f", 2) at reader.cpp:{wait_line}",
                  "semaphore 0 at L1 ", "holds 0; the kernel waits for == 2",
                  "core (1,0) reader kernel 'reader.cpp' [RISCV_1]: blocked in noc_semaphore_wait(")

@@ -1,7 +1,6 @@
 """The dashboard in a real headless Chromium against a real service: submit, watch, read the plan, download."""
 from __future__ import annotations
 
-import io
 import json
 import tarfile
 import time
