@@ -332,8 +332,10 @@ def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str |
     """Mark the job running for this attempt, under `holder`'s lease; None when there is nothing to do (terminal,
     cancelled now, run by another live worker, or lost on its last attempt)."""
     now = time.time()
+    seen: dict[str, bool] = {}
 
     def claim(job: JobRecord) -> JobRecord | None:
+        seen["was_running"] = job.status == "running"  # an earlier attempt's worker never said how it ended
         if job.terminal:
             return None
         if job.cancel_requested:
@@ -353,9 +355,9 @@ def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str |
             return job.error or ""
         if job.status != "running":
             return ""
-        interrupted = [s.name for s in job.stages if s.name in phase and s.state == "running"]
-        if interrupted:
-            return (f"attempt {job.attempts}: the previous attempt was lost during '{interrupted[0]}' (worker died); "
+        if seen.get("was_running"):  # lost in a stage, or between its claim and the stage's start: resume at the first
+            resume = next((s.name for s in job.stages if s.name in phase and s.state in ("running", "pending")), "its end")
+            return (f"attempt {job.attempts}: the previous attempt was lost during '{resume}' (worker died); "
                     "resuming there")
         return f"job {job_id} picked up by {job.worker['hostname']} pid {job.worker['pid']}" + \
             (f" (attempt {job.attempts} of {leases.MAX_ATTEMPTS})" if job.attempts > 1 else "")

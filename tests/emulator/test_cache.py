@@ -34,10 +34,8 @@ def test_program_and_runtime_builds_are_cached(make_bundle, tmp_path):
     lib = emulate.build_runtime()
     prog = emulate.build_program(bundle / "main.cpp", tmp_path)
     mtime = prog.stat().st_mtime_ns
-    t0 = time.perf_counter()
     assert emulate.build_program(bundle / "main.cpp", tmp_path) == prog
-    assert time.perf_counter() - t0 < 0.5
-    assert prog.stat().st_mtime_ns == mtime and lib.exists()
+    assert prog.stat().st_mtime_ns == mtime and lib.exists()  # the same file, not built again
 
 
 def test_concurrent_builds_do_not_collide(make_bundle, tmp_path):
@@ -52,12 +50,11 @@ def test_concurrent_builds_do_not_collide(make_bundle, tmp_path):
     assert outs[0] == outs[1]
 
 
-def test_small_gemm_cached_run_is_fast(make_bundle, run):
+def test_small_gemm_second_run_builds_nothing(make_bundle, run):
+    """A second run of the same bundle compiles none of its kernels again (speed: bench/emulator.py)."""
     bundle = make_bundle("gemm")
     a = np.ones((64, 64), np.float32)
     run(bundle, {"a": a, "b": a})  # warm the caches
-    t0 = time.perf_counter()
     res = run(bundle, {"a": a, "b": a})
-    elapsed = time.perf_counter() - t0
     np.testing.assert_array_equal(res.outputs["c"], np.full((64, 64), 64.0, np.float32))
-    assert elapsed < 1.0, f"cached build + run took {elapsed:.3f} s"
+    assert res.report["jit"]["compiled"] == 0 and res.report["jit"]["cache_hits"] == 3, res.report["jit"]

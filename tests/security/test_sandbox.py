@@ -273,3 +273,28 @@ def test_fallback_without_namespaces_still_restricts_and_cleans_up(settings):
         assert subprocess.run(["pgrep", "-u", "nobody", "-f", "sleep 300"], capture_output=True).returncode == 1
     finally:
         zygote.close()
+
+
+def test_code_reached_through_a_symlink_is_bound_at_both_paths(tmp_path, monkeypatch):
+    """A package imported through a linked directory (a virtualenv that is a symlink) keeps its import path inside
+    the job's minimal root: the real directory is bound at its own path and at the linked one, and nothing more."""
+    import importlib
+    import os
+
+    from workers.sandbox import jail
+
+    real = tmp_path / "real"
+    (real / "linkedpkg_for_jail").mkdir(parents=True)
+    (real / "linkedpkg_for_jail" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "linked").symlink_to(real)
+    monkeypatch.syspath_prepend(str(tmp_path / "linked"))
+    module = importlib.import_module("linkedpkg_for_jail")
+    try:
+        binds = jail.root_binds()
+    finally:
+        del __import__("sys").modules["linkedpkg_for_jail"]
+    package = os.path.dirname(module.__file__)
+    assert package.startswith(str(tmp_path / "linked"))
+    assert binds[os.path.realpath(package)] == os.path.realpath(package)
+    assert binds[package] == os.path.realpath(package)
+    assert not any(k.startswith(str(tmp_path)) for k in binds if k not in (package, os.path.realpath(package)))

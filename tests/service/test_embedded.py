@@ -125,20 +125,39 @@ def test_sigterm_stops_serve_and_its_worker_in_order(tmp_path):
 
 def test_the_sandbox_zygote_starts_with_the_worker_not_with_the_first_job(tmp_path):
     """The zygote's start (tvm import, warm-up compiles: seconds) happens beside the pool process's start-up, so
-    the first job does not wait for it."""
+    the first job does not wait for it: the zygote runs and /readyz says the worker is warm before any job was
+    sent, and the first job is served by that same zygote (no second start)."""
     service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data")), tmp_path)
     service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
     api = service.procs[0].process
+
+    def zygotes() -> set[int]:
+        """The zygote processes (not the children they fork ahead of jobs, which share their command line)."""
+        def is_zygote(pid: int) -> bool:
+            try:
+                return b"workers.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:  # ended meanwhile
+                return False
+
+        def parent(pid: int) -> int:
+            try:
+                return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                return 0
+
+        return {pid for pid in _descendants(api.pid) if is_zygote(pid) and not is_zygote(parent(pid))}
+
     try:
-        deadline = time.time() + 60
-        while not any(b"workers.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
-                      for pid in _descendants(api.pid) if _running(pid)):
-            assert time.time() < deadline, "no zygote started before any job was submitted"
-            time.sleep(0.1)
-        time.sleep(3)  # its warm-up done
+        deadline = time.time() + 120
+        while (ready := service.client.get("/readyz")).status_code != 200:
+            assert ready.status_code == 503 and api.poll() is None and time.time() < deadline, ready.text
+            time.sleep(0.05)
+        assert ready.json()["checks"]["workers"] == "1 warm"
+        before = zygotes()
+        assert len(before) == 1, "no zygote started before any job was submitted"
         job = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"])
         check_succeeded(job)
-        assert job["timings"]["compile"] < 1.5, job["timings"]  # not the ~2 s of a zygote start
+        assert zygotes() == before  # the job went to the zygote started with the worker
     finally:
         service.stop()
 

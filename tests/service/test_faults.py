@@ -56,7 +56,9 @@ def test_cancel_queued_job(slow):
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     slow.client.delete(f"/v1/jobs/{running['id']}")
     assert slow.wait(running["id"])["status"] == "cancelled"
-    time.sleep(0.5)  # the queued job's message reaches the worker, which must leave it cancelled
+    # the worker (one process, one message at a time, FIFO) has taken the queued job's message once a job sent
+    # after it has run to the end; the worker must have left it cancelled
+    check_succeeded(slow.wait(slow.submit(unique(kernel("gemm.py")))["id"], timeout=60))
     again = slow.client.get(f"/v1/jobs/{queued['id']}").json()
     assert again["status"] == "cancelled" and again["attempts"] == 0
     finished = slow.client.delete(f"/v1/jobs/{queued['id']}")

@@ -226,6 +226,11 @@ def root_binds() -> dict[str, str]:
         for kept in [k for k in binds if k.startswith(real.rstrip("/") + "/")]:  # a deeper one this one covers
             del binds[kept]
         binds[real] = real
+    for path in wanted:  # reached through a symlink (a linked virtualenv): the job imports by that path too
+        alias = os.path.abspath(path)
+        if alias != os.path.realpath(alias) and os.path.exists(alias) and not any(
+                alias == kept or alias.startswith(kept.rstrip("/") + "/") for kept in binds if os.path.isdir(kept)):
+            binds[alias] = os.path.realpath(alias)
     return binds
 
 
@@ -236,15 +241,17 @@ def _code_dirs() -> set[str]:
     import site
 
     prefixes = {sys.base_prefix, sys.prefix, *site.getsitepackages(), *_READONLY, os.environ.get("TVM_LIBRARY_PATH")}
-    needed = {os.path.realpath(p) for p in prefixes if p and os.path.isdir(p)}
+    needed = {os.path.abspath(p) for p in prefixes if p and os.path.isdir(p)}  # as imported; root_binds resolves
+    covered = {os.path.realpath(p) for p in needed}
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
         if not file or "." in name:
             continue
         real = os.path.realpath(file)
-        if any(real.startswith(p.rstrip("/") + "/") for p in needed):
+        if any(real.startswith(p.rstrip("/") + "/") for p in covered):
             continue
-        needed.add(os.path.dirname(real) if getattr(module, "__path__", None) else real)
+        covered.add(os.path.dirname(real) if getattr(module, "__path__", None) else real)
+        needed.add(os.path.dirname(os.path.abspath(file)) if getattr(module, "__path__", None) else os.path.abspath(file))
     return needed
 
 
