@@ -1,4 +1,4 @@
-"""Fixtures: a real Redis (the one on 6379, or one we start), a real Celery worker, the API as a subprocess."""
+"""Fixtures: a real Redis (a redis-server of the session's own), a real Celery worker, the API as a subprocess."""
 from __future__ import annotations
 
 import os
@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -76,27 +78,28 @@ class Proc:
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory):
-    port, server = 6379, None
-    if not _redis_up(port):
-        port = free_port()
-        server = Proc(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
-                      base_env(), tmp_path_factory.mktemp("redis") / "redis.log")
-        deadline = time.time() + 10
-        while not _redis_up(port):
-            assert time.time() < deadline, "redis-server did not start"
-            time.sleep(0.05)
+    """A redis-server of this test session's own (free port, no persistence), database 1: what another run on the
+    same machine keeps in its Redis (a developer's, a second checkout's suite) can neither skip nor disturb this one."""
     import redis
 
-    # a DB of our own for this session: the broker's queue keys cannot be prefixed, so separate them by DB number
-    for db in range(15, 0, -1):
-        client = redis.Redis(port=port, db=db)
-        if client.dbsize() == 0 and client.set("tilefarm-test-lock", "1", nx=True, ex=3600):
-            break
-    else:
-        pytest.skip("no free Redis database")
-    yield f"redis://127.0.0.1:{port}/{db}"
-    client.flushdb()
-    if server:
+    with own_redis_server(tmp_path_factory.mktemp("redis")) as port:
+        redis.Redis(port=port, db=1).set("tilefarm-test-lock", "1")  # taken: private_db hands out the others
+        yield f"redis://127.0.0.1:{port}/1"
+
+
+@contextmanager
+def own_redis_server(workdir: Path) -> Iterator[int]:
+    """redis-server on a free port, no persistence, stopped at the end: its port."""
+    port = free_port()
+    server = Proc(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
+                  base_env(), workdir / "redis.log")
+    try:
+        deadline = time.time() + 10
+        while not _redis_up(port):
+            assert server.process.poll() is None and time.time() < deadline, server.tail()
+            time.sleep(0.05)
+        yield port
+    finally:
         server.stop()
 
 
@@ -117,15 +120,8 @@ def private_db(redis_url: str) -> str:
 def private_redis(tmp_path_factory):
     """A redis-server of our own on a free port (no persistence), for a stack that must not share the shared
     server's few databases with everyone else's tests. Its URL (database 0)."""
-    port = free_port()
-    server = Proc(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
-                  base_env(), tmp_path_factory.mktemp("private-redis") / "redis.log")
-    deadline = time.time() + 10
-    while not _redis_up(port):
-        assert server.process.poll() is None and time.time() < deadline, server.tail()
-        time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    server.stop()
+    with own_redis_server(tmp_path_factory.mktemp("private-redis")) as port:
+        yield f"redis://127.0.0.1:{port}/0"
 
 
 class Service:
