@@ -2,12 +2,15 @@
 whose device is emulated (the emulator packaged as a CMake TT-Metalium SDK, its device node held exclusively)."""
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import socket
 import sys
 import time
 import uuid
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,12 +162,20 @@ def test_fair_share_on_the_hardware_queue(farm):
     def compiled(job: dict) -> bool:
         return job["stage"] == "hardware" or job["status"] == "succeeded"
 
-    burst = [submit("fair-a", 100 + i) for i in range(16)]
-    deadline = time.time() + 120
-    while not all(compiled(farm.client.get(f"/v1/jobs/{j}").json()) for j in burst):
-        assert time.time() < deadline
-        time.sleep(0.05)
-    late = submit("fair-b", 200)
+    # the device is held (its lock, as a running job holds it) until b's job has joined the hardware queue: the
+    # burst cannot drain first however slowly the compiles go
+    lock = Path(farm.env["TILEFARM_DATA_DIR"]) / "devices" / socket.gethostname() / "emu-wh-0.lock"
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        burst = [submit("fair-a", 100 + i) for i in range(16)]
+        deadline = time.time() + 180
+        while not all(compiled(farm.client.get(f"/v1/jobs/{j}").json()) for j in burst):
+            assert time.time() < deadline
+            time.sleep(0.05)
+        late = submit("fair-b", 200)
+        while not compiled(farm.client.get(f"/v1/jobs/{late}").json()):
+            assert time.time() < deadline
+            time.sleep(0.05)
     runs = {job_id: farm.wait(job_id, timeout=300) for job_id in [*burst, late]}
     assert all(j["status"] == "succeeded" for j in runs.values()), [j["error"] for j in runs.values()]
     entered = runs[late]["stages"][0]["finished_at"]  # b's compile ended: it was handed to hardware.<arch>
