@@ -115,7 +115,7 @@ def writer(store, job_ids: list[str], stop: threading.Event) -> None:
 
 
 def bench_mode(mode: str, streams: int, jobs: int, redis_url: str | None, samples: int) -> None:
-    from service.storage import RedisJobStore, SqliteJobStore
+    from farm.store import RedisJobStore, SqliteJobStore
 
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-streams-{mode}-"))
     proc, port, env = start_api(mode, workdir, redis_url)

@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO))
 
 from compiler import api  # noqa: E402
 from schemas.target import TargetConfig  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from farm.settings import Settings  # noqa: E402
 from workers import sandbox  # noqa: E402
 
 RUNS = 40

@@ -78,7 +78,7 @@ class Stack:
         else:
             self.procs.append(self._spawn([sys.executable, "-m", "uvicorn", "service.app:app", "--port",
                                            str(self.port), "--log-level", "warning"], "api"))
-            self.worker = self._spawn([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q",
+            self.worker = self._spawn([sys.executable, "-m", "celery", "-A", "farm.celery_app", "worker", "-Q",
                                        "compile", "-c", str(workers), "--pool", "prefork", "--loglevel", "INFO",
                                        "-n", f"bench-{uuid.uuid4().hex[:6]}@%h"], "worker")
             self.procs.append(self.worker)

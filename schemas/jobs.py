@@ -148,7 +148,7 @@ class JobRequest(BaseModel):
 
 
 # What the store keeps is standard JSON all the way down: a record holding NaN or Infinity does not load (and is
-# quarantined, service/storage.py) rather than break every answer that shows it.
+# quarantined, farm/store/) rather than break every answer that shows it.
 _STORED = ConfigDict(allow_inf_nan=False)
 
 

@@ -7,7 +7,7 @@ from fastapi_offline import FastAPIOffline
 from compiler.version import COMPILER_VERSION
 from service import problems
 from service.routes import artifacts, jobs, system
-from service.settings import get_settings
+from farm.settings import get_settings
 from service.web import routes as web
 
 

@@ -10,7 +10,7 @@ import zipfile
 
 from compiler.version import COMPILER_VERSION
 from schemas.jobs import JobRecord
-from service.storage import ArtifactStore, JobStore, media_type, sha256
+from farm.store import ArtifactStore, JobStore, media_type, sha256
 
 
 def bundle_files(job: JobRecord, store: JobStore, artifacts: ArtifactStore) -> dict[str, bytes]:

@@ -8,9 +8,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.auth import KeyRing, Principal
 from service.problems import Problem
-from service.queue import TaskQueue
-from service.settings import Settings, get_settings
-from service.storage import ArtifactStore, JobStore, open_store
+from farm.queue import TaskQueue
+from farm.settings import Settings, get_settings
+from farm.store import ArtifactStore, JobStore, open_store
 
 
 # The dependencies are `async def` on purpose: FastAPI runs plain `def` dependencies in the thread pool, a hop each.

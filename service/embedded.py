@@ -11,10 +11,10 @@ import sys
 import threading
 
 from schemas.logs import log_lines
-from service.queue import TaskQueue
-from service.settings import Settings
-from service.storage import ArtifactStore, open_store
-from workers.sqlite_broker import release_unacknowledged
+from farm.queue import TaskQueue
+from farm.settings import Settings
+from farm.store import ArtifactStore, open_store
+from farm.sqlite_broker import release_unacknowledged
 
 log = logging.getLogger("tilefarm.embedded")
 
@@ -31,7 +31,7 @@ def worker_command(queues: str, concurrency: int, pool: str = "prefork", logleve
     # no gossip, mingle or heartbeat events: tilefarm keeps its state in the job store and uses none of them, and
     # their channels outlive a lost broker connection (kombu#582: "'NoneType' object has no attribute 'hostname'"
     # when they are restarted after a Redis restart, which can stop the worker)
-    return [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", queues,
+    return [sys.executable, "-m", "celery", "-A", "farm.celery_app", "worker", "-Q", queues,
             "-c", str(concurrency), "--pool", pool, "--loglevel", loglevel, "--without-gossip", "--without-mingle",
             "--without-heartbeat", "-n", hostname or f"tilefarm-{os.getpid()}@{socket.gethostname()}"]
 

@@ -19,9 +19,9 @@ from schemas.jobs import (DEFAULT_STAGES, Diagnostic, FileDiff, InputMeta, JobDi
                           StageRecord)
 from schemas.logs import log_lines
 from service.problems import Problem
-from service.queue import TaskQueue
-from service.settings import Settings
-from service.storage import (ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id,
+from farm.queue import TaskQueue
+from farm.settings import Settings
+from farm.store import (ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id,
                              seconds_to_utc_midnight)
 
 MAX_WAIT_S = 30.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from service.queue import TaskQueue
-from service.storage import STAGE_BUCKETS, JobStore
+from farm.queue import TaskQueue
+from farm.store import STAGE_BUCKETS, JobStore
 
 
 class StoreCollector(Collector):

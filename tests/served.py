@@ -29,7 +29,7 @@ def report_device(data_dir: Path, device_id: str, arch: str = "wormhole_b0", sta
                   current_job: str | None = None) -> None:
     """Heartbeat a device into the service's own job store, as a hardware worker does."""
     from schemas.jobs import DeviceRecord
-    from service.storage import SqliteJobStore
+    from farm.store import SqliteJobStore
 
     SqliteJobStore(data_dir / "jobs.sqlite").heartbeat(DeviceRecord(
         id=device_id, host="rack-7", arch=arch, device_count=2, state=state, current_job=current_job,

@@ -21,7 +21,7 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
     import uvicorn
 
     from service.embedded import LocalWorker, recover
-    from service.settings import get_settings
+    from farm.settings import get_settings
 
     settings = get_settings()
     worker = None
@@ -51,7 +51,7 @@ def worker(queues: str = typer.Option("compile", "-Q", "--queues", help="compile
            hostname: str = typer.Option(None, "-n", "--hostname", help="Celery node name")) -> None:
     """Run a Celery worker (distributed mode needs TILEFARM_BROKER_URL=redis://...)."""
     from service.embedded import worker_command
-    from service.settings import get_settings
+    from farm.settings import get_settings
 
     command = worker_command(queues, concurrency, pool, get_settings().log_level, hostname)
     os.execv(command[0], command)

@@ -24,8 +24,8 @@ from compiler.errors import CompileError
 from compiler.version import COMPILER_VERSION
 from schemas.jobs import Diagnostic, JobRecord
 from schemas.logs import log_lines
-from service.settings import Settings
-from service.storage import ArtifactStore, JobStore, UnstorableRecord
+from farm.settings import Settings
+from farm.store import ArtifactStore, JobStore, UnstorableRecord
 from workers import leases
 from workers.sandbox import SandboxError, SandboxTimeout
 

@@ -13,11 +13,11 @@ from celery.signals import (worker_process_init, worker_process_shutdown, worker
 from celery.worker.request import Request
 
 from schemas.jobs import JobRecord
-from service import readiness
-from service.settings import get_settings
-from service.storage import ArtifactStore, open_store
+from farm import readiness
+from farm.settings import get_settings
+from farm.store import ArtifactStore, open_store
 from workers import leases, runner
-from workers.celery_app import COMPILE_QUEUE, app, hardware_queue
+from farm.celery_app import COMPILE_QUEUE, app, hardware_queue
 
 log = logging.getLogger("tilefarm.worker")
 _deps: dict[int, runner.WorkerDeps] = {}
@@ -222,6 +222,6 @@ def _stop(**_) -> None:
 def _stop_waiting_for_messages(**_) -> None:
     """Embedded broker: the consumer loop is waiting for a wake-up; give it one, so the shutdown starts now."""
     if get_settings().embedded:
-        from workers.sqlite_broker import interrupt_consumers
+        from farm.sqlite_broker import interrupt_consumers
 
         interrupt_consumers()

@@ -10,7 +10,7 @@ from service import jobs
 from service.bundle import bundle_files, pack
 from service.deps import artifacts_dep, scoped_team, store_dep
 from service.problems import Problem
-from service.storage import media_type, safe_name, sha256
+from farm.store import media_type, safe_name, sha256
 
 router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["artifacts"])
 

@@ -11,7 +11,7 @@ from prometheus_client.registry import CollectorRegistry
 from compiler.target import DATA_FORMATS, DEVICES
 from schemas.jobs import DeviceRecord, rfc3339
 from schemas.target import MathFidelity, PartitionPolicy
-from service import readiness
+from farm import readiness
 from service.deps import queue_dep, settings_dep, store_dep
 from service.metrics import StoreCollector
 from service.problems import Problem

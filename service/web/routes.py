@@ -23,7 +23,7 @@ from schemas.logs import LEVELS
 from schemas.target import MathFidelity, PartitionPolicy
 from service.deps import _keyring, queue_dep, store_dep
 from service.problems import PROBLEM_TYPES
-from service.queue import COMPILE_QUEUE
+from farm.queue import COMPILE_QUEUE
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service import deps
-from service.settings import get_settings
+from farm.settings import get_settings
 
 
 def _clear_caches() -> None:

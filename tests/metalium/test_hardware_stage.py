@@ -35,7 +35,7 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
     service = Service(env, workdir)
     service.start_api()
     service.start_worker()
-    hardware = Proc([sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-Q", f"hardware.{ARCH}",
+    hardware = Proc([sys.executable, "-m", "celery", "-A", "farm.celery_app", "worker", "-Q", f"hardware.{ARCH}",
                      "-c", "2", "--pool", "prefork", "--loglevel", "INFO", "-n", f"hw-{uuid.uuid4().hex[:6]}@%h"],
                     {**env, "TILEFARM_DEVICES_CONFIG": str(config)}, workdir / "hardware.log")
     service.procs.append(hardware)

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from compiler.api import ARTIFACTS
 from schemas.target import TargetConfig
 from schemas.values import check_json
-from service.settings import Settings
-from service.storage import ArtifactStore, UnsafeName
+from farm.settings import Settings
+from farm.store import ArtifactStore, UnsafeName
 from workers import sandbox
 from workers.sandbox import answers, ops
 from workers.sandbox.protocol import RESULT, pack

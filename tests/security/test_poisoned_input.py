@@ -16,7 +16,7 @@ from contextlib import closing
 import pytest
 
 from schemas.jobs import JobRecord, StageRecord
-from service.storage import RedisJobStore, SqliteJobStore, UnstorableRecord, dump_record
+from farm.store import RedisJobStore, SqliteJobStore, UnstorableRecord, dump_record
 from tests.service.conftest import Service, base_env, kernel, redis_service, redis_url  # noqa: F401  (fixtures)
 
 PROBLEM = "application/problem+json"

@@ -12,7 +12,7 @@ import pytest
 
 from compiler.errors import CompileError
 from schemas.target import TargetConfig
-from service.settings import Settings
+from farm.settings import Settings
 from workers import sandbox
 
 CORPUS = sorted((Path(__file__).resolve().parent / "corpus").iterdir())

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from schemas.jobs import JobRecord, StageRecord
-from service.storage import RedisJobStore, SqliteJobStore
+from farm.store import RedisJobStore, SqliteJobStore
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -52,3 +52,29 @@ def test_mutate_log_may_be_derived_from_the_new_record(store):
     assert claimed.attempts == 1 and store.read_log(job.id) == "attempt 1\n"
     store.mutate(job.id, lambda j: j.model_copy(update={"status": "succeeded"}), log=lambda j: "")
     assert store.get(job.id).status == "succeeded" and store.read_log(job.id) == "attempt 1\n"
+
+
+def test_sqlite_schema_is_versioned_and_a_database_from_before_versioning_is_taken_up(tmp_path):
+    """PRAGMA user_version counts the migrations run; a database written before versioning (version 0, tables
+    there) keeps its jobs; one written by a newer tilefarm is refused with a message, not half-read."""
+    import sqlite3
+    import time
+
+    from farm.store.sqlite_store import MIGRATIONS, NewerSchema, SqliteJobStore
+    from schemas.jobs import JobRecord, StageRecord
+    from schemas.target import TargetConfig
+
+    path = tmp_path / "jobs.sqlite"
+    store = SqliteJobStore(path)
+    store.create(JobRecord(id="kept", source="x", target=TargetConfig(), created_at=time.time(),
+                           stages=[StageRecord(name="compile")]), idempotency_hash=None, max_active=10)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        db.execute("PRAGMA user_version = 0")  # as the releases before versioning left it
+    again = SqliteJobStore(path)
+    assert again.get("kept").source == "x"
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    with pytest.raises(NewerSchema, match="newer than this tilefarm"):
+        SqliteJobStore(path)

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from service.storage import RedisJobStore, SqliteJobStore
+from farm.store import RedisJobStore, SqliteJobStore
 
 
 @pytest.fixture(params=["sqlite", "redis"])

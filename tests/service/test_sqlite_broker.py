@@ -1,4 +1,4 @@
-"""The embedded broker (workers/sqlite_broker.py) and the wake-ups (service/wakeup.py), through kombu's public API
+"""The embedded broker (farm/sqlite_broker.py) and the wake-ups (farm/wakeup.py), through kombu's public API
 on real SQLite files; publishers and writers in other processes, as in `tilefarm serve`."""
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pathlib import Path
 from kombu import Connection, Queue
 from kombu.transport import TRANSPORT_ALIASES
 
-from service.wakeup import Doorbell
+from farm.wakeup import Doorbell
 from tests.service.conftest import REPO
 from workers import sqlite_broker
 
-TRANSPORT_ALIASES.setdefault(sqlite_broker.ALIAS, "workers.sqlite_broker:Transport")
+TRANSPORT_ALIASES.setdefault(sqlite_broker.ALIAS, "farm.sqlite_broker:Transport")
 SLOW_POLL_S = 5.0  # far above every wait below: only a wake-up can explain a prompt delivery
 
 
@@ -34,7 +34,7 @@ def _rows(path: Path) -> list[tuple[int, int]]:
 
 def _publish_from_another_process(path: Path, body: str) -> None:
     code = (f"from kombu import Connection; from kombu.transport import TRANSPORT_ALIASES; "
-            f"TRANSPORT_ALIASES['{sqlite_broker.ALIAS}'] = 'workers.sqlite_broker:Transport'; "
+            f"TRANSPORT_ALIASES['{sqlite_broker.ALIAS}'] = 'farm.sqlite_broker:Transport'; "
             f"c = Connection({_url(path)!r}); c.SimpleQueue('compile').put({body!r}); c.release()")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
 
@@ -177,13 +177,13 @@ def test_two_consumers_never_take_the_same_message(tmp_path):
 
 
 def test_job_store_wait_is_woken_by_a_write_from_another_process(tmp_path):
-    from service.storage import SqliteJobStore
+    from farm.store import SqliteJobStore
 
     path = tmp_path / "jobs.sqlite"
     store = SqliteJobStore(path, poll_interval=SLOW_POLL_S)
     job_id = uuid.uuid4().hex
     store.append_log(job_id, "created\n")
-    code = (f"import time; from service.storage import SqliteJobStore; time.sleep(0.5); "
+    code = (f"import time; from farm.store import SqliteJobStore; time.sleep(0.5); "
             f"SqliteJobStore({str(path)!r}).append_log({job_id!r}, 'more\\n')")
     async def wait_for_the_writer() -> float:
         async with store.subscribe(job_id) as subscription:
@@ -227,7 +227,7 @@ def test_messages_of_a_worker_killed_before_its_acks_are_released(tmp_path):
     for body in ("first", "second"):
         _publish_from_another_process(path, body)
     code = (f"import os; from kombu import Connection; from kombu.transport import TRANSPORT_ALIASES; "
-            f"TRANSPORT_ALIASES['{sqlite_broker.ALIAS}'] = 'workers.sqlite_broker:Transport'; "
+            f"TRANSPORT_ALIASES['{sqlite_broker.ALIAS}'] = 'farm.sqlite_broker:Transport'; "
             f"q = Connection({_url(path)!r}).SimpleQueue('compile'); m = q.get(timeout=5); "
             f"print(m.payload, flush=True); os.kill(os.getpid(), 9)")
     taken = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)

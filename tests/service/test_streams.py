@@ -11,7 +11,7 @@ import uuid
 import httpx
 import pytest
 
-from service.storage import RedisJobStore, SqliteJobStore
+from farm.store import RedisJobStore, SqliteJobStore
 from tests.service.conftest import Service, base_env, kernel, private_redis  # noqa: F401  (fixtures)
 
 STREAMS = 120        # three times the thread pool

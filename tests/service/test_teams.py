@@ -193,7 +193,7 @@ def test_key_sources_auth_modes_and_the_compose_default(tmp_path):
     from pathlib import Path
 
     from service.auth import parse_keys_file
-    from service.settings import Settings
+    from farm.settings import Settings
 
     settings = Settings(api_tokens="plain-key:alpha,root-key:ops:admin")
     assert "plain-key" not in settings.api_tokens and "root-key" not in repr(settings)  # digests only

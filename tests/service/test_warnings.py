@@ -7,8 +7,8 @@ import time
 from compiler import api
 from schemas.jobs import JobRecord, StageRecord
 from schemas.target import TargetConfig
-from service.settings import Settings
-from service.storage import ArtifactStore, SqliteJobStore
+from farm.settings import Settings
+from farm.store import ArtifactStore, SqliteJobStore
 from tests.service.conftest import kernel
 from workers import runner
 

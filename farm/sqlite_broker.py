@@ -3,7 +3,7 @@
 It keeps the table layout of kombu's SQLAlchemy transport (`kombu_queue`, `kombu_message`), so a broker file
 written by it is read as it is (waiting messages included), but:
 
-- a consumer does not poll: it waits on the file's doorbell (service/wakeup.py), which every publish rings after
+- a consumer does not poll: it waits on the file's doorbell (farm/wakeup.py), which every publish rings after
   its COMMIT, and re-reads only every `polling_interval` (TILEFARM_EMBEDDED_POLL_S) in case a wake-up was missed;
 - looking for a message is a read (an index lookup); only taking one writes (one UPDATE that marks it delivered,
   which only succeeds for one consumer);
@@ -29,7 +29,7 @@ from time import monotonic, sleep
 
 from kombu.transport import virtual
 
-from service.wakeup import FALLBACK_POLL_S, Doorbell, Listener
+from farm.wakeup import FALLBACK_POLL_S, Doorbell, Listener
 
 ALIAS = "tilefarm-sqlite"
 URL_PREFIX = f"{ALIAS}+sqlite:///"

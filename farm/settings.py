@@ -79,7 +79,7 @@ class Settings(BaseSettings):
 
     @property
     def embedded_broker_path(self) -> Path:
-        """The embedded broker's SQLite file (workers/sqlite_broker.py)."""
+        """The embedded broker's SQLite file (farm/sqlite_broker.py)."""
         return (self.data_dir / "broker.sqlite").resolve()
 
     @property

@@ -1,4 +1,4 @@
-"""The Celery app: Redis broker in distributed mode, a SQLite file (workers/sqlite_broker.py) in embedded mode.
+"""The Celery app: Redis broker in distributed mode, a SQLite file (farm/sqlite_broker.py) in embedded mode.
 
 Importing this module is cheap (no compiler, no tvm): the API imports it to send tasks by name.
 """
@@ -8,16 +8,16 @@ from celery import Celery
 from kombu import Queue
 
 from compiler.target import DEVICES
-from service.settings import get_settings
+from farm.settings import get_settings
 
 settings = get_settings()
 if settings.embedded:
     from kombu.transport import TRANSPORT_ALIASES
 
-    from workers import sqlite_broker
+    from farm import sqlite_broker
 
     # embedded broker: our SQLite transport (plain sqlite3, consumers woken by publishes instead of polling)
-    TRANSPORT_ALIASES[sqlite_broker.ALIAS] = "workers.sqlite_broker:Transport"
+    TRANSPORT_ALIASES[sqlite_broker.ALIAS] = "farm.sqlite_broker:Transport"
     settings.data_dir.mkdir(parents=True, exist_ok=True)
 
 COMPILE_QUEUE = "compile"

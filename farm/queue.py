@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 
-from service.settings import Settings
+from farm.settings import Settings
 
 COMPILE_QUEUE = "compile"
+PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.2, "interval_max": 0.4}
 
 
 class TaskQueue:
@@ -16,27 +16,21 @@ class TaskQueue:
 
     @property
     def celery(self):
-        from workers.celery_app import app
+        from farm.celery_app import app
 
         return app
 
-    def _send(self, name: str, args: list, attempts: int = 3) -> None:
-        """Publish, retrying briefly: the broker may be momentarily unreachable (Redis restarting, SQLite busy)."""
-        for attempt in range(attempts):
-            try:
-                self.celery.send_task(name, args=args, queue=COMPILE_QUEUE)
-                return
-            except Exception:
-                if attempt == attempts - 1:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
+    def _send(self, name: str, args: list) -> None:
+        """Publish; the broker may be momentarily unreachable (Redis restarting, SQLite busy): Celery retries the
+        publish (0.2, 0.4 s apart) before the error reaches the caller."""
+        self.celery.send_task(name, args=args, queue=COMPILE_QUEUE, retry=True, retry_policy=PUBLISH_RETRY)
 
     def submit(self, job_id: str) -> None:
         """Run this very job (recovery after a restart); new jobs go through `enqueue`."""
         self._send("tilefarm.run_job", [job_id])
 
     def enqueue(self, store, job) -> None:
-        """Fair share: the job joins its team's FIFO; the broker gets a token for 'the next job' (service/storage.py)."""
+        """Fair share: the job joins its team's FIFO; the broker gets a token for 'the next job' (farm/store/)."""
         store.fair_push(COMPILE_QUEUE, job.team, job.id)
         self._send("tilefarm.run_next", [COMPILE_QUEUE])
 
