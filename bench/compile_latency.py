@@ -12,23 +12,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-GEMM_256 = '''from tvm.script import tirx as T
+from compiler.samples import tile_gemm  # noqa: E402  (after the path above)
 
-
-@T.prim_func
-def main(A: T.Buffer((256, 256), "float16"), B: T.Buffer((256, 256), "float16"), C: T.Buffer((256, 256), "float32")):
-    T.device_entry()
-    by, bx = T.cta_id([8, 8])
-    A_s = T.alloc_shared((32, 32), "float16")
-    B_s = T.alloc_shared((32, 32), "float16")
-    C_l = T.alloc_local((32, 32), "float32")
-    T.tile.zero(C_l)
-    for k in range(8):
-        T.tile.copy(A_s, A[by * 32:by * 32 + 32, k * 32:k * 32 + 32])
-        T.tile.copy(B_s, B[k * 32:k * 32 + 32, bx * 32:bx * 32 + 32])
-        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
-    T.tile.copy(C[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32], C_l)
-'''
+GEMM_256 = tile_gemm(256, 256, 256)
 
 
 def main(runs: int = 30) -> None:

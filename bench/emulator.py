@@ -18,23 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-GEMM = '''from tvm.script import tirx as T
-
-
-@T.prim_func
-def main(A: T.Buffer(({n}, {n}), "bfloat16"), B: T.Buffer(({n}, {n}), "bfloat16"), C: T.Buffer(({n}, {n}), "float32")):
-    T.device_entry()
-    by, bx = T.cta_id([{g}, {g}])
-    A_s = T.alloc_shared((64, 64), "bfloat16")
-    B_s = T.alloc_shared((64, 64), "bfloat16")
-    C_l = T.alloc_local((64, 64), "float32")
-    T.tile.zero(C_l)
-    for k in range({g}):
-        T.tile.copy(A_s, A[by * 64:by * 64 + 64, k * 64:k * 64 + 64])
-        T.tile.copy(B_s, B[k * 64:k * 64 + 64, bx * 64:bx * 64 + 64])
-        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
-    T.tile.copy(C[by * 64:by * 64 + 64, bx * 64:bx * 64 + 64], C_l)
-'''
+from compiler.samples import tile_gemm  # noqa: E402  (after the path above)
 
 ELTWISE = '''from tvm.script import tirx as T
 
@@ -128,7 +112,7 @@ def main() -> None:
     print("  compile = ms; cold = kernel + program build and run, s; build/run = cached, median; ref = NumPy "
           "interpreter of the input kernel; numpy = the bare NumPy expression")
     for n in (128, 256, 512, 1024):
-        print(measure(f"gemm_{n}", GEMM.format(n=n, g=n // 64)), flush=True)
+        print(measure(f"gemm_{n}", tile_gemm(n, n, n, block=64, in_dtype="bfloat16")), flush=True)
     for n in (256, 1024):
         print(measure(f"eltwise_{n}", ELTWISE.format(n=n, g=n // 64, g2=n // 32)), flush=True)
 

@@ -71,10 +71,6 @@ def op_name(call: tirx.TilePrimitiveCall) -> str:
     return str(call.op.name).removeprefix(TILE_OP_PREFIX)
 
 
-def is_buffer(x: Any) -> bool:
-    return isinstance(x, tvm.ir.Var) and tvm.tirx.buffer.is_buffer_var(x)
-
-
 @dataclass(frozen=True)
 class Region:
     """A rectangular region of a 2-D buffer as written in a tile op: `A[by*32:by*32+32, k*32:k*32+32]`."""

@@ -67,7 +67,6 @@ class Settings(BaseSettings):
     sandbox_processes: int = Field(default=512, description="RLIMIT_NPROC of a sandboxed step (threads count).")
 
     log_level: str = "INFO"
-    log_json: bool = False
 
     @property
     def embedded(self) -> bool:

@@ -34,6 +34,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compiler.samples import tile_gemm
 from schemas.values import json_safe
 from workers.sandbox import jail, prefault
 from workers.sandbox.ops import OPS
@@ -43,23 +44,7 @@ from workers.sandbox.protocol import (MAX_HEADER_BYTES, MAX_INPUT_BYTES, MAX_RES
 FILL_AFTER_S = 0.003  # a job still running after this long has the next child prepared beside it
 TAKEN = b"T"  # the first byte on a child's answer pipe: it has the job (one that died before is replaced)
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-WARM_UP_KERNEL = """from tvm.script import tirx as T
-
-
-@T.prim_func
-def main(A: T.Buffer((64, 64), "float16"), B: T.Buffer((64, 64), "float16"), C: T.Buffer((64, 64), "float32")):
-    T.device_entry()
-    by, bx = T.cta_id([2, 2])
-    A_s = T.alloc_shared((32, 32), "float16")
-    B_s = T.alloc_shared((32, 32), "float16")
-    C_l = T.alloc_local((32, 32), "float32")
-    T.tile.zero(C_l)
-    for k in range(2):
-        T.tile.copy(A_s, A[by * 32:by * 32 + 32, k * 32:k * 32 + 32])
-        T.tile.copy(B_s, B[k * 32:k * 32 + 32, bx * 32:bx * 32 + 32])
-        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
-    T.tile.copy(C[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32], C_l)
-"""
+WARM_UP_KERNEL = tile_gemm(64, 64, 64)
 
 
 def main(config: dict) -> None:
