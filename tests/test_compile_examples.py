@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -12,7 +10,6 @@ import pytest
 from .conftest import ARCHS, ROOT, good_examples, shared_copies
 
 SCHEMA = json.loads((ROOT / "schemas" / "tt_plan.schema.json").read_text())
-CPP_API = ROOT / "tests" / "cpp_api"
 CASES = [(p, a) for p in good_examples() + shared_copies() for a in ARCHS]
 IDS = [f"{p.parent.name}/{p.stem}-{a}" for p, a in CASES]
 
@@ -141,31 +138,3 @@ def test_runtime_args_match_between_host_and_kernels(compiled, path, arch):
         assert len(accessors) == len(kernel["compile_time_args"])
         appended = re.findall(r"TensorAccessorArgs\(\*(\w+)\)\.append_to\(" + kernel["role"] + r"_compile_args\)", host)
         assert appended == [a["buffer"] for a in kernel["compile_time_args"]]
-
-
-def _gxx(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["g++", "-fsyntax-only", "-Wall", "-Werror", "-Wno-unused-variable", "-Wno-unused-function",
-                           f"-I{CPP_API}", *args], cwd=cwd, capture_output=True, text=True)
-
-
-@pytest.mark.parametrize("path,arch", [c for c in CASES if c[1] != "grayskull"],
-                         ids=[i for c, i in zip(CASES, IDS) if c[1] != "grayskull"])
-def test_generated_cpp_compiles_against_the_api_declarations(compiled, path, arch, tmp_path):
-    result = compiled(path, arch)
-    result.write(tmp_path)
-    plan = result.plan
-    for kernel in plan["kernels"]:
-        words = [w for a in kernel["compile_time_args"] for w in a["words"]] or [0]
-        proc = _gxx(["-std=c++17", f"-DKERNEL_COMPILE_TIME_ARGS={','.join(map(str, words))}", kernel["file"]], tmp_path)
-        assert proc.returncode == 0, proc.stderr
-    proc = _gxx(["-std=c++20", "main.cpp"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-
-
-def test_syntax_check_catches_an_old_api_name(compiled, tmp_path):
-    result = compiled(ROOT / "examples" / "gemm_single_tile.py")
-    result.write(tmp_path)
-    src = (tmp_path / "compute.cpp").read_text().replace("matmul_init(", "mm_init(")
-    (tmp_path / "compute.cpp").write_text(src)
-    proc = _gxx(["-std=c++17", "compute.cpp"], tmp_path)
-    assert proc.returncode != 0 and "mm_init" in proc.stderr

@@ -7,14 +7,14 @@ import pytest
 
 from compiler.toolchain import sdk_headers
 from compiler.toolchain.header_check import HeaderCheckUnavailable, check_bundle, descriptors_header, find_sfpi
-from tests.conftest import good_examples
+from tests.conftest import good_examples, shared_copies
 
-EXAMPLES = good_examples()
+EXAMPLES = good_examples() + shared_copies()
 SDK_ARCHS = ("wormhole_b0", "blackhole")
 
 
 @pytest.mark.parametrize("arch", SDK_ARCHS)
-@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("example", EXAMPLES, ids=[f"{p.parent.name}/{p.stem}" for p in EXAMPLES])
 def test_every_example_passes_the_real_header_check(compiled, example, arch):
     report = check_bundle(compiled(example, arch).artifacts)
     assert report.passed, report.render()

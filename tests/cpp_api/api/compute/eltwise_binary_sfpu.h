@@ -1,2 +1,0 @@
-#pragma once
-#include "tt_api_decls.hpp"

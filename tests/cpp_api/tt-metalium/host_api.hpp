@@ -1,3 +1,0 @@
-#pragma once
-#define TT_API_HOST 1
-#include "tt_api_decls.hpp"
