@@ -17,7 +17,7 @@ from kombu.transport import TRANSPORT_ALIASES
 
 from farm.wakeup import Doorbell
 from tests.service.conftest import REPO
-from workers import sqlite_broker
+from farm import sqlite_broker
 
 TRANSPORT_ALIASES.setdefault(sqlite_broker.ALIAS, "farm.sqlite_broker:Transport")
 SLOW_POLL_S = 5.0  # far above every wait below: only a wake-up can explain a prompt delivery
