@@ -19,7 +19,7 @@ from farm.sqlite_broker import release_unacknowledged
 log = logging.getLogger("tilefarm.embedded")
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
@@ -42,7 +42,7 @@ def start_worker(settings: Settings) -> subprocess.Popen:
     # a session of its own: a signal to the API's process group (Ctrl-C, `kill -- -PGID`) reaches the API, which
     # stops the worker in order (worker.stop); sent to the pool processes at the same time, it can hang the
     # worker's shutdown for good
-    return subprocess.Popen(command, preexec_fn=_die_with_parent, start_new_session=True)
+    return subprocess.Popen(command, preexec_fn=die_with_parent, start_new_session=True)
 
 
 class LocalWorker:

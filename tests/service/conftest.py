@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from schemas.jobs import TERMINAL
+from service.embedded import die_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent.parent / "data"  # the seed examples, shared with the compiler tests
@@ -59,8 +60,9 @@ class Proc:
     def __init__(self, command: list[str], env: dict[str, str], log: Path):
         self.log = log
         self.handle = open(log, "ab")
+        # dies with the test run even when its teardown never runs (the run killed): nothing is left serving
         self.process = subprocess.Popen(command, env=env, cwd=REPO, stdout=self.handle, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=die_with_parent)
 
     def stop(self, sig=signal.SIGTERM, timeout=15.0) -> None:
         if self.process.poll() is None:
