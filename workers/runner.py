@@ -27,6 +27,7 @@ from schemas.logs import log_lines
 from farm.settings import Settings
 from farm.store import ArtifactStore, JobStore, UnstorableRecord
 from workers import leases
+from workers.executors import executor_for
 from workers.sandbox import SandboxError, SandboxTimeout
 
 log = logging.getLogger("tilefarm.worker")
@@ -134,14 +135,7 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
         return StageOutcome(detail="cache hit")
 
     deps.store.incr("cache_misses")
-    if deps.settings.sandbox:  # parsing runs the user's Python: never in this process
-        from workers import sandbox
-
-        result = sandbox.compile_source(deps.settings, source=job.source, filename=job.filename, entry=job.entry,
-                                        target=job.target, dump_ir=job.dump_ir, params=job.params)
-    else:
-        result = api.compile_source(job.source, filename=job.filename, entry=job.entry, target=job.target,
-                                    dump_ir=job.dump_ir, params=job.params)
+    result = executor_for(deps.settings).compile(job)  # parsing runs the user's Python: sandboxed by default
     meta = {"job_id": job.id, "cache_key": key, "compiler_version": COMPILER_VERSION,
             "target": job.target.model_dump(mode="json"), "entry": job.entry, "timings": result.timings}
     files = {**result.artifacts, "compile.log": result.log.encode(), "meta.json": json.dumps(meta, indent=2).encode()}
@@ -170,67 +164,27 @@ def _inputs(job: JobRecord, deps: WorkerDeps) -> dict:
 
 def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     """Run the compiled program on the emulated device and verify it against the NumPy reference."""
-    import numpy as np
-
-    from compiler import api
-
-    inputs = _inputs(job, deps)
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
-    if deps.settings.sandbox:  # builds and runs native code derived from the user's source
-        from workers import sandbox
-
-        answer = sandbox.emulate(deps.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts},
-                                 inputs=inputs, target=job.target, source=job.source, filename=job.filename,
-                                 entry=job.entry, params=job.params)
-        deps.store.append_log(job.id, log_lines(answer.log, stage="emulate"))
-        _warn(job.id, deps, "emulate", answer.report.get("warnings") or [])
-        deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), {
-            **{f"{name}.npy": data for name, data in answer.outputs.items()},
-            "report.json": json.dumps(answer.report, indent=2, default=str).encode()})
-        if not answer.passed:
-            where = f": {answer.first_mismatch}" if answer.first_mismatch else ""
-            raise CompileError(f"emulated outputs do not match the NumPy reference{where}", stage="emulate")
-        return StageOutcome()
-    result = api.emulate(artifacts, inputs=inputs or None, target=job.target, source=job.source,
-                         filename=job.filename, entry=job.entry, params=job.params)
-    files: dict[str, bytes] = {}
-    for name, array in result.outputs.items():
-        buffer = io.BytesIO()
-        np.save(buffer, np.asarray(array, dtype=np.float32))
-        files[f"{name}.npy"] = buffer.getvalue()
-    files["report.json"] = json.dumps(result.report, indent=2, default=str).encode()
-    log = result.log + (result.verification.render() if result.verification is not None else "")
-    deps.store.append_log(job.id, log_lines(log, stage="emulate"))
-    _warn(job.id, deps, "emulate", result.report.get("warnings") or [])
-    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), files)
-    if not result.passed:
-        first = next((c for c in result.verification.outputs if not c.ok), None)
-        where = f": {first.first_mismatch_text()}" if first is not None else ""
+    answer = executor_for(deps.settings).emulate(job, artifacts, _inputs(job, deps))
+    deps.store.append_log(job.id, log_lines(answer.log, stage="emulate"))
+    _warn(job.id, deps, "emulate", answer.report.get("warnings") or [])
+    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), {
+        **{f"{name}.npy": data for name, data in answer.outputs.items()},
+        "report.json": json.dumps(answer.report, indent=2, default=str).encode()})
+    if not answer.passed:
+        where = f": {answer.first_mismatch}" if answer.first_mismatch else ""
         raise CompileError(f"emulated outputs do not match the NumPy reference{where}", stage="emulate")
     return StageOutcome()
 
 
 def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     """Compile the generated kernels against the real TT-Metalium headers; a failure is a compiler bug."""
-    from compiler import api
     from compiler.toolchain.header_check import HeaderCheckUnavailable
     from compiler.toolchain.sdk_headers import SdkHeadersError
 
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
-    try:
-        if deps.settings.sandbox:  # g++ reads kernels derived from the user's source: run it in the sandbox
-            from compiler.toolchain.header_check import HeaderCheckReport, host_compiler_problem
-            from compiler.toolchain.sdk_headers import ensure_headers
-            from workers import sandbox
-
-            problem = host_compiler_problem()
-            if problem:
-                raise HeaderCheckUnavailable(problem)
-            ensure_headers()  # fetched (once) on the trusted side; the job sees them read-only
-            report = HeaderCheckReport.from_dict(sandbox.header_check(
-                deps.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts}, target=job.target))
-        else:
-            report = api.header_check(artifacts, target=job.target)
+    try:  # g++ reads kernels derived from the user's source: sandboxed by default
+        report = executor_for(deps.settings).header_check(job, artifacts)
     except (HeaderCheckUnavailable, SdkHeadersError) as error:
         deps.store.mutate(job.id, lambda j: _set(j, header_check={"ran": False, "reason": str(error)}))
         _warn(job.id, deps, "check", [f"the real-header check did not run on this worker: {error}"])

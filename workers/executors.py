@@ -1,0 +1,99 @@
+"""Where a stage's work runs: in a sandboxed child (the default: parsing runs the user's Python, the emulator
+builds and runs native code derived from it) or in this process (TILEFARM_SANDBOX=0, for development). Both give
+the stage the same answers, so each stage is written once (workers/runner.py) and the sandbox is only an executor.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Protocol
+
+from schemas.jobs import JobRecord
+
+
+@dataclass
+class Emulated:
+    """An emulated run, as a stage keeps it: outputs as .npy bytes (float32), the emulator's report, the log (with
+    the verification), whether it matched the reference and, if not, where first."""
+    passed: bool
+    outputs: dict[str, bytes]
+    report: dict
+    log: str
+    first_mismatch: str | None
+
+
+class Executor(Protocol):
+    def compile(self, job: JobRecord):
+        """compiler.api.CompileResult of the job's source."""
+
+    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict) -> Emulated: ...
+
+    def header_check(self, job: JobRecord, artifacts: dict[str, bytes]):
+        """compiler.toolchain.header_check.HeaderCheckReport of the generated kernels."""
+
+
+class InProcess:
+    def compile(self, job: JobRecord):
+        from compiler import api
+
+        return api.compile_source(job.source, filename=job.filename, entry=job.entry, target=job.target,
+                                  dump_ir=job.dump_ir, params=job.params)
+
+    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict) -> Emulated:
+        import numpy as np
+
+        from compiler import api
+
+        result = api.emulate(artifacts, inputs=inputs or None, target=job.target, source=job.source,
+                             filename=job.filename, entry=job.entry, params=job.params)
+        outputs = {}
+        for name, array in result.outputs.items():
+            buffer = io.BytesIO()
+            np.save(buffer, np.asarray(array, dtype=np.float32))
+            outputs[name] = buffer.getvalue()
+        first = next((c for c in result.verification.outputs if not c.ok), None) if not result.passed else None
+        return Emulated(result.passed, outputs, result.report,
+                        result.log + (result.verification.render() if result.verification is not None else ""),
+                        first.first_mismatch_text() if first is not None else None)
+
+    def header_check(self, job: JobRecord, artifacts: dict[str, bytes]):
+        from compiler import api
+
+        return api.header_check(artifacts, target=job.target)
+
+
+class Sandboxed:
+    def __init__(self, settings):
+        self.settings = settings
+
+    def compile(self, job: JobRecord):
+        from workers import sandbox
+
+        return sandbox.compile_source(self.settings, source=job.source, filename=job.filename, entry=job.entry,
+                                      target=job.target, dump_ir=job.dump_ir, params=job.params)
+
+    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict) -> Emulated:
+        from compiler import api
+        from workers import sandbox
+
+        answer = sandbox.emulate(self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts},
+                                 inputs=inputs, target=job.target, source=job.source, filename=job.filename,
+                                 entry=job.entry, params=job.params)
+        return Emulated(answer.passed, answer.outputs, answer.report, answer.log, answer.first_mismatch)
+
+    def header_check(self, job: JobRecord, artifacts: dict[str, bytes]):
+        from compiler import api
+        from compiler.toolchain.header_check import HeaderCheckReport, HeaderCheckUnavailable, host_compiler_problem
+        from compiler.toolchain.sdk_headers import ensure_headers
+        from workers import sandbox
+
+        problem = host_compiler_problem()
+        if problem:
+            raise HeaderCheckUnavailable(problem)
+        ensure_headers()  # fetched (once) on the trusted side; the job sees them read-only
+        return HeaderCheckReport.from_dict(sandbox.header_check(
+            self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts}, target=job.target))
+
+
+def executor_for(settings) -> Executor:
+    return Sandboxed(settings) if settings.sandbox else InProcess()
