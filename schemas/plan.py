@@ -1,18 +1,27 @@
 """tt.plan.json: the runtime plan of one compiled kernel. `PLAN_JSON_SCHEMA` is published as schemas/tt_plan.schema.json."""
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # standard JSON: infinities are "inf" strings
 
 
+# Every string the host program (main.cpp) is generated from is one of these: a plan that comes back from the
+# sandbox is untrusted, and main.cpp is rendered from it on the trusted side (workers/sandbox/answers.py), so no
+# field may carry C++ (a name is an identifier; anything else is from a closed set or kept out of the code).
+Identifier = Annotated[str, StringConstraints(pattern=r"^[^\W\d]\w{0,127}$")]
+OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f\\]{0,255}$")]  # in a // comment: no newline, no \
+DataFormat = Literal["Float32", "Float16_b", "Float16"]
+Fidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
+
+
 class CompilerInfo(_Strict):
     name: Literal["tilefarm"]
-    version: str
+    version: OneLine
 
 
 class PlanTarget(_Strict):
@@ -30,7 +39,7 @@ class PlanTarget(_Strict):
     tile_shape: list[int]
     cb_depth: int
     blocking: Literal["auto", "as_written"]
-    math_fidelity: Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
+    math_fidelity: Fidelity
     fp32_accumulation: bool
 
 
@@ -41,7 +50,7 @@ class Schedule(_Strict):
 
 
 class Grid(_Strict):
-    vars: list[str]
+    vars: list[Identifier]
     extents: list[int] = Field(min_length=1, max_length=3)
 
 
@@ -60,7 +69,7 @@ class WorkPartition(_Strict):
     blocks: int = Field(ge=1)
     grid: list[int]
     num_cores: int = Field(ge=1)
-    work_args: list[str]
+    work_args: list[Identifier]
     cores: list[CoreWork]
 
 
@@ -75,7 +84,7 @@ class MaskGenerator(_Strict):
 
 
 class BufferPlan(_Strict):
-    name: str
+    name: Identifier
     role: Literal["input", "output", "unused", "constant"]
     shape: list[int] = Field(min_length=1, description="the user's shape (what .npy inputs and outputs have)")
     tile_axes: list[int] = Field(min_length=2, max_length=2, description=(
@@ -83,7 +92,7 @@ class BufferPlan(_Strict):
         "axes are batch axes, outermost first: page = (batch * tile_rows + tile_row) * tile_cols + tile_col"))
     generator: MaskGenerator | None = Field(default=None, description="constant buffers: how the host fills them")
     dtype: Literal["float32", "bfloat16", "float16"]
-    data_format: str
+    data_format: DataFormat
     layout: Literal["interleaved"]
     memory: Literal["DRAM"]
     padded_shape: list[int]
@@ -95,11 +104,11 @@ class BufferPlan(_Strict):
 
 class CircularBufferPlan(_Strict):
     index: int = Field(ge=0, le=63)
-    name: str
-    buffer: str
+    name: Identifier
+    buffer: Identifier
     role: Literal["input", "output", "intermediate"]
-    data_format: str
-    dtype: str
+    data_format: DataFormat
+    dtype: Literal["float32", "bfloat16", "float16"]
     page_bytes: int
     num_pages: int
     total_bytes: int
@@ -109,12 +118,12 @@ class CircularBufferPlan(_Strict):
 
 
 class RuntimeArg(_Strict):
-    name: str
+    name: Identifier
     kind: Literal["buffer_address", "work", "multicast"]
-    buffer: str | None = None
+    buffer: Identifier | None = None
     cb: int | None = Field(default=None, description="multicast: the CB whose reads are shared")
-    field: str | None = Field(default=None, description="multicast: role, sender_x/y, start_x/y, end_x/y, receivers, "
-                                                        "loopback")
+    field: Literal["role", "sender_x", "sender_y", "start_x", "start_y", "end_x", "end_y", "receivers", "loopback"] | None \
+        = Field(default=None, description="multicast: which of the core's multicast values")
 
 
 class MulticastCore(_Strict):
@@ -130,19 +139,19 @@ class MulticastCore(_Strict):
 
 class MulticastGroup(_Strict):
     cb: int
-    buffer: str
+    buffer: Identifier
     mover: Literal["reader", "writer"]
     noc: Literal[0, 1]
     sender_semaphore: int = Field(ge=0)
     receiver_semaphore: int = Field(ge=0)
-    depends_on: list[str] = Field(description="grid indices the shared block depends on")
+    depends_on: list[Identifier] = Field(description="grid indices the shared block depends on")
     groups: int = Field(ge=1, description="sets of cores sharing it (one sender each)")
     cores: list[MulticastCore]
 
 
 class CompileTimeArg(_Strict):
     kind: Literal["tensor_accessor"]
-    buffer: str
+    buffer: Identifier
     words: list[int]
 
 
@@ -154,9 +163,9 @@ class CoreArgs(_Strict):
 
 class KernelPlan(_Strict):
     role: Literal["reader", "compute", "writer"]
-    file: str
-    processor: str
-    noc: str | None
+    file: Literal["reader.cpp", "compute.cpp", "writer.cpp"]
+    processor: Literal["RISCV_0", "RISCV_1", "TRISC0/1/2"]
+    noc: Literal["RISCV_0_default", "RISCV_1_default"] | None
     runtime_args: list[RuntimeArg]
     compile_time_args: list[CompileTimeArg]
     per_core_args: list[CoreArgs]
@@ -165,7 +174,7 @@ class KernelPlan(_Strict):
 class ComputeConfigPlan(_Strict):
     fp32_dest_acc_en: bool
     dst_full_sync_en: bool
-    math_fidelity: str
+    math_fidelity: Fidelity
     dst_capacity: int
     math_approx_mode: bool
     unpack_to_dest_fp32_cbs: list[int] = Field(description="CBs unpacked straight to an fp32 DST (UnpackToDestFp32)")
@@ -174,8 +183,8 @@ class ComputeConfigPlan(_Strict):
 class Plan(_Strict):
     schema_version: Literal[1]
     compiler: CompilerInfo
-    kernel: str
-    source_file: str
+    kernel: Identifier
+    source_file: OneLine
     target: PlanTarget
     grid: Grid
     schedule: Schedule

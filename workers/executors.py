@@ -22,6 +22,15 @@ class Emulated:
     first_mismatch: str | None
 
 
+@dataclass
+class Checked:
+    """Outputs of a device run compared with the reference of the user's kernel."""
+    passed: bool
+    log: str
+    first_mismatch: str | None
+    report: dict                      # VerificationReport.to_dict()
+
+
 class Executor(Protocol):
     def compile(self, job: JobRecord):
         """compiler.api.CompileResult of the job's source."""
@@ -30,6 +39,9 @@ class Executor(Protocol):
 
     def header_check(self, job: JobRecord, artifacts: dict[str, bytes]):
         """compiler.toolchain.header_check.HeaderCheckReport of the generated kernels."""
+
+    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict) -> Checked:
+        """A device run's outputs against the reference (building it evaluates the user's source)."""
 
 
 class InProcess:
@@ -60,6 +72,17 @@ class InProcess:
         from compiler import api
 
         return api.header_check(artifacts, target=job.target)
+
+    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict) -> Checked:
+        import json
+
+        from compiler.toolchain.verification import verify_outputs
+
+        report = verify_outputs(json.loads(artifacts["tt.plan.json"]), inputs, outputs, job.source,
+                                filename=job.filename, entry=job.entry, params=job.params)
+        first = next((c for c in report.outputs if not c.ok), None)
+        return Checked(report.ok, report.render(), first.first_mismatch_text() if first is not None else None,
+                       report.to_dict())
 
 
 class Sandboxed:
@@ -93,6 +116,14 @@ class Sandboxed:
         ensure_headers()  # fetched (once) on the trusted side; the job sees them read-only
         return HeaderCheckReport.from_dict(sandbox.header_check(
             self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts}, target=job.target))
+
+
+    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict) -> Checked:
+        from workers import sandbox
+
+        answer = sandbox.verify(self.settings, plan=artifacts["tt.plan.json"], inputs=inputs, outputs=outputs,
+                                source=job.source, filename=job.filename, entry=job.entry, params=job.params)
+        return Checked(answer.passed, answer.verification, answer.first_mismatch, dict(answer.report))
 
 
 def executor_for(settings) -> Executor:

@@ -210,44 +210,50 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
 
 def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
-    """Build main.cpp against the TT-Metalium SDK and run it on a device of this host (one job per device)."""
+    """Build main.cpp against the TT-Metalium SDK and run it on a device of this host (one job per device), then
+    compare its outputs with the reference. The program runs here, outside the sandbox: it is checked to be one
+    the compiler writes (answers.check_program); the reference, which evaluates the user's source, is built by
+    the executor (in the sandbox)."""
     import numpy as np
 
     from compiler import api
     from workers.devices import NoDevice
+    from workers.sandbox import answers
 
     if deps.devices is None:
         raise StageUnavailable("this worker has no device registry (it is not a hardware worker)")
     inputs = _inputs(job, deps)
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
+    answers.check_program(artifacts, answers.plan_of(artifacts["tt.plan.json"]))  # whoever filled the cache
     try:
         with deps.devices.lease(deps.store, job.target.arch, job.id) as device:
             deps.store.append_log(job.id, log_lines(f"running on device {device.id} ({device.kind}, {device.arch})",
                                                     stage="hardware"))
             outcome = api.run_on_device(artifacts, target=job.target, inputs=inputs or None, device=device,
-                                        source=job.source, filename=job.filename, entry=job.entry,
-                                        params=job.params, timeout_s=deps.settings.hardware_time_limit_s)
+                                        timeout_s=deps.settings.hardware_time_limit_s)
             if outcome.device_error:
                 deps.devices.mark_unhealthy(deps.store, device, f"job {job.id}: {outcome.run.error}")
     except NoDevice as error:
         raise StageUnavailable(str(error)) from None
+    checked = executor_for(deps.settings).verify(job, artifacts, outcome.inputs, outcome.outputs) \
+        if outcome.run.ok else None
     files: dict[str, bytes] = {"stdout.txt": outcome.run.stdout.encode(), "stderr.txt": outcome.run.stderr.encode()}
     for name, array in outcome.outputs.items():
         buffer = io.BytesIO()
         np.save(buffer, np.asarray(array, dtype=np.float32))
         files[f"{name}.npy"] = buffer.getvalue()
-    report = outcome.report()
+    report = {**outcome.report(), "verification": checked.report if checked else None,
+              "passed": bool(checked and checked.passed)}
     files["report.json"] = json.dumps(report, indent=2, default=str).encode()
-    deps.store.append_log(job.id, log_lines(outcome.log, stage="hardware"))
+    deps.store.append_log(job.id, log_lines(outcome.log + (checked.log if checked else ""), stage="hardware"))
     deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "hardware"), files)
     deps.store.mutate(job.id, lambda j: _set(j, device_run={k: v for k, v in report.items() if k != "verification"}))
     if not outcome.run.ok:
         raise CompileError(f"the program failed on device {outcome.run.device}: {outcome.run.error}", stage="hardware",
                            hint="the device was marked unhealthy until it passes a health check"
                            if outcome.device_error else "see stderr.txt in the bundle")
-    if not outcome.passed:
-        first = next((c for c in outcome.verification.outputs if not c.ok), None)
-        where = f": {first.first_mismatch_text()}" if first is not None else ""
+    if not checked.passed:
+        where = f": {checked.first_mismatch}" if checked.first_mismatch else ""
         raise CompileError(f"device outputs do not match the NumPy reference{where}", stage="hardware")
     return StageOutcome(detail=f"passed on {outcome.run.device} in {outcome.run.wall_seconds:.2f} s")
 

@@ -187,3 +187,26 @@ def test_fair_share_on_the_hardware_queue(farm):
     assert len(waiting) >= 6, f"the burst drained before b arrived ({len(waiting)} waiting); the test proves nothing"
     # round-robin: at most the a job already next in the rotation goes first; FIFO would take every waiting one
     assert len(ahead) <= 2 and len(waiting) - len(ahead) >= 4, (len(ahead), len(waiting))
+
+
+def test_the_users_source_is_never_evaluated_on_the_hardware_worker(farm, tmp_path):
+    """Comparing a device run with the reference means evaluating the user's kernel (TileLang runs its Python):
+    that happens in the sandbox, like the compile. A kernel that writes a file when it is evaluated leaves
+    nothing on the hosts, and the job still verifies."""
+    canary = tmp_path / "evaluated-here"
+    source = (EXAMPLES / "tilelang" / "gemm.py").read_text().replace(
+        '    @T.prim_func\n', f'    try:  # where is this evaluated?\n        open({str(canary)!r}, "w").write("x")\n'
+                             '    except OSError:\n        pass\n\n    @T.prim_func\n', 1)
+    assert str(canary) in source
+    rng = np.random.default_rng(5)
+    a, b = (rng.uniform(-1, 1, (64, 64)).astype(np.float16) for _ in range(2))
+    inputs = {n: {"shape": [64, 64], "dtype": "float16", "data": x.tolist()} for n, x in (("A", a), ("B", b))}
+    response = farm.client.post("/v1/jobs", json={
+        "source": source, "filename": "gemm.py", "entry": "matmul", "inputs": inputs,
+        "params": {"M": 64, "N": 64, "K": 64, "block_M": 32, "block_N": 32},
+        "stages": ["compile", "hardware"], "target": {"arch": ARCH}})
+    assert response.status_code == 202, response.text
+    job = farm.wait(response.json()["id"], timeout=180)
+    assert job["status"] == "succeeded", job["error"]
+    assert job["device_run"]["passed"] is True
+    assert not canary.exists(), "the user's kernel was evaluated outside the sandbox"

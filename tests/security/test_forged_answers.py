@@ -227,3 +227,80 @@ def test_put_dir_publishes_whole_and_once(store):
     assert store.put_dir(final, {"other": b"c"}) is False
     assert store.read_dir(final) == {"00_input.py": b"a", "sub/01_x.py": b"b"}
     assert list((store.root / "tmp").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ the program itself
+
+def _with(genuine, name: str, data: bytes):
+    value, files = genuine
+    return value, {**files, value["artifacts"][name]: data}
+
+
+def test_a_host_program_other_than_the_plans_is_refused(genuine):
+    """main.cpp runs outside the sandbox on a hardware worker: it must be the trusted rendering of the plan."""
+    value, files = genuine
+    main = files[value["artifacts"]["main.cpp"]].decode()
+    payload = main.replace("int main(", 'static int forged = std::system("touch /tmp/tilefarm-canary/x");\nint main(', 1)
+    with pytest.raises(answers.ForgedAnswer, match="main.cpp is not the host program of its plan"):
+        answers.compiled(*_with(genuine, "main.cpp", payload.encode()))
+
+
+@pytest.mark.parametrize("path,bad", [
+    (("buffers", 0, "name"), 'A_x; int forged = std::system("id"); auto B'),
+    (("source_file",), 'gemm.py\nint forged = std::system("id");'),
+    (("source_file",), "gemm.py \\"),
+    (("kernel",), "main()\n{"),
+    (("circular_buffers", 0, "data_format"), "Float16_b, (std::system(\"id\"), 0)"),
+    (("kernels", 0, "file"), "../../../../etc/passwd"),
+    (("kernels", 0, "processor"), "RISCV_1, .compile_args = {}}); std::system(\"id\"); DataMovementConfig{"),
+    (("work", "work_args", 0), "start]; std::system(\"id\"); w["),
+])
+def test_a_plan_carrying_code_is_refused(genuine, path, bad):
+    """Every string main.cpp is rendered from is an identifier or from a closed set (schemas/plan.py)."""
+    value, files = genuine
+    plan = json.loads(files[value["artifacts"]["tt.plan.json"]])
+    place = plan
+    for key in path[:-1]:
+        place = place[key]
+    place[path[-1]] = bad
+    with pytest.raises(answers.ForgedAnswer, match="is not a plan"):
+        answers.compiled(*_with(genuine, "tt.plan.json", json.dumps(plan).encode()))
+
+
+@pytest.mark.parametrize("line", [
+    '#include "/etc/passwd"',
+    "#include </etc/shadow>",
+    '#inc\\\nlude "/etc/passwd"',                    # spliced before directives are read
+    "%:include </etc/passwd>",                      # the digraph of #
+    '# /* a comment */ include "/etc/passwd"',
+    '#define LEAK "/etc/passwd"\n#include LEAK',   # a computed include
+    '#include "api/../../../etc/passwd.h"',
+    '#include_next <cstdint>',
+    'const char* s = R"x(\n#include "/etc/passwd"\n)x";',
+])
+def test_a_kernel_that_includes_a_host_file_is_refused(genuine, line):
+    """The hardware stage JIT-compiles the kernels on the device's host: their includes are the API's only."""
+    value, files = genuine
+    reader = files[value["artifacts"]["reader.cpp"]].decode()
+    with pytest.raises(answers.ForgedAnswer, match="reader.cpp"):
+        answers.compiled(*_with(genuine, "reader.cpp", (line + "\n" + reader).encode()))
+
+
+def test_include_words_in_comments_and_strings_are_not_directives(genuine):
+    value, files = genuine
+    reader = files[value["artifacts"]["reader.cpp"]].decode()
+    harmless = '// #include "/etc/passwd" is only a comment\n/* #include </etc/shadow> */\n' + reader
+    answer, artifacts, _, _ = answers.compiled(*_with(genuine, "reader.cpp", harmless.encode()))
+    assert isinstance(answer, answers.Compiled) and artifacts["reader.cpp"] == harmless.encode()
+
+
+def test_a_forged_verification_is_refused():
+    genuine = {"ok": True, "passed": False, "verification": "C FAIL", "first_mismatch": "C[0, 0]",
+               "report": {"ok": False, "outputs": []}}
+    assert isinstance(answers.verified(genuine, {}), answers.Verified)
+    with pytest.raises(answers.ForgedAnswer, match="verdict disagrees"):
+        answers.verified({**genuine, "passed": True}, {})
+    with pytest.raises(answers.ForgedAnswer, match="files it never produces"):
+        answers.verified(genuine, {"../x": b"1"})
+    with pytest.raises(answers.ForgedAnswer):
+        answers.verified({**genuine, "report": {"ok": float("nan")}}, {})

@@ -21,7 +21,6 @@ from service.embedded import die_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent.parent / "data"  # the seed examples, shared with the compiler tests
-FAKE = Path(__file__).resolve().parent / "fake"
 
 
 def free_port() -> int:
@@ -36,15 +35,9 @@ def kernel(name: str) -> str:
 
 def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILEFARM_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(FAKE) if _use_fake() else "") if p)
-    if _use_fake():
-        env["TF_TEST_FAKE_COMPILER"] = "1"
+    env["PYTHONPATH"] = str(REPO)
     env.update(extra)
     return env
-
-
-def _use_fake() -> bool:
-    return not (REPO / "compiler" / "api.py").exists()
 
 
 def _redis_up(port: int) -> bool:

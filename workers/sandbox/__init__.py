@@ -26,8 +26,8 @@ a child can run are in ops.py; prefault.py keeps copy-on-write faults off the jo
 """
 from workers.sandbox.answers import ForgedAnswer
 from workers.sandbox.client import (EmulateAnswer, SandboxConfig, SandboxResult, Zygote, compile_source, emulate,
-                                    header_check, limits_for, zygote_for)
+                                    header_check, limits_for, verify, zygote_for)
 from workers.sandbox.protocol import Limits, SandboxError, SandboxTimeout
 
 __all__ = ["EmulateAnswer", "ForgedAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxResult", "SandboxTimeout", "Zygote",
-           "compile_source", "emulate", "header_check", "limits_for", "zygote_for"]
+           "compile_source", "emulate", "header_check", "limits_for", "verify", "zygote_for"]

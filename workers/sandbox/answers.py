@@ -100,6 +100,14 @@ class Emulated(_Answer):
     report: dict[Short, JsonValue]
 
 
+class Verified(_Answer):
+    ok: Literal[True]
+    passed: bool
+    verification: Long
+    first_mismatch: Line | None = None
+    report: dict[Short, JsonValue]
+
+
 class MessageDetail(_Answer):
     file: Short
     line: Count
@@ -211,8 +219,45 @@ def compiled(value: dict, files: dict[str, bytes]) -> tuple[Failed | Compiled, d
     if plan["kernel"] != answer.entry:
         raise ForgedAnswer("compile", f"its plan is for `{printable(plan['kernel'])[:80]}`, its answer for "
                                       f"`{answer.entry}`")
+    check_program(artifacts, plan)
     ir = {name: _utf8("compile", name, files[file]) for name, file in answer.ir.items()}
     return answer, artifacts, ir, plan
+
+
+# ------------------------------------------------------------------------------------------ the program itself
+
+# What a generated device kernel may include: <cstdint> and the SDK's API headers (codegen/kernels.py)
+_KERNEL_INCLUDE = re.compile(r'^#include (<cstdint>|"api/[a-z0-9_]+(/[a-z0-9_]+)*\.h")$')
+_DIRECTIVE = re.compile(r"^\s*(#|%:)\s*(\w*)(.*)$")
+_LEXEME = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def check_program(artifacts: dict[str, bytes], plan: dict, op: str = "compile") -> None:
+    """The program a compile answered is one the compiler could have written, before anything builds or runs it
+    outside the sandbox (the hardware stage builds main.cpp and JIT-compiles the kernels on the device's host):
+
+    * main.cpp is exactly the host program the trusted side renders from the plan (which the schema keeps free
+      of C++: identifiers and closed sets only), so no host code of the job's making ever runs;
+    * the device kernels include nothing but <cstdint> and the SDK's API headers, so their compile cannot read
+      files of the host into its messages. Directives are read after line splicing and with comments and
+      comments blanked (literals skipped over), as the preprocessor reads them; a raw string literal is refused outright."""
+    from compiler.codegen.host import print_host
+
+    if artifacts["main.cpp"] != print_host(plan).encode():
+        raise ForgedAnswer(op, "its main.cpp is not the host program of its plan")
+    for name in ("reader.cpp", "compute.cpp", "writer.cpp"):
+        text = _utf8(op, name, artifacts[name]).replace("\\\n", "")
+        if 'R"' in text:
+            raise ForgedAnswer(op, f"{name} holds a raw string literal, which generated kernels never do")
+        blanked = _LEXEME.sub(lambda m: " " if m.group(0).startswith(("//", "/*")) else m.group(0), text)
+        for line in blanked.splitlines():
+            directive = _DIRECTIVE.match(line)
+            if directive is None or directive.group(2) not in ("include", "include_next", "import"):  # (GNU: both read files)
+                continue
+            written = f"#{directive.group(2)} {directive.group(3).strip()}"
+            if _KERNEL_INCLUDE.match(written) is None:
+                raise ForgedAnswer(op, f"{name} includes {printable(directive.group(3).strip())[:80]}: generated "
+                                       "kernels include only <cstdint> and the SDK's api/ headers")
 
 
 def emulated(value: dict, files: dict[str, bytes], plan: dict) -> tuple[Failed | Emulated, dict[str, bytes]]:
@@ -238,6 +283,14 @@ def emulated(value: dict, files: dict[str, bytes], plan: dict) -> tuple[Failed |
         np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
         outputs[name] = buffer.getvalue()
     return answer, outputs
+
+
+def verified(value: dict, files: dict[str, bytes]) -> Failed | Verified:
+    answer = failed_or("verify", Verified, value, files)
+    _only_files("verify", files, set())
+    if isinstance(answer, Verified) and answer.passed != (answer.report.get("ok") is True):
+        raise ForgedAnswer("verify", "its verdict disagrees with its report")
+    return answer
 
 
 def header_checked(value: dict, files: dict[str, bytes]) -> Failed | HeaderChecked:

@@ -272,6 +272,30 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
                          answer.first_mismatch or None)
 
 
+def _npy(array) -> bytes:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def verify(settings, *, plan: bytes, inputs: dict, outputs: dict, source: str, filename: str, entry: str | None,
+           params: dict | None) -> "answers.Verified":
+    """compiler.toolchain.verification.verify_outputs (the outputs of a device run against the reference of the
+    user's kernel), run in the sandbox: building the reference evaluates the user's source."""
+    files = {"artifact-tt.plan.json": plan, **{f"{name}.npy": _npy(a) for name, a in inputs.items()},
+             **{f"got-{name}.npy": _npy(a) for name, a in outputs.items()}}
+    result = zygote_for(settings).run("verify", {"source": source, "filename": filename, "entry": entry,
+                                                 "params": params or {}}, limits_for(settings, "emulate"), files)
+    answer = answers.verified(result.value, result.files)
+    if isinstance(answer, answers.Failed):
+        raise _error_from(answer.error, "hardware")
+    return answer
+
+
 def header_check(settings, *, artifacts: dict[str, bytes], target) -> dict:
     """compiler.api.header_check (g++ -m32 -fsyntax-only of the generated kernels against the real headers),
     run in the sandbox: the kernels are derived from the user's source. Returns HeaderCheckReport.to_dict()."""

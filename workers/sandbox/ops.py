@@ -183,12 +183,14 @@ def _op_compile(args: dict, work: Path) -> dict:
             "artifacts": names, "ir": ir}
 
 
-def _read_inputs(work: Path) -> dict:
+def _read_inputs(work: Path, prefix: str = "") -> dict:
+    """The arrays sent as <prefix><name>.npy (inputs have no prefix; outputs to verify come as got-<name>.npy)."""
     import numpy as np
 
     inputs = {}
-    for path in sorted((work / "in").glob("*.npy")):
-        inputs[path.stem] = np.load(path, allow_pickle=False)
+    for path in sorted((work / "in").glob(f"{prefix}*.npy")):
+        if prefix or not path.name.startswith("got-"):
+            inputs[path.stem.removeprefix(prefix)] = np.load(path, allow_pickle=False)
     return inputs
 
 
@@ -226,6 +228,26 @@ def _op_emulate(args: dict, work: Path) -> dict:
             "first_mismatch": mismatch, "report": result.report}
 
 
+def _op_verify(args: dict, work: Path) -> dict:
+    """A device run's outputs against the NumPy reference of the user's kernel (evaluating the kernel runs the
+    user's Python: here, never on the hardware worker that ran the program)."""
+    import json
+
+    from compiler.errors import CompileError
+    from compiler.toolchain.verification import verify_outputs
+
+    plan = json.loads((work / "in" / "artifact-tt.plan.json").read_bytes())
+    try:
+        report = verify_outputs(plan, _read_inputs(work), _read_inputs(work, "got-"), args["source"],
+                                filename=args.get("filename", "kernel.py"), entry=args.get("entry"),
+                                params=args.get("params") or None)
+    except CompileError as error:
+        return _compile_error(error)
+    first = next((c for c in report.outputs if not c.ok), None)
+    return {"ok": True, "passed": bool(report.ok), "verification": report.render(), "report": report.to_dict(),
+            "first_mismatch": first.first_mismatch_text() if first is not None else None}
+
+
 def _op_header_check(args: dict, work: Path) -> dict:
     from compiler import api
     from schemas.target import TargetConfig
@@ -236,5 +258,5 @@ def _op_header_check(args: dict, work: Path) -> dict:
 
 
 OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,
-       "header_check": _op_header_check}
+       "header_check": _op_header_check, "verify": _op_verify}
 
