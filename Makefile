@@ -7,8 +7,11 @@ setup:
 serve: setup
 	.venv/bin/tilefarm serve
 
+# two test processes (pytest-xdist), a test file each at a time: module-scoped servers stay in one process
+PYTEST_WORKERS ?= 2
+
 test: setup
-	.venv/bin/python -m pytest -q $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: setup
 	.venv/bin/python bench/run_all.py

@@ -3,8 +3,6 @@ a `failed` job with a diagnostic, the canary outside the sandbox stays untouched
 Plus path traversal in artifact names."""
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,6 @@ import pytest
 from tests.service.conftest import kernel, redis_service, redis_url  # noqa: F401  (fixtures)
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
-CANARY_DIR = Path("/tmp/tilefarm-canary")
 # every file that aims at the canary, plus resource abuse and malformed input
 SUBSET = sorted({p.name for p in CORPUS.iterdir() if "tilefarm-canary" in p.read_text(errors="replace")
                  or p.name.startswith("forge_")} | {
@@ -23,11 +20,8 @@ PROBLEM = "application/problem+json"
 
 
 @pytest.fixture(scope="module")
-def canary():
-    shutil.rmtree(CANARY_DIR, ignore_errors=True)
-    CANARY_DIR.mkdir(mode=0o777)
-    os.chmod(CANARY_DIR, 0o777)
-    yield CANARY_DIR
+def canary(canary_dir):
+    return canary_dir
 
 
 def test_subset_is_representative():

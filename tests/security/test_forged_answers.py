@@ -22,9 +22,9 @@ from farm.store import ArtifactStore, UnsafeName
 from workers import sandbox
 from workers.sandbox import answers, ops
 from workers.sandbox.protocol import RESULT, pack
+from tests.security.conftest import CANARY_DIR
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-CANARY_DIR = Path("/tmp/tilefarm-canary")
 
 
 @pytest.fixture(scope="module")
@@ -192,9 +192,7 @@ def test_an_answer_cut_short_is_not_taken(zygote):
 # ------------------------------------------------------------------------------------------ writing artifacts
 
 @pytest.fixture
-def store(tmp_path):
-    shutil.rmtree(CANARY_DIR, ignore_errors=True)
-    CANARY_DIR.mkdir(mode=0o777)
+def store(tmp_path, canary_dir):
     yield ArtifactStore(tmp_path / "data")
     assert list(CANARY_DIR.iterdir()) == []
 

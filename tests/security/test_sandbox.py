@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -14,9 +13,9 @@ from compiler.errors import CompileError
 from schemas.target import TargetConfig
 from farm.settings import Settings
 from workers import sandbox
+from tests.security.conftest import CANARY_DIR
 
 CORPUS = sorted((Path(__file__).resolve().parent / "corpus").iterdir())
-CANARY_DIR = Path("/tmp/tilefarm-canary")
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
@@ -27,10 +26,7 @@ def settings(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def zygote(settings):
-    shutil.rmtree(CANARY_DIR, ignore_errors=True)
-    CANARY_DIR.mkdir(mode=0o777)
-    os.chmod(CANARY_DIR, 0o777)  # even a world-writable place outside the sandbox must stay untouched
+def zygote(settings, canary_dir):
     zygote = sandbox.zygote_for(settings)
     yield zygote
     zygote.close()

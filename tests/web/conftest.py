@@ -15,8 +15,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 SHOTS = REPO / "test-artifacts" / "web"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright_driver():
+    """Per module: the sync API keeps an event loop running in this thread while it is alive, so it is stopped
+    before any other module's tests run (asyncio.run in them would refuse to start under it)."""
     from playwright.sync_api import sync_playwright
 
     # no skip: the dashboard is tested in a browser or the suite fails (scripts/bootstrap.sh installs chromium)
