@@ -464,14 +464,12 @@ std::string deadlock_report(const std::vector<std::unique_ptr<KernelRun>>& runs,
     return msg;
 }
 
-void run_program(host::ProgramState& ps) {
-    Device& dev = device();
-    const ArchSpec& arch = *dev.arch;
-    auto t0 = std::chrono::steady_clock::now();
+// run_program's phases, in order.
 
-    // Cores in use and CB layout per core.
-    std::set<std::pair<std::uint32_t, std::uint32_t>> used;
-    for (auto& k : ps.kernels) used.insert(k->cores.begin(), k->cores.end());
+// Fresh per-program state on every core; semaphores get the same L1 slot on every core of their range, set to their
+// initial value.
+void reset_cores(host::ProgramState& ps) {
+    Device& dev = device();
     for (auto& core : dev.cores) {
         core->in_program = false;
         core->regions.clear();
@@ -479,7 +477,6 @@ void run_program(host::ProgramState& ps) {
         core->word_init.clear();
         for (auto& box : core->mailbox) box.clear();
     }
-    // Semaphores: the same L1 slot on every core of their range, set to the initial value at launch.
     for (auto& sem : ps.semaphores)
         for (auto& xy : sem.cores) {
             Core& core = dev.core(xy.first, xy.second);
@@ -488,6 +485,12 @@ void run_program(host::ProgramState& ps) {
             core.regions.push_back({addr, kSemaphoreStride, strformat("semaphore %u", sem.id)});
             std::memcpy(core.l1 + addr, &sem.initial_value, 4);
         }
+}
+
+// Each core's circular buffers laid out in L1 above the reserved area (or in an L1 buffer's pages).
+void lay_out_cbs(host::ProgramState& ps, const std::set<std::pair<std::uint32_t, std::uint32_t>>& used) {
+    Device& dev = device();
+    const ArchSpec& arch = *dev.arch;
     for (auto& xy : used) {
         Core& core = dev.core(xy.first, xy.second);
         core.in_program = true;
@@ -534,7 +537,10 @@ void run_program(host::ProgramState& ps) {
                                                 dev.l1_buffers_low ? " and below the L1 buffers" : ""));
         }
     }
-    // One kernel per processor per core.
+}
+
+// One kernel per processor per core.
+void check_placement(host::ProgramState& ps) {
     std::map<std::tuple<std::uint32_t, std::uint32_t, int>, KernelDef*> placed;
     for (auto& k : ps.kernels)
         for (auto& xy : k->cores) {
@@ -544,7 +550,11 @@ void run_program(host::ProgramState& ps) {
                                                 slot->display.c_str(), k->display.c_str(), role_name(k->role), xy.first, xy.second));
             slot = k.get();
         }
-    // JIT: the CB descriptors come from the kernel's cores, which must agree.
+}
+
+// JIT-compile the kernels; the CB descriptors come from the kernel's cores, which must agree.
+void compile_kernels(host::ProgramState& ps) {
+    Device& dev = device();
     std::vector<KernelDef*> kernels;
     std::vector<ProgramCBView> views;
     for (auto& k : ps.kernels) {
@@ -583,7 +593,11 @@ void run_program(host::ProgramState& ps) {
     }
     jit_compile_kernels(kernels, views);
 
-    // Launch.
+}
+
+// A thread per kernel per core.
+std::vector<std::unique_ptr<KernelRun>> launch(host::ProgramState& ps) {
+    Device& dev = device();
     static std::once_flag crash_once;
     std::call_once(crash_once, [] {
         std::signal(SIGSEGV, on_crash);
@@ -605,8 +619,13 @@ void run_program(host::ProgramState& ps) {
             runs.push_back(std::move(r));
         }
     for (auto& r : runs) r->thread = std::thread(kernel_thread, r.get());
+    return runs;
 
-    // Watchdog: a deadlock is every unfinished kernel blocked with no progress for TTEMU_DEADLOCK_MS.
+}
+
+// Until every kernel is done; a deadlock is every unfinished kernel blocked with no progress for TTEMU_DEADLOCK_MS.
+void watch(std::vector<std::unique_ptr<KernelRun>>& runs) {
+    Device& dev = device();
     const char* env = std::getenv("TTEMU_DEADLOCK_MS");
     long deadlock_ms = env && *env ? std::atol(env) : 2000;
     std::uint64_t last = dev.progress.load();
@@ -646,7 +665,11 @@ void run_program(host::ProgramState& ps) {
         }
     }
     for (auto& r : runs) r->thread.join();
+}
 
+// The timing model's replay, the counters and the warnings of the finished program.
+void account(std::vector<std::unique_ptr<KernelRun>>& runs, const std::set<std::pair<std::uint32_t, std::uint32_t>>& used) {
+    Device& dev = device();
     // The timing model replays the finished program's traces.
     if (timing::enabled() && dev.error_kind.empty()) {
         std::vector<KernelRun*> all;
@@ -668,6 +691,20 @@ void run_program(host::ProgramState& ps) {
                                       xy.second, c.used(), i));
         }
     }
+}
+
+void run_program(host::ProgramState& ps) {
+    Device& dev = device();
+    auto t0 = std::chrono::steady_clock::now();
+    std::set<std::pair<std::uint32_t, std::uint32_t>> used;  // the cores the program's kernels run on
+    for (auto& k : ps.kernels) used.insert(k->cores.begin(), k->cores.end());
+    reset_cores(ps);
+    lay_out_cbs(ps, used);
+    check_placement(ps);
+    compile_kernels(ps);
+    auto runs = launch(ps);
+    watch(runs);
+    account(runs, used);
     ++dev.programs_run;
     dev.run_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!dev.error_kind.empty()) {
