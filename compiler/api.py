@@ -190,7 +190,7 @@ def _log(entry: str, filename: str, target: TargetConfig, timings: dict, plan: d
 
 def emulate(artifacts: dict[str, bytes], *, target: TargetConfig | None = None, inputs=None, source: str | None = None,
             filename: str = "kernel.py", entry: str | None = None, seed: int = 0, workdir: Path | None = None,
-            params: dict | None = None):
+            params: dict | None = None, timing_only: bool = False):
     """Run compiled artifacts on the emulated device; with `source`, verify against the NumPy reference.
 
     Returns an EmulationOutcome (.outputs, .report with "passed", .verification, .log). Inputs default to
@@ -200,7 +200,19 @@ def emulate(artifacts: dict[str, bytes], *, target: TargetConfig | None = None, 
 
     arch = (target or TargetConfig()).arch
     return emulate_and_verify(artifacts, arch=arch, inputs=inputs, source=source, filename=filename, entry=entry,
-                              seed=seed, workdir=workdir, params=params)
+                              seed=seed, workdir=workdir, params=params, timing_only=timing_only)
+
+
+def profile(artifacts: dict[str, bytes], report: dict) -> dict:
+    """profile.json of an emulated run (compiler/profile.py): modelled device time, per core and RISC where it
+    goes, DRAM traffic against the minimum, matrix-engine utilization, cycles per line of the user's source, and
+    the bottleneck in words. `report` is the run's report.json (EmulationOutcome.report)."""
+    from .profile import build_profile
+    from .target import device_costs
+
+    plan = json.loads(artifacts["tt.plan.json"])
+    linemap = json.loads(artifacts["linemap.json"]) if "linemap.json" in artifacts else None
+    return build_profile(report, plan, linemap, device_costs(plan["target"]["arch"]))
 
 
 def header_check(artifacts: dict[str, bytes], target: TargetConfig | None = None):

@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from .options import (BlockingOption, CbDepthOption, CoreGridOption, EntryOption, FidelityOption, ParamOption, PartitionOption,
-                      SourceArgument, TargetOption, describe, fail, parse_core_grid, parse_params, read_source)
+                      SourceArgument, TargetOption, fail, parse_params, read_source, target_config)
 
 
 def compile(
@@ -25,18 +25,12 @@ def compile(
     explain: bool = typer.Option(False, "--explain", help="print the blocks, core grid and partition chosen, and why"),
 ) -> None:
     """Compile a kernel to reader/compute/writer kernels, main.cpp and tt.plan.json."""
-    from pydantic import ValidationError
-
     from compiler.api import compile_source
     from compiler.errors import CompileError
-    from schemas.target import TargetConfig
 
     text = read_source(source)
-    try:
-        config = TargetConfig(arch=target, partition=partition, core_grid=parse_core_grid(core_grid), cb_depth=cb_depth,
-                              math_fidelity=math_fidelity, blocking=blocking)
-    except ValidationError as e:
-        fail(f"error: invalid target options: {describe(e)}")
+    config = target_config(target, partition=partition, core_grid=core_grid, cb_depth=cb_depth,
+                           math_fidelity=math_fidelity, blocking=blocking)
     try:
         result = compile_source(text, filename=str(source), entry=entry, target=config, dump_ir=dump_ir,
                                 params=parse_params(param))

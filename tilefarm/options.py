@@ -49,6 +49,20 @@ def parse_core_grid(text: str | None) -> tuple[int, int] | None:
     return x, y
 
 
+def target_config(target: str, *, partition: str | None = None, core_grid: str | None = None,
+                  cb_depth: int | None = None, math_fidelity: str | None = None, blocking: str = "auto"):
+    """The TargetConfig the target options describe (a usage error when they do not make one)."""
+    from pydantic import ValidationError
+
+    from schemas.target import TargetConfig
+
+    try:
+        return TargetConfig(arch=target, partition=partition, core_grid=parse_core_grid(core_grid), cb_depth=cb_depth,
+                            math_fidelity=math_fidelity, blocking=blocking)
+    except ValidationError as e:
+        fail(f"error: invalid target options: {describe(e)}")
+
+
 def load_inputs(specs: list[str]) -> dict:
     """`-i A=a.npy` -> {"A": ndarray}."""
     import numpy as np
@@ -77,6 +91,7 @@ TargetOption = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 |
 EntryOption = typer.Option(None, "--entry", help="kernel or TileLang kernel factory (default: main or the only one)")
 ParamOption = typer.Option([], "--param", help="NAME=VALUE argument of a TileLang kernel factory (repeatable)")
 InputOption = typer.Option([], "--input", "-i", help="NAME=FILE.npy, once per input buffer")
+SeedOption = typer.Option(0, "--seed", help="seed of the random inputs (when no --input is given)")
 PartitionOption = typer.Option(None, "--partition", help="contiguous | strided | block [default: chosen with the blocking]")
 CoreGridOption = typer.Option(None, "--core-grid", help="override the worker grid, e.g. 4x2")
 CbDepthOption = typer.Option(None, "--cb-depth", help="buffered blocks per input circular buffer [default: 2, or "

@@ -168,13 +168,28 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     answer = executor_for(deps.settings).emulate(job, artifacts, _inputs(job, deps))
     deps.store.append_log(job.id, log_lines(answer.log, stage="emulate"))
     _warn(job.id, deps, "emulate", answer.report.get("warnings") or [])
-    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), {
-        **{f"{name}.npy": data for name, data in answer.outputs.items()},
-        "report.json": json.dumps(answer.report, indent=2, default=str).encode()})
+    files = {**{f"{name}.npy": data for name, data in answer.outputs.items()},
+             "report.json": json.dumps(answer.report, indent=2, default=str).encode()}
+    profile = _profile(job, deps, artifacts, answer.report)
+    if profile is not None:
+        files["profile.json"] = json.dumps(profile, indent=1).encode()
+    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), files)
     if not answer.passed:
         where = f": {answer.first_mismatch}" if answer.first_mismatch else ""
         raise CompileError(f"emulated outputs do not match the NumPy reference{where}", stage="emulate")
     return StageOutcome()
+
+
+def _profile(job: JobRecord, deps: WorkerDeps, artifacts: dict[str, bytes], report: dict) -> dict | None:
+    """profile.json, made here from the run's report (which the sandbox answered: validated JSON, but any shape),
+    the plan and the line map; a report it cannot be made from is a warning, not a failed job."""
+    from compiler import api
+
+    try:
+        return api.profile(artifacts, report)
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as error:
+        _warn(job.id, deps, "emulate", [f"no profile.json: the run's timing report is not usable ({error!r:.200})"])
+        return None
 
 
 def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:

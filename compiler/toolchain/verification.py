@@ -108,8 +108,9 @@ def _at_parameter(error: CompileError, inputs: dict, source: str | None, filenam
 def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[str, np.ndarray] | None = None,
                        source: str | None = None, filename: str = "kernel.py", entry: str | None = None,
                        seed: int = 0, workdir: Path | None = None, timeout_s: float = 120,
-                       params: dict | None = None) -> EmulationOutcome:
-    """Run the bundle on the emulator; with `source`, also run the reference and compare."""
+                       params: dict | None = None, timing_only: bool = False) -> EmulationOutcome:
+    """Run the bundle on the emulator; with `source`, also run the reference and compare. `timing_only`: the
+    timing model without the arithmetic (same device time; the outputs are not computed, so nothing is compared)."""
     plan = json.loads(artifacts["tt.plan.json"])
     try:
         given = check_inputs(plan, inputs) if inputs else random_inputs(plan, seed)
@@ -124,7 +125,7 @@ def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[s
             (bundle / name).write_bytes(data)
         t0 = time.perf_counter()
         try:
-            result = run_program(bundle, given, work / "run", arch=arch, timeout_s=timeout_s)
+            result = run_program(bundle, given, work / "run", arch=arch, timeout_s=timeout_s, timing_only=timing_only)
         except EmulationError as e:
             raise CompileError(f"emulation failed ({e.kind}): {e.message}", stage=STAGE,
                                hint="the generated program misbehaved on the emulated device: a compiler bug") from None
@@ -133,7 +134,7 @@ def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[s
     outputs = typed_outputs(plan, result.outputs)
     report = dict(result.report)
     verification = None
-    if source is not None:
+    if source is not None and not timing_only:
         t1 = time.perf_counter()
         verification = verify_outputs(plan, given, outputs, source, filename=filename, entry=entry, params=params)
         timings["reference"] = time.perf_counter() - t1

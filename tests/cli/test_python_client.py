@@ -49,6 +49,8 @@ def test_sync_client_submit_wait_outputs_bundle(service, tmp_path):
         manifest = job.artifacts()
         assert {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json"} <= {e.name for e in manifest.artifacts}
         assert job.artifact("compute.cpp").decode().count("kernel_main") == 1
+        profile = json.loads(job.artifact("emulate/profile.json"))  # made by the emulate stage from the run's model
+        assert profile["device_time_ns"] > 0 and profile["kernel"] == "matmul" and profile["lines"]
         assert "== stage emulate: succeeded" in job.logs()
         assert "== stage compile" in "".join(job.follow_logs())  # a finished job: the whole log, then the end
         files = job.download_bundle(tmp_path / "bundle")

@@ -37,3 +37,18 @@ def test_emulator_warnings_reach_the_job(tmp_path):
     assert "compute_kernel_hw_startup" in done.warnings[0].message and "called more than once" in done.warnings[0].message
     log = store.read_log(job.id)
     assert any(" emulate  WARN  " in line and "called more than once" in line for line in log.splitlines()), log
+
+
+def test_a_report_a_profile_cannot_be_made_from_is_a_warning_not_a_failure(tmp_path):
+    """The sandbox's report is validated JSON of any shape: profile.json is built from it on the trusted side, and
+    a report without a usable timing section leaves the job's outcome alone."""
+    source, target = kernel("gemm.py"), TargetConfig()
+    compiled = api.compile_source(source, filename="gemm.py", target=target)
+    store, files = SqliteJobStore(tmp_path / "jobs.sqlite"), ArtifactStore(tmp_path / "data")
+    job, _ = store.create(JobRecord(id="odd", source=source, filename="gemm.py", target=target, created_at=time.time(),
+                                    stages=[StageRecord(name="emulate")]), idempotency_hash=None, max_active=10)
+    deps = runner.WorkerDeps(store, files, Settings(sandbox=False, data_dir=tmp_path / "data"))
+    for report in ({"timing": {"programs": [{"streams": "not a list"}]}}, {"timing": None}, {}):
+        assert runner._profile(job, deps, compiled.artifacts, report) is None
+    warnings = store.get(job.id).warnings
+    assert len(warnings) == 3 and all("no profile.json" in w.message for w in warnings)

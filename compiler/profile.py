@@ -1,0 +1,149 @@
+"""profile.json: where a program's modelled device time goes, from the emulator's timing model (report["timing"],
+compiler/toolchain/emulator/src/timing_sim.cpp) and the plan.
+
+    device time      the model's device cycles (kernels + program dispatch) at the arch's clock
+    cores            per core, per RISC: busy / waiting on a CB / waiting on the NoC (reads, writes, barriers,
+                     semaphores) / waiting in the compute pipeline (UNPACK-MATH-PACK handshakes) / idle until the
+                     program's last kernel ends
+    DRAM             bytes the banks served, against the minimum the kernel's math needs (every input read once,
+                     every output written once: the plan's buffer sizes)
+    matrix engine    utilization as Tenstorrent's GEMM_FLOPS report defines it: ideal cycles / modelled cycles, with
+                     ideal = tile products x cycles per tile at the fidelity / cores of the target's grid
+    lines            the user's own source lines (linemap.json: generated C++ line -> source lines), each with the
+                     cycles its C++ lines' device calls took (busy and waiting) and its share of all of them
+    bottleneck       the verdict in words
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+FIDELITY_NAMES = {0: "LoFi", 2: "HiFi2", 3: "HiFi3", 4: "HiFi4"}
+CATEGORIES = ("busy", "wait_cb", "wait_noc", "wait_pipe")
+TOP_GENERATED_LINES = 40
+
+
+def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict) -> dict:
+    """The profile of the last program of an emulated run (report.json as the emulator wrote it)."""
+    timing = report.get("timing")
+    if not timing or not timing.get("programs"):
+        raise ValueError("the run has no timing section (the emulator ran without its timing model)")
+    program = timing["programs"][-1]
+    clock_ghz = float(timing["clock_ghz"])
+    kernel_cycles = float(program["kernel_cycles"])
+    device_cycles = float(program["device_cycles"])
+    streams = program["streams"]
+    cb_names = {str(cb["index"]): cb["name"] for cb in plan["circular_buffers"]}
+
+    cores = _cores(streams, kernel_cycles, cb_names)
+    math = [s for s in streams if s["risc"] == "TRISC1"]
+    tile_products = sum(s["tile_products"] for s in math)
+    fidelity = FIDELITY_NAMES.get(max((s["fidelity"] for s in math if s["tile_products"]), default=-1))
+    grid_cores = int(plan["target"]["num_cores"])
+    ideal = tile_products * costs[f"fpu_cycles_{fidelity.lower()}"] / grid_cores if fidelity else 0.0
+
+    banks = program["dram"]["banks"]
+    read = sum(b["bytes_read"] for b in banks)
+    written = sum(b["bytes_written"] for b in banks)
+    read_min = sum(b["size_bytes"] for b in plan["buffers"] if b["role"] == "input")
+    write_min = sum(b["size_bytes"] for b in plan["buffers"] if b["role"] == "output")
+
+    profile = {
+        "kernel": plan["kernel"], "source_file": plan["source_file"], "arch": plan["target"]["arch"],
+        "clock_ghz": clock_ghz, "timing_only": bool(timing.get("timing_only")),
+        "device_time_ns": device_cycles / clock_ghz, "device_cycles": device_cycles,
+        "kernel_cycles": kernel_cycles, "dispatch_cycles": float(program["dispatch_cycles"]),
+        "cores_used": len(cores), "grid_cores": grid_cores,
+        "matrix_utilization": min(1.0, ideal / device_cycles) if device_cycles else 0.0,
+        "tile_products": tile_products, "math_fidelity": fidelity, "ideal_cycles": ideal,
+        "dram_read_bytes": read, "dram_written_bytes": written,
+        "dram_read_min_bytes": read_min, "dram_write_min_bytes": write_min,
+        "dram_read_ratio": read / read_min if read_min else None,
+        "cores": cores,
+        "lines": _user_lines(program["lines"], linemap),
+        "generated_lines": _generated_lines(program["lines"]),
+    }
+    profile["bottleneck"] = verdict(profile, streams, cb_names)
+    return profile
+
+
+def _cores(streams: list[dict], kernel_cycles: float, cb_names: dict[str, str]) -> list[dict]:
+    by_core: dict[tuple[int, int], list[dict]] = defaultdict(list)
+    for s in streams:
+        times = {c: float(s[c]) for c in CATEGORIES}
+        by_core[tuple(s["core"])].append({
+            "risc": s["risc"], "kernel": s["kernel"], "role": s["role"], **times,
+            "idle": max(0.0, kernel_cycles - sum(times.values())),
+            "cb_wait": {cb_names.get(cb, f"c_{cb}"): float(t) for cb, t in s["cb_wait"].items()},
+            "timeline": s["timeline"]})
+    cores = []
+    for xy, riscs in sorted(by_core.items(), key=lambda item: (item[0][1], item[0][0])):
+        math = next((r for r in riscs if r["risc"] == "TRISC1"), None)
+        busiest = max(r["busy"] for r in riscs)
+        cores.append({"core": list(xy), "utilization": (math or {"busy": busiest})["busy"] / kernel_cycles
+                      if kernel_cycles else 0.0, "riscs": riscs})
+    return cores
+
+
+def _generated_lines(lines: list[dict]) -> list[dict]:
+    """The generated C++ lines that took the most cycles (summed over the cores and RISCs that ran them)."""
+    merged: dict[tuple[str, int], dict] = {}
+    for entry in lines:
+        key = (entry["kernel"], int(entry["line"]))
+        row = merged.setdefault(key, {"file": entry["kernel"], "line": key[1], "busy": 0.0, "wait": 0.0, "calls": 0})
+        row["busy"] += float(entry["busy"])
+        row["wait"] += float(entry["wait"])
+        row["calls"] += int(entry["calls"])
+    return sorted(merged.values(), key=lambda r: -(r["busy"] + r["wait"]))[:TOP_GENERATED_LINES]
+
+
+def _user_lines(lines: list[dict], linemap: dict | None) -> list[dict]:
+    """Cycles per line of the user's source: each generated line's cycles go to the source lines linemap.json
+    maps it to (split evenly when it maps to several); lines the map leaves out are counted under line 0."""
+    files = (linemap or {}).get("files", {})
+    cycles: dict[int, dict[str, float]] = defaultdict(lambda: {"busy": 0.0, "wait": 0.0})
+    for entry in lines:
+        targets = files.get(entry["kernel"], {}).get(str(entry["line"])) or [0]
+        for line in targets:
+            cycles[int(line)]["busy"] += float(entry["busy"]) / len(targets)
+            cycles[int(line)]["wait"] += float(entry["wait"]) / len(targets)
+    total = sum(c["busy"] + c["wait"] for c in cycles.values())
+    rows = [{"line": line, "cycles": c["busy"] + c["wait"], "busy": c["busy"], "wait": c["wait"],
+             "share": (c["busy"] + c["wait"]) / total if total else 0.0} for line, c in cycles.items()]
+    return sorted(rows, key=lambda r: r["line"])
+
+
+def verdict(profile: dict, streams: list[dict], cb_names: dict[str, str]) -> str:
+    """What bounds the program, in words: the compute kernel's math RISC tells (busy: compute-bound; waiting for
+    its input CBs: the reader; for its output CB: the writer), with the DRAM traffic against the minimum."""
+    kernel = profile["kernel_cycles"] or 1.0
+    math = [s for s in streams if s["risc"] == "TRISC1"]
+    unpack = [s for s in streams if s["risc"] == "TRISC0"]
+    packers = [s for s in streams if s["risc"] == "TRISC2"]
+    parts = []
+    if math:
+        busy = sum(s["busy"] for s in math) / (len(math) * kernel)
+        waits: dict[str, float] = defaultdict(float)
+        for s in unpack + packers:  # UNPACK waits on the input CBs, PACK on the output CB
+            for cb, t in s["cb_wait"].items():
+                waits[cb_names.get(cb, f"c_{cb}")] += float(t) / len(math)
+        cb, waited = max(waits.items(), key=lambda item: item[1], default=(None, 0.0))
+        share = waited / kernel
+        if busy >= 0.6:
+            parts.append(f"compute-bound: the matrix engine and SFPU are busy {busy:.0%} of the kernel time "
+                         f"({profile['matrix_utilization']:.0%} matrix-engine utilization"
+                         + (f" at {profile['math_fidelity']})" if profile["math_fidelity"] else ")"))
+        elif cb is not None and share >= 0.2:
+            side = "writer" if any(cb in {cb_names.get(k) for k in s["cb_wait"]} for s in packers) else "reader"
+            parts.append(f"{side}-bound: compute waits on {cb} {share:.0%} of the time")
+        else:
+            parts.append(f"latency-bound: compute is busy {busy:.0%} of the time and waits on no single CB for long")
+    else:
+        movers = [s for s in streams if s["role"] in ("reader", "writer")]
+        noc = sum(s["wait_noc"] for s in movers) / (max(1, len(movers)) * kernel)
+        parts.append(f"data-movement only: the movers wait on the NoC/DRAM {noc:.0%} of the time")
+    ratio = profile["dram_read_ratio"]
+    if ratio is not None and ratio >= 1.5:
+        parts.append(f"DRAM reads {ratio:.1f}x the minimum")
+    if profile["dispatch_cycles"] >= 0.25 * profile["device_cycles"]:
+        parts.append(f"program dispatch is {profile['dispatch_cycles'] / profile['device_cycles']:.0%} of the time")
+    return "; ".join(parts)
