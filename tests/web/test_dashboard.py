@@ -182,3 +182,37 @@ def test_pages_with_auth_take_a_pasted_token(browser, tmp_path):
         with page.expect_download() as info:
             page.click("#download")
         assert info.value.suggested_filename == f"tilefarm-{job_id}.tar.gz"
+
+
+def test_job_page_shows_where_the_device_time_goes(browser, service):
+    """profile.json on the job page: the summary and verdict, a per-core timeline (a row per RISC, bins coloured by
+    what it did), the user's source lines by modelled cycles, and the heatmap coloured by compute utilization."""
+    job = service.submit(fresh_kernel("gemm.py"), filename="gemm.py", stages=["compile", "emulate"])
+    final = service.wait(job["id"], timeout=JOB_TIMEOUT_MS / 1000)
+    assert final["status"] == "succeeded", final["error"]
+    profile = service.client.get(f"/v1/jobs/{job['id']}/artifacts/emulate/profile.json").json()
+    page = browser.new_page()
+    page.goto(f"{service.url}/jobs/{job['id']}")
+    page.wait_for_selector("#profile-section:not([hidden]) #profile-timeline svg")
+    assert f"{profile['device_time_ns'] / 1000:.2f} µs" in page.inner_text("#profile-summary")
+    assert page.inner_text("#profile-verdict") == profile["bottleneck"]
+    # the timeline of the first core: one row per RISC, and busy time drawn where the model says the RISC was busy
+    first = profile["cores"][0]
+    assert page.locator("#profile-core option").count() == len(profile["cores"])
+    labels = page.locator("#profile-timeline svg text").all_text_contents()
+    assert all(any(t.startswith(r["risc"]) for t in labels) for r in first["riscs"])
+    assert page.locator("#profile-timeline rect.busy").count() > 0 and page.locator("#profile-timeline rect.wait_cb, "
+                                                                                   "#profile-timeline rect.wait_noc").count() > 0
+    # the costliest source line first, with the user's own text
+    source = service.client.get(f"/v1/jobs/{job['id']}/source").text.splitlines()
+    top = max(profile["lines"], key=lambda r: r["cycles"])
+    row = page.locator("#profile-lines tbody tr").first
+    assert row.get_attribute("data-line") == str(top["line"])
+    if top["line"]:
+        assert source[top["line"] - 1].strip()[:40] in row.inner_text()
+    # the heatmap by compute utilization (percent of the kernel time)
+    page.select_option("#heat-metric", "utilization")
+    x, y = first["core"]
+    assert page.get_attribute(f"#heatmap rect.core[data-core='{x},{y}']", "data-value") == \
+        str(round(first["utilization"] * 100))
+    shot(page, "05-job-profile")

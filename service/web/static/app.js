@@ -491,8 +491,10 @@ function initJob() {
     if (names.has("tt.plan.json")) {
       const plan = JSON.parse(await artifactText("tt.plan.json"));
       const report = names.has("emulate/report.json") ? JSON.parse(await artifactText("emulate/report.json")) : null;
-      renderPlan(plan, report);
+      const profile = names.has("emulate/profile.json") ? JSON.parse(await artifactText("emulate/profile.json")) : null;
+      renderPlan(plan, report, profile);
       if (report) renderCounters(report);
+      if (profile) await renderProfile(profile, jobId);
     }
   };
 
@@ -573,7 +575,7 @@ function colour(t) {
   return `rgb(${c.join(",")})`;
 }
 
-function renderPlan(plan, report) {
+function renderPlan(plan, report, profile) {
   $("#plan-section").hidden = false;
   const [gx, gy] = plan.core_grid;
   const work = new Map(plan.work.cores.map((c) => [c.core.join(","), c]));
@@ -592,10 +594,14 @@ function renderPlan(plan, report) {
     metrics.noc_written = ["NoC bytes written", (key) => counters.get(key)?.noc_bytes_written || 0];
     metrics.tile_ops = ["tile ops", (key) => tileOps(counters.get(key))];
   }
+  if (profile) {  // the timing model: how busy each core's matrix/SFPU RISC is, in percent of the kernel time
+    const modelled = new Map(profile.cores.map((c) => [c.core.join(","), c]));
+    metrics.utilization = ["compute busy %", (key) => Math.round((modelled.get(key)?.utilization || 0) * 100)];
+  }
   const select = $("#heat-metric");
   const chosen = metrics[select.value] ? select.value : "blocks";
   select.innerHTML = Object.entries(metrics).map(([k, [label]]) => `<option value="${k}" ${k === chosen ? "selected" : ""}>${label}</option>`).join("");
-  select.onchange = () => renderPlan(plan, report);
+  select.onchange = () => renderPlan(plan, report, profile);
 
   const value = metrics[chosen][1];
   let max = 0;
@@ -648,6 +654,49 @@ function renderPlan(plan, report) {
     `</tbody><tfoot><tr><th colspan="7">total per core</th><th class="num">${plan.l1_bytes_per_core}</th></tr></tfoot>`;
   const available = plan.target.l1_available_for_cbs;
   $("#l1-summary").textContent = `${bytes(plan.l1_bytes_per_core)} of ${bytes(available)} L1 available for CBs (${((plan.l1_bytes_per_core / available) * 100).toFixed(1)}%) · ${plan.circular_buffers.length} of ${plan.target.num_cbs} CBs · ${plan.target.arch}`;
+}
+
+const CATEGORIES = ["busy", "wait_cb", "wait_noc", "wait_pipe"];
+
+// profile.json: a summary, a per-core timeline (one row per RISC, each bin coloured by what the RISC did) and the
+// user's source lines by modelled cycles
+async function renderProfile(profile, jobId) {
+  $("#profile-section").hidden = false;
+  const ratio = profile.dram_read_ratio == null ? "" : ` (${profile.dram_read_ratio.toFixed(1)}× the minimum)`;
+  $("#profile-summary").textContent = `${(profile.device_time_ns / 1000).toFixed(2)} µs · matrix engine ${(profile.matrix_utilization * 100).toFixed(1)}%${profile.math_fidelity ? ` at ${profile.math_fidelity}` : ""} · DRAM read ${bytes(profile.dram_read_bytes)}${ratio} · ${profile.cores_used} of ${profile.grid_cores} cores${profile.timing_only ? " · timing only" : ""}`;
+  $("#profile-verdict").textContent = profile.bottleneck;
+  const select = $("#profile-core");
+  select.innerHTML = profile.cores.map((c, i) => `<option value="${i}">(${c.core.join(", ")}) · ${Math.round(c.utilization * 100)}%</option>`).join("");
+  const draw = () => {
+    const core = profile.cores[Number(select.value) || 0];
+    const label = 140, rowH = 22, width = 620, total = profile.kernel_cycles || 1;
+    let svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${label + width + 10}" height="${core.riscs.length * rowH + 24}" role="img" aria-label="timeline of core ${core.core.join(",")}">`;
+    core.riscs.forEach((r, row) => {
+      const y = row * rowH;
+      svg += `<text x="0" y="${y + 15}" fill="#24292f">${esc(r.risc)} ${esc(r.kernel.replace(".cpp", ""))}</text><rect x="${label}" y="${y + 3}" width="${width}" height="${rowH - 6}" fill="#eaeef2"/>`;
+      const t = r.timeline, bins = (t[CATEGORIES[0]] || []).length, scale = width / total;
+      for (let b = 0; b < bins; b++) {
+        let offset = 0;
+        for (const cat of CATEGORIES) {
+          const v = t[cat]?.[b] || 0;
+          if (v <= 0) continue;
+          const h = (rowH - 6) * (v / t.bin_cycles);
+          svg += `<rect class="${cat}" x="${label + b * t.bin_cycles * scale}" y="${y + rowH - 3 - offset - h}" width="${Math.max(t.bin_cycles * scale, 0.5)}" height="${h}"><title>${cat}</title></rect>`;
+          offset += h;
+        }
+      }
+      svg += `<title>${esc(r.risc)}: busy ${Math.round(r.busy)}, CB ${Math.round(r.wait_cb)}, NoC ${Math.round(r.wait_noc)}, pipe ${Math.round(r.wait_pipe)}, idle ${Math.round(r.idle)} cycles</title>`;
+    });
+    svg += `<text x="${label}" y="${core.riscs.length * rowH + 16}" fill="#656d76">0</text><text x="${label + width}" y="${core.riscs.length * rowH + 16}" text-anchor="end" fill="#656d76">${Math.round(total)} cycles</text></svg>`;
+    $("#profile-timeline").innerHTML = svg;
+  };
+  select.onchange = draw;
+  draw();
+  const source = (await (await api(`/v1/jobs/${jobId}/source`)).text()).split("\n");
+  const sourceLine = (n) => source[n - 1] ?? "";
+  const rows = profile.lines.slice().sort((a, b) => b.cycles - a.cycles);
+  $("#profile-lines").innerHTML = `<thead><tr><th class="num">line</th><th>share</th><th class="num">cycles</th><th class="num">busy</th><th class="num">waiting</th><th>source</th></tr></thead><tbody>` +
+    rows.map((r) => `<tr data-line="${r.line}"><td class="num">${r.line ? `<a href="#L${r.line}">${r.line}</a>` : "–"}</td><td><span class="share" style="width:${Math.max(1, Math.round(r.share * 80))}px"></span> ${(r.share * 100).toFixed(1)}%</td><td class="num">${Math.round(r.cycles)}</td><td class="num">${Math.round(r.busy)}</td><td class="num">${Math.round(r.wait)}</td><td class="mono">${r.line ? esc(sourceLine(r.line).trim().slice(0, 80)) : "(not mapped to a line)"}</td></tr>`).join("") + "</tbody>";
 }
 
 function renderCounters(report) {
