@@ -128,9 +128,14 @@ def verdict(profile: dict, streams: list[dict], cb_names: dict[str, str]) -> str
                 waits[cb_names.get(cb, f"c_{cb}")] += float(t) / len(math)
         cb, waited = max(waits.items(), key=lambda item: item[1], default=(None, 0.0))
         share = waited / kernel
-        if busy >= 0.6:
-            parts.append(f"compute-bound: the matrix engine and SFPU are busy {busy:.0%} of the kernel time "
-                         f"({profile['matrix_utilization']:.0%} matrix-engine utilization"
+        utilization = profile["matrix_utilization"]
+        if busy >= 0.6 and profile["math_fidelity"] and utilization < busy / 2:
+            parts.append(f"compute-bound on per-call overhead: the math RISC is busy {busy:.0%} of the kernel time "
+                         f"but the matrix engine does useful work {utilization:.0%} of it (at "
+                         f"{profile['math_fidelity']}): fewer, larger tile operations would help")
+        elif busy >= 0.6:
+            parts.append(f"compute-bound: the math RISC is busy {busy:.0%} of the kernel time "
+                         f"({utilization:.0%} matrix-engine utilization"
                          + (f" at {profile['math_fidelity']})" if profile["math_fidelity"] else ")"))
         elif cb is not None and share >= 0.2:
             side = "writer" if any(cb in {cb_names.get(k) for k in s["cb_wait"]} for s in packers) else "reader"
