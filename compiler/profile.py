@@ -62,7 +62,7 @@ def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict) -
         "lines": _user_lines(program["lines"], linemap),
         "generated_lines": _generated_lines(program["lines"]),
     }
-    profile["bottleneck"] = verdict(profile, streams, cb_names)
+    profile["bottleneck"] = verdict(profile, streams, cb_names, {cb["name"]: cb["role"] for cb in plan["circular_buffers"]})
     return profile
 
 
@@ -112,10 +112,11 @@ def _user_lines(lines: list[dict], linemap: dict | None) -> list[dict]:
     return sorted(rows, key=lambda r: r["line"])
 
 
-def verdict(profile: dict, streams: list[dict], cb_names: dict[str, str]) -> str:
+def verdict(profile: dict, streams: list[dict], cb_names: dict[str, str], roles: dict[str, str] | None = None) -> str:
     """What bounds the program, in words: the compute kernel's math RISC tells (busy: compute-bound; waiting for
     its input CBs: the reader; for its output CB: the writer), with the DRAM traffic against the minimum."""
     kernel = profile["kernel_cycles"] or 1.0
+    roles = roles or {}
     math = [s for s in streams if s["risc"] == "TRISC1"]
     unpack = [s for s in streams if s["risc"] == "TRISC0"]
     packers = [s for s in streams if s["risc"] == "TRISC2"]
@@ -138,8 +139,12 @@ def verdict(profile: dict, streams: list[dict], cb_names: dict[str, str]) -> str
                          f"({utilization:.0%} matrix-engine utilization"
                          + (f" at {profile['math_fidelity']})" if profile["math_fidelity"] else ")"))
         elif cb is not None and share >= 0.2:
-            side = "writer" if any(cb in {cb_names.get(k) for k in s["cb_wait"]} for s in packers) else "reader"
-            parts.append(f"{side}-bound: compute waits on {cb} {share:.0%} of the time")
+            role = roles.get(cb, "input")
+            if role == "intermediate":
+                parts.append(f"pipeline-bound: compute waits on its own intermediate {cb} {share:.0%} of the time")
+            else:
+                side = "writer" if role == "output" else "reader"
+                parts.append(f"{side}-bound: compute waits on {cb} {share:.0%} of the time")
         else:
             parts.append(f"latency-bound: compute is busy {busy:.0%} of the time and waits on no single CB for long")
     else:

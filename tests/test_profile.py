@@ -89,13 +89,16 @@ def _stream(risc: str, **times) -> dict:
      "reader-bound: compute waits on cb_A 60%"),
     ([_stream("TRISC1", busy=200), _stream("TRISC2", busy=100, cb_wait={"16": 500})], 1.0,
      "writer-bound: compute waits on cb_C 50%"),
+    ([_stream("TRISC1", busy=200), _stream("TRISC2", busy=100, cb_wait={"24": 500})], 1.0,
+     "pipeline-bound: compute waits on its own intermediate cb_acc 50%"),
     ([_stream("TRISC1", busy=900)], 16.0, "DRAM reads 16.0x the minimum"),
 ])
 def test_the_verdict_names_what_bounds_the_program(streams, ratio, expected):
     overhead = expected == "compute-bound on per-call overhead"
     profile = {"kernel_cycles": 1000.0, "device_cycles": 1100.0, "dispatch_cycles": 100.0,
                "matrix_utilization": 0.1 if overhead else 0.5, "math_fidelity": "HiFi2", "dram_read_ratio": ratio}
-    assert expected in verdict(profile, streams, {"0": "cb_A", "16": "cb_C"})
+    assert expected in verdict(profile, streams, {"0": "cb_A", "16": "cb_C", "24": "cb_acc"},
+                               {"cb_A": "input", "cb_C": "output", "cb_acc": "intermediate"})
 
 
 def test_cli_profile_json_and_verify_profile():

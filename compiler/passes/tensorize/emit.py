@@ -14,7 +14,7 @@ from tvm import tirx
 from ... import ops
 from ...ir import scalar_of, seq
 from ...target import TILE
-from .plan import LoopItem, SendFromCB, Window, _accesses, first_use, tiles_of
+from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, first_use, tiles_of
 from .strategies import LOWEST, Src, Strategies, i32
 
 
@@ -22,11 +22,17 @@ def _tile_origin(region) -> tuple[int, int]:
     return int(region.starts[0]) // TILE, int(region.starts[1]) // TILE
 
 
-def _divisor_groups(positions: int, per_position: int, scratch: int, capacity: int) -> int:
-    for g in range(positions, 0, -1):
-        if positions % g == 0 and g * per_position + scratch <= capacity:
-            return g
-    return 1
+def _divisor_groups(positions: int, per_position: int, scratch: int, capacity: int, cols: int | None = None) -> int:
+    """The largest group of tile positions DST holds at once; with `cols` (a window with a matmul), the largest
+    that is a run within one row or whole rows, so each group is one matmul_block."""
+    fits = [g for g in range(positions, 0, -1) if positions % g == 0 and g * per_position + scratch <= capacity]
+    rectangles = [g for g in fits if cols and (cols % g == 0 or g % cols == 0)]
+    return (rectangles or fits or [1])[0]
+
+
+def _has_gemm(items) -> bool:
+    return any((item[0] == "op" and item[1].name == "gemm") or (item[0] == "loop" and _has_gemm(item[2]))
+               for item in items if isinstance(item, tuple))
 
 
 class Emitter:
@@ -77,6 +83,8 @@ class Emitter:
         preload = [b for b in buffers if b in tz.resident and first_use(window_accesses.get(b, []), tz.tiles(b))[0]
                    != "write"]
         resident = [b for b in buffers if b in tz.resident]
+        l1_acc = [b for b in preload if self.accumulates_in_l1(b, window_accesses.get(b, []))]
+        preload = [b for b in preload if b not in l1_acc]
         if w.flat:
             self.base, total = {}, 0
             for b in buffers:
@@ -87,7 +95,8 @@ class Emitter:
             self.group, groups = 0, 1
         else:
             rows, cols = w.grid
-            self.group = _divisor_groups(rows * cols, len(buffers), w.scratch, tz.capacity)
+            self.group = _divisor_groups(rows * cols, len(buffers), w.scratch, tz.capacity,
+                                         cols if _has_gemm(w.items) else None)
             groups = rows * cols // self.group
             self.base = {b: k * self.group for k, b in enumerate(buffers)}
             self.scratch = i32(len(buffers) * self.group)
@@ -109,6 +118,7 @@ class Emitter:
         for b in preload:
             body += self.positions(b, lambda slot, i, j, b=b: self.strategies.load(self.preload_src(b, i, j), slot))
             self.touched.add(b)
+        self.touched.update(l1_acc)   # their old value stays in L1: the packer adds the new sum to it
         for b in in_place:   # the old pages this acquire covers are in DST (or not needed): free them
             body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
@@ -118,7 +128,11 @@ class Emitter:
             body += [ops.call("pack_reconfig_data_format", cb)]
             if b in in_place:
                 body.append(ops.call("cb_reserve_back", cb, at_once(b)))
+            if b in l1_acc:
+                body.append(ops.call("pack_reconfig_l1_acc", i32(1)))
             body += self.positions(b, lambda slot, i, j, cb=cb: [ops.call("pack_tile", slot, cb)])
+            if b in l1_acc:
+                body.append(ops.call("pack_reconfig_l1_acc", i32(0)))
             if b in in_place:
                 body.append(ops.call("cb_push_back", cb, at_once(b)))
         for item in w.items:
@@ -134,6 +148,22 @@ class Emitter:
                 after += [ops.call("cb_push_back", cb, n), ops.call("cb_pop_front", cb, n)]
             after.append(ops.call("cb_wait_front", cb, n))
         return before + body + after
+
+    def accumulates_in_l1(self, buffer: str, accesses: list) -> bool:
+        """Can the window leave `buffer`'s old value in L1 and have the packer add to it (packer L1 accumulation)
+        instead of loading it into DST first? When the window only accumulates matmuls into it (C += A @ B: DST
+        starts from the zeros the last release left), it is updated in place, and its CB holds exactly the buffer,
+        so the pages a group pops are the pages it reserves again (the ring is full)."""
+        tz = self.tz
+        cb = tz.resident[buffer]
+        if buffer in tz.two_versions or tz.cbs[cb]["num_pages"] != tz.ntiles(buffer) \
+                or tz.cbs[cb]["data_format"] not in ("Float32", "Float16_b"):
+            return False
+        mine = [a for a in accesses if a[0] == id(self.w)]
+        return bool(mine) and all(kind == "read" and isinstance(op, OpInfo) and op.name == "gemm" and op.accumulates
+                                  and op.dst.name == buffer and all(o.region is None or o.region.name != buffer
+                                                                    for o in op.operands)
+                                  for _, kind, op in mine)
 
     def preload_src(self, buffer: str, i, j) -> Src:
         """The old value of a tile this window rewrites. Updated in place, group by group, the current group's old
@@ -227,6 +257,9 @@ class Emitter:
 
         if not self.w.flat:
             rows_b, cols_b = tz.tiles(dst.name)
+            block = self.gemm_group(info, fresh, rows_b, cols_b)
+            if block is not None:
+                return block
             p = self.q if isinstance(self.g, tirx.IntImm) else self.g * self.group + self.q
             i = p if cols_b == 1 else (i32(0) if rows_b == 1 else tirx.floordiv(p, cols_b))
             j = p if rows_b == 1 else (i32(0) if cols_b == 1 else tirx.floormod(p, cols_b))
@@ -273,6 +306,34 @@ class Emitter:
         if tz.first_gemm is None:
             tz.first_gemm = (ca, cb)
         return start + self.strategies.gemm(slot, src_a, src_b, transpose_b, k_tiles, a_index, b_index)
+
+    def gemm_group(self, info, fresh: bool, rows_b: int, cols_b: int) -> list | None:
+        """The window's group of DST slots as one matmul_block per K tile, when the group is an rt x ct rectangle of
+        the destination (whole rows, or a run within one row) and B is not transposed; None otherwise."""
+        if info.name != "gemm" or bool(info.call.args[5]) or self.group < 2 or (rows_b, cols_b) != info.grid:
+            return None
+        if cols_b % self.group == 0:
+            rt, ct = 1, self.group
+        elif self.group % cols_b == 0:
+            rt, ct = self.group // cols_b, cols_b
+        else:
+            return None
+        first = self.g * self.group if not isinstance(self.g, tirx.IntImm) else i32(int(self.g) * self.group)
+        i, j = (tirx.floordiv(first, cols_b), tirx.floormod(first, cols_b)) if cols_b > 1 else (first, i32(0))
+        tz = self.tz
+        a, b = (o.region for o in info.operands)
+        ca, cb = tz.cb_of(a.name), tz.cb_of(b.name)
+        (ar, ac), (br, bc) = _tile_origin(a), _tile_origin(b)
+        a_cols, b_cols = tz.tiles(a.name)[1], tz.tiles(b.name)[1]
+        k_tiles = -(-a.extents[1] // TILE)
+        slot = self.base[info.dst.name]
+        start = [] if info.accumulates or fresh else [
+            tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, seq(self.strategies.fill(slot + self.q, 0.0)))]
+        if tz.first_gemm is None:
+            tz.first_gemm = (ca, cb)
+        return start + self.strategies.gemm_block(
+            slot, Src("cb", cb=ca), Src("cb", cb=cb), k_tiles, lambda kk: (ar + i) * a_cols + ac + kk,
+            lambda kk: (br + kk) * b_cols + bc + j, rt, ct, a_cols)
 
     def reduce(self, info, slot, i, j, fresh: bool) -> list:
         tz = self.tz
