@@ -132,13 +132,19 @@ class Tensorizer:
                                  hint=f"start with T.tile.zero({name}) or T.tile.fill({name}, ...)")
 
     def zero_version(self, name: str) -> list:
+        """The buffer's first version: zero pages, packed a DST-full at a time from the zeroed DST (every release
+        leaves its section zeroed)."""
         cb, n = self.resident[name], self.ntiles(name)
-        t = tirx.Var("t", "int32")
+        group = max(g for g in range(1, min(n, self.capacity) + 1) if n % g == 0)
+        t, q = tirx.Var("t", "int32"), tirx.Var("q", "int32")
+        pack = ops.call("pack_tile", q if group > 1 else tirx.IntImm("int32", 0), cb)
         body = seq([ops.call("tile_regs_acquire"), ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
-                    ops.call("pack_reconfig_data_format", cb), ops.call("pack_tile", tirx.IntImm("int32", 0), cb),
+                    ops.call("pack_reconfig_data_format", cb),
+                    tirx.For(q, 0, group, tirx.ForKind.SERIAL, pack) if group > 1 else pack,
                     ops.call("tile_regs_release")])
-        return [ops.call("cb_reserve_back", cb, n), tirx.For(t, 0, n, tirx.ForKind.SERIAL, body) if n > 1 else body,
-                ops.call("cb_push_back", cb, n), ops.call("cb_wait_front", cb, n)]
+        rounds = n // group
+        return [ops.call("cb_reserve_back", cb, n), tirx.For(t, 0, rounds, tirx.ForKind.SERIAL, body) if rounds > 1
+                else body, ops.call("cb_push_back", cb, n), ops.call("cb_wait_front", cb, n)]
 
     # ---- whole function --------------------------------------------------------------------------------------------
     def run(self, items=None):

@@ -365,17 +365,27 @@ class Emitter:
         return head + self.tile_loops(rows, cols, lambda i, j: pack(self.base[name] + (r0 + i) * grid_cols + c0 + j))
 
     def send_from_cb(self, send) -> list:
+        """A CB-resident buffer's region to an output CB, a DST-full of tiles at a time (copy in, pack out)."""
         _, out_cb, name, r0, c0, rows, cols = send
         tz = self.tz
         grid_cols = tz.tiles(name)[1]
         cb = tz.cb_of(name)
+        n = rows * cols
+        group = max(g for g in range(1, min(n, tz.capacity, tz.cbs[out_cb]["num_pages"]) + 1) if n % g == 0)
+        rounds = n // group
+        t, q = tirx.Var("t", "int32"), tirx.Var("q", "int32")
+        first = t * group if rounds > 1 else i32(0)
+        p = first + q if group > 1 else first
+        i, j = (tirx.floordiv(p, cols), tirx.floormod(p, cols)) if cols > 1 else (p, i32(0))
+        slot = q if group > 1 else i32(0)
 
-        def tile(i, j):
-            return [ops.call("tile_regs_acquire"), ops.call("copy_init", cb),
-                    ops.call("copy_tile", cb, (r0 + i) * grid_cols + c0 + j, i32(0)),
+        def per_tile(call):
+            return tirx.For(q, 0, group, tirx.ForKind.SERIAL, call) if group > 1 else call
+        body = seq([ops.call("tile_regs_acquire"), ops.call("copy_init", cb),
+                    per_tile(ops.call("copy_tile", cb, (r0 + i) * grid_cols + c0 + j, slot)),
                     ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
-                    ops.call("pack_reconfig_data_format", out_cb), ops.call("cb_reserve_back", out_cb, 1),
-                    ops.call("pack_tile", i32(0), out_cb), ops.call("cb_push_back", out_cb, 1),
-                    ops.call("tile_regs_release")]
-        return self.tile_loops(rows, cols, tile)
+                    ops.call("pack_reconfig_data_format", out_cb), ops.call("cb_reserve_back", out_cb, group),
+                    per_tile(ops.call("pack_tile", slot, out_cb)), ops.call("cb_push_back", out_cb, group),
+                    ops.call("tile_regs_release")])
+        return [tirx.For(t, 0, rounds, tirx.ForKind.SERIAL, body) if rounds > 1 else body]
 
