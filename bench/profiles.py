@@ -1,5 +1,5 @@
 """profile.json of the generated kernels (compiler/profile.py, the emulator's timing model): the TileLang GEMM of
-examples/tilelang/gemm.py from 256^3 to 2048^3 (timing-only where the arithmetic would take long: the same device
+examples/tilelang/gemm.py from 256^3 to 4096^3 (timing-only where the arithmetic would take long: the same device
 time), flash attention and layer norm; device time, matrix-engine utilization, DRAM reads against the minimum,
 the verdict and the costliest source lines; and what the timing model costs over a functional run.
 
@@ -20,6 +20,7 @@ CASES = [  # (label, file, entry, params, timing only)
     ("gemm 256^3 bf16", "gemm.py", "matmul", {"M": 256, "N": 256, "K": 256, "dtype": "bfloat16"}, False),
     ("gemm 1024^3 bf16", "gemm.py", "matmul", {"M": 1024, "N": 1024, "K": 1024, "dtype": "bfloat16"}, False),
     ("gemm 2048^3 bf16", "gemm.py", "matmul", {"M": 2048, "N": 2048, "K": 2048, "dtype": "bfloat16"}, True),
+    ("gemm 4096^3 bf16", "gemm.py", "matmul", {"M": 4096, "N": 4096, "K": 4096, "dtype": "bfloat16"}, True),
     ("flash attention 1x8x1024x64", "flash_attention.py", "flash_attention",
      {"batch": 1, "heads": 8, "seq_len": 1024, "dim": 64, "causal": False}, False),
     ("layer norm 2048x1024", "layer_norm.py", "layer_norm", {"rows": 2048, "cols": 1024}, False),

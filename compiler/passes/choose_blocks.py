@@ -41,6 +41,7 @@ from ..target import DATA_FORMATS, TILE
 from .lower_index_masks import match as match_mask
 
 MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
+MIN_K_STEP_TILES = 4          # a K step shorter than this is taken only when the blocks cannot shrink any more
 OUTPUT_CB_TILES = 16          # an output CB streams a few tiles at a time (2 x a write batch of <= 8)
 ELEMENTWISE = ("copy", "cast", "exp", "exp2", "log2", "sqrt", "reciprocal", "add", "sub", "mul", "maximum", "minimum")
 
@@ -477,20 +478,30 @@ class Chooser:
         return out
 
     def fit(self, blocks: dict, grid_roots, k_roots, depth: int, budget: int, shrink: bool) -> dict | None:
-        """Shrink K steps, then (with `shrink`) halve the largest block axis, until the CBs fit L1."""
-        while True:
-            for ks in self.k_choices(k_roots):
-                trial = dict(blocks)
-                trial.update(ks)
-                if self.l1_bytes(trial, depth) <= budget:
-                    return trial
-            grid = [r for r in grid_roots if r is not None and blocks.get(r, self.t.classes[r].block) > TILE]
-            if not shrink:
-                return None
-            if not grid:
-                return None
-            largest = max(grid, key=lambda r: blocks.get(r, self.t.classes[r].block))
-            blocks[largest] = ceil_div(blocks.get(largest, self.t.classes[largest].block) // TILE, 2) * TILE
+        """Shrink K steps down to MIN_K_STEP_TILES, then (with `shrink`) halve the largest block axis, until the
+        CBs fit L1; K steps below MIN_K_STEP_TILES only when no block axis can shrink any more. (Each K step costs
+        every DST group of the output block a round of fixed calls, so a 512 x 512 block with a one-tile K step
+        is slower than two 512 x 256 blocks with 8-tile steps, although it reads DRAM less.)"""
+        choices = self.k_choices(k_roots)
+        wide = [ks for ks in choices if all(v >= min(MIN_K_STEP_TILES * TILE, self.largest_k(k_roots)) for v in ks.values())]
+        for allowed in ((wide or choices, choices) if shrink else (wide or choices,)):
+            trial_blocks = dict(blocks)
+            while True:
+                for ks in allowed:
+                    trial = dict(trial_blocks)
+                    trial.update(ks)
+                    if self.l1_bytes(trial, depth) <= budget:
+                        return trial
+                grid = [r for r in grid_roots if r is not None and trial_blocks.get(r, self.t.classes[r].block) > TILE]
+                if not shrink or not grid:
+                    break
+                largest = max(grid, key=lambda r: trial_blocks.get(r, self.t.classes[r].block))
+                trial_blocks[largest] = ceil_div(trial_blocks.get(largest, self.t.classes[largest].block) // TILE, 2) * TILE
+        return None
+
+    def largest_k(self, k_roots) -> int:
+        """The largest K step there is (bytes of the K classes' first step choice)."""
+        return max((max(ks.values()) for ks in self.k_choices(k_roots) if ks), default=TILE)
 
     def k_choices(self, k_roots) -> list[dict]:
         """K steps from the largest worth pipelining down to one tile (every K class the same number of steps)."""
