@@ -51,8 +51,9 @@ std::int64_t DeviceBuffer::page_at(std::uint32_t home, std::uint64_t offset) con
 
 std::string DeviceBuffer::describe() const {
     std::string s = strformat("%s buffer #%u (%s", kind == Kind::L1 ? "L1" : "DRAM", id, layout_name(layout));
-    if (sharded()) s += strformat(", %u x %u pages per shard on %zu %s", shard_h, shard_w, shard_home.size(),
-                                  kind == Kind::L1 ? "cores" : "banks");
+    if (sharded())
+        s += strformat(", %u x %u pages per shard on %zu %s", shard_h, shard_w, shard_home.size(),
+                       kind == Kind::L1 ? "cores" : "banks");
     return s + strformat(", %u pages of %u B at %s)", num_pages, page_size, hex(address).c_str());
 }
 
@@ -67,7 +68,8 @@ std::uint64_t DeviceBuffer::distinct_pages(bool read) const {
     const std::atomic<std::uint64_t>* bits = read ? pages_read.get() : pages_written.get();
     if (!bits) return 0;
     std::uint64_t n = 0;
-    for (std::size_t w = 0; w < (num_pages + 63) / 64; ++w) n += static_cast<std::uint64_t>(__builtin_popcountll(bits[w].load()));
+    for (std::size_t w = 0; w < (num_pages + 63) / 64; ++w)
+        n += static_cast<std::uint64_t>(__builtin_popcountll(bits[w].load()));
     return n;
 }
 
@@ -91,8 +93,8 @@ void assign_shards(DeviceBuffer& b, const tt::tt_metal::ShardSpecBuffer& spec, c
     auto home_of = [&](std::size_t x, std::size_t y) -> std::uint32_t {
         if (dram) {
             if (y != 0 || x >= arch.dram_banks)
-                host_fail("host-api", strformat("%s: DRAM shard grid core (%zu,%zu) is not a DRAM bank (0..%u, 0)", api, x, y,
-                                                arch.dram_banks - 1));
+                host_fail("host-api", strformat("%s: DRAM shard grid core (%zu,%zu) is not a DRAM bank (0..%u, 0)", api,
+                                                x, y, arch.dram_banks - 1));
             return static_cast<std::uint32_t>(x);
         }
         if (x >= arch.grid_x || y >= arch.grid_y)
@@ -114,8 +116,9 @@ void assign_shards(DeviceBuffer& b, const tt::tt_metal::ShardSpecBuffer& spec, c
             for (std::uint32_t sj = 0; sj < b.shards_w; ++sj) {
                 std::size_t x = row_major ? x0 + sj : x0 + si, y = row_major ? y0 + si : y0 + sj;
                 if (!grid.contains(CoreCoord{x, y}))
-                    host_fail("host-api", strformat("%s: block shard (%u,%u) falls on core (%zu,%zu), outside the shard grid",
-                                                    api, si, sj, x, y));
+                    host_fail("host-api",
+                              strformat("%s: block shard (%u,%u) falls on core (%zu,%zu), outside the shard grid", api,
+                                        si, sj, x, y));
                 b.shard_home.push_back(home_of(x, y));
             }
         return;
@@ -160,30 +163,35 @@ DeviceBuffer& create_buffer(std::uint64_t size, const tt::tt_metal::distributed:
     if (layout != TensorMemoryLayout::INTERLEAVED) {
         const auto& spec = local.sharding_args.shard_spec();
         if (!spec) host_fail("host-api", std::string(api) + ": a sharded layout needs a ShardSpecBuffer");
-        if (layout == TensorMemoryLayout::HEIGHT_SHARDED) b->layout = DeviceBuffer::Layout::HeightSharded;
-        else if (layout == TensorMemoryLayout::WIDTH_SHARDED) b->layout = DeviceBuffer::Layout::WidthSharded;
-        else if (layout == TensorMemoryLayout::BLOCK_SHARDED) b->layout = DeviceBuffer::Layout::BlockSharded;
-        else host_fail("host-api", std::string(api) + ": ND sharding is not emulated");
+        if (layout == TensorMemoryLayout::HEIGHT_SHARDED)
+            b->layout = DeviceBuffer::Layout::HeightSharded;
+        else if (layout == TensorMemoryLayout::WIDTH_SHARDED)
+            b->layout = DeviceBuffer::Layout::WidthSharded;
+        else if (layout == TensorMemoryLayout::BLOCK_SHARDED)
+            b->layout = DeviceBuffer::Layout::BlockSharded;
+        else
+            host_fail("host-api", std::string(api) + ": ND sharding is not emulated");
         auto shard_pages = spec->shape_in_pages();
         if (spec->page_shape[0] == 0 || spec->page_shape[1] == 0 || shard_pages[0] == 0 || shard_pages[1] == 0 ||
             spec->shape()[0] % spec->page_shape[0] || spec->shape()[1] % spec->page_shape[1])
-            host_fail("host-api", strformat("%s: shard shape %ux%u is not a whole number of %ux%u pages", api,
-                                            spec->shape()[0], spec->shape()[1], spec->page_shape[0], spec->page_shape[1]));
+            host_fail("host-api",
+                      strformat("%s: shard shape %ux%u is not a whole number of %ux%u pages", api, spec->shape()[0],
+                                spec->shape()[1], spec->page_shape[0], spec->page_shape[1]));
         b->shard_h = shard_pages[0];
         b->shard_w = shard_pages[1];
         b->tensor_h = spec->tensor2d_shape_in_pages[0];
         b->tensor_w = spec->tensor2d_shape_in_pages[1];
         if (static_cast<std::uint64_t>(b->tensor_h) * b->tensor_w != b->num_pages)
-            host_fail("host-api", strformat("%s: tensor2d_shape_in_pages %ux%u holds %u pages but the buffer has %u", api,
-                                            b->tensor_h, b->tensor_w, b->tensor_h * b->tensor_w, b->num_pages));
+            host_fail("host-api", strformat("%s: tensor2d_shape_in_pages %ux%u holds %u pages but the buffer has %u",
+                                            api, b->tensor_h, b->tensor_w, b->tensor_h * b->tensor_w, b->num_pages));
         b->shards_h = (b->tensor_h + b->shard_h - 1) / b->shard_h;
         b->shards_w = (b->tensor_w + b->shard_w - 1) / b->shard_w;
         if (b->layout == DeviceBuffer::Layout::HeightSharded && b->shards_w != 1)
-            host_fail("host-api", strformat("%s: height sharding needs shards as wide as the tensor (%u pages), not %u", api,
-                                            b->tensor_w, b->shard_w));
+            host_fail("host-api", strformat("%s: height sharding needs shards as wide as the tensor (%u pages), not %u",
+                                            api, b->tensor_w, b->shard_w));
         if (b->layout == DeviceBuffer::Layout::WidthSharded && b->shards_h != 1)
-            host_fail("host-api", strformat("%s: width sharding needs shards as tall as the tensor (%u pages), not %u", api,
-                                            b->tensor_h, b->shard_h));
+            host_fail("host-api", strformat("%s: width sharding needs shards as tall as the tensor (%u pages), not %u",
+                                            api, b->tensor_h, b->shard_h));
         assign_shards(*b, *spec, api);
     }
     const std::uint64_t extent = b->extent();
@@ -248,8 +256,9 @@ static ttemu::DeviceBuffer& lookup(const MeshBuffer& buffer) {
 void write_buffer(MeshCommandQueue&, const MeshBuffer& buffer, const void* src, std::size_t bytes) {
     auto& b = lookup(buffer);
     if (bytes != b.size)
-        ttemu::host_fail("host-api", ttemu::strformat("EnqueueWriteMeshBuffer: %zu bytes given for buffer #%u of %llu bytes", bytes,
-                                                      b.id, (unsigned long long)b.size));
+        ttemu::host_fail("host-api",
+                         ttemu::strformat("EnqueueWriteMeshBuffer: %zu bytes given for buffer #%u of %llu bytes", bytes,
+                                          b.id, (unsigned long long)b.size));
     const auto* in = static_cast<const std::uint8_t*>(src);
     for (std::uint32_t p = 0; p < b.num_pages; ++p)
         std::memcpy(ttemu::page_storage(b, p), in + static_cast<std::size_t>(p) * b.page_size, b.page_size);

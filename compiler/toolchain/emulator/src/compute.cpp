@@ -97,12 +97,13 @@ void require_math(KernelRun& run, const std::string& call) {
 void check_dst_index(KernelRun& run, std::uint32_t idst, const std::string& call) {
     const ComputeState& cs = *run.compute;
     if (idst >= cs.dst_capacity)
-        kernel_fail("dst-overflow", call,
-                    strformat("DST index %u is out of range: %u tiles per acquire (%s DST, %s sync; fp32_dest_acc_en=%s, "
-                              "dst_full_sync_en=%s)",
-                              idst, cs.dst_capacity, cs.fp32_dest ? "32-bit" : "16-bit",
-                              run.kernel->dst_full_sync ? "full" : "half", cs.fp32_dest ? "true" : "false",
-                              run.kernel->dst_full_sync ? "true" : "false"));
+        kernel_fail(
+            "dst-overflow", call,
+            strformat("DST index %u is out of range: %u tiles per acquire (%s DST, %s sync; fp32_dest_acc_en=%s, "
+                      "dst_full_sync_en=%s)",
+                      idst, cs.dst_capacity, cs.fp32_dest ? "32-bit" : "16-bit",
+                      run.kernel->dst_full_sync ? "full" : "half", cs.fp32_dest ? "true" : "false",
+                      run.kernel->dst_full_sync ? "true" : "false"));
 }
 
 float* dst_tile(KernelRun& run, std::uint32_t idst) { return run.compute->dst.data() + idst * 1024u; }
@@ -142,8 +143,8 @@ void unpack_operand(KernelRun& run, std::uint32_t cb, std::uint32_t itile, bool 
                                   itile, c.rd_page, cb, c.num_pages));
         if (!fmt::supported(f) || c.page_size < fmt::tile_bytes(f))
             kernel_fail("cb-format", call,
-                        strformat("CB c_%u has format %s and page size %u B: not a %s tile", cb, fmt::name(f), c.page_size,
-                                  fmt::name(f)));
+                        strformat("CB c_%u has format %s and page size %u B: not a %s tile", cb, fmt::name(f),
+                                  c.page_size, fmt::name(f)));
         addr = c.base + (c.rd_page + itile) * c.page_size;
         format = f;
     }
@@ -157,13 +158,13 @@ void check_fpu(KernelRun& run, FpuOp op, std::uint32_t in0, std::uint32_t in1, c
     ComputeState& cs = *run.compute;
     if (cs.fpu != op)
         kernel_fail("init", call,
-                    strformat("the unpacker/FPU is configured by %s; call %s(...) before this op", fpu_init_name(cs.fpu),
-                              fpu_init_name(op)));
+                    strformat("the unpacker/FPU is configured by %s; call %s(...) before this op",
+                              fpu_init_name(cs.fpu), fpu_init_name(op)));
     if ((in0 != cs.fpu_in0 && cb_format(run, in0, call) != cb_format(run, cs.fpu_in0, call)) ||
         (in1 != cs.fpu_in1 && cb_format(run, in1, call) != cb_format(run, cs.fpu_in1, call)))
         kernel_fail("init", call,
-                    strformat("operand CBs (c_%u, c_%u) have other data formats than the CBs given to %s (c_%u, c_%u)", in0,
-                              in1, fpu_init_name(op), cs.fpu_in0, cs.fpu_in1));
+                    strformat("operand CBs (c_%u, c_%u) have other data formats than the CBs given to %s (c_%u, c_%u)",
+                              in0, in1, fpu_init_name(op), cs.fpu_in0, cs.fpu_in1));
 }
 
 void count(KernelRun& run, const char* op) { ++run.counters.tile_ops[op]; }
@@ -175,19 +176,22 @@ double cb_tile_bytes(const KernelRun& run, std::uint32_t cb) {
     return timing::tile_bytes(cb < kMaxCBs ? run.core->cbs[cb].format : fmt::Float16_b);
 }
 // An FPU op: UNPACK reads `loads` tiles totalling `bytes`, MATH spends `math` cycles over `steps` steps.
-void fpu_event(KernelRun& run, double bytes, double loads, double math, std::uint32_t steps, std::uint32_t products = 0) {
+void fpu_event(KernelRun& run, double bytes, double loads, double math, std::uint32_t steps,
+               std::uint32_t products = 0) {
     if (!run.trace) return;
     std::uint32_t f = run.trace->fpu_ops++;
-    timing::record(run, timing::kUnpack, Ev::UnpackOp, static_cast<float>(timing::llk() + timing::unpack_cycles(bytes, loads)),
-                   f, steps);
+    timing::record(run, timing::kUnpack, Ev::UnpackOp,
+                   static_cast<float>(timing::llk() + timing::unpack_cycles(bytes, loads)), f, steps);
     timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(timing::llk() + math), f, steps, products);
 }
-double fidelity_phases(const KernelRun& run) { return timing::fpu_cycles(run.kernel->math_fidelity) / timing::fpu_cycles(0); }
+double fidelity_phases(const KernelRun& run) {
+    return timing::fpu_cycles(run.kernel->math_fidelity) / timing::fpu_cycles(0);
+}
 void sfpu_event(KernelRun& run, double instructions) {
     if (!run.trace) return;
     const timing::Costs& c = timing::costs();
-    timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(timing::llk() + c.sfpu_rows_per_tile * instructions),
-                   timing::kNone, 1);
+    timing::record(run, timing::kMath, Ev::MathOp,
+                   static_cast<float>(timing::llk() + c.sfpu_rows_per_tile * instructions), timing::kNone, 1);
 }
 double sfpu_instructions(dev::SfpuOp op) {
     const timing::Costs& c = timing::costs();
@@ -208,8 +212,8 @@ void pack_event(KernelRun& run, std::uint32_t ocb, double tiles, std::uint32_t a
     if (!run.trace) return;
     const timing::Costs& c = timing::costs();
     double rate = run.compute->pack_l1_acc ? c.pack_l1_acc_bytes_per_cycle : c.pack_bytes_per_cycle;
-    timing::record(run, timing::kPack, Ev::PackOp, static_cast<float>(timing::llk() + tiles * cb_tile_bytes(run, ocb) / rate),
-                   after_fpu_op);
+    timing::record(run, timing::kPack, Ev::PackOp,
+                   static_cast<float>(timing::llk() + tiles * cb_tile_bytes(run, ocb) / rate), after_fpu_op);
 }
 // tilize/untilize_block acquire, use and release a DST section themselves: the whole handshake in one call.
 void self_managed_dst_event(KernelRun& run, double bytes, double loads, double math, std::uint32_t ocb, double tiles) {
@@ -291,7 +295,8 @@ void sfpu_init(SfpuOp op, const char* name, Site site) {
     config_event(run, {timing::kMath}, timing::costs().init_sfpu_cycles);
 }
 
-void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst, Site site) {
+void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
+                  Site site) {
     KernelRun& run = compute_run(Api::ComputeMath, site, "matmul_tiles");
     std::string call = strformat("matmul_tiles(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u)", in0, in1, i0, i1, idst);
     require_math(run, call);
@@ -300,7 +305,8 @@ void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
     float a[1024], b[1024];
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
-    fpu_event(run, cb_tile_bytes(run, in0) + cb_tile_bytes(run, in1), 2, timing::fpu_cycles(run.kernel->math_fidelity), 1, 1);
+    fpu_event(run, cb_tile_bytes(run, in0) + cb_tile_bytes(run, in1), 2, timing::fpu_cycles(run.kernel->math_fidelity),
+              1, 1);
     if (timing::math_skipped()) {
         count(run, "matmul_tiles");
         return;
@@ -329,8 +335,8 @@ void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
 void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
                   bool transpose, std::uint32_t ct_dim, std::uint32_t rt_dim, std::uint32_t kt_dim, Site site) {
     KernelRun& run = compute_run(Api::ComputeMath, site, "matmul_block");
-    std::string call = strformat("matmul_block(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u, ct_dim=%u, rt_dim=%u, kt_dim=%u)", in0,
-                                 in1, i0, i1, idst, ct_dim, rt_dim, kt_dim);
+    std::string call = strformat("matmul_block(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u, ct_dim=%u, rt_dim=%u, kt_dim=%u)",
+                                 in0, in1, i0, i1, idst, ct_dim, rt_dim, kt_dim);
     require_math(run, call);
     check_fpu(run, FpuOp::Matmul, in0, in1, call);
     if (ct_dim == 0 || rt_dim == 0) kernel_fail("matmul-block", call, "ct_dim and rt_dim must be at least 1");
@@ -353,8 +359,8 @@ void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
         const bool reuse_in0 = ct_dim >= rt_dim;
         const double products = static_cast<double>(rt_dim) * ct_dim;
         const double reused = reuse_in0 ? rt_dim : ct_dim;
-        const double bytes = reused * cb_tile_bytes(run, reuse_in0 ? in0 : in1) +
-                             products * cb_tile_bytes(run, reuse_in0 ? in1 : in0);
+        const double bytes =
+            reused * cb_tile_bytes(run, reuse_in0 ? in0 : in1) + products * cb_tile_bytes(run, reuse_in0 ? in1 : in0);
         fpu_event(run, bytes, reused + products, products * timing::fpu_cycles(run.kernel->math_fidelity),
                   rt_dim * ct_dim, rt_dim * ct_dim);
     }
@@ -396,7 +402,8 @@ void transpose_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, S
         for (int c = 0; c < 32; ++c) d[r * 32 + c] = to_dst(*run.compute, a[c * 32 + r]);
 }
 
-void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst, Site site) {
+void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1,
+                  std::uint32_t idst, Site site) {
     const char* name = op == FpuOp::Add ? "add_tiles" : op == FpuOp::Sub ? "sub_tiles" : "mul_tiles";
     KernelRun& run = compute_run(Api::ComputeMath, site, name);
     std::string call = strformat("%s(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u)", name, in0, in1, i0, i1, idst);
@@ -424,8 +431,9 @@ void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t 
 // DST[idst] = DST[idst] op tile (dst_is_a) or tile op DST[idst]: the DST tile goes back through a source register
 // (TF32 when DST holds fp32).
 void binary_dest_reuse(FpuOp op, std::uint32_t in, std::uint32_t itile, std::uint32_t idst, bool dst_is_a, Site site) {
-    const char* name = op == FpuOp::Add ? "add_reuse_dest_tiles" : op == FpuOp::Sub ? "sub_reuse_dest_tiles"
-                                                                                    : "mul_reuse_dest_tiles";
+    const char* name = op == FpuOp::Add   ? "add_reuse_dest_tiles"
+                       : op == FpuOp::Sub ? "sub_reuse_dest_tiles"
+                                          : "mul_reuse_dest_tiles";
     KernelRun& run = compute_run(Api::ComputeMath, site, name);
     std::string call = strformat("%s(cb=%u, tile=%u, dst=%u)", name, in, itile, idst);
     require_math(run, call);
@@ -475,8 +483,8 @@ void check_sfpu(KernelRun& run, SfpuOp op, const std::string& call) {
     require_math(run, call);
     if (run.compute->sfpu != op)
         kernel_fail("init", call,
-                    strformat("the SFPU is configured by %s; call %s() before this op", sfpu_init_name(run.compute->sfpu),
-                              sfpu_init_name(op)));
+                    strformat("the SFPU is configured by %s; call %s() before this op",
+                              sfpu_init_name(run.compute->sfpu), sfpu_init_name(op)));
 }
 }  // namespace
 
@@ -574,8 +582,9 @@ void tile_regs_acquire(Site site) {
     require_started(run, "tile_regs_acquire()");
     ComputeState& cs = *run.compute;
     if (cs.dst_state != Dst::Idle)
-        kernel_fail("dst-protocol", "tile_regs_acquire()",
-                    std::string("DST is ") + dst_state_name(cs.dst_state) + "; release it with tile_regs_release() first");
+        kernel_fail(
+            "dst-protocol", "tile_regs_acquire()",
+            std::string("DST is ") + dst_state_name(cs.dst_state) + "; release it with tile_regs_release() first");
     cs.dst_state = Dst::Acquired;
     ++run.counters.dst_acquires;
     if (run.trace)
@@ -587,8 +596,9 @@ void tile_regs_commit(Site site) {
     KernelRun& run = compute_run(Api::ComputeDst, site, "tile_regs_commit");
     ComputeState& cs = *run.compute;
     if (cs.dst_state != Dst::Acquired)
-        kernel_fail("dst-protocol", "tile_regs_commit()",
-                    std::string("tile_regs_commit without tile_regs_acquire (DST is ") + dst_state_name(cs.dst_state) + ")");
+        kernel_fail(
+            "dst-protocol", "tile_regs_commit()",
+            std::string("tile_regs_commit without tile_regs_acquire (DST is ") + dst_state_name(cs.dst_state) + ")");
     cs.dst_state = Dst::Committed;
     if (run.trace)
         timing::record(run, timing::kMath, Ev::DstCommit, static_cast<float>(timing::costs().tile_regs_cycles),
@@ -612,9 +622,11 @@ void tile_regs_release(Site site) {
     KernelRun& run = compute_run(Api::ComputeDst, site, "tile_regs_release");
     ComputeState& cs = *run.compute;
     if (cs.dst_state != Dst::Waited)
-        kernel_fail("dst-protocol", "tile_regs_release()",
-                    std::string("tile_regs_release without tile_regs_wait (DST is ") + dst_state_name(cs.dst_state) + ")");
-    if (!timing::math_skipped()) std::fill(cs.dst.begin(), cs.dst.end(), 0.0f);  // the packer zeroes the section it frees
+        kernel_fail(
+            "dst-protocol", "tile_regs_release()",
+            std::string("tile_regs_release without tile_regs_wait (DST is ") + dst_state_name(cs.dst_state) + ")");
+    if (!timing::math_skipped())
+        std::fill(cs.dst.begin(), cs.dst.end(), 0.0f);  // the packer zeroes the section it frees
     cs.dst_state = Dst::Idle;
     if (run.trace)
         timing::record(run, timing::kPack, Ev::DstRelease, static_cast<float>(timing::costs().tile_regs_cycles),
@@ -643,8 +655,9 @@ std::uint8_t* pack_target(KernelRun& run, std::uint32_t ocb, std::uint32_t pos, 
     if (c.wr_page + pos >= c.num_pages)
         kernel_fail("cb-wrap", call, strformat("tile position %u runs past the end of CB c_%u", pos, ocb));
     if (!fmt::supported(format) || c.page_size < fmt::tile_bytes(format))
-        kernel_fail("cb-format", call,
-                    strformat("CB c_%u has format %s and page size %u B: not a tile", ocb, fmt::name(format), c.page_size));
+        kernel_fail(
+            "cb-format", call,
+            strformat("CB c_%u has format %s and page size %u B: not a tile", ocb, fmt::name(format), c.page_size));
     if (cb_format(run, cs.pack_cb, call) != format)
         kernel_fail("init", call,
                     strformat("CB c_%u is %s but the packer is configured for c_%u (%s) by compute_kernel_hw_startup "
@@ -757,17 +770,19 @@ std::vector<float> read_rows(KernelRun& run, std::uint32_t cb, std::uint32_t pag
         std::lock_guard<std::mutex> lk(core.mu);
         format = cb_format(run, cb, call);
         CircularBuffer& c = core.cbs[cb];
-        if (c.consumer != &run) kernel_fail("cb-role", call, strformat("reads CB c_%u without cb_wait_front on it", cb));
+        if (c.consumer != &run)
+            kernel_fail("cb-role", call, strformat("reads CB c_%u without cb_wait_front on it", cb));
         if (pages > c.front_granted)
             kernel_fail("cb-out-of-range", call,
-                        strformat("reads %u page(s) of CB c_%u, but only %u page(s) were obtained by cb_wait_front", pages,
-                                  cb, c.front_granted));
+                        strformat("reads %u page(s) of CB c_%u, but only %u page(s) were obtained by cb_wait_front",
+                                  pages, cb, c.front_granted));
         addr = c.base + c.rd_page * c.page_size;
         bytes = pages * c.page_size;
     }
     std::vector<float> v(bytes / fmt::datum_bytes(format));
     if (!fmt::unpack_rows(core.l1 + addr, format, v.data(), v.size()))
-        kernel_fail("cb-format", call, strformat("CB c_%u holds %s, which has no row-major form", cb, fmt::name(format)));
+        kernel_fail("cb-format", call,
+                    strformat("CB c_%u holds %s, which has no row-major form", cb, fmt::name(format)));
     return v;
 }
 
@@ -798,7 +813,8 @@ void write_rows(KernelRun& run, std::uint32_t ocb, std::uint32_t first_datum, co
         std::size_t chunk = std::min<std::size_t>(1024, n - done);
         for (std::size_t i = 0; i < chunk; ++i) out[i] = run.compute->pack_relu && v[done + i] < 0 ? 0.0f : v[done + i];
         if (!fmt::pack_rows(out, format, core.l1 + addr + done * fmt::datum_bytes(format), chunk))
-            kernel_fail("cb-format", call, strformat("CB c_%u holds %s, which has no row-major form", ocb, fmt::name(format)));
+            kernel_fail("cb-format", call,
+                        strformat("CB c_%u holds %s, which has no row-major form", ocb, fmt::name(format)));
         done += chunk;
     }
 }
@@ -811,13 +827,15 @@ void tilize_block(std::uint32_t icb, std::uint32_t block, std::uint32_t ocb, Sit
     require_started(run, call);
     check_fpu(run, FpuOp::Tilize, icb, icb, call);
     if (run.compute->dst_state != Dst::Idle)
-        kernel_fail("dst-protocol", call, "tilize_block acquires DST itself: call it outside tile_regs_acquire..release");
+        kernel_fail("dst-protocol", call,
+                    "tilize_block acquires DST itself: call it outside tile_regs_acquire..release");
     std::vector<float> rows = read_rows(run, icb, block, call);
-    self_managed_dst_event(run, block * cb_tile_bytes(run, icb), block, block * timing::costs().datacopy_cycles_per_tile, ocb,
-                           block);
+    self_managed_dst_event(run, block * cb_tile_bytes(run, icb), block,
+                           block * timing::costs().datacopy_cycles_per_tile, ocb, block);
     const std::uint32_t width = block * 32;
     if (rows.size() < static_cast<std::size_t>(width) * 32)
-        kernel_fail("cb-format", call, strformat("%u page(s) of CB c_%u hold fewer than 32 rows of %u datums", block, icb, width));
+        kernel_fail("cb-format", call,
+                    strformat("%u page(s) of CB c_%u hold fewer than 32 rows of %u datums", block, icb, width));
     std::uint32_t seq;
     {
         std::lock_guard<std::mutex> lk(run.core->mu);
@@ -846,7 +864,8 @@ void untilize_block(std::uint32_t icb, std::uint32_t full_ct_dim, std::uint32_t 
     require_started(run, call);
     check_fpu(run, FpuOp::Untilize, icb, icb, call);
     if (run.compute->dst_state != Dst::Idle)
-        kernel_fail("dst-protocol", call, "untilize_block acquires DST itself: call it outside tile_regs_acquire..release");
+        kernel_fail("dst-protocol", call,
+                    "untilize_block acquires DST itself: call it outside tile_regs_acquire..release");
     const std::uint32_t width = full_ct_dim * 32;
     self_managed_dst_event(run, full_ct_dim * cb_tile_bytes(run, icb), full_ct_dim,
                            full_ct_dim * timing::costs().datacopy_cycles_per_tile, ocb, full_ct_dim);
@@ -873,7 +892,8 @@ void pack_untilize_dest(std::uint32_t ocb, std::uint32_t block_rt_dim, std::uint
     ComputeState& cs = *run.compute;
     if (cs.dst_state != Dst::Waited)
         kernel_fail("dst-protocol", call,
-                    std::string("pack outside tile_regs_wait()..tile_regs_release() (DST is ") + dst_state_name(cs.dst_state) + ")");
+                    std::string("pack outside tile_regs_wait()..tile_regs_release() (DST is ") +
+                        dst_state_name(cs.dst_state) + ")");
     if ((block_c_index + 1) * block_ct_dim > full_ct_dim)
         kernel_fail("pack-untilize", call, "block_c_index * block_ct_dim runs past full_ct_dim");
     check_dst_index(run, block_rt_dim * block_ct_dim - 1, call);
@@ -900,7 +920,6 @@ void pack_reconfig(std::uint32_t ocb, const char* name, Site site) {
     run.compute->pack_cb = ocb;
     config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
 }
-
 
 namespace {
 const char* pool_name(int pool) { return pool == 0 ? "SUM" : pool == 1 ? "AVG" : pool == 2 ? "MAX" : "MIN"; }
@@ -941,13 +960,15 @@ void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
     check_fpu(run, FpuOp::Reduce, icb, icb_scaler, call);
     ComputeState& cs = *run.compute;
     if (cs.reduce_pool != pool || cs.reduce_dim != dim)
-        kernel_fail("init", call,
-                    strformat("reduce_init was called for <%s, %s>", pool_name(cs.reduce_pool), dim_name(cs.reduce_dim)));
+        kernel_fail(
+            "init", call,
+            strformat("reduce_init was called for <%s, %s>", pool_name(cs.reduce_pool), dim_name(cs.reduce_dim)));
     check_dst_index(run, idst, call);
     float a[1024], sc[1024];
     unpack_operand(run, icb, itile, true, a, call);
     unpack_operand(run, icb_scaler, itile_scaler, true, sc, call);
-    fpu_event(run, cb_tile_bytes(run, icb) + cb_tile_bytes(run, icb_scaler), 2, timing::costs().reduce_cycles_per_tile, 1);
+    fpu_event(run, cb_tile_bytes(run, icb) + cb_tile_bytes(run, icb_scaler), 2, timing::costs().reduce_cycles_per_tile,
+              1);
     if (timing::math_skipped()) {
         count(run, "reduce_tile");
         return;
@@ -991,16 +1012,16 @@ namespace {
 // the element of a broadcast operand tile seen at (r, c)
 float bcast_at(const float* b, int bcast, int r, int c) {
     switch (bcast) {
-        case 1: return b[r * 32];      // COL: column 0 of each row
-        case 2: return b[c];           // ROW: row 0 of each column
-        case 3: return b[0];           // SCALAR
+        case 1: return b[r * 32];  // COL: column 0 of each row
+        case 2: return b[c];       // ROW: row 0 of each column
+        case 3: return b[0];       // SCALAR
         default: return b[r * 32 + c];
     }
 }
 void check_bcast(KernelRun& run, int bcast, const std::string& call) {
     if (run.compute->bcast != bcast)
-        kernel_fail("init", call, strformat("the broadcast init in effect is for dimension %d, not %d",
-                                            run.compute->bcast, bcast));
+        kernel_fail("init", call,
+                    strformat("the broadcast init in effect is for dimension %d, not %d", run.compute->bcast, bcast));
 }
 }  // namespace
 

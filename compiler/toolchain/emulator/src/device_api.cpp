@@ -30,8 +30,9 @@ template <typename Call>
 CircularBuffer& cb_checked(KernelRun& run, std::int32_t cb, Call&& call) {
     const ArchSpec& arch = *device().arch;
     if (cb < 0 || static_cast<std::uint32_t>(cb) >= arch.num_cbs)
-        kernel_fail("cb-index", call(),
-                    strformat("CB index %d is out of range: %s has CBs c_0..c_%u", cb, arch.name.c_str(), arch.num_cbs - 1));
+        kernel_fail(
+            "cb-index", call(),
+            strformat("CB index %d is out of range: %s has CBs c_0..c_%u", cb, arch.name.c_str(), arch.num_cbs - 1));
     CircularBuffer& c = run.core->cbs[cb];
     if (!c.configured)
         kernel_fail("cb-unconfigured", call(),
@@ -49,11 +50,11 @@ void claim(KernelRun& run, CircularBuffer& c, bool producer, Call&& call) {
         return;
     const char* side = producer ? "producer (cb_reserve_back/cb_push_back)" : "consumer (cb_wait_front/cb_pop_front)";
     if (owner)
-        kernel_fail("cb-role", call(),
-                    strformat("wrong role: the %s side of %s already belongs to the %s kernel '%s'; each side of a CB "
-                              "must be used by exactly one kernel",
-                              side, cb_name(c.index).c_str(), role_name(owner->kernel->role),
-                              owner->kernel->display.c_str()));
+        kernel_fail(
+            "cb-role", call(),
+            strformat("wrong role: the %s side of %s already belongs to the %s kernel '%s'; each side of a CB "
+                      "must be used by exactly one kernel",
+                      side, cb_name(c.index).c_str(), role_name(owner->kernel->role), owner->kernel->display.c_str()));
     owner = &run;
 }
 
@@ -65,7 +66,8 @@ timing::Stream cb_stream(const KernelRun& run, bool producer) {
 }
 void cb_event(KernelRun& run, bool producer, timing::Ev kind, std::uint32_t count, std::uint32_t cb) {
     if (run.trace)
-        timing::record(run, cb_stream(run, producer), kind, static_cast<float>(timing::costs().dm_cb_cycles), count, cb);
+        timing::record(run, cb_stream(run, producer), kind, static_cast<float>(timing::costs().dm_cb_cycles), count,
+                       cb);
 }
 void small_cost(KernelRun& run, double cycles, bool all_threads = false) {
     if (!run.trace) return;
@@ -85,8 +87,8 @@ std::uint32_t arg(int idx, bool common, Site site) {
     const std::vector<std::uint32_t>& args = common ? run.kernel->common_args : *run.args;
     if (idx < 0 || static_cast<std::size_t>(idx) >= args.size()) [[unlikely]]
         kernel_fail("arg-out-of-range", strformat("%s(%d)", common ? "get_common_arg_val" : "get_arg_val", idx),
-                    strformat("only %zu %sruntime arg(s) were set for this kernel%s", args.size(), common ? "common " : "",
-                              common ? "" : " on this core"));
+                    strformat("only %zu %sruntime arg(s) were set for this kernel%s", args.size(),
+                              common ? "common " : "", common ? "" : " on this core"));
     if (run.trace) small_cost(run, timing::costs().dm_arg_cycles, true);
     return args[static_cast<std::size_t>(idx)];
 }
@@ -95,8 +97,9 @@ std::uintptr_t arg_addr(int idx, bool common, Site site) {
     KernelRun& run = enter(Api::Arg, site);
     const std::vector<std::uint32_t>& args = common ? run.kernel->common_args : *run.args;
     if (idx < 0 || static_cast<std::size_t>(idx) > args.size()) [[unlikely]]
-        kernel_fail("arg-out-of-range", strformat("%s(%d)", common ? "get_common_arg_addr" : "get_arg_addr", idx),
-                    strformat("only %zu %sruntime arg(s) were set for this kernel", args.size(), common ? "common " : ""));
+        kernel_fail(
+            "arg-out-of-range", strformat("%s(%d)", common ? "get_common_arg_addr" : "get_arg_addr", idx),
+            strformat("only %zu %sruntime arg(s) were set for this kernel", args.size(), common ? "common " : ""));
     if (run.trace) small_cost(run, timing::costs().dm_arg_cycles, true);
     return reinterpret_cast<std::uintptr_t>(args.data() + idx);
 }
@@ -109,17 +112,21 @@ void cb_reserve_back(std::int32_t cb, std::int32_t n, Site site) {
     CircularBuffer& c = cb_checked(run, cb, call);
     claim(run, c, true, call);
     if (n < 0 || static_cast<std::uint32_t>(n) > c.num_pages)
-        kernel_fail("cb-overflow", call(), strformat("%s has only %u pages; this reserve can never succeed", cb_name(cb).c_str(), c.num_pages));
+        kernel_fail(
+            "cb-overflow", call(),
+            strformat("%s has only %u pages; this reserve can never succeed", cb_name(cb).c_str(), c.num_pages));
     std::uint32_t need = static_cast<std::uint32_t>(n);
     if (c.wr_page + need > c.num_pages)
-        kernel_fail("cb-wrap", call(),
-                    strformat("reserving %u page(s) at write page %u runs past the end of %s (%u pages): the write pointer "
-                              "wraps only at the end, so pushes must add up to the CB size per cycle (make the depth a "
-                              "multiple of the push size)",
-                              need, c.wr_page, cb_name(cb).c_str(), c.num_pages));
+        kernel_fail(
+            "cb-wrap", call(),
+            strformat("reserving %u page(s) at write page %u runs past the end of %s (%u pages): the write pointer "
+                      "wraps only at the end, so pushes must add up to the CB size per cycle (make the depth a "
+                      "multiple of the push size)",
+                      need, c.wr_page, cb_name(cb).c_str(), c.num_pages));
     // the pages are free once the pops reach received + need - num_pages
     std::uint64_t pops_needed = c.received + need > c.num_pages ? c.received + need - c.num_pages : 0;
-    cb_event(run, true, timing::Ev::CbReserveBack, static_cast<std::uint32_t>(pops_needed), static_cast<std::uint32_t>(cb));
+    cb_event(run, true, timing::Ev::CbReserveBack, static_cast<std::uint32_t>(pops_needed),
+             static_cast<std::uint32_t>(cb));
     block_until(run, lk, Wait{Wait::Kind::CbBack, run.core, static_cast<std::uint32_t>(cb), need}, call,
                 [&] { return c.num_pages - c.used() >= need; });
     c.back_granted = std::max(c.back_granted, need);
@@ -135,14 +142,15 @@ void cb_push_back(std::int32_t cb, std::int32_t n, Site site) {
     std::uint32_t cnt = static_cast<std::uint32_t>(n);
     if (n < 0 || cnt > c.back_granted)
         kernel_fail("cb-protocol", call(),
-                    strformat("pushes %d page(s) but only %u page(s) are reserved (missing or smaller cb_reserve_back)", n,
-                              c.back_granted));
+                    strformat("pushes %d page(s) but only %u page(s) are reserved (missing or smaller cb_reserve_back)",
+                              n, c.back_granted));
     if (c.wr_page + cnt > c.num_pages)
-        kernel_fail("cb-wrap", call(),
-                    strformat("the pushed pages [%u, %u) run past the end of %s (%u pages): the write pointer wraps only at "
-                              "the end, so pushes must add up to the CB size per cycle (make the depth a multiple of the "
-                              "push size)",
-                              c.wr_page, c.wr_page + cnt, cb_name(cb).c_str(), c.num_pages));
+        kernel_fail(
+            "cb-wrap", call(),
+            strformat("the pushed pages [%u, %u) run past the end of %s (%u pages): the write pointer wraps only at "
+                      "the end, so pushes must add up to the CB size per cycle (make the depth a multiple of the "
+                      "push size)",
+                      c.wr_page, c.wr_page + cnt, cb_name(cb).c_str(), c.num_pages));
     if (run.kernel->role != Role::Compute && (run.pending_read_cbs >> cb & 1))
         kernel_fail("noc-barrier", call(),
                     "NoC reads into " + cb_name(cb) +
@@ -168,15 +176,18 @@ void cb_wait_front(std::int32_t cb, std::int32_t n, Site site) {
     CircularBuffer& c = cb_checked(run, cb, call);
     claim(run, c, false, call);
     if (n < 0 || static_cast<std::uint32_t>(n) > c.num_pages)
-        kernel_fail("cb-overflow", call(), strformat("%s has only %u pages; this wait can never succeed", cb_name(cb).c_str(), c.num_pages));
+        kernel_fail("cb-overflow", call(),
+                    strformat("%s has only %u pages; this wait can never succeed", cb_name(cb).c_str(), c.num_pages));
     std::uint32_t need = static_cast<std::uint32_t>(n);
     if (c.rd_page + need > c.num_pages)
-        kernel_fail("cb-wrap", call(),
-                    strformat("waiting for %u page(s) at read page %u runs past the end of %s (%u pages): the read pointer "
-                              "wraps only at the end, so pops must add up to the CB size per cycle",
-                              need, c.rd_page, cb_name(cb).c_str(), c.num_pages));
+        kernel_fail(
+            "cb-wrap", call(),
+            strformat("waiting for %u page(s) at read page %u runs past the end of %s (%u pages): the read pointer "
+                      "wraps only at the end, so pops must add up to the CB size per cycle",
+                      need, c.rd_page, cb_name(cb).c_str(), c.num_pages));
     // Cumulative rule: the count is relative to the front, so wait 8, 16, 24 between pops, not 8, 8, 8.
-    cb_event(run, false, timing::Ev::CbWaitFront, static_cast<std::uint32_t>(c.acked + need), static_cast<std::uint32_t>(cb));
+    cb_event(run, false, timing::Ev::CbWaitFront, static_cast<std::uint32_t>(c.acked + need),
+             static_cast<std::uint32_t>(cb));
     block_until(run, lk, Wait{Wait::Kind::CbFront, run.core, static_cast<std::uint32_t>(cb), need}, call,
                 [&] { return c.used() >= need; });
     c.front_granted = std::max(c.front_granted, need);
@@ -191,8 +202,9 @@ void cb_pop_front(std::int32_t cb, std::int32_t n, Site site) {
     claim(run, c, false, call);
     std::uint32_t cnt = static_cast<std::uint32_t>(n);
     if (n < 0 || cnt > c.front_granted)
-        kernel_fail("cb-protocol", call(),
-                    strformat("pops %d page(s) but only %u page(s) were obtained by cb_wait_front", n, c.front_granted));
+        kernel_fail(
+            "cb-protocol", call(),
+            strformat("pops %d page(s) but only %u page(s) were obtained by cb_wait_front", n, c.front_granted));
     if (c.rd_page + cnt > c.num_pages)
         kernel_fail("cb-wrap", call(),
                     strformat("the popped pages [%u, %u) run past the end of %s (%u pages): pops must add up to the CB "
@@ -320,9 +332,9 @@ std::uint32_t mailbox_read(std::uint32_t from_thread, Site site) {
                        static_cast<float>(timing::costs().mailbox_cycles), thread);
     std::unique_lock<std::mutex> lk(run.core->mu);
     auto& box = run.core->mailbox[thread];
-    block_until(run, lk, Wait{Wait::Kind::Mailbox, run.core, thread, 1},
-                [&] { return strformat("mailbox_read(%u) [thread %u]", from_thread, thread); },
-                [&] { return !box.empty(); });
+    block_until(
+        run, lk, Wait{Wait::Kind::Mailbox, run.core, thread, 1},
+        [&] { return strformat("mailbox_read(%u) [thread %u]", from_thread, thread); }, [&] { return !box.empty(); });
     std::uint32_t v = box.front();
     box.erase(box.begin());
     return v;

@@ -24,13 +24,13 @@ std::uint16_t f32_to_fp16_rne(float value) {
     std::uint32_t u = bits_of(value);
     std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
     std::uint32_t absu = u & 0x7fffffffu;
-    if (absu > 0x7f800000u) return sign | 0x7e00;     // NaN
-    if (absu >= 0x477ff000u) return sign | 0x7c00;    // rounds to >= 65520: inf
-    if (absu < 0x38800000u) {                         // below 2^-14: subnormal or zero
-        if (absu < 0x33000000u) return sign;          // below half of the smallest subnormal
+    if (absu > 0x7f800000u) return sign | 0x7e00;   // NaN
+    if (absu >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: inf
+    if (absu < 0x38800000u) {                       // below 2^-14: subnormal or zero
+        if (absu < 0x33000000u) return sign;        // below half of the smallest subnormal
         std::uint32_t mant = (absu & 0x7fffffu) | 0x800000u;
         int shift = 126 - static_cast<int>(absu >> 23);  // 14 + (113 - exp) ... bits to drop beyond 13
-        std::uint32_t drop = static_cast<std::uint32_t>(shift) ;
+        std::uint32_t drop = static_cast<std::uint32_t>(shift);
         std::uint32_t half = 1u << (drop - 1);
         std::uint32_t rest = mant & ((1u << drop) - 1);
         std::uint32_t q = mant >> drop;
@@ -77,7 +77,9 @@ std::uint32_t tile_bytes(std::uint8_t format) {
     }
 }
 
-bool supported(std::uint8_t format) { return format == Float32 || format == Float16 || format == Float16_b || format == Bfp8_b; }
+bool supported(std::uint8_t format) {
+    return format == Float32 || format == Float16 || format == Float16_b || format == Bfp8_b;
+}
 
 // Bfp8_b (approximate model): 64 shared exponents (one per 16-value face row) then 1024 sign+7-bit mantissas,
 // each mantissa the value's magnitude scaled by 2^(6 - shared_exp) and rounded to nearest.
@@ -114,12 +116,16 @@ void unpack_tile(const std::uint8_t* src, std::uint8_t format, float* rowmajor) 
         case Float32: std::memcpy(faceorder, src, 4096); break;
         case Float16_b:
             for (int i = 0; i < kTileElems; ++i) {
-                std::uint16_t h; std::memcpy(&h, src + 2 * i, 2); faceorder[i] = bf16_to_f32(h);
+                std::uint16_t h;
+                std::memcpy(&h, src + 2 * i, 2);
+                faceorder[i] = bf16_to_f32(h);
             }
             break;
         case Float16:
             for (int i = 0; i < kTileElems; ++i) {
-                std::uint16_t h; std::memcpy(&h, src + 2 * i, 2); faceorder[i] = fp16_to_f32(h);
+                std::uint16_t h;
+                std::memcpy(&h, src + 2 * i, 2);
+                faceorder[i] = fp16_to_f32(h);
             }
             break;
         case Bfp8_b: unpack_bfp8(src, faceorder); break;
@@ -137,12 +143,14 @@ void pack_tile(const float* rowmajor, std::uint8_t format, std::uint8_t* dst) {
         case Float32: std::memcpy(dst, faceorder, 4096); break;
         case Float16_b:
             for (int i = 0; i < kTileElems; ++i) {
-                std::uint16_t h = f32_to_bf16_rne(faceorder[i]); std::memcpy(dst + 2 * i, &h, 2);
+                std::uint16_t h = f32_to_bf16_rne(faceorder[i]);
+                std::memcpy(dst + 2 * i, &h, 2);
             }
             break;
         case Float16:
             for (int i = 0; i < kTileElems; ++i) {
-                std::uint16_t h = f32_to_fp16_rne(faceorder[i]); std::memcpy(dst + 2 * i, &h, 2);
+                std::uint16_t h = f32_to_fp16_rne(faceorder[i]);
+                std::memcpy(dst + 2 * i, &h, 2);
             }
             break;
         case Bfp8_b: pack_bfp8(faceorder, dst); break;

@@ -8,8 +8,16 @@ namespace ttemu::fmt {
 enum Format : std::uint8_t { Float32 = 0, Float16 = 1, Tf32 = 4, Float16_b = 5, Bfp8_b = 6, Invalid = 0xff };
 constexpr int kTileElems = 1024;
 
-inline std::uint32_t bits_of(float f) { std::uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float float_of(std::uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline std::uint32_t bits_of(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float float_of(std::uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 std::uint16_t f32_to_bf16_rne(float value);
 inline float bf16_to_f32(std::uint16_t h) { return float_of(static_cast<std::uint32_t>(h) << 16); }

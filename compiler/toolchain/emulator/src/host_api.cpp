@@ -64,26 +64,49 @@ std::string base_name(const std::string& p) {
 }
 
 const char* api_name(Api api) {
-    static const char* const names[] = {
-        "(none)", "get_arg_val", "cb_reserve_back", "cb_push_back", "cb_wait_front", "cb_pop_front", "cb query",
-        "cb pointer", "noc read", "noc write", "noc multicast write", "noc_async_read_barrier",
-        "noc_async_write_barrier", "noc_async_writes_flushed", "noc_async_atomic_barrier", "noc_semaphore_wait",
-        "noc_semaphore_set", "noc_semaphore_inc", "noc_semaphore_inc_multicast", "noc_semaphore_set_remote",
-        "noc_semaphore_set_multicast", "noc_inline_dw_write", "mailbox", "compute init", "compute math (FPU)",
-        "compute math (SFPU)", "tile_regs_*", "pack", "compute config"};
+    static const char* const names[] = {"(none)",
+                                        "get_arg_val",
+                                        "cb_reserve_back",
+                                        "cb_push_back",
+                                        "cb_wait_front",
+                                        "cb_pop_front",
+                                        "cb query",
+                                        "cb pointer",
+                                        "noc read",
+                                        "noc write",
+                                        "noc multicast write",
+                                        "noc_async_read_barrier",
+                                        "noc_async_write_barrier",
+                                        "noc_async_writes_flushed",
+                                        "noc_async_atomic_barrier",
+                                        "noc_semaphore_wait",
+                                        "noc_semaphore_set",
+                                        "noc_semaphore_inc",
+                                        "noc_semaphore_inc_multicast",
+                                        "noc_semaphore_set_remote",
+                                        "noc_semaphore_set_multicast",
+                                        "noc_inline_dw_write",
+                                        "mailbox",
+                                        "compute init",
+                                        "compute math (FPU)",
+                                        "compute math (SFPU)",
+                                        "tile_regs_*",
+                                        "pack",
+                                        "compute config"};
     static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(Api::Count));
     return names[static_cast<std::size_t>(api)];
 }
 
 std::string CircularBuffer::describe() const {
-    return strformat("CB c_%u: %u pages x %u B %s at L1 %s; %u page(s) filled, %u free (pushed %llu, popped %llu); "
-                     "producer %s, consumer %s",
-                     index, num_pages, page_size, fmt::name(format), hex(base).c_str(), used(), num_pages - used(),
-                     static_cast<unsigned long long>(received), static_cast<unsigned long long>(acked),
-                     producer ? (std::string(role_name(producer->kernel->role)) + " '" + producer->kernel->display + "'").c_str()
-                              : "none yet",
-                     consumer ? (std::string(role_name(consumer->kernel->role)) + " '" + consumer->kernel->display + "'").c_str()
-                              : "none yet");
+    return strformat(
+        "CB c_%u: %u pages x %u B %s at L1 %s; %u page(s) filled, %u free (pushed %llu, popped %llu); "
+        "producer %s, consumer %s",
+        index, num_pages, page_size, fmt::name(format), hex(base).c_str(), used(), num_pages - used(),
+        static_cast<unsigned long long>(received), static_cast<unsigned long long>(acked),
+        producer ? (std::string(role_name(producer->kernel->role)) + " '" + producer->kernel->display + "'").c_str()
+                 : "none yet",
+        consumer ? (std::string(role_name(consumer->kernel->role)) + " '" + consumer->kernel->display + "'").c_str()
+                 : "none yet");
 }
 
 void Counters::merge(const Counters& o) {
@@ -137,8 +160,10 @@ Device& device() {
                 void* got = mmap(want, kL1WindowStride, PROT_READ | PROT_WRITE,
                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
                 if (got != want)
-                    host_fail("device", strformat("cannot map core (%u,%u)'s L1 at %s: %s", x, y, hex(reinterpret_cast<std::uintptr_t>(want)).c_str(),
-                                                  std::strerror(errno)), 7);
+                    host_fail("device",
+                              strformat("cannot map core (%u,%u)'s L1 at %s: %s", x, y,
+                                        hex(reinterpret_cast<std::uintptr_t>(want)).c_str(), std::strerror(errno)),
+                              7);
                 core->l1 = static_cast<std::uint8_t*>(got);
                 g_device->cores.push_back(std::move(core));
             }
@@ -148,7 +173,6 @@ Device& device() {
 }
 bool device_open() { return g_device != nullptr; }
 
-
 void Device::notify_all_cores() {
     for (auto& c : cores) c->cv.notify_all();
     g_run_cv.notify_all();
@@ -157,8 +181,8 @@ void Device::notify_all_cores() {
 void kernel_fail(const char* kind, const std::string& call, const std::string& message) {
     Device& dev = device();
     KernelRun* run = current_run();
-    std::string full = run ? run->who() + " at " + run->where() + ": " + call + ": " + message
-                           : "host: " + call + ": " + message;
+    std::string full =
+        run ? run->who() + " at " + run->where() + ": " + call + ": " + message : "host: " + call + ": " + message;
     {
         std::lock_guard<std::mutex> lk(dev.error_mu);
         if (dev.error_kind.empty()) {
@@ -241,21 +265,21 @@ void write_report() {
         const DeviceBuffer& b = *dev.buffers[i];
         std::uint64_t rd = total.dram_bytes_read[b.id], wr = total.dram_bytes_written[b.id];
         o << (i ? ",\n    " : "\n    ") << "{\"id\": " << b.id << ", \"kind\": \""
-          << (b.kind == DeviceBuffer::Kind::L1 ? "l1" : "dram") << "\", \"sharded\": " << (b.sharded() ? "true" : "false")
-          << ", \"address\": " << b.address << ", \"size\": " << b.size
-          << ", \"page_size\": " << b.page_size << ", \"num_pages\": " << b.num_pages << ", \"bytes_read\": " << rd
-          << ", \"bytes_written\": " << wr << ", \"tiles_read\": " << rd / b.page_size
+          << (b.kind == DeviceBuffer::Kind::L1 ? "l1" : "dram")
+          << "\", \"sharded\": " << (b.sharded() ? "true" : "false") << ", \"address\": " << b.address
+          << ", \"size\": " << b.size << ", \"page_size\": " << b.page_size << ", \"num_pages\": " << b.num_pages
+          << ", \"bytes_read\": " << rd << ", \"bytes_written\": " << wr << ", \"tiles_read\": " << rd / b.page_size
           << ", \"tiles_written\": " << wr / b.page_size << ", \"distinct_pages_read\": " << b.distinct_pages(true)
           << ", \"distinct_pages_written\": " << b.distinct_pages(false) << "}";
     }
     o << "],\n  \"cores\": [";
     bool first = true;
     for (auto& [xy, c] : dev.core_counters) {
-        o << (first ? "\n    " : ",\n    ") << "{\"core\": [" << xy.first << ", " << xy.second << "], \"noc_bytes_read\": "
-          << c.noc_bytes_read << ", \"noc_bytes_written\": " << c.noc_bytes_written << ", \"noc_reads\": " << c.noc_reads
-          << ", \"noc_writes\": " << c.noc_writes << ", \"noc_multicasts\": " << c.noc_multicasts
-          << ", \"noc_multicast_bytes\": " << c.noc_multicast_bytes << ", \"semaphore_ops\": " << c.semaphore_ops
-          << ", \"dst_acquires\": " << c.dst_acquires
+        o << (first ? "\n    " : ",\n    ") << "{\"core\": [" << xy.first << ", " << xy.second
+          << "], \"noc_bytes_read\": " << c.noc_bytes_read << ", \"noc_bytes_written\": " << c.noc_bytes_written
+          << ", \"noc_reads\": " << c.noc_reads << ", \"noc_writes\": " << c.noc_writes
+          << ", \"noc_multicasts\": " << c.noc_multicasts << ", \"noc_multicast_bytes\": " << c.noc_multicast_bytes
+          << ", \"semaphore_ops\": " << c.semaphore_ops << ", \"dst_acquires\": " << c.dst_acquires
           << ", \"tile_ops\": " << json_ops(c.tile_ops) << ", \"dram\": {";
         bool f2 = true;
         for (auto& b : dev.buffers) {
@@ -265,8 +289,8 @@ void write_report() {
             std::uint64_t wr = w == c.dram_bytes_written.end() ? 0 : w->second;
             if (!rd && !wr) continue;
             o << (f2 ? "" : ", ") << "\"" << b->id << "\": {\"tiles_read\": " << rd / b->page_size
-              << ", \"tiles_written\": " << wr / b->page_size << ", \"bytes_read\": " << rd << ", \"bytes_written\": " << wr
-              << "}";
+              << ", \"tiles_written\": " << wr / b->page_size << ", \"bytes_read\": " << rd
+              << ", \"bytes_written\": " << wr << "}";
             f2 = false;
         }
         o << "}, \"cb_high_water_pages\": {";
@@ -281,8 +305,8 @@ void write_report() {
         o << "}}";
         first = false;
     }
-    o << "],\n  \"totals\": {\"noc_bytes_read\": " << total.noc_bytes_read << ", \"noc_bytes_written\": "
-      << total.noc_bytes_written << ", \"noc_multicasts\": " << total.noc_multicasts
+    o << "],\n  \"totals\": {\"noc_bytes_read\": " << total.noc_bytes_read
+      << ", \"noc_bytes_written\": " << total.noc_bytes_written << ", \"noc_multicasts\": " << total.noc_multicasts
       << ", \"noc_multicast_bytes\": " << total.noc_multicast_bytes << ", \"semaphore_ops\": " << total.semaphore_ops
       << ", \"dst_acquires\": " << total.dst_acquires << ", \"tile_ops\": " << json_ops(total.tile_ops)
       << "},\n  \"timing\": " << timing::report_json() << "\n}\n";
@@ -316,8 +340,8 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> expand(const CoreSpec& spec
     std::set<std::pair<std::uint32_t, std::uint32_t>> out;
     for (auto& r : ranges) {
         if (r.end_coord.x >= arch.grid_x || r.end_coord.y >= arch.grid_y)
-            host_fail("host-api", strformat("%s: core range %s is outside the %ux%u worker grid of %s", api, r.str().c_str(),
-                                            arch.grid_x, arch.grid_y, arch.name.c_str()));
+            host_fail("host-api", strformat("%s: core range %s is outside the %ux%u worker grid of %s", api,
+                                            r.str().c_str(), arch.grid_x, arch.grid_y, arch.name.c_str()));
         for (std::size_t y = r.start_coord.y; y <= r.end_coord.y; ++y)
             for (std::size_t x = r.start_coord.x; x <= r.end_coord.x; ++x)
                 out.insert({static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y)});
@@ -327,7 +351,8 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> expand(const CoreSpec& spec
 
 KernelDef& kernel_of(const tt::tt_metal::Program& program, tt::tt_metal::KernelHandle handle, const char* api) {
     auto& ks = program.state().kernels;
-    if (handle >= ks.size()) host_fail("host-api", strformat("%s: kernel handle %u does not belong to this program", api, handle));
+    if (handle >= ks.size())
+        host_fail("host-api", strformat("%s: kernel handle %u does not belong to this program", api, handle));
     return *ks[handle];
 }
 
@@ -335,16 +360,18 @@ void set_args(const tt::tt_metal::Program& program, tt::tt_metal::KernelHandle h
               const std::vector<std::uint32_t>& args) {
     KernelDef& k = kernel_of(program, handle, "SetRuntimeArgs");
     if (args.size() > 341)
-        host_fail("host-api", strformat("SetRuntimeArgs: %zu args for kernel '%s' exceed the limit of 341", args.size(), k.display.c_str()));
+        host_fail("host-api", strformat("SetRuntimeArgs: %zu args for kernel '%s' exceed the limit of 341", args.size(),
+                                        k.display.c_str()));
     for (auto& xy : expand(spec, "SetRuntimeArgs")) {
         if (std::find(k.cores.begin(), k.cores.end(), xy) == k.cores.end())
-            host_fail("host-api", strformat("SetRuntimeArgs: kernel '%s' is not placed on core (%u,%u)", k.display.c_str(), xy.first, xy.second));
+            host_fail("host-api", strformat("SetRuntimeArgs: kernel '%s' is not placed on core (%u,%u)",
+                                            k.display.c_str(), xy.first, xy.second));
         k.runtime_args[xy] = args;
     }
 }
 
-tt::tt_metal::KernelHandle add_kernel(tt::tt_metal::Program& program, const std::string& path, const std::string& source,
-                                      const CoreSpec& spec,
+tt::tt_metal::KernelHandle add_kernel(tt::tt_metal::Program& program, const std::string& path,
+                                      const std::string& source, const CoreSpec& spec,
                                       const std::variant<tt::tt_metal::DataMovementConfig, tt::tt_metal::ComputeConfig,
                                                          tt::tt_metal::EthernetConfig>& config) {
     auto k = std::make_unique<KernelDef>();
@@ -368,7 +395,8 @@ tt::tt_metal::KernelHandle add_kernel(tt::tt_metal::Program& program, const std:
         k->approx = cc->math_approx_mode;
         k->math_fidelity = static_cast<int>(cc->math_fidelity);
         for (std::size_t i = 0; i < cc->unpack_to_dest_mode.size() && i < kMaxCBs; ++i)
-            if (cc->unpack_to_dest_mode[i] == tt::tt_metal::UnpackToDestMode::UnpackToDestFp32) k->unpack_to_dest_fp32 |= 1ull << i;
+            if (cc->unpack_to_dest_mode[i] == tt::tt_metal::UnpackToDestMode::UnpackToDestFp32)
+                k->unpack_to_dest_fp32 |= 1ull << i;
         k->named_args.insert(cc->named_compile_args.begin(), cc->named_compile_args.end());
     } else {
         host_fail("host-api", "CreateKernel: EthernetConfig kernels are not emulated");
@@ -421,8 +449,7 @@ void kernel_thread(KernelRun* run) {
     } catch (const std::exception& e) {
         try {
             kernel_fail("kernel-exception", "kernel_main", e.what());
-        } catch (const KernelAbort&) {
-        }
+        } catch (const KernelAbort&) {}
     }
     set_current_run(nullptr);
     {
@@ -457,7 +484,9 @@ std::string deadlock_report(const std::vector<std::unique_ptr<KernelRun>>& runs,
                                  hex(w.index).c_str(), value, w.kind == Wait::Kind::Semaphore ? "==" : ">=", w.target);
                 break;
             }
-            case Wait::Kind::Mailbox: msg += "\n      no data-movement kernel wrote this mailbox (mailbox_write)"; break;
+            case Wait::Kind::Mailbox:
+                msg += "\n      no data-movement kernel wrote this mailbox (mailbox_write)";
+                break;
             case Wait::Kind::None: break;
         }
     }
@@ -504,21 +533,27 @@ void lay_out_cbs(host::ProgramState& ps, const std::set<std::pair<std::uint32_t,
                 DeviceBuffer& buf = *dev.buffers[static_cast<std::size_t>(cfg.global_buffer)];
                 const std::uint32_t core_index = xy.second * arch.grid_x + xy.first;
                 if (buf.kind != DeviceBuffer::Kind::L1)
-                    host_fail("host-api", strformat("CreateCircularBuffer: set_globally_allocated_address needs an L1 buffer; %s "
-                                                    "is in DRAM", buf.describe().c_str()));
-                if (buf.sharded() && std::find(buf.shard_home.begin(), buf.shard_home.end(), core_index) == buf.shard_home.end())
-                    host_fail("host-api", strformat("CreateCircularBuffer: core (%u,%u) holds no shard of %s", xy.first, xy.second,
-                                                    buf.describe().c_str()));
+                    host_fail("host-api",
+                              strformat("CreateCircularBuffer: set_globally_allocated_address needs an L1 buffer; %s "
+                                        "is in DRAM",
+                                        buf.describe().c_str()));
+                if (buf.sharded() &&
+                    std::find(buf.shard_home.begin(), buf.shard_home.end(), core_index) == buf.shard_home.end())
+                    host_fail("host-api", strformat("CreateCircularBuffer: core (%u,%u) holds no shard of %s", xy.first,
+                                                    xy.second, buf.describe().c_str()));
                 if (cfg.total_size > buf.extent())
-                    host_fail("host-api", strformat("CreateCircularBuffer: the CB's %u B exceed the %llu B %s holds on core (%u,%u)",
-                                                    cfg.total_size, (unsigned long long)buf.extent(), buf.describe().c_str(),
-                                                    xy.first, xy.second));
+                    host_fail(
+                        "host-api",
+                        strformat("CreateCircularBuffer: the CB's %u B exceed the %llu B %s holds on core (%u,%u)",
+                                  cfg.total_size, (unsigned long long)buf.extent(), buf.describe().c_str(), xy.first,
+                                  xy.second));
                 base = static_cast<std::uint32_t>(buf.address);
             }
             for (auto& [idx, format] : cfg.formats) {
                 CircularBuffer& c = core.cbs[idx];
                 if (c.configured)
-                    host_fail("host-api", strformat("CreateCircularBuffer: CB c_%u is configured twice on core (%u,%u)", idx, xy.first, xy.second));
+                    host_fail("host-api", strformat("CreateCircularBuffer: CB c_%u is configured twice on core (%u,%u)",
+                                                    idx, xy.first, xy.second));
                 c.configured = true;
                 c.index = idx;
                 c.base = base;
@@ -530,11 +565,12 @@ void lay_out_cbs(host::ProgramState& ps, const std::set<std::pair<std::uint32_t,
             next += (cfg.total_size + 31) / 32 * 32;
             const std::uint64_t limit = dev.l1_buffers_low ? dev.l1_buffers_low : arch.l1_bytes;
             if (next > limit)
-                host_fail("host-api", strformat("circular buffers on core (%u,%u) need %u B of L1 but only %llu B are free above "
-                                                "the reserved %u B%s",
-                                                xy.first, xy.second, next - kL1UnreservedBase,
-                                                (unsigned long long)(limit - kL1UnreservedBase), kL1UnreservedBase,
-                                                dev.l1_buffers_low ? " and below the L1 buffers" : ""));
+                host_fail("host-api",
+                          strformat("circular buffers on core (%u,%u) need %u B of L1 but only %llu B are free above "
+                                    "the reserved %u B%s",
+                                    xy.first, xy.second, next - kL1UnreservedBase,
+                                    (unsigned long long)(limit - kL1UnreservedBase), kL1UnreservedBase,
+                                    dev.l1_buffers_low ? " and below the L1 buffers" : ""));
         }
     }
 }
@@ -547,7 +583,8 @@ void check_placement(host::ProgramState& ps) {
             auto& slot = placed[{xy.first, xy.second, static_cast<int>(k->role)}];
             if (slot)
                 host_fail("host-api", strformat("kernels '%s' and '%s' both occupy the %s processor of core (%u,%u)",
-                                                slot->display.c_str(), k->display.c_str(), role_name(k->role), xy.first, xy.second));
+                                                slot->display.c_str(), k->display.c_str(), role_name(k->role), xy.first,
+                                                xy.second));
             slot = k.get();
         }
 }
@@ -582,9 +619,10 @@ void compile_kernels(host::ProgramState& ps) {
                     view.formats[i] = v.formats[i];
                     view.tile_sizes[i] = v.tile_sizes[i];
                 } else if (view.formats[i] != v.formats[i]) {
-                    host_fail("host-api", strformat("kernel '%s' spans cores where CB c_%u has different data formats (%s on "
-                                                    "core (%u,%u)); one compiled kernel needs one set of CB descriptors",
-                                                    k->display.c_str(), i, fmt::name(v.formats[i]), xy.first, xy.second));
+                    host_fail("host-api",
+                              strformat("kernel '%s' spans cores where CB c_%u has different data formats (%s on "
+                                        "core (%u,%u)); one compiled kernel needs one set of CB descriptors",
+                                        k->display.c_str(), i, fmt::name(v.formats[i]), xy.first, xy.second));
                 }
             }
         }
@@ -592,7 +630,6 @@ void compile_kernels(host::ProgramState& ps) {
         views.push_back(view);
     }
     jit_compile_kernels(kernels, views);
-
 }
 
 // A thread per kernel per core.
@@ -620,7 +657,6 @@ std::vector<std::unique_ptr<KernelRun>> launch(host::ProgramState& ps) {
         }
     for (auto& r : runs) r->thread = std::thread(kernel_thread, r.get());
     return runs;
-
 }
 
 // Until every kernel is done; a deadlock is every unfinished kernel blocked with no progress for TTEMU_DEADLOCK_MS.
@@ -668,7 +704,8 @@ void watch(std::vector<std::unique_ptr<KernelRun>>& runs) {
 }
 
 // The timing model's replay, the counters and the warnings of the finished program.
-void account(std::vector<std::unique_ptr<KernelRun>>& runs, const std::set<std::pair<std::uint32_t, std::uint32_t>>& used) {
+void account(std::vector<std::unique_ptr<KernelRun>>& runs,
+             const std::set<std::pair<std::uint32_t, std::uint32_t>>& used) {
     Device& dev = device();
     // The timing model replays the finished program's traces.
     if (timing::enabled() && dev.error_kind.empty()) {
@@ -687,8 +724,8 @@ void account(std::vector<std::unique_ptr<KernelRun>>& runs, const std::set<std::
             hw[i] = std::max(hw[i], core.cbs[i].high_water);
             const CircularBuffer& c = core.cbs[i];
             if (c.configured && c.used() && dev.error_kind.empty())
-                add_warning(strformat("core (%u,%u): program ended with %u page(s) pushed but never popped in CB c_%u", xy.first,
-                                      xy.second, c.used(), i));
+                add_warning(strformat("core (%u,%u): program ended with %u page(s) pushed but never popped in CB c_%u",
+                                      xy.first, xy.second, c.used(), i));
         }
     }
 }
@@ -747,8 +784,9 @@ KernelHandle CreateKernel(Program& program, const std::string& file_name, const 
             in.open(found, std::ios::binary);
         }
         if (!in)
-            ttemu::host_fail("host-api", "CreateKernel: kernel source '" + file_name +
-                                             "' not found (absolute, relative to the working directory or to TT_METAL_HOME)");
+            ttemu::host_fail("host-api",
+                             "CreateKernel: kernel source '" + file_name +
+                                 "' not found (absolute, relative to the working directory or to TT_METAL_HOME)");
     }
     std::ostringstream ss;
     ss << in.rdbuf();
@@ -774,10 +812,14 @@ CBHandle CreateCircularBuffer(Program& program, const CoreSpec& core_spec, const
                                                           arch->name.c_str(), arch->num_cbs));
         auto ps = config.page_sizes().find(idx);
         if (ps == config.page_sizes().end() || ps->second == 0)
-            ttemu::host_fail("host-api", ttemu::strformat("CreateCircularBuffer: CB c_%u has no page size (call set_page_size)", idx));
+            ttemu::host_fail(
+                "host-api",
+                ttemu::strformat("CreateCircularBuffer: CB c_%u has no page size (call set_page_size)", idx));
         if (config.total_size() == 0 || config.total_size() % ps->second != 0)
-            ttemu::host_fail("host-api", ttemu::strformat("CreateCircularBuffer: CB c_%u total size %u is not a multiple of its page size %u",
-                                                          idx, config.total_size(), ps->second));
+            ttemu::host_fail(
+                "host-api",
+                ttemu::strformat("CreateCircularBuffer: CB c_%u total size %u is not a multiple of its page size %u",
+                                 idx, config.total_size(), ps->second));
         def.formats[idx] = static_cast<std::uint8_t>(format);
         def.page_sizes[idx] = ps->second;
     }
@@ -789,9 +831,10 @@ CBHandle CreateCircularBuffer(Program& program, const CoreSpec& core_spec, const
 // The id is the lowest one no core of the range uses yet, as tt-metal assigns it; 16 per core.
 std::uint32_t CreateSemaphore(Program& program, const std::variant<CoreRange, CoreRangeSet>& core_spec,
                               std::uint32_t initial_value, CoreType core_type) {
-    if (core_type != CoreType::WORKER) ttemu::host_fail("host-api", "CreateSemaphore: only worker-core semaphores are emulated");
+    if (core_type != CoreType::WORKER)
+        ttemu::host_fail("host-api", "CreateSemaphore: only worker-core semaphores are emulated");
     CoreSpec spec = std::holds_alternative<CoreRange>(core_spec) ? CoreSpec(std::get<CoreRange>(core_spec))
-                                                                  : CoreSpec(std::get<CoreRangeSet>(core_spec));
+                                                                 : CoreSpec(std::get<CoreRangeSet>(core_spec));
     auto cores = ttemu::expand(spec, "CreateSemaphore");
     auto& sems = program.state().semaphores;
     for (std::uint32_t id = 0; id < ttemu::kMaxSemaphores; ++id) {
@@ -804,8 +847,10 @@ std::uint32_t CreateSemaphore(Program& program, const std::variant<CoreRange, Co
             return id;
         }
     }
-    ttemu::host_fail("host-api", ttemu::strformat("CreateSemaphore: every one of the %u semaphore ids is taken on a core "
-                                                  "of this range", ttemu::kMaxSemaphores));
+    ttemu::host_fail("host-api",
+                     ttemu::strformat("CreateSemaphore: every one of the %u semaphore ids is taken on a core "
+                                      "of this range",
+                                      ttemu::kMaxSemaphores));
 }
 
 void SetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreSpec& core_spec,
@@ -818,17 +863,20 @@ void SetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreSpec&
 }
 void SetRuntimeArgs(const Program& program, KernelHandle kernel, const std::vector<CoreCoord>& cores,
                     const std::vector<std::vector<std::uint32_t>>& runtime_args) {
-    if (cores.size() != runtime_args.size()) ttemu::host_fail("host-api", "SetRuntimeArgs: cores and args differ in length");
+    if (cores.size() != runtime_args.size())
+        ttemu::host_fail("host-api", "SetRuntimeArgs: cores and args differ in length");
     for (std::size_t i = 0; i < cores.size(); ++i) ttemu::set_args(program, kernel, cores[i], runtime_args[i]);
 }
 void SetCommonRuntimeArgs(const Program& program, KernelHandle kernel, const std::vector<std::uint32_t>& runtime_args) {
     ttemu::kernel_of(program, kernel, "SetCommonRuntimeArgs").common_args = runtime_args;
 }
-void SetCommonRuntimeArgs(const Program& program, KernelHandle kernel, std::initializer_list<std::uint32_t> runtime_args) {
+void SetCommonRuntimeArgs(const Program& program, KernelHandle kernel,
+                          std::initializer_list<std::uint32_t> runtime_args) {
     ttemu::kernel_of(program, kernel, "SetCommonRuntimeArgs").common_args = runtime_args;
 }
 std::vector<std::uint32_t>& GetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreCoord& core) {
-    return ttemu::kernel_of(program, kernel, "GetRuntimeArgs").runtime_args[{static_cast<std::uint32_t>(core.x), static_cast<std::uint32_t>(core.y)}];
+    return ttemu::kernel_of(program, kernel, "GetRuntimeArgs")
+        .runtime_args[{static_cast<std::uint32_t>(core.x), static_cast<std::uint32_t>(core.y)}];
 }
 
 TensorAccessorArgs::TensorAccessorArgs(const distributed::MeshBuffer& buffer, tensor_accessor::ArgConfig config) {
@@ -836,8 +884,9 @@ TensorAccessorArgs::TensorAccessorArgs(const distributed::MeshBuffer& buffer, te
         ttemu::host_fail("host-api", "TensorAccessorArgs: only interleaved layouts without runtime args are emulated");
     const Buffer& ref = *buffer.get_reference_buffer();
     if (ref.buffer_layout() != TensorMemoryLayout::INTERLEAVED)
-        ttemu::host_fail("host-api", "TensorAccessorArgs: accessors over sharded buffers are not emulated (kernels reach "
-                                     "shards through globally allocated CBs or bank addresses)");
+        ttemu::host_fail("host-api",
+                         "TensorAccessorArgs: accessors over sharded buffers are not emulated (kernels reach "
+                         "shards through globally allocated CBs or bank addresses)");
     const bool dram = ref.buffer_type() == BufferType::DRAM;
     std::uint32_t align = dram ? ttemu::device().arch->dram_alignment : 16;
     config_word_ = dram ? static_cast<std::uint32_t>(tensor_accessor::ArgConfig::IsDram) : 0;
@@ -847,7 +896,7 @@ TensorAccessorArgs::TensorAccessorArgs(const distributed::MeshBuffer& buffer, te
 namespace distributed {
 
 std::shared_ptr<MeshDevice> MeshDevice::create_unit_mesh(int device_id, std::size_t, std::size_t, std::size_t,
-                                                        const DispatchCoreConfig&) {
+                                                         const DispatchCoreConfig&) {
     if (device_id != 0) ttemu::host_fail("host-api", "create_unit_mesh: the emulator has one device (id 0)");
     // An emulated device may have a device node (TTEMU_DEVICE), held exclusively while the program runs, like
     // /dev/tenstorrent/N: a missing node or one another process holds is a device error (exit 7), not a kernel bug.

@@ -55,7 +55,7 @@ void walk(const std::string& dir, std::vector<std::string>& out) {
         std::string n = e->d_name;
         if (n == "." || n == "..") continue;
         std::string p = dir + "/" + n;
-        struct stat st {};
+        struct stat st{};
         if (stat(p.c_str(), &st) != 0) continue;
         if (S_ISDIR(st.st_mode))
             walk(p, out);
@@ -68,7 +68,8 @@ void walk(const std::string& dir, std::vector<std::string>& out) {
 std::string include_dir() {
     const char* env = std::getenv("TTEMU_INCLUDE_DIR");
     std::string dir = env && *env ? env : TTEMU_DEFAULT_INCLUDE_DIR;
-    if (dir.empty()) host_fail("kernel-compile", "TTEMU_INCLUDE_DIR is not set and libttemu has no built-in include dir", 5);
+    if (dir.empty())
+        host_fail("kernel-compile", "TTEMU_INCLUDE_DIR is not set and libttemu has no built-in include dir", 5);
     return dir;
 }
 
@@ -123,8 +124,8 @@ std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView
                                     // the JIT's warning policy (metalium_api.md §6.5)
                                     "-Wall", "-Werror", "-Wno-unknown-pragmas", "-Wno-deprecated-declarations",
                                     "-Wno-error=multistatement-macros", "-Wno-error=parentheses",
-                                    "-Wno-error=unused-but-set-variable", "-Wno-unused-variable", "-Wno-unused-function",
-                                    "-I" + include_dir()};
+                                    "-Wno-error=unused-but-set-variable", "-Wno-unused-variable",
+                                    "-Wno-unused-function", "-I" + include_dir()};
     // Kernels from a TT-Metalium tree (ttnn's, read from the wheel) include "ttnn/operations/..." relative to
     // TT_METAL_HOME, as the real JIT's include path has it; our device headers come first.
     if (const char* home = std::getenv("TT_METAL_HOME"); home && *home)
@@ -137,7 +138,8 @@ std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView
     cmd.push_back("-DKERNEL_COMPILE_TIME_ARGS=" + join(k.compile_args));
     if (!k.named_args.empty()) {
         std::string map;
-        for (auto& [name, value] : k.named_args) map += (map.empty() ? "" : ",") + ("{\"" + name + "\"," + std::to_string(value) + "}");
+        for (auto& [name, value] : k.named_args)
+            map += (map.empty() ? "" : ",") + ("{\"" + name + "\"," + std::to_string(value) + "}");
         cmd.push_back("-DKERNEL_COMPILE_TIME_ARG_MAP=" + map);
     }
     cmd.push_back("-DTTEMU_CB_TILE_SIZES=" + sizes);
@@ -224,7 +226,8 @@ void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<Pro
             job.src = dir + "/" + job.key + ".cpp";
             std::ofstream(job.src) << k->source;
         }
-        job.cmd = compile_command(*k, views[i], job.src, job.so + ".tmp." + std::to_string(getpid()) + "." + std::to_string(i));
+        job.cmd = compile_command(*k, views[i], job.src,
+                                  job.so + ".tmp." + std::to_string(getpid()) + "." + std::to_string(i));
         job.hit = access(job.so.c_str(), R_OK) == 0;
         jobs.push_back(std::move(job));
     }
@@ -279,11 +282,12 @@ void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<Pro
             if (!handle) host_fail("kernel-compile", strformat("dlopen(%s): %s", job.so.c_str(), dlerror()), 5);
             auto entry = reinterpret_cast<void (*)()>(dlsym(handle, "_Z11kernel_mainv"));
             if (!entry)
-                host_fail("kernel-compile",
-                          strformat("kernel '%s' does not define 'void kernel_main()' (the 0.81.1 entry point for every "
-                                    "kernel type)",
-                                    job.k->path.c_str()),
-                          5);
+                host_fail(
+                    "kernel-compile",
+                    strformat("kernel '%s' does not define 'void kernel_main()' (the 0.81.1 entry point for every "
+                              "kernel type)",
+                              job.k->path.c_str()),
+                    5);
             it = g_loaded.emplace(job.key, entry).first;
         }
         job.k->entry = it->second;

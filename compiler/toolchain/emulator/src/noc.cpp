@@ -11,10 +11,10 @@ namespace ttemu {
 namespace {
 
 // Our own NoC address encoding (kernels treat it as opaque; offsets added to it stay in the low 32 bits).
-constexpr std::uint64_t kDramTag = 1ull << 63;           // bank 40..47, DRAM address 0..39
-constexpr std::uint64_t kL1Tag = 1ull << 62;             // x 48..55, y 40..47, L1 address 0..31
-constexpr std::uint64_t kL1BankTag = 1ull << 61;         // interleaved L1 bank (not emulated)
-constexpr std::uint64_t kMcastTag = 1ull << 60;          // x_start 54..59, y_start 48..53, x_end 42..47, y_end 36..41
+constexpr std::uint64_t kDramTag = 1ull << 63;    // bank 40..47, DRAM address 0..39
+constexpr std::uint64_t kL1Tag = 1ull << 62;      // x 48..55, y 40..47, L1 address 0..31
+constexpr std::uint64_t kL1BankTag = 1ull << 61;  // interleaved L1 bank (not emulated)
+constexpr std::uint64_t kMcastTag = 1ull << 60;   // x_start 54..59, y_start 48..53, x_end 42..47, y_end 36..41
 constexpr std::uint64_t kTagMask = 0xfull << 60;
 
 std::uint32_t dram_align(std::uint32_t page_size) {
@@ -36,9 +36,10 @@ std::uint32_t local_offset(KernelRun& run, std::uint64_t addr, Call&& call) {
     if (addr < kL1WindowBase) return static_cast<std::uint32_t>(addr);
     Core* c = device().core_at_window(addr);
     if (c != run.core)
-        kernel_fail("l1-address", call(),
-                    c ? strformat("%s is an address in core (%u,%u)'s L1, not this core's", hex(addr).c_str(), c->x, c->y)
-                      : hex(addr) + " is not an L1 address");
+        kernel_fail(
+            "l1-address", call(),
+            c ? strformat("%s is an address in core (%u,%u)'s L1, not this core's", hex(addr).c_str(), c->x, c->y)
+              : hex(addr) + " is not an L1 address");
     return static_cast<std::uint32_t>(addr - c->window());
 }
 
@@ -49,7 +50,9 @@ const L1Region* region_holding(const Core& core, std::uint32_t addr, std::uint64
     return nullptr;
 }
 
-std::uint64_t cb_end(const CircularBuffer& c) { return static_cast<std::uint64_t>(c.base) + std::uint64_t{c.num_pages} * c.page_size; }
+std::uint64_t cb_end(const CircularBuffer& c) {
+    return static_cast<std::uint64_t>(c.base) + std::uint64_t{c.num_pages} * c.page_size;
+}
 
 // Checks an L1 access by the calling kernel on its own core and returns the CB it touches (-1: none): the range
 // must lie inside pages the kernel holds (producer: reserved; consumer: waited for), a semaphore, an L1 buffer,
@@ -61,8 +64,8 @@ int check_own_l1(KernelRun& run, std::uint32_t addr, std::uint32_t bytes, bool w
     std::uint64_t end = static_cast<std::uint64_t>(addr) + bytes;
     if (end > arch.l1_bytes)
         kernel_fail("l1-out-of-range", call(),
-                    strformat("L1 range [%s, %s) is outside this core's %u-byte L1", hex(addr).c_str(), hex(end).c_str(),
-                              arch.l1_bytes));
+                    strformat("L1 range [%s, %s) is outside this core's %u-byte L1", hex(addr).c_str(),
+                              hex(end).c_str(), arch.l1_bytes));
     if (addr >= kMemZerosBase && addr < kMemZerosBase + kMemZerosSize) {
         if (write) kernel_fail("l1-reserved", call(), "writes into MEM_ZEROS (read-only zeros)");
         if (end > kMemZerosBase + kMemZerosSize)
@@ -81,15 +84,17 @@ int check_own_l1(KernelRun& run, std::uint32_t addr, std::uint32_t bytes, bool w
     }
     if (!hit) {
         if (region_holding(core, addr, end)) return -1;
-        kernel_fail("l1-not-cb", call(),
-                    strformat("L1 range [%s, %s) is not inside any circular buffer, semaphore or L1 buffer on this core",
-                              hex(addr).c_str(), hex(end).c_str()));
+        kernel_fail(
+            "l1-not-cb", call(),
+            strformat("L1 range [%s, %s) is not inside any circular buffer, semaphore or L1 buffer on this core",
+                      hex(addr).c_str(), hex(end).c_str()));
     }
     CircularBuffer& c = *hit;
     if (end > cb_end(c))
-        kernel_fail("cb-out-of-range", call(),
-                    strformat("L1 range [%s, %s) runs past the end of %s (%u pages of %u B at %s)", hex(addr).c_str(),
-                              hex(end).c_str(), cb_name(c.index).c_str(), c.num_pages, c.page_size, hex(c.base).c_str()));
+        kernel_fail(
+            "cb-out-of-range", call(),
+            strformat("L1 range [%s, %s) runs past the end of %s (%u pages of %u B at %s)", hex(addr).c_str(),
+                      hex(end).c_str(), cb_name(c.index).c_str(), c.num_pages, c.page_size, hex(c.base).c_str()));
     std::uint32_t first = (addr - c.base) / c.page_size;
     std::uint32_t last = static_cast<std::uint32_t>((end - 1 - c.base) / c.page_size);
     bool is_prod = c.producer == &run, is_cons = c.consumer == &run;
@@ -150,11 +155,13 @@ void check_noc_l1(KernelRun& run, Core& dst, std::uint32_t addr, std::uint32_t b
     const CircularBuffer& c = *inside;
     std::uint32_t first = (addr - c.base) / c.page_size;
     std::uint32_t last = static_cast<std::uint32_t>((end - 1 - c.base) / c.page_size);
-    std::string held = c.producer ? strformat("its producer, the %s kernel '%s', has reserved %s",
-                                              role_name(c.producer->kernel->role), c.producer->kernel->display.c_str(),
-                                              c.back_granted ? strformat("pages [%u, %u)", c.wr_page, c.wr_page + c.back_granted).c_str()
-                                                             : "no pages (no cb_reserve_back)")
-                                  : std::string("no kernel there has reserved it (no cb_reserve_back)");
+    std::string held =
+        c.producer
+            ? strformat("its producer, the %s kernel '%s', has reserved %s", role_name(c.producer->kernel->role),
+                        c.producer->kernel->display.c_str(),
+                        c.back_granted ? strformat("pages [%u, %u)", c.wr_page, c.wr_page + c.back_granted).c_str()
+                                       : "no pages (no cb_reserve_back)")
+            : std::string("no kernel there has reserved it (no cb_reserve_back)");
     kernel_fail("cb-out-of-range", call(),
                 strformat("writes pages %u..%u of %s on %s, but %s", first, last, cb_name(c.index).c_str(),
                           where().c_str(), held.c_str()));
@@ -162,7 +169,8 @@ void check_noc_l1(KernelRun& run, Core& dst, std::uint32_t addr, std::uint32_t b
 
 // Copies between a DRAM buffer and an L1 pointer; `encoded` is a DRAM NoC address (bank, address in the bank).
 template <typename Call>
-void dram_access(KernelRun& run, std::uint64_t encoded, std::uint8_t* l1, std::uint32_t bytes, bool to_l1, Call&& call) {
+void dram_access(KernelRun& run, std::uint64_t encoded, std::uint8_t* l1, std::uint32_t bytes, bool to_l1,
+                 Call&& call) {
     Device& dev = device();
     std::uint32_t bank = static_cast<std::uint32_t>((encoded >> 40) & 0xff);
     std::uint64_t addr = encoded & 0xffffffffffull;
@@ -172,24 +180,26 @@ void dram_access(KernelRun& run, std::uint64_t encoded, std::uint8_t* l1, std::u
     for (auto& b : dev.buffers)
         if (b->kind == DeviceBuffer::Kind::Dram && addr >= b->address && addr < b->address + b->extent()) buf = b.get();
     if (!buf)
-        kernel_fail("dram-out-of-range", call(),
-                    strformat("DRAM address %s in bank %u is not inside any allocated buffer", hex(addr).c_str(), bank));
+        kernel_fail(
+            "dram-out-of-range", call(),
+            strformat("DRAM address %s in bank %u is not inside any allocated buffer", hex(addr).c_str(), bank));
     const std::uint64_t off = addr - buf->address;
     if (off + bytes > buf->extent())
         kernel_fail("dram-out-of-range", call(),
-                    strformat("DRAM range [%s, +%u B) in bank %u runs past the end of %s in that bank", hex(addr).c_str(),
-                              bytes, bank, buf->describe().c_str()));
+                    strformat("DRAM range [%s, +%u B) in bank %u runs past the end of %s in that bank",
+                              hex(addr).c_str(), bytes, bank, buf->describe().c_str()));
     if (buf->sharded()) {
         if (std::find(buf->shard_home.begin(), buf->shard_home.end(), bank) == buf->shard_home.end())
-            kernel_fail("dram-out-of-range", call(), strformat("bank %u holds no shard of %s", bank, buf->describe().c_str()));
+            kernel_fail("dram-out-of-range", call(),
+                        strformat("bank %u holds no shard of %s", bank, buf->describe().c_str()));
     } else {
         // every page the transfer touches must exist (the padding of an aligned page reads as zeros)
         for (std::uint64_t o = off / buf->aligned_page * buf->aligned_page; o < off + bytes; o += buf->aligned_page)
             if (buf->page_at(bank, o) < 0)
                 kernel_fail("dram-out-of-range", call(),
                             strformat("DRAM access reaches page %llu of buffer #%u, which has %u pages of %u B",
-                                      static_cast<unsigned long long>((o / buf->aligned_page) * buf->homes + bank), buf->id,
-                                      buf->num_pages, buf->page_size));
+                                      static_cast<unsigned long long>((o / buf->aligned_page) * buf->homes + bank),
+                                      buf->id, buf->num_pages, buf->page_size));
     }
     std::uint8_t* p = buf->data.data() + static_cast<std::size_t>(bank) * buf->extent() + off;
     for (std::uint64_t o = off / buf->aligned_page * buf->aligned_page; o < off + bytes; o += buf->aligned_page) {
@@ -210,17 +220,18 @@ Core& core_at_xy(std::uint32_t nx, std::uint32_t ny, Call&& call) {
     Device& dev = device();
     const ArchSpec& a = *dev.arch;
     if (nx < a.noc_x0 || ny < a.noc_y0 || nx - a.noc_x0 >= a.grid_x || ny - a.noc_y0 >= a.grid_y)
-        kernel_fail("noc-address", call(),
-                    strformat("NoC coordinates (%u,%u) are not a worker core (worker cores of %s span (%u..%u, %u..%u); "
-                              "use worker_core_from_logical_core on the host)",
-                              nx, ny, a.name.c_str(), a.noc_x0, a.noc_x0 + a.grid_x - 1, a.noc_y0, a.noc_y0 + a.grid_y - 1));
+        kernel_fail(
+            "noc-address", call(),
+            strformat("NoC coordinates (%u,%u) are not a worker core (worker cores of %s span (%u..%u, %u..%u); "
+                      "use worker_core_from_logical_core on the host)",
+                      nx, ny, a.name.c_str(), a.noc_x0, a.noc_x0 + a.grid_x - 1, a.noc_y0, a.noc_y0 + a.grid_y - 1));
     return dev.core(nx - a.noc_x0, ny - a.noc_y0);
 }
 
 template <typename Call>
 Core& core_at_noc(std::uint64_t encoded, Call&& call) {
-    return core_at_xy(static_cast<std::uint32_t>((encoded >> 48) & 0xff), static_cast<std::uint32_t>((encoded >> 40) & 0xff),
-                      call);
+    return core_at_xy(static_cast<std::uint32_t>((encoded >> 48) & 0xff),
+                      static_cast<std::uint32_t>((encoded >> 40) & 0xff), call);
 }
 
 // The cores a multicast address covers, in row-major order. NoC 0 routes right/down, so its rectangle runs from
@@ -230,16 +241,19 @@ template <typename Call>
 std::vector<Core*> multicast_cores(std::uint64_t mcast, std::uint8_t noc, Call&& call) {
     if ((mcast & kTagMask) != kMcastTag)
         kernel_fail("noc-address", call(), "the destination is not a multicast address (use get_noc_multicast_addr)");
-    std::uint32_t xs = (mcast >> 54) & 0x3f, ys = (mcast >> 48) & 0x3f, xe = (mcast >> 42) & 0x3f, ye = (mcast >> 36) & 0x3f;
+    std::uint32_t xs = (mcast >> 54) & 0x3f, ys = (mcast >> 48) & 0x3f, xe = (mcast >> 42) & 0x3f,
+                  ye = (mcast >> 36) & 0x3f;
     bool forward = xs <= xe && ys <= ye, backward = xs >= xe && ys >= ye;
     if (noc > 1) kernel_fail("noc-address", call(), strformat("NoC %u does not exist (0 or 1)", noc));
     if ((noc == 0 && !forward) || (noc == 1 && !backward))
-        kernel_fail("noc-multicast", call(),
-                    strformat("multicast rectangle start (%u,%u), end (%u,%u) on NoC %u: NoC %u needs start %s end on both "
-                              "axes (%s)",
-                              xs, ys, xe, ye, noc, noc, noc == 0 ? "<=" : ">=",
-                              noc == 0 ? "top-left to bottom-right" : "NoC 1 multicasts from the bottom-right corner: swap "
-                                                                      "start and end"));
+        kernel_fail(
+            "noc-multicast", call(),
+            strformat("multicast rectangle start (%u,%u), end (%u,%u) on NoC %u: NoC %u needs start %s end on both "
+                      "axes (%s)",
+                      xs, ys, xe, ye, noc, noc, noc == 0 ? "<=" : ">=",
+                      noc == 0 ? "top-left to bottom-right"
+                               : "NoC 1 multicasts from the bottom-right corner: swap "
+                                 "start and end"));
     std::uint32_t x0 = std::min(xs, xe), x1 = std::max(xs, xe), y0 = std::min(ys, ye), y1 = std::max(ys, ye);
     std::vector<Core*> out;
     for (std::uint32_t y = y0; y <= y1; ++y)
@@ -298,7 +312,8 @@ void noc_transfer(KernelRun& run, std::uint64_t remote, std::uint64_t local_addr
         // an L1 bank (interleaved L1 buffers: bank b is worker core b, row-major); the address is the same on all
         std::uint32_t bank = static_cast<std::uint32_t>((remote >> 40) & 0xff);
         if (bank >= dev.cores.size())
-            kernel_fail("noc-address", call(), strformat("L1 bank %u does not exist (%zu worker cores)", bank, dev.cores.size()));
+            kernel_fail("noc-address", call(),
+                        strformat("L1 bank %u does not exist (%zu worker cores)", bank, dev.cores.size()));
         l1_transfer(*dev.cores[bank], static_cast<std::uint32_t>(remote & 0xffffffffull));
     } else {
         kernel_fail("noc-address", call(),
@@ -353,9 +368,9 @@ std::uint32_t multicast(KernelRun& run, std::uint32_t local, std::uint64_t mcast
         kernel_fail("noc-multicast", call(),
                     strformat("num_dests is %u but the rectangle holds %u destination core(s)%s", num_dests, targets,
                               loopback ? " (loopback: the sender counts)"
-                                       : std::find(cores.begin(), cores.end(), run.core) != cores.end()
-                                             ? " (the sender is inside the rectangle and does not count)"
-                                             : ""));
+                              : std::find(cores.begin(), cores.end(), run.core) != cores.end()
+                                  ? " (the sender is inside the rectangle and does not count)"
+                                  : ""));
     if (targets == 0) kernel_fail("noc-multicast", call(), "the multicast has no destination");
     for (Core* c : cores) {
         if (c == run.core && !loopback) continue;
@@ -449,23 +464,26 @@ std::uint64_t local_l1_noc_addr(std::uint32_t l1_addr, Site site) {
 }
 
 std::uint64_t core_l1_noc_addr(std::uint32_t noc_x, std::uint32_t noc_y, std::uint32_t l1_addr) {
-    return kL1Tag | (static_cast<std::uint64_t>(noc_x & 0xff) << 48) | (static_cast<std::uint64_t>(noc_y & 0xff) << 40) |
-           l1_addr;
+    return kL1Tag | (static_cast<std::uint64_t>(noc_x & 0xff) << 48) |
+           (static_cast<std::uint64_t>(noc_y & 0xff) << 40) | l1_addr;
 }
 
 std::uint64_t multicast_noc_addr(std::uint32_t x_start, std::uint32_t y_start, std::uint32_t x_end, std::uint32_t y_end,
                                  std::uint32_t l1_addr) {
-    return kMcastTag | (static_cast<std::uint64_t>(x_start & 0x3f) << 54) | (static_cast<std::uint64_t>(y_start & 0x3f) << 48) |
-           (static_cast<std::uint64_t>(x_end & 0x3f) << 42) | (static_cast<std::uint64_t>(y_end & 0x3f) << 36) | l1_addr;
+    return kMcastTag | (static_cast<std::uint64_t>(x_start & 0x3f) << 54) |
+           (static_cast<std::uint64_t>(y_start & 0x3f) << 48) | (static_cast<std::uint64_t>(x_end & 0x3f) << 42) |
+           (static_cast<std::uint64_t>(y_end & 0x3f) << 36) | l1_addr;
 }
 
-void noc_read(std::uint64_t src, std::uint32_t l1_dst, std::uint32_t bytes, std::uint8_t noc, const char* fn, Site site) {
+void noc_read(std::uint64_t src, std::uint32_t l1_dst, std::uint32_t bytes, std::uint8_t noc, const char* fn,
+              Site site) {
     noc_transfer(enter(Api::NocRead, site), src, l1_dst, bytes, true, noc, [&] {
         return strformat("%s(src=%s, l1_dst=%s, size=%u)", fn, hex(src).c_str(), hex(l1_dst).c_str(), bytes);
     });
 }
 
-void noc_write(std::uint32_t l1_src, std::uint64_t dst, std::uint32_t bytes, std::uint8_t noc, const char* fn, Site site) {
+void noc_write(std::uint32_t l1_src, std::uint64_t dst, std::uint32_t bytes, std::uint8_t noc, const char* fn,
+               Site site) {
     noc_transfer(enter(Api::NocWrite, site), dst, l1_src, bytes, false, noc, [&] {
         return strformat("%s(l1_src=%s, dst=%s, size=%u)", fn, hex(l1_src).c_str(), hex(dst).c_str(), bytes);
     });
@@ -490,20 +508,22 @@ void noc_write_multicast(std::uint32_t l1_src, std::uint64_t dst_mcast, std::uin
     device().progress.fetch_add(1, std::memory_order_relaxed);
 }
 
-void noc_read_page(bool is_dram, std::uint32_t base, std::uint32_t page_size, std::uint32_t page_id, std::uint32_t l1_dst,
-                   std::uint32_t offset, std::uint8_t noc, Site site) {
+void noc_read_page(bool is_dram, std::uint32_t base, std::uint32_t page_size, std::uint32_t page_id,
+                   std::uint32_t l1_dst, std::uint32_t offset, std::uint8_t noc, Site site) {
     KernelRun& run = enter(Api::NocRead, site);
-    auto call = [&] { return strformat("noc_async_read_page(id=%u, l1_dst=%s, offset=%u)", page_id, hex(l1_dst).c_str(), offset); };
+    auto call = [&] {
+        return strformat("noc_async_read_page(id=%u, l1_dst=%s, offset=%u)", page_id, hex(l1_dst).c_str(), offset);
+    };
     accessor_buffer(is_dram, base, page_size, page_id, call);
     noc_transfer(run, dram_noc_addr(is_dram, base, page_size, page_id, offset), l1_dst, page_size, true, noc, call);
 }
 
-void noc_write_page(bool is_dram, std::uint32_t base, std::uint32_t page_size, std::uint32_t page_id, std::uint32_t l1_src,
-                    std::uint32_t size, std::uint32_t offset, std::uint8_t noc, Site site) {
+void noc_write_page(bool is_dram, std::uint32_t base, std::uint32_t page_size, std::uint32_t page_id,
+                    std::uint32_t l1_src, std::uint32_t size, std::uint32_t offset, std::uint8_t noc, Site site) {
     KernelRun& run = enter(Api::NocWrite, site);
     auto call = [&] {
-        return strformat("noc_async_write_page(id=%u, l1_src=%s, size=%u, offset=%u)", page_id, hex(l1_src).c_str(), size,
-                         offset);
+        return strformat("noc_async_write_page(id=%u, l1_src=%s, size=%u, offset=%u)", page_id, hex(l1_src).c_str(),
+                         size, offset);
     };
     accessor_buffer(is_dram, base, page_size, page_id, call);
     noc_transfer(run, dram_noc_addr(is_dram, base, page_size, page_id, offset), l1_src, size ? size : page_size, false,
@@ -514,7 +534,8 @@ void inline_dw_write(std::uint64_t addr, std::uint32_t val, std::uint8_t be, std
     KernelRun& run = enter(Api::InlineWrite, site);
     if (device().abort) throw KernelAbort{};
     auto call = [&] {
-        return strformat("noc_inline_dw_write(addr=%s, val=%s, be=%s)", hex(addr).c_str(), hex(val).c_str(), hex(be).c_str());
+        return strformat("noc_inline_dw_write(addr=%s, val=%s, be=%s)", hex(addr).c_str(), hex(val).c_str(),
+                         hex(be).c_str());
     };
     if ((addr & kTagMask) != kL1Tag)
         kernel_fail("noc-address", call(), "noc_inline_dw_write takes the NoC address of a core's L1 (not DRAM)");
@@ -588,8 +609,8 @@ void sem_wait(volatile std::uint32_t* sem, std::uint32_t value, bool at_least, S
         return at_least ? v >= value : v == value;
     };
     if (run.trace)
-        timing::record(run, timing::kDataMovement, timing::Ev::WordWait, static_cast<float>(timing::costs().sem_cycles), 0,
-                       off, value, at_least ? 1 : 0);
+        timing::record(run, timing::kDataMovement, timing::Ev::WordWait, static_cast<float>(timing::costs().sem_cycles),
+                       0, off, value, at_least ? 1 : 0);
     if (done()) return;
     std::unique_lock<std::mutex> lk(run.core->mu);
     block_until(run, lk, Wait{at_least ? Wait::Kind::SemaphoreAtLeast : Wait::Kind::Semaphore, run.core, off, value},
@@ -598,7 +619,9 @@ void sem_wait(volatile std::uint32_t* sem, std::uint32_t value, bool at_least, S
 
 void sem_set(volatile std::uint32_t* sem, std::uint32_t value, Site site) {
     KernelRun& run = enter(Api::SemSet, site);
-    auto call = [&] { return strformat("noc_semaphore_set(sem=%s, %u)", hex(reinterpret_cast<std::uintptr_t>(sem)).c_str(), value); };
+    auto call = [&] {
+        return strformat("noc_semaphore_set(sem=%s, %u)", hex(reinterpret_cast<std::uintptr_t>(sem)).c_str(), value);
+    };
     std::uint32_t off = semaphore_offset(run, sem, call);
     touch_word(*run.core, off);
     word_at(*run.core, off).store(value, std::memory_order_release);
@@ -608,8 +631,10 @@ void sem_set(volatile std::uint32_t* sem, std::uint32_t value, Site site) {
 
 void sem_add(volatile std::uint32_t* sem, std::uint32_t delta, Site site) {
     KernelRun& run = enter(Api::SemSet, site);
-    auto call = [&] { return strformat("Semaphore::up/down(sem=%s, %d)", hex(reinterpret_cast<std::uintptr_t>(sem)).c_str(),
-                                       static_cast<int>(delta)); };
+    auto call = [&] {
+        return strformat("Semaphore::up/down(sem=%s, %d)", hex(reinterpret_cast<std::uintptr_t>(sem)).c_str(),
+                         static_cast<int>(delta));
+    };
     std::uint32_t off = semaphore_offset(run, sem, call);
     touch_word(*run.core, off);
     word_at(*run.core, off).fetch_add(delta, std::memory_order_acq_rel);
@@ -621,7 +646,8 @@ void sem_inc(std::uint64_t addr, std::uint32_t incr, std::uint8_t noc, Site site
     KernelRun& run = enter(Api::SemInc, site);
     auto call = [&] { return strformat("noc_semaphore_inc(addr=%s, %u, noc=%u)", hex(addr).c_str(), incr, noc); };
     if ((addr & kTagMask) != kL1Tag)
-        kernel_fail("noc-address", call(), "noc_semaphore_inc takes the NoC address of a core's L1 (get_noc_addr(x, y, sem))");
+        kernel_fail("noc-address", call(),
+                    "noc_semaphore_inc takes the NoC address of a core's L1 (get_noc_addr(x, y, sem))");
     Core& to = core_at_noc(addr, call);
     std::uint32_t off = remote_offset(addr);
     if (off % 4) kernel_fail("l1-address", call(), "a semaphore is a 4-byte aligned word");
@@ -633,7 +659,8 @@ void sem_inc(std::uint64_t addr, std::uint32_t incr, std::uint8_t noc, Site site
     notify_core(to);
 }
 
-void sem_inc_multicast(std::uint64_t dst_mcast, std::uint32_t incr, std::uint32_t num_dests, std::uint8_t noc, Site site) {
+void sem_inc_multicast(std::uint64_t dst_mcast, std::uint32_t incr, std::uint32_t num_dests, std::uint8_t noc,
+                       Site site) {
     KernelRun& run = enter(Api::SemIncMulticast, site);
     auto call = [&] {
         return strformat("noc_semaphore_inc_multicast(addr=%s, %u, num_dests=%u, noc=%u)", hex(dst_mcast).c_str(), incr,
@@ -665,8 +692,8 @@ void sem_set_remote(std::uint32_t l1_src, std::uint64_t dst, std::uint8_t noc, S
     if (to) touch_word(*to, remote_offset(dst));
     noc_transfer(run, dst, l1_src, 4, false, noc, call, false);
     if (to)
-        word_event(run, timing::Ev::WordWrite, core_index(*to), remote_offset(dst), word_at(*to, remote_offset(dst)).load(),
-                   0, noc);
+        word_event(run, timing::Ev::WordWrite, core_index(*to), remote_offset(dst),
+                   word_at(*to, remote_offset(dst)).load(), 0, noc);
     run.counters.semaphore_ops += 1;
 }
 

@@ -45,14 +45,19 @@ constexpr std::uint32_t kSemaphoreBase = kL1UnreservedBase - kMaxSemaphores * kS
 // shard_home[index], its pages row-major at multiples of aligned_page.
 struct DeviceBuffer {
     enum class Kind : std::uint8_t { Dram, L1 } kind = Kind::Dram;
-    enum class Layout : std::uint8_t { Interleaved, HeightSharded, WidthSharded, BlockSharded } layout = Layout::Interleaved;
+    enum class Layout : std::uint8_t {
+        Interleaved,
+        HeightSharded,
+        WidthSharded,
+        BlockSharded
+    } layout = Layout::Interleaved;
     std::uint32_t id = 0;
-    std::uint64_t address = 0;    // same base address in every home
+    std::uint64_t address = 0;  // same base address in every home
     std::uint64_t size = 0;
     std::uint32_t page_size = 0;
     std::uint32_t aligned_page = 0;  // page stride inside a home
     std::uint32_t num_pages = 0;
-    std::uint32_t homes = 0;         // interleaved: banks (DRAM) or worker cores (L1)
+    std::uint32_t homes = 0;  // interleaved: banks (DRAM) or worker cores (L1)
     std::uint32_t tensor_h = 0, tensor_w = 0, shard_h = 0, shard_w = 0, shards_h = 0, shards_w = 0;
     std::vector<std::uint32_t> shard_home;  // DRAM bank, or worker core index (y * grid_x + x)
     std::vector<std::uint8_t> data;         // DRAM only: home-major, `extent()` bytes per home
@@ -61,13 +66,13 @@ struct DeviceBuffer {
     void mark_pages(bool read, std::uint32_t first, std::uint32_t count);
     std::uint64_t distinct_pages(bool read) const;
     bool sharded() const { return layout != Layout::Interleaved; }
-    std::uint64_t extent() const;           // bytes at each home
-    std::uint32_t storage_homes() const;    // DRAM banks / L1 cores with storage (data.size() / extent())
+    std::uint64_t extent() const;         // bytes at each home
+    std::uint32_t storage_homes() const;  // DRAM banks / L1 cores with storage (data.size() / extent())
     // page -> (home, byte offset from the buffer address)
     std::pair<std::uint32_t, std::uint64_t> locate(std::uint32_t page) const;
     // (home, byte offset) -> page, or -1 (padding of a partial shard, or no page there)
     std::int64_t page_at(std::uint32_t home, std::uint64_t offset) const;
-    std::string describe() const;           // "L1 buffer #2 (height-sharded, 4 x 1 tiles per shard)"
+    std::string describe() const;  // "L1 buffer #2 (height-sharded, 4 x 1 tiles per shard)"
 };
 
 // ---------------------------------------------------------------- kernels
@@ -77,9 +82,9 @@ const char* role_name(Role r);
 struct KernelDef {
     std::uint32_t handle;
     Role role;
-    std::string path;            // as given (for messages)
-    std::string source;          // full text
-    std::string display;         // file name for messages
+    std::string path;     // as given (for messages)
+    std::string source;   // full text
+    std::string display;  // file name for messages
     std::vector<std::uint32_t> compile_args;
     std::map<std::string, std::string> defines;
     std::map<std::string, std::uint32_t> named_args;             // named_compile_args
@@ -100,8 +105,8 @@ struct SemaphoreDef {
 
 struct CBConfigDef {
     std::uint32_t total_size;
-    std::int64_t global_buffer = -1;  // set_globally_allocated_address: the CB lives in this L1 buffer
-    std::map<std::uint8_t, std::uint8_t> formats;      // cb index -> tt::DataFormat
+    std::int64_t global_buffer = -1;               // set_globally_allocated_address: the CB lives in this L1 buffer
+    std::map<std::uint8_t, std::uint8_t> formats;  // cb index -> tt::DataFormat
     std::map<std::uint8_t, std::uint32_t> page_sizes;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> cores;
 };
@@ -113,12 +118,12 @@ struct CircularBuffer {
     bool configured = false;
     std::uint32_t index = 0, base = 0, page_size = 0, num_pages = 0;
     std::uint8_t format = 0xff;
-    std::uint64_t received = 0, acked = 0;   // cumulative pushes and pops (hardware tiles_received / tiles_acked)
+    std::uint64_t received = 0, acked = 0;  // cumulative pushes and pops (hardware tiles_received / tiles_acked)
     std::uint32_t wr_page = 0, rd_page = 0;
-    std::uint32_t back_granted = 0;          // pages the producer holds via cb_reserve_back
-    std::uint32_t front_granted = 0;         // pages the consumer holds via cb_wait_front
-    std::uint32_t pack_seq = 0;              // tiles packed since the last push (hardware fifo_wr_tile_ptr)
-    std::uint32_t high_water = 0;            // max pages resident
+    std::uint32_t back_granted = 0;   // pages the producer holds via cb_reserve_back
+    std::uint32_t front_granted = 0;  // pages the consumer holds via cb_wait_front
+    std::uint32_t pack_seq = 0;       // tiles packed since the last push (hardware fifo_wr_tile_ptr)
+    std::uint32_t high_water = 0;     // max pages resident
     KernelRun* producer = nullptr;
     KernelRun* consumer = nullptr;
     std::uint32_t used() const { return static_cast<std::uint32_t>(received - acked); }
@@ -137,8 +142,8 @@ struct Core {
     std::array<CircularBuffer, kMaxCBs> cbs;
     std::vector<L1Region> regions;         // semaphores of the current program
     std::vector<L1Region> buffer_regions;  // L1 buffers with pages or a shard here (persist across programs)
-    std::uint32_t semaphore_mask = 0;  // ids of the current program's semaphores on this core
-    bool in_program = false;        // the current program runs at least one kernel here
+    std::uint32_t semaphore_mask = 0;      // ids of the current program's semaphores on this core
+    bool in_program = false;               // the current program runs at least one kernel here
     std::array<std::vector<std::uint32_t>, 3> mailbox;  // BRISC/NCRISC -> UNPACK/MATH/PACK (guarded by mu)
     // value of each L1 word at the first semaphore-style access of the current program (the timing replay's
     // starting values; guarded by mu)
@@ -153,7 +158,7 @@ struct Counters {
     std::uint64_t noc_bytes_read = 0, noc_bytes_written = 0;
     std::uint64_t noc_reads = 0, noc_writes = 0;
     std::uint64_t noc_multicasts = 0, noc_multicast_bytes = 0;  // bytes summed over the destinations
-    std::uint64_t semaphore_ops = 0;                             // remote semaphore incs / sets / multicasts
+    std::uint64_t semaphore_ops = 0;                            // remote semaphore incs / sets / multicasts
     std::map<std::string, std::uint64_t> tile_ops;
     std::uint64_t dst_acquires = 0;
     void merge(const Counters& o);
@@ -171,15 +176,15 @@ struct ComputeState {
     Dst dst_state = Dst::Idle;
     std::uint32_t dst_capacity = 8;
     bool fp32_dest = false;
-    std::uint8_t dst16_format = 5;   // Float16_b or Float16: what a 16-bit DST holds
-    std::vector<float> dst;          // 16 tiles x 1024, row-major within a tile
+    std::uint8_t dst16_format = 5;  // Float16_b or Float16: what a 16-bit DST holds
+    std::vector<float> dst;         // 16 tiles x 1024, row-major within a tile
     bool warned_pack_index = false;
-    std::uint32_t pack_cb = 0;       // the CB whose format the packer is configured for
-    int reduce_pool = -1, reduce_dim = -1;  // the reduce_init in effect
-    int bcast = 0;                   // the broadcast dimension of the bcast init in effect
+    std::uint32_t pack_cb = 0;                  // the CB whose format the packer is configured for
+    int reduce_pool = -1, reduce_dim = -1;      // the reduce_init in effect
+    int bcast = 0;                              // the broadcast dimension of the bcast init in effect
     int pack_mask_cb = -1, pack_mask_dim = -1;  // reduce_init's packer edge mask (until reduce_uninit / another init)
-    bool pack_l1_acc = false;        // pack_reconfig_l1_acc(1): the packer adds DST to the tile in L1
-    bool pack_relu = false;          // pack_relu_config(ReluConfig::zero())
+    bool pack_l1_acc = false;                   // pack_reconfig_l1_acc(1): the packer adds DST to the tile in L1
+    bool pack_relu = false;                     // pack_relu_config(ReluConfig::zero())
 };
 
 enum class ThreadState : std::uint8_t { Running, Blocked, Done };
@@ -187,10 +192,36 @@ enum class ThreadState : std::uint8_t { Running, Blocked, Done };
 // Every device API entry point, by name: the runtime records the call in progress (enter()), the deadlock report
 // names it, and a timing model attaches a cost to each.
 enum class Api : std::uint8_t {
-    None, Arg, CbReserveBack, CbPushBack, CbWaitFront, CbPopFront, CbQuery, CbPointer, NocRead, NocWrite,
-    NocWriteMulticast, NocReadBarrier, NocWriteBarrier, NocWritesFlushed, NocAtomicBarrier, SemWait, SemSet, SemInc,
-    SemIncMulticast, SemSetRemote, SemSetMulticast, InlineWrite, Mailbox, ComputeInit, ComputeMath, ComputeSfpu,
-    ComputeDst, ComputePack, ComputeConfig, Count
+    None,
+    Arg,
+    CbReserveBack,
+    CbPushBack,
+    CbWaitFront,
+    CbPopFront,
+    CbQuery,
+    CbPointer,
+    NocRead,
+    NocWrite,
+    NocWriteMulticast,
+    NocReadBarrier,
+    NocWriteBarrier,
+    NocWritesFlushed,
+    NocAtomicBarrier,
+    SemWait,
+    SemSet,
+    SemInc,
+    SemIncMulticast,
+    SemSetRemote,
+    SemSetMulticast,
+    InlineWrite,
+    Mailbox,
+    ComputeInit,
+    ComputeMath,
+    ComputeSfpu,
+    ComputeDst,
+    ComputePack,
+    ComputeConfig,
+    Count
 };
 const char* api_name(Api api);
 
@@ -207,24 +238,25 @@ struct KernelRun {
     Core* core = nullptr;
     KernelDef* kernel = nullptr;
     const std::vector<std::uint32_t>* args = nullptr;
-    Api api = Api::None;                   // the device API call in progress (or the last one)
-    Site site{};                           // its source location in the kernel
+    Api api = Api::None;  // the device API call in progress (or the last one)
+    Site site{};          // its source location in the kernel
     std::uint64_t api_calls = 0;
-    std::uint32_t mailbox_reads = 0;       // compute: UNPACK, MATH, PACK read their mailboxes in turn
-    Wait wait;                             // guarded by core->mu while state == Blocked
+    std::uint32_t mailbox_reads = 0;  // compute: UNPACK, MATH, PACK read their mailboxes in turn
+    Wait wait;                        // guarded by core->mu while state == Blocked
     std::vector<std::pair<std::uint32_t, dev::CbInterface>> cb_views;  // get_local_cb_interface() snapshots handed out
     std::unique_ptr<ComputeState> compute;
     std::unique_ptr<timing::Trace> trace;  // the timing model's events of this kernel on this core (timing.h)
     Counters counters;
-    std::uint64_t pending_read_cbs = 0;    // CBs with NoC reads in flight (cleared by noc_async_read_barrier)
-    std::uint64_t pending_write_cbs = 0;   // CBs that are the source of unflushed NoC writes
-    std::uint64_t pending_inline_cbs = 0;  // CBs written by unconfirmed noc_inline_dw_write (cleared by the write barrier)
-    std::uint64_t unacked_writes = 0;      // cleared by noc_async_write_barrier
+    std::uint64_t pending_read_cbs = 0;   // CBs with NoC reads in flight (cleared by noc_async_read_barrier)
+    std::uint64_t pending_write_cbs = 0;  // CBs that are the source of unflushed NoC writes
+    std::uint64_t pending_inline_cbs =
+        0;                             // CBs written by unconfirmed noc_inline_dw_write (cleared by the write barrier)
+    std::uint64_t unacked_writes = 0;  // cleared by noc_async_write_barrier
     std::atomic<ThreadState> state{ThreadState::Running};
-    std::string blocked_call;              // guarded by core->mu
+    std::string blocked_call;  // guarded by core->mu
     std::thread thread;
-    std::string who() const;               // "core (x,y) reader kernel 'reader.cpp'"
-    std::string where() const;             // "reader.cpp:42" of the call in progress
+    std::string who() const;    // "core (x,y) reader kernel 'reader.cpp'"
+    std::string where() const;  // "reader.cpp:42" of the call in progress
 };
 
 inline thread_local KernelRun* t_current_run = nullptr;
@@ -298,8 +330,8 @@ void compute_finish_checks(KernelRun& run);
 std::uint8_t* page_storage(DeviceBuffer& b, std::uint32_t page);
 
 // device_api.cpp / noc.cpp shared pieces
-void note_progress(Core& core);   // wakes the core's blocked kernels; call with core.mu held
-void notify_core(Core& core);     // the same, for a writer that does not hold core.mu
+void note_progress(Core& core);  // wakes the core's blocked kernels; call with core.mu held
+void notify_core(Core& core);    // the same, for a writer that does not hold core.mu
 std::string cb_name(std::uint32_t cb);
 // Blocks the calling kernel until `pred()` holds (lk holds run.core->mu); `describe` renders the call for reports.
 template <typename Pred, typename Describe>

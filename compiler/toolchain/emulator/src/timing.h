@@ -69,11 +69,11 @@ enum class Ev : std::uint8_t {
     MailboxWrite,   // a = thread
     MailboxRead,    // a = thread
     UnpackOp,       // a = FPU op sequence number, b = steps; cost = unpack cycles
-    MathOp,         // a = FPU op sequence number (or kNone: no unpack), b = steps, c = tile products; cost = math cycles
-    PackOp,         // a = FPU op it packs the result of (or kNone); cost = pack cycles
-    DstAcquire,     // a = section number (1-based) MATH acquires
+    MathOp,      // a = FPU op sequence number (or kNone: no unpack), b = steps, c = tile products; cost = math cycles
+    PackOp,      // a = FPU op it packs the result of (or kNone); cost = pack cycles
+    DstAcquire,  // a = section number (1-based) MATH acquires
     DstCommit,
-    DstWait,        // PACK waits for the commit of section a
+    DstWait,  // PACK waits for the commit of section a
     DstRelease,
 };
 constexpr std::uint32_t kNone = 0xffffffffu;
@@ -94,7 +94,7 @@ enum Stream : std::uint8_t { kUnpack = 0, kMath = 1, kPack = 2, kDataMovement = 
 
 struct Trace {
     std::vector<Event> streams[3];
-    std::uint32_t fpu_ops = 0;            // FPU op sequence numbers handed out
+    std::uint32_t fpu_ops = 0;  // FPU op sequence numbers handed out
     std::uint32_t dst_acquires = 0, dst_commits = 0, dst_waits = 0, dst_releases = 0;
     std::uint32_t mailbox_reads[3] = {0, 0, 0};
 };

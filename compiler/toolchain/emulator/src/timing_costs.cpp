@@ -95,7 +95,8 @@ Costs load() {
         if (item.empty()) continue;
         std::size_t eq = item.find('=');
         std::string key = item.substr(0, eq == std::string::npos ? item.size() : eq);
-        std::vector<double> values = eq == std::string::npos ? std::vector<double>{} : parse_values(item.substr(eq + 1));
+        std::vector<double> values =
+            eq == std::string::npos ? std::vector<double>{} : parse_values(item.substr(eq + 1));
         if (values.empty()) host_fail("host-api", "TTEMU_COSTS: '" + item + "' is not key=number[,number...]");
         if (auto s = scalars.find(key); s != scalars.end()) {
             if (values.size() != 1) host_fail("host-api", "TTEMU_COSTS: " + key + " takes one number");

@@ -57,9 +57,7 @@ struct LineKey {
     bool operator==(const LineKey& o) const { return file == o.file && line == o.line; }
 };
 struct LineHash {
-    std::size_t operator()(const LineKey& k) const {
-        return std::hash<const void*>()(k.file) * 31u + k.line;
-    }
+    std::size_t operator()(const LineKey& k) const { return std::hash<const void*>()(k.file) * 31u + k.line; }
 };
 struct LineStat {
     double busy = 0, wait = 0;
@@ -98,7 +96,8 @@ struct Word {
         auto ok = [&](std::uint32_t v) { return at_least ? v >= target : v == target; };
         std::uint32_t v = base;
         std::size_t i = 0;
-        for (; i < changes.size() && changes[i].time <= t; ++i) v = changes[i].add ? v + changes[i].value : changes[i].value;
+        for (; i < changes.size() && changes[i].time <= t; ++i)
+            v = changes[i].add ? v + changes[i].value : changes[i].value;
         if (ok(v)) return t;
         for (; i < changes.size(); ++i) {
             v = changes[i].add ? v + changes[i].value : changes[i].value;
@@ -111,11 +110,12 @@ struct Word {
 struct Counter {  // a monotone count (CB pushes / pops) with the time of every step still needed
     std::vector<std::pair<std::uint32_t, double>> steps;  // (count after the step, time)
     std::size_t lo = 0;
-    std::uint32_t floor = 0;  // counts below this were reached long ago (their steps are trimmed)
+    std::uint32_t floor = 0;                  // counts below this were reached long ago (their steps are trimmed)
     double ready(std::uint32_t need) const {  // time the count first reached `need`, -1 if not yet
         if (need == 0 || need < floor) return 0;
-        auto it = std::lower_bound(steps.begin() + static_cast<std::ptrdiff_t>(lo), steps.end(), need,
-                                   [](const std::pair<std::uint32_t, double>& s, std::uint32_t n) { return s.first < n; });
+        auto it =
+            std::lower_bound(steps.begin() + static_cast<std::ptrdiff_t>(lo), steps.end(), need,
+                             [](const std::pair<std::uint32_t, double>& s, std::uint32_t n) { return s.first < n; });
         return it == steps.end() ? -1 : it->second;
     }
     void trim_below(std::uint32_t count) {  // steps that reached less than `count` are no longer needed
@@ -177,7 +177,7 @@ std::string json_escape(const std::string& s) {
 }
 
 class Engine {
-  public:
+public:
     explicit Engine(const std::vector<KernelRun*>& runs) : c_(costs()), dev_(device()) {
         const ArchSpec& arch = *dev_.arch;
         grid_x_ = arch.grid_x;
@@ -212,15 +212,16 @@ class Engine {
                 // wrote with a plain store): release the earliest one where it stands.
                 int pick = -1;
                 for (std::size_t i = 0; i < streams_.size(); ++i)
-                    if (!streams_[i].done && (pick < 0 || streams_[i].clock < streams_[static_cast<std::size_t>(pick)].clock))
+                    if (!streams_[i].done &&
+                        (pick < 0 || streams_[i].clock < streams_[static_cast<std::size_t>(pick)].clock))
                         pick = static_cast<int>(i);
                 if (pick < 0) break;
                 SimStream& s = streams_[static_cast<std::size_t>(pick)];
                 ++forced_;
                 if (s.pc < s.events->size() && forced_at_.size() < 20) {
                     const Event& e = (*s.events)[s.pc];
-                    forced_at_.push_back(strformat("%s:%u (%s, event %d)", e.file ? base_name(e.file).c_str() : "?", e.line,
-                                                   risc_name(*s.run, s.s), static_cast<int>(e.kind)));
+                    forced_at_.push_back(strformat("%s:%u (%s, event %d)", e.file ? base_name(e.file).c_str() : "?",
+                                                   e.line, risc_name(*s.run, s.s), static_cast<int>(e.kind)));
                 }
                 s.pc++;
                 s.cost_paid = false;
@@ -257,15 +258,17 @@ class Engine {
         o.precision(10);
         o << "{\"index\": " << program_index << ", \"kernel_cycles\": " << end << ", \"dispatch_cycles\": " << dispatch
           << ", \"device_cycles\": " << end + dispatch << ", \"forced_waits\": " << forced_ << ", \"forced_at\": [";
-        for (std::size_t i = 0; i < forced_at_.size(); ++i) o << (i ? ", " : "") << "\"" << json_escape(forced_at_[i]) << "\"";
+        for (std::size_t i = 0; i < forced_at_.size(); ++i)
+            o << (i ? ", " : "") << "\"" << json_escape(forced_at_[i]) << "\"";
         o << "], \"streams\": [";
         bool first = true;
         for (auto& s : streams_) {
             const KernelRun& run = *s.run;
-            o << (first ? "\n  " : ",\n  ") << "{\"core\": [" << run.core->x << ", " << run.core->y << "], \"kernel\": \""
-              << json_escape(run.kernel->display) << "\", \"role\": \"" << role_name(run.kernel->role)
-              << "\", \"risc\": \"" << risc_name(run, s.s) << "\", \"fidelity\": " << run.kernel->math_fidelity
-              << ", \"end\": " << s.end << ", \"tile_products\": " << s.tile_products;
+            o << (first ? "\n  " : ",\n  ") << "{\"core\": [" << run.core->x << ", " << run.core->y
+              << "], \"kernel\": \"" << json_escape(run.kernel->display) << "\", \"role\": \""
+              << role_name(run.kernel->role) << "\", \"risc\": \"" << risc_name(run, s.s)
+              << "\", \"fidelity\": " << run.kernel->math_fidelity << ", \"end\": " << s.end
+              << ", \"tile_products\": " << s.tile_products;
             for (int cat = 0; cat < kCategories; ++cat) o << ", \"" << kCategoryNames[cat] << "\": " << s.time[cat];
             o << ", \"cb_wait\": {";
             bool f2 = true;
@@ -296,10 +299,11 @@ class Engine {
         o << "],\n \"lines\": [";
         first = true;
         for (auto& [key, agg] : lines) {
-            o << (first ? "\n  " : ",\n  ") << "{\"file\": \"" << json_escape(std::get<0>(key)) << "\", \"line\": "
-              << std::get<1>(key) << ", \"kernel\": \"" << json_escape(std::get<2>(key)) << "\", \"risc\": \""
-              << std::get<3>(key) << "\", \"busy\": " << agg.first.busy << ", \"wait\": " << agg.first.wait
-              << ", \"calls\": " << agg.first.calls << ", \"streams\": " << agg.second << "}";
+            o << (first ? "\n  " : ",\n  ") << "{\"file\": \"" << json_escape(std::get<0>(key))
+              << "\", \"line\": " << std::get<1>(key) << ", \"kernel\": \"" << json_escape(std::get<2>(key))
+              << "\", \"risc\": \"" << std::get<3>(key) << "\", \"busy\": " << agg.first.busy
+              << ", \"wait\": " << agg.first.wait << ", \"calls\": " << agg.first.calls
+              << ", \"streams\": " << agg.second << "}";
             first = false;
         }
         o << "],\n \"dram\": {\"bank_bytes_per_cycle\": " << c_.dram_bytes_per_cycle() << ", \"banks\": [";
@@ -310,7 +314,7 @@ class Engine {
         return o.str();
     }
 
-  private:
+private:
     const Costs& c_;
     Device& dev_;
     std::uint32_t grid_x_ = 1;
@@ -370,7 +374,9 @@ class Engine {
     // ---- NoC geometry
     std::pair<int, int> core_xy(int core) const {
         int x = core % static_cast<int>(grid_x_), y = core / static_cast<int>(grid_x_);
-        auto pick = [](const std::vector<double>& v, int i) { return v.empty() ? i : static_cast<int>(v[std::min<std::size_t>(i, v.size() - 1)]); };
+        auto pick = [](const std::vector<double>& v, int i) {
+            return v.empty() ? i : static_cast<int>(v[std::min<std::size_t>(i, v.size() - 1)]);
+        };
         return {pick(c_.worker_noc_x, x), pick(c_.worker_noc_y, y)};
     }
     std::pair<int, int> endpoint_xy(std::uint32_t ep) const {
@@ -464,7 +470,8 @@ class Engine {
         double rate = std::min(c_.noc_mcast_bytes_per_cycle, c_.noc_bytes_per_cycle);
         double left = serve(port(s.core, noc, 0), s.clock + e.b / rate, e.b, rate);
         s.writes_flushed = std::max(s.writes_flushed, left);
-        for_rect(e.a, e.aux & 1, s.core, [&](int core) { deliver(s, noc, left, static_cast<std::uint32_t>(core), e.b); });
+        for_rect(e.a, e.aux & 1, s.core,
+                 [&](int core) { deliver(s, noc, left, static_cast<std::uint32_t>(core), e.b); });
     }
 
     Word& word(int core, std::uint32_t offset) {
@@ -550,7 +557,8 @@ class Engine {
             case Ev::WordWrite: word_write(s, e); break;
             case Ev::WordLocal: word_change(s.core, e.b, s.clock, e.aux & 1, e.c); break;
             case Ev::WordWait:
-                advanced = wait_for(word(s.core, e.b).ready(s.clock, e.aux & 1, e.c), kWaitNoc, key(kWord, s.core, e.b));
+                advanced =
+                    wait_for(word(s.core, e.b).ready(s.clock, e.aux & 1, e.c), kWaitNoc, key(kWord, s.core, e.b));
                 break;
             case Ev::MailboxWrite:
                 cs.mailbox_writes[e.a % 3].push_back(s.clock);
@@ -603,13 +611,15 @@ class Engine {
             }
             case Ev::PackOp:
                 if (e.a != kNone)
-                    advanced = wait_for(cs.math_end.n > e.a ? cs.math_end.at(e.a) : -1, kWaitPipe, key(kMathed, s.core, 0));
+                    advanced =
+                        wait_for(cs.math_end.n > e.a ? cs.math_end.at(e.a) : -1, kWaitPipe, key(kMathed, s.core, 0));
                 if (advanced) charge(s, e, e.cost, kBusyCat);
                 break;
             case Ev::DstAcquire: {
                 std::uint64_t k = e.a;
-                double ready = k <= cs.dst_sections ? s.clock
-                               : cs.releases.n >= k - cs.dst_sections ? cs.releases.at(k - cs.dst_sections - 1) : -1;
+                double ready = k <= cs.dst_sections                   ? s.clock
+                               : cs.releases.n >= k - cs.dst_sections ? cs.releases.at(k - cs.dst_sections - 1)
+                                                                      : -1;
                 advanced = wait_for(ready, kWaitPipe, key(kReleases, s.core, 0));
                 break;
             }
@@ -618,7 +628,8 @@ class Engine {
                 wake(key(kCommits, s.core, 0), s.clock);
                 break;
             case Ev::DstWait:
-                advanced = wait_for(cs.commits.n >= e.a ? cs.commits.at(e.a - 1) : -1, kWaitPipe, key(kCommits, s.core, 0));
+                advanced =
+                    wait_for(cs.commits.n >= e.a ? cs.commits.at(e.a - 1) : -1, kWaitPipe, key(kCommits, s.core, 0));
                 break;
             case Ev::DstRelease:
                 cs.releases.push(s.clock);

@@ -30,7 +30,8 @@ public:
     // atomic increment of the same semaphore on core (noc_x, noc_y)
     void up(const Noc& noc, std::uint32_t noc_x, std::uint32_t noc_y, std::uint32_t value,
             std::uint8_t vc = NOC_UNICAST_WRITE_VC, TTEMU_SITE) {
-        ttemu::dev::sem_inc(::get_noc_addr(noc_x, noc_y, addr(), noc.get_noc_id()), value, noc.get_noc_id(), ttemu_site);
+        ttemu::dev::sem_inc(::get_noc_addr(noc_x, noc_y, addr(), noc.get_noc_id()), value, noc.get_noc_id(),
+                            ttemu_site);
     }
     // writes this semaphore's value into `dst_sem` on core (noc_x, noc_y)
     template <ProgrammableCoreType dst_core_type = core_type>

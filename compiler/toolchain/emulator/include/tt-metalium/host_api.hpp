@@ -33,6 +33,7 @@ void SetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreSpec&
 void SetRuntimeArgs(const Program& program, KernelHandle kernel, const std::vector<CoreCoord>& core_spec,
                     const std::vector<std::vector<std::uint32_t>>& runtime_args);
 void SetCommonRuntimeArgs(const Program& program, KernelHandle kernel, const std::vector<std::uint32_t>& runtime_args);
-void SetCommonRuntimeArgs(const Program& program, KernelHandle kernel, std::initializer_list<std::uint32_t> runtime_args);
+void SetCommonRuntimeArgs(const Program& program, KernelHandle kernel,
+                          std::initializer_list<std::uint32_t> runtime_args);
 std::vector<std::uint32_t>& GetRuntimeArgs(const Program& program, KernelHandle kernel, const CoreCoord& logical_core);
 }  // namespace tt::tt_metal

@@ -26,18 +26,30 @@ struct DataMovementConfig {
 };
 
 struct ReaderDataMovementConfig : public DataMovementConfig {
-    ReaderDataMovementConfig(std::vector<std::uint32_t> compile_args = {}, std::map<std::string, std::string> defines = {},
+    ReaderDataMovementConfig(std::vector<std::uint32_t> compile_args = {},
+                             std::map<std::string, std::string> defines = {},
                              std::unordered_map<std::string, std::uint32_t> named_compile_args = {},
                              KernelBuildOptLevel opt_level = KernelBuildOptLevel::O2)
-        : DataMovementConfig{DataMovementProcessor::RISCV_1, NOC::RISCV_1_default, NOC_MODE::DM_DEDICATED_NOC,
-                             std::move(compile_args), std::move(defines), std::move(named_compile_args), opt_level} {}
+        : DataMovementConfig{DataMovementProcessor::RISCV_1,
+                             NOC::RISCV_1_default,
+                             NOC_MODE::DM_DEDICATED_NOC,
+                             std::move(compile_args),
+                             std::move(defines),
+                             std::move(named_compile_args),
+                             opt_level} {}
 };
 struct WriterDataMovementConfig : public DataMovementConfig {
-    WriterDataMovementConfig(std::vector<std::uint32_t> compile_args = {}, std::map<std::string, std::string> defines = {},
+    WriterDataMovementConfig(std::vector<std::uint32_t> compile_args = {},
+                             std::map<std::string, std::string> defines = {},
                              std::unordered_map<std::string, std::uint32_t> named_compile_args = {},
                              KernelBuildOptLevel opt_level = KernelBuildOptLevel::O2)
-        : DataMovementConfig{DataMovementProcessor::RISCV_0, NOC::RISCV_0_default, NOC_MODE::DM_DEDICATED_NOC,
-                             std::move(compile_args), std::move(defines), std::move(named_compile_args), opt_level} {}
+        : DataMovementConfig{DataMovementProcessor::RISCV_0,
+                             NOC::RISCV_0_default,
+                             NOC_MODE::DM_DEDICATED_NOC,
+                             std::move(compile_args),
+                             std::move(defines),
+                             std::move(named_compile_args),
+                             opt_level} {}
 };
 
 struct ComputeConfig {

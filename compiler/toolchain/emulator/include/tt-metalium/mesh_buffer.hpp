@@ -19,7 +19,8 @@ struct ReplicatedBufferConfig {
 class MeshBuffer {
 public:
     static std::shared_ptr<MeshBuffer> create(const ReplicatedBufferConfig& global_config,
-                                              const DeviceLocalBufferConfig& device_local_config, MeshDevice* mesh_device,
+                                              const DeviceLocalBufferConfig& device_local_config,
+                                              MeshDevice* mesh_device,
                                               std::optional<DeviceAddr> address = std::nullopt);
     MeshBuffer(const Buffer& reference, MeshDevice* device) : reference_(reference), device_(device) {}
     DeviceAddr address() const { return reference_.address(); }

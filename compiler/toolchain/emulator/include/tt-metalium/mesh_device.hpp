@@ -34,7 +34,8 @@ private:
 class MeshDevice {
 public:
     static std::shared_ptr<MeshDevice> create_unit_mesh(int device_id, std::size_t l1_small_size = 0,
-                                                        std::size_t trace_region_size = 0, std::size_t num_command_queues = 1,
+                                                        std::size_t trace_region_size = 0,
+                                                        std::size_t num_command_queues = 1,
                                                         const DispatchCoreConfig& dispatch_core_config = {});
     explicit MeshDevice(int device_id);
     ~MeshDevice();

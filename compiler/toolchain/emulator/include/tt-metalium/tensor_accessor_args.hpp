@@ -7,8 +7,15 @@
 namespace tt::tt_metal {
 namespace tensor_accessor {
 enum class ArgConfig : std::uint8_t {
-    None = 0, Sharded = 1, IsDram = 2, RuntimeRank = 4, RuntimeNumBanks = 8, RuntimeTensorShape = 16,
-    RuntimeShardShape = 32, RuntimeBankCoords = 64, RuntimePageSize = 128
+    None = 0,
+    Sharded = 1,
+    IsDram = 2,
+    RuntimeRank = 4,
+    RuntimeNumBanks = 8,
+    RuntimeTensorShape = 16,
+    RuntimeShardShape = 32,
+    RuntimeBankCoords = 64,
+    RuntimePageSize = 128
 };
 }
 // Interleaved buffers only: CT args are [config_word, aligned_page_size].
@@ -27,7 +34,8 @@ public:
         compile_time_args.push_back(config_word_);
         compile_time_args.push_back(aligned_page_size_);
     }
-    void append_to(std::vector<std::uint32_t>& compile_time_args, std::vector<std::uint32_t>& common_runtime_args) const {
+    void append_to(std::vector<std::uint32_t>& compile_time_args,
+                   std::vector<std::uint32_t>& common_runtime_args) const {
         append_to(compile_time_args);
     }
     std::vector<std::uint32_t> get_compile_time_args() const {

@@ -18,7 +18,7 @@ struct Site {
 // parameters: GCC evaluates __builtin_FILE/__builtin_LINE at the call site only when they are the whole default
 // argument.) Inside a wrapper, `ttemu_site` is the Site to hand to the runtime and TTEMU_FWD forwards the location
 // to another wrapper.
-#define TTEMU_SITE const char* ttemu_file = __builtin_FILE(), unsigned ttemu_line = __builtin_LINE()
+#define TTEMU_SITE const char *ttemu_file = __builtin_FILE(), unsigned ttemu_line = __builtin_LINE()
 #define ttemu_site (::ttemu::Site{ttemu_file, ttemu_line})
 #define TTEMU_FWD ttemu_file, ttemu_line
 
@@ -52,8 +52,8 @@ std::uint64_t dram_noc_addr(bool is_dram, std::uint32_t base, std::uint32_t page
 std::uint64_t bank_noc_addr(bool is_dram, std::uint32_t bank_id, std::uint32_t addr);
 std::uint64_t local_l1_noc_addr(std::uint32_t l1_addr, Site site);
 std::uint64_t core_l1_noc_addr(std::uint32_t noc_x, std::uint32_t noc_y, std::uint32_t l1_addr);
-std::uint64_t multicast_noc_addr(std::uint32_t x_start, std::uint32_t y_start, std::uint32_t x_end,
-                                 std::uint32_t y_end, std::uint32_t l1_addr);
+std::uint64_t multicast_noc_addr(std::uint32_t x_start, std::uint32_t y_start, std::uint32_t x_end, std::uint32_t y_end,
+                                 std::uint32_t l1_addr);
 // A TensorAccessor page's NoC address, checked against the buffer (base address, page size, page count).
 std::uint64_t accessor_noc_addr(bool is_dram, std::uint32_t base, std::uint32_t page_size, std::uint32_t page_id,
                                 std::uint32_t offset);
@@ -95,11 +95,42 @@ std::uint32_t mailbox_read(std::uint32_t from_thread, Site site);
 
 // compute engine (unpack -> math -> pack), see src/compute.cpp
 enum class FpuOp : std::uint8_t {
-    None, Matmul, Copy, Add, Sub, Mul, Reduce, BcastAdd, BcastSub, BcastMul, UnaryBcast, Transpose, Tilize, Untilize
+    None,
+    Matmul,
+    Copy,
+    Add,
+    Sub,
+    Mul,
+    Reduce,
+    BcastAdd,
+    BcastSub,
+    BcastMul,
+    UnaryBcast,
+    Transpose,
+    Tilize,
+    Untilize
 };
 enum class SfpuOp : std::uint8_t {
-    None, Exp, Sqrt, Recip, Fill, BinopScalar, AddBinary, SubBinary, MulBinary, MaxBinary, MinBinary, UnaryMax,
-    UnaryMin, CopyDest, Rsqrt, Relu, Gelu, Negative, Square, Log
+    None,
+    Exp,
+    Sqrt,
+    Recip,
+    Fill,
+    BinopScalar,
+    AddBinary,
+    SubBinary,
+    MulBinary,
+    MaxBinary,
+    MinBinary,
+    UnaryMax,
+    UnaryMin,
+    CopyDest,
+    Rsqrt,
+    Relu,
+    Gelu,
+    Negative,
+    Square,
+    Log
 };
 enum class ScalarOp : std::uint8_t { Add, Sub, Mul, Div, Rsub };
 void hw_startup(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t ocb, bool reverse, Site site);
@@ -114,8 +145,7 @@ void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
 void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1,
                   std::uint32_t idst, Site site);
 // binary op with DST as one operand (binary_dest_reuse_tiles): `dst_is_a` puts DST in the first operand slot
-void binary_dest_reuse(FpuOp op, std::uint32_t in, std::uint32_t itile, std::uint32_t idst, bool dst_is_a,
-                       Site site);
+void binary_dest_reuse(FpuOp op, std::uint32_t in, std::uint32_t itile, std::uint32_t idst, bool dst_is_a, Site site);
 void copy_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site site);
 void transpose_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site site);
 void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const char* call, Site site);
@@ -129,8 +159,8 @@ void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, b
 void pack_reconfig(std::uint32_t ocb, const char* call, Site site);
 void pack_l1_acc(bool enable, Site site);
 void pack_relu(bool enable, Site site);
-void unpack_reconfig(std::uint32_t old_a, std::uint32_t new_a, std::uint32_t old_b, std::uint32_t new_b, bool a,
-                     bool b, const char* call, Site site);
+void unpack_reconfig(std::uint32_t old_a, std::uint32_t new_a, std::uint32_t old_b, std::uint32_t new_b, bool a, bool b,
+                     const char* call, Site site);
 // reduce (pool: 0 SUM, 1 AVG, 2 MAX, 3 MIN; dim: 0 REDUCE_ROW, 1 REDUCE_COL, 2 REDUCE_SCALAR) and broadcasts
 // (bcast: 0 NONE, 1 COL, 2 ROW, 3 SCALAR), numbered as ckernel's enums
 void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb, Site site);

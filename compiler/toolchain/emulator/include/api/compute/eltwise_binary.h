@@ -6,7 +6,7 @@
 namespace ckernel {
 namespace ttemu_detail {
 constexpr ttemu::dev::FpuOp fpu_op(EltwiseBinaryType t) {
-    return t == EltwiseBinaryType::ELWADD ? ttemu::dev::FpuOp::Add
+    return t == EltwiseBinaryType::ELWADD   ? ttemu::dev::FpuOp::Add
            : t == EltwiseBinaryType::ELWSUB ? ttemu::dev::FpuOp::Sub
            : t == EltwiseBinaryType::ELWMUL ? ttemu::dev::FpuOp::Mul
                                             : ttemu::dev::FpuOp::None;
@@ -49,13 +49,13 @@ ALWI void sub_tiles(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t itile0
                     std::uint32_t idst, TTEMU_SITE) {
     ttemu::dev::binary_tiles(ttemu::dev::FpuOp::Sub, icb0, icb1, itile0, itile1, idst, ttemu_site);
 }
-#define TTEMU_BINARY_BLOCK(name, OP)                                                                            \
-    template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>                                                        \
+#define TTEMU_BINARY_BLOCK(name, OP)                                                                               \
+    template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>                                                           \
     ALWI void name(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t start_itile0, std::uint32_t start_itile1, \
-                   std::uint32_t start_idst, std::uint32_t ntiles, TTEMU_SITE) {                                \
-        for (std::uint32_t i = 0; i < ntiles; ++i)                                                              \
-            ttemu::dev::binary_tiles(ttemu::dev::FpuOp::OP, icb0, icb1, start_itile0 + i, start_itile1 + i,      \
-                                     start_idst + i, ttemu_site);                                               \
+                   std::uint32_t start_idst, std::uint32_t ntiles, TTEMU_SITE) {                                   \
+        for (std::uint32_t i = 0; i < ntiles; ++i)                                                                 \
+            ttemu::dev::binary_tiles(ttemu::dev::FpuOp::OP, icb0, icb1, start_itile0 + i, start_itile1 + i,        \
+                                     start_idst + i, ttemu_site);                                                  \
     }
 TTEMU_BINARY_BLOCK(mul_block, Mul)
 TTEMU_BINARY_BLOCK(add_block, Add)
@@ -63,17 +63,18 @@ TTEMU_BINARY_BLOCK(sub_block, Sub)
 #undef TTEMU_BINARY_BLOCK
 
 // One operand from DST: DEST_TO_SRCA computes DST op icb, DEST_TO_SRCB computes icb op DST.
-#define TTEMU_REUSE_DEST(op, OP, TYPE)                                                                          \
-    template <EltwiseBinaryReuseDestType reuse_dest>                                                            \
-    ALWI void op##_reuse_dest_init(std::uint32_t icb, std::uint32_t call_line = __builtin_LINE(), TTEMU_SITE) { \
-        static_assert(reuse_dest != EltwiseBinaryReuseDestType::NONE, "reuse_dest must be DEST_TO_SRCA or DEST_TO_SRCB"); \
-        ttemu::dev::fpu_init(ttemu::dev::FpuOp::OP, icb, icb, 0, #op "_reuse_dest_init", ttemu_site);           \
-    }                                                                                                           \
-    template <EltwiseBinaryReuseDestType reuse_dest, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>                 \
-    ALWI void op##_reuse_dest_tiles(std::uint32_t in_cb_id, std::uint32_t in_tile_index,                        \
-                                    std::uint32_t dst_tile_index, TTEMU_SITE) {                                 \
-        ttemu::dev::binary_dest_reuse(ttemu::dev::FpuOp::OP, in_cb_id, in_tile_index, dst_tile_index,            \
-                                      reuse_dest == EltwiseBinaryReuseDestType::DEST_TO_SRCA, ttemu_site);      \
+#define TTEMU_REUSE_DEST(op, OP, TYPE)                                                                                 \
+    template <EltwiseBinaryReuseDestType reuse_dest>                                                                   \
+    ALWI void op##_reuse_dest_init(std::uint32_t icb, std::uint32_t call_line = __builtin_LINE(), TTEMU_SITE) {        \
+        static_assert(reuse_dest != EltwiseBinaryReuseDestType::NONE,                                                  \
+                      "reuse_dest must be DEST_TO_SRCA or DEST_TO_SRCB");                                              \
+        ttemu::dev::fpu_init(ttemu::dev::FpuOp::OP, icb, icb, 0, #op "_reuse_dest_init", ttemu_site);                  \
+    }                                                                                                                  \
+    template <EltwiseBinaryReuseDestType reuse_dest, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>                        \
+    ALWI void op##_reuse_dest_tiles(std::uint32_t in_cb_id, std::uint32_t in_tile_index, std::uint32_t dst_tile_index, \
+                                    TTEMU_SITE) {                                                                      \
+        ttemu::dev::binary_dest_reuse(ttemu::dev::FpuOp::OP, in_cb_id, in_tile_index, dst_tile_index,                  \
+                                      reuse_dest == EltwiseBinaryReuseDestType::DEST_TO_SRCA, ttemu_site);             \
     }
 TTEMU_REUSE_DEST(add, Add, ELWADD)
 TTEMU_REUSE_DEST(sub, Sub, ELWSUB)

@@ -21,8 +21,9 @@ template <uint32_t block_ct_dim = 8, uint32_t full_ct_dim = block_ct_dim, bool i
 ALWI void pack_untilize_init_skip_remap(uint32_t icb, uint32_t ocb, uint32_t call_line = __builtin_LINE(), TTEMU_SITE) {
     pack_untilize_init<block_ct_dim, full_ct_dim, is_fp32_dest_acc_en>(icb, ocb, call_line, TTEMU_FWD);
 }
-template <uint32_t block_ct_dim = 8, uint32_t full_ct_dim = block_ct_dim, bool diagonal = false, bool narrow_row = false,
-          std::uint32_t row_num_datums = TILE_C_DIM, uint32_t tile_dst_ct_offset = 0, bool dense = false>
+template <uint32_t block_ct_dim = 8, uint32_t full_ct_dim = block_ct_dim, bool diagonal = false,
+          bool narrow_row = false, std::uint32_t row_num_datums = TILE_C_DIM, uint32_t tile_dst_ct_offset = 0,
+          bool dense = false>
 ALWI void pack_untilize_dest(uint32_t ocb, uint32_t block_rt_dim = 1, uint32_t block_c_index = 0,
                              uint32_t tile_dst_rt_offset = 0, TTEMU_SITE) {
     static_assert(!diagonal && !narrow_row && row_num_datums == TILE_C_DIM && tile_dst_ct_offset == 0 && !dense,

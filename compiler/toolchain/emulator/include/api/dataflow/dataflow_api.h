@@ -94,9 +94,9 @@ inline void noc_async_read(std::uint64_t src_noc_addr, std::uint32_t dst_local_l
     ttemu::dev::noc_read(src_noc_addr, dst_local_l1_addr, size, noc, "noc_async_read", ttemu_site);
 }
 template <bool enable_noc_tracing = true>
-inline void noc_async_read_one_packet(std::uint64_t src_noc_addr, std::uint32_t dst_local_l1_addr,
-                                      std::uint32_t size, std::uint8_t noc = noc_index,
-                                      std::uint32_t read_req_vc = NOC_UNICAST_WRITE_VC, TTEMU_SITE) {
+inline void noc_async_read_one_packet(std::uint64_t src_noc_addr, std::uint32_t dst_local_l1_addr, std::uint32_t size,
+                                      std::uint8_t noc = noc_index, std::uint32_t read_req_vc = NOC_UNICAST_WRITE_VC,
+                                      TTEMU_SITE) {
     if (size > NOC_MAX_BURST_SIZE)
         ttemu::dev::unsupported("noc_async_read_one_packet with size > NOC_MAX_BURST_SIZE", ttemu_site);
     ttemu::dev::noc_read(src_noc_addr, dst_local_l1_addr, size, noc, "noc_async_read_one_packet", ttemu_site);
@@ -107,9 +107,9 @@ inline void noc_async_write(std::uint32_t src_local_l1_addr, std::uint64_t dst_n
     ttemu::dev::noc_write(src_local_l1_addr, dst_noc_addr, size, noc, "noc_async_write", ttemu_site);
 }
 template <bool enable_noc_tracing = true, bool posted = false>
-inline void noc_async_write_one_packet(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr,
-                                       std::uint32_t size, std::uint8_t noc = noc_index,
-                                       std::uint32_t vc = NOC_UNICAST_WRITE_VC, TTEMU_SITE) {
+inline void noc_async_write_one_packet(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr, std::uint32_t size,
+                                       std::uint8_t noc = noc_index, std::uint32_t vc = NOC_UNICAST_WRITE_VC,
+                                       TTEMU_SITE) {
     if (size > NOC_MAX_BURST_SIZE)
         ttemu::dev::unsupported("noc_async_write_one_packet with size > NOC_MAX_BURST_SIZE", ttemu_site);
     ttemu::dev::noc_write(src_local_l1_addr, dst_noc_addr, size, noc, "noc_async_write_one_packet", ttemu_site);
@@ -143,13 +143,13 @@ inline void noc_async_write_multicast_loopback_src(std::uint32_t src_local_l1_ad
 template <typename AddrGen, bool enable_noc_tracing = true>
 FORCE_INLINE void noc_async_read_page(const std::uint32_t id, const AddrGen& addrgen, std::uint32_t dst_local_l1_addr,
                                       std::uint32_t offset = 0, std::uint8_t noc = noc_index, TTEMU_SITE) {
-    ttemu::dev::noc_read_page(addrgen.ttemu_is_dram(), addrgen.get_bank_base_address(),
-                              addrgen.get_aligned_page_size(), id, dst_local_l1_addr, offset, noc, ttemu_site);
+    ttemu::dev::noc_read_page(addrgen.ttemu_is_dram(), addrgen.get_bank_base_address(), addrgen.get_aligned_page_size(),
+                              id, dst_local_l1_addr, offset, noc, ttemu_site);
 }
 template <typename AddrGen, bool enable_noc_tracing = true, bool posted = false>
 FORCE_INLINE void noc_async_write_page(const std::uint32_t id, const AddrGen& addrgen, std::uint32_t src_local_l1_addr,
-                                       std::uint32_t size = 0, std::uint32_t offset = 0,
-                                       std::uint8_t noc = noc_index, TTEMU_SITE) {
+                                       std::uint32_t size = 0, std::uint32_t offset = 0, std::uint8_t noc = noc_index,
+                                       TTEMU_SITE) {
     ttemu::dev::noc_write_page(addrgen.ttemu_is_dram(), addrgen.get_bank_base_address(),
                                addrgen.get_aligned_page_size(), id, src_local_l1_addr, size, offset, noc, ttemu_site);
 }
@@ -167,7 +167,9 @@ template <typename AddrGen>
     noc_async_write_page(id, addrgen, src_local_l1_addr, 0, 0, noc, TTEMU_FWD);
 }
 
-inline void noc_async_read_barrier(std::uint8_t noc = noc_index, TTEMU_SITE) { ttemu::dev::noc_read_barrier(ttemu_site); }
+inline void noc_async_read_barrier(std::uint8_t noc = noc_index, TTEMU_SITE) {
+    ttemu::dev::noc_read_barrier(ttemu_site);
+}
 FORCE_INLINE void noc_async_write_barrier(std::uint8_t noc = noc_index, TTEMU_SITE) {
     ttemu::dev::noc_write_barrier(ttemu_site);
 }
@@ -215,8 +217,8 @@ FORCE_INLINE void noc_semaphore_inc(std::uint64_t addr, std::uint32_t incr, std:
 }
 template <bool posted = false>
 FORCE_INLINE void noc_semaphore_inc_multicast(std::uint64_t addr, std::uint32_t incr, std::uint32_t num_dests,
-                                              std::uint8_t noc_id = noc_index,
-                                              std::uint8_t vc = NOC_MULTICAST_WRITE_VC, TTEMU_SITE) {
+                                              std::uint8_t noc_id = noc_index, std::uint8_t vc = NOC_MULTICAST_WRITE_VC,
+                                              TTEMU_SITE) {
     ttemu::dev::sem_inc_multicast(addr, incr, num_dests, noc_id, ttemu_site);
 }
 inline void noc_semaphore_set_remote(std::uint32_t src_local_l1_addr, std::uint64_t dst_noc_addr,

@@ -52,7 +52,9 @@ public:
     constexpr std::uint32_t get_tile_r_dim() const { return 32; }
     constexpr std::uint32_t get_tile_c_dim() const { return 32; }
     constexpr std::uint32_t get_face_r_dim() const { return 16; }
-    constexpr DataFormat get_dataformat() const { return static_cast<DataFormat>(ttemu::desc::cb_formats[logical_dfb_id_]); }
+    constexpr DataFormat get_dataformat() const {
+        return static_cast<DataFormat>(ttemu::desc::cb_formats[logical_dfb_id_]);
+    }
 
     void finish() {}
 

@@ -79,15 +79,14 @@ public:
         ttemu::dev::noc_read(src_ptr<AddressType::NOC>(src, src_args), dst_addr, size_bytes, noc_id_, "Noc::async_read",
                              ttemu_site);
     }
-    template <NocOptions opts = NocOptions::DEFAULT, std::uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1,
-              typename Src>
+    template <NocOptions opts = NocOptions::DEFAULT, std::uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1, typename Src>
     void set_async_read_state(const Src& src, std::uint32_t size_bytes, const src_args_t<Src>& src_args,
                               const NocOptVals& noc_opts = {}, TTEMU_SITE) const {
         ttemu::dev::at(ttemu_site);
         (void)src_ptr<AddressType::NOC>(src, src_args);
     }
-    template <NocOptions opts = NocOptions::DEFAULT, std::uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1,
-              typename Src, typename Dst>
+    template <NocOptions opts = NocOptions::DEFAULT, std::uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1, typename Src,
+              typename Dst>
     void async_read_with_state(const Src& src, const Dst& dst, std::uint32_t size_bytes,
                                const src_args_t<Src>& src_args, const dst_args_t<Dst>& dst_args,
                                const NocOptVals& noc_opts = {}, TTEMU_SITE) const {
@@ -112,22 +111,21 @@ public:
         static_assert(!has_flag(opts, NocOptions::POSTED), "Mcasts with posted transactions are not supported");
         ttemu::dev::at(ttemu_site);
         const std::uint32_t src_addr = static_cast<std::uint32_t>(src_ptr<AddressType::LOCAL_L1>(src, src_args));
-        const std::uint64_t dst_addr = noc_traits_t<Dst>::template dst_addr_mcast<AddressType::NOC>(dst, *this, dst_args);
+        const std::uint64_t dst_addr =
+            noc_traits_t<Dst>::template dst_addr_mcast<AddressType::NOC>(dst, *this, dst_args);
         constexpr bool loopback = has_flag(opts, NocOptions::MCAST_INCL_SRC);
-        ttemu::dev::noc_write_multicast(src_addr, dst_addr, size_bytes, num_dsts, loopback, noc_id_,
-                                        loopback ? "Noc::async_write_multicast<MCAST_INCL_SRC>"
-                                                 : "Noc::async_write_multicast",
-                                        ttemu_site);
+        ttemu::dev::noc_write_multicast(
+            src_addr, dst_addr, size_bytes, num_dsts, loopback, noc_id_,
+            loopback ? "Noc::async_write_multicast<MCAST_INCL_SRC>" : "Noc::async_write_multicast", ttemu_site);
     }
-    template <NocOptions opts = NocOptions::DEFAULT, std::uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1,
-              typename Dst>
+    template <NocOptions opts = NocOptions::DEFAULT, std::uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1, typename Dst>
     void set_async_write_state(const Dst& dst, std::uint32_t size_bytes, const dst_args_t<Dst>& dst_args,
                                const NocOptVals& noc_opts = {}, TTEMU_SITE) const {
         ttemu::dev::at(ttemu_site);
         (void)dst_ptr<AddressType::NOC>(dst, dst_args);
     }
-    template <NocOptions opts = NocOptions::DEFAULT, std::uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1,
-              typename Src, typename Dst>
+    template <NocOptions opts = NocOptions::DEFAULT, std::uint32_t max_page_size = NOC_MAX_BURST_SIZE + 1, typename Src,
+              typename Dst>
     void async_write_with_state(const Src& src, const Dst& dst, std::uint32_t size_bytes,
                                 const src_args_t<Src>& src_args, const dst_args_t<Dst>& dst_args,
                                 const NocOptVals& noc_opts = {}, TTEMU_SITE) const {

@@ -6,8 +6,9 @@
 
 struct TensorAccessor {
     template <std::size_t CTA_OFFSET, std::size_t CRTA_OFFSET>
-    TensorAccessor(const TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>& args, const std::uint32_t bank_base_address_in,
-                   const std::uint32_t page_size_in = TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>{}.get_aligned_page_size())
+    TensorAccessor(
+        const TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>& args, const std::uint32_t bank_base_address_in,
+        const std::uint32_t page_size_in = TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>{}.get_aligned_page_size())
         : bank_base_address(bank_base_address_in),
           page_size(page_size_in),
           is_dram_(TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>::is_dram) {}

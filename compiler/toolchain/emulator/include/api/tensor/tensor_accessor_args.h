@@ -7,8 +7,15 @@
 namespace tensor_accessor {
 constexpr std::size_t UNKNOWN = static_cast<std::size_t>(-1);
 enum ArgConfig : std::uint8_t {
-    None = 0, Sharded = 1, IsDram = 2, RuntimeRank = 4, RuntimeNumBanks = 8, RuntimeTensorShape = 16,
-    RuntimeShardShape = 32, RuntimeBankCoords = 64, RuntimePageSize = 128
+    None = 0,
+    Sharded = 1,
+    IsDram = 2,
+    RuntimeRank = 4,
+    RuntimeNumBanks = 8,
+    RuntimeTensorShape = 16,
+    RuntimeShardShape = 32,
+    RuntimeBankCoords = 64,
+    RuntimePageSize = 128
 };
 }  // namespace tensor_accessor
 
