@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from compiler import attrs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -47,7 +48,7 @@ def per_block_calls(path: Path, entry: str, params: dict, arch: str) -> dict:
     from schemas.target import TargetConfig
 
     loaded = load_kernel(path.read_text(), str(path), entry, params)
-    func = loaded.func.with_attrs({"tt.source_file": loaded.source_file, "tt.entry": loaded.entry})
+    func = loaded.func.with_attrs({attrs.SOURCE_FILE.key: loaded.source_file, attrs.ENTRY.key: loaded.entry})
     mod = optimize_for_target_tt(tvm.IRModule({loaded.entry: func}), TargetConfig(arch=arch))
 
     def count(stmt, out, scale):

@@ -16,6 +16,7 @@ from schemas.target import TargetConfig
 
 from .errors import CompileError
 from .version import COMPILER_VERSION
+from . import attrs
 
 ARTIFACTS = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json", "linemap.json")
 TVM_VERSIONS = "apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1"
@@ -155,7 +156,7 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
     from .codegen.plan import build_plan, plan_json
     from .pipeline import optimize_for_target_tt
 
-    func = loaded.func.with_attrs({"tt.source_file": loaded.source_file, "tt.entry": loaded.entry})
+    func = loaded.func.with_attrs({attrs.SOURCE_FILE.key: loaded.source_file, attrs.ENTRY.key: loaded.entry})
     timings["parse"] = time.perf_counter() - t0
     dumps: dict[str, str] | None = {} if dump_ir else None
     if dumps is not None:

@@ -1,55 +1,17 @@
-"""Small helpers over TVM TIRx IR shared by passes and codegen: attrs, locations, regions, evaluation."""
+"""Small helpers over TVM TIRx IR shared by passes and codegen: locations, regions, evaluation (attributes:
+compiler/attrs.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
+from . import attrs
 from .errors import CompileError, SourceLocation
 
 TILE_OP_PREFIX = "tirx.tile."
-
-
-def to_py(value: Any) -> Any:
-    """FFI containers and immediates (attr values) -> plain Python (dict/list/int/float/str/bool)."""
-    if isinstance(value, (bool, int, float, str)) or value is None:
-        return value
-    if isinstance(value, tirx.IntImm):
-        return bool(value.value) if str(value.ty) == "bool" else int(value.value)
-    if isinstance(value, tirx.FloatImm):
-        return float(value.value)
-    if isinstance(value, tvm_ffi.Map) or hasattr(value, "items"):
-        return {str(k): to_py(v) for k, v in value.items()}
-    if isinstance(value, (tvm_ffi.Array, list, tuple)):
-        return [to_py(v) for v in value]
-    if isinstance(value, tvm_ffi.String):
-        return str(value)
-    return value
-
-
-_ATTR_CACHE: list = []   # [(ffi object, python value)], most recent last; holds refs so identity is stable
-_ATTR_CACHE_SIZE = 64
-
-
-def get_attr(func: tirx.PrimFunc, key: str, default: Any = None) -> Any:
-    """A PrimFunc attribute as plain Python. Attrs are immutable FFI objects shared between the functions a
-    pass creates, so conversions are memoised by object identity: treat the result as read-only (copy first
-    to change it; a pass publishes changes with func.with_attr)."""
-    attrs = func.attrs
-    if attrs is None or key not in attrs:
-        return default
-    obj = attrs[key]
-    for cached, value in reversed(_ATTR_CACHE):
-        if cached.same_as(obj):
-            return value
-    value = to_py(obj)
-    if hasattr(obj, "same_as"):
-        _ATTR_CACHE.append((obj, value))
-        del _ATTR_CACHE[:-_ATTR_CACHE_SIZE]
-    return value
 
 
 def location_of(node: Any, filename: str) -> SourceLocation | None:
@@ -60,7 +22,7 @@ def location_of(node: Any, filename: str) -> SourceLocation | None:
 
 
 def filename_of(func: tirx.PrimFunc) -> str:
-    return get_attr(func, "tt.source_file", "kernel.py")
+    return attrs.SOURCE_FILE.get(func, "kernel.py")
 
 
 def error_at(node: Any, func: tirx.PrimFunc, message: str, *, stage: str, hint: str | None = None) -> CompileError:

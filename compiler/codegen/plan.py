@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 
-from ..ir import get_attr
 from ..passes.partition_work import blocks_of
 from ..passes.share_reads import FIELDS as MCAST_FIELDS
 from ..version import COMPILER_VERSION
+from .. import attrs
 
 KERNEL_PLACEMENT = {  # which RISC-V and NoC each kernel uses (TT-Metalium's reader/writer conventions)
     "reader": ("RISCV_1", "RISCV_1_default"),
@@ -59,12 +59,12 @@ def arg_value(arg: dict, core: dict, multicast: dict):
 
 def build_plan(mod) -> dict:
     compute = mod["compute"]
-    layouts = get_attr(compute, "tt.layout_desc")
-    work = dict(get_attr(compute, "tt.work_partition"))
+    layouts = attrs.LAYOUT_DESC.get(compute)
+    work = dict(attrs.WORK_PARTITION.get(compute))
     work["cores"] = [dict(core, blocks=blocks_of(core)) for core in work["cores"]]
-    logical = get_attr(compute, "tt.logical_shapes", {}) or {}
+    logical = attrs.LOGICAL_SHAPES.get(compute, {}) or {}
     buffers = []
-    for name, info in get_attr(compute, "tt.buffers").items():
+    for name, info in attrs.BUFFERS.get(compute).items():
         if info["scope"] != "global":
             continue
         lay = layouts[name]
@@ -80,39 +80,39 @@ def build_plan(mod) -> dict:
         if "generator" in info:
             entry["generator"] = info["generator"]
         buffers.append(entry)
-    cbs = [dict(c, total_bytes=c["page_bytes"] * c["num_pages"]) for c in get_attr(compute, "tt.cb_config")]
-    multicast = multicast_plan(get_attr(compute, "tt.multicast", []) or [], {c["index"]: c for c in cbs})
+    cbs = [dict(c, total_bytes=c["page_bytes"] * c["num_pages"]) for c in attrs.CB_CONFIG.get(compute)]
+    multicast = multicast_plan(attrs.MULTICAST.get(compute, []) or [], {c["index"]: c for c in cbs})
     by_cb = {g["cb"]: {tuple(c["core"]): c for c in g["cores"]} for g in multicast}
     kernels = []
     for role in ("reader", "compute", "writer"):
         func = mod[role]
-        args = get_attr(func, "tt.runtime_args")
+        args = attrs.RUNTIME_ARGS.get(func)
         per_core = []
         for core in work["cores"]:
             values = [arg_value(a, core, by_cb) for a in args]
             per_core.append({"core": core["core"], "values": values})
         processor, noc = KERNEL_PLACEMENT[role]
         kernels.append({"role": role, "file": f"{role}.cpp", "processor": processor, "noc": noc,
-                        "runtime_args": args, "compile_time_args": get_attr(func, "tt.compile_time_args"),
+                        "runtime_args": args, "compile_time_args": attrs.COMPILE_TIME_ARGS.get(func),
                         "per_core_args": per_core})
-    verification = get_attr(compute, "tt.verification")
+    verification = attrs.VERIFICATION.get(compute)
     return {
         "schema_version": 1,
         "compiler": {"name": "tilefarm", "version": COMPILER_VERSION},
-        "kernel": get_attr(compute, "tt.entry", "main"),
-        "source_file": get_attr(compute, "tt.source_file"),
-        "target": get_attr(compute, "tt.target"),
-        "grid": get_attr(compute, "tt.grid"),
-        "schedule": schedule_of(get_attr(compute, "tt.blocking")),
-        "core_grid": get_attr(compute, "tt.core_grid"),
-        "core_ranges": get_attr(compute, "tt.core_ranges"),
+        "kernel": attrs.ENTRY.get(compute, "main"),
+        "source_file": attrs.SOURCE_FILE.get(compute),
+        "target": attrs.TARGET.get(compute),
+        "grid": attrs.GRID.get(compute),
+        "schedule": schedule_of(attrs.BLOCKING.get(compute)),
+        "core_grid": attrs.CORE_GRID.get(compute),
+        "core_ranges": attrs.CORE_RANGES.get(compute),
         "work": work,
         "buffers": buffers,
         "circular_buffers": cbs,
         "multicast": multicast,
         "semaphores_per_core": 2 * len(multicast),
         "kernels": kernels,
-        "compute_config": get_attr(compute, "tt.compute_config"),
+        "compute_config": attrs.COMPUTE_CONFIG.get(compute),
         "l1_bytes_per_core": verification["l1_bytes_per_core"],
         "cb_pages_per_block": verification["cb_pages_per_block"],
     }

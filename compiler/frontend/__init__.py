@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..errors import CompileError, SourceLocation
 from .source import KernelSource, parse, prepare
 from .tilelang import is_tilelang_source
+from .. import attrs
 
 __all__ = ["KernelSource", "LoadedKernel", "load_kernel", "parse", "prepare", "is_tilelang_source"]
 
@@ -52,9 +53,9 @@ def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None
         except CompileError as e:
             raise loaded.relocate(e) from None
         if traced.pipeline_stages:
-            func = func.with_attr("tt.pipeline_stages", traced.pipeline_stages)
+            func = func.with_attr(attrs.PIPELINE_STAGES.key, traced.pipeline_stages)
         if traced.logical_shapes:   # 1-D vectors are rows or columns in the TIRx; their users pass 1-D arrays
-            func = func.with_attr("tt.logical_shapes", traced.logical_shapes)
+            func = func.with_attr(attrs.LOGICAL_SHAPES.key, traced.logical_shapes)
         loaded.func = func
         return loaded
     if params:

@@ -13,8 +13,9 @@ from tvm import tirx
 
 from schemas.target import TargetConfig
 
-from ..ir import get_attr, op_name, region_of
+from ..ir import op_name, region_of
 from ..target import TILE, core_grid_for, device_for
+from .. import attrs
 
 
 def default_fidelity(func, arch: str) -> tuple[str, str]:
@@ -45,7 +46,7 @@ class ApplyTargetDefaults:
         config = self.config
         device = device_for(config)
         grid = core_grid_for(config)
-        buffers = get_attr(func, "tt.buffers")
+        buffers = attrs.BUFFERS.get(func)
         fp32 = config.fp32_accumulation
         if fp32 is None:  # accumulate in fp32 whenever a computed tile is fp32
             fp32 = any(b["role"] == "compute" and b["dtype"] == "float32" for b in buffers.values())
@@ -53,7 +54,7 @@ class ApplyTargetDefaults:
             fidelity, why = config.math_fidelity, "the target's math_fidelity"
         else:
             fidelity, why = default_fidelity(func, device.arch)
-        return func.with_attr("tt.target", {
+        return func.with_attr(attrs.TARGET.key, {
             "arch": device.arch,
             "core_grid": list(grid),
             "num_cores": grid[0] * grid[1],

@@ -16,11 +16,12 @@ import tvm_ffi
 from tvm import tirx
 from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
 
-from ..ir import Region, error_at, get_attr, op_name, region_of, scalar_of, stmts_of
+from ..ir import Region, error_at, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, MatrixView, default_tile_axes
 from ..target import DATA_FORMATS, TILE
 from .coverage import check_coverage
 from .lower_index_masks import check_mask, match
+from .. import attrs
 
 STAGE = "check"
 BINARY_OPS = ("add", "sub", "mul", "maximum", "minimum")
@@ -62,7 +63,7 @@ class KernelChecker:
         self.analyzer = tvm.sym.Analyzer()
         self.params = {str(p.name): p for p in func.params}
         self.views: dict[str, MatrixView] = {}
-        self.constants = get_attr(func, "tt.constants", {}) or {}
+        self.constants = attrs.CONSTANTS.get(func, {}) or {}
 
     def error(self, node, message, hint=None):
         return error_at(node, self.func, message, stage=STAGE, hint=hint)
@@ -460,4 +461,4 @@ class KernelChecker:
 @tirx.transform.prim_func_pass(opt_level=0, name="TTCheckKernel")
 def check_kernel(func, mod, ctx):
     info = KernelChecker(func).run()
-    return func.with_attrs({"tt.grid": info["grid"], "tt.buffers": info["buffers"]})
+    return func.with_attrs({attrs.GRID.key: info["grid"], attrs.BUFFERS.key: info["buffers"]})

@@ -35,10 +35,11 @@ import tvm_ffi
 from tvm import tirx
 from tvm.tirx import exec_scope
 
-from ..ir import ceil_div, get_attr, op_name, region_of, scalar_of, stmts_of
+from ..ir import ceil_div, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, view_of
 from ..target import DATA_FORMATS, TILE
 from .lower_index_masks import match as match_mask
+from .. import attrs
 
 MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
 MIN_K_STEP_TILES = 4          # a K step shorter than this is taken only when the blocks cannot shrink any more
@@ -69,7 +70,7 @@ class AxisClass:
 class Analysis:
     def __init__(self, func):
         self.func = func
-        self.buffers = get_attr(func, "tt.buffers")
+        self.buffers = attrs.BUFFERS.get(func)
         self.parent: dict = {}
         self.extent: dict = {}
         self.fixed: dict = {}
@@ -360,8 +361,8 @@ class Chooser:
         self.func = func
         self.t = tiling
         self.a = tiling.a
-        self.target = get_attr(func, "tt.target")
-        self.buffers = get_attr(func, "tt.buffers")
+        self.target = attrs.TARGET.get(func)
+        self.buffers = attrs.BUFFERS.get(func)
         self.explain: list[str] = []
 
     def tiles(self, root) -> int:
@@ -440,7 +441,7 @@ class Chooser:
         num_stages (or 2), lowered down to 1 where L1 is short."""
         if self.target["cb_depth"] is not None:
             return [self.target["cb_depth"]]
-        preferred = int(get_attr(self.func, "tt.pipeline_stages", 2) or 2)
+        preferred = int(attrs.PIPELINE_STAGES.get(self.func, 2) or 2)
         return list(range(max(preferred, 1), 0, -1))
 
     def shares_reads(self) -> bool:
@@ -678,8 +679,8 @@ def retile(func, analysis: Analysis, tiling: Tiling, changes: dict, new_extents:
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTChooseBlocks")
 def choose_blocks(func, mod, ctx):
-    target = dict(get_attr(func, "tt.target"))
-    grid = dict(get_attr(func, "tt.grid"))
+    target = dict(attrs.TARGET.get(func))
+    grid = dict(attrs.GRID.get(func))
     analysis = Analysis(func).run()
     tiling = Tiling(analysis)
     chooser = Chooser(func, tiling)
@@ -688,7 +689,7 @@ def choose_blocks(func, mod, ctx):
     else:
         changes, new_extents, partition, depth, lines = chooser.as_written("as written (blocking: as_written)")
     func = retile(func, analysis, tiling, changes, new_extents)
-    buffers = {name: dict(info) for name, info in get_attr(func, "tt.buffers").items()}
+    buffers = {name: dict(info) for name, info in attrs.BUFFERS.get(func).items()}
     for root, block in changes.items():
         for name, axis in tiling.classes[root].members:
             shape = list(buffers[name]["shape"])
@@ -699,4 +700,4 @@ def choose_blocks(func, mod, ctx):
     grid["extents"] = list(new_extents) if analysis.grid_vars else grid["extents"]
     blocking = {"mode": target["blocking"], "changed": bool(changes), "explain": lines,
                 "math_fidelity": f"{target['math_fidelity']}: {target.pop('math_fidelity_reason')}"}
-    return func.with_attrs({"tt.target": target, "tt.grid": grid, "tt.buffers": buffers, "tt.blocking": blocking})
+    return func.with_attrs({attrs.TARGET.key: target, attrs.GRID.key: grid, attrs.BUFFERS.key: buffers, attrs.BLOCKING.key: blocking})

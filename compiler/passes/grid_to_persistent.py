@@ -10,8 +10,9 @@ from __future__ import annotations
 from tvm import tirx
 
 from .. import ops
-from ..ir import get_attr, seq, stmts_of
+from ..ir import seq, stmts_of
 from .partition_work import WORK_ARGS
+from .. import attrs
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTGridToPersistent")
@@ -20,7 +21,7 @@ def grid_to_persistent(func, mod, ctx):
     if isinstance(body, tirx.AttrStmt) and str(body.attr_key) == "tirx.device_entry":
         body = body.body
     stmts = stmts_of(body)
-    grid = get_attr(func, "tt.grid")["extents"]
+    grid = attrs.GRID.get(func)["extents"]
     args = {name: tirx.Var(name, "int32") for name in WORK_ARGS}
     prologue = [tirx.Bind(var, ops.call_expr("runtime_arg", name)) for name, var in args.items()]
     allocs = [s for s in stmts if isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer))]

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from ..ir import ceil_div, get_attr
+from ..ir import ceil_div
 from ..layout import view_of
 from ..target import DATA_FORMATS, TILE
+from .. import attrs
 
 MEMORY = {"input": "DRAM", "output": "DRAM", "unused": "DRAM", "constant": "DRAM", "staging": "L1", "compute": "DST"}
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTInferLayout")
 def infer_layout(func, mod, ctx):
-    target = get_attr(func, "tt.target")
+    target = attrs.TARGET.get(func)
     layouts = {}
-    for name, buf in get_attr(func, "tt.buffers").items():
+    for name, buf in attrs.BUFFERS.get(func).items():
         fmt = DATA_FORMATS[buf["dtype"]]
         desc = {"memory": MEMORY[buf["role"]], "data_format": fmt.name, "tile_shape": [TILE, TILE],
                 "tile_bytes": fmt.tile_bytes, "shape": list(buf["shape"])}
@@ -32,4 +33,4 @@ def infer_layout(func, mod, ctx):
             tiles = [ceil_div(rows, TILE), ceil_div(cols, TILE)]
             desc.update(padded_shape=[tiles[0] * TILE, tiles[1] * TILE], tiles=tiles)
         layouts[name] = desc
-    return func.with_attr("tt.layout_desc", layouts)
+    return func.with_attr(attrs.LAYOUT_DESC.key, layouts)

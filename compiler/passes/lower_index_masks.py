@@ -26,8 +26,9 @@ from tvm import tirx
 from tvm.ir import Op
 
 from .. import ops
-from ..ir import error_at, get_attr, seq
+from ..ir import error_at, seq
 from ..target import DATA_FORMATS, TILE
+from .. import attrs
 
 STAGE = "check"
 _COMPARE = {tirx.GE: (1, 0), tirx.GT: (1, -1), tirx.LE: (-1, 0), tirx.LT: (-1, -1)}   # sign, offset
@@ -195,17 +196,17 @@ class MaskLowering:
     def __init__(self, func):
         self.func = func
         self.analyzer = tvm.sym.Analyzer()
-        self.buffers = dict(get_attr(func, "tt.buffers"))
-        self.layouts = dict(get_attr(func, "tt.layout_desc"))
-        self.cbs = [dict(c) for c in get_attr(func, "tt.cb_config")]
-        self.target = get_attr(func, "tt.target")
+        self.buffers = dict(attrs.BUFFERS.get(func))
+        self.layouts = dict(attrs.LAYOUT_DESC.get(func))
+        self.cbs = [dict(c) for c in attrs.CB_CONFIG.get(func)]
+        self.target = attrs.TARGET.get(func)
         self.depth = self.target["cb_depth"]
         self.tables: dict[tuple, object] = {}
         self.new_params: list = []
         self.count = 0
 
     def bind_ranges(self) -> None:
-        grid = get_attr(self.func, "tt.grid")
+        grid = attrs.GRID.get(self.func)
         extents = dict(zip(grid["vars"], grid["extents"]))
 
         def visit(node):
@@ -319,8 +320,8 @@ class MaskLowering:
         body = tvm_ffi.structural_mutate(self.func.body, [(tirx.For, lambda s, m: self.lower(s) if match(s) is not None
                                                            else m.default_mutate(s))])
         func = tirx.PrimFunc(list(self.func.params) + self.new_params, body, attrs=self.func.attrs)
-        return func.with_attrs({"tt.buffers": self.buffers, "tt.layout_desc": self.layouts,
-                                "tt.cb_config": sorted(self.cbs, key=lambda c: c["index"])})
+        return func.with_attrs({attrs.BUFFERS.key: self.buffers, attrs.LAYOUT_DESC.key: self.layouts,
+                                attrs.CB_CONFIG.key: sorted(self.cbs, key=lambda c: c["index"])})
 
 
 def _fill(tile, value: float):

@@ -16,9 +16,10 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import ops
-from ..ir import get_attr, op_name, region_of, seq
+from ..ir import op_name, region_of, seq
 from ..layout import view_of
 from ..target import DATA_FORMATS, TILE
+from .. import attrs
 
 INPUT_CB_BASE, OUTPUT_CB_BASE = 0, 16
 WRITE_BATCH = 8          # output tiles per flush: the most a 16-bit half-sync DST holds
@@ -67,9 +68,9 @@ def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int)
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTLowerToCircularBuffers")
 def lower_to_circular_buffers(func, mod, ctx):
-    target = get_attr(func, "tt.target")
-    layouts = get_attr(func, "tt.layout_desc")
-    buffers = get_attr(func, "tt.buffers")
+    target = attrs.TARGET.get(func)
+    layouts = attrs.LAYOUT_DESC.get(func)
+    buffers = attrs.BUFFERS.get(func)
     depth = target["cb_depth"]       # resolved by TTChooseBlocks (the target's, TileLang's num_stages, or the L1 budget's)
     analyzer = tvm.sym.Analyzer()
     cbs: dict[str, dict] = {}
@@ -125,4 +126,4 @@ def lower_to_circular_buffers(func, mod, ctx):
     table = sorted(cbs.values(), key=lambda c: c["index"])
     for c in table:
         c["tiles"] = layouts[c["buffer"]]["tiles"] if c["role"] == "input" else None
-    return func.with_body(body).with_attr("tt.cb_config", table)
+    return func.with_body(body).with_attr(attrs.CB_CONFIG.key, table)

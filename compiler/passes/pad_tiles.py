@@ -8,13 +8,13 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import ops
-from ..ir import get_attr
+from .. import attrs
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTPadTiles")
 def pad_tiles(func, mod, ctx):
-    layouts = get_attr(func, "tt.layout_desc")
-    grid = get_attr(func, "tt.grid")
+    layouts = attrs.LAYOUT_DESC.get(func)
+    grid = attrs.GRID.get(func)
     grid_names = dict(zip(grid["vars"], grid["extents"]))
     analyzer = tvm.sym.Analyzer()
 

@@ -12,7 +12,7 @@ import math
 from tvm import tirx
 
 from ..errors import CompileError
-from ..ir import get_attr
+from .. import attrs
 
 WORK_ARGS = ("block_start", "block_count", "block_stride", "block_row_len", "block_row_stride")
 
@@ -203,15 +203,15 @@ def core_ranges(cores: list[dict]) -> list[list[list[int]]]:
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTPartitionWork")
 def partition_work(func, mod, ctx):
-    target = get_attr(func, "tt.target")
-    grid = get_attr(func, "tt.grid")["extents"]
+    target = attrs.TARGET.get(func)
+    grid = attrs.GRID.get(func)["extents"]
     cores = partition(target["partition"], grid, target["core_grid"])
     blocks = 1
     for e in grid:
         blocks *= e
     return func.with_attrs({
-        "tt.core_grid": target["core_grid"],
-        "tt.core_ranges": core_ranges(cores),
-        "tt.work_partition": {"policy": target["partition"], "blocks": blocks, "grid": grid,
+        attrs.CORE_GRID.key: target["core_grid"],
+        attrs.CORE_RANGES.key: core_ranges(cores),
+        attrs.WORK_PARTITION.key: {"policy": target["partition"], "blocks": blocks, "grid": grid,
                               "num_cores": len(cores), "work_args": list(WORK_ARGS), "cores": cores},
     })

@@ -26,8 +26,9 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import ops
-from ..ir import get_attr, seq, stmts_of
+from ..ir import seq, stmts_of
 from .partition_work import blocks_of
+from .. import attrs
 
 FIELDS = ("role", "sender_x", "sender_y", "start_x", "start_y", "end_x", "end_y", "receivers", "loopback")
 
@@ -105,11 +106,11 @@ def roles(group: list[tuple]) -> dict:
 class Sharer:
     def __init__(self, func):
         self.func = func
-        self.cbs = {c["index"]: c for c in get_attr(func, "tt.cb_config")}
-        grid = get_attr(func, "tt.grid")
+        self.cbs = {c["index"]: c for c in attrs.CB_CONFIG.get(func)}
+        grid = attrs.GRID.get(func)
         self.grid_names = list(grid["vars"])
         self.extents = list(grid["extents"])
-        self.work = get_attr(func, "tt.work_partition")
+        self.work = attrs.WORK_PARTITION.get(func)
         self.cores = {tuple(c["core"]): blocks_of(c) for c in self.work["cores"]}
         self.decoded: dict = {}
         self.fills: dict = {}
@@ -135,7 +136,7 @@ class Sharer:
         new_loop = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq(body))
         binds = [tirx.Bind(var, ops.call_expr("runtime_arg", name)) for var, name in self.args]
         out = stmts[:index] + binds + self.flags + [new_loop] + stmts[index + 1:]
-        return self.func.with_body(seq(out)).with_attr("tt.multicast", self.groups)
+        return self.func.with_body(seq(out)).with_attr(attrs.MULTICAST.key, self.groups)
 
     def count_fill(self, stmt):
         args = _intrinsic(stmt, "cb_reserve_back")

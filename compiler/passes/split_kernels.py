@@ -16,9 +16,10 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import ops
-from ..ir import get_attr, seq, stmts_of
+from ..ir import seq, stmts_of
 from .partition_work import WORK_ARGS
 from .share_reads import FIELDS as MCAST_FIELDS
+from .. import attrs
 
 ROLES = (ops.READER, ops.COMPUTE, ops.WRITER)
 PRODUCER_OPS = {"cb_reserve_back", "cb_push_back"}
@@ -195,10 +196,10 @@ def runtime_arg_entry(name: str, moved: list[str], mcast_cbs: dict) -> dict:
 @tvm.transform.module_pass(opt_level=0, name="TTSplitKernels")
 def split_kernels(mod, ctx):
     (gv, func), = list(mod.functions.items())
-    cbs = assign_movers(func, get_attr(func, "tt.cb_config"))
-    func = func.with_attr("tt.cb_config", cbs)
+    cbs = assign_movers(func, attrs.CB_CONFIG.get(func))
+    func = func.with_attr(attrs.CB_CONFIG.key, cbs)
     splitter = Splitter(cbs)
-    layouts = get_attr(func, "tt.layout_desc")
+    layouts = attrs.LAYOUT_DESC.get(func)
     param_order = [str(p.name) for p in func.params]
     mcast_cbs = {c["name"]: c["index"] for c in cbs}
     runtime_names = list(WORK_ARGS) + [f"{c['name']}_mcast_{f}" for c in cbs for f in MCAST_FIELDS]
@@ -218,6 +219,6 @@ def split_kernels(mod, ctx):
         compile_args = [{"kind": "tensor_accessor", "buffer": b,
                          "words": [TENSOR_ACCESSOR_IS_DRAM, layouts[b]["page_bytes"]]} for b in moved]
         kernels[role] = func.with_body(body).with_attrs({
-            "global_symbol": role, "tt.kernel_role": role, "tt.runtime_args": runtime_args,
-            "tt.compile_time_args": compile_args})
+            "global_symbol": role, attrs.KERNEL_ROLE.key: role, attrs.RUNTIME_ARGS.key: runtime_args,
+            attrs.COMPILE_TIME_ARGS.key: compile_args})
     return tvm.IRModule(kernels, attrs=mod.attrs)

@@ -13,9 +13,10 @@ from tvm import tirx
 
 from .. import ops
 from ..errors import CompileError
-from ..ir import get_attr, stmts_of
+from ..ir import stmts_of
 from ..target import MAX_RUNTIME_ARGS
 from .partition_work import partition_problems
+from .. import attrs
 
 STAGE = "verify"
 
@@ -67,8 +68,8 @@ def l1_overflow(cbs: list[dict], l1: int, target: dict) -> CompileError:
 
 def verify(mod) -> dict:
     compute = mod["compute"]
-    target = get_attr(compute, "tt.target")
-    cbs = get_attr(compute, "tt.cb_config")
+    target = attrs.TARGET.get(compute)
+    cbs = attrs.CB_CONFIG.get(compute)
     problems = []
     if len(cbs) > target["num_cbs"] or any(c["index"] >= target["num_cbs"] for c in cbs):
         problems.append(f"{len(cbs)} circular buffers (max index {max(c['index'] for c in cbs)}) exceed the "
@@ -77,10 +78,10 @@ def verify(mod) -> dict:
     if l1 > target["l1_available_for_cbs"]:
         raise l1_overflow(cbs, l1, target)
     for role in ("reader", "compute", "writer"):
-        n = len(get_attr(mod[role], "tt.runtime_args"))
+        n = len(attrs.RUNTIME_ARGS.get(mod[role]))
         if n > MAX_RUNTIME_ARGS:
             problems.append(f"the {role} kernel takes {n} runtime args (limit {MAX_RUNTIME_ARGS})")
-    work = get_attr(compute, "tt.work_partition")
+    work = attrs.WORK_PARTITION.get(compute)
     for problem in partition_problems(work["cores"], work["blocks"]):
         problems.append(f"work partition is wrong: {problem}")
     counts: dict = {}
@@ -103,5 +104,5 @@ def verify(mod) -> dict:
 @tvm.transform.module_pass(opt_level=0, name="TTVerifyProgram")
 def verify_program(mod, ctx):
     report = verify(mod)
-    return tvm.IRModule({gv: f.with_attr("tt.verification", report) for gv, f in mod.functions.items()},
+    return tvm.IRModule({gv: f.with_attr(attrs.VERIFICATION.key, report) for gv, f in mod.functions.items()},
                         attrs=mod.attrs)

@@ -13,13 +13,14 @@ from compiler.frontend import parse, prepare
 from compiler.ir import stmts_of
 from compiler.pipeline import tt_passes
 from schemas.target import TargetConfig
+from compiler import attrs
 
 HEADER = "from tvm.script import tirx as T\n\n\n"
 
 
 def kernel(body: str):
     text = HEADER + textwrap.dedent(body)
-    func = parse(prepare(text, "k.py")).with_attrs({"tt.source_file": "k.py", "tt.entry": "main"})
+    func = parse(prepare(text, "k.py")).with_attrs({attrs.SOURCE_FILE.key: "k.py", attrs.ENTRY.key: "main"})
     return tvm.IRModule({"main": func})
 
 

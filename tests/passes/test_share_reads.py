@@ -6,7 +6,8 @@ from __future__ import annotations
 from tvm import tirx
 
 from compiler import ops
-from compiler.ir import get_attr, seq, stmts_of
+from compiler import attrs
+from compiler.ir import seq, stmts_of
 from compiler.passes.share_reads import groups_of, roles
 from schemas.target import TargetConfig
 
@@ -30,7 +31,7 @@ def main(A: T.Buffer((128, 96), "bfloat16"), B: T.Buffer((96, 64), "bfloat16"), 
 
 
 def groups(func) -> dict:
-    return {str(g["buffer"]): g for g in get_attr(func, "tt.multicast")}
+    return {str(g["buffer"]): g for g in attrs.MULTICAST.get(func)}
 
 
 def cores_of(group) -> dict:
@@ -107,7 +108,7 @@ def test_reads_behind_a_block_dependent_trip_count_are_not_shared():
         T.tile.copy(C[bx * 32:bx * 32 + 32, 0:64], C_l)
     ''')
     _, after = apply(mod, "TTShareReads", TargetConfig(blocking="as_written"))
-    assert get_attr(after["main"], "tt.multicast") is None
+    assert attrs.MULTICAST.get(after["main"], None) is None
 
 
 def test_groups_are_rectangles_or_row_runs():
@@ -124,7 +125,7 @@ def test_groups_are_rectangles_or_row_runs():
 
 def test_b_moves_to_the_writer_and_each_kernel_waits_once_per_block():
     _, after = apply(GEMM, "TTSplitKernels")
-    producers = {str(c["buffer"]): str(c["producer"]) for c in get_attr(after["compute"], "tt.cb_config")}
+    producers = {str(c["buffer"]): str(c["producer"]) for c in attrs.CB_CONFIG.get(after["compute"])}
     assert producers["A_s"] == "reader" and producers["B_s"] == "writer"
     # without multicast (one core), A and B share the reader's one barrier per K step
     mod = kernel('''

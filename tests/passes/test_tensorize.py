@@ -12,7 +12,8 @@ from tvm import tirx
 
 from compiler import ops
 from compiler.errors import CompileError
-from compiler.ir import get_attr, seq, stmts_of
+from compiler import attrs
+from compiler.ir import seq, stmts_of
 from compiler.passes.split_kernels import Splitter
 from compiler.passes.tensorize.plan import LoopItem, Planner, Window, cb_resident
 
@@ -42,7 +43,7 @@ def main(A: T.Buffer((64, 64), "float16"), B: T.Buffer((64, 64), "float16"), bia
 
 def compute_part(func):
     """The compute kernel's side of a lowered block body, as TTSplitKernels will cut it."""
-    return Splitter(get_attr(func, "tt.cb_config")).filter(block_body(func), ops.COMPUTE)
+    return Splitter(attrs.CB_CONFIG.get(func)).filter(block_body(func), ops.COMPUTE)
 
 
 def bits(value: float) -> tirx.IntImm:

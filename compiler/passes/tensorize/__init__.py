@@ -14,10 +14,11 @@ import tvm_ffi
 from tvm import tirx
 
 from ... import ops
-from ...ir import error_at, get_attr, seq, stmts_of
+from ...ir import error_at, seq, stmts_of
 from ...target import DATA_FORMATS, dst_capacity
 from .emit import Emitter
 from .plan import Planner, WindowTooLarge, accesses, cb_resident, first_use, two_versions
+from ... import attrs
 
 STAGE = "tensorize"
 INTERMEDIATE_CB_BASE = 24  # TT convention: inputs c_0.., outputs c_16.., intermediates c_24..
@@ -46,10 +47,10 @@ def unpack_to_dest_fp32_cbs(body, cbs: dict) -> list[int]:
 class Tensorizer:
     def __init__(self, func, full_sync: bool):
         self.func = func
-        self.buffers = get_attr(func, "tt.buffers")
-        self.layouts = get_attr(func, "tt.layout_desc")
-        self.target = get_attr(func, "tt.target")
-        self.cbs = {c["index"]: dict(c) for c in get_attr(func, "tt.cb_config")}
+        self.buffers = attrs.BUFFERS.get(func)
+        self.layouts = attrs.LAYOUT_DESC.get(func)
+        self.target = attrs.TARGET.get(func)
+        self.cbs = {c["index"]: dict(c) for c in attrs.CB_CONFIG.get(func)}
         self.staging_cb = {c["buffer"]: c["index"] for c in self.cbs.values() if c["role"] == "input"}
         self.fp32 = self.target["fp32_accumulation"]
         self.full_sync = full_sync
@@ -176,7 +177,7 @@ class Tensorizer:
                   "math_approx_mode": False,
                   "unpack_to_dest_fp32_cbs": unpack_to_dest_fp32_cbs(seq(out), self.cbs) if self.fp32 else []}
         table = sorted(self.cbs.values(), key=lambda c: c["index"])
-        return self.func.with_body(seq(out)).with_attrs({"tt.compute_config": config, "tt.cb_config": table})
+        return self.func.with_body(seq(out)).with_attrs({attrs.COMPUTE_CONFIG.key: config, attrs.CB_CONFIG.key: table})
 
     def hw_startup(self):
         outputs = sorted(c["index"] for c in self.cbs.values() if c["role"] == "output")

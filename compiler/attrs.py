@@ -1,0 +1,285 @@
+"""Every `tt.*` attribute the pipeline leaves on a PrimFunc, with the type of its value: the frontend, the passes,
+codegen and the plan read and write them through the `Attr` objects here (`TARGET.get(func)`,
+`TARGET.on(func, value)`, `put(func, {TARGET: ..., GRID: ...})`), never by their key strings.
+
+The types are TypedDicts of plain Python values (what `compiler.ir.get_attr` converts the FFI objects to);
+`check(func)` validates a function's attributes against them (tests/passes/test_attrs.py runs it after every pass
+on the examples), so a pass that writes a new field or a wrong type is caught where it writes it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Generic, Literal, TypeVar
+
+from typing_extensions import NotRequired, TypedDict  # pydantic checks TypedDicts from here on Python 3.11
+
+import tvm_ffi
+from tvm import tirx
+
+T = TypeVar("T")
+_MISSING: Any = object()
+
+
+def to_py(value: Any) -> Any:
+    """FFI containers and immediates (attr values) -> plain Python (dict/list/int/float/str/bool)."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, tirx.IntImm):
+        return bool(value.value) if str(value.ty) == "bool" else int(value.value)
+    if isinstance(value, tirx.FloatImm):
+        return float(value.value)
+    if isinstance(value, tvm_ffi.Map) or hasattr(value, "items"):
+        return {str(k): to_py(v) for k, v in value.items()}
+    if isinstance(value, (tvm_ffi.Array, list, tuple)):
+        return [to_py(v) for v in value]
+    if isinstance(value, tvm_ffi.String):
+        return str(value)
+    return value
+
+
+_ATTR_CACHE: list = []   # [(ffi object, python value)], most recent last; holds refs so identity is stable
+_ATTR_CACHE_SIZE = 64
+
+
+def get_attr(func: tirx.PrimFunc, key: str, default: Any = None) -> Any:
+    """A PrimFunc attribute as plain Python. Attrs are immutable FFI objects shared between the functions a
+    pass creates, so conversions are memoised by object identity: treat the result as read-only (copy first
+    to change it; a pass publishes changes with func.with_attr)."""
+    attrs = func.attrs
+    if attrs is None or key not in attrs:
+        return default
+    obj = attrs[key]
+    for cached, value in reversed(_ATTR_CACHE):
+        if cached.same_as(obj):
+            return value
+    value = to_py(obj)
+    if hasattr(obj, "same_as"):
+        _ATTR_CACHE.append((obj, value))
+        del _ATTR_CACHE[:-_ATTR_CACHE_SIZE]
+    return value
+
+
+class TargetAttr(TypedDict):
+    """The resolved target (TTApplyTargetDefaults; TTChooseBlocks settles partition, cb_depth, math fidelity)."""
+    arch: str
+    core_grid: list[int]
+    num_cores: int
+    l1_bytes: int
+    l1_available_for_cbs: int
+    dram_banks: int
+    num_cbs: int
+    dram_alignment: int
+    partition: str | None
+    tile_order: str
+    dram_layout: str
+    tile_shape: list[int]
+    cb_depth: int | None
+    blocking: Literal["auto", "as_written"]
+    math_fidelity: str | None
+    fp32_accumulation: bool | None
+
+
+class GridAttr(TypedDict):
+    vars: list[str]
+    extents: list[int]
+
+
+class MaskGeneratorAttr(TypedDict):
+    kind: Literal["affine_mask"]
+    row_coef: int
+    col_coef: int
+    first_offset: int
+    entries: int
+    true_value: float | str
+    false_value: float | str
+
+
+class BufferAttr(TypedDict):
+    role: str                         # input | output | unused | constant | staging | compute
+    scope: str                        # global | shared | local
+    shape: list[int]
+    dtype: str
+    tile_axes: NotRequired[list[int]]         # from TTInferLayout on
+    generator: NotRequired[MaskGeneratorAttr]
+
+
+class LayoutAttr(TypedDict):
+    memory: str                               # DRAM | L1 | DST; the rest is set for DRAM buffers only
+    data_format: str
+    tile_shape: list[int]
+    tile_bytes: int
+    shape: list[int]
+    padded_shape: NotRequired[list[int]]
+    tiles: NotRequired[list[int]]
+    tile_axes: NotRequired[list[int]]
+    layout: NotRequired[str]
+    page_bytes: NotRequired[int]
+    pages: NotRequired[int]
+    banks: NotRequired[int]
+    tile_order: NotRequired[str]
+
+
+class CircularBufferAttr(TypedDict):
+    index: int
+    name: str
+    buffer: str
+    role: str                         # input | output | intermediate
+    data_format: str
+    dtype: str
+    page_bytes: int
+    num_pages: int
+    producer: str
+    consumer: str
+    tiles: list[int] | None
+
+
+class BlockingAttr(TypedDict):
+    mode: str
+    changed: bool
+    explain: list[str]
+    math_fidelity: NotRequired[str]
+
+
+class CoreWorkAttr(TypedDict):
+    core: list[int]
+    start: int
+    count: int
+    stride: int
+    row_len: int
+    row_stride: int
+
+
+class WorkPartitionAttr(TypedDict):
+    policy: str
+    blocks: int
+    grid: list[int]
+    num_cores: int
+    work_args: list[str]
+    cores: list[CoreWorkAttr]
+
+
+class MulticastAttr(TypedDict):
+    cb: int
+    buffer: str
+    sender_semaphore: int
+    receiver_semaphore: int
+    axes: list[str]
+    groups: int
+    cores: list[list[int]]             # per core: x, y, then the fields of passes/share_reads.FIELDS
+
+
+class RuntimeArgAttr(TypedDict):
+    name: str
+    kind: str                          # buffer_address | work | multicast
+    buffer: NotRequired[str]
+    cb: NotRequired[int]
+    field: NotRequired[str]
+
+
+class CompileTimeArgAttr(TypedDict):
+    kind: str
+    buffer: str
+    words: list[int]
+
+
+class ComputeConfigAttr(TypedDict):
+    fp32_dest_acc_en: bool
+    dst_full_sync_en: bool
+    math_fidelity: str
+    dst_capacity: int
+    math_approx_mode: bool
+    unpack_to_dest_fp32_cbs: list[int]
+
+
+class VerificationAttr(TypedDict):
+    l1_bytes_per_core: int
+    cb_pages_per_block: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Attr(Generic[T]):
+    key: str
+    type: Any
+    doc: str
+
+    def get(self, func, default: Any = _MISSING) -> T:
+        """The value as plain Python (read-only: copy it to change it); `default` when absent, else KeyError."""
+        value = get_attr(func, self.key, _MISSING)
+        if value is _MISSING:
+            if default is _MISSING:
+                raise KeyError(f"{self.key} is not set on this function (a pass ran out of order?)")
+            return default
+        return value
+
+    def on(self, func, value: T):
+        return func.with_attr(self.key, value)
+
+
+def put(func, values: dict[Attr, Any]):
+    """The function with several attributes set at once."""
+    return func.with_attrs({attr.key: value for attr, value in values.items()})
+
+
+SOURCE_FILE = Attr[str]("tt.source_file", str, "the user's file name, for diagnostics and generated headers")
+ENTRY = Attr[str]("tt.entry", str, "the kernel (or TileLang factory) compiled")
+PIPELINE_STAGES = Attr[int]("tt.pipeline_stages", int, "TileLang's num_stages: the input CBs' depth")
+LOGICAL_SHAPES = Attr[dict]("tt.logical_shapes", dict[str, list[int]], "1-D user tensors the kernel sees as 2-D")
+TARGET = Attr[TargetAttr]("tt.target", TargetAttr, "the target, its defaults resolved")
+GRID = Attr[GridAttr]("tt.grid", GridAttr, "the launch grid's variables and extents")
+BUFFERS = Attr[dict]("tt.buffers", dict[str, BufferAttr], "every buffer: role, scope, shape, dtype")
+CONSTANTS = Attr[dict]("tt.constants", dict[str, Any], "compile-time scalars the kernel check knows")
+BLOCKING = Attr[BlockingAttr]("tt.blocking", BlockingAttr, "the blocks chosen and why (TTChooseBlocks)")
+LAYOUT_DESC = Attr[dict]("tt.layout_desc", dict[str, LayoutAttr], "each DRAM buffer's tiled, paged layout")
+CB_CONFIG = Attr[list]("tt.cb_config", list[CircularBufferAttr], "the circular buffers")
+CORE_GRID = Attr[list]("tt.core_grid", list[int], "the worker grid used")
+CORE_RANGES = Attr[list]("tt.core_ranges", list[list[list[int]]], "the cores the kernels run on, as ranges")
+WORK_PARTITION = Attr[WorkPartitionAttr]("tt.work_partition", WorkPartitionAttr, "which blocks each core computes")
+MULTICAST = Attr[list]("tt.multicast", list[MulticastAttr], "blocks shared by multicast (TTShareReads)")
+KERNEL_ROLE = Attr[str]("tt.kernel_role", Literal["reader", "compute", "writer"], "a split kernel's role")
+RUNTIME_ARGS = Attr[list]("tt.runtime_args", list[RuntimeArgAttr], "a kernel's runtime arguments, in order")
+COMPILE_TIME_ARGS = Attr[list]("tt.compile_time_args", list[CompileTimeArgAttr], "a kernel's compile-time arguments")
+COMPUTE_CONFIG = Attr[ComputeConfigAttr]("tt.compute_config", ComputeConfigAttr, "the compute kernel's ComputeConfig")
+VERIFICATION = Attr[VerificationAttr]("tt.verification", VerificationAttr, "what TTVerifyProgram checked")
+
+ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, TARGET, GRID, BUFFERS, CONSTANTS, BLOCKING,
+                         LAYOUT_DESC, CB_CONFIG, CORE_GRID, CORE_RANGES, WORK_PARTITION, MULTICAST, KERNEL_ROLE,
+                         RUNTIME_ARGS, COMPILE_TIME_ARGS, COMPUTE_CONFIG, VERIFICATION)
+BY_KEY = {a.key: a for a in ALL}
+
+
+def check(func) -> list[str]:
+    """What is wrong with the function's tt.* attributes: unknown keys, values not of their declared type."""
+    from pydantic import ValidationError
+
+    problems = []
+    for key in (str(k) for k in (func.attrs or {}).keys()):
+        if not key.startswith("tt."):
+            continue
+        attr = BY_KEY.get(key)
+        if attr is None:
+            problems.append(f"{key}: not declared in compiler/attrs.py")
+            continue
+        try:
+            _adapter(attr).validate_python(_plain(attr.get(func)), strict=False)
+        except ValidationError as error:
+            problems.append(f"{key}: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}")
+    return problems
+
+
+@cache
+def _adapter(attr: Attr):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(attr.type)
+
+
+def _plain(value):
+    """FFI strings as str (they are str subclasses pydantic's TypedDict validation does not always take)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
