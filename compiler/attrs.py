@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Generic, Literal, TypeVar
 
+from pydantic import ConfigDict, with_config
 from typing_extensions import NotRequired, TypedDict  # pydantic checks TypedDicts from here on Python 3.11
+
+DECLARED_ONLY = with_config(ConfigDict(extra="forbid"))  # a field nobody declared here is an error
 
 import tvm_ffi
 from tvm import tirx
@@ -60,6 +63,7 @@ def get_attr(func: tirx.PrimFunc, key: str, default: Any = None) -> Any:
     return value
 
 
+@DECLARED_ONLY
 class TargetAttr(TypedDict):
     """The resolved target (TTApplyTargetDefaults; TTChooseBlocks settles partition, cb_depth, math fidelity)."""
     arch: str
@@ -77,14 +81,17 @@ class TargetAttr(TypedDict):
     cb_depth: int | None
     blocking: Literal["auto", "as_written"]
     math_fidelity: str | None
+    math_fidelity_reason: NotRequired[str]
     fp32_accumulation: bool | None
 
 
+@DECLARED_ONLY
 class GridAttr(TypedDict):
     vars: list[str]
     extents: list[int]
 
 
+@DECLARED_ONLY
 class MaskGeneratorAttr(TypedDict):
     kind: Literal["affine_mask"]
     row_coef: int
@@ -95,6 +102,7 @@ class MaskGeneratorAttr(TypedDict):
     false_value: float | str
 
 
+@DECLARED_ONLY
 class BufferAttr(TypedDict):
     role: str                         # input | output | unused | constant | staging | compute
     scope: str                        # global | shared | local
@@ -104,6 +112,7 @@ class BufferAttr(TypedDict):
     generator: NotRequired[MaskGeneratorAttr]
 
 
+@DECLARED_ONLY
 class LayoutAttr(TypedDict):
     memory: str                               # DRAM | L1 | DST; the rest is set for DRAM buffers only
     data_format: str
@@ -120,6 +129,7 @@ class LayoutAttr(TypedDict):
     tile_order: NotRequired[str]
 
 
+@DECLARED_ONLY
 class CircularBufferAttr(TypedDict):
     index: int
     name: str
@@ -134,6 +144,7 @@ class CircularBufferAttr(TypedDict):
     tiles: list[int] | None
 
 
+@DECLARED_ONLY
 class BlockingAttr(TypedDict):
     mode: str
     changed: bool
@@ -141,6 +152,7 @@ class BlockingAttr(TypedDict):
     math_fidelity: NotRequired[str]
 
 
+@DECLARED_ONLY
 class CoreWorkAttr(TypedDict):
     core: list[int]
     start: int
@@ -150,6 +162,7 @@ class CoreWorkAttr(TypedDict):
     row_stride: int
 
 
+@DECLARED_ONLY
 class WorkPartitionAttr(TypedDict):
     policy: str
     blocks: int
@@ -159,6 +172,7 @@ class WorkPartitionAttr(TypedDict):
     cores: list[CoreWorkAttr]
 
 
+@DECLARED_ONLY
 class MulticastAttr(TypedDict):
     cb: int
     buffer: str
@@ -169,6 +183,7 @@ class MulticastAttr(TypedDict):
     cores: list[list[int]]             # per core: x, y, then the fields of passes/share_reads.FIELDS
 
 
+@DECLARED_ONLY
 class RuntimeArgAttr(TypedDict):
     name: str
     kind: str                          # buffer_address | work | multicast
@@ -177,12 +192,14 @@ class RuntimeArgAttr(TypedDict):
     field: NotRequired[str]
 
 
+@DECLARED_ONLY
 class CompileTimeArgAttr(TypedDict):
     kind: str
     buffer: str
     words: list[int]
 
 
+@DECLARED_ONLY
 class ComputeConfigAttr(TypedDict):
     fp32_dest_acc_en: bool
     dst_full_sync_en: bool
@@ -192,6 +209,7 @@ class ComputeConfigAttr(TypedDict):
     unpack_to_dest_fp32_cbs: list[int]
 
 
+@DECLARED_ONLY
 class VerificationAttr(TypedDict):
     l1_bytes_per_core: int
     cb_pages_per_block: dict[str, dict[str, int]]

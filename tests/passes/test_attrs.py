@@ -44,5 +44,7 @@ def test_a_wrong_value_is_reported_with_its_key():
     problems = attrs.check(func)
     assert any(p.startswith("tt.grid: ('extents',)") for p in problems), problems
     assert "tt.unheard_of: not declared in compiler/attrs.py" in problems
+    extra = attrs.check(attrs.GRID.on(loaded.func, {"vars": ["by"], "extents": [2], "undeclared": 1}))
+    assert extra and extra[0].startswith("tt.grid: ('undeclared',)"), extra
     with pytest.raises(KeyError, match="tt.work_partition is not set"):
         attrs.WORK_PARTITION.get(func)
