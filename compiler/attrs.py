@@ -15,10 +15,10 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import ConfigDict, with_config
 from typing_extensions import NotRequired, TypedDict  # pydantic checks TypedDicts from here on Python 3.11
 
-DECLARED_ONLY = with_config(ConfigDict(extra="forbid"))  # a field nobody declared here is an error
-
 import tvm_ffi
 from tvm import tirx
+
+DECLARED_ONLY = with_config(ConfigDict(extra="forbid"))  # a field nobody declared here is an error
 
 T = TypeVar("T")
 _MISSING: Any = object()

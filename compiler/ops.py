@@ -76,7 +76,9 @@ _OPS = [
     _op("tile_regs_commit", "", "tile_regs_commit()", {COMPUTE}, _C + "common.h"),
     _op("tile_regs_wait", "", "tile_regs_wait()", {COMPUTE}, _C + "common.h"),
     _op("tile_regs_release", "", "tile_regs_release()", {COMPUTE}, _C + "common.h"),
-    _op("pack_tile", "expr cb", "pack_tile({0}, {1})", {COMPUTE}, _C + "common.h"),
+    # the third argument is where the tile lands in the reserved pages: ignored by the hardware (pack_tile<false>
+    # packs in order), written so the emulator can check that the order is the one the compiler meant
+    _op("pack_tile", "expr cb expr", "pack_tile({0}, {1}, {2})", {COMPUTE}, _C + "common.h"),
     _op("pack_reconfig_l1_acc", "expr", "pack_reconfig_l1_acc({0})", {COMPUTE}, _C + "pack.h"),
     # FPU: matmul and CB x CB element-wise
     _op("matmul_init", "cb cb expr", "matmul_init({0}, {1}, {2})", {COMPUTE}, _C + "matmul.h"),

@@ -67,7 +67,7 @@ def test_gemm_and_its_epilogue_share_one_dst_window():
         ops.call("unary_max_tile_init"), ops.call("unary_max_tile", i32(0), bits(0.0)),
         ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
         ops.call("pack_reconfig_data_format", 16), ops.call("cb_reserve_back", 16, 1),
-        ops.call("pack_tile", i32(0), 16), ops.call("cb_push_back", 16, 1),
+        ops.call("pack_tile", i32(0), 16, i32(0)), ops.call("cb_push_back", 16, 1),   # lands at page 0
         ops.call("tile_regs_release"),
         ops.call("cb_pop_front", 2, 1),
     ])

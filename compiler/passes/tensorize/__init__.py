@@ -138,7 +138,8 @@ class Tensorizer:
         cb, n = self.resident[name], self.ntiles(name)
         group = max(g for g in range(1, min(n, self.capacity) + 1) if n % g == 0)
         t, q = tirx.Var("t", "int32"), tirx.Var("q", "int32")
-        pack = ops.call("pack_tile", q if group > 1 else tirx.IntImm("int32", 0), cb)
+        first = t * group if n // group > 1 else tirx.IntImm("int32", 0)
+        pack = ops.call("pack_tile", q if group > 1 else tirx.IntImm("int32", 0), cb, first + q if group > 1 else first)
         body = seq([ops.call("tile_regs_acquire"), ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
                     ops.call("pack_reconfig_data_format", cb),
                     tirx.For(q, 0, group, tirx.ForKind.SERIAL, pack) if group > 1 else pack,

@@ -130,7 +130,8 @@ class Emitter:
                 body.append(ops.call("cb_reserve_back", cb, at_once(b)))
             if b in l1_acc:
                 body.append(ops.call("pack_reconfig_l1_acc", i32(1)))
-            body += self.positions(b, lambda slot, i, j, cb=cb: [ops.call("pack_tile", slot, cb)])
+            body += self.positions(b, lambda slot, i, j, cb=cb, b=b: [ops.call("pack_tile", slot, cb,
+                                                                               self.page_of(b, i, j, b in in_place))])
             if b in l1_acc:
                 body.append(ops.call("pack_reconfig_l1_acc", i32(0)))
             if b in in_place:
@@ -164,6 +165,13 @@ class Emitter:
                                   and op.dst.name == buffer and all(o.region is None or o.region.name != buffer
                                                                     for o in op.operands)
                                   for _, kind, op in mine)
+
+    def page_of(self, buffer: str, i, j, in_place: bool):
+        """Where tile (i, j) of `buffer` lands in the pages reserved for it: its tile index, or (updated in place
+        group by group) its position in the current group."""
+        if not self.w.flat and in_place:
+            return self.q
+        return i * self.tz.tiles(buffer)[1] + j
 
     def preload_src(self, buffer: str, i, j) -> Src:
         """The old value of a tile this window rewrites. Updated in place, group by group, the current group's old
@@ -358,7 +366,7 @@ class Emitter:
         head = [ops.call("pack_reconfig_data_format", out_cb)]
 
         def pack(slot):
-            return [ops.call("cb_reserve_back", out_cb, 1), ops.call("pack_tile", slot, out_cb),
+            return [ops.call("cb_reserve_back", out_cb, 1), ops.call("pack_tile", slot, out_cb, i32(0)),
                     ops.call("cb_push_back", out_cb, 1)]
         if not self.w.flat:
             return head + self.positions(name, lambda slot, i, j: pack(slot))
@@ -385,7 +393,7 @@ class Emitter:
                     per_tile(ops.call("copy_tile", cb, (r0 + i) * grid_cols + c0 + j, slot)),
                     ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
                     ops.call("pack_reconfig_data_format", out_cb), ops.call("cb_reserve_back", out_cb, group),
-                    per_tile(ops.call("pack_tile", slot, out_cb)), ops.call("cb_push_back", out_cb, group),
+                    per_tile(ops.call("pack_tile", slot, out_cb, slot)), ops.call("cb_push_back", out_cb, group),
                     ops.call("tile_regs_release")])
         return [tirx.For(t, 0, rounds, tirx.ForKind.SERIAL, body) if rounds > 1 else body]
 
