@@ -16,7 +16,6 @@ from schemas.target import TargetConfig
 
 from .errors import CompileError
 from .version import COMPILER_VERSION
-from . import attrs
 
 ARTIFACTS = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json", "linemap.json")
 TVM_VERSIONS = "apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1"
@@ -151,12 +150,13 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
                     t0: float) -> CompileResult:
     import tvm
 
+    from . import attrs  # with the compiler: the API process imports this module without TVM
     from .codegen.host import print_host
     from .codegen.kernels import print_kernel
     from .codegen.plan import build_plan, plan_json
     from .pipeline import optimize_for_target_tt
 
-    func = loaded.func.with_attrs({attrs.SOURCE_FILE.key: loaded.source_file, attrs.ENTRY.key: loaded.entry})
+    func = attrs.put(loaded.func, {attrs.SOURCE_FILE: loaded.source_file, attrs.ENTRY: loaded.entry})
     timings["parse"] = time.perf_counter() - t0
     dumps: dict[str, str] | None = {} if dump_ir else None
     if dumps is not None:
