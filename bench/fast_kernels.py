@@ -48,7 +48,7 @@ def per_block_calls(path: Path, entry: str, params: dict, arch: str) -> dict:
     from schemas.target import TargetConfig
 
     loaded = load_kernel(path.read_text(), str(path), entry, params)
-    func = loaded.func.with_attrs({attrs.SOURCE_FILE.key: loaded.source_file, attrs.ENTRY.key: loaded.entry})
+    func = attrs.put(loaded.func, {attrs.SOURCE_FILE: loaded.source_file, attrs.ENTRY: loaded.entry})
     mod = optimize_for_target_tt(tvm.IRModule({loaded.entry: func}), TargetConfig(arch=arch))
 
     def count(stmt, out, scale):

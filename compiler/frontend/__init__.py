@@ -53,9 +53,9 @@ def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None
         except CompileError as e:
             raise loaded.relocate(e) from None
         if traced.pipeline_stages:
-            func = func.with_attr(attrs.PIPELINE_STAGES.key, traced.pipeline_stages)
+            func = attrs.PIPELINE_STAGES.on(func, traced.pipeline_stages)
         if traced.logical_shapes:   # 1-D vectors are rows or columns in the TIRx; their users pass 1-D arrays
-            func = func.with_attr(attrs.LOGICAL_SHAPES.key, traced.logical_shapes)
+            func = attrs.LOGICAL_SHAPES.on(func, traced.logical_shapes)
         loaded.func = func
         return loaded
     if params:

@@ -54,7 +54,7 @@ class ApplyTargetDefaults:
             fidelity, why = config.math_fidelity, "the target's math_fidelity"
         else:
             fidelity, why = default_fidelity(func, device.arch)
-        return func.with_attr(attrs.TARGET.key, {
+        return attrs.TARGET.on(func, {
             "arch": device.arch,
             "core_grid": list(grid),
             "num_cores": grid[0] * grid[1],

@@ -461,4 +461,4 @@ class KernelChecker:
 @tirx.transform.prim_func_pass(opt_level=0, name="TTCheckKernel")
 def check_kernel(func, mod, ctx):
     info = KernelChecker(func).run()
-    return func.with_attrs({attrs.GRID.key: info["grid"], attrs.BUFFERS.key: info["buffers"]})
+    return attrs.put(func, {attrs.GRID: info["grid"], attrs.BUFFERS: info["buffers"]})

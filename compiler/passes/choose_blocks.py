@@ -700,4 +700,4 @@ def choose_blocks(func, mod, ctx):
     grid["extents"] = list(new_extents) if analysis.grid_vars else grid["extents"]
     blocking = {"mode": target["blocking"], "changed": bool(changes), "explain": lines,
                 "math_fidelity": f"{target['math_fidelity']}: {target.pop('math_fidelity_reason')}"}
-    return func.with_attrs({attrs.TARGET.key: target, attrs.GRID.key: grid, attrs.BUFFERS.key: buffers, attrs.BLOCKING.key: blocking})
+    return attrs.put(func, {attrs.TARGET: target, attrs.GRID: grid, attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})

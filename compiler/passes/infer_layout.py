@@ -33,4 +33,4 @@ def infer_layout(func, mod, ctx):
             tiles = [ceil_div(rows, TILE), ceil_div(cols, TILE)]
             desc.update(padded_shape=[tiles[0] * TILE, tiles[1] * TILE], tiles=tiles)
         layouts[name] = desc
-    return func.with_attr(attrs.LAYOUT_DESC.key, layouts)
+    return attrs.LAYOUT_DESC.on(func, layouts)

@@ -320,8 +320,8 @@ class MaskLowering:
         body = tvm_ffi.structural_mutate(self.func.body, [(tirx.For, lambda s, m: self.lower(s) if match(s) is not None
                                                            else m.default_mutate(s))])
         func = tirx.PrimFunc(list(self.func.params) + self.new_params, body, attrs=self.func.attrs)
-        return func.with_attrs({attrs.BUFFERS.key: self.buffers, attrs.LAYOUT_DESC.key: self.layouts,
-                                attrs.CB_CONFIG.key: sorted(self.cbs, key=lambda c: c["index"])})
+        return attrs.put(func, {attrs.BUFFERS: self.buffers, attrs.LAYOUT_DESC: self.layouts,
+                                attrs.CB_CONFIG: sorted(self.cbs, key=lambda c: c["index"])})
 
 
 def _fill(tile, value: float):

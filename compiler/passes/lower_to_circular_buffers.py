@@ -126,4 +126,4 @@ def lower_to_circular_buffers(func, mod, ctx):
     table = sorted(cbs.values(), key=lambda c: c["index"])
     for c in table:
         c["tiles"] = layouts[c["buffer"]]["tiles"] if c["role"] == "input" else None
-    return func.with_body(body).with_attr(attrs.CB_CONFIG.key, table)
+    return attrs.CB_CONFIG.on(func.with_body(body), table)

@@ -209,9 +209,9 @@ def partition_work(func, mod, ctx):
     blocks = 1
     for e in grid:
         blocks *= e
-    return func.with_attrs({
-        attrs.CORE_GRID.key: target["core_grid"],
-        attrs.CORE_RANGES.key: core_ranges(cores),
-        attrs.WORK_PARTITION.key: {"policy": target["partition"], "blocks": blocks, "grid": grid,
-                              "num_cores": len(cores), "work_args": list(WORK_ARGS), "cores": cores},
+    return attrs.put(func, {
+        attrs.CORE_GRID: target["core_grid"],
+        attrs.CORE_RANGES: core_ranges(cores),
+        attrs.WORK_PARTITION: {"policy": target["partition"], "blocks": blocks, "grid": grid,
+                               "num_cores": len(cores), "work_args": list(WORK_ARGS), "cores": cores},
     })

@@ -136,7 +136,7 @@ class Sharer:
         new_loop = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq(body))
         binds = [tirx.Bind(var, ops.call_expr("runtime_arg", name)) for var, name in self.args]
         out = stmts[:index] + binds + self.flags + [new_loop] + stmts[index + 1:]
-        return self.func.with_body(seq(out)).with_attr(attrs.MULTICAST.key, self.groups)
+        return attrs.MULTICAST.on(self.func.with_body(seq(out)), self.groups)
 
     def count_fill(self, stmt):
         args = _intrinsic(stmt, "cb_reserve_back")

@@ -197,7 +197,7 @@ def runtime_arg_entry(name: str, moved: list[str], mcast_cbs: dict) -> dict:
 def split_kernels(mod, ctx):
     (gv, func), = list(mod.functions.items())
     cbs = assign_movers(func, attrs.CB_CONFIG.get(func))
-    func = func.with_attr(attrs.CB_CONFIG.key, cbs)
+    func = attrs.CB_CONFIG.on(func, cbs)
     splitter = Splitter(cbs)
     layouts = attrs.LAYOUT_DESC.get(func)
     param_order = [str(p.name) for p in func.params]
@@ -218,7 +218,6 @@ def split_kernels(mod, ctx):
                        [runtime_arg_entry(n, moved, mcast_cbs) for n in runtime_names if n in used]
         compile_args = [{"kind": "tensor_accessor", "buffer": b,
                          "words": [TENSOR_ACCESSOR_IS_DRAM, layouts[b]["page_bytes"]]} for b in moved]
-        kernels[role] = func.with_body(body).with_attrs({
-            "global_symbol": role, attrs.KERNEL_ROLE.key: role, attrs.RUNTIME_ARGS.key: runtime_args,
-            attrs.COMPILE_TIME_ARGS.key: compile_args})
+        kernels[role] = attrs.put(func.with_body(body).with_attr("global_symbol", role), {
+            attrs.KERNEL_ROLE: role, attrs.RUNTIME_ARGS: runtime_args, attrs.COMPILE_TIME_ARGS: compile_args})
     return tvm.IRModule(kernels, attrs=mod.attrs)

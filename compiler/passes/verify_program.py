@@ -104,5 +104,5 @@ def verify(mod) -> dict:
 @tvm.transform.module_pass(opt_level=0, name="TTVerifyProgram")
 def verify_program(mod, ctx):
     report = verify(mod)
-    return tvm.IRModule({gv: f.with_attr(attrs.VERIFICATION.key, report) for gv, f in mod.functions.items()},
+    return tvm.IRModule({gv: attrs.VERIFICATION.on(f, report) for gv, f in mod.functions.items()},
                         attrs=mod.attrs)

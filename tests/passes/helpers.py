@@ -20,7 +20,7 @@ HEADER = "from tvm.script import tirx as T\n\n\n"
 
 def kernel(body: str):
     text = HEADER + textwrap.dedent(body)
-    func = parse(prepare(text, "k.py")).with_attrs({attrs.SOURCE_FILE.key: "k.py", attrs.ENTRY.key: "main"})
+    func = attrs.put(parse(prepare(text, "k.py")), {attrs.SOURCE_FILE: "k.py", attrs.ENTRY: "main"})
     return tvm.IRModule({"main": func})
 
 

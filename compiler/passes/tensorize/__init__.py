@@ -178,7 +178,7 @@ class Tensorizer:
                   "math_approx_mode": False,
                   "unpack_to_dest_fp32_cbs": unpack_to_dest_fp32_cbs(seq(out), self.cbs) if self.fp32 else []}
         table = sorted(self.cbs.values(), key=lambda c: c["index"])
-        return self.func.with_body(seq(out)).with_attrs({attrs.COMPUTE_CONFIG.key: config, attrs.CB_CONFIG.key: table})
+        return attrs.put(self.func.with_body(seq(out)), {attrs.COMPUTE_CONFIG: config, attrs.CB_CONFIG: table})
 
     def hw_startup(self):
         outputs = sorted(c["index"] for c in self.cbs.values() if c["role"] == "output")
