@@ -302,3 +302,13 @@ def test_a_forged_verification_is_refused():
         answers.verified(genuine, {"../x": b"1"})
     with pytest.raises(answers.ForgedAnswer):
         answers.verified({**genuine, "report": {"ok": float("nan")}}, {})
+
+
+def test_the_include_check_is_linear_in_hostile_text(genuine):
+    """A megabyte of comment starts that never end (or quotes that never close) is read once, not once per start:
+    the trusted side must not spend minutes on a forged kernel (a pattern that rescans each start would take hours)."""
+    value, files = genuine
+    reader = files[value["artifacts"]["reader.cpp"]].decode()
+    for junk in ("/*a" * 350_000, '"a\\' * 250_000):
+        answer, _, _, _ = answers.compiled(*_with(genuine, "reader.cpp", (reader + junk).encode()))
+        assert isinstance(answer, answers.Compiled)

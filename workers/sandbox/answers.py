@@ -229,7 +229,9 @@ def compiled(value: dict, files: dict[str, bytes]) -> tuple[Failed | Compiled, d
 # What a generated device kernel may include: <cstdint> and the SDK's API headers (codegen/kernels.py)
 _KERNEL_INCLUDE = re.compile(r'^#include (<cstdint>|"api/[a-z0-9_]+(/[a-z0-9_]+)*\.h")$')
 _DIRECTIVE = re.compile(r"^\s*(#|%:)\s*(\w*)(.*)$")
-_LEXEME = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+# comments and literals, each matched to its end or to the end of the text/line when unterminated (so that no
+# start is scanned again: hostile text must not make this quadratic)
+_LEXEME = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?', re.S)
 
 
 def check_program(artifacts: dict[str, bytes], plan: dict, op: str = "compile") -> None:
