@@ -32,6 +32,8 @@ def test_k_steps_accumulate_in_l1_with_block_matmuls(arch):
     assert ct * rt >= 2 and kt >= 1
     assert "pack_reconfig_l1_acc(1)" in k_loop and "pack_reconfig_l1_acc(0)" in k_loop
     assert "copy_tile(cb_C_local" not in k_loop  # the partial sums are not reloaded into DST each K step
+    # configured once per K step, before the groups (nothing in the group loop reconfigures the engines)
+    assert k_loop.count("matmul_block_init") == 1 and k_loop.index("matmul_block_init") < k_loop.index("tile_regs_acquire")
     outcome = api.emulate(compiled.artifacts, target=TargetConfig(arch=arch), source=GEMM, filename="gemm.py",
                           entry=compiled.entry, params=params)
     assert outcome.passed, outcome.verification.render()

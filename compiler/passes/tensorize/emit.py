@@ -9,6 +9,7 @@ arrive (hoisted before a grouped window) and popped when the statement list is d
 """
 from __future__ import annotations
 
+import tvm_ffi
 from tvm import tirx
 
 from ... import ops
@@ -28,6 +29,30 @@ def _divisor_groups(positions: int, per_position: int, scratch: int, capacity: i
     fits = [g for g in range(positions, 0, -1) if positions % g == 0 and g * per_position + scratch <= capacity]
     rectangles = [g for g in fits if cols and (cols % g == 0 or g % cols == 0)]
     return (rectangles or fits or [1])[0]
+
+
+def _hoist_matmul_init(body: list) -> tuple[list, list]:
+    """([init], body without it) when the group loop's only engine configuration is one matmul_block_init that
+    does not depend on the group: nothing in the loop reconfigures the unpacker or the math engine (the packer's
+    settings are its own), so it is configured once before the loop, as ttnn's matmul kernels do."""
+    inits = [s for s in body if _intrinsic_name(s) == "matmul_block_init"]
+    if len(inits) != 1:
+        return [], body
+    others: list = []
+
+    def visit(node):
+        name = _intrinsic_name(node)
+        if name is not None and name.endswith("_init") or name in ("reconfig_data_format", "copy_tile"):
+            others.append(name)
+    tvm_ffi.structural_walk(seq([s for s in body if s is not inits[0]]), [(tirx.Evaluate, visit)], order="pre")
+    if others:
+        return [], body
+    return inits, [s for s in body if s is not inits[0]]
+
+
+def _intrinsic_name(node) -> str | None:
+    found = ops.intrinsic_of(node)
+    return found[0].name if found is not None else None
 
 
 def _has_gemm(items) -> bool:
@@ -141,7 +166,8 @@ class Emitter:
                 body += self.pack_send(item)
         body.append(ops.call("tile_regs_release"))
         if groups > 1:
-            body = [tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))]
+            hoisted, body = _hoist_matmul_init(body)
+            body = hoisted + [tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))]
         after = []
         for b in resident:
             cb, n = tz.resident[b], tz.ntiles(b)
