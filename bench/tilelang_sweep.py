@@ -37,12 +37,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_DIRS = ("gemm", "gemm_splitk", "gemm_streamk", "gemv", "flash_attention", "norm", "online_softmax",
-                "elementwise")
+                "elementwise", "attention_sink", "block_causal_attention", "flash_decoding")
 # problem sizes and block shapes by parameter name: small enough for the emulator, tile-aligned
 SIZES = {
     "M": 256, "N": 256, "K": 256, "D": 256, "batch": 1, "batch_size": 1, "heads": 4, "groups": 2,
     "seq_len": 128, "seq_q": 128, "seq_kv": 128, "dim": 64, "dim_qk": 64, "dim_v": 64, "head_kv": 2, "UQ": 128,
-    "UKV": 128, "total_q": 128, "total_kv": 128, "max_seq_len": 128,
+    "UKV": 128, "total_q": 128, "total_kv": 128, "max_seq_len": 128, "seqlen_q": 128, "seqlen_kv": 128,
+    "N_CTX": 128, "kv_head_num": 2, "heads_kv": 2, "k_heads": 2, "h_q": 4, "h_kv": 2, "downsample_len": 2,
     "block_M": 64, "block_N": 64, "block_K": 32, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64,
     "blk_m": 32, "blk_k": 64, "split_k": 2, "num_stages": 2, "threads": 128, "thread_num": 128,
     "reduce_threads": 32, "streamk_tiles": 4, "enable_rasteration": False, "trans_A": False, "trans_B": False,
@@ -103,13 +104,11 @@ def _dim_of(expr: ast.expr, values: dict) -> int | None:
 
 def _tensor_params(fn: ast.FunctionDef, values: dict) -> dict[str, str]:
     """Eager-JIT tensor arguments: `X: T.Tensor((M, N), dtype)` in the body -> "dtype[M,N]"."""
-    params = {a.arg for a in fn.args.args}
     local = {t.id: s.value for s in fn.body if isinstance(s, ast.Assign)
              for t in s.targets if isinstance(t, ast.Name)}
     out = {}
-    for s in fn.body:
-        if not (isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name)
-                and s.target.id in params):
+    for s in fn.body:   # factory arguments, and tensors only the body declares (bound when the kernel is called)
+        if not (isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name)):
             continue
         ann = s.annotation
         if isinstance(ann, ast.Call):
@@ -118,6 +117,8 @@ def _tensor_params(fn: ast.FunctionDef, values: dict) -> dict[str, str]:
             args = list(ann.slice.elts) if isinstance(ann.slice, ast.Tuple) else [ann.slice]
         else:
             continue
+        if args and isinstance(args[0], ast.Name) and isinstance(local.get(args[0].id), (ast.Tuple, ast.List)):
+            args[0] = local[args[0].id]       # `A_shape = (M, K)` ... `A: T.Tensor(A_shape, dtype)`
         if not args or not isinstance(args[0], (ast.Tuple, ast.List)):
             continue
         dims = [_dim_of(e, values) for e in args[0].elts]
@@ -134,8 +135,11 @@ def upstream_cases(checkout: Path, dirs: tuple[str, ...]) -> list[Case]:
         for path in sorted((checkout / "examples" / d).glob("*.py")):
             if path.name.startswith(("test_", "regression_")):
                 continue
+            text = path.read_text()
+            if not re.search(r"^\s*(import|from)\s+tilelang\b", text, re.M):
+                continue            # Triton or PyTorch baselines beside the examples: not TileLang kernels
             try:
-                tree = ast.parse(path.read_text())
+                tree = ast.parse(text)
             except SyntaxError:
                 continue
             module_ints = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)

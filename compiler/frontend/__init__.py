@@ -60,6 +60,6 @@ def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None
         return loaded
     if params:
         raise CompileError(f"parameters ({', '.join(sorted(params))}) apply to TileLang kernel factories; this is a "
-                           "TIRx file with fixed shapes", stage="parse", location=SourceLocation(filename))
+                           "TIRx file with fixed shapes", stage="parse", location=SourceLocation(filename, 1, 1))
     prepared = prepare(text, filename, entry)
     return LoadedKernel(parse(prepared), prepared.entry, filename, user_file=filename)

@@ -272,6 +272,57 @@ def test_eager_jit_argument_errors_are_located_and_name_the_argument(params, mes
     assert message in err.message and err.location.file == "k.py" and err.location.line
 
 
+BODY_DECLARED = src('''
+    @tilelang.jit
+    def gemm_nt(block: int = 32, dtype=T.float32):
+        M, N, K = T.const("M, N, K")
+        A_shape = (M, K)                     # TileLang binds A and B when the kernel is called: not factory arguments
+        A: T.Tensor(A_shape, dtype)
+        B: T.Tensor((N, K), dtype)
+        C = T.empty((M, N), dtype)
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block)) as (bx, by):
+            A_s = T.alloc_shared((block, K), dtype)
+            B_s = T.alloc_shared((block, K), dtype)
+            C_l = T.alloc_fragment((block, block), dtype)
+            T.clear(C_l)
+            T.copy(A[by * block, 0], A_s)
+            T.copy(B[bx * block, 0], B_s)
+            T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * block, bx * block])
+        return C
+''')
+
+
+@pytest.mark.parametrize("params", [{"A": "float32[64,32]", "B": "float32[96,32]"}, {"M": 64, "N": 96, "K": 32}])
+def test_eager_jit_tensors_the_body_declares_are_given_by_name_or_by_their_sizes(params):
+    from compiler.api import emulate
+    result = compile_source(BODY_DECLARED, filename="k.py", entry="gemm_nt", params=params)
+    assert [(b["name"], b["role"], b["shape"]) for b in result.plan["buffers"]] == \
+        [("A", "input", [64, 32]), ("B", "input", [96, 32]), ("C", "output", [64, 96])]
+    outcome = emulate(result.artifacts, source=BODY_DECLARED, filename="k.py", entry="gemm_nt", params=params, seed=3)
+    assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"A": "64", "B": "float32[96,32]"}, "`A` is a tensor the kernel declares; give it as A=DTYPE[D0,D1,...]"),
+    ({"A": "float32[64,32]", "B": "float32[96,16]"}, "`K` is 16 here but was bound to 32 before"),
+])
+def test_eager_jit_body_declared_tensor_errors_are_located(params, message):
+    err = error_of(BODY_DECLARED, entry="gemm_nt", params=params)
+    assert message in err.message and err.location.file == "k.py" and err.location.line
+
+
+def test_a_dtype_outside_the_subset_is_named_not_shown_as_an_object():
+    err = error_of(src('''
+        @tilelang.jit
+        def cast(M=64, dtype=T.float8_e4m3fn):
+            X = T.empty((M, 32), dtype)
+            return X
+    '''), entry="cast")
+    assert "T.float8_e4m3fn is outside tilefarm's TileLang subset" in err.message
+    assert "object at 0x" not in err.message and err.location.line
+
+
 # ---- parameters typed from the factory -------------------------------------------------------------------------
 def test_parameters_are_typed_from_the_signature():
     from compiler.frontend.tilelang.params import type_params

@@ -50,10 +50,11 @@ class Names:
 
 def dtype_name(dtype) -> str:
     """`T.float16`, "float16", "float", T.dtype("half"), a buffer's `.dtype` -> the canonical name ("float16")."""
-    if isinstance(dtype, Missing):
+    if callable(getattr(type(dtype), "_fail", None)):   # a name outside the subset (T.float8_e4m3, a missing module)
         dtype._fail()
     if not isinstance(dtype, str):
-        fail(f"`{dtype!r}` is not a dtype; write it as a string (\"float16\") or T.float16")
+        shown = f"`{dtype!r}` is" if isinstance(dtype, (int, float, bool, type(None))) else "this is"
+        fail(f"{shown} not a dtype; write it as a string (\"float16\") or T.float16")
     return _ALIASES.get(str(dtype), str(dtype))
 
 

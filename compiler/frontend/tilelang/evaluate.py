@@ -28,7 +28,7 @@ from ...errors import CompileError, SourceLocation
 from .base import Missing
 from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
 from .language import PrimFuncDef, TensorArg, TensorSpec, bind_tensor, reset_const_values, serial, set_const_values
-from .params import type_params
+from .params import type_params, type_value
 from .recorder import Buffer, Recorder, activate, active_recorder, deactivate
 from .shim import JitFactory, build_modules
 
@@ -36,6 +36,7 @@ _TILELANG_IMPORT = re.compile(r"^\s*(import\s+tilelang\b|from\s+tilelang\b)", re
 REAL_MODULES = frozenset({"math", "itertools", "functools", "operator", "typing", "dataclasses", "enum",
                           "collections", "__future__", "abc", "numbers", "typing_extensions"})
 BIND = "__tilefarm_bind_tensor__"
+BODY_TENSOR = "__tilefarm_body_tensor__"
 ParamValue = int | float | str | bool
 
 
@@ -198,11 +199,9 @@ def _is_eager(fn: ast.FunctionDef) -> bool:
     """The factory's own body is the kernel (TileLang's eager-JIT style)."""
     if "prim_func" in _decorator_names(fn):
         return False
-    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    if _annotated_args(fn):
+        return True
     for node in fn.body:
-        if isinstance(node, ast.AnnAssign) and node.value is None and isinstance(node.target, ast.Name) \
-                and node.target.id in params:
-            return True
         if isinstance(node, ast.With) and any("Kernel" in ast.unparse(i.context_expr) for i in node.items):
             return True
         for sub in ast.walk(node):
@@ -221,7 +220,9 @@ def _const_names(fn: ast.FunctionDef) -> set[str]:
 
 
 class _BindAnnotations(ast.NodeTransformer):
-    """`X: T.Tensor(shape, dtype)` on a factory argument X -> `X = __tilefarm_bind_tensor__("X", X, T.Tensor(...))`."""
+    """`X: T.Tensor(shape, dtype)` in the factory's body -> `X = __tilefarm_bind_tensor__("X", X, T.Tensor(...))`.
+    X is a factory argument, or a tensor the body declares (TileLang binds it when the kernel is called; here it is
+    given as a parameter `X=DTYPE[...]`, or its sizes as T.const parameters): then the value is looked up by name."""
 
     def __init__(self, entry: ast.FunctionDef):
         self.entry = entry
@@ -234,10 +235,11 @@ class _BindAnnotations(ast.NodeTransformer):
         return node
 
     def _bind(self, s):
-        if isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name) \
-                and s.target.id in self.params:
+        if _is_tensor_annotation(s):
             name = s.target.id
-            call = ast.Call(ast.Name(BIND, ast.Load()), [ast.Constant(name), ast.Name(name, ast.Load()), s.annotation], [])
+            value = ast.Name(name, ast.Load()) if name in self.params else \
+                ast.Call(ast.Name(BODY_TENSOR, ast.Load()), [ast.Constant(name)], [])
+            call = ast.Call(ast.Name(BIND, ast.Load()), [ast.Constant(name), value, s.annotation], [])
             new = ast.Assign([ast.Name(name, ast.Store())], call)
             return ast.copy_location(ast.fix_missing_locations(ast.copy_location(new, s)), s)
         return s
@@ -314,8 +316,9 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
     safe_builtins = dict(vars(builtins))
     safe_builtins["__import__"] = _importer(modules)
     safe_builtins["range"] = _kernel_range
+    body_tensors: dict = {}    # tensors the eager body declares that are not factory arguments, filled per call
     namespace = {"__name__": "__tilelang_kernel__", "__file__": filename, "__builtins__": safe_builtins,
-                 BIND: bind_tensor}
+                 BIND: bind_tensor, BODY_TENSOR: lambda name: body_tensors.get(name, TensorArg(None, None))}
     notes: list[str] = []
     tokens = set_user_file(filename, notes)
     try:
@@ -324,7 +327,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
             built = namespace[entry_node.name]
             names = _target_names(tree)
             if eager:
-                traced = _trace_eager(built, entry_node, params, filename, entry_loc, names)
+                traced = _trace_eager(built, entry_node, params, filename, entry_loc, names, body_tensors)
             else:
                 kernel = _build(built, entry_node, params, filename, entry_loc)
                 traced = _trace_prim_func(kernel, entry_node.name, names, filename)
@@ -409,7 +412,7 @@ def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str
 
 
 def _trace_eager(built, node: ast.FunctionDef, params: dict, filename: str, entry_loc: SourceLocation,
-                 names: dict) -> tuple:
+                 names: dict, body_tensors: dict) -> tuple:
     """Run an eager-JIT factory with the recorder active: its tensor arguments bind to T.Tensor annotations, its
     T.empty results are the outputs."""
     factory = _factory_of(built, node, entry_loc)
@@ -417,13 +420,20 @@ def _trace_eager(built, node: ast.FunctionDef, params: dict, filename: str, entr
     signature = inspect.signature(factory)
     const_values = {k: v for k, v in params.items() if k in consts and k not in signature.parameters}
     given = dict(params)
-    for name in _annotated_args(node):   # sizes given as T.const parameters instead of a tensor: its annotation's
-        given.setdefault(name, TensorArg(None, None))
+    for name in _annotated_args(node):
+        if name in signature.parameters:   # sizes given as T.const parameters instead of a tensor: its annotation's
+            given.setdefault(name, TensorArg(None, None))
+        elif name in given:                # a tensor the body declares, given by name
+            value = type_value(None, given.pop(name))
+            if not isinstance(value, TensorArg):
+                raise CompileError(f"`{name}` is a tensor the kernel declares; give it as {name}=DTYPE[D0,D1,...], "
+                                   f"not {value!r}", stage=STAGE, location=entry_loc)
+            body_tensors[name] = value
     bound = _bind_call(factory, node, given, entry_loc, consts)
     # sizes the tensor arguments give (`A: T.Tensor((M, K), dtype)` with A=float16[256,128] binds M, K) are known
     # from the start: code before the annotation may use them (`splitK = K // split_k`)
     for name, dims in _annotated_shapes(node).items():
-        value = bound.arguments.get(name)
+        value = body_tensors.get(name, bound.arguments.get(name))
         if not (isinstance(value, TensorArg) and value.shape is not None):
             continue
         if len(value.shape) != len(dims):
@@ -454,23 +464,38 @@ def _trace_eager(built, node: ast.FunctionDef, params: dict, filename: str, entr
 
 
 def _annotated_shapes(node: ast.FunctionDef) -> dict[str, list]:
-    """`X: T.Tensor((M, K), dtype)` -> {"X": ["M", "K"]} (None for a dimension that is not a plain name)."""
+    """`X: T.Tensor((M, K), dtype)` -> {"X": ["M", "K"]} (None for a dimension that is not a plain name); the shape
+    may be a name the body assigned a tuple before (`X_shape = (M, K)`)."""
     out = {}
+    tuples = {}
     for s in node.body:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                and isinstance(s.value, (ast.Tuple, ast.List)):
+            tuples[s.targets[0].id] = s.value
         if not (isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name)):
             continue
         ann = s.annotation
         first = ann.args[0] if isinstance(ann, ast.Call) and ann.args else \
             (ann.slice.elts[0] if isinstance(ann, ast.Subscript) and isinstance(ann.slice, ast.Tuple) else None)
+        if isinstance(first, ast.Name):
+            first = tuples.get(first.id)
         if isinstance(first, (ast.Tuple, ast.List)):
             out[s.target.id] = [e.id if isinstance(e, ast.Name) else None for e in first.elts]
     return out
 
 
+def _is_tensor_annotation(s: ast.stmt) -> bool:
+    """`X: T.Tensor(...)` / `X: T.Tensor[...]` (any module alias) with no value, in the factory's own body."""
+    if not (isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name)):
+        return False
+    ann = s.annotation
+    head = ann.func if isinstance(ann, ast.Call) else ann.value if isinstance(ann, ast.Subscript) else None
+    return isinstance(head, ast.Attribute) and head.attr in ("Tensor", "Buffer")
+
+
 def _annotated_args(node: ast.FunctionDef) -> list[str]:
-    params = {a.arg for a in node.args.args + node.args.kwonlyargs}
-    return [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and s.value is None
-            and isinstance(s.target, ast.Name) and s.target.id in params]
+    """The tensors an eager-JIT body declares (`X: T.Tensor(shape, dtype)`), factory arguments or not."""
+    return [s.target.id for s in node.body if _is_tensor_annotation(s)]
 
 
 def _finish(rec: Recorder, entry: str, def_loc: SourceLocation) -> tuple:
