@@ -43,7 +43,8 @@ SIZES = {
     "M": 256, "N": 256, "K": 256, "D": 256, "batch": 1, "batch_size": 1, "heads": 4, "groups": 2,
     "seq_len": 128, "seq_q": 128, "seq_kv": 128, "dim": 64, "dim_qk": 64, "dim_v": 64, "head_kv": 2, "UQ": 128,
     "UKV": 128, "total_q": 128, "total_kv": 128, "max_seq_len": 128, "seqlen_q": 128, "seqlen_kv": 128,
-    "N_CTX": 128, "kv_head_num": 2, "heads_kv": 2, "k_heads": 2, "h_q": 4, "h_kv": 2, "downsample_len": 2,
+    "N_CTX": 128, "kv_head_num": 2, "heads_kv": 2, "k_heads": 2, "h_q": 4, "h_kv": 2, "downsample_len": 2, "dllm_block": 32,
+    "block_H": 64,
     "block_M": 64, "block_N": 64, "block_K": 32, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64,
     "blk_m": 32, "blk_k": 64, "split_k": 2, "num_stages": 2, "threads": 128, "thread_num": 128,
     "reduce_threads": 32, "streamk_tiles": 4, "enable_rasteration": False, "trans_A": False, "trans_B": False,
@@ -73,6 +74,9 @@ def _decorated_entries(tree: ast.Module) -> list[ast.FunctionDef]:
         names = []
         for dec in node.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
+            if isinstance(target, ast.Attribute) and ast.unparse(target.value).split(".")[0] == "triton":
+                names = []          # a Triton baseline beside the TileLang kernels (`@triton.jit`)
+                break
             names.append(target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ""))
         if any(n in ("jit", "prim_func", "autotune") for n in names):
             out.append(node)
