@@ -66,6 +66,21 @@ OPS = {
     "unary_min_tile": ("copy_init(cb_x); unary_min_tile_init();",
                        f"copy_tile(cb_x, 0, 0); unary_min_tile(0, {f32_bits(-0.5)});", lambda x, y: np.minimum(x, -0.5), True),
     "fill_tile": ("fill_tile_init();", "fill_tile(0, 3.140625f);", lambda x, y: np.full_like(x, 3.140625), True),
+    "rsqrt_tile": ("copy_init(cb_x); rsqrt_tile_init();", "copy_tile(cb_x, 0, 0); rsqrt_tile(0);",
+                   lambda x, y: 1.0 / np.sqrt(x), False),
+    "negative_tile": ("copy_init(cb_x); negative_tile_init();", "copy_tile(cb_x, 0, 0); negative_tile(0);",
+                      lambda x, y: -x, True),
+    "abs_tile": ("copy_init(cb_x); abs_tile_init();", "copy_tile(cb_x, 0, 0); abs_tile(0);", lambda x, y: np.abs(x), True),
+    "sign_tile": ("copy_init(cb_x); sign_tile_init();", "copy_tile(cb_x, 0, 0); sign_tile(0);",
+                  lambda x, y: np.sign(x), True),
+    "square_tile": ("copy_init(cb_x); square_tile_init();", "copy_tile(cb_x, 0, 0); square_tile(0);",
+                    lambda x, y: x * x, True),
+    "identity_tile": ("copy_init(cb_x); identity_tile_init();", "copy_tile(cb_x, 0, 0); identity_tile(0);",
+                      lambda x, y: x, True),
+    # DST[0] = x where y (in DST[1]) is nonzero (the test zeroes y where |y| < 0.5)
+    "mask_tile": ("copy_init(cb_x); mask_tile_init();",
+                  "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); mask_tile(0, 1);", lambda x, y: np.where(y == 0, 0, x),
+                  True),
     "copy_dest_values": ("copy_init(cb_x); copy_dest_values_init();",
                          "copy_tile(cb_x, 0, 3); copy_dest_values<DataFormat::Float16_b>(3, 0);", lambda x, y: x, True),
 }
@@ -79,9 +94,10 @@ def _op_bundle(make_bundle, name):
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_op_bf16_matches_numpy(make_bundle, run, name):
     _, _, ref, exact = OPS[name]
-    x = np.abs(X) + 0.1 if name in ("sqrt_tile", "recip_tile", "log_tile") else X
-    res = run(_op_bundle(make_bundle, name), {"x": x, "y": Y, "cfg": eltwise_cfg(cores=2)})
-    want = bf16(ref(bf16(x), bf16(Y)))  # fp32 math on bf16 inputs, one rounding to bf16 (DST and pack)
+    x = np.abs(X) + 0.1 if name in ("sqrt_tile", "recip_tile", "log_tile", "rsqrt_tile") else X
+    y = np.where(np.abs(Y) < 0.5, 0, Y) if name == "mask_tile" else Y
+    res = run(_op_bundle(make_bundle, name), {"x": x, "y": y, "cfg": eltwise_cfg(cores=2)})
+    want = bf16(ref(bf16(x), bf16(y)))  # fp32 math on bf16 inputs, one rounding to bf16 (DST and pack)
     got = res.outputs["z"]
     if exact:
         np.testing.assert_array_equal(got, want)
@@ -183,3 +199,15 @@ def test_zero_fill_from_mem_zeros(make_bundle, run):
     res = run(bundle, {"x": X, "y": Y, "cfg": eltwise_cfg()})
     np.testing.assert_array_equal(res.outputs["z"], bf16(X))
     assert res.report["cores"][0]["noc_reads"] == 6 * (1 + 4)
+
+
+def test_a_declared_but_not_emulated_call_stops_at_its_line(make_bundle, run):
+    """ttnn's kernel library names the whole SFPU catalogue; the calls the emulator does not model (integer typecasts
+    here) are declared with the real signatures and stop the kernel where it calls them."""
+    from compiler.toolchain.emulate import EmulationError
+    bundle = make_bundle("eltwise", prepend={"compute.cpp": "#define OP_INIT copy_init(cb_x);\n#define OP_BODY "
+                         "copy_tile(cb_x, 0, 0); typecast_tile<0, 8>(0);"})
+    with pytest.raises(EmulationError) as info:
+        run(bundle, {"x": X, "y": Y, "cfg": eltwise_cfg(cores=1)})
+    assert info.value.kind == "unsupported"
+    assert "compute kernel 'compute.cpp'" in info.value.message and "typecast_tile" in info.value.message

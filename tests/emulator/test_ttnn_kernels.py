@@ -221,3 +221,45 @@ def test_ttnn_eltwise_binary_matches_numpy(run_ttnn, op, fused_relu, shape, grid
         ref = np.maximum(ref, 0)
     # one fp32 operation rounded once to bf16 (DST) and packed as bf16: exact
     np.testing.assert_array_equal(c, bf16(ref))
+
+
+# ------------------------------------------------------------------------------------------- softmax (Metal 2.0)
+def softmax_rows(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("shape, ht, grid, numeric_stable, fp32_dest, blk", [
+    ((64, 256), 2, (2, 2), True, False, 0),     # blk 8 = Wt: one block per row, intermediates bf16
+    ((256, 512), 4, (8, 8), True, True, 0),     # the whole grid (8 rows on 64 cores: idle cores get zeros), fp32 DST
+    ((96, 320), 3, (2, 2), True, False, 4),     # Wt 10, blk 4: partial blocks; the kernels realign CBs with pad tiles
+    ((128, 320), 2, (4, 2), False, True, 3),    # without the max subtraction, blk 3 of Wt 10
+], ids=["stable-2x2", "stable-fp32-8x8", "stable-partial-blocks", "plain-fp32-partial-blocks"])
+def test_ttnn_softmax_metal2_kernels_match_numpy(run_ttnn, shape, ht, grid, numeric_stable, fp32_dest, blk):
+    """ttnn 0.81.1's attention softmax kernels: Metal 2.0 named arguments (args::, dfb::, tensor::) and ttnn's compute
+    kernel library (reduce helpers, eltwise chains) on the emulator, unmodified."""
+    rng = np.random.default_rng(11)
+    x = bf16(3 * rng.standard_normal(shape).astype(np.float32))
+    cfg = np.array([[*shape, ht, *grid, int(numeric_stable), int(fp32_dest), blk, 0]], np.float32)
+    result = run_ttnn("softmax", {"x": x, "cfg": cfg})
+    y = result.outputs["y"]
+    exact = softmax_rows(x)
+    # bf16 output (rounding 2^-9 relative) of exp, 1/sum and the product, each rounded to bf16 in DST and the
+    # intermediate CBs unless fp32_dest_acc_en: a few roundings of values at most 1
+    assert np.abs(y - exact).max() <= (0.005 if fp32_dest else 0.02)
+    assert np.abs(y.sum(axis=1) - 1).max() <= (0.005 if fp32_dest else 0.02)
+    # the data moved as the program moves it: every input tile read from DRAM once, every output tile written once
+    tiles = shape[0] * shape[1] // 1024
+    buffers = result.report["buffers"]
+    assert [b["bytes_read"] for b in buffers] == [tiles * 2048, 0]
+    assert [b["bytes_written"] for b in buffers] == [0, tiles * 2048]
+
+
+def test_ttnn_softmax_missing_named_arg_is_a_host_error_naming_it(run_ttnn):
+    x = np.zeros((64, 256), np.float32)
+    cfg = np.array([[64, 256, 2, 2, 2, 1, 0, 0, 1]], np.float32)
+    with pytest.raises(emulate.EmulationError) as info:
+        run_ttnn("softmax", {"x": x, "cfg": cfg})
+    assert info.value.kind == "host-api"
+    assert "SetNamedRuntimeArgs: kernel 'softmax.cpp' expects the argument 'start_ht', which was not given" in \
+        info.value.message

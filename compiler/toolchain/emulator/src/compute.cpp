@@ -77,6 +77,13 @@ const char* sfpu_init_name(SfpuOp op) {
         case SfpuOp::UnaryMax: return "unary_max_tile_init";
         case SfpuOp::UnaryMin: return "unary_min_tile_init";
         case SfpuOp::CopyDest: return "copy_dest_values_init";
+        case SfpuOp::Rsqrt: return "rsqrt_tile_init";
+        case SfpuOp::Negative: return "negative_tile_init";
+        case SfpuOp::Square: return "square_tile_init";
+        case SfpuOp::Abs: return "abs_tile_init";
+        case SfpuOp::Sign: return "sign_tile_init";
+        case SfpuOp::Identity: return "identity_tile_init";
+        case SfpuOp::Mask: return "mask_tile_init";
         default: return "(none)";
     }
 }
@@ -512,6 +519,12 @@ void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const c
             case SfpuOp::Fill: v = s; break;
             case SfpuOp::UnaryMax: v = x > s ? x : s; break;
             case SfpuOp::UnaryMin: v = x < s ? x : s; break;
+            case SfpuOp::Rsqrt: v = 1.0f / std::sqrt(x); break;
+            case SfpuOp::Negative: v = -x; break;
+            case SfpuOp::Square: v = x * x; break;
+            case SfpuOp::Abs: v = std::fabs(x); break;
+            case SfpuOp::Sign: v = x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f; break;
+            case SfpuOp::Identity: break;
             default: break;
         }
         d[e] = to_dst(*run.compute, v);
@@ -548,7 +561,7 @@ void sfpu_scalar(ScalarOp op, std::uint32_t idst, std::uint32_t param_bits, cons
 void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
     std::string call = strformat("%s(%u, %u, %u)", name, i0, i1, odst);
-    check_sfpu(run, op, call);
+    check_sfpu(run, op == SfpuOp::MaskPosInf ? SfpuOp::Mask : op, call);
     check_dst_index(run, i0, call);
     check_dst_index(run, i1, call);
     check_dst_index(run, odst, call);
@@ -570,6 +583,8 @@ void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t od
             case SfpuOp::MaxBinary: v = a[e] > b[e] ? a[e] : b[e]; break;
             case SfpuOp::MinBinary: v = a[e] < b[e] ? a[e] : b[e]; break;
             case SfpuOp::CopyDest: v = a[e]; break;
+            case SfpuOp::Mask: v = b[e] == 0.0f ? 0.0f : a[e]; break;
+            case SfpuOp::MaskPosInf: v = b[e] == 0.0f ? INFINITY : a[e]; break;
             default: break;
         }
         d[e] = to_dst(*run.compute, v);
@@ -926,25 +941,31 @@ const char* pool_name(int pool) { return pool == 0 ? "SUM" : pool == 1 ? "AVG" :
 const char* dim_name(int dim) { return dim == 0 ? "REDUCE_ROW" : dim == 1 ? "REDUCE_COL" : "REDUCE_SCALAR"; }
 }  // namespace
 
-void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb, Site site) {
+void reduce_math_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, Site site) {
     std::string name = strformat("reduce_init<%s, %s>", pool_name(pool), dim_name(dim));
     fpu_init(FpuOp::Reduce, icb, icb_scaler, 0, name.c_str(), site);
     KernelRun& run = compute_run(Api::ComputeInit, site, "reduce_init");
-    cb_format(run, ocb, name + "(ocb)");
     if (pool == 3) unsupported("reduce with PoolType::MIN", site);
-    ComputeState& cs = *run.compute;
-    cs.reduce_pool = pool;
-    cs.reduce_dim = dim;
-    cs.pack_mask_cb = static_cast<int>(ocb);
-    cs.pack_mask_dim = dim;
+    run.compute->reduce_pool = pool;
+    run.compute->reduce_dim = dim;
 }
 
-void reduce_uninit(Site site) {
-    KernelRun& run = compute_run(Api::ComputeInit, site, "reduce_uninit");
-    require_started(run, "reduce_uninit()");
-    run.compute->pack_mask_cb = -1;
-    config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
+void pack_reduce_mask(int dim, int ocb, Site site) {
+    KernelRun& run =
+        compute_run(Api::ComputeInit, site, ocb < 0 ? "llk_pack_reduce_mask_clear" : "llk_pack_reduce_mask_config");
+    require_started(run, ocb < 0 ? "llk_pack_reduce_mask_clear()" : "llk_pack_reduce_mask_config()");
+    if (ocb >= 0) cb_format(run, static_cast<std::uint32_t>(ocb), "llk_pack_reduce_mask_config(ocb)");
+    run.compute->pack_mask_cb = ocb;
+    run.compute->pack_mask_dim = dim;
+    if (ocb < 0) config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
 }
+
+void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb, Site site) {
+    reduce_math_init(pool, dim, icb, icb_scaler, site);
+    pack_reduce_mask(dim, static_cast<int>(ocb), site);
+}
+
+void reduce_uninit(Site site) { pack_reduce_mask(0, -1, site); }
 
 // DST[idst] op= reduce(A * scaler). The scaler tile's first row of each 16x16 face weights the columns of A
 // (rows 0-15 use faces 0/1, rows 16-31 faces 2/3); ttnn fills it with 1.0 (SUM, MAX) or 1/N (AVG). The result

@@ -262,9 +262,10 @@ std::uint32_t get_read_ptr(std::uint32_t cb, Site site) {
     return static_cast<std::uint32_t>(run.core->window() + c.base + c.rd_page * c.page_size);
 }
 
-// get_local_cb_interface(cb): a snapshot of the CB's fifo registers (byte addresses in the core's L1 window).
-// A kernel that moves fifo_rd_ptr / fifo_wr_ptr (ttnn's matmul aliases two CBs' read pointers this way) has the
-// move applied before its next CB call; the new pointer must be page-aligned inside the CB.
+// get_local_cb_interface(cb): a snapshot of the CB's fifo registers (byte addresses in the core's L1 window; on the
+// compute side, as on the TRISCs, addresses and sizes count 16-byte units). A kernel that moves fifo_rd_ptr /
+// fifo_wr_ptr (ttnn's matmul aliases two CBs' read pointers this way) has the move applied before its next CB call;
+// the new pointer must be page-aligned inside the CB.
 CbInterface& cb_interface(std::uint32_t cb, Site site) {
     KernelRun& run = enter(Api::CbPointer, site);
     auto call = [&] { return strformat("get_local_cb_interface(cb=%u)", cb); };
@@ -272,25 +273,29 @@ CbInterface& cb_interface(std::uint32_t cb, Site site) {
     if (!run.cb_views.empty()) drain_cb_views(run);
     CircularBuffer& c = cb_checked(run, static_cast<std::int32_t>(cb), call);
     std::uint32_t base = static_cast<std::uint32_t>(run.core->window() + c.base);
-    CbInterface v{c.num_pages * c.page_size,
-                  base + c.num_pages * c.page_size,
-                  c.page_size,
+    const unsigned shift = run.kernel->role == Role::Compute ? 4 : 0;
+    CbInterface v{(c.num_pages * c.page_size) >> shift,
+                  (base + c.num_pages * c.page_size) >> shift,
+                  c.page_size >> shift,
                   c.num_pages,
-                  base + c.rd_page * c.page_size,
-                  base + c.wr_page * c.page_size,
+                  (base + c.rd_page * c.page_size) >> shift,
+                  (base + c.wr_page * c.page_size) >> shift,
                   static_cast<std::uint32_t>(c.acked),
                   static_cast<std::uint32_t>(c.received),
                   c.pack_seq};
-    run.cb_views.emplace_back(cb, v);
-    return run.cb_views.back().second;
+    run.cb_views.push_back({cb, v, shift});
+    return run.cb_views.back().v;
 }
 
 }  // namespace dev
 
 void drain_cb_views(KernelRun& run) {
-    for (auto& [cb, v] : run.cb_views) {
+    for (auto& [cb, view, shift] : run.cb_views) {
         CircularBuffer& c = run.core->cbs[cb];
         std::uint32_t base = static_cast<std::uint32_t>(run.core->window() + c.base);
+        dev::CbInterface v = view;
+        v.fifo_rd_ptr <<= shift;
+        v.fifo_wr_ptr <<= shift;
         auto page_of = [&](std::uint32_t ptr, const char* field) {
             if (ptr < base || ptr >= base + c.num_pages * c.page_size || (ptr - base) % c.page_size)
                 kernel_fail("cb-protocol", std::string("get_local_cb_interface(") + std::to_string(cb) + ")." + field,

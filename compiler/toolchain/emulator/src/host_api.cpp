@@ -419,6 +419,10 @@ void on_crash(int sig) {
 }
 
 }  // namespace
+
+KernelDef& program_kernel(const tt::tt_metal::Program& program, tt::tt_metal::KernelHandle handle, const char* api) {
+    return kernel_of(program, handle, api);
+}
 }  // namespace ttemu
 
 // The core's coordinates as the firmware publishes them to kernels (per kernel thread here).

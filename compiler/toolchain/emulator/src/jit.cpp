@@ -115,12 +115,31 @@ std::string join(const std::vector<std::uint32_t>& v) {
     return s;
 }
 
+// A Metal 2.0 kernel's generated headers, written once under the cache by their content's hash (so the compile
+// command, which names them, keys the kernel cache on them); returns the directory.
+std::string generated_headers_dir(const KernelDef& k) {
+    std::string bindings = generated_bindings_header(k), args = generated_args_header(k);
+    Hasher h;
+    h.add(bindings);
+    h.add(args);
+    std::string dir = cache_dir() + "/generated-" + h.hex();
+    if (access((dir + "/kernel_args_generated.h").c_str(), R_OK) == 0) return dir;
+    mkdir(dir.c_str(), 0755);
+    for (auto& [name, text] : {std::pair<const char*, const std::string&>{"kernel_bindings_generated.h", bindings},
+                               std::pair<const char*, const std::string&>{"kernel_args_generated.h", args}}) {
+        std::string path = dir + "/" + name, tmp = path + ".tmp." + std::to_string(getpid());
+        std::ofstream(tmp) << text;
+        std::rename(tmp.c_str(), path.c_str());  // atomic: concurrent processes write the same content
+    }
+    return dir;
+}
+
 std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView& view, const std::string& src,
                                          const std::string& out) {
     const char* cxx_env = std::getenv("TTEMU_CXX");
     std::string cxx = cxx_env && *cxx_env ? cxx_env : "g++";
     const ArchSpec& arch = *device().arch;
-    std::vector<std::string> cmd = {cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-g0",
+    std::vector<std::string> cmd = {cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-g0",
                                     // the JIT's warning policy (metalium_api.md §6.5)
                                     "-Wall", "-Werror", "-Wno-unknown-pragmas", "-Wno-deprecated-declarations",
                                     "-Wno-error=multistatement-macros", "-Wno-error=parentheses",
@@ -150,6 +169,7 @@ std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView
     cmd.push_back("-DTTEMU_EMULATOR=1");
     if (k.role == Role::Compute) {
         cmd.push_back("-DTTEMU_COMPUTE_KERNEL=1");
+        cmd.push_back("-DUCK_CHLKC_MATH");  // the TRISC program kernels see (one thread runs unpack, math and pack)
         cmd.push_back(strformat("-DTTEMU_DST_ACCUM_MODE=%d", k.fp32_dest_acc ? 1 : 0));
         cmd.push_back(strformat("-DTTEMU_DST_FULL_SYNC=%d", k.dst_full_sync ? 1 : 0));
         cmd.push_back(strformat("-DTTEMU_MATH_FIDELITY=%d", k.math_fidelity));
@@ -160,6 +180,13 @@ std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView
         cmd.push_back(strformat("-DNOC_INDEX=%d", k.noc));
     }
     for (auto& [name, value] : k.defines) cmd.push_back("-D" + name + "=" + value);
+    if (k.named.enabled) {  // included before the kernel, as the real JIT's prolog does
+        std::string gen = generated_headers_dir(k);
+        for (const char* h : {"/kernel_bindings_generated.h", "/kernel_args_generated.h"}) {
+            cmd.push_back("-include");
+            cmd.push_back(gen + h);
+        }
+    }
     cmd.push_back(src);
     cmd.push_back("-o");
     cmd.push_back(out);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -96,6 +97,17 @@ struct KernelDef {
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::uint32_t>> runtime_args;
     std::vector<std::uint32_t> common_args;
     void (*entry)() = nullptr;
+    // Metal 2.0 named arguments (SetKernelArgsSchema): the JIT generates the kernel's args::, dfb::, sem::, tensor::
+    struct Named {
+        bool enabled = false;
+        std::vector<std::string> rtas, crtas;
+        std::map<std::string, std::uint32_t> ctas, dfbs, sems;
+        struct Tensor {
+            std::string name;
+            std::uint32_t cta_offset, crta_word;
+        };
+        std::vector<Tensor> tensors;
+    } named;
 };
 
 struct SemaphoreDef {
@@ -243,7 +255,12 @@ struct KernelRun {
     std::uint64_t api_calls = 0;
     std::uint32_t mailbox_reads = 0;  // compute: UNPACK, MATH, PACK read their mailboxes in turn
     Wait wait;                        // guarded by core->mu while state == Blocked
-    std::vector<std::pair<std::uint32_t, dev::CbInterface>> cb_views;  // get_local_cb_interface() snapshots handed out
+    struct CbView {
+        std::uint32_t cb;
+        dev::CbInterface v;
+        unsigned shift;  // 4 on the compute side: its fifo registers count 16-byte units
+    };
+    std::deque<CbView> cb_views;  // get_local_cb_interface() snapshots handed out (a deque: references stay valid)
     std::unique_ptr<ComputeState> compute;
     std::unique_ptr<timing::Trace> trace;  // the timing model's events of this kernel on this core (timing.h)
     Counters counters;
@@ -312,6 +329,9 @@ bool device_open();
 [[noreturn]] void kernel_fail(const char* kind, const std::string& call, const std::string& message);
 // Raised on the host side (API misuse, compile failure): prints, writes the report, exits.
 [[noreturn]] void host_fail(const char* kind, const std::string& message, int exit_code = 6);
+// Metal 2.0 named arguments (named_args.cpp): the headers the JIT generates from a kernel's schema
+std::string generated_bindings_header(const KernelDef& k);
+std::string generated_args_header(const KernelDef& k);
 void add_warning(const std::string& message);
 void write_report();
 

@@ -13,6 +13,12 @@
 #include "api/compute/eltwise_unary/recip.h"
 #include "api/compute/eltwise_unary/fill.h"
 #include "api/compute/eltwise_unary/binop_with_scalar.h"
+#include "api/compute/eltwise_unary/negative.h"
+#include "api/compute/eltwise_unary/identity.h"
+#include "api/compute/eltwise_unary/rsqrt.h"
+#include "api/compute/mask.h"
+#include "api/compute/eltwise_unary/typecast.h"
+#include "api/compute/bcast.h"
 
 #ifndef OP_INIT
 #define OP_INIT add_init(cb_x, cb_y);

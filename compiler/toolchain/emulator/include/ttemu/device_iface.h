@@ -130,7 +130,12 @@ enum class SfpuOp : std::uint8_t {
     Gelu,
     Negative,
     Square,
-    Log
+    Log,
+    Abs,
+    Sign,
+    Identity,
+    Mask,       // mask_tile: DST[a] = 0 where DST[b] == 0
+    MaskPosInf  // mask_posinf_tile (configured by mask_tile_init): +inf there
 };
 enum class ScalarOp : std::uint8_t { Add, Sub, Mul, Div, Rsub };
 void hw_startup(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t ocb, bool reverse, Site site);
@@ -167,6 +172,10 @@ void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
 void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t itile,
                  std::uint32_t itile_scaler, std::uint32_t idst, Site site);
 void reduce_uninit(Site site);
+// the LLK halves of reduce_init, as ttnn's reduce helpers call them: configure the FPU for the reduce (unpack + math),
+// and set (ocb >= 0) or clear (ocb < 0) the packer's reduce mask (only the reduced edge of the tile is written)
+void reduce_math_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, Site site);
+void pack_reduce_mask(int dim, int ocb, Site site);
 void bcast_init(FpuOp op, int bcast, std::uint32_t icb0, std::uint32_t icb1, const char* call, Site site);
 void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1,
                  std::uint32_t idst, const char* call, Site site);

@@ -97,3 +97,25 @@ constexpr inline DataFormat get_dataformat(const std::int32_t operand) {
 }
 constexpr inline std::uint32_t get_tile_hw(const std::int32_t operand) { return 1024; }
 constexpr inline std::uint32_t get_tile_num_faces(const std::int32_t operand) { return 4; }
+
+// The JIT's per-CB descriptor tables (chlkc_unpack_data_format.h, chlkc_pack_data_format.h, chlkc_*_tile_dims.h):
+// every CB's data format and tile shape as compile-time constants, indexed by CB id. Visible to data-movement kernels too
+// (ttnn's helpers check tile shapes there); one thread runs the unpack, math and pack programs here, so the views
+// are the same table.
+inline constexpr const std::uint8_t (&unpack_src_format)[ttemu::kMaxCBs] = ttemu::desc::cb_formats;
+inline constexpr const std::uint8_t (&unpack_dst_format)[ttemu::kMaxCBs] = ttemu::desc::cb_formats;
+inline constexpr const std::uint8_t (&pack_src_format)[ttemu::kMaxCBs] = ttemu::desc::cb_formats;
+inline constexpr const std::uint8_t (&pack_dst_format)[ttemu::kMaxCBs] = ttemu::desc::cb_formats;
+namespace ttemu::desc {
+template <std::uint8_t V>
+struct Filled {
+    std::uint8_t v[ttemu::kMaxCBs];
+    constexpr Filled() : v{} {
+        for (auto& x : v) x = V;
+    }
+    constexpr std::uint8_t operator[](std::size_t i) const { return v[i]; }
+};
+}  // namespace ttemu::desc
+inline constexpr ttemu::desc::Filled<32> unpack_tile_r_dim{}, unpack_tile_c_dim{}, pack_tile_r_dim{}, pack_tile_c_dim{};
+inline constexpr ttemu::desc::Filled<16> unpack_tile_face_r_dim{}, pack_tile_face_r_dim{};
+inline constexpr ttemu::desc::Filled<4> unpack_tile_num_faces{}, pack_tile_num_faces{};

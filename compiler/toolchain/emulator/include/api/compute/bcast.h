@@ -25,6 +25,19 @@ TTEMU_BCAST_OP(add, Add, scalar, SCALAR)
 TTEMU_BCAST_OP(sub, Sub, scalar, SCALAR)
 TTEMU_BCAST_OP(mul, Mul, scalar, SCALAR)
 #undef TTEMU_BCAST_OP
+// the generic forms: tBcastDim picks the broadcast of in1 (COL, ROW or SCALAR)
+#define TTEMU_BCAST_GENERIC(op, OP)                                                                                    \
+    template <BroadcastType tBcastDim, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>                                      \
+    ALWI void op##_tiles_bcast(uint32_t icb0, uint32_t icb1, uint32_t itile0, uint32_t itile1, uint32_t idst,          \
+                               TTEMU_SITE) {                                                                           \
+        static_assert(tBcastDim != BroadcastType::NONE, #op "_tiles_bcast needs a broadcast dimension");               \
+        ttemu::dev::bcast_tiles(ttemu::dev::FpuOp::Bcast##OP, static_cast<int>(tBcastDim), icb0, icb1, itile0, itile1, \
+                                idst, #op "_tiles_bcast", ttemu_site);                                                 \
+    }
+TTEMU_BCAST_GENERIC(add, Add)
+TTEMU_BCAST_GENERIC(sub, Sub)
+TTEMU_BCAST_GENERIC(mul, Mul)
+#undef TTEMU_BCAST_GENERIC
 
 template <BroadcastType bcast_type, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void unary_bcast_init(uint32_t icb, TTEMU_SITE) {

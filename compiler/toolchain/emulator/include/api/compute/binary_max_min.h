@@ -15,4 +15,12 @@ ALWI void binary_min_tile(std::uint32_t idst0, std::uint32_t idst1, std::uint32_
 ALWI void binary_min_tile_init(TTEMU_SITE) {
     ttemu::dev::sfpu_init(ttemu::dev::SfpuOp::MinBinary, "binary_min_tile_init", ttemu_site);
 }
+ALWI void binary_max_int32_tile(std::uint32_t idst0, std::uint32_t idst1, std::uint32_t odst, TTEMU_SITE) {
+    ttemu::dev::unsupported("binary_max_int32_tile", ttemu_site);
+}
+ALWI void binary_max_int32_tile_init(TTEMU_SITE) { ttemu::dev::unsupported("binary_max_int32_tile_init", ttemu_site); }
+ALWI void binary_min_int32_tile(std::uint32_t idst0, std::uint32_t idst1, std::uint32_t odst, TTEMU_SITE) {
+    ttemu::dev::unsupported("binary_min_int32_tile", ttemu_site);
+}
+ALWI void binary_min_int32_tile_init(TTEMU_SITE) { ttemu::dev::unsupported("binary_min_int32_tile_init", ttemu_site); }
 }  // namespace ckernel

@@ -6,3 +6,4 @@
 #include "api/compute/reconfig_data_format.h"
 #include "api/compute/cb_api.h"
 #include "api/compute/compute_kernel_hw_startup.h"
+#include "ttemu/llk_api.h"

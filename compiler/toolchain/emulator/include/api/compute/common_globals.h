@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include "ttemu/kernel_common.h"
+#include "llk_defs.h"
 
 #define ALWI inline __attribute__((always_inline))
 #ifndef TTEMU_DST_ACCUM_MODE
@@ -47,13 +48,6 @@ struct ReluConfig {
 enum class VectorMode : std::uint8_t { None = 0, R = 1, C = 2, RC = 4, RC_custom = 6, Invalid = 0xff };
 enum class DstRoundingMode : std::uint8_t { Default = 0, Stochastic = 1, Nearest = 2 };
 enum DstSync : std::uint8_t { SyncHalf = 0, SyncFull = 1 };
-constexpr DstSync DST_SYNC_MODE = TTEMU_DST_FULL_SYNC ? SyncFull : SyncHalf;
-// as in tt-llk's llk_defs.h
-enum class ReduceDim : std::uint8_t { REDUCE_ROW, REDUCE_COL, REDUCE_SCALAR };
-enum class PoolType : std::uint8_t { SUM, AVG, MAX, MIN };
-enum class EltwiseBinaryType : std::uint8_t { ELWMUL, ELWDIV, ELWADD, ELWSUB, ELWLESS };
-enum class BroadcastType : std::uint8_t { NONE = 0x0, COL = 0x1, ROW = 0x2, SCALAR = 0x3 };
-enum class EltwiseBinaryReuseDestType : std::uint8_t { NONE = 0, DEST_TO_SRCA = 1, DEST_TO_SRCB = 2 };
 namespace p_sfpu {
 constexpr std::uint16_t kCONST_1_FP16B = 0x3F80;
 }
@@ -65,3 +59,5 @@ using LocalCBInterface = ttemu::dev::CbInterface;
 ALWI LocalCBInterface& get_local_cb_interface(std::uint32_t cb_id, TTEMU_SITE) {
     return ttemu::dev::cb_interface(cb_id, ttemu_site);
 }
+// DST sync mode: a macro, as the JIT generates it (ttnn's kernel_lib tests `defined(DST_SYNC_MODE)`)
+#define DST_SYNC_MODE (TTEMU_DST_FULL_SYNC ? ckernel::DstSync::SyncFull : ckernel::DstSync::SyncHalf)

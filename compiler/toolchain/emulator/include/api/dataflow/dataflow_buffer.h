@@ -4,10 +4,13 @@
 #include <cstdint>
 #include "ttemu/kernel_common.h"
 #include "api/core_local_mem.h"
+#include "api/dataflow/dfb_binding_token.h"
 
 class DataflowBuffer {
 public:
     DataflowBuffer(std::uint16_t logical_dfb_id) : logical_dfb_id_(logical_dfb_id) {}
+    template <dfb::AccessPattern Pap, dfb::AccessPattern Cap>  // `DataflowBuffer x(dfb::name)` (Metal 2.0)
+    constexpr DataflowBuffer(DFBBindingToken<Pap, Cap> token) : logical_dfb_id_(static_cast<std::uint32_t>(token)) {}
 
     std::uint16_t get_id() const { return logical_dfb_id_; }
 

@@ -153,6 +153,20 @@ public:
     void async_writes_flushed(const NocOptVals& noc_opts = {}, TTEMU_SITE) const {
         ttemu::dev::noc_writes_flushed(ttemu_site);
     }
+    // Zero `size_bytes` of local L1 at a destination: reads from the core's MEM_ZEROS region, 512 B at a time, as the
+    // firmware's zeroing does; write_zeros_l1_barrier waits for them.
+    template <typename Dst>
+    void async_write_zeros(const Dst& dst, std::uint32_t size_bytes, const dst_args_t<Dst>& args = {},
+                           TTEMU_SITE) const {
+        std::uint32_t addr = dst_ptr<AddressType::LOCAL_L1>(dst, args);
+        const std::uint64_t zeros = ::get_noc_addr(MEM_ZEROS_BASE, noc_id_, TTEMU_FWD);
+        for (std::uint32_t done = 0; done < size_bytes;) {
+            std::uint32_t n = size_bytes - done < MEM_ZEROS_SIZE ? size_bytes - done : MEM_ZEROS_SIZE;
+            ttemu::dev::noc_read(zeros, addr + done, n, noc_id_, "async_write_zeros", ttemu_site);
+            done += n;
+        }
+    }
+    void write_zeros_l1_barrier(TTEMU_SITE) const { ttemu::dev::noc_read_barrier(ttemu_site); }
     void async_atomic_barrier(TTEMU_SITE) const { ttemu::dev::noc_atomic_barrier(ttemu_site); }
     void async_full_barrier(TTEMU_SITE) const {
         ttemu::dev::noc_read_barrier(ttemu_site);

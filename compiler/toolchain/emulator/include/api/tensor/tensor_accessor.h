@@ -2,9 +2,17 @@
 #pragma once
 #include <cstdint>
 #include "api/tensor/tensor_accessor_args.h"
+#include "api/tensor/tensor_binding_token.h"
+#include "ttemu/kernel_common.h"
 #include "ttemu/device_iface.h"
 
 struct TensorAccessor {
+    // from a Metal 2.0 tensor binding (`TensorAccessor(tensor::src)`): its args and the base address in the common args
+    template <std::uint32_t CTA_OFFSET, std::uint32_t ADDR_CRTA_OFFSET>
+    TensorAccessor(tensor_accessor::TensorBindingToken<CTA_OFFSET, ADDR_CRTA_OFFSET>, TTEMU_SITE)
+        : TensorAccessor(TensorAccessorArgs<CTA_OFFSET, ADDR_CRTA_OFFSET / 4 + 1>{},
+                         get_common_arg_val<std::uint32_t>(static_cast<int>(ADDR_CRTA_OFFSET / 4), TTEMU_FWD)) {}
+
     template <std::size_t CTA_OFFSET, std::size_t CRTA_OFFSET>
     TensorAccessor(
         const TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>& args, const std::uint32_t bank_base_address_in,
