@@ -3,7 +3,8 @@ an element-wise kernel. Cold = fresh kernel-object cache and a main.cpp never bu
 library itself is built once per emulator version (reported separately).
 
 Then ttnn 0.81.1's own kernels from the wheel under our host programs (tests/emulator/ttnn_programs): the 2-D
-multicast matmul in the configurations tests/emulator/test_ttnn_kernels.py checks, and the element-wise binary op:
+multicast matmul in the configurations tests/emulator/test_ttnn_kernels.py checks, the element-wise binary op and
+the Metal 2.0 attention softmax (named arguments, ttnn's compute kernel library):
 JIT time with a fresh kernel cache, emulation time (the report's run_seconds: threads started to all joined),
 and what the program moved (DRAM tiles, multicasts, semaphore operations)."""
 from __future__ import annotations
@@ -94,7 +95,9 @@ def measure_ttnn(name: str, program: str, inputs: dict, runs: int = 3) -> str:
     cores = len(report["cores"])
     dram_tiles = sum(b["tiles_read"] for b in report["buffers"])
     totals = report["totals"]
-    tile_ops = sum(totals["tile_ops"].get(k, 0) for k in ("matmul_block (tiles)", "add_tiles", "sub_tiles", "mul_tiles"))
+    tile_ops = sum(totals["tile_ops"].get(k, 0) for k in ("matmul_block (tiles)", "add_tiles", "sub_tiles", "mul_tiles",
+                                                         "reduce_tile", "sub_tiles_bcast", "mul_tiles_bcast",
+                                                         "exp_tile", "recip_tile"))
     run_s = statistics.median(r.report["run_seconds"] for r in warm)
     return (f"{name:<30} {cores:>5} {cold.report['jit']['seconds']:>8.2f} {run_s * 1e3:>9.0f} {tile_ops:>9} "
             f"{tile_ops / run_s / 1e3:>8.1f} {dram_tiles:>9} {totals['noc_multicasts']:>7} {totals['semaphore_ops']:>7}")
@@ -126,7 +129,7 @@ def main() -> None:
     print(f"{'program':<30} {'cores':>5} {'jit(s)':>8} {'run(ms)':>9} {'tile ops':>9} {'k ops/s':>8} "
           f"{'DRAM rd':>9} {'mcasts':>7} {'sem ops':>7}")
     print("  jit = kernel compile, fresh cache; run = emulation (threads start to join), median of 3; tile ops = 32x32 "
-          "matmul tile products or element-wise tile ops; DRAM rd = tiles read")
+          "matmul tile products or element-wise / reduce / SFPU tile ops; DRAM rd = tiles read")
     rng = np.random.default_rng(0)
     for key, cfg in MATMUL_CONFIGS.items():
         a = bf16(rng.standard_normal((cfg.m, cfg.k)).astype(np.float32))
@@ -136,6 +139,9 @@ def main() -> None:
     b = bf16(rng.standard_normal((1024, 1024)).astype(np.float32))
     cfg = np.array([[1024, 1024, 0, 8, 8, 0, 0]], np.float32)
     print(measure_ttnn("eltwise add 1024^2-8x8", "eltwise_binary", {"a": a, "b": b, "cfg": cfg}), flush=True)
+    x = bf16(rng.standard_normal((2048, 1024)).astype(np.float32))
+    cfg = np.array([[2048, 1024, 64, 8, 8, 1, 0, 0, 0]], np.float32)   # numeric-stable, 1 tile row per core
+    print(measure_ttnn("softmax 2048x1024-8x8 (Metal 2.0)", "softmax", {"x": x, "cfg": cfg}), flush=True)
 
 
 if __name__ == "__main__":
