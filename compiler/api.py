@@ -102,10 +102,13 @@ def compile_source(source: str, *, filename: str = "kernel.py", entry: str | Non
     """
     from .frontend import load_kernel
 
+    from .target import core_grid_for
+
     target = target or TargetConfig()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    loaded = load_kernel(source, filename, entry, params)
+    grid = core_grid_for(target)
+    loaded = load_kernel(source, filename, entry, params, cores=grid[0] * grid[1])
     try:
         result = _compile_loaded(loaded, filename, target, dump_ir, timings, t0)
     except CompileError as e:  # diagnostics on generated TIRx lines point at the user's TileLang lines

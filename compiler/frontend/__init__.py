@@ -40,12 +40,13 @@ class LoadedKernel:
 
 
 def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None,
-                params: dict | None = None) -> LoadedKernel:
-    """Source text -> LoadedKernel. Executes user Python (TVMScript or TileLang): only inside the sandbox."""
+                params: dict | None = None, cores: int = 64) -> LoadedKernel:
+    """Source text -> LoadedKernel. Executes user Python (TVMScript or TileLang): only inside the sandbox. `cores`:
+    the target's worker count (TileLang's `driver.get_num_sms()`)."""
     if is_tilelang_source(text):
         from .tilelang import trace
 
-        traced = trace(text, filename, entry, params)
+        traced = trace(text, filename, entry, params, cores)
         generated = f"{filename} (TIRx generated from TileLang)"
         loaded = LoadedKernel(None, traced.entry, generated, traced.line_map, filename, traced.notes)
         try:

@@ -158,7 +158,7 @@ def verify_outputs(plan: dict, inputs: dict[str, np.ndarray], outputs: dict[str,
 
     dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
     shapes = {b["name"]: tuple(b["shape"]) for b in plan["buffers"]}
-    func = load_kernel(source, filename, entry or plan["kernel"], params).func
+    func = load_kernel(source, filename, entry or plan["kernel"], params, cores=plan["target"]["num_cores"]).func
     # a 1-D vector of the user's is an (n, 1) column or a (1, n) row of the kernel: same elements, same order
     ir_shapes = {str(p.name): tuple(int(d) for d in p.shape) for p in func.params}
     given = {name: np.asarray(a).reshape(ir_shapes.get(name, np.shape(a))) for name, a in inputs.items()}

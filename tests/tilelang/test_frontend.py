@@ -323,6 +323,62 @@ def test_a_dtype_outside_the_subset_is_named_not_shown_as_an_object():
     assert "object at 0x" not in err.message and err.location.line
 
 
+PERSISTENT = src('''
+    from tilelang.carver.arch import driver
+
+
+    @tilelang.jit
+    def gemm_persistent(A, B, block_M=32, block_N=32, block_K=32, dtype=T.float16):
+        M, N, K = T.const("M, N, K")
+        A: T.Tensor((M, K), dtype)
+        B: T.Tensor((K, N), dtype)
+        C = T.empty((M, N), dtype)
+        sm_num = driver.get_num_sms()
+        with T.Kernel(sm_num, threads=128) as block_id:
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            C_l = T.alloc_fragment((block_M, block_N), T.float32)
+            for bx, by in T.Persistent([T.ceildiv(M, block_M), T.ceildiv(N, block_N)], sm_num, block_id):
+                T.clear(C_l)
+                for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                    T.copy(A[bx * block_M, k * block_K], A_s)
+                    T.copy(B[k * block_K, by * block_N], B_s)
+                    T.gemm(A_s, B_s, C_l)
+                T.copy(C_l, C[bx * block_M, by * block_N])
+        return C
+''')
+
+
+@pytest.mark.parametrize("grid, shape", [((4, 2), (96, 64, 160)),   # 15 tiles on 8 blocks: the last wave is partial
+                                         ((2, 2), (64, 32, 128))])  # 8 tiles on 4 blocks: two full waves
+def test_a_persistent_kernel_launches_one_block_per_core_and_deals_the_tiles(grid, shape):
+    from compiler.api import emulate
+    m, k, n = shape
+    params = {"A": f"float16[{m},{k}]", "B": f"float16[{k},{n}]"}
+    target = TargetConfig(core_grid=grid)
+    result = compile_source(PERSISTENT, filename="k.py", entry="gemm_persistent", params=params, target=target)
+    assert result.plan["grid"]["extents"] == [grid[0] * grid[1]]       # driver.get_num_sms(): the target's cores
+    outcome = emulate(result.artifacts, target=target, source=PERSISTENT, filename="k.py", entry="gemm_persistent",
+                      params=params, seed=4)
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_an_expression_in_a_diagnostic_is_shown_in_the_users_notation():
+    source = src('''
+        @T.prim_func
+        def main(A: T.Tensor((64, 32), "float32"), C: T.Tensor((64, 32), "float32")):
+            with T.Kernel(2) as bx:
+                A_s = T.alloc_shared((32, 32), "float32")
+                for _ in T.serial(T.if_then_else(bx * 32 < 40, 1, 0)):
+                    T.copy(A[bx * 32, 0], A_s)
+                T.copy(A_s, C[bx * 32, 0])
+    ''')
+    err = error_of(source)
+    assert "T.serial bound `T.if_then_else(((bx * 32) < 40), 1, 0)` is not an integer function" in err.message
+    assert "Select(" not in err.message and "Var(" not in err.message
+    assert err.location.line == line_of(source, "T.serial(T.if_then_else")
+
+
 # ---- parameters typed from the factory -------------------------------------------------------------------------
 def test_parameters_are_typed_from_the_signature():
     from compiler.frontend.tilelang.params import type_params

@@ -295,8 +295,9 @@ def _user_error(e: BaseException, filename: str, fallback: SourceLocation) -> Co
 
 
 def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
-          params: dict[str, ParamValue] | None = None) -> TracedKernel:
-    """Evaluate the file for `entry` (with `params`) and record the kernel. Raises located CompileErrors."""
+          params: dict[str, ParamValue] | None = None, cores: int = 64) -> TracedKernel:
+    """Evaluate the file for `entry` (with `params`) and record the kernel. Raises located CompileErrors. `cores` is
+    the target's worker count (a persistent kernel asks for it)."""
     params = dict(params or {})
     try:
         tree = ast.parse(text, filename=filename)
@@ -304,7 +305,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
         raise CompileError(f"invalid syntax: {e.msg}", stage=STAGE, location=_loc(filename, e.lineno, e.offset)) from None
     entry_node = _select_entry(tree, entry, filename)
     entry_loc = _loc(filename, entry_node.lineno, entry_node.col_offset + 1)
-    modules = build_modules()
+    modules = build_modules(cores)
     star = {name: list(getattr(m, "__all__", [])) for name, m in modules.items()}
     module = ast.Module(body=_needed_statements(tree, entry_node, _Scopes(text, filename, star)), type_ignores=[])
     eager = _is_eager(entry_node)

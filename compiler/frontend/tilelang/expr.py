@@ -17,6 +17,9 @@ COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 class Expr:
     """A symbolic value. Python control flow on it (`if x > 0`, `and`, `or`) cannot be traced."""
 
+    def __repr__(self):   # what a diagnostic shows of it: the user's own notation, never the node structure
+        return describe(self)
+
     def _bin(self, op, other, reverse=False):
         other = wrap(other)
         return Bin(op, other, self) if reverse else Bin(op, self, other)
@@ -71,7 +74,7 @@ class Expr:
         fail("a kernel value is not iterable")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Var(Expr):
     name: str
     kind: str                   # "grid" | "loop" | "parallel"
@@ -81,52 +84,52 @@ class Var(Expr):
         yield self
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Const(Expr):
     value: float | int
     dtype: str | None = None   # None: a Python number (typed by context)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Bin(Expr):
     op: str                     # + - * / // % max min
     a: Expr
     b: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Cmp(Expr):
     op: str                     # < <= > >= == !=
     a: Expr
     b: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Logic(Expr):
     op: str                     # and | or | not
     args: tuple
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Select(Expr):
     cond: Expr
     a: Expr
     b: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Call(Expr):
     fn: str                     # exp, exp2, log, log2, sqrt, rsqrt, abs, tanh, sigmoid, reciprocal
     args: tuple
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Cast(Expr):
     dtype: str
     x: Expr
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Load(Expr):
     """`buf[i, j]`: an element read inside T.Parallel, or the head address of a region in T.copy."""
     buffer: object
@@ -274,7 +277,7 @@ def describe(e) -> str:
         return f"T.cast({describe(e.x)}, {e.dtype!r})"
     if isinstance(e, Load):
         return f"{e.buffer.name}[{', '.join(describe(i) for i in e.indices)}]"
-    return repr(e)
+    return f"<{type(e).__name__}>" if isinstance(e, Expr) else repr(e)
 
 
 _FOLD_UNARY = {"exp": math.exp, "exp2": lambda v: 2.0 ** v, "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v),

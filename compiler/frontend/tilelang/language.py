@@ -259,6 +259,36 @@ def serial(start, stop=None, step=None, annotations=None):
     return _loop(start, stop)
 
 
+def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
+    """`for bx, by in T.Persistent([m_blocks, n_blocks], num_blocks, block_id)`: a persistent kernel's tiles. The
+    domain's tiles, numbered row-major, are dealt out in waves of `wave_size`: block `index` takes tiles index,
+    index + wave_size, ...; the last wave's tiles past the end are skipped (a loop of one or no iteration, so each
+    core's work differs as its block index says). `group_size` orders a GPU's tiles for L2 reuse: not used here."""
+    dims = tuple(number(d) for d in (domain if isinstance(domain, (list, tuple)) else (domain,)))
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
+            fail(f"T.Persistent domain {dims} must be positive integers known when the kernel is built")
+    wave = number(wave_size)
+    if not isinstance(wave, int) or isinstance(wave, bool) or wave <= 0:
+        fail(f"T.Persistent wave size must be a positive integer known when the kernel is built, got {wave!r}")
+    if not is_index(wrap(number(index))):
+        fail("T.Persistent index must be the block index (an integer function of the block indices)")
+    total = math.prod(dims)
+    waves = -(-total // wave)
+    for w in _loop(waves, what="T.Persistent"):
+        tile = wrap(w) * wave + wrap(number(index))
+        guarded = total % wave != 0   # the last wave is partial: skip the tiles past the end
+        for _ in (_loop(Bin("min", Bin("max", Const(total) - tile, Const(0)), Const(1)), what="T.Persistent")
+                  if guarded else (None,)):
+            coords, rest = [], tile
+            for d in reversed(dims[1:]):
+                coords.append(rest % d)
+                rest = rest // d
+            coords.append(rest)
+            coords.reverse()
+            yield tuple(coords) if len(dims) > 1 else coords[0]
+
+
 def Parallel(*extents, coalesced_width=None, loop_layout=None, annotations=None):  # noqa: N802
     """Element-wise loops: the body is recognised as whole-tile operations (no per-element code is generated)."""
     extents = tuple(number(e) for e in extents)
@@ -540,7 +570,8 @@ def build_module() -> types.ModuleType:
     mod = _Language("tilelang.language")
     public = dict(
         Tensor=_TensorType(), Buffer=_TensorType(), prim_func=prim_func, macro=macro, Kernel=Kernel,
-        Pipelined=Pipelined, serial=serial, Serial=serial, Parallel=Parallel, alloc_shared=alloc_shared,
+        Pipelined=Pipelined, serial=serial, Serial=serial, Parallel=Parallel, Persistent=Persistent,
+        alloc_shared=alloc_shared,
         alloc_fragment=alloc_fragment, alloc_local=alloc_local, copy=copy, gemm=gemm, clear=clear, fill=fill,
         reduce_max=reduce_max, reduce_sum=reduce_sum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
         max=max, min=min, exp=exp, exp2=exp2, sqrt=sqrt, rsqrt=rsqrt, log=log, log2=log2, abs=abs, tanh=tanh,

@@ -83,8 +83,16 @@ class DataType:
         return self.name
 
 
-def build_modules() -> dict[str, types.ModuleType]:
-    """Fresh module objects for one evaluation, keyed by their dotted names."""
+def _num_sms(cores: int):
+    def get_num_sms(*_args, **_kwargs) -> int:
+        """`driver.get_num_sms()` (persistent kernels launch one block per SM): the target's worker cores."""
+        return cores
+    return get_num_sms
+
+
+def build_modules(cores: int = 64) -> dict[str, types.ModuleType]:
+    """Fresh module objects for one evaluation, keyed by their dotted names; `cores` is the target's worker count
+    (what `tilelang.carver.arch.driver.get_num_sms()` answers)."""
     language = build_module()
     target = _module("tilelang.utils.target", TENSTORRENT_TARGET=TENSTORRENT_TARGET)
     utils = _module("tilelang.utils", target=target)
@@ -95,6 +103,11 @@ def build_modules() -> dict[str, types.ModuleType]:
                    compile=compile, autotune=autotune, cdiv=cdiv, PassConfigKey=Names("PassConfigKey"),
                    TensorSupplyType=Names("TensorSupplyType"), __version__="0.0.0+tilefarm")
     tvm = _module("tvm", DataType=DataType)
+    driver = _module("tilelang.carver.arch.driver", get_num_sms=_num_sms(cores))
+    arch = _module("tilelang.carver.arch", driver=driver)
+    carver = _module("tilelang.carver", arch=arch)
+    root.carver = carver
     return {"tilelang": root, "tilelang.language": language, "tilelang.utils": utils,
             "tilelang.utils.target": target, "tilelang.autotuner": autotuner, "tilelang.jit": jit_module,
-            "tilelang.testing": testing, "tvm": tvm}
+            "tilelang.testing": testing, "tvm": tvm, "tilelang.carver": carver, "tilelang.carver.arch": arch,
+            "tilelang.carver.arch.driver": driver}
