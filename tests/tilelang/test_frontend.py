@@ -379,6 +379,43 @@ def test_an_expression_in_a_diagnostic_is_shown_in_the_users_notation():
     assert err.location.line == line_of(source, "T.serial(T.if_then_else")
 
 
+PER_HEAD = src('''
+    @tilelang.jit
+    def add_per_head(heads, rows=64, block_M=64, dtype=T.float32):
+        @T.prim_func
+        def main(X: T.Tensor((heads, rows, 32), dtype), Sinks: T.Tensor((heads,), dtype),
+                 Y: T.Tensor((heads, rows, 32), dtype)):
+            with T.Kernel(rows // block_M, heads) as (bx, by):
+                x = T.alloc_fragment((block_M, 32), dtype)
+                s = T.alloc_fragment((block_M,), dtype)
+                T.copy(X[by, bx * block_M:(bx + 1) * block_M, :], x)
+                for i in T.Parallel(block_M):
+                    s[i] = Sinks[by] * 2.0            # one element of a global vector at the block's head
+                for i, j in T.Parallel(block_M, 32):
+                    x[i, j] = x[i, j] + s[i]
+                T.copy(x, Y[by, bx * block_M:(bx + 1) * block_M, :])
+        return main
+''')
+
+
+@pytest.mark.parametrize("heads", [4, 64])     # within one 32-element chunk; chunk by // 32, column by % 32
+def test_one_element_of_a_global_vector_at_a_block_index(heads):
+    from compiler.api import emulate
+    params = {"heads": heads, "rows": 128}
+    result = compile_source(PER_HEAD, filename="k.py", entry="add_per_head", params=params)
+    outcome = emulate(result.artifacts, source=PER_HEAD, filename="k.py", entry="add_per_head", params=params, seed=5)
+    assert outcome.passed, outcome.verification.render()
+    np = __import__("numpy")
+    x, sinks = outcome.inputs["X"], outcome.inputs["Sinks"]
+    assert np.allclose(outcome.outputs["Y"], x + 2 * sinks[:, None, None], rtol=2e-3, atol=2e-2)
+
+
+def test_one_element_of_a_vector_of_odd_length_names_the_padding():
+    err = error_of(PER_HEAD, entry="add_per_head", params={"heads": 40, "rows": 64})
+    assert "one element of `Sinks` (40 elements) is read at a computed index" in err.message
+    assert "pad `Sinks` to 64 elements" in err.hint and err.location.line == line_of(PER_HEAD, "Sinks[by] * 2.0")
+
+
 # ---- parameters typed from the factory -------------------------------------------------------------------------
 def test_parameters_are_typed_from_the_signature():
     from compiler.frontend.tilelang.params import type_params

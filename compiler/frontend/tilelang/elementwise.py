@@ -268,6 +268,8 @@ class StoreLowering:
     def shape_of(self, e) -> tuple:
         """(rows, cols) the value of `e` varies over: the store's shape, or a column / row / single value."""
         if isinstance(e, Load):
+            if self.is_element_of_vector(e):   # computed as a column of the store's rows (select_element)
+                return (self.shape[0], 1)
             return self.region(e)[1]
         if isinstance(e, Hoisted):
             return e.shape
@@ -315,8 +317,49 @@ class StoreLowering:
             return e.region
         if isinstance(e, Mask):
             return self.mask(e)
+        if self.is_element_of_vector(e):
+            return self.select_element(e)
         region, shape = self.region(e)
         return self.stage(region, shape)
+
+    @staticmethod
+    def is_element_of_vector(e) -> bool:
+        """`v[k]`: one element of a global 1-D vector longer than one, at an index that is not a T.Parallel variable
+        (a block index, a loop variable): `Sinks[by]`, `bias[h]`."""
+        return isinstance(e, Load) and e.buffer.scope == "global" and e.buffer.vector and e.buffer.shape[0] > 1 \
+            and not _parallel_vars(e.indices[0])
+
+    def select_element(self, e: Load) -> Region:
+        """`v[k]` as a column of the store's rows, each holding the element: the reader stages the tile-aligned chunk
+        of v that holds element k (a row), a mask keeps its column k % 32 in every row, and a row sum leaves the
+        element alone (the other elements count zero)."""
+        buf, k = e.buffer, e.indices[0]
+        length = buf.shape[0]
+        height = self.shape[0]
+        if height % 32:
+            self.fail(f"`{describe(e)}`: one element of `{buf.name}` at a computed index is used in a store of "
+                      f"{height} row(s); tilefarm spreads it down a column of whole tiles",
+                      hint="use it in a T.Parallel whose first extent is a multiple of 32 (per-row values)")
+        if length > 32 and length % 32:
+            self.fail(f"`{describe(e)}`: one element of `{buf.name}` ({length} elements) is read at a computed index; "
+                      "tilefarm reads it from the 32-element chunk that holds it, so the vector's length must be at "
+                      "most 32 or a multiple of 32", hint=f"pad `{buf.name}` to {-(-length // 32) * 32} elements")
+        set_orientation(buf, "row", f"`{describe(e)}` (one element, read from its row of 32)", self.location)
+        chunk = min(length, 32)
+        start = wrap(0) if length <= 32 else (k // 32) * 32
+        row = self.stage(Region(buf, (start,), (chunk,)), (1, chunk))
+        rows = Var(self.rec.fresh("i_mask", "m"), "parallel", height)
+        column = Var(self.rec.fresh("j_mask", "m"), "parallel", chunk)
+        at = k % 32 if length > 32 else k
+        keep = Select(Logic("and", (Cmp(">=", column, at), Cmp("<", column, at + 1))), Const(1.0), Const(0.0))
+        mask = self.temp((height, chunk), "float32")
+        self.rec.emit(ElementStore(mask, (rows, column), lambda: render_value(keep, {column: column.name})),
+                      self.location)
+        picked = self.temp((height, chunk), "float32")
+        self.emit("mul", picked, mask, row)
+        value = self.temp((height, 1), "float32")
+        self.emit("sum", value, picked, axes=-1)
+        return value
 
     def stage(self, r: Region, shape) -> Region:
         """Global operands are read into a shared tile first (the reader's job on the device)."""
