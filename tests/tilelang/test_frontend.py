@@ -150,17 +150,17 @@ def test_data_dependent_parallel_indexing_is_rejected_at_the_store():
     assert "`A_s[j, i]`" in err.message and "transpose" in err.message
 
 
-def test_python_condition_on_a_block_index_is_rejected():
+def test_python_while_on_a_block_index_is_rejected():
     source = src('''
         @T.prim_func
         def main(A: T.Tensor((64, 32), "float32"), C: T.Tensor((64, 32), "float32")):
             with T.Kernel(1, 2) as (bx, by):
                 C_l = T.alloc_fragment((32, 32), "float32")
-                if by > 0:
+                while by > 0:
                     T.clear(C_l)
     ''')
     err = error_of(source)
-    assert err.location.line == line_of(source, "if by > 0")
+    assert "Python control flow" in err.message and err.location.line == line_of(source, "while by > 0")
 
 
 def test_pipeline_diagnostics_point_at_the_tilelang_line():
@@ -369,13 +369,13 @@ def test_an_expression_in_a_diagnostic_is_shown_in_the_users_notation():
         def main(A: T.Tensor((64, 32), "float32"), C: T.Tensor((64, 32), "float32")):
             with T.Kernel(2) as bx:
                 A_s = T.alloc_shared((32, 32), "float32")
-                for _ in T.serial(T.if_then_else(bx * 32 < 40, 1, 0)):
+                for _ in T.serial(T.if_then_else(A[bx, 0] > 0, 1, 0)):
                     T.copy(A[bx * 32, 0], A_s)
                 T.copy(A_s, C[bx * 32, 0])
     ''')
     err = error_of(source)
-    assert "T.serial bound `T.if_then_else(((bx * 32) < 40), 1, 0)` is not an integer function" in err.message
-    assert "Select(" not in err.message and "Var(" not in err.message
+    assert "T.serial bound `T.if_then_else((A[bx, 0] > 0), 1, 0)` is not an integer function" in err.message
+    assert "Select(" not in err.message and "Var(" not in err.message and "Load(" not in err.message
     assert err.location.line == line_of(source, "T.serial(T.if_then_else")
 
 
@@ -414,6 +414,64 @@ def test_one_element_of_a_vector_of_odd_length_names_the_padding():
     err = error_of(PER_HEAD, entry="add_per_head", params={"heads": 40, "rows": 64})
     assert "one element of `Sinks` (40 elements) is read at a computed index" in err.message
     assert "pad `Sinks` to 64 elements" in err.hint and err.location.line == line_of(PER_HEAD, "Sinks[by] * 2.0")
+
+
+BRANCHES = src('''
+    @tilelang.jit
+    def branches(M=128, N=64, block_M=32, dtype=T.float32, double_first=True):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+            with T.Kernel(M // block_M) as bx:
+                x = T.alloc_fragment((block_M, N), dtype)
+                T.copy(X[bx * block_M, 0], x)
+                if bx < 2 and double_first:          # a block-index condition and a factory flag
+                    for i, j in T.Parallel(block_M, N):
+                        x[i, j] = x[i, j] * 2.0
+                elif not bx != 2:
+                    for i, j in T.Parallel(block_M, N):
+                        x[i, j] = x[i, j] + 1.0
+                else:
+                    for i, j in T.Parallel(block_M, N):
+                        x[i, j] = -x[i, j]
+                T.copy(x, Y[bx * block_M, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("double_first", [True, False])
+def test_if_on_block_indices_runs_each_branch_on_its_cores(double_first):
+    from compiler.api import emulate
+    np = __import__("numpy")
+    params = {"double_first": double_first}
+    result = compile_source(BRANCHES, filename="k.py", entry="branches", params=params)
+    outcome = emulate(result.artifacts, source=BRANCHES, filename="k.py", entry="branches", params=params, seed=6)
+    x = outcome.inputs["X"]
+    want = -x                                       # independent of the reference: the branches, block by block
+    if double_first:
+        want[:64] = 2 * x[:64]
+    want[64:96] = x[64:96] + 1
+    np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-6, atol=1e-6)
+    assert outcome.passed
+
+
+@pytest.mark.parametrize("condition, message", [
+    ("if i < 16:", "branches on a T.Parallel index"),
+    ("if X[0, 0] > 0:", "depends on values read from tensors"),
+])
+def test_an_if_the_device_cannot_take_is_located(condition, message):
+    source = src(f'''
+        @T.prim_func
+        def main(X: T.Tensor((32, 32), "float32"), Y: T.Tensor((32, 32), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((32, 32), "float32")
+                T.copy(X, x)
+                for i, j in T.Parallel(32, 32):
+                    {condition}
+                        x[i, j] = 0.0
+                T.copy(x, Y)
+    ''')
+    err = error_of(source)
+    assert message in err.message and err.location.line == line_of(source, condition)
 
 
 # ---- parameters typed from the factory -------------------------------------------------------------------------

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from ...errors import CompileError, SourceLocation
 from .base import Missing
 from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
-from .language import PrimFuncDef, TensorArg, TensorSpec, bind_tensor, reset_const_values, serial, set_const_values
+from .language import (PrimFuncDef, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not, kernel_or,
+                       reset_const_values, serial, set_const_values)
 from .params import type_params, type_value
 from .recorder import Buffer, Recorder, activate, active_recorder, deactivate
 from .shim import JitFactory, build_modules
@@ -245,6 +246,67 @@ class _BindAnnotations(ast.NodeTransformer):
         return s
 
 
+# ---- `if` on kernel values ----------------------------------------------------------------------------------------
+IF, AND, OR, NOT = "__tilefarm_if__", "__tilefarm_and__", "__tilefarm_or__", "__tilefarm_not__"
+
+
+class _KernelIfs(ast.NodeTransformer):
+    """`if test: body else: orelse` -> the test evaluated once, then `for _ in __tilefarm_if__(t): body` and
+    `for _ in __tilefarm_if__(t, True): orelse`: a Python value picks a branch as Python does, a condition on block and
+    loop indices becomes a loop of one or no iteration on each core. `and` / `or` / `not` in the test keep Python's
+    short-circuit on Python values and combine kernel conditions. An `if` whose branches return, yield, break or
+    continue (they would leave the wrong loop) stays Python's."""
+
+    def __init__(self):
+        self.count = 0
+
+    def visit_If(self, node):  # noqa: N802
+        self.generic_visit(node)
+        if _leaves_the_branch(node.body) or _leaves_the_branch(node.orelse):
+            return node
+        self.count += 1
+        cond = f"__tilefarm_cond{self.count}__"
+        test = _KernelTest().visit(node.test)
+        out = [ast.Assign([ast.Name(cond, ast.Store())], test)]
+        for negate, body in ((False, node.body), (True, node.orelse)):
+            if not body:
+                continue
+            call = ast.Call(ast.Name(IF, ast.Load()), [ast.Name(cond, ast.Load())] + ([ast.Constant(True)] if negate else []),
+                            [])
+            out.append(ast.For(ast.Name("__tilefarm_branch__", ast.Store()), call, body, []))
+        for stmt in out:
+            ast.copy_location(stmt, node)
+        return [ast.fix_missing_locations(stmt) for stmt in out]
+
+
+class _KernelTest(ast.NodeTransformer):
+    def visit_BoolOp(self, node):  # noqa: N802
+        self.generic_visit(node)
+        thunks = [ast.Lambda(ast.arguments([], [], None, [], [], None, []), v) for v in node.values]
+        helper = AND if isinstance(node.op, ast.And) else OR
+        return ast.copy_location(ast.Call(ast.Name(helper, ast.Load()), thunks, []), node)
+
+    def visit_UnaryOp(self, node):  # noqa: N802
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.copy_location(ast.Call(ast.Name(NOT, ast.Load()), [node.operand], []), node)
+        return node
+
+
+def _leaves_the_branch(body: list) -> bool:
+    """Does the block return / yield, or break / continue a loop around the `if`?"""
+    def visit(node, in_loop: bool) -> bool:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
+            return True
+        if isinstance(node, (ast.Break, ast.Continue)) and not in_loop:
+            return True
+        inner = in_loop or isinstance(node, (ast.For, ast.While, ast.AsyncFor))
+        return any(visit(child, inner) for child in ast.iter_child_nodes(node))
+    return any(visit(stmt, False) for stmt in body)
+
+
 # ---- execution --------------------------------------------------------------------------------------------------
 def _importer(modules: dict):
     real_import = builtins.__import__
@@ -314,12 +376,14 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
         entry_copy = next(s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == entry_node.name
                           and s.lineno == entry_node.lineno)
         module = ast.fix_missing_locations(_BindAnnotations(entry_copy).visit(module))
+    module = ast.fix_missing_locations(_KernelIfs().visit(module))
     safe_builtins = dict(vars(builtins))
     safe_builtins["__import__"] = _importer(modules)
     safe_builtins["range"] = _kernel_range
     body_tensors: dict = {}    # tensors the eager body declares that are not factory arguments, filled per call
     namespace = {"__name__": "__tilelang_kernel__", "__file__": filename, "__builtins__": safe_builtins,
-                 BIND: bind_tensor, BODY_TENSOR: lambda name: body_tensors.get(name, TensorArg(None, None))}
+                 BIND: bind_tensor, BODY_TENSOR: lambda name: body_tensors.get(name, TensorArg(None, None)),
+                 IF: kernel_if, AND: kernel_and, OR: kernel_or, NOT: kernel_not}
     notes: list[str] = []
     tokens = set_user_file(filename, notes)
     try:

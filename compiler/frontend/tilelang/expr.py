@@ -62,9 +62,10 @@ class Expr:
         return Cast(dtype_name(dtype), self)
 
     def __bool__(self):
-        fail("Python control flow (`if`/`while`/`and`/`or`) on a kernel value cannot be compiled",
-             hint="conditions on block/loop indices go in T.if_then_else(cond, a, b) (combine them with T.And / "
-                  "`&`); Python `if` may depend on factory parameters only")
+        fail("Python control flow (`while`, a conditional expression, `and`/`or` outside an `if` test, an `if` whose "
+             "branch returns or breaks) on a kernel value cannot be compiled",
+             hint="an `if` statement may test block and loop indices; a value that depends on a condition is "
+                  "T.if_then_else(cond, a, b) (combine conditions with T.And / `&`)")
 
     def __index__(self):
         fail("a kernel index is used where Python needs a concrete integer (e.g. `range(bx)` or a shape)",
@@ -194,6 +195,62 @@ def is_index(e) -> bool:
     if isinstance(e, Bin):
         return e.op in ("+", "-", "*", "//", "%", "max", "min") and is_index(e.a) and is_index(e.b)
     return False
+
+
+def index_arith(e):
+    """An integer value of block and loop indices, with its conditions (comparisons, T.And/Or/Not, T.if_then_else)
+    turned into integer arithmetic (T.min/T.max, products): what a loop bound or a guard can hold. None when `e`
+    depends on data values or is not an integer of indices."""
+    if isinstance(e, (bool, int)) or isinstance(e, (Var, Const)):
+        return wrap(e) if is_index(wrap(e)) else None
+    if isinstance(e, Bin):
+        a, b = index_arith(e.a), index_arith(e.b)
+        if a is None or b is None or e.op not in ("+", "-", "*", "//", "%", "max", "min"):
+            return None
+        return Bin(e.op, a, b)
+    if isinstance(e, Select):
+        c, a, b = truth01(e.cond), index_arith(e.a), index_arith(e.b)
+        if c is None or a is None or b is None:
+            return None
+        return c * a + (Const(1) - c) * b
+    if isinstance(e, (Cmp, Logic)):
+        return truth01(e)
+    return None
+
+
+def truth01(e):
+    """A condition on block and loop indices as an integer 0 or 1 (None when it is not one)."""
+    if isinstance(e, bool):
+        return Const(int(e))
+    if isinstance(e, Logic):
+        parts = [truth01(a) for a in e.args]
+        if any(x is None for x in parts):
+            return None
+        if e.op == "not":
+            return Const(1) - parts[0]
+        out = parts[0]
+        for x in parts[1:]:
+            out = out * x if e.op == "and" else Bin("min", out + x, Const(1))
+        return out
+    if isinstance(e, Cmp):
+        a, b = index_arith(e.a), index_arith(e.b)
+        if a is None or b is None:
+            return None
+
+        def positive(x):   # 1 when x > 0, else 0 (x an integer)
+            return Bin("min", Bin("max", x, Const(0)), Const(1))
+        if e.op == "<":
+            return positive(b - a)
+        if e.op == "<=":
+            return positive(b - a + 1)
+        if e.op == ">":
+            return positive(a - b)
+        if e.op == ">=":
+            return positive(a - b + 1)
+        equal = positive(b - a + 1) * positive(a - b + 1)
+        return equal if e.op == "==" else Const(1) - equal
+    value = index_arith(e) if isinstance(e, (Bin, Select)) else None
+    return None if value is None else Bin("min", Bin("max", value * value, Const(0)), Const(1))   # nonzero -> 1
 
 
 def affine(e) -> tuple[dict, int] | None:

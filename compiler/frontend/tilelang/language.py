@@ -13,7 +13,8 @@ import types
 from .base import Missing, Names, dtype_name
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
-from .expr import Bin, Call, Const, DType, Expr, Logic, Select, fold_constant, is_index, wrap
+from .expr import (Bin, Call, Const, DType, Expr, Logic, Select, Var, fold_constant, index_arith, is_index,
+                   truth01, walk, wrap)
 from .expr import Cast as CastExpr
 from .recorder import Buffer, Region, TileOp, as_region, current, fill_head, scalar_text, unify
 from .reduction import lower_reduce
@@ -224,7 +225,12 @@ def _bound(x, what):
     x = number(x)
     if isinstance(x, Expr):
         if not is_index(x):
-            fail(f"{what} bound `{x!r}` is not an integer function of the block indices")
+            arith = index_arith(x)   # conditions on the indices (T.if_then_else(bx < n, a, b)) as integer arithmetic
+            if arith is None:
+                fail(f"{what} bound `{x!r}` is not an integer function of the block and loop indices",
+                     hint="a bound may use the block and loop indices, integer arithmetic, T.min/T.max and "
+                          "T.if_then_else on comparisons of them; not values read from tensors")
+            return arith
         return x
     if not isinstance(x, int) or isinstance(x, bool):
         fail(f"{what} bounds must be integers, got `{x!r}`")
@@ -239,6 +245,61 @@ def _loop(extent_or_start, stop=None, *, stages=None, what="T.serial"):
     var = rec.open_loop(start, end, stages, location)
     yield var
     rec.close_loop()
+
+
+# ---- `if` on kernel values (the evaluator rewrites the user's `if` statements into these) -------------------------
+def kernel_if(test, negate=False):
+    """`if test:` (negate: its `else:`) as a loop of one or no iteration. A Python value decides at once, as Python
+    would; a condition on block and loop indices becomes that trip count on each core (`if bx < n:` runs the body on
+    the cores where it holds)."""
+    if isinstance(test, SizeVar):
+        test = test.get()
+    if not isinstance(test, Expr):
+        return (None,) if bool(test) != negate else ()
+    if any(isinstance(x, Var) and x.kind == "parallel" for x in walk(test)):
+        fail(f"`if {test!r}:` branches on a T.Parallel index: every element would take its own branch",
+             hint="write the element's value with T.if_then_else(cond, a, b)")
+    flag = truth01(test)
+    if flag is None:
+        fail(f"`if {test!r}:` depends on values read from tensors; a branch may depend on the block and loop "
+             "indices and the factory's parameters only",
+             hint="fold a data-dependent choice into the value: T.if_then_else(cond, a, b)")
+    return _loop(Const(1) - flag if negate else flag, what="`if`")
+
+
+def _truthy(value):
+    return value.get() if isinstance(value, SizeVar) else value
+
+
+def kernel_and(*thunks):
+    """`a and b` in an `if` test: Python's short-circuit on Python values, T.And of kernel conditions."""
+    conditions = []
+    for thunk in thunks:
+        value = _truthy(thunk())
+        if not isinstance(value, Expr):
+            if not value:
+                return value
+            continue
+        conditions.append(value)
+    return Logic("and", tuple(conditions)) if len(conditions) > 1 else conditions[0] if conditions else True
+
+
+def kernel_or(*thunks):
+    """`a or b` in an `if` test: Python's short-circuit on Python values, T.Or of kernel conditions."""
+    conditions = []
+    for thunk in thunks:
+        value = _truthy(thunk())
+        if not isinstance(value, Expr):
+            if value:
+                return value
+            continue
+        conditions.append(value)
+    return Logic("or", tuple(conditions)) if len(conditions) > 1 else conditions[0] if conditions else False
+
+
+def kernel_not(value):
+    value = _truthy(value)
+    return Logic("not", (value,)) if isinstance(value, Expr) else not value
 
 
 def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, annotations=None, sync=None,  # noqa: N802

@@ -259,13 +259,14 @@ class Recorder:
         self.allocs: list[tuple[Buffer, SourceLocation | None]] = []
         self.lines: list[tuple[int, object, SourceLocation | None]] = []
         self.depth = 0
-        self.loops: list[tuple[int, int]] = []    # (depth, index of the `for` line)
+        self.loops: list[tuple[int, int, bool]] = []  # (depth, index of the `for` line, may run no iteration)
         self.parallel: ParallelScope | None = None
         self.kernel_state = "before"          # before | open | closed
         self.names: set[str] = set()
         self.stages = 0
         self.temp_count = 0
         self.aliases: dict[Buffer, Buffer] = {}     # staging tile -> its computed copy (see versioned())
+        self.filled_at: dict[Buffer, int] = {}      # staging tile -> the line of its last fill from DRAM
 
     # ---- names --------------------------------------------------------------------------------------------
     def fresh(self, wanted: str | None, fallback: str) -> str:
@@ -333,6 +334,7 @@ class Recorder:
             from_dram = op.name == "copy" and isinstance(op.args[1], Region) and op.args[1].buffer.scope == "global"
             if from_dram:
                 self.aliases.pop(buf, None)
+                self.filled_at[buf] = len(self.lines)
             elif buf.filled_from_dram:
                 alias = self.aliases.get(buf)
                 if alias is None:
@@ -340,13 +342,28 @@ class Recorder:
                     if buf.vector:
                         unify(alias, buf)
                     self.aliases[buf] = alias
-                    if not (dst.extents is not None and tuple(dst.extents) == buf.shape):
+                    filled = self.filled_at.get(buf, -1)
+                    skippable = next(((depth, index) for depth, index, may_skip in self.loops
+                                      if may_skip and index > filled), None)
+                    if skippable is not None:
+                        # made inside a loop some cores may not enter (an `if` on the block index, a bound that can
+                        # be 0): the copy starts as the staged data before it, so reads after it see x everywhere
+                        whole = Region(buf, tuple(wrap(0) for _ in buf.shape), buf.shape)
+                        self.insert_line(skippable[1], (skippable[0], TileOp("copy", (
+                            Region(alias, whole.starts, whole.extents), whole)), location))
+                    elif not (dst.extents is not None and tuple(dst.extents) == buf.shape):
                         # a partial write: the rest of the computed copy starts as the staged data
                         whole = Region(buf, tuple(wrap(0) for _ in buf.shape), buf.shape)
                         self.lines.append((self.depth, TileOp("copy", (Region(alias, whole.starts, whole.extents),
                                                                         whole)), location))
                 args[0] = Region(alias, dst.starts, dst.extents)
         return TileOp(op.name, tuple(args), op.kwargs)
+
+    def insert_line(self, index: int, entry) -> None:
+        """A line recorded earlier than the current end (before an open loop's `for` line)."""
+        self.lines.insert(index, entry)
+        self.loops = [(depth, i + 1 if i >= index else i, may_skip) for depth, i, may_skip in self.loops]
+        self.filled_at = {b: i + 1 if i >= index else i for b, i in self.filled_at.items()}
 
     def op(self, name: str, *args, location=None, **kwargs):
         self.emit(TileOp(name, args, kwargs), location)
@@ -359,7 +376,7 @@ class Recorder:
         extent = (e - s) if s is not None and e is not None else wrap(stop) - wrap(start)
         var = Var(self.fresh(self.target_name(location), "k"), "loop", extent)
         lo, hi = render_int(wrap(start), "a loop bound"), render_int(wrap(stop), "a loop bound")
-        self.loops.append((self.depth, len(self.lines)))
+        self.loops.append((self.depth, len(self.lines), s is None or e is None))
         self.emit(f"for {var.name} in range({hi if lo == '0' else f'{lo}, {hi}'}):", location)
         self.depth += 1
         if stages:
@@ -367,7 +384,7 @@ class Recorder:
         return var
 
     def close_loop(self):
-        depth, index = self.loops.pop()
+        depth, index, _ = self.loops.pop()
         self.depth = depth
         if index == len(self.lines) - 1:   # nothing recorded in the body: drop the loop
             self.lines.pop()
