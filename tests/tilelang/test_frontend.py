@@ -474,6 +474,30 @@ def test_an_if_the_device_cannot_take_is_located(condition, message):
     assert message in err.message and err.location.line == line_of(source, condition)
 
 
+def test_alloc_var_scalars_take_their_assigned_values():
+    from compiler.api import emulate
+    np = __import__("numpy")
+    source = src('''
+        @tilelang.jit
+        def decay_rows(M=128, N=64, block_M=32, dtype=T.float32):
+            @T.prim_func
+            def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+                with T.Kernel(M // block_M) as bx:
+                    row0 = T.alloc_var(T.int32)
+                    row0 = bx * block_M
+                    scale = T.alloc_var(T.float32, init=0.5)
+                    x = T.alloc_fragment((block_M, N), dtype)
+                    T.copy(X[row0, 0], x)
+                    for i, j in T.Parallel(block_M, N):
+                        x[i, j] = x[i, j] * scale
+                    T.copy(x, Y[row0, 0])
+            return main
+    ''')
+    result = compile_source(source, filename="k.py", entry="decay_rows")
+    outcome = emulate(result.artifacts, source=source, filename="k.py", entry="decay_rows", seed=7)
+    np.testing.assert_allclose(outcome.outputs["Y"], outcome.inputs["X"] * 0.5, rtol=1e-6)
+
+
 # ---- parameters typed from the factory -------------------------------------------------------------------------
 def test_parameters_are_typed_from_the_signature():
     from compiler.frontend.tilelang.params import type_params
@@ -553,7 +577,7 @@ def test_gpu_hints_are_accepted_and_noted_in_the_log():
 @pytest.mark.parametrize("body,construct", [
     ("T.atomic_add(C_l[0, 0], 1)", "T.atomic_add"),
     ("T.get_thread_binding()", "T.get_thread_binding"),
-    ("x = T.alloc_var(\"float32\")", "T.alloc_var"),
+    ("x = T.alloc_var(\"float32\") + 1", "a T.alloc_var variable is read before a value is assigned"),
     ("T.no_such_thing(C_l)", "T.no_such_thing"),
     ("T.reduce_sum(A_s, C_l, dim=0)", "column reductions"),
     ("y = undefined_name + 1", "not defined here"),

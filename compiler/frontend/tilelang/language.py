@@ -363,6 +363,38 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None, annotations=None)
     lower_parallel(rec, rec.close_parallel())
 
 
+class _UnassignedVar:
+    """`x = T.alloc_var(dtype)` before `x = value`: TileLang's scalar variable. Its assignments are Python's (the
+    name takes the value: a function of block and loop indices, factory parameters, constants); reading it before one
+    is an error at the read."""
+
+    def __init__(self, dtype, location):
+        self.dtype, self.location = dtype_name(dtype), location
+
+    def _fail(self, *args, **kwargs):
+        fail("a T.alloc_var variable is read before a value is assigned to it",
+             hint="assign it by name first (`x = T.alloc_var(T.int32)` then `x = bx * 2`), or give "
+                  "T.alloc_var(dtype, init=value)")
+
+    __getitem__ = __setitem__ = __bool__ = __index__ = __int__ = __float__ = __neg__ = _fail
+
+
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "lt", "le", "gt", "ge"):
+    setattr(_UnassignedVar, f"__{_op}__", _UnassignedVar._fail)
+    setattr(_UnassignedVar, f"__r{_op}__", _UnassignedVar._fail)
+
+
+def alloc_var(dtype, init=None, scope="local.var"):
+    """`x = T.alloc_var(dtype[, init])`: a scalar variable, assigned by name (see _UnassignedVar)."""
+    if init is None:
+        return _UnassignedVar(dtype, user_location())
+    init = number(init)
+    if isinstance(init, Expr) or isinstance(init, (int, float)):
+        return init if dtype_name(dtype) not in ("float32", "float16", "bfloat16") or not isinstance(init, int) \
+            else float(init)
+    fail(f"T.alloc_var init must be a number or a kernel expression, got {type(init).__name__}")
+
+
 def alloc_shared(shape, dtype, scope="shared.dyn"):
     return current().alloc(_shape(shape, "T.alloc_shared"), dtype_name(dtype), "shared", user_location())
 
@@ -585,7 +617,6 @@ symbolic = dynamic
 _WHY = {
     "atomic_add": "atomics have no counterpart between Tensix cores (each block owns its output tiles)",
     "atomic_max": "atomics have no counterpart between Tensix cores",
-    "alloc_var": "scalar variables are not supported; keep per-row values in a 1-D T.alloc_fragment",
     "alloc_global": "global scratch buffers are not supported",
     "get_thread_binding": "thread and warp indices do not exist on Tenstorrent (a block runs on one core)",
     "tvm_thread_allreduce": "warp-level intrinsics do not exist on Tenstorrent",
@@ -632,7 +663,7 @@ def build_module() -> types.ModuleType:
     public = dict(
         Tensor=_TensorType(), Buffer=_TensorType(), prim_func=prim_func, macro=macro, Kernel=Kernel,
         Pipelined=Pipelined, serial=serial, Serial=serial, Parallel=Parallel, Persistent=Persistent,
-        alloc_shared=alloc_shared,
+        alloc_shared=alloc_shared, alloc_var=alloc_var,
         alloc_fragment=alloc_fragment, alloc_local=alloc_local, copy=copy, gemm=gemm, clear=clear, fill=fill,
         reduce_max=reduce_max, reduce_sum=reduce_sum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
         max=max, min=min, exp=exp, exp2=exp2, sqrt=sqrt, rsqrt=rsqrt, log=log, log2=log2, abs=abs, tanh=tanh,
