@@ -515,6 +515,25 @@ def test_parameters_are_typed_from_the_signature():
         type_params(inspect.signature(factory), {"causal": "maybe"}, "factory", None)
 
 
+def test_scalar_parameters_annotated_with_a_dtype_take_that_type():
+    import inspect
+
+    from compiler.frontend.tilelang.expr import DType
+    from compiler.frontend.tilelang.params import type_params
+
+    def factory(X, data=1, steps=2, flag=False):
+        pass
+
+    factory.__annotations__.update(data=DType("float32"),              # the object T.float32
+                                   steps="T.int32", flag="T.bool")     # text, as with `from __future__ import ...`
+
+    typed = type_params(inspect.signature(factory), {"data": "2.5", "steps": "4", "flag": "true"}, "factory", None)
+    assert typed == {"data": 2.5, "steps": 4, "flag": True}
+    assert type(typed["data"]) is float and type(typed["steps"]) is int
+    with pytest.raises(CompileError, match="parameter `steps` of `factory` takes an integer"):
+        type_params(inspect.signature(factory), {"steps": "1.5"}, "factory", None)
+
+
 # ---- module evaluation -------------------------------------------------------------------------------------------
 def test_autotune_star_import_and_pass_configs_evaluate_as_python_does():
     source = src('''
