@@ -495,6 +495,9 @@ def _trace_eager(built, node: ast.FunctionDef, params: dict, filename: str, entr
                                    f"not {value!r}", stage=STAGE, location=entry_loc)
             body_tensors[name] = value
     bound = _bind_call(factory, node, given, entry_loc, consts)
+    for name, value in bound.arguments.items():   # T.match_buffer(A, ...) binds by the parameter's name
+        if isinstance(value, TensorArg):
+            value.name = name
     # sizes the tensor arguments give (`A: T.Tensor((M, K), dtype)` with A=float16[256,128] binds M, K) are known
     # from the start: code before the annotation may use them (`splitK = K // split_k`)
     for name, dims in _annotated_shapes(node).items():

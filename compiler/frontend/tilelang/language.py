@@ -103,6 +103,7 @@ class TensorArg:
 
     def __init__(self, dtype: str | None, shape: tuple | None):
         self.dtype, self.shape = dtype, shape
+        self.name: str | None = None      # the factory parameter it was given for
 
     def __repr__(self):
         return f"{self.dtype}[{','.join(map(str, self.shape or ()))}]"
@@ -164,6 +165,16 @@ def bind_tensor(name: str, value, spec):
     shape = spec.shape()
     rec = current()
     return rec.add_param(name, shape, spec.dtype, user_location())
+
+
+def match_buffer(value, shape, dtype="float32", *args, **kwargs):
+    """`A = T.match_buffer(A, [M, N], dtype)` on a factory's tensor argument (`A: T.ptr`): binds it as the annotation
+    `A: T.Tensor([M, N], dtype)` would."""
+    name = getattr(value, "name", None)
+    if not isinstance(value, TensorArg) or name is None:
+        fail("T.match_buffer binds a tensor argument of the kernel factory (`A = T.match_buffer(A, shape, dtype)`)",
+             hint="pass the tensor as --param A=DTYPE[D0,D1,...]")
+    return bind_tensor(name, value, TensorSpec(shape, dtype))
 
 
 _const_values = __import__("contextvars").ContextVar("tilelang_const_values", default=None)
@@ -669,7 +680,7 @@ def build_module() -> types.ModuleType:
         max=max, min=min, exp=exp, exp2=exp2, sqrt=sqrt, rsqrt=rsqrt, log=log, log2=log2, abs=abs, tanh=tanh,
         sigmoid=sigmoid, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,
         max_value=max_value, And=And, Or=Or, Not=Not, dtype=dtype, dynamic=dynamic, symbolic=symbolic,
-        const=const, empty=empty, use_swizzle=use_swizzle, annotate_layout=annotate_layout,
+        const=const, empty=empty, match_buffer=match_buffer, use_swizzle=use_swizzle, annotate_layout=annotate_layout,
         annotate_padding=annotate_padding, annotate_l2_hit_ratio=annotate_l2_hit_ratio,
         disable_warp_group_reg_alloc=disable_warp_group_reg_alloc, no_set_max_nreg=no_set_max_nreg,
         sync_threads=sync_threads, GemmWarpPolicy=Names("GemmWarpPolicy"), Layout=_layout_object,
