@@ -34,5 +34,5 @@ class TargetConfig(BaseModel):
         default="auto", description="auto: block shapes, core grid and partition chosen from the problem size and L1 "
                                     "(`tilefarm compile --explain` says why); as_written: the kernel's own blocks.")
     fp32_accumulation: bool | None = Field(
-        default=None, description="fp32 DST accumulation; default: on when any accumulator is float32."
+        default=None, description="fp32 DST accumulation; default: on when any tile of the kernel is float32."
     )

@@ -48,8 +48,9 @@ class ApplyTargetDefaults:
         grid = core_grid_for(config)
         buffers = attrs.BUFFERS.get(func)
         fp32 = config.fp32_accumulation
-        if fp32 is None:  # accumulate in fp32 whenever a computed tile is fp32
-            fp32 = any(b["role"] == "compute" and b["dtype"] == "float32" for b in buffers.values())
+        if fp32 is None:  # fp32 DST whenever an fp32 tile passes through it (computed, or staged and copied out):
+            # a 16-bit DST would round an fp32 copy to bfloat16
+            fp32 = any(b["dtype"] == "float32" for b in buffers.values())
         if config.math_fidelity is not None:
             fidelity, why = config.math_fidelity, "the target's math_fidelity"
         else:

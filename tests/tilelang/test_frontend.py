@@ -498,6 +498,30 @@ def test_alloc_var_scalars_take_their_assigned_values():
     np.testing.assert_allclose(outcome.outputs["Y"], outcome.inputs["X"] * 0.5, rtol=1e-6)
 
 
+def test_match_buffer_binds_a_pointer_argument_and_an_fp32_copy_is_exact():
+    from compiler.api import emulate
+    np = __import__("numpy")
+    source = src('''
+        @tilelang.jit
+        def copy_2d(A: T.ptr, is_2d=True):
+            M, N = T.const("M, N")
+            A = T.match_buffer(A, [M, N], T.float32)
+            B = T.empty((M, N), T.float32)
+            with T.Kernel(1) as _:
+                x = T.alloc_fragment((M, N), T.float32)
+                T.copy(A, x)
+                T.copy(x, B)
+            return B
+    ''')
+    params = {"A": "float32[64,96]"}
+    result = compile_source(source, filename="k.py", entry="copy_2d", params=params)
+    assert [(b["name"], b["shape"]) for b in result.plan["buffers"] if b["role"] in ("input", "output")] == \
+        [("A", [64, 96]), ("B", [64, 96])]
+    outcome = emulate(result.artifacts, source=source, filename="k.py", entry="copy_2d", params=params, seed=8)
+    # fp32 through DST unrounded: the kernel's DST is fp32 whenever a tile is (a 16-bit DST rounded it to bf16)
+    np.testing.assert_array_equal(outcome.outputs["B"], outcome.inputs["A"])
+
+
 # ---- parameters typed from the factory -------------------------------------------------------------------------
 def test_parameters_are_typed_from_the_signature():
     from compiler.frontend.tilelang.params import type_params
