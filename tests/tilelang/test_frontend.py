@@ -522,6 +522,37 @@ def test_match_buffer_binds_a_pointer_argument_and_an_fp32_copy_is_exact():
     np.testing.assert_array_equal(outcome.outputs["B"], outcome.inputs["A"])
 
 
+SCALAR_ARGS = src('''
+    @tilelang.jit
+    def shift(M=64, N=64, block_M=32):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32"), bias: T.float32, rows: T.int32):
+            with T.Kernel(M // block_M) as bx:
+                x = T.alloc_fragment((block_M, N), "float32")
+                T.copy(X[bx * block_M, 0], x)
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = T.if_then_else(bx * block_M + i < rows, x[i, j] + bias, x[i, j])
+                T.copy(x, Y[bx * block_M, 0])
+        return main
+''')
+
+
+def test_scalar_kernel_arguments_specialize_the_kernel():
+    from compiler.api import emulate
+    np = __import__("numpy")
+    params = {"bias": "1.5", "rows": "40"}
+    result = compile_source(SCALAR_ARGS, filename="k.py", entry="shift", params=params)
+    outcome = emulate(result.artifacts, source=SCALAR_ARGS, filename="k.py", entry="shift", params=params, seed=9)
+    x = outcome.inputs["X"]
+    want = x.copy()
+    want[:40] += 1.5
+    np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-6, atol=1e-6)
+    err = error_of(SCALAR_ARGS, entry="shift", params={"bias": "1.5"})
+    assert "`rows` is a scalar kernel argument (int32); give its value as --param rows=VALUE" in err.message
+    err = error_of(SCALAR_ARGS, entry="shift", params={"bias": "1.5", "rows": "4.5"})
+    assert "scalar kernel argument `rows` (int32) cannot take `4.5`" in err.message
+
+
 # ---- parameters typed from the factory -------------------------------------------------------------------------
 def test_parameters_are_typed_from_the_signature():
     from compiler.frontend.tilelang.params import type_params

@@ -29,7 +29,7 @@ from .base import Missing
 from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
 from .language import (PrimFuncDef, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not, kernel_or,
                        reset_const_values, serial, set_const_values)
-from .params import type_params, type_value
+from .params import scalar_annotation, type_params, type_value
 from .recorder import Buffer, Recorder, activate, active_recorder, deactivate
 from .shim import JitFactory, build_modules
 
@@ -394,8 +394,13 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
             if eager:
                 traced = _trace_eager(built, entry_node, params, filename, entry_loc, names, body_tensors)
             else:
+                scalar_names = _prim_func_scalars(entry_node)
+                scalars = {k: v for k, v in params.items() if k in scalar_names}
+                taken = set() if isinstance(built, PrimFuncDef) else \
+                    set(inspect.signature(_factory_of(built, entry_node, entry_loc)).parameters)
+                params = {k: v for k, v in params.items() if k not in scalars or k in taken}
                 kernel = _build(built, entry_node, params, filename, entry_loc)
-                traced = _trace_prim_func(kernel, entry_node.name, names, filename)
+                traced = _trace_prim_func(kernel, entry_node.name, names, filename, scalars)
             return TracedKernel(*traced, notes=tuple(notes))
         except CompileError:
             raise
@@ -446,7 +451,34 @@ def _build(built, node: ast.FunctionDef, params: dict, filename: str, entry_loc:
     return result
 
 
-def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str) -> tuple:
+def _prim_func_scalars(entry: ast.FunctionDef) -> set[str]:
+    """The parameters of the entry's @T.prim_func(s) that are not annotated as tensors (scalar kernel arguments)."""
+    names = set()
+    for node in ast.walk(entry):
+        if isinstance(node, ast.FunctionDef) and "prim_func" in _decorator_names(node):
+            for arg in node.args.args:
+                ann = arg.annotation
+                head = ann.func if isinstance(ann, ast.Call) else ann.value if isinstance(ann, ast.Subscript) else None
+                if not (isinstance(head, ast.Attribute) and head.attr in ("Tensor", "Buffer")):
+                    names.add(arg.arg)
+    return names
+
+
+def _scalar_argument(name: str, spec, scalars: dict, def_loc: SourceLocation):
+    """A scalar kernel argument (`seqlen: T.int32`): the kernel is specialized on the value the request gives."""
+    if name not in scalars:
+        raise CompileError(f"prim_func parameter `{name}` is a scalar kernel argument ({spec}); give its value as "
+                           f"--param {name}=VALUE (API: `params`): tilefarm specializes the kernel on it",
+                           stage=STAGE, location=def_loc)
+    convert = scalar_annotation(spec)
+    try:
+        return convert(scalars[name]) if convert else scalars[name]
+    except Exception:  # noqa: BLE001 -- _Bad from the converter: the value does not fit the dtype
+        raise CompileError(f"scalar kernel argument `{name}` ({spec}) cannot take `{scalars[name]}`", stage=STAGE,
+                           location=def_loc) from None
+
+
+def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str, scalars: dict | None = None) -> tuple:
     fn = kernel.fn
     code = fn.__code__
     def_loc = _loc(filename, code.co_firstlineno, None)
@@ -459,9 +491,8 @@ def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str
             closure = dict(zip(code.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
             spec = eval(spec, fn.__globals__, closure)  # noqa: S307 -- the user's own annotation, sandboxed
         if isinstance(spec, str) and not isinstance(spec, TensorSpec):
-            raise CompileError(f"prim_func parameter `{name}` is a scalar ({spec}); scalar kernel arguments are "
-                               "outside tilefarm's TileLang subset", stage=STAGE, location=def_loc,
-                               hint="pass sizes and flags to the kernel factory instead")
+            buffers.append(_scalar_argument(name, spec, scalars or {}, def_loc))
+            continue
         if not isinstance(spec, TensorSpec):
             raise CompileError(f"prim_func parameter `{name}` must be annotated `T.Tensor((rows, cols), dtype)`",
                                stage=STAGE, location=def_loc)

@@ -127,7 +127,7 @@ def _by_example(example, value):
 _ANNOTATIONS = {bool: _bool, "bool": _bool, int: _int, "int": _int, float: _float, "float": _float}
 
 
-def _scalar_annotation(annotation):
+def scalar_annotation(annotation):
     """T.float32 / T.int32 / T.bool (or their text, with `from __future__ import annotations`) -> the converter."""
     if not isinstance(annotation, str):
         return None
@@ -159,7 +159,7 @@ def type_value(param: inspect.Parameter | None, value):
             return _ANNOTATIONS[annotation](value)
         if getattr(annotation, "__name__", None) == "dtype" or str(annotation).endswith("dtype"):
             return _dtype(value) if isinstance(value, str) else value
-        scalar = _scalar_annotation(annotation)   # `data: T.float32 = 1`: a scalar argument of that dtype
+        scalar = scalar_annotation(annotation)   # `data: T.float32 = 1`: a scalar argument of that dtype
         if scalar is not None:
             return scalar(value)
     if param.default is not inspect.Parameter.empty and param.default is not None:
