@@ -455,7 +455,7 @@ def test_if_on_block_indices_runs_each_branch_on_its_cores(double_first):
 
 
 @pytest.mark.parametrize("condition, message", [
-    ("if i < 16:", "branches on a T.Parallel index"),
+    ("if X[i, j] > 0:", "depends on values read from tensors"),
     ("if X[0, 0] > 0:", "depends on values read from tensors"),
 ])
 def test_an_if_the_device_cannot_take_is_located(condition, message):
@@ -551,6 +551,43 @@ def test_scalar_kernel_arguments_specialize_the_kernel():
     assert "`rows` is a scalar kernel argument (int32); give its value as --param rows=VALUE" in err.message
     err = error_of(SCALAR_ARGS, entry="shift", params={"bias": "1.5", "rows": "4.5"})
     assert "scalar kernel argument `rows` (int32) cannot take `4.5`" in err.message
+
+
+ELEMENT_IFS = src('''
+    @tilelang.jit
+    def gemm_guarded(M=100, N=96, K=64, block_M=64, block_N=32, block_K=32, dtype=T.float16):
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+            with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
+                A_s = T.alloc_shared((block_M, block_K), dtype)
+                B_s = T.alloc_shared((block_K, block_N), dtype)
+                C_l = T.alloc_fragment((block_M, block_N), T.float32)
+                T.clear(C_l)
+                for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                    T.copy(A[by * block_M, k * block_K], A_s)
+                    T.copy(B[k * block_K, bx * block_N], B_s)
+                    T.gemm(A_s, B_s, C_l)
+                for i, j in T.Parallel(block_M, block_N):
+                    if j >= 16:                       # each element takes its own branch
+                        C_l[i, j] = C_l[i, j] * 2.0
+                    else:
+                        C_l[i, j] = -C_l[i, j]
+                for i, j in T.Parallel(block_M, block_N):
+                    if by * block_M + i < M and bx * block_N + j < N:     # the GPU-style bounds check
+                        C[by * block_M + i, bx * block_N + j] = C_l[i, j]
+        return main
+''')
+
+
+def test_if_inside_a_parallel_loop_is_per_element():
+    from compiler.api import emulate
+    np = __import__("numpy")
+    result = compile_source(ELEMENT_IFS, filename="k.py", entry="gemm_guarded")
+    outcome = emulate(result.artifacts, source=ELEMENT_IFS, filename="k.py", entry="gemm_guarded", seed=10)
+    a, b = outcome.inputs["A"].astype(np.float64), outcome.inputs["B"].astype(np.float64)
+    product = a @ b
+    want = np.where(np.arange(96) % 32 >= 16, 2 * product, -product)
+    np.testing.assert_allclose(outcome.outputs["C"], want, rtol=1e-2, atol=5e-2)
 
 
 # ---- parameters typed from the factory -------------------------------------------------------------------------

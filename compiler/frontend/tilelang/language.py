@@ -13,10 +13,10 @@ import types
 from .base import Missing, Names, dtype_name
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
-from .expr import (Bin, Call, Const, DType, Expr, Logic, Select, Var, fold_constant, index_arith, is_index,
+from .expr import (Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, fold_constant, index_arith, is_index,
                    truth01, walk, wrap)
 from .expr import Cast as CastExpr
-from .recorder import Buffer, Region, TileOp, as_region, current, fill_head, scalar_text, unify
+from .recorder import Buffer, Region, TileOp, active_recorder, as_region, current, fill_head, scalar_text, unify
 from .reduction import lower_reduce
 
 
@@ -267,15 +267,33 @@ def kernel_if(test, negate=False):
         test = test.get()
     if not isinstance(test, Expr):
         return (None,) if bool(test) != negate else ()
-    if any(isinstance(x, Var) and x.kind == "parallel" for x in walk(test)):
-        fail(f"`if {test!r}:` branches on a T.Parallel index: every element would take its own branch",
-             hint="write the element's value with T.if_then_else(cond, a, b)")
+    rec = active_recorder()
+    if rec is not None and rec.parallel is not None or any(isinstance(x, Var) and x.kind == "parallel"
+                                                            for x in walk(test)):
+        return _element_branch(test, negate)
     flag = truth01(test)
     if flag is None:
         fail(f"`if {test!r}:` depends on values read from tensors; a branch may depend on the block and loop "
              "indices and the factory's parameters only",
              hint="fold a data-dependent choice into the value: T.if_then_else(cond, a, b)")
     return _loop(Const(1) - flag if negate else flag, what="`if`")
+
+
+def _element_branch(test, negate):
+    """`if cond(i, j):` inside a T.Parallel: the stores of the branch happen where cond holds (each element keeps its
+    value elsewhere), as on a GPU where every thread takes its own branch."""
+    rec = current()
+    if rec.parallel is None:
+        fail(f"`if {test!r}:` tests a T.Parallel index outside its T.Parallel loop")
+    if any(isinstance(x, Load) for x in walk(test)):
+        fail(f"`if {test!r}:` depends on values read from tensors; an element's branch may depend on the indices "
+             "only", hint="fold a data-dependent choice into the value: T.if_then_else(cond, a, b)")
+    condition = Logic("not", (test,)) if negate else test
+    rec.parallel.predicates.append(condition)
+    try:
+        yield None
+    finally:
+        rec.parallel.predicates.pop()
 
 
 def _truthy(value):

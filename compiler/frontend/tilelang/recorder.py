@@ -248,6 +248,32 @@ class ParallelScope:
     variables: tuple
     location: SourceLocation | None
     stores: list = field(default_factory=list)     # (buffer, indices, value, location)
+    predicates: list = field(default_factory=list)  # the element conditions of the `if`s the stores are under
+
+
+def _store_condition(buffer, indices, predicates):
+    """The conjunction of the `if` conditions a T.Parallel store is under, without the atoms that only keep the store
+    inside its global destination (`if bx * bm + i < M:` on `C[bx * bm + i, ...]` of an M-row C): tilefarm never
+    writes past a buffer's end, and reading C back to keep its value there would read an output."""
+    from .expr import Cmp, Const, Logic, describe
+
+    atoms = []
+    for p in predicates:
+        atoms.extend(p.args if isinstance(p, Logic) and p.op == "and" else (p,))
+
+    def bounds_check(a) -> bool:
+        if buffer.scope != "global" or not isinstance(a, Cmp) or a.op not in ("<", "<="):
+            return False
+        limit = a.b.value if isinstance(a.b, Const) and isinstance(a.b.value, int) else None
+        if limit is None:
+            return False
+        limit += a.op == "<="
+        return any(describe(a.a) == describe(idx) and limit >= size for idx, size in zip(indices, buffer.shape))
+
+    kept = [a for a in atoms if not bounds_check(a)]
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else Logic("and", tuple(kept))
 
 
 class Recorder:
@@ -407,7 +433,12 @@ class Recorder:
         if self.parallel is None:
             fail(f"element store to `{buffer.name}` outside a T.Parallel loop; the subset computes whole tiles",
                  hint="write `for i, j in T.Parallel(m, n): X[i, j] = ...`")
-        self.parallel.stores.append((buffer, tuple(wrap(i) for i in indices), wrap(value), user_location()))
+        indices, value = tuple(wrap(i) for i in indices), wrap(value)
+        condition = _store_condition(buffer, indices, self.parallel.predicates)
+        if condition is not None:   # under `if cond:` in a T.Parallel: the element keeps its value where cond fails
+            from .expr import Load, Select
+            value = Select(condition, value, Load(buffer, indices))
+        self.parallel.stores.append((buffer, indices, value, user_location()))
 
     # ---- buffers ------------------------------------------------------------------------------------------
     def alloc(self, shape, dtype, scope, location) -> Buffer:
