@@ -250,7 +250,15 @@ class _BindAnnotations(ast.NodeTransformer):
 IF, AND, OR, NOT = "__tilefarm_if__", "__tilefarm_and__", "__tilefarm_or__", "__tilefarm_not__"
 
 
-class _KernelIfs(ast.NodeTransformer):
+def _statements(node):
+    """Every statement under `node`, through statement bodies only (expressions are not walked: cheap)."""
+    for part in ("body", "orelse", "finalbody", "handlers"):
+        for child in getattr(node, part, None) or ():
+            yield child
+            yield from _statements(child)
+
+
+class _KernelIfs:
     """`if test: body else: orelse` -> the test evaluated once, then `for _ in __tilefarm_if__(t): body` and
     `for _ in __tilefarm_if__(t, True): orelse`: a Python value picks a branch as Python does, a condition on block and
     loop indices becomes a loop of one or no iteration on each core. `and` / `or` / `not` in the test keep Python's
@@ -260,8 +268,21 @@ class _KernelIfs(ast.NodeTransformer):
     def __init__(self):
         self.count = 0
 
-    def visit_If(self, node):  # noqa: N802
-        self.generic_visit(node)
+    def visit(self, node):
+        """Rewrites the `if` statements under `node` in place (statement bodies only: an `if` is a statement)."""
+        for part in ("body", "orelse", "finalbody", "handlers"):
+            stmts = getattr(node, part, None)
+            if not stmts:
+                continue
+            out = []
+            for stmt in stmts:
+                self.visit(stmt)
+                replaced = self.visit_If(stmt) if isinstance(stmt, ast.If) else stmt
+                out.extend(replaced if isinstance(replaced, list) else [replaced])
+            setattr(node, part, out)
+        return node
+
+    def visit_If(self, node):  # noqa: N802 -- its bodies are already rewritten by visit()
         if _leaves_the_branch(node.body) or _leaves_the_branch(node.orelse):
             return node
         self.count += 1
@@ -376,7 +397,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
         entry_copy = next(s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == entry_node.name
                           and s.lineno == entry_node.lineno)
         module = ast.fix_missing_locations(_BindAnnotations(entry_copy).visit(module))
-    module = ast.fix_missing_locations(_KernelIfs().visit(module))
+    module = _KernelIfs().visit(module)
     safe_builtins = dict(vars(builtins))
     safe_builtins["__import__"] = _importer(modules)
     safe_builtins["range"] = _kernel_range
@@ -454,7 +475,7 @@ def _build(built, node: ast.FunctionDef, params: dict, filename: str, entry_loc:
 def _prim_func_scalars(entry: ast.FunctionDef) -> set[str]:
     """The parameters of the entry's @T.prim_func(s) that are not annotated as tensors (scalar kernel arguments)."""
     names = set()
-    for node in ast.walk(entry):
+    for node in (entry, *_statements(entry)):
         if isinstance(node, ast.FunctionDef) and "prim_func" in _decorator_names(node):
             for arg in node.args.args:
                 ann = arg.annotation
