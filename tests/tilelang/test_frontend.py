@@ -28,6 +28,16 @@ def line_of(source: str, needle: str) -> int:
     return next(i for i, line in enumerate(source.splitlines(), 1) if needle in line)
 
 
+def run_kernel(source: str, entry: str | None = None, params: dict | None = None, seed: int = 0,
+               target: TargetConfig | None = None):
+    """Compile `source` and run it on the emulator: (CompileResult, Outcome)."""
+    from compiler.api import emulate
+    result = compile_source(source, filename="k.py", entry=entry, params=params, target=target)
+    outcome = emulate(result.artifacts, target=target, source=source, filename="k.py", entry=entry, params=params,
+                      seed=seed)
+    return result, outcome
+
+
 MODULE_LEVEL = src('''
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
@@ -295,11 +305,9 @@ BODY_DECLARED = src('''
 
 @pytest.mark.parametrize("params", [{"A": "float32[64,32]", "B": "float32[96,32]"}, {"M": 64, "N": 96, "K": 32}])
 def test_eager_jit_tensors_the_body_declares_are_given_by_name_or_by_their_sizes(params):
-    from compiler.api import emulate
-    result = compile_source(BODY_DECLARED, filename="k.py", entry="gemm_nt", params=params)
+    result, outcome = run_kernel(BODY_DECLARED, "gemm_nt", params, seed=3)
     assert [(b["name"], b["role"], b["shape"]) for b in result.plan["buffers"]] == \
         [("A", "input", [64, 32]), ("B", "input", [96, 32]), ("C", "output", [64, 96])]
-    outcome = emulate(result.artifacts, source=BODY_DECLARED, filename="k.py", entry="gemm_nt", params=params, seed=3)
     assert outcome.passed, outcome.verification.render()
 
 
@@ -352,14 +360,10 @@ PERSISTENT = src('''
 @pytest.mark.parametrize("grid, shape", [((4, 2), (96, 64, 160)),   # 15 tiles on 8 blocks: the last wave is partial
                                          ((2, 2), (64, 32, 128))])  # 8 tiles on 4 blocks: two full waves
 def test_a_persistent_kernel_launches_one_block_per_core_and_deals_the_tiles(grid, shape):
-    from compiler.api import emulate
     m, k, n = shape
     params = {"A": f"float16[{m},{k}]", "B": f"float16[{k},{n}]"}
-    target = TargetConfig(core_grid=grid)
-    result = compile_source(PERSISTENT, filename="k.py", entry="gemm_persistent", params=params, target=target)
+    result, outcome = run_kernel(PERSISTENT, "gemm_persistent", params, seed=4, target=TargetConfig(core_grid=grid))
     assert result.plan["grid"]["extents"] == [grid[0] * grid[1]]       # driver.get_num_sms(): the target's cores
-    outcome = emulate(result.artifacts, target=target, source=PERSISTENT, filename="k.py", entry="gemm_persistent",
-                      params=params, seed=4)
     assert outcome.passed, outcome.verification.render()
 
 
@@ -400,10 +404,7 @@ PER_HEAD = src('''
 
 @pytest.mark.parametrize("heads", [4, 64])     # within one 32-element chunk; chunk by // 32, column by % 32
 def test_one_element_of_a_global_vector_at_a_block_index(heads):
-    from compiler.api import emulate
-    params = {"heads": heads, "rows": 128}
-    result = compile_source(PER_HEAD, filename="k.py", entry="add_per_head", params=params)
-    outcome = emulate(result.artifacts, source=PER_HEAD, filename="k.py", entry="add_per_head", params=params, seed=5)
+    _, outcome = run_kernel(PER_HEAD, "add_per_head", {"heads": heads, "rows": 128}, seed=5)
     assert outcome.passed, outcome.verification.render()
     np = __import__("numpy")
     x, sinks = outcome.inputs["X"], outcome.inputs["Sinks"]
@@ -440,11 +441,8 @@ BRANCHES = src('''
 
 @pytest.mark.parametrize("double_first", [True, False])
 def test_if_on_block_indices_runs_each_branch_on_its_cores(double_first):
-    from compiler.api import emulate
     np = __import__("numpy")
-    params = {"double_first": double_first}
-    result = compile_source(BRANCHES, filename="k.py", entry="branches", params=params)
-    outcome = emulate(result.artifacts, source=BRANCHES, filename="k.py", entry="branches", params=params, seed=6)
+    _, outcome = run_kernel(BRANCHES, "branches", {"double_first": double_first}, seed=6)
     x = outcome.inputs["X"]
     want = -x                                       # independent of the reference: the branches, block by block
     if double_first:
@@ -475,7 +473,6 @@ def test_an_if_the_device_cannot_take_is_located(condition, message):
 
 
 def test_alloc_var_scalars_take_their_assigned_values():
-    from compiler.api import emulate
     np = __import__("numpy")
     source = src('''
         @tilelang.jit
@@ -493,13 +490,11 @@ def test_alloc_var_scalars_take_their_assigned_values():
                     T.copy(x, Y[row0, 0])
             return main
     ''')
-    result = compile_source(source, filename="k.py", entry="decay_rows")
-    outcome = emulate(result.artifacts, source=source, filename="k.py", entry="decay_rows", seed=7)
+    _, outcome = run_kernel(source, "decay_rows", seed=7)
     np.testing.assert_allclose(outcome.outputs["Y"], outcome.inputs["X"] * 0.5, rtol=1e-6)
 
 
 def test_match_buffer_binds_a_pointer_argument_and_an_fp32_copy_is_exact():
-    from compiler.api import emulate
     np = __import__("numpy")
     source = src('''
         @tilelang.jit
@@ -513,11 +508,9 @@ def test_match_buffer_binds_a_pointer_argument_and_an_fp32_copy_is_exact():
                 T.copy(x, B)
             return B
     ''')
-    params = {"A": "float32[64,96]"}
-    result = compile_source(source, filename="k.py", entry="copy_2d", params=params)
+    result, outcome = run_kernel(source, "copy_2d", {"A": "float32[64,96]"}, seed=8)
     assert [(b["name"], b["shape"]) for b in result.plan["buffers"] if b["role"] in ("input", "output")] == \
         [("A", [64, 96]), ("B", [64, 96])]
-    outcome = emulate(result.artifacts, source=source, filename="k.py", entry="copy_2d", params=params, seed=8)
     # fp32 through DST unrounded: the kernel's DST is fp32 whenever a tile is (a 16-bit DST rounded it to bf16)
     np.testing.assert_array_equal(outcome.outputs["B"], outcome.inputs["A"])
 
@@ -538,11 +531,8 @@ SCALAR_ARGS = src('''
 
 
 def test_scalar_kernel_arguments_specialize_the_kernel():
-    from compiler.api import emulate
     np = __import__("numpy")
-    params = {"bias": "1.5", "rows": "40"}
-    result = compile_source(SCALAR_ARGS, filename="k.py", entry="shift", params=params)
-    outcome = emulate(result.artifacts, source=SCALAR_ARGS, filename="k.py", entry="shift", params=params, seed=9)
+    _, outcome = run_kernel(SCALAR_ARGS, "shift", {"bias": "1.5", "rows": "40"}, seed=9)
     x = outcome.inputs["X"]
     want = x.copy()
     want[:40] += 1.5
@@ -580,10 +570,8 @@ ELEMENT_IFS = src('''
 
 
 def test_if_inside_a_parallel_loop_is_per_element():
-    from compiler.api import emulate
     np = __import__("numpy")
-    result = compile_source(ELEMENT_IFS, filename="k.py", entry="gemm_guarded")
-    outcome = emulate(result.artifacts, source=ELEMENT_IFS, filename="k.py", entry="gemm_guarded", seed=10)
+    _, outcome = run_kernel(ELEMENT_IFS, "gemm_guarded", seed=10)
     a, b = outcome.inputs["A"].astype(np.float64), outcome.inputs["B"].astype(np.float64)
     product = a @ b
     want = np.where(np.arange(96) % 32 >= 16, 2 * product, -product)
