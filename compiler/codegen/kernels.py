@@ -127,6 +127,11 @@ class KernelPrinter:
         if isinstance(e, (tirx.Min, tirx.Max)):   # signed (a clamp may see negative offsets), no <algorithm>
             a, b = (f"static_cast<int32_t>({self.expr(x)})" for x in (e.a, e.b))
             return f"({a} {'<' if isinstance(e, tirx.Min) else '>'} {b} ? {a} : {b})"
+        if isinstance(e, tirx.Select) or (isinstance(e, tvm.ir.Call) and str(e.op.name).endswith("if_then_else")):
+            cond, a, b = (e.condition, e.true_value, e.false_value) if isinstance(e, tirx.Select) else e.args
+            return f"({self.expr(cond, 0)} ? {self.expr(a, 0)} : {self.expr(b, 0)})"
+        if isinstance(e, tirx.Not):
+            return f"!({self.expr(e.a)})"
         found = ops.intrinsic_of(e)
         if found is not None and found[0].name == "runtime_arg":
             name = str(found[1][0].value)

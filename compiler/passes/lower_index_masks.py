@@ -70,12 +70,17 @@ class Atom:
 
 
 class Mask:
-    """One element loop: where it writes, its atoms, how they combine, and the two values."""
+    """One element loop: where it writes, its atoms (per tile: `tile_atoms[(ti, tj)][k]` is atom k inside tile (ti, tj)),
+    how they combine, and the two values."""
 
-    def __init__(self, store, rows, cols, atoms, combine, true_value, false_value):
+    def __init__(self, store, rows, cols, tile_atoms, combine, true_value, false_value):
         self.store, self.rows, self.cols = store, rows, cols
-        self.atoms, self.combine = atoms, combine
+        self.tile_atoms, self.combine = tile_atoms, combine
         self.true_value, self.false_value = true_value, false_value
+
+    @property
+    def count(self) -> int:
+        return len(next(iter(self.tile_atoms.values())))
 
 
 def match(loop) -> tuple | None:
@@ -148,31 +153,44 @@ def analyze(func, loop, analyzer) -> Mask:
             return kind, parts
         return "and", [c]
 
-    def atom(c) -> Atom:
+    # inside tile (ti, tj) an element index is TILE * t + r, r in [0, TILE): an atom is taken tile by tile, so a
+    # condition that is linear inside every tile (`i // 32 == j // 32`, block-diagonal and block-causal masks:
+    # constant per tile) is a mask as much as a diagonal is
+    inner = {axis: tirx.Var(f"tt_mask_{'rc'[axis]}", "int32") for axis in (0, 1)}
+    for v in inner.values():
+        analyzer.bind(v, tvm.ir.Range(0, TILE))
+
+    def atom(c, ti: int, tj: int) -> Atom:
         if isinstance(c, tirx.Not):
-            return atom(c.a).negated()
+            return atom(c.a, ti, tj).negated()
         if type(c) not in _COMPARE:
             raise error(store, f"mask condition `{c}`: use <, <=, > or >= between index expressions")
         sign, offset = _COMPARE[type(c)]
         diff = (c.a - c.b) * sign + offset                 # diff >= 0
-        zero = {v: i32(0) for v in axis_var}
-        base = _substitute(diff, zero)
+        tile_start = {0: ti * TILE, 1: tj * TILE}
+        local = _substitute(diff, {v: i32(tile_start[axis]) + inner[axis] for v, axis in axis_var.items()})
+        zero = {inner[axis]: i32(0) for axis in axis_var.values()}
+        base = analyzer.simplify(_substitute(local, zero))
         coefs = {}
-        for v, axis in axis_var.items():
+        for axis in axis_var.values():
             one = dict(zero)
-            one[v] = i32(1)
-            k = analyzer.simplify(_substitute(diff, one) - base)
+            one[inner[axis]] = i32(1)
+            k = analyzer.simplify(_substitute(local, one) - base)
             if not isinstance(k, tirx.IntImm) or int(k) not in (-1, 0, 1):
                 raise error(store, f"mask condition `{c}`: the element indices must appear with coefficient 1 or -1 "
-                                   "(a diagonal, row or column boundary)")
+                                   "(a diagonal, row or column boundary) inside each 32x32 tile")
             coefs[axis] = int(k)
-        linear = base + sum((coefs[axis] * v for v, axis in axis_var.items()), i32(0))
-        if not analyzer.can_prove(diff - linear == 0):
-            raise error(store, f"mask condition `{c}` is not linear in the element indices")
-        return Atom(coefs.get(0, 0), coefs.get(1, 0), analyzer.simplify(base))
+        linear = base + sum((coefs[axis] * inner[axis] for axis in axis_var.values()), i32(0))
+        if not analyzer.can_prove(local - linear == 0):
+            raise error(store, f"mask condition `{c}` is not linear in the element indices inside a 32x32 tile")
+        # the table offset of a tile at (0, 0) form: d' = d + TILE * (a * ti + b * tj)
+        a, b = coefs.get(0, 0), coefs.get(1, 0)
+        return Atom(a, b, analyzer.simplify(base - TILE * (a * ti + b * tj)))
 
     kind, conds = flatten(cond)
-    atoms = [atom(c) for c in conds]
+    tiles = [(ti, tj) for ti in range(-(-written[0] // TILE)) for tj in range(-(-written[1] // TILE))]
+    tile_atoms = {(ti, tj): [atom(c, ti, tj) for c in conds] for ti, tj in tiles}
+    atoms = tile_atoms[tiles[0]]
     combine = None
     if len(atoms) > 1:
         table = _COMBINE.get((true_value, false_value))
@@ -180,7 +198,7 @@ def analyze(func, loop, analyzer) -> Mask:
             raise error(store, "a mask that combines conditions (T.And / T.Or) takes the values 0 / -inf or 1 / 0",
                         hint="write the conditions as separate masks")
         combine = table[kind]
-    return Mask(store, written[0], written[1], atoms, combine, true_value, false_value)
+    return Mask(store, written[0], written[1], tile_atoms, combine, true_value, false_value)
 
 
 def check_mask(func, loop, analyzer) -> str:
@@ -265,7 +283,7 @@ class MaskLowering:
         mask = analyze(self.func, loop, self.analyzer)
         dst = mask.store.buffer
         targets = [dst]
-        for k in range(1, len(mask.atoms)):
+        for k in range(1, mask.count):
             name = f"{dst.name}_m{k}"
             targets.append(tirx.decl_buffer((mask.rows, mask.cols), "float32", name, scope="local"))
             self.buffers[name] = {"role": "compute", "scope": "local", "shape": [mask.rows, mask.cols],
@@ -275,18 +293,21 @@ class MaskLowering:
                                   "padded_shape": [-(-mask.rows // TILE) * TILE, -(-mask.cols // TILE) * TILE],
                                   "tiles": [-(-mask.rows // TILE), -(-mask.cols // TILE)]}
         out = []
-        for atom, target in zip(mask.atoms, targets):
-            out += self.atom_tiles(atom, mask, target)
+        for k, target in enumerate(targets):
+            out += self.atom_tiles(k, mask, target)
         if mask.combine is not None:
             whole = region(dst, [0, 0], [mask.rows, mask.cols])
             for tmp in targets[1:]:
                 out.append(tile_call(mask.combine, whole, whole, region(tmp, [0, 0], [mask.rows, mask.cols])))
         return seq(out)
 
-    def atom_tiles(self, atom: Atom, mask: Mask, target) -> list:
+    def atom_tiles(self, k: int, mask: Mask, target) -> list:
+        """Atom k of the mask into `target`, tile by tile: a fill where the analyzer proves the tile constant, else a
+        read of its entry in the atom's table (tiles whose atoms differ in shape read from their own tables)."""
         fills, reads = [], []
         for ti in range(-(-mask.rows // TILE)):
             for tj in range(-(-mask.cols // TILE)):
+                atom = mask.tile_atoms[(ti, tj)][k]
                 h, w = min(TILE, mask.rows - ti * TILE), min(TILE, mask.cols - tj * TILE)
                 tile = region(target, [ti * TILE, tj * TILE], [h, w])
                 offset = self.analyzer.simplify(atom.d + TILE * (atom.a * ti + atom.b * tj))
@@ -297,17 +318,17 @@ class MaskLowering:
                     fills.append(_fill(tile, mask.false_value))
                 else:
                     entry = self.analyzer.simplify(tirx.max(tirx.min(offset, i32(atom.hi)), i32(atom.lo)) - atom.lo)
-                    reads.append((tile, h, w, entry))
+                    reads.append((tile, h, w, entry, atom))
         if not reads:
             return fills
-        table = self.table(atom, mask)
         stage, cb = self.staging(len(reads))
         reader = [ops.call("cb_reserve_back", cb, len(reads))]
-        reader += [ops.call("read_tile", cb, k, table.name, entry, 0) for k, (_, _, _, entry) in enumerate(reads)]
+        reader += [ops.call("read_tile", cb, n, self.table(atom, mask).name, entry, 0)
+                   for n, (_, _, _, entry, atom) in enumerate(reads)]
         reader += [ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, len(reads)),
                    ops.call("compute_receive", cb, stage.name)]
-        moves = [tile_call("copy", tile, region(stage, [k * TILE, 0], [h, w]))
-                 for k, (tile, h, w, _) in enumerate(reads)]
+        moves = [tile_call("copy", tile, region(stage, [n * TILE, 0], [h, w]))
+                 for n, (tile, h, w, _, _) in enumerate(reads)]
         return fills + reader + moves
 
     def run(self):

@@ -578,6 +578,68 @@ def test_if_inside_a_parallel_loop_is_per_element():
     np.testing.assert_allclose(outcome.outputs["C"], want, rtol=1e-2, atol=5e-2)
 
 
+BLOCK_MASK = src('''
+    @tilelang.jit
+    def block_causal(M=128, N=128, block_M=64, block=32, dtype=T.float32):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+            with T.Kernel(M // block_M) as bx:
+                x = T.alloc_fragment((block_M, N), dtype)
+                T.copy(X[bx * block_M, 0], x)
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = T.if_then_else((bx * block_M + i) // block >= j // block, x[i, j], 0)
+                T.copy(x, Y[bx * block_M, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("block", [32, 64])
+def test_a_mask_constant_in_each_tile_is_lowered(block):
+    np = __import__("numpy")
+    _, outcome = run_kernel(BLOCK_MASK, "block_causal", {"block": block}, seed=11)
+    rows, cols = np.indices((128, 128))
+    want = np.where(rows // block >= cols // block, outcome.inputs["X"], 0)
+    np.testing.assert_array_equal(outcome.outputs["Y"], want)
+
+
+def test_a_mask_that_varies_inside_a_tile_but_not_linearly_is_located():
+    err = error_of(BLOCK_MASK, entry="block_causal", params={"block": 16})
+    assert "is not linear in the element indices inside a 32x32 tile" in err.message
+    assert err.location.line == line_of(BLOCK_MASK, "T.if_then_else((bx * block_M + i) // block")
+
+
+def test_a_mask_whose_offset_picks_by_block_is_read_from_its_table():
+    """The table entry the reader computes holds a T.if_then_else of the block index (a ternary in reader.cpp)."""
+    np = __import__("numpy")
+    source = BLOCK_MASK.replace("(bx * block_M + i) // block >= j // block",
+                                "(bx * block_M + i) // block >= j // block + T.if_then_else(bx < 1, 0, 1)")
+    result, outcome = run_kernel(source, "block_causal", {"block": 32}, seed=12)
+    assert b"bx < 1 ?" in result.artifacts["reader.cpp"]
+    rows, cols = np.indices((128, 128))
+    shift = (rows >= 64).astype(int)                 # block 0 (rows 0..63): 0; block 1: 1
+    want = np.where(rows // 32 >= cols // 32 + shift, outcome.inputs["X"], 0)
+    np.testing.assert_array_equal(outcome.outputs["Y"], want)
+
+
+def test_a_tile_filled_in_a_branch_and_used_after_it_is_located():
+    source = src('''
+        @T.prim_func
+        def main(X: T.Tensor((64, 32), "float32"), Z: T.Tensor((64, 32), "float32"), Y: T.Tensor((64, 32), "float32")):
+            with T.Kernel(2) as bx:
+                s = T.alloc_shared((32, 32), "float32")
+                x = T.alloc_fragment((32, 32), "float32")
+                if bx < 1:
+                    T.copy(X[bx * 32, 0], s)
+                else:
+                    T.copy(Z[bx * 32, 0], s)
+                T.copy(s, x)
+                T.copy(x, Y[bx * 32, 0])
+    ''')
+    err = error_of(source)
+    assert "`s` is read from DRAM inside a loop or an `if` branch" in err.message and "used after it" in err.message
+    assert err.location.line == line_of(source, "T.copy(s, x)")
+
+
 # ---- parameters typed from the factory -------------------------------------------------------------------------
 def test_parameters_are_typed_from_the_signature():
     from compiler.frontend.tilelang.params import type_params

@@ -286,6 +286,8 @@ class Recorder:
         self.lines: list[tuple[int, object, SourceLocation | None]] = []
         self.depth = 0
         self.loops: list[tuple[int, int, bool]] = []  # (depth, index of the `for` line, may run no iteration)
+        self.loop_fills: list[dict] = []            # per open loop: staging tile -> where it was filled from DRAM
+        self.filled_in_closed_loop: dict = {}       # staging tile -> where: filled inside a loop that has ended
         self.parallel: ParallelScope | None = None
         self.kernel_state = "before"          # before | open | closed
         self.names: set[str] = set()
@@ -354,6 +356,12 @@ class Recorder:
                 return Region(self.aliases[arg.buffer], arg.starts, arg.extents)
             return arg
         args = [op.args[0]] + [current(a) for a in op.args[1:]]
+        for a in args[1:]:
+            if isinstance(a, Region) and a.buffer in self.filled_in_closed_loop:
+                from .diagnostics import fail
+                fail(f"`{a.buffer.name}` is read from DRAM inside a loop or an `if` branch ({self.filled_in_closed_loop[a.buffer]}) "
+                     "and used after it; on Tenstorrent a tile the reader fills is consumed where it is filled",
+                     hint="use it inside that loop or branch, or copy it into a fragment there", location=location)
         dst = args[0]
         if isinstance(dst, Region):
             buf = dst.buffer
@@ -361,6 +369,9 @@ class Recorder:
             if from_dram:
                 self.aliases.pop(buf, None)
                 self.filled_at[buf] = len(self.lines)
+                self.filled_in_closed_loop.pop(buf, None)
+                if self.loop_fills:
+                    self.loop_fills[-1][buf] = f"line {location.line}" if location and location.line else "a loop"
             elif buf.filled_from_dram:
                 alias = self.aliases.get(buf)
                 if alias is None:
@@ -403,6 +414,7 @@ class Recorder:
         var = Var(self.fresh(self.target_name(location), "k"), "loop", extent)
         lo, hi = render_int(wrap(start), "a loop bound"), render_int(wrap(stop), "a loop bound")
         self.loops.append((self.depth, len(self.lines), s is None or e is None))
+        self.loop_fills.append({})
         self.emit(f"for {var.name} in range({hi if lo == '0' else f'{lo}, {hi}'}):", location)
         self.depth += 1
         if stages:
@@ -411,6 +423,7 @@ class Recorder:
 
     def close_loop(self):
         depth, index, _ = self.loops.pop()
+        self.filled_in_closed_loop.update(self.loop_fills.pop())
         self.depth = depth
         if index == len(self.lines) - 1:   # nothing recorded in the body: drop the loop
             self.lines.pop()
