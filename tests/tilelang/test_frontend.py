@@ -640,6 +640,42 @@ def test_a_tile_filled_in_a_branch_and_used_after_it_is_located():
     assert err.location.line == line_of(source, "T.copy(s, x)")
 
 
+LOOP_CARRIED = src('''
+    @tilelang.jit
+    def carried(M=128, N=64, block_M=32, dtype=T.float32):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+            with T.Kernel(M // block_M) as bx:
+                x = T.alloc_fragment((block_M, N), dtype)
+                T.copy(X[bx * block_M, 0], x)
+                for k in T.serial(2):
+                    if bx >= 1:
+                        if k == 1:
+                            for i, j in T.Parallel(block_M, N):
+                                x[i, j] = x[i, j] + 1.0
+                    for i, j in T.Parallel(block_M, N):
+                        if j < 32:
+                            x[i, j] = x[i, j] * 2.0
+                T.copy(x, Y[bx * block_M, 0])
+        return main
+''')
+
+
+def test_a_staged_tile_updated_across_loop_iterations_and_branches_carries_its_value():
+    """Every iteration reads the previous one's values (before: each re-read the staged data)."""
+    np = __import__("numpy")
+    _, outcome = run_kernel(LOOP_CARRIED, "carried", seed=13)
+    x = outcome.inputs["X"].astype(np.float64)
+    want = x.copy()
+    for block in range(4):
+        rows = slice(block * 32, block * 32 + 32)
+        for k in range(2):
+            if block >= 1 and k == 1:
+                want[rows] += 1
+            want[rows, :32] *= 2
+    np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-6, atol=1e-6)
+
+
 # ---- parameters typed from the factory -------------------------------------------------------------------------
 def test_parameters_are_typed_from_the_signature():
     from compiler.frontend.tilelang.params import type_params

@@ -380,14 +380,16 @@ class Recorder:
                         unify(alias, buf)
                     self.aliases[buf] = alias
                     filled = self.filled_at.get(buf, -1)
-                    skippable = next(((depth, index) for depth, index, may_skip in self.loops
-                                      if may_skip and index > filled), None)
-                    if skippable is not None:
-                        # made inside a loop some cores may not enter (an `if` on the block index, a bound that can
-                        # be 0): the copy starts as the staged data before it, so reads after it see x everywhere
+                    outer = next(((depth, index) for depth, index, _ in self.loops if index > filled), None)
+                    if outer is not None:
+                        # made inside loops entered after the fill: the copy starts as the staged data before the
+                        # outermost of them, and every read from here on (this op's too) is of the copy -- a later
+                        # iteration sees the previous one's values, a core that skips an `if` sees the staged data
                         whole = Region(buf, tuple(wrap(0) for _ in buf.shape), buf.shape)
-                        self.insert_line(skippable[1], (skippable[0], TileOp("copy", (
+                        self.insert_line(outer[1], (outer[0], TileOp("copy", (
                             Region(alias, whole.starts, whole.extents), whole)), location))
+                        args = [args[0]] + [Region(alias, a.starts, a.extents)
+                                            if isinstance(a, Region) and a.buffer is buf else a for a in args[1:]]
                     elif not (dst.extents is not None and tuple(dst.extents) == buf.shape):
                         # a partial write: the rest of the computed copy starts as the staged data
                         whole = Region(buf, tuple(wrap(0) for _ in buf.shape), buf.shape)
