@@ -250,9 +250,12 @@ class _BindAnnotations(ast.NodeTransformer):
 IF, AND, OR, NOT = "__tilefarm_if__", "__tilefarm_and__", "__tilefarm_or__", "__tilefarm_not__"
 
 
+_BODIES = ("body", "orelse", "finalbody", "handlers")     # the fields of a statement that hold statements
+
+
 def _statements(node):
     """Every statement under `node`, through statement bodies only (expressions are not walked: cheap)."""
-    for part in ("body", "orelse", "finalbody", "handlers"):
+    for part in _BODIES:
         for child in getattr(node, part, None) or ():
             yield child
             yield from _statements(child)
@@ -270,7 +273,7 @@ class _KernelIfs:
 
     def visit(self, node):
         """Rewrites the `if` statements under `node` in place (statement bodies only: an `if` is a statement)."""
-        for part in ("body", "orelse", "finalbody", "handlers"):
+        for part in _BODIES:
             stmts = getattr(node, part, None)
             if not stmts:
                 continue

@@ -201,7 +201,7 @@ def index_arith(e):
     """An integer value of block and loop indices, with its conditions (comparisons, T.And/Or/Not, T.if_then_else)
     turned into integer arithmetic (T.min/T.max, products): what a loop bound or a guard can hold. None when `e`
     depends on data values or is not an integer of indices."""
-    if isinstance(e, (bool, int)) or isinstance(e, (Var, Const)):
+    if isinstance(e, (bool, int, Var, Const)):
         return wrap(e) if is_index(wrap(e)) else None
     if isinstance(e, Bin):
         a, b = index_arith(e.a), index_arith(e.b)

@@ -300,30 +300,29 @@ def _truthy(value):
     return value.get() if isinstance(value, SizeVar) else value
 
 
-def kernel_and(*thunks):
-    """`a and b` in an `if` test: Python's short-circuit on Python values, T.And of kernel conditions."""
+def _short_circuit(op: str, thunks):
+    """`a and b` / `a or b` in an `if` test: Python's short-circuit on Python values (the value that decides is
+    returned, as Python returns it), T.And / T.Or of the kernel conditions."""
+    deciding = (lambda v: not v) if op == "and" else bool
     conditions = []
     for thunk in thunks:
         value = _truthy(thunk())
         if not isinstance(value, Expr):
-            if not value:
+            if deciding(value):
                 return value
             continue
         conditions.append(value)
-    return Logic("and", tuple(conditions)) if len(conditions) > 1 else conditions[0] if conditions else True
+    if not conditions:
+        return op == "and"
+    return Logic(op, tuple(conditions)) if len(conditions) > 1 else conditions[0]
+
+
+def kernel_and(*thunks):
+    return _short_circuit("and", thunks)
 
 
 def kernel_or(*thunks):
-    """`a or b` in an `if` test: Python's short-circuit on Python values, T.Or of kernel conditions."""
-    conditions = []
-    for thunk in thunks:
-        value = _truthy(thunk())
-        if not isinstance(value, Expr):
-            if value:
-                return value
-            continue
-        conditions.append(value)
-    return Logic("or", tuple(conditions)) if len(conditions) > 1 else conditions[0] if conditions else False
+    return _short_circuit("or", thunks)
 
 
 def kernel_not(value):
@@ -418,10 +417,10 @@ def alloc_var(dtype, init=None, scope="local.var"):
     if init is None:
         return _UnassignedVar(dtype, user_location())
     init = number(init)
-    if isinstance(init, Expr) or isinstance(init, (int, float)):
-        return init if dtype_name(dtype) not in ("float32", "float16", "bfloat16") or not isinstance(init, int) \
-            else float(init)
-    fail(f"T.alloc_var init must be a number or a kernel expression, got {type(init).__name__}")
+    if not isinstance(init, (Expr, int, float)):
+        fail(f"T.alloc_var init must be a number or a kernel expression, got {type(init).__name__}")
+    floating = dtype_name(dtype).startswith(("float", "bfloat"))
+    return float(init) if floating and isinstance(init, int) else init
 
 
 def alloc_shared(shape, dtype, scope="shared.dyn"):

@@ -285,7 +285,7 @@ class Recorder:
         self.allocs: list[tuple[Buffer, SourceLocation | None]] = []
         self.lines: list[tuple[int, object, SourceLocation | None]] = []
         self.depth = 0
-        self.loops: list[tuple[int, int, bool]] = []  # (depth, index of the `for` line, may run no iteration)
+        self.loops: list[tuple[int, int]] = []    # (depth, index of the `for` line)
         self.loop_fills: list[dict] = []            # per open loop: staging tile -> where it was filled from DRAM
         self.filled_in_closed_loop: dict = {}       # staging tile -> where: filled inside a loop that has ended
         self.parallel: ParallelScope | None = None
@@ -380,7 +380,7 @@ class Recorder:
                         unify(alias, buf)
                     self.aliases[buf] = alias
                     filled = self.filled_at.get(buf, -1)
-                    outer = next(((depth, index) for depth, index, _ in self.loops if index > filled), None)
+                    outer = next(((depth, index) for depth, index in self.loops if index > filled), None)
                     if outer is not None:
                         # made inside loops entered after the fill: the copy starts as the staged data before the
                         # outermost of them, and every read from here on (this op's too) is of the copy -- a later
@@ -401,7 +401,7 @@ class Recorder:
     def insert_line(self, index: int, entry) -> None:
         """A line recorded earlier than the current end (before an open loop's `for` line)."""
         self.lines.insert(index, entry)
-        self.loops = [(depth, i + 1 if i >= index else i, may_skip) for depth, i, may_skip in self.loops]
+        self.loops = [(depth, i + 1 if i >= index else i) for depth, i in self.loops]
         self.filled_at = {b: i + 1 if i >= index else i for b, i in self.filled_at.items()}
 
     def op(self, name: str, *args, location=None, **kwargs):
@@ -415,7 +415,7 @@ class Recorder:
         extent = (e - s) if s is not None and e is not None else wrap(stop) - wrap(start)
         var = Var(self.fresh(self.target_name(location), "k"), "loop", extent)
         lo, hi = render_int(wrap(start), "a loop bound"), render_int(wrap(stop), "a loop bound")
-        self.loops.append((self.depth, len(self.lines), s is None or e is None))
+        self.loops.append((self.depth, len(self.lines)))
         self.loop_fills.append({})
         self.emit(f"for {var.name} in range({hi if lo == '0' else f'{lo}, {hi}'}):", location)
         self.depth += 1
@@ -424,7 +424,7 @@ class Recorder:
         return var
 
     def close_loop(self):
-        depth, index, _ = self.loops.pop()
+        depth, index = self.loops.pop()
         self.filled_in_closed_loop.update(self.loop_fills.pop())
         self.depth = depth
         if index == len(self.lines) - 1:   # nothing recorded in the body: drop the loop
