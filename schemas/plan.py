@@ -115,6 +115,8 @@ class CircularBufferPlan(_Strict):
     producer: Literal["reader", "writer", "compute"]
     consumer: Literal["compute", "writer"]
     tiles: list[int] | None
+    shares_with: int | None = Field(default=None, description="the CB index whose L1 this CB shares (an output CB "
+                                    "the accumulator's last K step packs into): one allocation, two views")
 
 
 class RuntimeArg(_Strict):

@@ -70,8 +70,10 @@ def test_verification_catches_a_wrong_tile_index(compiled):
     path = ROOT / "examples" / "gemm_bf16_blocks.py"
     artifacts = dict(compiled(path, blocking="as_written").artifacts)   # its own 2 x 2-tile blocks
     compute = artifacts["compute.cpp"].decode()
-    assert "ti * 2 + kk, kk * 2 + tj" in compute
-    artifacts["compute.cpp"] = compute.replace("ti * 2 + kk, kk * 2 + tj", "ti * 2 + kk, tj * 2 + kk").encode()
+    # one matmul_block per K tile over the 2 x 2 destination: B's tiles of K step kk start at kk * 2
+    assert "matmul_block(cb_A_s, cb_B_s, kk, kk * 2, 0, 0, 2, 2, 2)" in compute
+    artifacts["compute.cpp"] = compute.replace("matmul_block(cb_A_s, cb_B_s, kk, kk * 2,",
+                                               "matmul_block(cb_A_s, cb_B_s, kk, kk,").encode()
     outcome = emulate(artifacts, source=path.read_text(), filename=str(path))
     assert not outcome.passed
     text = outcome.verification.render()

@@ -3,6 +3,7 @@ a matmul_tiles per tile product), and the accumulator kept in L1 across K steps 
 instead of being copied back into DST every step. Both verify against the reference."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -30,8 +31,33 @@ def test_k_steps_accumulate_in_l1_with_block_matmuls(arch):
     assert blocks and "matmul_tiles" not in k_loop
     ct, rt, kt = (int(x) for x in blocks[0].rstrip(")").split(", ")[-3:])
     assert ct * rt >= 2 and kt >= 1
-    assert "pack_reconfig_l1_acc(1)" in k_loop and "pack_reconfig_l1_acc(0)" in k_loop
+    # the first K step packs its sums as they are (over the zero version), the later ones add to them
+    assert "pack_reconfig_l1_acc((k != 0 ? 1 : 0))" in k_loop and "pack_reconfig_l1_acc(0)" in k_loop
     assert "copy_tile(cb_C_local" not in k_loop  # the partial sums are not reloaded into DST each K step
+    # ... so no zeros are packed before the K loop (the zero version's pages are only reserved and pushed), and
+    # T.clear of the fresh accumulator is no code at all
+    before = compute[compute.index("for (uint32_t i = 0;"):compute.index("for (uint32_t k = 0;")]
+    assert "pack_tile" not in before and "tile_regs_acquire" not in before
+    # a group waits for its own pages of the accumulator; the K step does not wait for the whole of it (the
+    # packer's last group would stall the next step's math): the whole-buffer wait comes after the loop
+    n_tiles = int(re.search(r"// C_local: (\d+) x", compute).group(1))
+    assert f"cb_wait_front(cb_C_local, {n_tiles});" not in k_loop
+    assert re.search(r"tile_regs_acquire\(\);\s*cb_wait_front\(cb_C_local, \d+\);\s*cb_pop_front\(cb_C_local", k_loop)
+    # the last K step packs the sums into the output CB, which shares the accumulator's L1 (C is float32 like
+    # C_local): no copy of C_local through DST, the writer takes the result group by group
+    assert "copy_tile(cb_C_local" not in compute and "cb_wait_front(cb_C_local, {n_tiles});" not in compute
+    steps = int(re.search(r"for \(uint32_t k = 0; k < (\d+);", compute).group(1))
+    last = compute[compute.index("cb_pop_front(cb_B_shared"):]
+    assert "matmul_block(" in last and re.search(r"pack_tile\(\w+, cb_C, \w+\)", last) and "cb_push_back(cb_C," in last
+    assert f"cb_reserve_back(cb_C, {n_tiles});" in before and f"cb_pop_front(cb_C_local, {n_tiles});" not in compute
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    cbs = {cb["name"]: cb for cb in plan["circular_buffers"]}
+    assert cbs["cb_C"]["shares_with"] == cbs["cb_C_local"]["index"] and cbs["cb_C"]["total_bytes"] == 0
+    total = int(re.search(r"\((\d+) steps", " ".join(plan["schedule"]["explain"])).group(1))
+    assert cbs["cb_C"]["num_pages"] == n_tiles and steps == total - 1   # the last step is peeled off the loop
+    main = compiled.artifacts["main.cpp"].decode()
+    assert re.search(r"CircularBufferConfig\(\d+, \{\{tt::CBIndex::c_%d, [^}]*\}, \{tt::CBIndex::c_%d,"
+                     % (cbs["cb_C_local"]["index"], cbs["cb_C"]["index"]), main)
     # configured once per K step, before the groups (nothing in the group loop reconfigures the engines)
     assert k_loop.count("matmul_block_init") == 1 and k_loop.index("matmul_block_init") < k_loop.index("tile_regs_acquire")
     outcome = api.emulate(compiled.artifacts, target=TargetConfig(arch=arch), source=GEMM, filename="gemm.py",
@@ -51,5 +77,72 @@ def test_an_accumulator_the_window_also_reads_is_loaded_into_dst():
     params = {"M": 128, "N": 128, "K": 512, "dtype": "bfloat16"}
     compiled = api.compile_source(source, filename="gemm.py", entry="matmul", target=TargetConfig(), params=params)
     outcome = api.emulate(compiled.artifacts, target=TargetConfig(), source=source, filename="gemm.py",
+                          entry=compiled.entry, params=params)
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_a_buffer_read_before_the_k_loop_keeps_its_zeros():
+    """The first-step overwrite is only for an accumulator nothing reads first: C_local + 1 before the loop
+    needs the packed zero version, and every K step adds (checked against the reference, which adds 1)."""
+    source = GEMM.replace("T.clear(C_local)\n",
+                          "T.clear(C_local)\n            for i, j in T.Parallel(block_M, block_N):\n"
+                          "                C_local[i, j] = C_local[i, j] + 1.0\n")
+    assert source != GEMM
+    params = {"M": 256, "N": 256, "K": 512, "dtype": "bfloat16"}
+    compiled = api.compile_source(source, filename="gemm.py", entry="matmul", target=TargetConfig(), params=params)
+    compute = compiled.artifacts["compute.cpp"].decode()
+    assert "(k != 0 ? 1 : 0)" not in compute
+    outcome = api.emulate(compiled.artifacts, target=TargetConfig(), source=source, filename="gemm.py",
+                          entry=compiled.entry, params=params)
+    assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_an_accumulator_that_fits_dst_is_one_matmul_block_per_k_tile(arch):
+    """A bf16 accumulator of 4 x 4 tiles stays in DST over the whole K loop (a flat window): one matmul_block per
+    K tile for the whole block, not a matmul_tiles and an init per output tile."""
+    params = {"M": 1024, "N": 1024, "K": 1024, "dtype": "bfloat16", "accum_dtype": "bfloat16"}
+    compiled = compile_gemm(arch, **params)
+    compute = compiled.artifacts["compute.cpp"].decode()
+    assert "matmul_tiles" not in compute and "pack_reconfig_l1_acc" not in compute
+    blocks = re.findall(r"matmul_block\((?:[^()]|\([^()]*\))*\)", compute)
+    ct, rt, kt = (int(x) for x in blocks[0].rstrip(")").split(", ")[-3:])
+    assert len(blocks) == 1 and ct * rt >= 4
+    outcome = api.emulate(compiled.artifacts, target=TargetConfig(arch=arch), source=GEMM, filename="gemm.py",
+                          entry=compiled.entry, params=params)
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_an_output_in_another_format_is_copied_after_the_loop():
+    """TileLang's own GEMM writes C in the input dtype (bf16) from a float32 accumulator: the packer cannot add
+    float32 sums into bf16 pages, so the K loop keeps every step and the result goes through DST once after it,
+    waiting for the whole accumulator first (the K steps themselves wait for each group's pages only)."""
+    source = (ROOT / "examples" / "tilelang" / "matmul.py").read_text()
+    params = {"A": "bfloat16[512,256]", "B": "bfloat16[256,512]", "dtype": "bfloat16"}
+    target = TargetConfig(core_grid=(2, 2))
+    compiled = api.compile_source(source, filename="matmul.py", entry="matmul", target=target, params=params)
+    compute = compiled.artifacts["compute.cpp"].decode()
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    assert all(cb.get("shares_with") is None for cb in plan["circular_buffers"])
+    n_tiles = int(re.search(r"// C_local: (\d+) x", compute).group(1))
+    after = compute[compute.index("cb_pop_front(cb_B_shared"):]
+    assert after.index(f"cb_wait_front(cb_C_local, {n_tiles});") < after.index("copy_tile(cb_C_local")
+    outcome = api.emulate(compiled.artifacts, target=target, source=source, filename="matmul.py",
+                          entry=compiled.entry, params=params)
+    assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("k", [32, 512])
+def test_blocks_that_follow_each_other_on_a_core_keep_their_results(k):
+    """One core computing 16 blocks in turn, its output CB sharing the accumulator's L1: the next block's first K
+    step must not overwrite a result the writer has not yet sent (the compute reserves the whole output block
+    first). A one-step K loop is the peeled step alone (it packs over the zero version)."""
+    params = {"M": 512, "N": 512, "K": k, "block_M": 128, "block_N": 128, "dtype": "bfloat16"}  # 16 fp32 tiles
+    target = TargetConfig(core_grid=(1, 1), blocking="as_written")
+    compiled = api.compile_source(GEMM, filename="gemm.py", entry="matmul", target=target, params=params)
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    assert plan["work"]["cores"][0]["count"] == 16
+    assert any(cb.get("shares_with") is not None for cb in plan["circular_buffers"])
+    outcome = api.emulate(compiled.artifacts, target=target, source=GEMM, filename="gemm.py",
                           entry=compiled.entry, params=params)
     assert outcome.passed, outcome.verification.render()

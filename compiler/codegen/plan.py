@@ -80,7 +80,10 @@ def build_plan(mod) -> dict:
         if "generator" in info:
             entry["generator"] = info["generator"]
         buffers.append(entry)
-    cbs = [dict(c, total_bytes=c["page_bytes"] * c["num_pages"]) for c in attrs.CB_CONFIG.get(compute)]
+    # a CB that shares another's L1 (an output CB over the accumulator it is packed from) adds no bytes
+    cbs = [dict(c, shares_with=c.get("shares_with"),
+                total_bytes=0 if c.get("shares_with") is not None else c["page_bytes"] * c["num_pages"])
+           for c in attrs.CB_CONFIG.get(compute)]
     multicast = multicast_plan(attrs.MULTICAST.get(compute, []) or [], {c["index"]: c for c in cbs})
     by_cb = {g["cb"]: {tuple(c["core"]): c for c in g["cores"]} for g in multicast}
     kernels = []

@@ -55,8 +55,8 @@ def main(A: T.Buffer((128, 128), "float16"), C: T.Buffer((128, 32), "float32")):
 def test_cb_protocol_balances_with_a_block_dependent_trip_count():
     _, after = apply(CAUSAL_LOOP, "TTVerifyProgram")
     balance = after["compute"].attrs["tt.verification"]["cb_pages_per_block"]
-    assert {name: len(set(int(v) for v in pages.values())) for name, pages in balance.items()} == \
-        {name: 1 for name in balance}
+    assert all(len({int(pages[k]) for k in ("cb_reserve_back", "cb_push_back", "cb_pop_front")}) == 1
+               and int(pages["cb_wait_front"]) >= int(pages["cb_pop_front"]) for pages in balance.values())
     # a reader that skips the last page of its loop no longer balances: the verifier names the CB
     from compiler import ops
     import tvm_ffi
@@ -69,4 +69,22 @@ def test_cb_protocol_balances_with_a_block_dependent_trip_count():
     broken = after.__class__({**{gv.name_hint: f for gv, f in after.functions.items()},
                               "reader": reader.with_body(tvm_ffi.structural_map(reader.body, (tirx.Evaluate, drop_push)))})
     with pytest.raises(CompileError, match=r"CB cb_A_s \(c_0\) is unbalanced per block"):
+        verify(broken)
+
+
+def test_a_consumer_that_pops_pages_it_never_waited_for_is_unbalanced():
+    """Waiting again is legal; popping without a wait is not (the pages may not be there yet)."""
+    _, after = apply(CAUSAL_LOOP, "TTVerifyProgram")
+    from compiler import ops
+    import tvm_ffi
+    from tvm import tirx
+
+    def drop_wait(stmt):
+        found = ops.intrinsic_of(stmt)
+        return tirx.Evaluate(0) if found and found[0].name == "cb_wait_front" and int(found[1][0]) == 0 else stmt
+    compute = after["compute"]
+    broken = after.__class__({**{gv.name_hint: f for gv, f in after.functions.items()},
+                              "compute": compute.with_body(tvm_ffi.structural_map(compute.body,
+                                                                                  (tirx.Evaluate, drop_wait)))})
+    with pytest.raises(CompileError, match=r"CB cb_A_s \(c_0\) is unbalanced per block: .*cb_wait_front 0"):
         verify(broken)

@@ -60,6 +60,7 @@ class Tensorizer:
         self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
         self.scaler_cb = None
         self.first_gemm = None
+        self.aliases: dict[int, int] = {}        # output CB -> the accumulator CB whose L1 it shares (emit.py)
 
     def error(self, node, message, hint=None):
         return error_at(node, self.func, message, stage=STAGE, hint=hint)
@@ -132,10 +133,12 @@ class Tensorizer:
                 raise self.error(entry[2].call, f"`{name}` is read before it is initialized",
                                  hint=f"start with T.tile.zero({name}) or T.tile.fill({name}, ...)")
 
-    def zero_version(self, name: str) -> list:
+    def zero_version(self, name: str, packed: bool = True) -> list:
         """The buffer's first version: zero pages, packed a DST-full at a time from the zeroed DST (every release
-        leaves its section zeroed)."""
+        leaves its section zeroed); not packed when nothing reads them (the first writer overwrites them)."""
         cb, n = self.resident[name], self.ntiles(name)
+        if not packed:
+            return [ops.call("cb_reserve_back", cb, n), ops.call("cb_push_back", cb, n), ops.call("cb_wait_front", cb, n)]
         group = max(g for g in range(1, min(n, self.capacity) + 1) if n % g == 0)
         t, q = tirx.Var("t", "int32"), tirx.Var("q", "int32")
         first = t * group if n // group > 1 else tirx.IntImm("int32", 0)
@@ -161,9 +164,16 @@ class Tensorizer:
         self.two_versions = two_versions(items)
         self.make_resident(sorted(cb_resident(items, lambda n: self.roles.get(n) == "compute", self.buffer_tiles()),
                                   key=list(self.buffers).index))
-        body = Emitter(self).items(items)
-        versions = [s for name in self.resident for s in self.zero_version(name)]
-        last = [ops.call("cb_pop_front", cb, self.ntiles(name)) for name, cb in self.resident.items()]
+        emitter = Emitter(self)
+        body = emitter.items(items)
+        versions = [s for name in self.resident for s in self.zero_version(name, packed=name not in emitter.zero_unread)]
+        # an output CB sharing an accumulator's L1: the block's result pages are free only once the writer has
+        # taken the previous block's (the accumulator's last step packs them); the accumulator ends the block empty
+        shared = {cb: out for out, cb in self.aliases.items()}
+        versions = [ops.call("cb_reserve_back", out, self.cbs[out]["num_pages"]) for out in self.aliases] + versions
+        last = [ops.call("cb_pop_front", cb, self.ntiles(name)) for name, cb in self.resident.items() if cb not in shared]
+        for out, cb in self.aliases.items():
+            self.cbs[out]["shares_with"] = cb
         loop = tirx.For(block.loop_var, block.min, block.extent, block.kind, seq(binds + versions + body + last))
         before, after = stmts[:first_loop], stmts[first_loop + 1:]
         setup, teardown = [], []

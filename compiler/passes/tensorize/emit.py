@@ -9,6 +9,7 @@ arrive (hoisted before a grouped window) and popped when the statement list is d
 """
 from __future__ import annotations
 
+import tvm
 import tvm_ffi
 from tvm import tirx
 
@@ -55,6 +56,73 @@ def _intrinsic_name(node) -> str | None:
     return found[0].name if found is not None else None
 
 
+def _touches(item, tz) -> set | None:
+    """The CBs an item of the plan may read or write; None when it cannot be told (a plain statement)."""
+    if isinstance(item, Window):
+        found: dict = {}
+        _accesses(item.items, id(item), found)
+        return {tz.cb_of(b) for b in found if b in tz.resident or b in tz.staging_cb} | \
+            {entry[1] for entry in item.items if entry[0] in ("receive", "send")}
+    if isinstance(item, LoopItem):
+        out: set = set()
+        for sub in item.body:
+            t = _touches(sub, tz)
+            if t is None:
+                return None
+            out |= t
+        return out
+    if isinstance(item, SendFromCB):
+        return {item.send[1], tz.cb_of(item.send[2])}
+    if isinstance(item, tuple) and item[0] == "receive":
+        return {item[1]}
+    if isinstance(item, tirx.Stmt):   # a statement reaches a CB only through our intrinsics' cb arguments
+        found: set = set()
+
+        def visit(node):
+            spec = ops.intrinsic_of(node)
+            if spec is not None:
+                found.update(int(a) for kind, a in zip(spec[0].args, spec[1]) if kind == "cb")
+        tvm_ffi.structural_walk(item, [(tvm.ir.Call, visit)], order="pre")
+        return found
+    return None
+
+
+def _writes_to(item, cb: int) -> bool:
+    """Does an item pack into output CB `cb` (a write-out)?"""
+    if isinstance(item, Window):
+        return any(entry[0] == "send" and entry[1] == cb for entry in item.items)
+    if isinstance(item, SendFromCB):
+        return item.send[1] == cb
+    if isinstance(item, LoopItem):
+        return any(_writes_to(sub, cb) for sub in item.body)
+    return False
+
+
+def _group_waited(item, tz) -> set:
+    """The CBs a grouped window updates in place: it waits for each group's pages before popping them."""
+    if not isinstance(item, Window) or item.flat:
+        return set()
+    return {tz.resident[b] for b in item.written if b in tz.resident and b not in tz.two_versions}
+
+
+def _first_touch_covers(items, cb: int, tz) -> bool:
+    """Is the first item of `items` that touches `cb` a grouped window that waits for it group by group?"""
+    for item in items:
+        if isinstance(item, LoopItem):
+            touched = _touches(item, tz)
+            if touched is None:
+                return False
+            if cb in touched:
+                return _first_touch_covers(item.body, cb, tz)
+            continue
+        touched = _touches(item, tz)
+        if touched is None:
+            return False
+        if cb in touched:
+            return cb in _group_waited(item, tz)
+    return False
+
+
 def _has_gemm(items) -> bool:
     return any((item[0] == "op" and item[1].name == "gemm") or (item[0] == "loop" and _has_gemm(item[2]))
                for item in items if isinstance(item, tuple))
@@ -64,20 +132,84 @@ class Emitter:
     def __init__(self, tz):
         self.tz = tz
         self.strategies = Strategies(tz.fp32, tz.scaler)
+        # cb -> pages: a grouped window's in-place buffer is complete once its last group is packed; whoever reads it
+        # next waits for it (cb_wait_front), unless that is a grouped window, which waits for each group's pages
+        self.deferred: dict[int, int] = {}
+        # resident buffers still holding the all-zero version every block starts from (updated in place), while
+        # the items run once per block (outside any loop): zeroing them again is a no-op
+        self.known_zero = {b for b in tz.resident if b not in tz.two_versions}
+        self.loop_depth = 0
+        self.loops: list = []                   # the enclosing plan loops, outermost first
+        self.cbs_touched: set[int] = set()      # CBs any item emitted so far in the block may touch
+        self.all_touched = False
+        self.elided: set[int] = set()           # windows that need no code (their effect is already there)
+        # the write-out of an accumulator its K loop's last step can pack straight into the output CB (which then
+        # shares the accumulator's L1): window id -> (buffer, output CB); sends that need no code; the windows
+        # packing to the output CB in the loop's last step as it is emitted now (the loop is peeled)
+        self.fusable: dict[int, tuple[str, int]] = {}
+        self.fused_sends: set[int] = set()
+        self.fuse_now: set[int] = set()
+        # resident buffers whose zero version nothing reads: their first toucher overwrites them in its loop's
+        # first iteration (run() then gives them pages without packing zeros)
+        self.zero_unread: set[str] = set()
 
     # ---- statement lists ------------------------------------------------------------------------------------
-    def items(self, items: list) -> list:
+    def items(self, items: list, carry: bool = False) -> list:
+        """The statements of an item list. `carry` (a loop body): a deferred wait the body's next iteration
+        satisfies group by group may stay deferred past the body's end."""
         out, pending = [], {}
+        if self.loop_depth == 0:
+            self.find_fusions(items)
         for item in items:
+            if id(item) in self.fused_sends:
+                continue
+            out += self.flush(item)
             out += self.item(item, pending)
-        return out + self.pop_all(pending)
+            touched = _touches(item, self.tz) if id(item) not in self.elided else set()
+            if touched is None:
+                self.all_touched = True
+            else:
+                self.cbs_touched |= touched
+        out += self.pop_all(pending)
+        keep = {cb for cb in self.deferred if carry and _first_touch_covers(items, cb, self.tz)}
+        return out + self.flush(None, keep=keep)
+
+    def flush(self, item, keep: set = frozenset()) -> list:
+        """The deferred whole-buffer waits `item` needs first (all of them for None or an item that may touch any
+        CB), except those a grouped window waits for group by group."""
+        touched = _touches(item, self.tz) if item is not None else None
+        covered = _group_waited(item, self.tz) if item is not None else set()
+        out = []
+        for cb in list(self.deferred):
+            if cb in keep or cb in covered or (touched is not None and cb not in touched):
+                continue
+            out.append(ops.call("cb_wait_front", cb, self.deferred.pop(cb)))
+        return out
 
     def item(self, item, pending) -> list:
         if isinstance(item, Window):
             return self.window(item, pending)
         if isinstance(item, LoopItem):
             s = item.loop
-            return [tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(self.items(item.body)))]
+            fused = [w for w in item.body if id(w) in self.fusable]
+            self.loop_depth += 1
+            self.loops.append(s)
+            out = []
+            if fused:   # all iterations but the last as they are; the last packs the result into the output CB
+                extent = int(s.extent)
+                if extent > 1:
+                    out.append(tirx.For(s.loop_var, s.min, i32(extent - 1), s.kind,
+                                        seq(self.items(item.body, carry=True))))
+                self.fuse_now.update(id(w) for w in fused)
+                last = seq(self.items(item.body, carry=True))
+                self.fuse_now.clear()
+                value = s.min + i32(extent - 1)
+                out.append(tvm_ffi.structural_map(last, (tirx.Var, lambda v: value if v.same_as(s.loop_var) else v)))
+            else:
+                out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(self.items(item.body, carry=True))))
+            self.loops.pop()
+            self.loop_depth -= 1
+            return out
         if isinstance(item, SendFromCB):
             return self.send_from_cb(item.send)
         if isinstance(item, tuple) and item[0] == "receive":
@@ -102,13 +234,20 @@ class Emitter:
     def window(self, w: Window, pending: dict) -> list:
         tz = self.tz
         buffers = list(w.written)
+        if self.loop_depth == 0 and w.items and all(
+                it[0] == "op" and it[1].name == "zero" and it[1].whole and it[1].dst.name in self.known_zero
+                for it in w.items):
+            self.elided.add(id(w))
+            return []     # T.clear of a buffer nothing has written since the block's zero version
+        self.known_zero_at_entry = set(self.known_zero)
+        self.known_zero.difference_update(buffers)
         self.w = w
         window_accesses: dict = {}
         _accesses(w.items, id(w), window_accesses)
         preload = [b for b in buffers if b in tz.resident and first_use(window_accesses.get(b, []), tz.tiles(b))[0]
                    != "write"]
         resident = [b for b in buffers if b in tz.resident]
-        l1_acc = [b for b in preload if self.accumulates_in_l1(b, window_accesses.get(b, []))]
+        l1_acc = [b for b in preload if self.accumulates_in_l1(b, window_accesses.get(b, []), w)]
         preload = [b for b in preload if b not in l1_acc]
         if w.flat:
             self.base, total = {}, 0
@@ -140,6 +279,10 @@ class Emitter:
                 elif item[0] == "stmt":
                     before.append(item[1])
         body = [ops.call("tile_regs_acquire")]
+        if not w.flat:   # this group's pages of the old version, in case the window before left them in flight
+            body += [ops.call("cb_wait_front", tz.resident[b], self.group) for b in in_place]
+            for b in in_place:   # which is all a deferred wait for them was for
+                self.deferred.pop(tz.resident[b], None)
         for b in preload:
             body += self.positions(b, lambda slot, i, j, b=b: self.strategies.load(self.preload_src(b, i, j), slot))
             self.touched.add(b)
@@ -148,19 +291,23 @@ class Emitter:
             body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
         body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
+        fused = self.fusable[id(w)][0] if id(w) in self.fuse_now else None
         for b in resident:
             cb = tz.resident[b]
-            body += [ops.call("pack_reconfig_data_format", cb)]
-            if b in in_place:
+            # fused: the final sums land in the output CB's pages, which are the accumulator's (reserved for the
+            # whole block at its start); the accumulator's own pages are used up
+            target = self.fusable[id(w)][1] if b == fused else cb
+            body += [ops.call("pack_reconfig_data_format", target)]
+            if b in in_place and b != fused:
                 body.append(ops.call("cb_reserve_back", cb, at_once(b)))
             if b in l1_acc:
-                body.append(ops.call("pack_reconfig_l1_acc", i32(1)))
-            body += self.positions(b, lambda slot, i, j, cb=cb, b=b: [ops.call("pack_tile", slot, cb,
-                                                                               self.page_of(b, i, j, b in in_place))])
+                body.append(ops.call("pack_reconfig_l1_acc", self.l1_acc_flag(b)))
+            body += self.positions(b, lambda slot, i, j, t=target, b=b: [ops.call("pack_tile", slot, t,
+                                                                                  self.page_of(b, i, j, b in in_place))])
             if b in l1_acc:
                 body.append(ops.call("pack_reconfig_l1_acc", i32(0)))
             if b in in_place:
-                body.append(ops.call("cb_push_back", cb, at_once(b)))
+                body.append(ops.call("cb_push_back", target, at_once(b)))
         for item in w.items:
             if item[0] == "send":
                 body += self.pack_send(item)
@@ -173,10 +320,69 @@ class Emitter:
             cb, n = tz.resident[b], tz.ntiles(b)
             if b in versioned:
                 after += [ops.call("cb_push_back", cb, n), ops.call("cb_pop_front", cb, n)]
-            after.append(ops.call("cb_wait_front", cb, n))
+            if b == fused:
+                continue
+            if b in in_place and not w.flat:
+                self.deferred[cb] = n
+            else:
+                after.append(ops.call("cb_wait_front", cb, n))
         return before + body + after
 
-    def accumulates_in_l1(self, buffer: str, accesses: list) -> bool:
+    def find_fusions(self, items: list) -> None:
+        """T.copy(C_local, C) of a whole accumulator right after the K loop that accumulates it in L1 (and nothing
+        else touches it in the loop or after): the loop's last step packs its sums into the output CB instead, and
+        the output CB shares the accumulator's L1 (same format and size), as ttnn's matmul shares its partials and
+        output CBs. No copy pass through DST, and the writer streams the result while the last step runs."""
+        tz = self.tz
+        for at, send in enumerate(items):
+            if not isinstance(send, SendFromCB):
+                continue
+            _, out_cb, name, r0, c0, rows, cols = send.send
+            if name not in tz.resident or name in tz.two_versions or (r0, c0, rows, cols) != (0, 0, *tz.tiles(name)):
+                continue
+            cb = tz.resident[name]
+            if tz.cbs[cb]["data_format"] != tz.cbs[out_cb]["data_format"] or out_cb in tz.aliases:
+                continue
+            if any(_writes_to(other, out_cb) for other in items if other is not send):
+                continue
+            later = [_touches(other, tz) for other in items[at + 1:]]
+            if any(t is None or cb in t for t in later):
+                continue
+            loop = next((other for other in reversed(items[:at]) if _touches(other, tz) is None
+                         or cb in _touches(other, tz)), None)
+            if not isinstance(loop, LoopItem) or not isinstance(loop.loop.extent, tirx.IntImm) \
+                    or int(loop.loop.extent) < 1:
+                continue
+            inside = [other for other in loop.body if _touches(other, tz) is None or cb in _touches(other, tz)]
+            if len(inside) != 1 or not isinstance(inside[0], Window) or inside[0].flat:
+                continue
+            w = inside[0]
+            found: dict = {}
+            _accesses(w.items, id(w), found)
+            if name not in w.written or first_use(found.get(name, []), tz.tiles(name))[0] == "write" \
+                    or not self.accumulates_in_l1(name, found.get(name, []), w):
+                continue
+            self.fusable[id(w)] = (name, out_cb)
+            self.fused_sends.add(id(send))
+            tz.aliases[out_cb] = cb
+            tz.cbs[out_cb]["num_pages"] = tz.ntiles(name)
+
+    def l1_acc_flag(self, buffer: str):
+        """Packer L1 accumulation on, or off in the first iteration of the loop the window sits in when that
+        overwrites the block's zero version: the window is the first thing in the block to touch the buffer,
+        directly in a loop with a constant trip count of at least one (C = 0; for k: C += A_k @ B_k packs
+        A_0 @ B_0 as it is, as ttnn's matmul does, and the zero version needs no zeros)."""
+        tz = self.tz
+        cb = tz.resident[buffer]
+        if self.loop_depth != 1 or self.all_touched or cb in self.cbs_touched or buffer not in self.known_zero_at_entry:
+            return i32(1)
+        loop = self.loops[-1]
+        if not isinstance(loop.extent, tirx.IntImm) or int(loop.extent) < 1:
+            return i32(1)
+        self.zero_unread.add(buffer)
+        return tirx.Select(tirx.NE(loop.loop_var, loop.min), i32(1), i32(0))
+
+    def accumulates_in_l1(self, buffer: str, accesses: list, w: Window) -> bool:
         """Can the window leave `buffer`'s old value in L1 and have the packer add to it (packer L1 accumulation)
         instead of loading it into DST first? When the window only accumulates matmuls into it (C += A @ B: DST
         starts from the zeros the last release left), it is updated in place, and its CB holds exactly the buffer,
@@ -186,7 +392,7 @@ class Emitter:
         if buffer in tz.two_versions or tz.cbs[cb]["num_pages"] != tz.ntiles(buffer) \
                 or tz.cbs[cb]["data_format"] not in ("Float32", "Float16_b"):
             return False
-        mine = [a for a in accesses if a[0] == id(self.w)]
+        mine = [a for a in accesses if a[0] == id(w)]
         return bool(mine) and all(kind == "read" and isinstance(op, OpInfo) and op.name == "gemm" and op.accumulates
                                   and op.dst.name == buffer and all(o.region is None or o.region.name != buffer
                                                                     for o in op.operands)
@@ -299,6 +505,9 @@ class Emitter:
             j = p if rows_b == 1 else (i32(0) if cols_b == 1 else tirx.floormod(p, cols_b))
             body = seq(self.lower(info, self.base[dst.name] + self.q, i, j, fresh))
             return [tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, body) if self.group > 1 else body]
+        block = self.gemm_flat(info, fresh, r0, c0, rows, cols, dst_cols)
+        if block is not None:
+            return block
         return self.tile_loops(rows, cols, at)
 
     def lower(self, info, slot, i, j, fresh: bool) -> list:
@@ -368,6 +577,28 @@ class Emitter:
         return start + self.strategies.gemm_block(
             slot, Src("cb", cb=ca), Src("cb", cb=cb), k_tiles, lambda kk: (ar + i) * a_cols + ac + kk,
             lambda kk: (br + kk) * b_cols + bc + j, rt, ct, a_cols)
+
+    def gemm_flat(self, info, fresh: bool, r0: int, c0: int, rows: int, cols: int, dst_cols: int) -> list | None:
+        """A gemm in a flat window (its destination stays in DST for the whole window) whose destination spans
+        whole rows of its buffer, as one matmul_block per K tile over the whole rt x ct destination (its DST slots
+        are consecutive and row-major, as matmul_block lays them out). None otherwise (B transposed, a part of
+        the rows, a single tile): a matmul_tiles per tile."""
+        if info.name != "gemm" or bool(info.call.args[5]) or rows * cols < 2 or cols != dst_cols or c0 != 0:
+            return None
+        tz = self.tz
+        a, b = (o.region for o in info.operands)
+        ca, cb = tz.cb_of(a.name), tz.cb_of(b.name)
+        (ar, ac), (br, bc) = _tile_origin(a), _tile_origin(b)
+        a_cols, b_cols = tz.tiles(a.name)[1], tz.tiles(b.name)[1]
+        k_tiles = -(-a.extents[1] // TILE)
+        base = self.base[info.dst.name] + r0 * dst_cols
+        start = [] if info.accumulates or fresh else self.tile_loops(
+            rows, cols, lambda i, j: self.strategies.fill(base + i * cols + j, 0.0))
+        if tz.first_gemm is None:
+            tz.first_gemm = (ca, cb)
+        return start + self.strategies.gemm_block(
+            base, Src("cb", cb=ca), Src("cb", cb=cb), k_tiles, lambda kk: ar * a_cols + ac + kk,
+            lambda kk: (br + kk) * b_cols + bc, rows, cols, a_cols)
 
     def reduce(self, info, slot, i, j, fresh: bool) -> list:
         tz = self.tz

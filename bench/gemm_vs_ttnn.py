@@ -1,0 +1,106 @@
+"""tilefarm's GEMM (examples/tilelang/matmul.py, written as TileLang's current GEMM example: eager JIT, bf16 output)
+against ttnn's own 2-D multicast matmul, both under the emulator's one timing model (compiler/device_costs.json), shape for shape.
+
+ttnn: the wheel's kernels under tests/emulator/ttnn_programs/matmul_2d_mcast.cpp with the block sizes of the
+GEMM_FLOPS benchmark (bench/timing_model.py: `benchmark_config`; 1024^3 and 2048^3 are its (1, 1, 1) rows:
+in0_block_w = K/8/32, one out block per core; 4096^3 in0_block_w_div 1, 2 x 2 out blocks), packer L1 accumulation,
+bf16 DST as the report ran it (fp32_dest_acc_en False). The same kernels with fp32_dest_acc_en (an fp32 DST holds
+half the tiles: the largest subblock of at most 4 tiles; in0_block_w halved until the CBs fit L1) are the yardstick
+for a float32 accumulator. Measured: GEMM_FLOPS.md's DRAM-interleaved traced rows (bf16 DST) where it has them.
+
+tilefarm: the same kernel file compiled for each accumulator dtype (`accum_dtype` bfloat16 or float32), bf16 inputs
+and output, default blocking, timing-only runs on the emulator; DRAM reads from its counters.
+
+Both archs at 8x8 cores (the ttnn host program's grid); Blackhole also at tilefarm's default 13x10 grid.
+Usage: python bench/gemm_vs_ttnn.py [--quick]   (--quick: 1024^3 and 2048^3 on wormhole_b0 only)
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from compiler import api  # noqa: E402
+from compiler.toolchain import emulate  # noqa: E402
+from schemas.target import TargetConfig  # noqa: E402
+from timing_model import SUBBLOCKS, Runner, benchmark_config  # noqa: E402
+
+GEMM = ROOT / "examples" / "tilelang" / "matmul.py"
+# (n, in0_block_w_div, num_out_blocks_h, num_out_blocks_w): test_benchmark.py's bf16 rows at tt-metal b7c30ff06218
+SHAPES = [(1024, 1, 1, 1), (2048, 1, 1, 1), (4096, 1, 2, 2)]
+# GEMM_FLOPS.md, N150 out-of-box table, DRAM-interleaved, traced, bf16, HiFi2 (inference time, us)
+MEASURED_US = {(1024, "HiFi2"): 68.98, (2048, "HiFi2"): 298.92, (4096, "HiFi2"): 1983.0, (4096, "HiFi4"): 2720.0}
+
+
+def ttnn_fp32_dest(cfg):
+    """The benchmark's config with an fp32 DST: the largest subblock of at most 4 tiles that divides the block."""
+    h, w = cfg.out_block_h or cfg.per_core_m, cfg.out_block_w or cfg.per_core_n
+    sh, sw = next((a, b) for a, b in SUBBLOCKS if a * b <= 4 and h % a == 0 and w % b == 0)
+    return dataclasses.replace(cfg, fp32_dest_acc_en=True, out_subblock_h=sh, out_subblock_w=sw)
+
+
+def ttnn_us(runner: Runner, cfg, arch: str) -> tuple[float | None, str]:
+    """Modelled device time of ttnn's kernels (us); halves in0_block_w while the CBs do not fit L1."""
+    while True:
+        try:
+            result = runner.matmul(cfg, timing_only=True, arch=arch)
+        except emulate.EmulationError as err:
+            if err.kind == "host-api" and "L1" in err.message and cfg.in0_block_w % 2 == 0:
+                cfg = dataclasses.replace(cfg, in0_block_w=cfg.in0_block_w // 2)
+                continue
+            return None, f"{err.kind}: {err.message.splitlines()[0][:80]}"
+        timing = result.report["timing"]
+        note = f"in0_block_w {cfg.in0_block_w}, subblock {cfg.out_subblock_h}x{cfg.out_subblock_w}"
+        return timing["device_cycles"] / timing["clock_ghz"] / 1000, note
+
+
+def tilefarm_run(n: int, accum: str, arch: str, fidelity: str, grid) -> dict:
+    source = GEMM.read_text()
+    target = TargetConfig(arch=arch, math_fidelity=fidelity, core_grid=grid)
+    params = {"A": f"bfloat16[{n},{n}]", "B": f"bfloat16[{n},{n}]", "dtype": "bfloat16", "accum_dtype": accum}
+    compiled = api.compile_source(source, filename=GEMM.name, entry="matmul", target=target, params=params)
+    outcome = api.emulate(compiled.artifacts, target=target, source=source, filename=GEMM.name,
+                          entry=compiled.entry, params=params, timing_only=True)
+    return api.profile(compiled.artifacts, outcome.report)
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    archs = ["wormhole_b0"] if quick else ["wormhole_b0", "blackhole"]
+    shapes = SHAPES[:2] if quick else SHAPES
+    print("| arch | n^3 | fidelity | accumulator | ttnn model us | tilefarm us (8x8) | tilefarm / ttnn | "
+          "ttnn measured us | tilefarm util | tilefarm DRAM read / min | ttnn config |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = Runner(Path(tmp))
+        for arch in archs:
+            for n, div, bh, bw in shapes:
+                for fidelity in ("HiFi2", "HiFi4"):
+                    base = benchmark_config(n, n, n, div, bh, bw, fidelity)
+                    for accum, cfg in (("bfloat16", base), ("float32", ttnn_fp32_dest(base))):
+                        ttnn, note = ttnn_us(runner, cfg, arch)
+                        prof = tilefarm_run(n, accum, arch, fidelity, (8, 8))
+                        ours = prof["device_time_ns"] / 1000
+                        ratio = f"{ours / ttnn:.2f}" if ttnn else "-"
+                        measured = MEASURED_US.get((n, fidelity)) if arch == "wormhole_b0" and accum == "bfloat16" \
+                            else None
+                        print(f"| {arch} | {n} | {fidelity} | {accum} | {f'{ttnn:.1f}' if ttnn else 'not run'} | "
+                              f"{ours:.1f} | {ratio} | {measured if measured else '-'} | "
+                              f"{prof['matrix_utilization']:.1%} | {prof['dram_read_ratio']:.2f}x | {note} |",
+                              flush=True)
+            if arch == "blackhole":
+                for n, *_ in shapes:
+                    for accum in ("bfloat16", "float32"):
+                        prof = tilefarm_run(n, accum, arch, "HiFi2", None)
+                        print(f"| blackhole (default grid) | {n} | HiFi2 | {accum} | - | "
+                              f"{prof['device_time_ns'] / 1000:.1f} ({prof['cores_used']} cores) | - | - | "
+                              f"{prof['matrix_utilization']:.1%} | {prof['dram_read_ratio']:.2f}x | - |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
