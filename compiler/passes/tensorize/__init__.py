@@ -61,6 +61,7 @@ class Tensorizer:
         self.scaler_cb = None
         self.first_gemm = None
         self.aliases: dict[int, int] = {}        # output CB -> the accumulator CB whose L1 it shares (emit.py)
+        self.used_up: set[str] = set()           # accumulators whose last step packs into an output CB (emit.py)
 
     def error(self, node, message, hint=None):
         return error_at(node, self.func, message, stage=STAGE, hint=hint)
@@ -169,9 +170,9 @@ class Tensorizer:
         versions = [s for name in self.resident for s in self.zero_version(name, packed=name not in emitter.zero_unread)]
         # an output CB sharing an accumulator's L1: the block's result pages are free only once the writer has
         # taken the previous block's (the accumulator's last step packs them); the accumulator ends the block empty
-        shared = {cb: out for out, cb in self.aliases.items()}
         versions = [ops.call("cb_reserve_back", out, self.cbs[out]["num_pages"]) for out in self.aliases] + versions
-        last = [ops.call("cb_pop_front", cb, self.ntiles(name)) for name, cb in self.resident.items() if cb not in shared]
+        last = [ops.call("cb_pop_front", cb, self.ntiles(name)) for name, cb in self.resident.items()
+                if name not in self.used_up]
         for out, cb in self.aliases.items():
             self.cbs[out]["shares_with"] = cb
         loop = tirx.For(block.loop_var, block.min, block.extent, block.kind, seq(binds + versions + body + last))

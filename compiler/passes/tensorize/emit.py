@@ -51,6 +51,27 @@ def _hoist_matmul_init(body: list) -> tuple[list, list]:
     return inits, [s for s in body if s is not inits[0]]
 
 
+def _hoist_leading_init(stmts: list) -> list:
+    """A loop of [x_init(...), x(...)] (loading a run of tiles) as x_init(...) once before the loop: the init
+    does not depend on the loop and nothing else in the body reconfigures the engine."""
+    out = []
+    for stmt in stmts:
+        body = list(stmt.body.seq) if isinstance(stmt, tirx.For) and isinstance(stmt.body, tirx.SeqStmt) else []
+        names = [_intrinsic_name(s) for s in body]
+        if len(body) == 2 and names[0] is not None and names[0].endswith("_init") and names[1] is not None \
+                and not names[1].endswith("_init") and not _uses(body[0], stmt.loop_var):
+            out += [body[0], tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body[1])]
+        else:
+            out.append(stmt)
+    return out
+
+
+def _uses(node, var) -> bool:
+    found = []
+    tvm_ffi.structural_walk(node, [(tirx.Var, lambda v: found.append(v.same_as(var)))], order="pre")
+    return any(found)
+
+
 def _intrinsic_name(node) -> str | None:
     found = ops.intrinsic_of(node)
     return found[0].name if found is not None else None
@@ -247,7 +268,10 @@ class Emitter:
         preload = [b for b in buffers if b in tz.resident and first_use(window_accesses.get(b, []), tz.tiles(b))[0]
                    != "write"]
         resident = [b for b in buffers if b in tz.resident]
-        l1_acc = [b for b in preload if self.accumulates_in_l1(b, window_accesses.get(b, []), w)]
+        fused, out_cb = self.fusable[id(w)] if id(w) in self.fuse_now else (None, None)
+        shared = out_cb in tz.aliases    # fused into an output CB over the accumulator's L1: the packer adds
+        l1_acc = [b for b in preload if self.accumulates_in_l1(b, window_accesses.get(b, []), w)
+                  and (b != fused or shared)]
         preload = [b for b in preload if b not in l1_acc]
         if w.flat:
             self.base, total = {}, 0
@@ -284,22 +308,22 @@ class Emitter:
             for b in in_place:   # which is all a deferred wait for them was for
                 self.deferred.pop(tz.resident[b], None)
         for b in preload:
-            body += self.positions(b, lambda slot, i, j, b=b: self.strategies.load(self.preload_src(b, i, j), slot))
+            body += _hoist_leading_init(
+                self.positions(b, lambda slot, i, j, b=b: self.strategies.load(self.preload_src(b, i, j), slot)))
             self.touched.add(b)
         self.touched.update(l1_acc)   # their old value stays in L1: the packer adds the new sum to it
         for b in in_place:   # the old pages this acquire covers are in DST (or not needed): free them
             body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
         body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
-        fused = self.fusable[id(w)][0] if id(w) in self.fuse_now else None
         for b in resident:
             cb = tz.resident[b]
-            # fused: the final sums land in the output CB's pages, which are the accumulator's (reserved for the
-            # whole block at its start); the accumulator's own pages are used up
-            target = self.fusable[id(w)][1] if b == fused else cb
+            # fused: the final sums land in the output CB's pages (the accumulator's when they share L1, reserved
+            # for the whole block at its start); the accumulator's own pages are used up
+            target = out_cb if b == fused else cb
             body += [ops.call("pack_reconfig_data_format", target)]
-            if b in in_place and b != fused:
-                body.append(ops.call("cb_reserve_back", cb, at_once(b)))
+            if b in in_place and (b != fused or not shared):
+                body.append(ops.call("cb_reserve_back", target, at_once(b)))
             if b in l1_acc:
                 body.append(ops.call("pack_reconfig_l1_acc", self.l1_acc_flag(b)))
             body += self.positions(b, lambda slot, i, j, t=target, b=b: [ops.call("pack_tile", slot, t,
@@ -332,7 +356,9 @@ class Emitter:
         """T.copy(C_local, C) of a whole accumulator right after the K loop that accumulates it in L1 (and nothing
         else touches it in the loop or after): the loop's last step packs its sums into the output CB instead, and
         the output CB shares the accumulator's L1 (same format and size), as ttnn's matmul shares its partials and
-        output CBs. No copy pass through DST, and the writer streams the result while the last step runs."""
+        output CBs. No copy pass through DST, and the writer streams the result while the last step runs. In
+        another format (float32 sums, a bf16 output) the packer cannot add into the output's pages: the last step
+        loads the sums into DST instead (as ttnn's matmul reloads its partials) and packs the output as it goes."""
         tz = self.tz
         for at, send in enumerate(items):
             if not isinstance(send, SendFromCB):
@@ -341,7 +367,7 @@ class Emitter:
             if name not in tz.resident or name in tz.two_versions or (r0, c0, rows, cols) != (0, 0, *tz.tiles(name)):
                 continue
             cb = tz.resident[name]
-            if tz.cbs[cb]["data_format"] != tz.cbs[out_cb]["data_format"] or out_cb in tz.aliases:
+            if out_cb in tz.aliases:
                 continue
             if any(_writes_to(other, out_cb) for other in items if other is not send):
                 continue
@@ -364,8 +390,10 @@ class Emitter:
                 continue
             self.fusable[id(w)] = (name, out_cb)
             self.fused_sends.add(id(send))
-            tz.aliases[out_cb] = cb
-            tz.cbs[out_cb]["num_pages"] = tz.ntiles(name)
+            tz.used_up.add(name)
+            if tz.cbs[cb]["data_format"] == tz.cbs[out_cb]["data_format"]:
+                tz.aliases[out_cb] = cb
+                tz.cbs[out_cb]["num_pages"] = tz.ntiles(name)
 
     def l1_acc_flag(self, buffer: str):
         """Packer L1 accumulation on, or off in the first iteration of the loop the window sits in when that
