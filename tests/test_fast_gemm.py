@@ -148,3 +148,19 @@ def test_blocks_that_follow_each_other_on_a_core_keep_their_results(k):
     outcome = api.emulate(compiled.artifacts, target=target, source=GEMM, filename="gemm.py",
                           entry=compiled.entry, params=params)
     assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+@pytest.mark.parametrize("accum", ["float32", "bfloat16"])
+def test_the_fused_kernels_pass_the_real_header_check(arch, accum):
+    """The peeled last step, the output CB over the accumulator's L1 (bf16 sums) and the reload of float32 sums
+    into DST (bf16 output) compile against the ttnn 0.81.1 headers as the JIT wraps them."""
+    from compiler.toolchain.header_check import check_bundle
+    source = (ROOT / "examples" / "tilelang" / "matmul.py").read_text()
+    params = {"A": "bfloat16[1024,1024]", "B": "bfloat16[1024,1024]", "dtype": "bfloat16", "accum_dtype": accum}
+    target = TargetConfig(arch=arch, core_grid=(2, 2))
+    compiled = api.compile_source(source, filename="matmul.py", entry="matmul", target=target, params=params)
+    compute = compiled.artifacts["compute.cpp"].decode()
+    assert "copy_tile(cb_C_local" not in compute[compute.rindex("pack_tile("):]   # fused: no copy pass after
+    report = check_bundle(compiled.artifacts)
+    assert report.passed, report.render()
