@@ -83,6 +83,7 @@ class TargetAttr(TypedDict):
     math_fidelity: str | None
     math_fidelity_reason: NotRequired[str]
     fp32_accumulation: bool | None
+    l1_shard: NotRequired[list[str]]          # outputs kept block-sharded in L1 (TTLowerToCircularBuffers)
 
 
 @DECLARED_ONLY
@@ -113,6 +114,13 @@ class BufferAttr(TypedDict):
 
 
 @DECLARED_ONLY
+class ShardAttr(TypedDict):
+    cores: list[list[int]]            # first and last core (logical x, y) of the shard grid
+    shard_shape: list[int]            # elements per shard (rows, columns)
+    shard_tiles: list[int]
+
+
+@DECLARED_ONLY
 class LayoutAttr(TypedDict):
     memory: str                               # DRAM | L1 | DST; the rest is set for DRAM buffers only
     data_format: str
@@ -127,6 +135,7 @@ class LayoutAttr(TypedDict):
     pages: NotRequired[int]
     banks: NotRequired[int]
     tile_order: NotRequired[str]
+    shard: NotRequired[ShardAttr]             # an output block-sharded in L1 (memory L1, layout block_sharded)
 
 
 @DECLARED_ONLY
@@ -142,6 +151,8 @@ class CircularBufferAttr(TypedDict):
     producer: str
     consumer: str
     tiles: list[int] | None
+    shard: NotRequired[bool]          # an output CB placed on the core's L1 shard of its buffer
+    shares_with: NotRequired[int]     # the accumulator CB whose L1 this output CB shares (tensorize)
 
 
 @DECLARED_ONLY

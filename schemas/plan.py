@@ -41,6 +41,7 @@ class PlanTarget(_Strict):
     blocking: Literal["auto", "as_written"]
     math_fidelity: Fidelity
     fp32_accumulation: bool
+    l1_shard: list[str] = Field(default_factory=list, description="outputs kept block-sharded in L1")
 
 
 class Schedule(_Strict):
@@ -83,6 +84,13 @@ class MaskGenerator(_Strict):
     false_value: Union[float, Literal["inf", "-inf"]]
 
 
+class ShardPlan(_Strict):
+    cores: list[list[int]] = Field(min_length=2, max_length=2, description="the shard grid: first and last core "
+                                   "(logical x, y); shard (i, j) of the tensor's tiles is on core (x0 + j, y0 + i)")
+    shard_shape: list[int] = Field(min_length=2, max_length=2, description="elements per shard (rows, columns)")
+    shard_tiles: list[int] = Field(min_length=2, max_length=2)
+
+
 class BufferPlan(_Strict):
     name: Identifier
     role: Literal["input", "output", "unused", "constant"]
@@ -93,8 +101,9 @@ class BufferPlan(_Strict):
     generator: MaskGenerator | None = Field(default=None, description="constant buffers: how the host fills them")
     dtype: Literal["float32", "bfloat16", "float16"]
     data_format: DataFormat
-    layout: Literal["interleaved"]
-    memory: Literal["DRAM"]
+    layout: Literal["interleaved", "block_sharded"]
+    memory: Literal["DRAM", "L1"]
+    shard: ShardPlan | None = Field(default=None, description="block_sharded: which cores hold which shard")
     padded_shape: list[int]
     tiles: list[int]
     dram_pages: int
@@ -117,6 +126,8 @@ class CircularBufferPlan(_Strict):
     tiles: list[int] | None
     shares_with: int | None = Field(default=None, description="the CB index whose L1 this CB shares (an output CB "
                                     "the accumulator's last K step packs into): one allocation, two views")
+    shard: bool = Field(default=False, description="an output CB placed on the core's shard of its L1-sharded "
+                                                   "buffer (the CB's pages are the shard)")
 
 
 class RuntimeArg(_Strict):

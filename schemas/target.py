@@ -36,3 +36,7 @@ class TargetConfig(BaseModel):
     fp32_accumulation: bool | None = Field(
         default=None, description="fp32 DST accumulation; default: on when any tile of the kernel is float32."
     )
+    l1_shard: list[str] = Field(
+        default_factory=list, description="Outputs (by the kernel's names) kept block-sharded in L1 instead of DRAM: "
+                                          "each core's shard is the block it computes, packed in place (no DRAM "
+                                          "writes); needs one whole output block per core.")

@@ -7,9 +7,9 @@ from typing import List, Optional
 
 import typer
 
-from .options import (BlockingOption, CbDepthOption, CoreGridOption, EntryOption, FidelityOption, InputOption, ParamOption,
-                      PartitionOption, SeedOption, SourceArgument, fail, load_inputs, parse_params, read_source,
-                      target_config)
+from .options import (BlockingOption, CbDepthOption, CoreGridOption, EntryOption, FidelityOption, InputOption,
+                      L1ShardOption, ParamOption, PartitionOption, SeedOption, SourceArgument, fail, load_inputs,
+                      parse_params, read_source, target_config)
 
 
 def _save_outputs(outputs: dict, directory: Path) -> list[Path]:
@@ -92,11 +92,12 @@ def verify(
     cb_depth: Optional[int] = CbDepthOption,
     math_fidelity: Optional[str] = FidelityOption,
     blocking: str = BlockingOption,
+    l1_shard: List[str] = L1ShardOption,
     profile: bool = typer.Option(False, "--profile", help="also print where the modelled device time goes"),
 ) -> None:
     """Compile, run on the emulator (random inputs unless given), run the NumPy reference, and compare."""
     config = target_config(target, partition=partition, core_grid=core_grid, cb_depth=cb_depth,
-                           math_fidelity=math_fidelity, blocking=blocking)
+                           math_fidelity=math_fidelity, blocking=blocking, l1_shard=l1_shard)
     result, outcome, text = _compile_and_emulate(source, config, entry, param, input, seed)
     typer.echo(outcome.verification.render())
     t = outcome.timings
@@ -122,6 +123,7 @@ def profile(
     cb_depth: Optional[int] = CbDepthOption,
     math_fidelity: Optional[str] = FidelityOption,
     blocking: str = BlockingOption,
+    l1_shard: List[str] = L1ShardOption,
     timing_only: bool = typer.Option(False, "--timing-only", help="skip the arithmetic (large shapes): the same "
                                                                    "device time; outputs are not computed or checked"),
     as_json: bool = typer.Option(False, "--json", help="print profile.json (one JSON object) instead of tables"),
@@ -131,7 +133,7 @@ def profile(
     from compiler.api import profile as profile_of
 
     config = target_config(target, partition=partition, core_grid=core_grid, cb_depth=cb_depth,
-                           math_fidelity=math_fidelity, blocking=blocking)
+                           math_fidelity=math_fidelity, blocking=blocking, l1_shard=l1_shard)
     result, outcome, text = _compile_and_emulate(source, config, entry, param, input, seed, timing_only)
     found = profile_of(result.artifacts, outcome.report)
     if as_json:

@@ -50,7 +50,8 @@ def parse_core_grid(text: str | None) -> tuple[int, int] | None:
 
 
 def target_config(target: str, *, partition: str | None = None, core_grid: str | None = None,
-                  cb_depth: int | None = None, math_fidelity: str | None = None, blocking: str = "auto"):
+                  cb_depth: int | None = None, math_fidelity: str | None = None, blocking: str = "auto",
+                  l1_shard: list[str] | None = None):
     """The TargetConfig the target options describe (a usage error when they do not make one)."""
     from pydantic import ValidationError
 
@@ -58,7 +59,7 @@ def target_config(target: str, *, partition: str | None = None, core_grid: str |
 
     try:
         return TargetConfig(arch=target, partition=partition, core_grid=parse_core_grid(core_grid), cb_depth=cb_depth,
-                            math_fidelity=math_fidelity, blocking=blocking)
+                            math_fidelity=math_fidelity, blocking=blocking, l1_shard=list(l1_shard or []))
     except ValidationError as e:
         fail(f"error: invalid target options: {describe(e)}")
 
@@ -98,6 +99,8 @@ CbDepthOption = typer.Option(None, "--cb-depth", help="buffered blocks per input
                                                        "TileLang's num_stages, lowered where L1 is short]")
 FidelityOption = typer.Option(None, "--math-fidelity", help="LoFi | HiFi2 | HiFi3 | HiFi4 [default: ttnn's for the "
                                                              "operands' dtype]")
+L1ShardOption = typer.Option([], "--l1-shard", help="keep this output block-sharded in L1 (each core's shard is the "
+                                                     "block it computes; no DRAM writes); repeatable")
 BlockingOption = typer.Option("auto", "--blocking", help="auto: blocks and core grid chosen from the problem | "
                                                          "as_written: the kernel's own blocks")
 

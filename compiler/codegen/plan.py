@@ -73,15 +73,17 @@ def build_plan(mod) -> dict:
             shape = list(logical[name])
             tile_axes = [0, -1] if info["shape"][1] == 1 and info["shape"][0] == shape[0] else [-1, 0]
         entry = {"name": name, "role": info["role"], "shape": shape, "dtype": info["dtype"],
-                 "data_format": lay["data_format"], "layout": lay["layout"], "memory": "DRAM",
+                 "data_format": lay["data_format"], "layout": lay["layout"], "memory": lay["memory"],
                  "tile_axes": tile_axes, "padded_shape": lay["padded_shape"], "tiles": lay["tiles"],
                  "dram_pages": lay["pages"], "page_bytes": lay["page_bytes"],
                  "size_bytes": lay["pages"] * lay["page_bytes"]}
         if "generator" in info:
             entry["generator"] = info["generator"]
+        if "shard" in lay:
+            entry["shard"] = lay["shard"]
         buffers.append(entry)
     # a CB that shares another's L1 (an output CB over the accumulator it is packed from) adds no bytes
-    cbs = [dict(c, shares_with=c.get("shares_with"),
+    cbs = [dict(c, shares_with=c.get("shares_with"), shard=bool(c.get("shard")),
                 total_bytes=0 if c.get("shares_with") is not None else c["page_bytes"] * c["num_pages"])
            for c in attrs.CB_CONFIG.get(compute)]
     multicast = multicast_plan(attrs.MULTICAST.get(compute, []) or [], {c["index"]: c for c in cbs})

@@ -73,4 +73,5 @@ class ApplyTargetDefaults:
             "math_fidelity": fidelity,
             "math_fidelity_reason": why,
             "fp32_accumulation": bool(fp32),
+            "l1_shard": list(config.l1_shard),
         })

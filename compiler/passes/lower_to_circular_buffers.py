@@ -6,8 +6,11 @@
                          + a `compute_receive` marker where compute must wait for them;
 - `copy(C[...], C_l)`  -> a `compute_send` marker (compute packs those tiles) + writer: per batch of up to 8 tiles
                          wait, write each, flush once, pop; the output CB holds two batches (compute packs one
-                         while the writer drains the other), whatever the size of the block.
-Records `tt.cb_config`. Tiles outside the buffer are guarded later by TTPadTiles.
+                         while the writer drains the other), whatever the size of the block;
+- an output the target keeps block-sharded in L1 (`l1_shard`): its CB is the core's shard itself (one whole block,
+  pages in the shard's row-major order), compute packs into it and the writer only waits for it to be complete;
+  the block each core writes must be its shard (one block per core, `block` partition, blocks tiling the output).
+Records `tt.cb_config` (and the shards in `tt.layout_desc`). Tiles outside the buffer are guarded later by TTPadTiles.
 """
 from __future__ import annotations
 
@@ -16,11 +19,13 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import ops
-from ..ir import op_name, region_of, seq
+from ..errors import CompileError
+from ..ir import error_at, op_name, region_of, seq
 from ..layout import view_of
 from ..target import DATA_FORMATS, TILE
 from .. import attrs
 
+STAGE = "circular-buffers"
 INPUT_CB_BASE, OUTPUT_CB_BASE = 0, 16
 WRITE_BATCH = 8          # output tiles per flush: the most a 16-bit half-sync DST holds
 
@@ -91,6 +96,54 @@ def lower_to_circular_buffers(func, mod, ctx):
         row, col = view_of(buffers[r.name]).page_origin(r.starts)
         return analyzer.simplify(row), analyzer.simplify(col)
 
+    sharded = set(target.get("l1_shard", []))
+    for name in sorted(sharded):
+        if name not in buffers or buffers[name]["scope"] != "global":
+            raise CompileError(f"l1_shard names `{name}`, which is not a tensor of the kernel "
+                               f"(its tensors: {', '.join(n for n, b in buffers.items() if b['scope'] == 'global')})",
+                               stage=STAGE, subject=name)
+        if buffers[name]["role"] != "output":
+            raise CompileError(f"l1_shard: `{name}` is an {buffers[name]['role']}; only outputs are kept sharded in L1 "
+                               "(an input is read from DRAM and shared by multicast)", stage=STAGE, subject=name)
+    grid = attrs.GRID.get(func)
+    work = attrs.WORK_PARTITION.get(func)
+    bound = {}
+
+    def collect(node):
+        bound[str(node.var.name)] = node.var
+    tvm_ffi.structural_walk(func.body, [(tirx.Bind, collect)], order="pre")
+    shards: dict[str, dict] = {}
+
+    def check_shard(call, dst, rows: int, cols: int) -> None:
+        """The block each core writes must be its shard: one block per core, block (by, bx) on core (bx, by), the
+        output tiled exactly by the blocks, and the write at (row block index * rows, column block index * cols)."""
+        tiles = layouts[dst.name]["tiles"]
+        names = grid["vars"]
+        problem = None
+        if len(names) != 2 or len(buffers[dst.name]["shape"]) != 2:
+            problem = "the kernel's grid and the output must be 2-D"
+        elif any(c["count"] != 1 or c["core"] != [c["start"] % grid["extents"][1], c["start"] // grid["extents"][1]]
+                 for c in work["cores"]):   # block (by, bx) on core (bx, by), as a block-sharded buffer places it
+            problem = (f"each core must compute exactly one block, block ({names[0]}, {names[1]}) on core "
+                       f"({names[1]}, {names[0]}) (the grid is {grid['extents'][0]}x{grid['extents'][1]} blocks on "
+                       f"{len(work['cores'])} cores, `{work['policy']}` partition)")
+        elif [rows * grid["extents"][0], cols * grid["extents"][1]] != list(tiles):
+            problem = (f"the blocks ({rows}x{cols} tiles on a {grid['extents'][0]}x{grid['extents'][1]} grid) must tile "
+                       f"`{dst.name}`'s {tiles[0]}x{tiles[1]} tiles exactly")
+        else:
+            r0, c0 = page_origin(dst)
+            by, bx = (bound.get(n) for n in names)
+            if by is None or bx is None or not analyzer.can_prove_equal(r0, by * rows) \
+                    or not analyzer.can_prove_equal(c0, bx * cols):
+                problem = f"the block must be written at [{names[0]} * {rows * TILE}, {names[1]} * {cols * TILE}]"
+        if problem:
+            raise error_at(call, func, f"`{dst.name}` cannot be kept sharded in L1: {problem}", stage=STAGE,
+                           hint="drop it from l1_shard, or give each core one whole block of it (blocks of "
+                                "M / core rows x N / core columns)")
+        xs, ys = (sorted({c["core"][k] for c in work["cores"]}) for k in (0, 1))
+        shards[dst.name] = {"cores": [[xs[0], ys[0]], [xs[-1], ys[-1]]], "shard_shape": [rows * TILE, cols * TILE],
+                            "shard_tiles": [rows, cols]}
+
     def lower_copy(call):
         if op_name(call) != "copy":
             return call
@@ -110,6 +163,17 @@ def lower_to_circular_buffers(func, mod, ctx):
                 ops.call("cb_push_back", cb["index"], ntiles),
                 ops.call("compute_receive", cb["index"], dst.name),
             ])
+        if dst.scope == "global" and dst.name in sharded:   # into the core's own L1 shard
+            check_shard(call, dst, rows, cols)
+            cb = cb_for(dst.name, index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype, pages=rows * cols,
+                        buffer=dst.name)
+            cb["shard"] = True
+            sr0, sc0 = (int(s) // TILE for s in src.starts)
+            return seq([
+                ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols),
+                ops.call("cb_wait_front", cb["index"], rows * cols),
+                ops.call("cb_pop_front", cb["index"], rows * cols),
+            ])
         if dst.scope == "global":          # L1/DST -> DRAM: compute packs, the writer drains
             batch = write_batch(rows * cols)
             cb = cb_for(dst.name, index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype,
@@ -126,4 +190,11 @@ def lower_to_circular_buffers(func, mod, ctx):
     table = sorted(cbs.values(), key=lambda c: c["index"])
     for c in table:
         c["tiles"] = layouts[c["buffer"]]["tiles"] if c["role"] == "input" else None
+    for name in sharded - set(shards):
+        raise CompileError(f"l1_shard names `{name}`, which the kernel never writes whole from a tile", stage=STAGE,
+                           subject=name)
+    if shards:
+        layouts = {name: dict(lay, memory="L1", layout="block_sharded", shard=shards[name]) if name in shards else lay
+                   for name, lay in layouts.items()}
+        func = attrs.LAYOUT_DESC.on(func, layouts)
     return attrs.CB_CONFIG.on(func.with_body(body), table)
