@@ -164,3 +164,24 @@ def test_the_fused_kernels_pass_the_real_header_check(arch, accum):
     assert "copy_tile(cb_C_local" not in compute[compute.rindex("pack_tile("):]   # fused: no copy pass after
     report = check_bundle(compiled.artifacts)
     assert report.passed, report.render()
+
+
+def test_block_shapes_leave_the_float32_accumulator_whole_matmul_calls():
+    """448 x 320 on 2 x 2 cores splits into 7 x 5-tile blocks: a float32 accumulator's groups (4 DST tiles) could
+    only be single tiles, one matmul call per tile product. The chooser's cost of the matrix engine's calls picks
+    7 x 6 (runs of 3) instead; the output ring then takes pushes of 3 and the writer's batches alike."""
+    source = (ROOT / "examples" / "tilelang" / "matmul.py").read_text()
+    params = {"A": "bfloat16[448,256]", "B": "bfloat16[256,320]", "dtype": "bfloat16"}
+    target = TargetConfig(arch="blackhole", core_grid=(2, 2))
+    compiled = api.compile_source(source, filename="matmul.py", entry="matmul", target=target, params=params)
+    compute = compiled.artifacts["compute.cpp"].decode()
+    assert "matmul_tiles" not in compute
+    ct, rt = (int(x) for x in re.search(r"matmul_block\((?:[^()]|\([^()]*\))*\)", compute).group(0)
+              .rstrip(")").split(", ")[-3:-1])
+    assert ct * rt >= 2
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    out = next(cb for cb in plan["circular_buffers"] if cb["name"] == "cb_C")
+    assert out["num_pages"] % (ct * rt) == 0
+    outcome = api.emulate(compiled.artifacts, target=target, source=source, filename="matmul.py",
+                          entry=compiled.entry, params=params)
+    assert outcome.passed, outcome.verification.render()

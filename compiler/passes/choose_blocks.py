@@ -35,9 +35,10 @@ import tvm_ffi
 from tvm import tirx
 from tvm.tirx import exec_scope
 
+from ..errors import CompileError
 from ..ir import ceil_div, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, view_of
-from ..target import DATA_FORMATS, TILE
+from ..target import DATA_FORMATS, TILE, device_costs
 from .lower_index_masks import match as match_mask
 from .. import attrs
 
@@ -83,6 +84,7 @@ class Analysis:
         self.grid_extents: list = []
         self.reads_by_var: dict = {}
         self.reads: list = []                # (global buffer, vars its region depends on)
+        self.gemms: list = []                # (destination, A, B) buffer names of every gemm
 
     # -- union-find over (buffer, axis)
     def key(self, name: str, axis: int):
@@ -174,6 +176,7 @@ class Analysis:
         if name == "gemm":
             a, b = regions[1], regions[2]
             transpose_b = bool(call.args[5])
+            self.gemms.append((dst.name, a.name, b.name))
             self.union(self.local(dst, 0), self.local(a, 0))
             self.union(self.local(dst, 1), self.local(b, 0 if transpose_b else 1))
             self.union(self.local(a, 1), self.local(b, 1 if transpose_b else 0))
@@ -421,9 +424,11 @@ class Chooser:
                     continue
                 work = self.work(fitted, grid_roots, extents, layout, cx, cy)
                 if best is None or work < best[0]:
-                    best = (work, layout, fitted)
+                    best = (work, layout, fitted, blocks)
             if best is not None:
-                _, layout, blocks = best
+                _, layout, blocks, unfitted = best
+                blocks = self.better_for_dst(layout, blocks, unfitted, grid_roots, k_roots, extents, depth, budget,
+                                             shrink, cx, cy)
                 deeper = [d for d in depths if d > depth and self.l1_bytes(blocks, d) <= budget]
                 return self.finish(blocks, extents, max(deeper, default=depth), layout, None)
         self.explain.append("no blocking of this kernel fits L1; keeping the kernel's own blocks")
@@ -477,6 +482,84 @@ class Chooser:
             blocks[grid_roots[col]] = ceil_div(self.tiles(grid_roots[col]), free) * TILE
         out.append(("contiguous", blocks))
         return out
+
+    def better_for_dst(self, layout, blocks, unfitted, grid_roots, k_roots, extents, depth, budget, shrink, cx, cy):
+        """The chosen GEMM blocks, or a variant of them (dst_friendly) that no core gets more blocks of and whose
+        matrix-engine calls the model puts lower (matmul_cycles x blocks of the busiest core)."""
+        base = self.matmul_cycles(blocks, grid_roots)
+        if base is None:
+            return blocks
+        per_core = self.work(blocks, grid_roots, extents, layout, cx, cy)[1]
+        best, best_cost = blocks, base * per_core
+        for _, variant in self.dst_friendly([(layout, unfitted)], grid_roots, cx, cy):
+            fitted = self.fit(dict(variant), grid_roots, k_roots, depth, budget, shrink)
+            if fitted is None:
+                continue
+            blocks_per_core = self.work(fitted, grid_roots, extents, layout, cx, cy)[1]
+            cost = self.matmul_cycles(fitted, grid_roots)
+            if blocks_per_core <= per_core and cost is not None and cost * blocks_per_core < best_cost:
+                best, best_cost = fitted, cost * blocks_per_core
+        if best is not blocks:
+            rows, cols = (ceil_div(best[r], TILE) for r in grid_roots)
+            self.explain.append(f"output blocks of {rows} x {cols} tiles: the matrix engine's calls take "
+                                f"{best_cost / (base * per_core):.0%} of the time they would in the evenly split blocks "
+                                "(whole DST groups per call)")
+        return best
+
+    def dst_friendly(self, candidates, grid_roots, cx, cy) -> list:
+        """For a GEMM on a 2-D grid: `block` candidates with up to 3 more tiles along either block axis, as long as
+        the blocks still take one round of the core rows and columns. A 7 x 5-tile block on 10 x 13 cores leaves a
+        float32 accumulator (4 DST tiles per group) one tile per matmul call; 7 x 6 gives runs of 3."""
+        if not self.a.gemms or len(grid_roots) != 2 or None in grid_roots:
+            return []
+        rows_root, cols_root = grid_roots
+        out = []
+        for layout, blocks in candidates:
+            if layout != "block" or rows_root not in blocks or cols_root not in blocks:
+                continue
+            tr, tc = blocks[rows_root] // TILE, blocks[cols_root] // TILE
+            rows, cols = self.tiles(rows_root), self.tiles(cols_root)
+            for dr in range(4):
+                for dc in range(4):
+                    nr, nc = min(tr + dr, rows), min(tc + dc, cols)
+                    if (dr or dc) and ceil_div(rows, nr) <= cy and ceil_div(cols, nc) <= cx \
+                            and (nr, nc) != (tr, tc):
+                        out.append((layout, {**blocks, rows_root: nr * TILE, cols_root: nc * TILE}))
+        return out
+
+    def matmul_cycles(self, blocks: dict, grid_roots) -> float | None:
+        """Modelled cycles the matrix engine's calls take per K tile for one output block of every gemm
+        (compiler/device_costs.json: a fixed cost per LLK call plus the larger of the unpacker's bytes and the
+        FPU's cycles), with the DST grouping tensorize uses: the whole block in one call when it fits a full
+        DST, else runs of the largest group that divides a row or is whole rows of the half DST. None without a
+        gemm on the grid's axes."""
+        if not self.a.gemms:
+            return None
+        try:
+            costs = device_costs(self.target["arch"])
+        except CompileError:   # an architecture without a cost table (grayskull): output tiles per core decide
+            return None
+        fidelity = (self.target["math_fidelity"] or "HiFi4").lower()
+        fp32 = bool(self.target["fp32_accumulation"])
+        half = 4 if fp32 else 8
+        total = 0.0
+        for dst, a, _ in self.a.gemms:
+            rr, cr = (self.a.find(self.a.key(dst, axis)) for axis in range(2))
+            if rr not in grid_roots or cr not in grid_roots:
+                return None
+            rows = ceil_div(blocks.get(rr, self.t.classes[rr].block), TILE)
+            cols = ceil_div(blocks.get(cr, self.t.classes[cr].block), TILE)
+            if rows * cols <= 2 * half:
+                calls, rt, ct = 1, rows, cols
+            else:
+                fits = [g for g in range(half, 0, -1) if (rows * cols) % g == 0 and (cols % g == 0 or g % cols == 0)]
+                g = fits[0] if fits else 1
+                rt, ct = (1, g) if cols % g == 0 else (g // cols, cols)
+                calls = rows * cols // g
+            tile_bytes = DATA_FORMATS[self.buffers[a]["dtype"]].tile_bytes
+            unpack = (min(rt, ct) + rt * ct) * tile_bytes / costs["unpack_bytes_per_cycle"]
+            total += calls * (costs["llk_call_cycles"] + max(unpack, rt * ct * costs[f"fpu_cycles_{fidelity}"]))
+        return total
 
     def fit(self, blocks: dict, grid_roots, k_roots, depth: int, budget: int, shrink: bool) -> dict | None:
         """Shrink K steps down to MIN_K_STEP_TILES, then (with `shrink`) halve the largest block axis, until the

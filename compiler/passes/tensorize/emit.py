@@ -9,6 +9,8 @@ arrive (hoisted before a grouped window) and popped when the statement list is d
 """
 from __future__ import annotations
 
+import math
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -70,6 +72,15 @@ def _uses(node, var) -> bool:
     found = []
     tvm_ffi.structural_walk(node, [(tirx.Var, lambda v: found.append(v.same_as(var)))], order="pre")
     return any(found)
+
+
+def _ring_of(cb: dict, group: int) -> None:
+    """An output CB pushed `group` pages at a time while the writer takes half its pages at a time: its pages are
+    made a multiple of both (a push must not run past the end of the ring)."""
+    if cb["num_pages"] % group == 0:
+        return
+    ring = math.lcm(group, max(1, cb["num_pages"] // 2))
+    cb["num_pages"] = ring * -(-cb["num_pages"] // ring)
 
 
 def _intrinsic_name(node) -> str | None:
@@ -316,6 +327,8 @@ class Emitter:
             body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
         body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
+        if fused is not None and not shared:
+            _ring_of(tz.cbs[out_cb], self.group)   # the last step pushes the output a group at a time
         for b in resident:
             cb = tz.resident[b]
             # fused: the final sums land in the output CB's pages (the accumulator's when they share L1, reserved
@@ -664,7 +677,8 @@ class Emitter:
         grid_cols = tz.tiles(name)[1]
         cb = tz.cb_of(name)
         n = rows * cols
-        group = max(g for g in range(1, min(n, tz.capacity, tz.cbs[out_cb]["num_pages"]) + 1) if n % g == 0)
+        pages = tz.cbs[out_cb]["num_pages"]   # a group divides the output ring too (a push must not run past its end)
+        group = max(g for g in range(1, min(n, tz.capacity, pages) + 1) if n % g == 0 and pages % g == 0)
         rounds = n // group
         t, q = tirx.Var("t", "int32"), tirx.Var("q", "int32")
         first = t * group if rounds > 1 else i32(0)
