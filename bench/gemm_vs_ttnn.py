@@ -1,5 +1,6 @@
 """tilefarm's GEMM (examples/tilelang/matmul.py, written as TileLang's current GEMM example: eager JIT, bf16 output)
-against ttnn's own 2-D multicast matmul, both under the emulator's one timing model (compiler/device_costs.json), shape for shape.
+against ttnn's own 2-D multicast matmul, both under the emulator's one timing model (compiler/device_costs.json),
+shape for shape.
 
 ttnn: the wheel's kernels under tests/emulator/ttnn_programs/matmul_2d_mcast.cpp with the block sizes of the
 GEMM_FLOPS benchmark (bench/timing_model.py: `benchmark_config`; 1024^3 and 2048^3 are its (1, 1, 1) rows:
@@ -11,7 +12,8 @@ for a float32 accumulator. Measured: GEMM_FLOPS.md's DRAM-interleaved traced row
 tilefarm: the same kernel file compiled for each accumulator dtype (`accum_dtype` bfloat16 or float32), bf16 inputs
 and output, default blocking, timing-only runs on the emulator; DRAM reads from its counters.
 
-Both archs at 8x8 cores (the ttnn host program's grid); Blackhole also at tilefarm's default 13x10 grid.
+Both archs at 8x8 cores (the ttnn host program's grid); Blackhole also at tilefarm's default 13x10 grid; Wormhole
+also with the output kept block-sharded in L1 (`l1_shard`), beside GEMM_FLOPS' rows with in0 and out in L1.
 Usage: python bench/gemm_vs_ttnn.py [--quick]   (--quick: 1024^3 and 2048^3 on wormhole_b0 only)
 """
 from __future__ import annotations
@@ -34,6 +36,8 @@ GEMM = ROOT / "examples" / "tilelang" / "matmul.py"
 # (n, in0_block_w_div, num_out_blocks_h, num_out_blocks_w): test_benchmark.py's bf16 rows at tt-metal b7c30ff06218
 SHAPES = [(1024, 1, 1, 1), (2048, 1, 1, 1), (4096, 1, 2, 2)]
 # GEMM_FLOPS.md, N150 out-of-box table, DRAM-interleaved, traced, bf16, HiFi2 (inference time, us)
+# tt_performance_facts.md (GEMM_FLOPS manually tuned rows): in0 and the output sharded in L1, in1 DRAM, bf16
+MEASURED_L1_US = {(1024, "HiFi4"): 46.3, (2048, "HiFi2"): 218.2, (2048, "HiFi4"): 326.5}
 MEASURED_US = {(1024, "HiFi2"): 68.98, (2048, "HiFi2"): 298.92, (4096, "HiFi2"): 1983.0, (4096, "HiFi4"): 2720.0}
 
 
@@ -59,9 +63,9 @@ def ttnn_us(runner: Runner, cfg, arch: str) -> tuple[float | None, str]:
         return timing["device_cycles"] / timing["clock_ghz"] / 1000, note
 
 
-def tilefarm_run(n: int, accum: str, arch: str, fidelity: str, grid) -> dict:
+def tilefarm_run(n: int, accum: str, arch: str, fidelity: str, grid, l1_shard=()) -> dict:
     source = GEMM.read_text()
-    target = TargetConfig(arch=arch, math_fidelity=fidelity, core_grid=grid)
+    target = TargetConfig(arch=arch, math_fidelity=fidelity, core_grid=grid, l1_shard=list(l1_shard))
     params = {"A": f"bfloat16[{n},{n}]", "B": f"bfloat16[{n},{n}]", "dtype": "bfloat16", "accum_dtype": accum}
     compiled = api.compile_source(source, filename=GEMM.name, entry="matmul", target=target, params=params)
     outcome = api.emulate(compiled.artifacts, target=target, source=source, filename=GEMM.name,
@@ -93,6 +97,15 @@ def main() -> None:
                               f"{ours:.1f} | {ratio} | {measured if measured else '-'} | "
                               f"{prof['matrix_utilization']:.1%} | {prof['dram_read_ratio']:.2f}x | {note} |",
                               flush=True)
+            if arch == "wormhole_b0":   # the output sharded in L1 (GEMM_FLOPS' fastest rows keep in0 and out in L1)
+                for n, fidelity in ((1024, "HiFi4"), (2048, "HiFi2"), (2048, "HiFi4")):
+                    for accum in ("bfloat16", "float32"):
+                        prof = tilefarm_run(n, accum, arch, fidelity, (8, 8), l1_shard=["C"])
+                        measured = MEASURED_L1_US.get((n, fidelity)) if accum == "bfloat16" else None
+                        print(f"| {arch}, C in L1 | {n} | {fidelity} | {accum} | - | "
+                              f"{prof['device_time_ns'] / 1000:.1f} | - | {measured or '-'} (in0 and out L1) | "
+                              f"{prof['matrix_utilization']:.1%} | "
+                              f"{prof['dram_read_ratio']:.2f}x | - |", flush=True)
             if arch == "blackhole":
                 for n, *_ in shapes:
                     for accum in ("bfloat16", "float32"):
