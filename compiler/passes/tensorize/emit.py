@@ -604,19 +604,23 @@ class Emitter:
             return None
         first = self.g * self.group if not isinstance(self.g, tirx.IntImm) else i32(int(self.g) * self.group)
         i, j = (tirx.floordiv(first, cols_b), tirx.floormod(first, cols_b)) if cols_b > 1 else (first, i32(0))
+        slot = self.base[info.dst.name]
+        start = [] if info.accumulates or fresh else [
+            tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, seq(self.strategies.fill(slot + self.q, 0.0)))]
+        return start + self.block_gemm(info, slot, i, j, rt, ct)
+
+    def block_gemm(self, info, slot, i, j, rt: int, ct: int) -> list:
+        """One matmul_block per K tile into the rt x ct destination tiles that start at tile (i, j) of the gemm's
+        destination region, in DST slots from `slot` on (row-major)."""
         tz = self.tz
         a, b = (o.region for o in info.operands)
         ca, cb = tz.cb_of(a.name), tz.cb_of(b.name)
         (ar, ac), (br, bc) = _tile_origin(a), _tile_origin(b)
         a_cols, b_cols = tz.tiles(a.name)[1], tz.tiles(b.name)[1]
-        k_tiles = -(-a.extents[1] // TILE)
-        slot = self.base[info.dst.name]
-        start = [] if info.accumulates or fresh else [
-            tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, seq(self.strategies.fill(slot + self.q, 0.0)))]
         if tz.first_gemm is None:
             tz.first_gemm = (ca, cb)
-        return start + self.strategies.gemm_block(
-            slot, Src("cb", cb=ca), Src("cb", cb=cb), k_tiles, lambda kk: (ar + i) * a_cols + ac + kk,
+        return self.strategies.gemm_block(
+            slot, Src("cb", cb=ca), Src("cb", cb=cb), -(-a.extents[1] // TILE), lambda kk: (ar + i) * a_cols + ac + kk,
             lambda kk: (br + kk) * b_cols + bc + j, rt, ct, a_cols)
 
     def gemm_flat(self, info, fresh: bool, r0: int, c0: int, rows: int, cols: int, dst_cols: int) -> list | None:
@@ -626,20 +630,10 @@ class Emitter:
         the rows, a single tile): a matmul_tiles per tile."""
         if info.name != "gemm" or bool(info.call.args[5]) or rows * cols < 2 or cols != dst_cols or c0 != 0:
             return None
-        tz = self.tz
-        a, b = (o.region for o in info.operands)
-        ca, cb = tz.cb_of(a.name), tz.cb_of(b.name)
-        (ar, ac), (br, bc) = _tile_origin(a), _tile_origin(b)
-        a_cols, b_cols = tz.tiles(a.name)[1], tz.tiles(b.name)[1]
-        k_tiles = -(-a.extents[1] // TILE)
         base = self.base[info.dst.name] + r0 * dst_cols
         start = [] if info.accumulates or fresh else self.tile_loops(
             rows, cols, lambda i, j: self.strategies.fill(base + i * cols + j, 0.0))
-        if tz.first_gemm is None:
-            tz.first_gemm = (ca, cb)
-        return start + self.strategies.gemm_block(
-            base, Src("cb", cb=ca), Src("cb", cb=cb), k_tiles, lambda kk: ar * a_cols + ac + kk,
-            lambda kk: (br + kk) * b_cols + bc, rows, cols, a_cols)
+        return start + self.block_gemm(info, base, i32(0), i32(0), rows, cols)
 
     def reduce(self, info, slot, i, j, fresh: bool) -> list:
         tz = self.tz
