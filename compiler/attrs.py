@@ -83,7 +83,7 @@ class TargetAttr(TypedDict):
     math_fidelity: str | None
     math_fidelity_reason: NotRequired[str]
     fp32_accumulation: bool | None
-    l1_shard: NotRequired[list[str]]          # outputs kept block-sharded in L1 (TTLowerToCircularBuffers)
+    l1_shard: NotRequired[list[str]]          # tensors kept block-sharded in L1 (TTLowerToCircularBuffers)
 
 
 @DECLARED_ONLY
@@ -151,7 +151,7 @@ class CircularBufferAttr(TypedDict):
     producer: str
     consumer: str
     tiles: list[int] | None
-    shard: NotRequired[bool]          # an output CB placed on the core's L1 shard of its buffer
+    shard_of: NotRequired[str]        # the L1-sharded tensor whose core's shard this CB's pages are
     shares_with: NotRequired[int]     # the accumulator CB whose L1 this output CB shares (tensorize)
 
 

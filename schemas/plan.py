@@ -41,7 +41,7 @@ class PlanTarget(_Strict):
     blocking: Literal["auto", "as_written"]
     math_fidelity: Fidelity
     fp32_accumulation: bool
-    l1_shard: list[str] = Field(default_factory=list, description="outputs kept block-sharded in L1")
+    l1_shard: list[str] = Field(default_factory=list, description="tensors kept block-sharded in L1")
 
 
 class Schedule(_Strict):
@@ -126,8 +126,8 @@ class CircularBufferPlan(_Strict):
     tiles: list[int] | None
     shares_with: int | None = Field(default=None, description="the CB index whose L1 this CB shares (an output CB "
                                     "the accumulator's last K step packs into): one allocation, two views")
-    shard: bool = Field(default=False, description="an output CB placed on the core's shard of its L1-sharded "
-                                                   "buffer (the CB's pages are the shard)")
+    shard_of: Identifier | None = Field(default=None, description="the L1-sharded tensor whose core's shard this "
+                                                                   "CB's pages are (placed on it)")
 
 
 class RuntimeArg(_Strict):

@@ -37,6 +37,6 @@ class TargetConfig(BaseModel):
         default=None, description="fp32 DST accumulation; default: on when any tile of the kernel is float32."
     )
     l1_shard: list[str] = Field(
-        default_factory=list, description="Outputs (by the kernel's names) kept block-sharded in L1 instead of DRAM: "
-                                          "each core's shard is the block it computes, packed in place (no DRAM "
-                                          "writes); needs one whole output block per core.")
+        default_factory=list, description="Tensors (by the kernel's names) kept block-sharded in L1 instead of DRAM: "
+                                          "each core's shard is the block it computes (an output, packed in place) "
+                                          "or reads once (an input); needs one whole block per core.")

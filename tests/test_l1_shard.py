@@ -1,7 +1,7 @@
-"""Outputs kept block-sharded in L1 (`TargetConfig.l1_shard`, `--l1-shard`): each core's shard is the block it
-computes, its output CB is placed on the shard, nothing is written to DRAM, and the host reads the sharded buffer
-back; the plan says so and main.cpp creates the sharded buffer. Kernels that cannot give each core one whole
-block get a located error."""
+"""Tensors kept block-sharded in L1 (`TargetConfig.l1_shard`, `--l1-shard`): each core's shard is the block it
+computes (an output) or reads once (an input), the CB is placed on the shard, nothing crosses DRAM for it, and the
+host writes / reads the sharded buffer; the plan says so and main.cpp creates the sharded buffer. Kernels that
+cannot give each core one whole block get a located error."""
 from __future__ import annotations
 
 import json
@@ -41,7 +41,7 @@ def test_a_gemm_output_sharded_in_l1_verifies_and_writes_no_dram(arch, accum):
     assert c["memory"] == "L1" and c["layout"] == "block_sharded"
     assert c["shard"]["cores"] == [[0, 0], [3, 3]] and c["shard"]["shard_shape"] == [128, 128]
     assert plan["target"]["l1_shard"] == ["C"]
-    assert any(cb["shard"] and cb["buffer"] == "C" for cb in plan["circular_buffers"])
+    assert any(cb["shard_of"] == "C" for cb in plan["circular_buffers"])
     main = compiled.artifacts["main.cpp"].decode()
     assert "TensorMemoryLayout::BLOCK_SHARDED" in main and "set_globally_allocated_address(*C->" in main
     writer = compiled.artifacts["writer.cpp"].decode()
@@ -51,12 +51,32 @@ def test_a_gemm_output_sharded_in_l1_verifies_and_writes_no_dram(arch, accum):
     assert check_bundle(compiled.artifacts).passed
 
 
-def test_an_elementwise_output_sharded_in_l1_verifies():
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_an_elementwise_kernel_with_its_inputs_and_output_sharded_in_l1_verifies_without_dram(arch):
+    """Each core reads its own block of A and B once and writes its block of C: all three can live in L1; the
+    reader only pushes the shards' pages (the host wrote them there), nothing crosses DRAM."""
     params = {"M": 128, "N": 256}
-    target = TargetConfig(core_grid=(4, 4), blocking="as_written", l1_shard=["C"])
+    target = TargetConfig(arch=arch, core_grid=(4, 4), blocking="as_written", l1_shard=["A", "B", "C"])
     compiled, outcome = run(ADD, "elementwise_add.py", "elementwise_add", params, target)
     assert outcome.passed, outcome.verification.render()
-    assert api.profile(compiled.artifacts, outcome.report)["dram_written_bytes"] == 0
+    profile = api.profile(compiled.artifacts, outcome.report)
+    assert profile["dram_written_bytes"] == 0 and profile["dram_read_bytes"] == 0
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    jsonschema.validate(plan, SCHEMA)
+    assert {b["name"]: b["memory"] for b in plan["buffers"]} == {"A": "L1", "B": "L1", "C": "L1"}
+    assert {cb["shard_of"] for cb in plan["circular_buffers"]} == {"A", "B", "C"}
+    reader = compiled.artifacts["reader.cpp"].decode()
+    assert "noc_async_read_page" not in reader and "cb_push_back(cb_A_shared" in reader
+    assert check_bundle(compiled.artifacts).passed
+
+
+def test_a_sharded_input_and_a_dram_input_side_by_side():
+    params = {"M": 128, "N": 256}
+    target = TargetConfig(core_grid=(4, 4), blocking="as_written", l1_shard=["A"])
+    compiled, outcome = run(ADD, "elementwise_add.py", "elementwise_add", params, target)
+    assert outcome.passed, outcome.verification.render()
+    reader = compiled.artifacts["reader.cpp"].decode()
+    assert "accessor_B" in reader and "accessor_A" not in reader
 
 
 def test_sharding_in_l1_is_faster_than_writing_dram():
@@ -73,7 +93,8 @@ def test_sharding_in_l1_is_faster_than_writing_dram():
 
 @pytest.mark.parametrize("shard,grid,message", [
     ("C", (1, 1), r"matmul.py:27:9: error: `C` cannot be kept sharded in L1: each core must compute exactly one block"),
-    ("A", (4, 4), r"`A` is an input; only outputs are kept sharded in L1"),
+    ("A", (4, 4), r"matmul.py:23:13: error: `A` cannot be kept sharded in L1: each core must read its block of it "
+                  r"once \(this read is in a loop"),
     ("D", (4, 4), r"l1_shard names `D`, which is not a tensor of the kernel \(its tensors: A, B, C\)"),
 ])
 def test_what_cannot_be_sharded_is_said(shard, grid, message):

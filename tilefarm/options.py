@@ -99,8 +99,8 @@ CbDepthOption = typer.Option(None, "--cb-depth", help="buffered blocks per input
                                                        "TileLang's num_stages, lowered where L1 is short]")
 FidelityOption = typer.Option(None, "--math-fidelity", help="LoFi | HiFi2 | HiFi3 | HiFi4 [default: ttnn's for the "
                                                              "operands' dtype]")
-L1ShardOption = typer.Option([], "--l1-shard", help="keep this output block-sharded in L1 (each core's shard is the "
-                                                     "block it computes; no DRAM writes); repeatable")
+L1ShardOption = typer.Option([], "--l1-shard", help="keep this tensor block-sharded in L1 (each core's shard is the "
+                                                     "block it computes or reads; no DRAM traffic for it); repeatable")
 BlockingOption = typer.Option("auto", "--blocking", help="auto: blocks and core grid chosen from the problem | "
                                                          "as_written: the kernel's own blocks")
 

@@ -7,9 +7,10 @@
 - `copy(C[...], C_l)`  -> a `compute_send` marker (compute packs those tiles) + writer: per batch of up to 8 tiles
                          wait, write each, flush once, pop; the output CB holds two batches (compute packs one
                          while the writer drains the other), whatever the size of the block;
-- an output the target keeps block-sharded in L1 (`l1_shard`): its CB is the core's shard itself (one whole block,
-  pages in the shard's row-major order), compute packs into it and the writer only waits for it to be complete;
-  the block each core writes must be its shard (one block per core, `block` partition, blocks tiling the output).
+- a tensor the target keeps block-sharded in L1 (`l1_shard`): the CB is the core's shard itself (one whole block,
+  pages in the shard's row-major order). An output: compute packs into it and the writer only waits for it to be
+  complete; an input: the reader only pushes it. The block each core moves must be its shard (one block per core,
+  block (by, bx) on core (bx, by), blocks tiling the tensor), an input read once per block.
 Records `tt.cb_config` (and the shards in `tt.layout_desc`). Tiles outside the buffer are guarded later by TTPadTiles.
 """
 from __future__ import annotations
@@ -102,9 +103,9 @@ def lower_to_circular_buffers(func, mod, ctx):
             raise CompileError(f"l1_shard names `{name}`, which is not a tensor of the kernel "
                                f"(its tensors: {', '.join(n for n, b in buffers.items() if b['scope'] == 'global')})",
                                stage=STAGE, subject=name)
-        if buffers[name]["role"] != "output":
-            raise CompileError(f"l1_shard: `{name}` is an {buffers[name]['role']}; only outputs are kept sharded in L1 "
-                               "(an input is read from DRAM and shared by multicast)", stage=STAGE, subject=name)
+        if buffers[name]["role"] not in ("input", "output"):
+            raise CompileError(f"l1_shard: `{name}` is {buffers[name]['role']}; only inputs and outputs are kept sharded "
+                               "in L1", stage=STAGE, subject=name)
     grid = attrs.GRID.get(func)
     work = attrs.WORK_PARTITION.get(func)
     bound = {}
@@ -113,6 +114,27 @@ def lower_to_circular_buffers(func, mod, ctx):
         bound[str(node.var.name)] = node.var
     tvm_ffi.structural_walk(func.body, [(tirx.Bind, collect)], order="pre")
     shards: dict[str, dict] = {}
+    # the tile copies inside a loop of the block (a K loop), and how many copies read each tensor
+    nested: list = []
+    reads: dict[str, int] = {}
+
+    def walk(stmt, depth: int):
+        if isinstance(stmt, tirx.For):
+            return walk(stmt.body, depth + 1)
+        if isinstance(stmt, tirx.TilePrimitiveCall):
+            if op_name(stmt) == "copy":
+                src = region_of(stmt.args[1])
+                if src is not None and src.scope == "global":
+                    reads[src.name] = reads.get(src.name, 0) + 1
+                if depth > 1:
+                    nested.append(stmt)
+            return
+        children = list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else \
+            [getattr(stmt, name, None) for name in ("body", "then_case", "else_case")]
+        for sub in children:
+            if isinstance(sub, tirx.Stmt):
+                walk(sub, depth)
+    walk(func.body, 0)
 
     def check_shard(call, dst, rows: int, cols: int) -> None:
         """The block each core writes must be its shard: one block per core, block (by, bx) on core (bx, by), the
@@ -150,6 +172,19 @@ def lower_to_circular_buffers(func, mod, ctx):
         dst, src = region_of(call.args[0]), region_of(call.args[1])
         tile = src if dst.scope == "global" else dst      # the L1 side: its extents are the tile grid moved
         rows, cols = (-(-e // TILE) for e in tile.extents)
+        if src.scope == "global" and src.name in sharded:   # the core's own L1 shard: already in place
+            if any(call.same_as(n) for n in nested) or reads.get(src.name, 0) > 1:
+                raise error_at(call, func, f"`{src.name}` cannot be kept sharded in L1: each core must read its "
+                                           "block of it once (this read is in a loop, or there are several)",
+                               stage=STAGE, hint=f"drop `{src.name}` from l1_shard (a GEMM operand read a K step "
+                                                 "at a time is read from DRAM and shared by multicast)")
+            check_shard(call, src, rows, cols)
+            cb = cb_for(dst.name, index_base=INPUT_CB_BASE, role="input", dtype=dst.dtype, pages=rows * cols,
+                        buffer=dst.name)
+            cb["shard_of"] = src.name
+            return seq([ops.call("cb_reserve_back", cb["index"], rows * cols),
+                        ops.call("cb_push_back", cb["index"], rows * cols),
+                        ops.call("compute_receive", cb["index"], dst.name)])
         if src.scope == "global":          # DRAM -> L1 staging tile: the reader's job
             ntiles = rows * cols
             cb = cb_for(dst.name, index_base=INPUT_CB_BASE, role="input", dtype=dst.dtype,
@@ -167,7 +202,7 @@ def lower_to_circular_buffers(func, mod, ctx):
             check_shard(call, dst, rows, cols)
             cb = cb_for(dst.name, index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype, pages=rows * cols,
                         buffer=dst.name)
-            cb["shard"] = True
+            cb["shard_of"] = dst.name
             sr0, sc0 = (int(s) // TILE for s in src.starts)
             return seq([
                 ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols),
@@ -191,8 +226,8 @@ def lower_to_circular_buffers(func, mod, ctx):
     for c in table:
         c["tiles"] = layouts[c["buffer"]]["tiles"] if c["role"] == "input" else None
     for name in sharded - set(shards):
-        raise CompileError(f"l1_shard names `{name}`, which the kernel never writes whole from a tile", stage=STAGE,
-                           subject=name)
+        raise CompileError(f"l1_shard names `{name}`, which the kernel never moves whole between DRAM and a tile",
+                           stage=STAGE, subject=name)
     if shards:
         layouts = {name: dict(lay, memory="L1", layout="block_sharded", shard=shards[name]) if name in shards else lay
                    for name, lay in layouts.items()}
