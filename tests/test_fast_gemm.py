@@ -16,6 +16,14 @@ from .conftest import ROOT
 GEMM = (ROOT / "examples" / "tilelang" / "gemm.py").read_text()
 
 
+def assert_verifies(compiled, source: str, filename: str, params: dict, target: TargetConfig):
+    """The compiled kernel, run on the emulator, matches the NumPy reference."""
+    outcome = api.emulate(compiled.artifacts, target=target, source=source, filename=filename, entry=compiled.entry,
+                          params=params)
+    assert outcome.passed, outcome.verification.render()
+    return outcome
+
+
 def compile_gemm(arch: str, **params):
     return api.compile_source(GEMM, filename="gemm.py", entry="matmul", target=TargetConfig(arch=arch), params=params)
 
@@ -60,9 +68,7 @@ def test_k_steps_accumulate_in_l1_with_block_matmuls(arch):
                      % (cbs["cb_C_local"]["index"], cbs["cb_C"]["index"]), main)
     # configured once per K step, before the groups (nothing in the group loop reconfigures the engines)
     assert k_loop.count("matmul_block_init") == 1 and k_loop.index("matmul_block_init") < k_loop.index("tile_regs_acquire")
-    outcome = api.emulate(compiled.artifacts, target=TargetConfig(arch=arch), source=GEMM, filename="gemm.py",
-                          entry=compiled.entry, params=params)
-    assert outcome.passed, outcome.verification.render()
+    outcome = assert_verifies(compiled, GEMM, "gemm.py", params, TargetConfig(arch=arch))
     # every pack lands where the compiler meant it (pack_tile's third argument, checked by the emulator)
     assert not outcome.report.get("warnings"), outcome.report["warnings"][:2]
 
@@ -76,9 +82,7 @@ def test_an_accumulator_the_window_also_reads_is_loaded_into_dst():
     assert source != GEMM
     params = {"M": 128, "N": 128, "K": 512, "dtype": "bfloat16"}
     compiled = api.compile_source(source, filename="gemm.py", entry="matmul", target=TargetConfig(), params=params)
-    outcome = api.emulate(compiled.artifacts, target=TargetConfig(), source=source, filename="gemm.py",
-                          entry=compiled.entry, params=params)
-    assert outcome.passed, outcome.verification.render()
+    assert_verifies(compiled, source, "gemm.py", params, TargetConfig())
 
 
 def test_a_buffer_read_before_the_k_loop_keeps_its_zeros():
@@ -92,9 +96,7 @@ def test_a_buffer_read_before_the_k_loop_keeps_its_zeros():
     compiled = api.compile_source(source, filename="gemm.py", entry="matmul", target=TargetConfig(), params=params)
     compute = compiled.artifacts["compute.cpp"].decode()
     assert "(k != 0 ? 1 : 0)" not in compute
-    outcome = api.emulate(compiled.artifacts, target=TargetConfig(), source=source, filename="gemm.py",
-                          entry=compiled.entry, params=params)
-    assert outcome.passed, outcome.verification.render()
+    assert_verifies(compiled, source, "gemm.py", params, TargetConfig())
 
 
 @pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
@@ -108,9 +110,7 @@ def test_an_accumulator_that_fits_dst_is_one_matmul_block_per_k_tile(arch):
     blocks = re.findall(r"matmul_block\((?:[^()]|\([^()]*\))*\)", compute)
     ct, rt, kt = (int(x) for x in blocks[0].rstrip(")").split(", ")[-3:])
     assert len(blocks) == 1 and ct * rt >= 4
-    outcome = api.emulate(compiled.artifacts, target=TargetConfig(arch=arch), source=GEMM, filename="gemm.py",
-                          entry=compiled.entry, params=params)
-    assert outcome.passed, outcome.verification.render()
+    assert_verifies(compiled, GEMM, "gemm.py", params, TargetConfig(arch=arch))
 
 
 def test_an_output_in_another_format_is_packed_by_the_last_k_step():
@@ -129,9 +129,7 @@ def test_an_output_in_another_format_is_packed_by_the_last_k_step():
     assert last.count("copy_init(cb_C_local)") == 1 and last.index("copy_init(cb_C_local)") < reload
     assert reload < last.index("matmul_block(") < last.index("pack_tile(") and "cb_push_back(cb_C," in last
     assert "pack_reconfig_l1_acc(1)" not in last and "copy_tile(cb_C_local" not in last[last.index("pack_tile("):]
-    outcome = api.emulate(compiled.artifacts, target=target, source=source, filename="matmul.py",
-                          entry=compiled.entry, params=params)
-    assert outcome.passed, outcome.verification.render()
+    assert_verifies(compiled, source, "matmul.py", params, target)
 
 
 @pytest.mark.parametrize("k", [32, 512])
@@ -145,9 +143,7 @@ def test_blocks_that_follow_each_other_on_a_core_keep_their_results(k):
     plan = json.loads(compiled.artifacts["tt.plan.json"])
     assert plan["work"]["cores"][0]["count"] == 16
     assert any(cb.get("shares_with") is not None for cb in plan["circular_buffers"])
-    outcome = api.emulate(compiled.artifacts, target=target, source=GEMM, filename="gemm.py",
-                          entry=compiled.entry, params=params)
-    assert outcome.passed, outcome.verification.render()
+    assert_verifies(compiled, GEMM, "gemm.py", params, target)
 
 
 @pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
@@ -182,6 +178,4 @@ def test_block_shapes_leave_the_float32_accumulator_whole_matmul_calls():
     plan = json.loads(compiled.artifacts["tt.plan.json"])
     out = next(cb for cb in plan["circular_buffers"] if cb["name"] == "cb_C")
     assert out["num_pages"] % (ct * rt) == 0
-    outcome = api.emulate(compiled.artifacts, target=target, source=source, filename="matmul.py",
-                          entry=compiled.entry, params=params)
-    assert outcome.passed, outcome.verification.render()
+    assert_verifies(compiled, source, "matmul.py", params, target)

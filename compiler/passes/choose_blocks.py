@@ -38,8 +38,9 @@ from tvm.tirx import exec_scope
 from ..errors import CompileError
 from ..ir import ceil_div, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, view_of
-from ..target import DATA_FORMATS, TILE, device_costs
+from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
+from .tensorize.emit import dst_group
 from .. import attrs
 
 MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
@@ -530,9 +531,8 @@ class Chooser:
     def matmul_cycles(self, blocks: dict, grid_roots) -> float | None:
         """Modelled cycles the matrix engine's calls take per K tile for one output block of every gemm
         (compiler/device_costs.json: a fixed cost per LLK call plus the larger of the unpacker's bytes and the
-        FPU's cycles), with the DST grouping tensorize uses: the whole block in one call when it fits a full
-        DST, else runs of the largest group that divides a row or is whole rows of the half DST. None without a
-        gemm on the grid's axes."""
+        FPU's cycles), with tensorize's DST grouping (dst_group): the whole block in one call when it fits a full
+        DST, else a call per group of the half DST. None without a gemm on the grid's axes."""
         if not self.a.gemms:
             return None
         try:
@@ -541,7 +541,7 @@ class Chooser:
             return None
         fidelity = (self.target["math_fidelity"] or "HiFi4").lower()
         fp32 = bool(self.target["fp32_accumulation"])
-        half = 4 if fp32 else 8
+        half, full = dst_capacity(fp32, full_sync=False), dst_capacity(fp32, full_sync=True)
         total = 0.0
         for dst, a, _ in self.a.gemms:
             rr, cr = (self.a.find(self.a.key(dst, axis)) for axis in range(2))
@@ -549,13 +549,12 @@ class Chooser:
                 return None
             rows = ceil_div(blocks.get(rr, self.t.classes[rr].block), TILE)
             cols = ceil_div(blocks.get(cr, self.t.classes[cr].block), TILE)
-            if rows * cols <= 2 * half:
-                calls, rt, ct = 1, rows, cols
-            else:
-                fits = [g for g in range(half, 0, -1) if (rows * cols) % g == 0 and (cols % g == 0 or g % cols == 0)]
-                g = fits[0] if fits else 1
-                rt, ct = (1, g) if cols % g == 0 else (g // cols, cols)
-                calls = rows * cols // g
+            if rows * cols <= full:
+                rt, ct = rows, cols
+            else:   # a group that is not a run of a row or whole rows is a matmul_tiles per tile
+                g = dst_group(rows * cols, 1, 0, half, cols)
+                rt, ct = (1, g) if cols % g == 0 else (g // cols, cols) if g % cols == 0 else (1, 1)
+            calls = rows * cols // (rt * ct)
             tile_bytes = DATA_FORMATS[self.buffers[a]["dtype"]].tile_bytes
             unpack = (min(rt, ct) + rt * ct) * tile_bytes / costs["unpack_bytes_per_cycle"]
             total += calls * (costs["llk_call_cycles"] + max(unpack, rt * ct * costs[f"fpu_cycles_{fidelity}"]))

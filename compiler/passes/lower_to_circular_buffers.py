@@ -72,6 +72,105 @@ def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int)
     return body if batches == 1 else tirx.For(t, 0, batches, tirx.ForKind.SERIAL, body)
 
 
+class Shards:
+    """The tensors the target keeps block-sharded in L1 (`l1_shard`): each core's block of one must be its shard --
+    one block per core, block (by, bx) on core (bx, by), the blocks tiling the tensor exactly, the block at
+    (by * rows, bx * cols); an input read once per block."""
+
+    def __init__(self, func, page_origin, analyzer):
+        self.func, self.page_origin, self.analyzer = func, page_origin, analyzer
+        self.buffers = attrs.BUFFERS.get(func)
+        self.names = set(attrs.TARGET.get(func).get("l1_shard", []))
+        self.found: dict[str, dict] = {}       # tensor -> its shard grid and shape (tt.layout_desc)
+        tensors = [n for n, b in self.buffers.items() if b["scope"] == "global"]
+        for name in sorted(self.names):
+            if name not in tensors:
+                raise CompileError(f"l1_shard names `{name}`, which is not a tensor of the kernel (its tensors: "
+                                   f"{', '.join(tensors)})", stage=STAGE, subject=name)
+            if self.buffers[name]["role"] not in ("input", "output"):
+                raise CompileError(f"l1_shard: `{name}` is {self.buffers[name]['role']}; only inputs and outputs are "
+                                   "kept sharded in L1", stage=STAGE, subject=name)
+        if not self.names:
+            return
+        self.grid = attrs.GRID.get(func)
+        self.work = attrs.WORK_PARTITION.get(func)
+        self.bound = {}                         # grid variable name -> its Var (bound per block)
+        self.nested: list = []                  # tile copies inside a loop of the block (a K loop)
+        self.reads: dict[str, int] = {}         # tensor -> copies reading it
+
+        def bind(node):
+            self.bound[str(node.var.name)] = node.var
+        tvm_ffi.structural_walk(func.body, [(tirx.Bind, bind)], order="pre")
+        self.walk(func.body, 0)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    def walk(self, stmt, depth: int) -> None:
+        if isinstance(stmt, tirx.For):
+            return self.walk(stmt.body, depth + 1)
+        if isinstance(stmt, tirx.TilePrimitiveCall):
+            src = region_of(stmt.args[1]) if op_name(stmt) == "copy" else None
+            if src is not None and src.scope == "global":
+                self.reads[src.name] = self.reads.get(src.name, 0) + 1
+                if depth > 1:   # the persistent block loop is depth 1
+                    self.nested.append(stmt)
+            return
+        children = list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else \
+            [getattr(stmt, name, None) for name in ("body", "then_case", "else_case")]
+        for sub in children:
+            if isinstance(sub, tirx.Stmt):
+                self.walk(sub, depth)
+
+    def check_read(self, call, region, rows: int, cols: int) -> None:
+        if any(call.same_as(n) for n in self.nested) or self.reads.get(region.name, 0) > 1:
+            raise error_at(call, self.func, f"`{region.name}` cannot be kept sharded in L1: each core must read its "
+                                            "block of it once (this read is in a loop, or there are several)",
+                           stage=STAGE, hint=f"drop `{region.name}` from l1_shard (a GEMM operand read a K step at a "
+                                             "time is read from DRAM and shared by multicast)")
+        self.check(call, region, rows, cols)
+
+    def check(self, call, region, rows: int, cols: int) -> None:
+        """`region` (rows x cols tiles of a sharded tensor, moved by `call`) must be the core's shard."""
+        grid, work, name = self.grid, self.work, region.name
+        tiles = attrs.LAYOUT_DESC.get(self.func)[name]["tiles"]
+        names, (gy, gx) = grid["vars"], (grid["extents"] + [1])[:2]
+        problem = None
+        if len(names) != 2 or len(self.buffers[name]["shape"]) != 2:
+            problem = "the kernel's grid and the tensor must be 2-D"
+        elif any(c["count"] != 1 or c["core"] != [c["start"] % gx, c["start"] // gx] for c in work["cores"]):
+            problem = (f"each core must compute exactly one block, block ({names[0]}, {names[1]}) on core "
+                       f"({names[1]}, {names[0]}) (the grid is {gy}x{gx} blocks on {len(work['cores'])} cores, "
+                       f"`{work['policy']}` partition)")
+        elif [rows * gy, cols * gx] != list(tiles):
+            problem = (f"the blocks ({rows}x{cols} tiles on a {gy}x{gx} grid) must tile `{name}`'s {tiles[0]}x{tiles[1]} "
+                       "tiles exactly")
+        else:
+            r0, c0 = self.page_origin(region)
+            by, bx = (self.bound.get(n) for n in names)
+            if by is None or bx is None or not self.analyzer.can_prove_equal(r0, by * rows) \
+                    or not self.analyzer.can_prove_equal(c0, bx * cols):
+                problem = f"the block must be at [{names[0]} * {rows * TILE}, {names[1]} * {cols * TILE}]"
+        if problem:
+            raise error_at(call, self.func, f"`{name}` cannot be kept sharded in L1: {problem}", stage=STAGE,
+                           hint="drop it from l1_shard, or give each core one whole block of it (blocks of "
+                                "M / core rows x N / core columns)")
+        xs, ys = (sorted({c["core"][k] for c in work["cores"]}) for k in (0, 1))
+        self.found[name] = {"cores": [[xs[0], ys[0]], [xs[-1], ys[-1]]], "shard_shape": [rows * TILE, cols * TILE],
+                            "shard_tiles": [rows, cols]}
+
+    def record(self, func):
+        """`tt.layout_desc` with the sharded tensors in L1; a named tensor never moved whole is an error."""
+        for name in sorted(self.names - set(self.found)):
+            raise CompileError(f"l1_shard names `{name}`, which the kernel never moves whole between DRAM and a tile",
+                               stage=STAGE, subject=name)
+        if not self.found:
+            return func
+        layouts = {name: dict(lay, memory="L1", layout="block_sharded", shard=self.found[name])
+                   if name in self.found else lay for name, lay in attrs.LAYOUT_DESC.get(func).items()}
+        return attrs.LAYOUT_DESC.on(func, layouts)
+
+
 @tirx.transform.prim_func_pass(opt_level=0, name="TTLowerToCircularBuffers")
 def lower_to_circular_buffers(func, mod, ctx):
     target = attrs.TARGET.get(func)
@@ -97,74 +196,7 @@ def lower_to_circular_buffers(func, mod, ctx):
         row, col = view_of(buffers[r.name]).page_origin(r.starts)
         return analyzer.simplify(row), analyzer.simplify(col)
 
-    sharded = set(target.get("l1_shard", []))
-    for name in sorted(sharded):
-        if name not in buffers or buffers[name]["scope"] != "global":
-            raise CompileError(f"l1_shard names `{name}`, which is not a tensor of the kernel "
-                               f"(its tensors: {', '.join(n for n, b in buffers.items() if b['scope'] == 'global')})",
-                               stage=STAGE, subject=name)
-        if buffers[name]["role"] not in ("input", "output"):
-            raise CompileError(f"l1_shard: `{name}` is {buffers[name]['role']}; only inputs and outputs are kept sharded "
-                               "in L1", stage=STAGE, subject=name)
-    grid = attrs.GRID.get(func)
-    work = attrs.WORK_PARTITION.get(func)
-    bound = {}
-
-    def collect(node):
-        bound[str(node.var.name)] = node.var
-    tvm_ffi.structural_walk(func.body, [(tirx.Bind, collect)], order="pre")
-    shards: dict[str, dict] = {}
-    # the tile copies inside a loop of the block (a K loop), and how many copies read each tensor
-    nested: list = []
-    reads: dict[str, int] = {}
-
-    def walk(stmt, depth: int):
-        if isinstance(stmt, tirx.For):
-            return walk(stmt.body, depth + 1)
-        if isinstance(stmt, tirx.TilePrimitiveCall):
-            if op_name(stmt) == "copy":
-                src = region_of(stmt.args[1])
-                if src is not None and src.scope == "global":
-                    reads[src.name] = reads.get(src.name, 0) + 1
-                if depth > 1:
-                    nested.append(stmt)
-            return
-        children = list(stmt.seq) if isinstance(stmt, tirx.SeqStmt) else \
-            [getattr(stmt, name, None) for name in ("body", "then_case", "else_case")]
-        for sub in children:
-            if isinstance(sub, tirx.Stmt):
-                walk(sub, depth)
-    walk(func.body, 0)
-
-    def check_shard(call, dst, rows: int, cols: int) -> None:
-        """The block each core writes must be its shard: one block per core, block (by, bx) on core (bx, by), the
-        output tiled exactly by the blocks, and the write at (row block index * rows, column block index * cols)."""
-        tiles = layouts[dst.name]["tiles"]
-        names = grid["vars"]
-        problem = None
-        if len(names) != 2 or len(buffers[dst.name]["shape"]) != 2:
-            problem = "the kernel's grid and the output must be 2-D"
-        elif any(c["count"] != 1 or c["core"] != [c["start"] % grid["extents"][1], c["start"] // grid["extents"][1]]
-                 for c in work["cores"]):   # block (by, bx) on core (bx, by), as a block-sharded buffer places it
-            problem = (f"each core must compute exactly one block, block ({names[0]}, {names[1]}) on core "
-                       f"({names[1]}, {names[0]}) (the grid is {grid['extents'][0]}x{grid['extents'][1]} blocks on "
-                       f"{len(work['cores'])} cores, `{work['policy']}` partition)")
-        elif [rows * grid["extents"][0], cols * grid["extents"][1]] != list(tiles):
-            problem = (f"the blocks ({rows}x{cols} tiles on a {grid['extents'][0]}x{grid['extents'][1]} grid) must tile "
-                       f"`{dst.name}`'s {tiles[0]}x{tiles[1]} tiles exactly")
-        else:
-            r0, c0 = page_origin(dst)
-            by, bx = (bound.get(n) for n in names)
-            if by is None or bx is None or not analyzer.can_prove_equal(r0, by * rows) \
-                    or not analyzer.can_prove_equal(c0, bx * cols):
-                problem = f"the block must be written at [{names[0]} * {rows * TILE}, {names[1]} * {cols * TILE}]"
-        if problem:
-            raise error_at(call, func, f"`{dst.name}` cannot be kept sharded in L1: {problem}", stage=STAGE,
-                           hint="drop it from l1_shard, or give each core one whole block of it (blocks of "
-                                "M / core rows x N / core columns)")
-        xs, ys = (sorted({c["core"][k] for c in work["cores"]}) for k in (0, 1))
-        shards[dst.name] = {"cores": [[xs[0], ys[0]], [xs[-1], ys[-1]]], "shard_shape": [rows * TILE, cols * TILE],
-                            "shard_tiles": [rows, cols]}
+    shards = Shards(func, page_origin, analyzer)
 
     def lower_copy(call):
         if op_name(call) != "copy":
@@ -172,13 +204,8 @@ def lower_to_circular_buffers(func, mod, ctx):
         dst, src = region_of(call.args[0]), region_of(call.args[1])
         tile = src if dst.scope == "global" else dst      # the L1 side: its extents are the tile grid moved
         rows, cols = (-(-e // TILE) for e in tile.extents)
-        if src.scope == "global" and src.name in sharded:   # the core's own L1 shard: already in place
-            if any(call.same_as(n) for n in nested) or reads.get(src.name, 0) > 1:
-                raise error_at(call, func, f"`{src.name}` cannot be kept sharded in L1: each core must read its "
-                                           "block of it once (this read is in a loop, or there are several)",
-                               stage=STAGE, hint=f"drop `{src.name}` from l1_shard (a GEMM operand read a K step "
-                                                 "at a time is read from DRAM and shared by multicast)")
-            check_shard(call, src, rows, cols)
+        if src.scope == "global" and src.name in shards:   # the core's own L1 shard: already in place
+            shards.check_read(call, src, rows, cols)
             cb = cb_for(dst.name, index_base=INPUT_CB_BASE, role="input", dtype=dst.dtype, pages=rows * cols,
                         buffer=dst.name)
             cb["shard_of"] = src.name
@@ -198,8 +225,8 @@ def lower_to_circular_buffers(func, mod, ctx):
                 ops.call("cb_push_back", cb["index"], ntiles),
                 ops.call("compute_receive", cb["index"], dst.name),
             ])
-        if dst.scope == "global" and dst.name in sharded:   # into the core's own L1 shard
-            check_shard(call, dst, rows, cols)
+        if dst.scope == "global" and dst.name in shards:   # into the core's own L1 shard
+            shards.check(call, dst, rows, cols)
             cb = cb_for(dst.name, index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype, pages=rows * cols,
                         buffer=dst.name)
             cb["shard_of"] = dst.name
@@ -225,11 +252,5 @@ def lower_to_circular_buffers(func, mod, ctx):
     table = sorted(cbs.values(), key=lambda c: c["index"])
     for c in table:
         c["tiles"] = layouts[c["buffer"]]["tiles"] if c["role"] == "input" else None
-    for name in sharded - set(shards):
-        raise CompileError(f"l1_shard names `{name}`, which the kernel never moves whole between DRAM and a tile",
-                           stage=STAGE, subject=name)
-    if shards:
-        layouts = {name: dict(lay, memory="L1", layout="block_sharded", shard=shards[name]) if name in shards else lay
-                   for name, lay in layouts.items()}
-        func = attrs.LAYOUT_DESC.on(func, layouts)
+    func = shards.record(func)
     return attrs.CB_CONFIG.on(func.with_body(body), table)

@@ -175,7 +175,7 @@ class Service:
             job = self.client.get(f"/v1/jobs/{job_id}", params={"wait": 5}).json()
             if job["status"] in TERMINAL:
                 return job
-            assert time.time() < deadline, job
+            assert time.time() < deadline, (job, self.worker.tail() if self.worker else "no worker")
             
     def stop(self) -> None:
         self.client.close()

@@ -26,7 +26,7 @@ def _tile_origin(region) -> tuple[int, int]:
     return int(region.starts[0]) // TILE, int(region.starts[1]) // TILE
 
 
-def _divisor_groups(positions: int, per_position: int, scratch: int, capacity: int, cols: int | None = None) -> int:
+def dst_group(positions: int, per_position: int, scratch: int, capacity: int, cols: int | None = None) -> int:
     """The largest group of tile positions DST holds at once; with `cols` (a window with a matmul), the largest
     that is a run within one row or whole rows, so each group is one matmul_block."""
     fits = [g for g in range(positions, 0, -1) if positions % g == 0 and g * per_position + scratch <= capacity]
@@ -88,8 +88,9 @@ def _intrinsic_name(node) -> str | None:
     return found[0].name if found is not None else None
 
 
-def _touches(item, tz) -> set | None:
-    """The CBs an item of the plan may read or write; None when it cannot be told (a plain statement)."""
+def _touches(item, tz, touches) -> set | None:
+    """The CBs an item of the plan may read or write; None when it cannot be told. `touches` answers the same for
+    a loop body's items (the emitter's cache)."""
     if isinstance(item, Window):
         found: dict = {}
         _accesses(item.items, id(item), found)
@@ -98,7 +99,7 @@ def _touches(item, tz) -> set | None:
     if isinstance(item, LoopItem):
         out: set = set()
         for sub in item.body:
-            t = _touches(sub, tz)
+            t = touches(sub)
             if t is None:
                 return None
             out |= t
@@ -137,21 +138,15 @@ def _group_waited(item, tz) -> set:
     return {tz.resident[b] for b in item.written if b in tz.resident and b not in tz.two_versions}
 
 
-def _first_touch_covers(items, cb: int, tz) -> bool:
+def _first_touch_covers(items, cb: int, tz, touches) -> bool:
     """Is the first item of `items` that touches `cb` a grouped window that waits for it group by group?"""
     for item in items:
-        if isinstance(item, LoopItem):
-            touched = _touches(item, tz)
-            if touched is None:
-                return False
-            if cb in touched:
-                return _first_touch_covers(item.body, cb, tz)
-            continue
-        touched = _touches(item, tz)
+        touched = touches(item)
         if touched is None:
             return False
         if cb in touched:
-            return cb in _group_waited(item, tz)
+            return _first_touch_covers(item.body, cb, tz, touches) if isinstance(item, LoopItem) else \
+                cb in _group_waited(item, tz)
     return False
 
 
@@ -170,8 +165,8 @@ class Emitter:
         # resident buffers still holding the all-zero version every block starts from (updated in place), while
         # the items run once per block (outside any loop): zeroing them again is a no-op
         self.known_zero = {b for b in tz.resident if b not in tz.two_versions}
-        self.loop_depth = 0
         self.loops: list = []                   # the enclosing plan loops, outermost first
+        self.touched_cbs: dict[int, set | None] = {}   # id(item) -> _touches (items live as long as the emitter)
         self.cbs_touched: set[int] = set()      # CBs any item emitted so far in the block may touch
         self.all_touched = False
         self.elided: set[int] = set()           # windows that need no code (their effect is already there)
@@ -190,26 +185,35 @@ class Emitter:
         """The statements of an item list. `carry` (a loop body): a deferred wait the body's next iteration
         satisfies group by group may stay deferred past the body's end."""
         out, pending = [], {}
-        if self.loop_depth == 0:
+        if not self.loops:
             self.find_fusions(items)
         for item in items:
             if id(item) in self.fused_sends:
                 continue
             out += self.flush(item)
             out += self.item(item, pending)
-            touched = _touches(item, self.tz) if id(item) not in self.elided else set()
+            touched = self.touches(item) if id(item) not in self.elided else set()
             if touched is None:
                 self.all_touched = True
             else:
                 self.cbs_touched |= touched
         out += self.pop_all(pending)
-        keep = {cb for cb in self.deferred if carry and _first_touch_covers(items, cb, self.tz)}
+        keep = {cb for cb in self.deferred if carry and _first_touch_covers(items, cb, self.tz, self.touches)}
         return out + self.flush(None, keep=keep)
+
+    def touches(self, item) -> set | None:
+        if id(item) not in self.touched_cbs:
+            self.touched_cbs[id(item)] = _touches(item, self.tz, self.touches)
+        return self.touched_cbs[id(item)]
+
+    def touches_cb(self, item, cb: int) -> bool:
+        touched = self.touches(item)
+        return touched is None or cb in touched
 
     def flush(self, item, keep: set = frozenset()) -> list:
         """The deferred whole-buffer waits `item` needs first (all of them for None or an item that may touch any
         CB), except those a grouped window waits for group by group."""
-        touched = _touches(item, self.tz) if item is not None else None
+        touched = self.touches(item) if item is not None else None
         covered = _group_waited(item, self.tz) if item is not None else set()
         out = []
         for cb in list(self.deferred):
@@ -224,7 +228,6 @@ class Emitter:
         if isinstance(item, LoopItem):
             s = item.loop
             fused = [w for w in item.body if id(w) in self.fusable]
-            self.loop_depth += 1
             self.loops.append(s)
             out = []
             if fused:   # all iterations but the last as they are; the last packs the result into the output CB
@@ -240,7 +243,6 @@ class Emitter:
             else:
                 out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(self.items(item.body, carry=True))))
             self.loops.pop()
-            self.loop_depth -= 1
             return out
         if isinstance(item, SendFromCB):
             return self.send_from_cb(item.send)
@@ -266,12 +268,12 @@ class Emitter:
     def window(self, w: Window, pending: dict) -> list:
         tz = self.tz
         buffers = list(w.written)
-        if self.loop_depth == 0 and w.items and all(
+        if not self.loops and w.items and all(
                 it[0] == "op" and it[1].name == "zero" and it[1].whole and it[1].dst.name in self.known_zero
                 for it in w.items):
             self.elided.add(id(w))
             return []     # T.clear of a buffer nothing has written since the block's zero version
-        self.known_zero_at_entry = set(self.known_zero)
+        was_zero = self.known_zero & set(buffers)
         self.known_zero.difference_update(buffers)
         self.w = w
         window_accesses: dict = {}
@@ -294,7 +296,7 @@ class Emitter:
             self.group, groups = 0, 1
         else:
             rows, cols = w.grid
-            self.group = _divisor_groups(rows * cols, len(buffers), w.scratch, tz.capacity,
+            self.group = dst_group(rows * cols, len(buffers), w.scratch, tz.capacity,
                                          cols if _has_gemm(w.items) else None)
             groups = rows * cols // self.group
             self.base = {b: k * self.group for k, b in enumerate(buffers)}
@@ -338,7 +340,7 @@ class Emitter:
             if b in in_place and (b != fused or not shared):
                 body.append(ops.call("cb_reserve_back", target, at_once(b)))
             if b in l1_acc:
-                body.append(ops.call("pack_reconfig_l1_acc", self.l1_acc_flag(b)))
+                body.append(ops.call("pack_reconfig_l1_acc", self.l1_acc_flag(b, b in was_zero)))
             body += self.positions(b, lambda slot, i, j, t=target, b=b: [ops.call("pack_tile", slot, t,
                                                                                   self.page_of(b, i, j, b in in_place))])
             if b in l1_acc:
@@ -374,48 +376,49 @@ class Emitter:
         loads the sums into DST instead (as ttnn's matmul reloads its partials) and packs the output as it goes."""
         tz = self.tz
         for at, send in enumerate(items):
-            if not isinstance(send, SendFromCB):
+            w = self.fusable_window(items, at, send) if isinstance(send, SendFromCB) else None
+            if w is None:
                 continue
-            _, out_cb, name, r0, c0, rows, cols = send.send
-            if name not in tz.resident or name in tz.two_versions or (r0, c0, rows, cols) != (0, 0, *tz.tiles(name)):
-                continue
-            cb = tz.resident[name]
-            if out_cb in tz.aliases:
-                continue
-            if any(_writes_to(other, out_cb) for other in items if other is not send):
-                continue
-            later = [_touches(other, tz) for other in items[at + 1:]]
-            if any(t is None or cb in t for t in later):
-                continue
-            loop = next((other for other in reversed(items[:at]) if _touches(other, tz) is None
-                         or cb in _touches(other, tz)), None)
-            if not isinstance(loop, LoopItem) or not isinstance(loop.loop.extent, tirx.IntImm) \
-                    or int(loop.loop.extent) < 1:
-                continue
-            inside = [other for other in loop.body if _touches(other, tz) is None or cb in _touches(other, tz)]
-            if len(inside) != 1 or not isinstance(inside[0], Window) or inside[0].flat:
-                continue
-            w = inside[0]
-            found: dict = {}
-            _accesses(w.items, id(w), found)
-            if name not in w.written or first_use(found.get(name, []), tz.tiles(name))[0] == "write" \
-                    or not self.accumulates_in_l1(name, found.get(name, []), w):
-                continue
+            _, out_cb, name = send.send[:3]
             self.fusable[id(w)] = (name, out_cb)
             self.fused_sends.add(id(send))
             tz.used_up.add(name)
-            if tz.cbs[cb]["data_format"] == tz.cbs[out_cb]["data_format"]:
-                tz.aliases[out_cb] = cb
+            if tz.cbs[tz.resident[name]]["data_format"] == tz.cbs[out_cb]["data_format"]:
+                tz.aliases[out_cb] = tz.resident[name]
                 tz.cbs[out_cb]["num_pages"] = tz.ntiles(name)
 
-    def l1_acc_flag(self, buffer: str):
+    def fusable_window(self, items: list, at: int, send: SendFromCB) -> Window | None:
+        """The K loop's window whose last step can take over write-out `items[at]`, or None (find_fusions)."""
+        tz = self.tz
+        _, out_cb, name, r0, c0, rows, cols = send.send
+        if name not in tz.resident or name in tz.two_versions or (r0, c0, rows, cols) != (0, 0, *tz.tiles(name)) \
+                or out_cb in tz.aliases or any(_writes_to(other, out_cb) for other in items if other is not send):
+            return None
+        cb = tz.resident[name]
+        if any(self.touches_cb(other, cb) for other in items[at + 1:]):
+            return None
+        loop = next((other for other in reversed(items[:at]) if self.touches_cb(other, cb)), None)
+        if not isinstance(loop, LoopItem) or not isinstance(loop.loop.extent, tirx.IntImm) or int(loop.loop.extent) < 1:
+            return None
+        inside = [other for other in loop.body if self.touches_cb(other, cb)]
+        if len(inside) != 1 or not isinstance(inside[0], Window) or inside[0].flat or name not in inside[0].written:
+            return None
+        w = inside[0]
+        found: dict = {}
+        _accesses(w.items, id(w), found)
+        if first_use(found.get(name, []), tz.tiles(name))[0] == "write" \
+                or not self.accumulates_in_l1(name, found.get(name, []), w):
+            return None
+        return w
+
+    def l1_acc_flag(self, buffer: str, was_zero: bool):
         """Packer L1 accumulation on, or off in the first iteration of the loop the window sits in when that
         overwrites the block's zero version: the window is the first thing in the block to touch the buffer,
         directly in a loop with a constant trip count of at least one (C = 0; for k: C += A_k @ B_k packs
         A_0 @ B_0 as it is, as ttnn's matmul does, and the zero version needs no zeros)."""
         tz = self.tz
         cb = tz.resident[buffer]
-        if self.loop_depth != 1 or self.all_touched or cb in self.cbs_touched or buffer not in self.known_zero_at_entry:
+        if len(self.loops) != 1 or self.all_touched or cb in self.cbs_touched or not was_zero:
             return i32(1)
         loop = self.loops[-1]
         if not isinstance(loop.extent, tirx.IntImm) or int(loop.extent) < 1:
