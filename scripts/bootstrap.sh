@@ -30,11 +30,20 @@ fi
 [ -n "$PYTHON" ] || { echo "bootstrap: Python 3.11 is required" >&2; exit 1; }
 
 if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.tilefarm-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+  # pip's own output (build warnings included) goes to a log: the console says what is happening, and where to look
+  log=.venv/pip-install.log
+  started=$(date +%s)
+  echo "bootstrap: installing tilefarm and its pinned dependencies into .venv (about 1-3 minutes the first time; pip's log: $log)"
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[test]"; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "bootstrap: pip install failed (the whole log: $log)" >&2
+    exit 1
+  fi
   touch "$stamp"
+  echo "bootstrap: installed in $(( $(date +%s) - started )) s"
 fi

@@ -3,12 +3,46 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import typer
 
 
 def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)
+
+
+def _say(text: str) -> None:
+    typer.echo(f"tilefarm: {text}", err=True)
+
+
+def report_warm_up(data_dir, url: str, stop: threading.Event, interval_s: float = 0.5) -> None:
+    """Say on the console what the embedded worker's warm-up is doing and about how long is left (its steps, as
+    /readyz shows them): every step once, in order, even one that began and ended between two looks; then that the
+    service is ready (or why the warm-up failed)."""
+    from farm import readiness
+
+    announced: set[tuple[int, str]] = set()
+    while not stop.wait(interval_s):
+        found = readiness.workers(data_dir)
+        for worker in found:
+            steps = worker.get("steps") or []
+            left = readiness.seconds_left(worker)
+            for number, step in enumerate(steps, 1):
+                key = (worker.get("pid"), step.get("name"))
+                if step.get("state") in ("pending", "skipped") or key in announced:
+                    continue
+                announced.add(key)
+                soon = f" (about {left:.0f} s left)" if left is not None and step.get("state") == "running" else ""
+                _say(f"warming up {number}/{len(steps)}: {step.get('name')}{soon}")
+            if not worker.get("warm") and steps and not any(s.get("state") in ("pending", "running") for s in steps):
+                _say(f"the worker's warm-up failed: {worker.get('detail')} (jobs will say why too)")
+                return
+        warm = [w for w in found if w.get("warm")]
+        if warm:
+            _say(f"ready at {url} (warm-up took {max(w.get('warm_up_s') or 0 for w in warm):.1f} s): the dashboard "
+                 "is there; `tilefarm submit FILE --wait` sends a job")
+            return
 
 
 def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.0.0.1]"),
@@ -25,6 +59,7 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
 
     settings = get_settings()
     worker = None
+    warm_up_said = threading.Event()
     # uvicorn handles SIGTERM, shuts down, then raises it again: with the default action the process would die
     # there, before `finally` stops the embedded worker (left behind, hung in its pool's shutdown)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -34,13 +69,18 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
         recovered = recover(settings)
         if recovered:
             typer.echo(f"re-queued {recovered} unfinished job(s)")
+        url = f"http://{settings.host}:{settings.port}"
         if settings.embedded_workers:
             worker = LocalWorker(settings)
-        typer.echo(f"tilefarm (embedded: data in {settings.data_dir.resolve()}) on http://{settings.host}:{settings.port}")
+            threading.Thread(target=report_warm_up, args=(settings.data_dir, url, warm_up_said), daemon=True,
+                             name="warm-up-report").start()
+        _say(f"embedded mode (data in {settings.data_dir.resolve()}) on {url}: the API answers now; its worker "
+             "warms up first (GET /readyz shows each step)")
     try:
         uvicorn.run("service.app:app", host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
                     access_log=False)
     finally:
+        warm_up_said.set()
         if worker is not None:
             worker.stop()
 

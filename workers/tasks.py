@@ -50,27 +50,33 @@ def _warm_up(**_) -> None:
 
 
 def _become_warm(settings) -> None:
-    started = time.perf_counter()
+    steps = ["import the compiler"]
+    if settings.sandbox:  # the zygote's own start-up steps, as it reports them (workers/sandbox/zygote.py)
+        steps += ["start the sandbox (import tvm)", "build the emulator runtime", "compile the example kernels",
+                  "learn the pages a compile touches", "prepare the first sandboxed child"]
+    else:
+        steps += ["build the emulator runtime"]
+    warm_up = readiness.WarmUp(settings.data_dir, steps)
     warm, detail = True, "ready"
     try:
-        import compiler.api  # noqa: F401
-
-        if settings.sandbox:  # the zygote imports tvm, compiles the examples and builds the emulator runtime
+        with warm_up.step("import the compiler"):
+            import compiler.api  # noqa: F401
+        if settings.sandbox:  # the zygote imports tvm, builds the emulator runtime and compiles the examples
             from workers import sandbox
 
-            zygote = sandbox.zygote_for(settings, wait=True)
+            zygote = sandbox.zygote_for(settings, wait=True, on_progress=warm_up.begin)
             detail = f"sandbox zygote: {zygote.info.get('warm', 'started')}"
         else:
             from compiler.toolchain import emulate
 
-            emulate.build_host_pch(emulate.build_runtime())
+            with warm_up.step("build the emulator runtime"):
+                emulate.build_host_pch(emulate.build_runtime())
     except Exception as error:  # the jobs will fail with the real error; the worker itself stays up
         warm, detail = False, f"{type(error).__name__}: {error}"
         log.error("worker process %d warm-up failed: %s", os.getpid(), detail)
-    seconds = time.perf_counter() - started
-    readiness.mark(settings.data_dir, warm=warm, detail=detail, seconds=seconds)
+    warm_up.done(warm=warm, detail=detail)
     _warm.set()
-    log.info("worker process %d warm in %.2f s (%s)", os.getpid(), seconds, detail)
+    log.info("worker process %d warm in %.2f s (%s)", os.getpid(), time.monotonic() - warm_up.started, detail)
 
 
 def _when_warm() -> None:

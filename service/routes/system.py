@@ -41,8 +41,20 @@ async def healthz() -> dict:  # answered by the event loop itself: no thread, no
     return {"status": "ok"}
 
 
+def _worker_view(entry: dict) -> dict:
+    """A worker's marker as /readyz shows it: warm or not, and its warm-up steps (each with its state, the seconds
+    it took and what it is expected to take), with about how long is left."""
+    left = readiness.seconds_left(entry)
+    return {"host": entry.get("host"), "pid": entry.get("pid"), "warm": bool(entry.get("warm")),
+            "detail": entry.get("detail"), "warm_up_s": entry.get("warm_up_s"), "since": rfc3339(entry["since"]),
+            "seconds_left": None if entry.get("warm") or left is None else round(left, 1),
+            "steps": [{k: step.get(k) for k in ("name", "state", "seconds", "expected_s")}
+                      for step in entry.get("steps") or []]}
+
+
 @router.get("/readyz", summary="Ready for jobs: the job store and broker answer and (embedded mode) the local "
-                                "worker is warm, so a job sent now starts at once")
+                                "worker is warm, so a job sent now starts at once; the body lists each worker's "
+                                "warm-up steps and about how long is left")
 def readyz(store=Depends(store_dep), queue=Depends(queue_dep), settings=Depends(settings_dep)) -> dict:
     checks = {}
     for name, ping in (("store", store.ping), ("broker", queue.ping)):
@@ -53,17 +65,23 @@ def readyz(store=Depends(store_dep), queue=Depends(queue_dep), settings=Depends(
             checks[name] = f"{type(error).__name__}: {error}"
     found = readiness.workers(settings.data_dir)
     warm = [w for w in found if w.get("warm")]
-    failed = [f"{w['host']} pid {w['pid']}: {w['detail']}" for w in found if not w.get("warm")]
+    failed = [f"{w['host']} pid {w['pid']}: {w['detail']}" for w in found
+              if not w.get("warm") and not any(s.get("state") in ("pending", "running") for s in w.get("steps") or [])]
     checks["workers"] = f"{len(warm)} warm" + (f"; warm-up failed: {'; '.join(failed)}" if failed else "")
+    workers = [_worker_view(w) for w in found]
     # embedded: the service's own worker must be warm; distributed: workers come and go on other hosts (informative)
     wanted = settings.embedded and settings.embedded_workers > 0
     if any(checks[name] != "ok" for name in ("store", "broker")) or (wanted and not warm):
-        detail = "not ready" if not wanted or warm else "not ready: the worker is warming up (compiler, sandbox, " \
-                                                         "emulator runtime)"
-        raise Problem(503, detail, type_="/problems/unavailable", checks=checks, headers={"Retry-After": "1"})
-    return {"status": "ready", "checks": checks,
-            "workers": [{"host": w["host"], "pid": w["pid"], "warm_up_s": w["warm_up_s"], "since": rfc3339(w["since"])}
-                        for w in warm]}
+        detail = "not ready"
+        if wanted and not warm:
+            running = [f"{step['name']} ({i + 1}/{len(w['steps'])})" for w in workers
+                       for i, step in enumerate(w["steps"]) if step["state"] == "running"]
+            left = [w["seconds_left"] for w in workers if w["seconds_left"] is not None]
+            detail = "not ready: the worker is warming up (compiler, sandbox, emulator runtime)" + (
+                f": {running[0]}" if running else "") + (f", about {min(left):.0f} s left" if left else "")
+        raise Problem(503, detail, type_="/problems/unavailable", checks=checks, workers=workers,
+                      headers={"Retry-After": "1"})
+    return {"status": "ready", "checks": checks, "workers": [w for w in workers if w["warm"]]}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -28,14 +28,26 @@ def test_ready_means_warm_and_early_jobs_wait_queued(tmp_path):
         early = service.client.post("/v1/jobs", json={"source": fresh_kernel(), "stages": ["compile"]}).json()
         not_yet = service.client.get("/readyz")
         statuses = {not_yet.status_code}
+        seen_steps: set[str] = set()
         while (ready := service.client.get("/readyz")).status_code != 200:
             assert ready.status_code == 503 and ready.json()["type"] == "/problems/unavailable", ready.text
             assert "warming up" in ready.json()["detail"] and ready.headers["retry-after"] == "1"
+            for worker in ready.json()["workers"]:  # what it waits for: the warm-up's steps as they go
+                names = [step["name"] for step in worker["steps"]]
+                assert names[0] == "import the compiler" and "build the emulator runtime" in names, worker
+                running = [step["name"] for step in worker["steps"] if step["state"] == "running"]
+                assert len(running) <= 1, worker
+                if running:
+                    seen_steps.add(running[0])
+                    assert f"{running[0]} ({names.index(running[0]) + 1}/{len(names)})" in ready.json()["detail"]
             statuses.add(503)
             assert api.process.poll() is None and time.time() < deadline + 120, api.tail()
             time.sleep(0.05)
         body = ready.json()
         assert body["checks"]["workers"] == "1 warm" and len(body["workers"]) == 1
+        steps = body["workers"][0]["steps"]
+        assert steps and all(step["state"] == "done" and step["seconds"] >= 0 for step in steps), steps
+        assert 503 not in statuses or seen_steps, "a warm-up was watched but no step was ever shown running"
         warm_since = body["workers"][0]["since"]
         job = service.wait(early["id"])
         assert job["status"] == "succeeded"
@@ -44,5 +56,8 @@ def test_ready_means_warm_and_early_jobs_wait_queued(tmp_path):
         assert 503 in statuses or job["created_at"] >= warm_since  # (a very fast warm-up may beat the first look)
     finally:
         service.stop()
-    # the worker stopped: its marker is gone with it
-    assert not list((tmp_path / "data" / "workers").glob("*.json"))
+    # the worker stopped: its marker is gone with it (what each step took stays, for the next start's estimate)
+    assert [p.name for p in (tmp_path / "data" / "workers").glob("*.json")] == ["warm-up-times.json"]
+    # the console said what was going on, then that it is ready
+    console = (tmp_path / "api.log").read_text()
+    assert "tilefarm: warming up 1/6: import the compiler" in console and "tilefarm: ready at http://" in console, console[-3000:]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -64,7 +65,8 @@ class Zygote:
         self.info: dict = {}
         self._lock = threading.Lock()
 
-    def start(self) -> "Zygote":
+    def start(self, on_progress: Callable[[str], None] | None = None) -> "Zygote":
+        """Start the zygote and wait until it is ready; `on_progress` is told each start-up step as it begins."""
         if self.config.root is not None:
             self.config.root.mkdir(parents=True, exist_ok=True)
             os.chmod(self.config.root, 0o711)
@@ -78,15 +80,19 @@ class Zygote:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
                                         cwd="/", start_new_session=True)
         self.info, _ = self._read()
+        while "progress" in self.info and not self.info.get("ready"):
+            if on_progress is not None:
+                on_progress(str(self.info["progress"]))
+            self.info, _ = self._read()
         if not self.info.get("ready"):
             raise SandboxError(f"the sandbox zygote did not start: {self.info}")
         return self
 
-    def ensure_started(self, quiet: bool = False) -> "Zygote":
+    def ensure_started(self, quiet: bool = False, on_progress: Callable[[str], None] | None = None) -> "Zygote":
         with self._lock:
             try:
                 if not self.alive():
-                    self.start()
+                    self.start(on_progress)
             except (OSError, SandboxError):
                 if not quiet:  # a background start leaves the error to the first job's own attempt
                     raise
@@ -195,7 +201,7 @@ def _config_json(config: SandboxConfig) -> dict:
 _zygotes: dict[int, Zygote] = {}
 
 
-def zygote_for(settings, wait: bool = True) -> Zygote:
+def zygote_for(settings, wait: bool = True, on_progress: Callable[[str], None] | None = None) -> Zygote:
     """This worker process's zygote (started on first use, restarted if it died). With wait=False it starts in
     the background (a worker process's start-up must not take seconds); the first job waits for it."""
     zygote = _zygotes.get(os.getpid())
@@ -203,7 +209,7 @@ def zygote_for(settings, wait: bool = True) -> Zygote:
         _zygotes.clear()  # inherited from a parent process across fork: not ours
         zygote = _zygotes[os.getpid()] = Zygote(SandboxConfig.from_settings(settings))
     if wait:
-        zygote.ensure_started()
+        zygote.ensure_started(on_progress=on_progress)
     else:
         threading.Thread(target=zygote.ensure_started, kwargs={"quiet": True}, name="zygote-start", daemon=True).start()
     return zygote

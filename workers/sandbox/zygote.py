@@ -51,23 +51,32 @@ def main(config: dict) -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing the compiler prints may corrupt the protocol
     started = time.perf_counter()
+
+    def reply(header: dict, files: dict[str, bytes] | None = None) -> None:
+        out.write(pack(header, files or {}))
+        out.flush()
+
+    def step(name: str) -> None:  # the start-up's progress, for the worker's warm-up steps (farm/readiness.py)
+        reply({"progress": name})
+
     jail._READONLY.extend(config.get("readonly", []))
+    step("start the sandbox (import tvm)")
     for module in config["preload"]:
         __import__(module)
+    step("build the emulator runtime")
     prebuilt = _prebuild_shared_cache(Path(config["shared_cache"]))
+    step("compile the example kernels")
     warm = _warm_up()  # after everything else is imported: nothing may invalidate the state it builds
     gc.freeze()  # keep the warm heap out of the collector: fewer pages copied after each fork
+    step("learn the pages a compile touches")
     hot = prefault.learn(_trial_jobs)
+    step("prepare the first sandboxed child")
     jail.become_subreaper()  # processes a job leaves behind come to us, not to init (see _kill_orphans)
     jail.ROOT_BINDS.update(jail.root_binds())  # what a job's minimal root holds: worked out once, here
     why_not = "turned off in the sandbox configuration" if not config.get("namespaces", True) else jail.why_no_namespaces()
     config.update(namespaces=why_not is None, no_namespaces_because=why_not)
     spares = Spares(config, pwd.getpwnam(config["user"]), hot)
     spares.fill()
-
-    def reply(header: dict, files: dict[str, bytes] | None = None) -> None:
-        out.write(pack(header, files or {}))
-        out.flush()
 
     reply({"ready": True, "pid": os.getpid(), "import_s": time.perf_counter() - started, "prebuilt": prebuilt,
            "warm": warm, "prefault_pages": hot.pages})
