@@ -57,7 +57,9 @@ class Settings(BaseSettings):
     job_lease_s: float = Field(default=30.0, gt=0, description=(
         "A running job's lease, renewed every heartbeat_s by its worker: a job whose lease runs out lost its worker "
         "and is run again once (or failed) by the other workers' sweep."))
-    fault_stage_delay_s: float = Field(default=0.0, description="Testing only: sleep this long at the start of each stage.")
+    fault_hold_file: Path | None = Field(default=None, description=(
+        "Testing only: each stage waits at its start while this file exists (a test holds jobs running, then lets "
+        "them go on by removing it); a cancel, a time limit or a lost lease still ends the wait."))
 
     # The sandbox around every step that touches user input (workers/sandbox/)
     sandbox: bool = Field(default=True, description="Run parse/compile/emulate in the restricted child (off: in-process, trusted users only).")

@@ -75,15 +75,18 @@ class LocalWorker:
             backoff = min(backoff * 2, 60)
             self.process = start_worker(self.settings)
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> str:
+        """SIGTERM (a warm shutdown: the running job ends first), SIGKILL after `timeout` s; how it ended, in words."""
         self.stopping.set()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process.poll() is not None:
+            return f"had exited already (status {self.process.returncode})"
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return f"stopped in order (exit status {self.process.wait(timeout)})"
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return f"killed: it had not stopped {timeout:g} s after SIGTERM"
 
 
 def recover(settings: Settings) -> int:

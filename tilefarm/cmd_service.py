@@ -82,7 +82,7 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
     finally:
         warm_up_said.set()
         if worker is not None:
-            worker.stop()
+            typer.echo(f"embedded worker {worker.stop()}", err=True)
 
 
 def worker(queues: str = typer.Option("compile", "-Q", "--queues", help="compile, hardware.<arch>, comma-separated"),

@@ -369,8 +369,7 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool, lost: threa
     outcome, failure, status = None, None, "failed"
     try:
         with stage_guard(deps.settings.stage_time_limit(name), lambda: lost.is_set() or _cancel_requested(job_id, deps)):
-            if deps.settings.fault_stage_delay_s:
-                time.sleep(deps.settings.fault_stage_delay_s)
+            _fault_hold(deps.settings)
             outcome = STAGES[name](job, deps)
     except JobCancelled:
         status = "cancelled"
@@ -421,6 +420,12 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool, lost: threa
         return False
     deps.store.observe_stage(name, duration)  # after the job's own record: nobody waits on the metrics
     return outcome is not None
+
+
+def _fault_hold(settings: Settings) -> None:
+    """Testing only: wait while the hold file exists (farm/settings.py fault_hold_file)."""
+    while settings.fault_hold_file is not None and settings.fault_hold_file.exists():
+        time.sleep(0.05)
 
 
 def _cancel_requested(job_id: str, deps: WorkerDeps) -> bool:

@@ -119,6 +119,36 @@ def private_redis(tmp_path_factory):
         yield f"redis://127.0.0.1:{port}/0"
 
 
+class Gate:
+    """The workers' fault hold (TILEFARM_FAULT_HOLD_FILE, testing only): while it is closed every stage waits at
+    its start, so a test catches jobs running (and others queued behind them) without racing the clock; opened,
+    they go on. A cancel, a stage time limit or a lost lease still ends a held stage."""
+
+    def __init__(self, path: Path, closed: bool = False):
+        self.path = path
+        if closed:
+            self.close()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"TILEFARM_FAULT_HOLD_FILE": str(self.path)}
+
+    def close(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.touch()
+
+    def open(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    @contextmanager
+    def held(self) -> Iterator["Gate"]:
+        self.close()
+        try:
+            yield self
+        finally:
+            self.open()
+
+
 class Service:
     """The API and a worker as subprocesses, and an HTTP client for them."""
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.service.conftest import Service, base_env, kernel
+from tests.service.conftest import Gate, Service, base_env, kernel
 from tests.service.test_resilience import own_redis, until  # noqa: F401  (a fixture: redis-server of our own)
 
 
@@ -52,10 +52,11 @@ def test_the_worker_survives_a_redis_restart(own_redis, stack, down_attempts):
     assert "Unrecoverable error" not in worker.log.read_text(errors="replace")
 
 
-def test_every_job_accepted_before_a_redis_restart_ends(own_redis, stack):
+def test_every_job_accepted_before_a_redis_restart_ends(own_redis, stack, tmp_path):
     """Jobs running and queued when Redis is SIGKILLed, restarted a few seconds later: each ends, run at most
     twice (a task that died with the connection is run again when its lease runs out)."""
-    worker = stack.start_worker(TILEFARM_FAULT_STAGE_DELAY_S="2")
+    gate = Gate(tmp_path / "hold", closed=True)  # the first job is held running through the outage
+    worker = stack.start_worker(**gate.env)
     pid = worker.process.pid
     jobs = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(5)]
     until(lambda: stack.client.get(f"/v1/jobs/{jobs[0]}").json()["status"] == "running", 60, "never ran")
@@ -65,6 +66,7 @@ def test_every_job_accepted_before_a_redis_restart_ends(own_redis, stack):
     until(lambda: reconnect_attempts(worker) >= seen + 3, 60, f"the worker never noticed: {worker.tail()}")
     own_redis.start()
     until(lambda: stack.client.get("/readyz").status_code == 200, 30, "the API did not recover by itself")
+    gate.open()
     for job_id in jobs:
         final = stack.wait(job_id, timeout=120 + 60)
         assert final["status"] == "succeeded" and 1 <= final["attempts"] <= 2, (final, worker.tail())

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 
 import pytest
 from celery import Celery
 
-from tests.service.conftest import Service, base_env, kernel, private_redis  # noqa: F401  (fixtures)
+from tests.service.conftest import Gate, Service, base_env, kernel, private_redis  # noqa: F401  (fixtures)
 from tests.service.test_resilience import until
 
 LEASE = {"TILEFARM_JOB_LEASE_S": "3", "TILEFARM_HEARTBEAT_S": "0.5"}
-STUCK = {**LEASE, "TILEFARM_FAULT_STAGE_DELAY_S": "600"}  # a stage that runs until the worker is killed
 COMPILE_LIMIT_S = 120
 
 
@@ -31,6 +29,7 @@ def stack(private_redis, tmp_path):
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:",
                    TILEFARM_COMPILE_TIME_LIMIT_S=str(COMPILE_LIMIT_S), **LEASE)
     service = Service(env, tmp_path)
+    service.stuck = {**LEASE, **Gate(tmp_path / "hold", closed=True).env}  # a worker whose stages never go on
     service.start_api()
     yield service
     service.stop()
@@ -53,15 +52,13 @@ def kill_worker_group(service) -> None:
 
 
 def test_a_job_whose_worker_vanished_is_run_again_exactly_once(stack):
-    stack.start_worker(**STUCK)
+    stack.start_worker(**stack.stuck)
     first = stack.submit(unique(kernel("gemm.py")))["id"]
     waiting = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(2)]
     lost = running(stack, first)
     kill_worker_group(stack)
-    killed_at = time.monotonic()
     worker = stack.start_worker(**LEASE)  # a healthy worker: its lease sweep notices the lost job
-    final = stack.wait(first, timeout=COMPILE_LIMIT_S + 60)
-    assert time.monotonic() - killed_at < COMPILE_LIMIT_S + 60
+    final = stack.wait(first, timeout=COMPILE_LIMIT_S + 60)  # bounds a hang
     assert final["status"] == "succeeded" and final["attempts"] == 2, final
     assert final["worker"]["pid"] != lost["worker"]["pid"]
     log = stack.client.get(f"/v1/jobs/{first}/logs").text
@@ -80,11 +77,11 @@ def test_a_job_whose_worker_vanished_is_run_again_exactly_once(stack):
 
 
 def test_a_job_that_loses_its_worker_twice_fails_with_the_reason(stack):
-    stack.start_worker(**STUCK)
+    stack.start_worker(**stack.stuck)
     job_id = stack.submit(unique(kernel("gemm.py")))["id"]
     running(stack, job_id)
     kill_worker_group(stack)
-    stack.start_worker(**STUCK)  # takes it over (attempt 2) and is lost as well
+    stack.start_worker(**stack.stuck)  # takes it over (attempt 2) and is lost as well
     until(lambda: stack.client.get(f"/v1/jobs/{job_id}").json()["attempts"] == 2, 60, "never taken over")
     running(stack, job_id)
     kill_worker_group(stack)

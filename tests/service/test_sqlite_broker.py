@@ -15,12 +15,13 @@ from pathlib import Path
 from kombu import Connection, Queue
 from kombu.transport import TRANSPORT_ALIASES
 
-from farm.wakeup import Doorbell
+from farm.wakeup import Doorbell, Listener
 from tests.service.conftest import REPO
 from farm import sqlite_broker
 
 TRANSPORT_ALIASES.setdefault(sqlite_broker.ALIAS, "farm.sqlite_broker:Transport")
-SLOW_POLL_S = 5.0  # far above every wait below: only a wake-up can explain a prompt delivery
+NEVER_S = 3600.0  # the re-read interval in the tests of wake-ups: far beyond every wait, only a wake-up delivers
+HANG_S = 60.0     # how long a test waits for an event before it calls it a hang
 
 
 def _url(path: Path) -> str:
@@ -41,7 +42,7 @@ def _publish_from_another_process(path: Path, body: str) -> None:
 
 def test_ack_deletes_reject_requeues_in_place_close_restores(tmp_path):
     path = tmp_path / "broker.sqlite"
-    with Connection(_url(path), transport_options={"polling_interval": SLOW_POLL_S}) as conn:
+    with Connection(_url(path), transport_options={"polling_interval": NEVER_S}) as conn:
         queue = conn.SimpleQueue("compile")
         for body in ("first", "second"):
             queue.put(body)
@@ -65,25 +66,40 @@ def test_ack_deletes_reject_requeues_in_place_close_restores(tmp_path):
         assert _rows(path) == [] and queue.qsize() == 0
 
 
+def _waiting_for_a_wakeup(thread: threading.Thread) -> bool:
+    """Whether `thread` is blocked in Listener.wait (it has looked, found nothing and waits to be told)."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code is Listener.wait.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _until(predicate, what: str) -> None:
+    deadline = time.monotonic() + HANG_S
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
 def test_a_waiting_consumer_is_woken_by_a_publish_from_another_process(tmp_path):
     path = tmp_path / "broker.sqlite"
-    with Connection(_url(path), transport_options={"polling_interval": SLOW_POLL_S}) as conn:
+    with Connection(_url(path), transport_options={"polling_interval": NEVER_S}) as conn:
         queue = conn.SimpleQueue("compile")
-        got: list[tuple[str, float]] = []
+        got: list[str] = []
 
         def consume() -> None:
-            message = queue.get(timeout=30)
-            got.append((message.payload, time.monotonic()))
+            message = queue.get(timeout=NEVER_S)
+            got.append(message.payload)
             message.ack()
 
-        consumer = threading.Thread(target=consume)
+        consumer = threading.Thread(target=consume, daemon=True)
         consumer.start()
-        time.sleep(0.5)                                        # the consumer has looked and is waiting now
+        _until(lambda: _waiting_for_a_wakeup(consumer), "the consumer never waited")
         _publish_from_another_process(path, "hello")
-        published = time.monotonic()
-        consumer.join(30)
-        assert got and got[0][0] == "hello"
-        assert got[0][1] - published < 1.0, "delivered by the slow re-read, not by the wake-up"
+        consumer.join(HANG_S)  # without the wake-up it would wait for its next re-read, an hour away
+        assert got == ["hello"], "not delivered: the publish did not wake the waiting consumer"
         queue.close()
 
 
@@ -110,7 +126,7 @@ def test_an_ack_from_another_thread_frees_the_prefetch_slot_at_once(tmp_path):
 
 
 def _consume_with_acks_from_a_thread(path: Path, count: int) -> None:
-    with Connection(_url(path), transport_options={"polling_interval": SLOW_POLL_S}) as conn:
+    with Connection(_url(path), transport_options={"polling_interval": NEVER_S}) as conn:
         producer = conn.SimpleQueue("compile")
         for i in range(count):
             producer.put(i)
@@ -126,16 +142,20 @@ def _consume_with_acks_from_a_thread(path: Path, count: int) -> None:
 
         channel = conn.channel()
         channel.basic_qos(0, 1, False)
-        started = time.monotonic()
-        with conn.Consumer(Queue("compile"), channel=channel, accept=["json"], callbacks=[on_message]):
-            while len(acks) < count:  # each delivery waits for the previous message's ack
-                conn.drain_events(timeout=2 * SLOW_POLL_S)
-        elapsed = time.monotonic() - started
+
+        def drain() -> None:
+            with conn.Consumer(Queue("compile"), channel=channel, accept=["json"], callbacks=[on_message]):
+                while len(acks) < count:  # each delivery waits for the previous message's ack
+                    conn.drain_events(timeout=NEVER_S)
+
+        consumer = threading.Thread(target=drain, daemon=True)
+        consumer.start()
+        consumer.join(HANG_S)  # without the ack's wake-up a delivery would wait for the re-read, an hour away
+        assert not consumer.is_alive(), f"{len(acks)} of {count} delivered: the consumer waits for a re-read after an ack"
         for thread in acks:
-            thread.join(10)
+            thread.join(HANG_S)
         producer.close()
     assert _rows(path) == []
-    assert elapsed < SLOW_POLL_S, f"{elapsed:.1f} s: the consumer waited for a re-read after an ack"
 
 
 def test_reads_a_broker_file_written_by_kombus_sqlalchemy_transport(tmp_path):
@@ -180,23 +200,21 @@ def test_job_store_wait_is_woken_by_a_write_from_another_process(tmp_path):
     from farm.store import SqliteJobStore
 
     path = tmp_path / "jobs.sqlite"
-    store = SqliteJobStore(path, poll_interval=SLOW_POLL_S)
+    store = SqliteJobStore(path, poll_interval=NEVER_S)
     job_id = uuid.uuid4().hex
     store.append_log(job_id, "created\n")
-    code = (f"import time; from farm.store import SqliteJobStore; time.sleep(0.5); "
-            f"SqliteJobStore({str(path)!r}).append_log({job_id!r}, 'more\\n')")
-    async def wait_for_the_writer() -> float:
-        async with store.subscribe(job_id) as subscription:
-            writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
-            started = time.monotonic()
-            assert await subscription.wait(30) is True
-            woke = time.monotonic() - started
-            writer.wait(60)
-            return woke
+    code = f"from farm.store import SqliteJobStore; SqliteJobStore({str(path)!r}).append_log({job_id!r}, 'more\\n')"
 
-    woke = asyncio.run(wait_for_the_writer())
+    async def wait_for_the_writer() -> bool:
+        async with store.subscribe(job_id) as subscription:  # subscribed before the writer starts: nothing missed
+            writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+            try:  # without the wake-up the version would be re-read in an hour
+                return await asyncio.wait_for(subscription.wait(NEVER_S), HANG_S)
+            finally:
+                writer.wait(HANG_S)
+
+    assert asyncio.run(wait_for_the_writer()) is True
     assert store.read_log(job_id) == "created\nmore\n"
-    assert woke < 0.5 + 2.0 < SLOW_POLL_S  # the writer's start-up plus its sleep, not the slow re-read
 
 
 def test_doorbell_forgets_dead_listeners_and_handles_long_paths(tmp_path):

@@ -1,4 +1,5 @@
-"""Teams, API keys, quotas and fair share, against a real Redis, API processes and a (slowed) worker."""
+"""Teams, API keys, quotas and fair share, against a real Redis, API processes and a worker whose stages a test
+can hold at their start (conftest.Gate): queues are built by holding the running job, never by racing a delay."""
 from __future__ import annotations
 
 import hashlib
@@ -9,13 +10,12 @@ import uuid
 import httpx
 import pytest
 
-from tests.service.conftest import Proc, Service, base_env, free_port, kernel, private_db
+from tests.service.conftest import Gate, Proc, Service, base_env, free_port, kernel, private_db
 
 PROBLEM = "application/problem+json"
 KEYS = {"alpha": "alpha-key-" + uuid.uuid4().hex, "beta": "beta-key-" + uuid.uuid4().hex,
         "gamma": "gamma-key-" + uuid.uuid4().hex, "delta": "delta-key-" + uuid.uuid4().hex,
         "ops": "admin-key-" + uuid.uuid4().hex}
-DELAY_S = 1.0
 
 
 def unique(source: str) -> str:
@@ -35,12 +35,14 @@ def farm(redis_url, tmp_path_factory):
                    TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="6", TILEFARM_MAX_QUEUED_JOBS_PER_TEAM="10")
     service = Service(env, workdir)
     service.start_api()
-    service.start_worker(TILEFARM_FAULT_STAGE_DELAY_S=str(DELAY_S))
+    service.gate = Gate(workdir / "hold")
+    service.start_worker(**service.gate.env)
     service.as_team = {team: httpx.Client(base_url=service.url, timeout=30, headers={"Authorization": f"Bearer {key}"})
                        for team, key in KEYS.items()}
     yield service
     for client in service.as_team.values():
         client.close()
+    service.gate.open()
     service.stop()
     __import__("redis").Redis.from_url(url).flushdb()
 
@@ -58,7 +60,7 @@ def wait(client: httpx.Client, job_id: str, timeout: float = 60) -> dict:
         assert time.time() < deadline, job
 
 
-def wait_running(client: httpx.Client, job_id: str, timeout: float = 30) -> None:
+def wait_running(client: httpx.Client, job_id: str, timeout: float = 60) -> None:
     deadline = time.time() + timeout
     while client.get(f"/v1/jobs/{job_id}").json()["status"] != "running":
         assert time.time() < deadline
@@ -111,9 +113,10 @@ def test_plaintext_keys_are_not_logged_or_stored(farm):
 
 def test_fair_share_a_burst_does_not_starve_another_team(farm):
     alpha, beta = farm.as_team["alpha"], farm.as_team["beta"]
-    burst = [submit(alpha).json()["id"] for _ in range(5)]
-    wait_running(alpha, burst[0])
-    late = submit(beta).json()["id"]  # after the whole burst is queued
+    with farm.gate.held():  # the burst's first job holds the worker until the whole burst and beta's job wait
+        burst = [submit(alpha).json()["id"] for _ in range(5)]
+        wait_running(alpha, burst[0])
+        late = submit(beta).json()["id"]  # after the whole burst is queued
     finished = {job_id: wait(alpha, job_id, timeout=120) for job_id in burst}
     mine = wait(beta, late, timeout=120)
     started = {job_id: job["stages"][0]["started_at"] for job_id, job in finished.items()}
@@ -125,13 +128,14 @@ def test_fair_share_a_burst_does_not_starve_another_team(farm):
 
 def test_concurrent_jobs_limit_is_429(farm):
     alpha = farm.as_team["alpha"]
-    accepted = [submit(alpha).json()["id"] for _ in range(6)]
-    refused = submit(alpha)
-    assert refused.status_code == 429 and refused.headers["content-type"] == PROBLEM
-    assert int(refused.headers["Retry-After"]) >= 1 and refused.json()["quota"] == "active_jobs"
-    assert submit(farm.as_team["beta"]).status_code == 202  # another team is not affected
-    for job_id in accepted:
-        alpha.delete(f"/v1/jobs/{job_id}")
+    with farm.gate.held():  # none of them can end meanwhile
+        accepted = [submit(alpha).json()["id"] for _ in range(6)]
+        refused = submit(alpha)
+        assert refused.status_code == 429 and refused.headers["content-type"] == PROBLEM
+        assert int(refused.headers["Retry-After"]) >= 1 and refused.json()["quota"] == "active_jobs"
+        assert submit(farm.as_team["beta"]).status_code == 202  # another team is not affected
+        for job_id in accepted:
+            alpha.delete(f"/v1/jobs/{job_id}")
     for job_id in accepted:
         assert wait(alpha, job_id)["status"] in ("cancelled", "succeeded")
     assert submit(alpha).status_code == 202  # room again
@@ -141,7 +145,7 @@ def test_concurrent_jobs_limit_is_429(farm):
 def strict_api(farm):
     """A second API on the same store and worker, with a queue limit of 1 and a tiny daily compile budget."""
     port = free_port()
-    env = {**farm.env, "TILEFARM_MAX_QUEUED_JOBS_PER_TEAM": "1", "TILEFARM_COMPILE_SECONDS_PER_TEAM_PER_DAY": "0.5"}
+    env = {**farm.env, "TILEFARM_MAX_QUEUED_JOBS_PER_TEAM": "1", "TILEFARM_COMPILE_SECONDS_PER_TEAM_PER_DAY": "0.001"}
     api = Proc([sys.executable, "-m", "uvicorn", "service.app:app", "--port", str(port), "--log-level", "warning"],
                env, farm.workdir / "strict-api.log")
     clients = {team: httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
@@ -161,15 +165,16 @@ def strict_api(farm):
     api.stop()
 
 
-def test_queued_jobs_limit_is_429(strict_api):
+def test_queued_jobs_limit_is_429(farm, strict_api):
     client = strict_api["ops"]
-    running = submit(client).json()["id"]
-    wait_running(client, running)
-    queued = submit(client)
-    assert queued.status_code == 202
-    refused = submit(client)
-    assert refused.status_code == 429 and refused.json()["quota"] == "queued_jobs"
-    assert int(refused.headers["Retry-After"]) >= 1
+    with farm.gate.held():  # the first job runs (held) while the next two are sent
+        running = submit(client).json()["id"]
+        wait_running(client, running)
+        queued = submit(client)
+        assert queued.status_code == 202
+        refused = submit(client)
+        assert refused.status_code == 429 and refused.json()["quota"] == "queued_jobs"
+        assert int(refused.headers["Retry-After"]) >= 1
     assert wait(client, running)["status"] == "succeeded"
 
 
@@ -177,11 +182,11 @@ def test_daily_compile_seconds_budget_is_429_until_midnight(strict_api):
     client = strict_api["gamma"]
     first = submit(client)
     assert first.status_code == 202  # nothing used yet today
-    assert wait(client, first.json()["id"])["status"] == "succeeded"  # the worker charged >= 1 s to gamma
+    assert wait(client, first.json()["id"])["status"] == "succeeded"  # the worker charged its compile to gamma
     refused = submit(client)
     assert refused.status_code == 429 and refused.headers["content-type"] == PROBLEM
     body = refused.json()
-    assert body["quota"] == "compile_seconds_per_day" and body["limit"] == 0.5
+    assert body["quota"] == "compile_seconds_per_day" and body["limit"] == 0.001
     seconds_left = 86400 - time.time() % 86400
     assert abs(int(refused.headers["Retry-After"]) - seconds_left) < 60
     other = submit(strict_api["delta"])  # delta's budget is its own

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.served import embedded_service, fresh_kernel
-from tests.service.conftest import REPO
+from tests.service.conftest import REPO, Gate
 from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS, shot
 
 JOB_TIMEOUT_MS = 120_000
@@ -138,14 +138,17 @@ def test_warnings_are_shown_on_a_succeeded_job(open_page, service):
 
 
 def test_queue_position_and_stage_progress(open_page, tmp_path):
-    with embedded_service(tmp_path, TILEFARM_FAULT_STAGE_DELAY_S="1.5") as slow:
+    gate = Gate(tmp_path / "hold", closed=True)  # the first job is held running, the others wait behind it
+    with embedded_service(tmp_path, **gate.env) as slow:
         ids = [slow.submit(fresh_kernel(), filename=f"k{n}.py")["id"] for n in range(3)]
         page = open_page(DESKTOP)
         page.goto(f"{slow.url}/jobs/{ids[2]}")
         page.wait_for_function("/queue: (\\d+ ahead|next)/.test(document.querySelector('#progress').textContent)",
                                timeout=JOB_TIMEOUT_MS)
+        page.goto(f"{slow.url}/jobs/{ids[0]}")
         page.wait_for_function("/compile running/.test(document.querySelector('#progress').textContent)",
                                timeout=JOB_TIMEOUT_MS)
+        gate.open()
         wait_status(page)
         assert page.inner_text("#progress") == ""
 
