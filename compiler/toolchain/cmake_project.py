@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .emulate import EMULATOR_DIR, INCLUDE_DIR, build_runtime, cache_root, kernel_cache_dir
+from .environment import child_env
 from .locking import locked
 
 PROGRAM_NAME = "tilefarm_program"
@@ -127,7 +128,7 @@ def build_program(bundle_dir: Path, sdk: Sdk, *, kernel: str = "main", timeout_s
         compile_ = [CMAKE, "--build", str(build), "--parallel"]
         log = ""
         for step in (configure, compile_):
-            proc = subprocess.run(step, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(step, capture_output=True, text=True, timeout=timeout_s, env=child_env())
             log += f"$ {' '.join(step)}\n{proc.stdout}{proc.stderr}"
             if proc.returncode != 0:
                 raise BuildError(f"building the host program against the {sdk.name} SDK failed "

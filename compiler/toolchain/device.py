@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .cmake_project import BuildError, Sdk, build_program, emulated_sdk, metalium_sdk
+from .environment import child_env
 
 DEV_DIR = Path("/dev/tenstorrent")
 DEVICE_EXIT_CODES = {7}                     # the emulated runtime's "device error" exit status
@@ -161,7 +162,7 @@ def run_bundle(artifacts: dict[str, bytes], inputs: dict[str, np.ndarray], devic
         except BuildError as error:
             return DeviceRun(device.id, device.arch, sdk.name, {}, None, "", error.log, 0.0, 0.0, False,
                              error=str(error))
-        env = {**os.environ, **sdk.env, **device.run_env()}
+        env = child_env(**sdk.env, **device.run_env())
         started_at, t0 = time.time(), time.perf_counter()
         # its own process group, so a time limit or a cancel kills the program and whatever it started
         proc = subprocess.Popen([str(program), str(kernels), str(input_dir), str(output_dir)], cwd=work, env=env,

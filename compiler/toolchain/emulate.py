@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..target import device_costs
+from .environment import child_env
 from .locking import locked
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
@@ -77,7 +78,7 @@ def kernel_cache_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def compiler_version() -> str:
-    out = subprocess.run([CXX, "--version"], capture_output=True, text=True, check=True)
+    out = subprocess.run([CXX, "--version"], capture_output=True, text=True, check=True, env=child_env())
     return out.stdout.splitlines()[0]
 
 
@@ -105,7 +106,7 @@ def _build_once(target: Path, command_for: callable, kind: str) -> Path:
             return target
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         cmd = command_for(tmp)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
         if proc.returncode != 0:
             tmp.unlink(missing_ok=True)
             raise EmulationError(f"{kind} build failed:\n{proc.stdout}{proc.stderr}\ncommand: {' '.join(cmd)}",
@@ -224,8 +225,7 @@ def run_host_program(main_cpp: Path, inputs: dict[str, np.ndarray], workdir: Pat
     _write_inputs(inputs, input_dir)
     report_path = workdir / "report.json"
     report_path.unlink(missing_ok=True)
-    inherited = {k: v for k, v in os.environ.items() if k not in ("TTEMU_COSTS", "TTEMU_TIMING_ONLY")}
-    run_env = {**inherited, "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
+    run_env = {**child_env(), "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
                "TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir()), **(env or {})}
     if timing or timing_only:
         run_env["TTEMU_COSTS"] = costs_env(arch, cost_overrides)

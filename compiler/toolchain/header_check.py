@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..target import DATA_FORMATS
+from .environment import child_env
 from .sdk_headers import TTNN_VERSION, ensure_headers
 
 HOST_CXX = os.environ.get("TILEFARM_CHECK_CXX", "g++")
@@ -208,7 +209,7 @@ def host_compiler_problem() -> str | None:
     if shutil.which(HOST_CXX) is None:
         return f"{HOST_CXX} is not installed"
     probe = subprocess.run([HOST_CXX, "-m32", "-x", "c++", "-fsyntax-only", "-"], input="#include <cstdint>\n",
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=child_env())
     if probe.returncode != 0:
         return f"{HOST_CXX} cannot compile for -m32 (install g++-multilib): {probe.stderr.strip()[:300]}"
     return None
@@ -283,7 +284,7 @@ def _messages(output: str, kernel: str) -> list[dict]:
 def _run(commands: list[list[str]], cwd: Path) -> tuple[bool, str]:
     outputs, ok = [], True
     for cmd in commands:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=child_env())
         if proc.returncode != 0:
             ok = False
             outputs.append(proc.stdout + proc.stderr)
