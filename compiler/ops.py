@@ -11,6 +11,8 @@ import tvm
 from tvm import tirx
 from tvm.ir import Op, register_op_attr
 
+from . import registry
+
 READER, COMPUTE, WRITER = "reader", "compute", "writer"
 DATAFLOW = frozenset({READER, WRITER})
 ANY = frozenset({READER, COMPUTE, WRITER})
@@ -35,6 +37,28 @@ def _op(name, args, cpp, roles, header=None, returns="void"):
 
 
 _C = "api/compute/"
+_SFPU_ARGS = {"unary": "expr", "unary_param": "expr bits", "binary": "expr expr expr"}
+
+
+def _sfpu_ops() -> list[OpSpec]:
+    out, inits = [], set()
+    for fn in registry.SFPU_FUNCTIONS:
+        if fn.init not in inits:
+            inits.add(fn.init)
+            out.append(_op(fn.init, "", f"{fn.init}()", {COMPUTE}, _C + fn.header))
+        if fn.call and fn.standard_call:
+            args = _SFPU_ARGS[fn.family]
+            spelled = ", ".join(f"{{{i}}}" for i in range(len(args.split())))
+            out.append(_op(fn.call, args, f"{fn.call}({spelled})", {COMPUTE}, _C + fn.header))
+    return out
+
+
+# the binary tile ops' CB x CB matrix-engine names and their DST x scalar calls through binop_with_scalar
+_FPU_BINARY = tuple(registry.TILE_OPS[name].fpu for name in registry.FPU_BINARY)
+_BINOP_WITH_SCALAR = tuple(dict.fromkeys(
+    call for op in registry.TILE_OPS.values() if isinstance(op.with_scalar, tuple)
+    for call in (op.with_scalar[0], op.scalar_first) if call))
+
 _OPS = [
     # runtime arguments (resolved per kernel to get_arg_val<uint32_t>(index))
     _op("runtime_arg", "name", "get_arg_val<uint32_t>({0})", ANY, returns="int32"),
@@ -89,34 +113,15 @@ _OPS = [
         "matmul_block({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8})", {COMPUTE}, _C + "matmul.h"),
     _op("copy_init", "cb", "copy_init({0})", {COMPUTE}, _C + "tile_move_copy.h"),
     _op("copy_tile", "cb expr expr", "copy_tile({0}, {1}, {2})", {COMPUTE}, _C + "tile_move_copy.h"),
-    *[_op(f"{b}_init", "cb cb", f"{b}_init({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_binary.h") for b in ("add", "sub", "mul")],
+    *[_op(f"{b}_init", "cb cb", f"{b}_init({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_binary.h") for b in _FPU_BINARY],
     *[_op(f"{b}_tiles", "cb cb expr expr expr", f"{b}_tiles({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE},
-          _C + "eltwise_binary.h") for b in ("add", "sub", "mul")],
-    # SFPU: DST x DST binary
-    *[_op(f"{b}_binary_tile_init", "", f"{b}_binary_tile_init()", {COMPUTE}, _C + "eltwise_binary_sfpu.h")
-      for b in ("add", "sub", "mul")],
-    *[_op(f"{b}_binary_tile", "expr expr expr", f"{b}_binary_tile({{0}}, {{1}}, {{2}})", {COMPUTE},
-          _C + "eltwise_binary_sfpu.h") for b in ("add", "sub", "mul")],
-    *[_op(f"binary_{m}_tile_init", "", f"binary_{m}_tile_init()", {COMPUTE}, _C + "binary_max_min.h") for m in ("max", "min")],
-    *[_op(f"binary_{m}_tile", "expr expr expr", f"binary_{m}_tile({{0}}, {{1}}, {{2}})", {COMPUTE}, _C + "binary_max_min.h")
-      for m in ("max", "min")],
-    # SFPU: DST x scalar (the scalar travels as its IEEE-754 bit pattern)
-    _op("binop_with_scalar_tile_init", "", "binop_with_scalar_tile_init()", {COMPUTE},
-        _C + "eltwise_unary/binop_with_scalar.h"),
-    *[_op(f"{b}_unary_tile", "expr bits", f"{b}_unary_tile({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_unary/binop_with_scalar.h")
-      for b in ("add", "sub", "mul", "rsub")],
-    *[_op(f"unary_{m}_tile_init", "", f"unary_{m}_tile_init()", {COMPUTE}, _C + "compute_kernel_api.h") for m in ("max", "min")],
-    *[_op(f"unary_{m}_tile", "expr bits", f"unary_{m}_tile({{0}}, {{1}})", {COMPUTE}, _C + "compute_kernel_api.h")
-      for m in ("max", "min")],
-    # SFPU: unary in place on DST
-    *[_op(f"{u}_tile_init", "", f"{u}_tile_init()", {COMPUTE}, _C + f"eltwise_unary/{h}.h")
-      for u, h in (("exp", "exp"), ("sqrt", "sqrt"), ("recip", "recip"), ("fill", "fill"))],
-    *[_op(f"{u}_tile", "expr", f"{u}_tile({{0}})", {COMPUTE}, _C + f"eltwise_unary/{h}.h")
-      for u, h in (("exp", "exp"), ("sqrt", "sqrt"), ("recip", "recip"))],
+          _C + "eltwise_binary.h") for b in _FPU_BINARY],
+    # SFPU: every function of the op registry (init, and the call when it takes its family's standard arguments)
+    *_sfpu_ops(),
+    # SFPU: DST x scalar (binop_with_scalar; the scalar travels as its IEEE-754 bit pattern), fill, copy between slots
+    *[_op(call, "expr bits", f"{call}({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_unary/binop_with_scalar.h")
+      for call in _BINOP_WITH_SCALAR],
     _op("fill_tile", "expr float", "fill_tile({0}, {1})", {COMPUTE}, _C + "eltwise_unary/fill.h"),
-    _op("log_tile_init", "", "log_tile_init()", {COMPUTE}, _C + "compute_kernel_api.h"),
-    _op("log_tile", "expr", "log_tile({0})", {COMPUTE}, _C + "compute_kernel_api.h"),
-    _op("copy_dest_values_init", "", "copy_dest_values_init()", {COMPUTE}, _C + "copy_dest_values.h"),
     _op("copy_dest_values_fp32", "expr expr", "copy_dest_values<DataFormat::Float32>({0}, {1})", {COMPUTE},
         _C + "copy_dest_values.h"),
     # reduce along rows (api/compute/reduce.h): needs a scaler CB the reader fills (fill_reduce_scaler)
@@ -130,9 +135,9 @@ _OPS = [
     # broadcasts (api/compute/bcast.h): FPU CB x CB with in1's column 0 / row 0 / [0, 0] broadcast, or a broadcast
     # copy into DST
     *[_op(f"{b}_bcast_{d}_init", "cb cb", f"{b}_bcast_{d}_init({{0}}, {{1}})", {COMPUTE}, _C + "bcast.h")
-      for b in ("add", "sub", "mul") for d in ("cols", "rows", "scalar")],
+      for b in _FPU_BINARY for d in ("cols", "rows", "scalar")],
     *[_op(f"{b}_tiles_bcast_{d}", "cb cb expr expr expr", f"{b}_tiles_bcast_{d}({{0}}, {{1}}, {{2}}, {{3}}, {{4}})",
-          {COMPUTE}, _C + "bcast.h") for b in ("add", "sub", "mul") for d in ("cols", "rows", "scalar")],
+          {COMPUTE}, _C + "bcast.h") for b in _FPU_BINARY for d in ("cols", "rows", "scalar")],
     *[_op(f"unary_bcast_{d}_init", "cb", f"unary_bcast_init<BroadcastType::{t}>({{0}})", {COMPUTE}, _C + "bcast.h")
       for d, t in (("cols", "COL"), ("rows", "ROW"), ("scalar", "SCALAR"))],
     *[_op(f"unary_bcast_{d}", "cb expr expr", f"unary_bcast<BroadcastType::{t}>({{0}}, {{1}}, {{2}})", {COMPUTE},

@@ -1,7 +1,9 @@
 """NumPy interpreter of tile-level TIRx kernels: the independent oracle for verification.
 
 It reads the *input* kernel (a ``tvm.tirx.PrimFunc`` exactly as parsed from the user's TVMScript, before any
-compiler pass) and shares no code with the lowering: it imports only tvm, tvm_ffi, numpy and ml_dtypes.
+compiler pass) and shares no code with the lowering: it imports only tvm, tvm_ffi, numpy, ml_dtypes and the op
+registry's NumPy column (compiler/registry: per tile op, what it computes on float32 arrays -- data the lowering
+never reads).
 
 Semantics (the contract the compiled kernel is checked against):
 
@@ -41,6 +43,8 @@ import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
+
+from . import registry
 
 __all__ = ["ReferenceInterpreterError", "run_reference", "numpy_dtype"]
 
@@ -144,11 +148,9 @@ def _scalar_math(fn: Callable[[float], float]) -> Callable[[float], float]:
     return apply
 
 
+# TVM's scalar math intrinsics (T.exp(x) on a scalar, in masks): the op registry's Python functions
 _SCALAR_CALLS: dict[str, Callable[..., Any]] = {
-    name: _scalar_math(fn) for name, fn in {
-        "exp": math.exp, "exp2": lambda x: 2.0 ** x, "log": math.log, "log2": math.log2, "sqrt": math.sqrt,
-        "fabs": abs, "tanh": math.tanh, "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
-    }.items()
+    name: _scalar_math(fn) for name, fn in registry.tvm_scalar_functions().items()
 }
 
 
@@ -357,23 +359,11 @@ def _const_float(a: Any, what: str) -> float:
     raise ReferenceInterpreterError(f"gemm {what} must be a constant, got {a}")
 
 
-_UNARY = {
-    "exp": np.exp,
-    "exp2": np.exp2,
-    "log2": np.log2,
-    "sqrt": np.sqrt,
-    "reciprocal": lambda x: np.float32(1.0) / x,
-    "silu": lambda x: x / (np.float32(1.0) + np.exp(-x)),
-}
-_BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-}
+# every element-wise tile op's NumPy function (the op registry's, including ops the backend does not lower)
+_UNARY = {name: registry.TILE_OPS[name].numpy for name in registry.names("unary", lowered=False)}
+_BINARY = {name: registry.TILE_OPS[name].numpy for name in registry.names("binary", lowered=False)}
 # unary ops whose builder takes (dst, src, bias, scale): dst = f(src * scale + bias)
-_UNARY_WITH_AFFINE = {"exp", "exp2", "sqrt"}
+_UNARY_WITH_AFFINE = {name for name in _UNARY if registry.TILE_OPS[name].affine}
 
 
 def _copy_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
@@ -469,7 +459,8 @@ def _tile_op(tr: _Translator, call: Any) -> _Stmt:
     return build(tr, name, tr.region(args[0]), args)
 
 
-_REDUCE = {"sum": (np.sum, np.add), "max": (np.max, np.maximum), "min": (np.min, np.minimum)}
+_REDUCE = {name: (registry.TILE_OPS[name].numpy, registry.TILE_OPS[name].combine)
+           for name in registry.names("reduce", lowered=False)}
 
 
 def _reduce(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from schemas.target import TargetConfig
 
+from . import registry
 from .errors import CompileError
 
 
@@ -82,15 +83,21 @@ def core_grid_for(config: TargetConfig) -> tuple[int, int]:
     return gx, gy
 
 
-# The timing model's per-arch costs (device_costs.json beside this file: every constant with its source).
+# The timing model's per-arch costs (device_costs.json beside this file: every constant with its source), plus each
+# SFPU function's cost from the op registry (the same on every architecture).
 DEVICE_COSTS_PATH = Path(__file__).with_name("device_costs.json")
 
 
 @lru_cache(maxsize=None)
 def device_costs(arch: str) -> dict[str, float | list[float]]:
-    """The cost constants of `arch` as plain values (the table's `value` fields)."""
+    """The cost constants of `arch` as plain values (the table's `value` fields, then the registry's op costs)."""
     table = json.loads(DEVICE_COSTS_PATH.read_text())
     if arch not in table:
         raise CompileError(f"no timing costs for {arch!r} (have {', '.join(k for k in table if not k.startswith('_'))})",
                            stage="target")
-    return {name: entry["value"] for name, entry in table[arch].items()}
+    costs = {name: entry["value"] for name, entry in table[arch].items()}
+    for key, cost in registry.COSTS.items():
+        if key in costs:
+            raise CompileError(f"device_costs.json defines {key!r}, an op cost of the op registry", stage="target")
+        costs[key] = cost.value
+    return costs

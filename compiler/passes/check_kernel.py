@@ -21,13 +21,13 @@ from ..layout import UNIT, MatrixView, default_tile_axes
 from ..target import DATA_FORMATS, TILE
 from .coverage import check_coverage
 from .lower_index_masks import check_mask, match
-from .. import attrs
+from .. import attrs, registry
 
 STAGE = "check"
-BINARY_OPS = ("add", "sub", "mul", "maximum", "minimum")
-UNARY_OPS = ("exp", "exp2", "log2", "sqrt", "reciprocal", "cast")
-REDUCE_OPS = ("sum", "max")
-SUPPORTED_OPS = ("copy", "zero", "fill", "gemm", *BINARY_OPS, *UNARY_OPS, *REDUCE_OPS)
+BINARY_OPS = registry.BINARY
+UNARY_OPS = (*registry.UNARY, "cast")
+REDUCE_OPS = registry.REDUCE
+SUPPORTED_OPS = registry.SUPPORTED
 MAX_BLOCKS = 1 << 20          # block ids are runtime args; the plan lists every core's blocks
 
 _UNSUPPORTED_STMT = {
@@ -267,6 +267,9 @@ class KernelChecker:
             src = region_of(call.args[1])
             if src is None:
                 raise self.error(call, f"T.tile.{name}: the source must be a tile region")
+            if any(a is not None for a in call.args[2:]):
+                raise self.error(call, f"T.tile.{name}'s bias and scale are not supported by the Tenstorrent backend",
+                                 hint=f"compute the affine argument with T.tile.mul / T.tile.add before T.tile.{name}")
             self._check_region(call, src)
             self._same_or_broadcast(call, dst, src)
             self._compute_source(call, src)

@@ -41,12 +41,12 @@ from ..layout import UNIT, view_of
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
 from .tensorize.emit import dst_group
-from .. import attrs
+from .. import attrs, registry
 
 MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
 MIN_K_STEP_TILES = 4          # a K step shorter than this is taken only when the blocks cannot shrink any more
 OUTPUT_CB_TILES = 16          # an output CB streams a few tiles at a time (2 x a write batch of <= 8)
-ELEMENTWISE = ("copy", "cast", "exp", "exp2", "log2", "sqrt", "reciprocal", "add", "sub", "mul", "maximum", "minimum")
+ELEMENTWISE = registry.ELEMENTWISE
 
 
 # ---- axis classes ---------------------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ class Analysis:
             self.union(self.local(dst, 1), self.local(b, 0 if transpose_b else 1))
             self.union(self.local(a, 1), self.local(b, 1 if transpose_b else 0))
             self.reduced.setdefault(self.find(self.local(a, 1)), set()).add("gemm")
-        elif name in ("sum", "max"):
+        elif name in registry.REDUCE:
             src = regions[1]
             self.union(self.local(dst, 0), self.local(src, 0))
             self.reduced.setdefault(self.find(self.local(src, 1)), set()).add(name)
@@ -335,7 +335,7 @@ class Tiling:
                 for r in regions[1:3]:
                     read[r.name] = read.get(r.name, 0) + 1
                 continue
-            if name in ("sum", "max") and len(call.args) > 3 and bool(call.args[3]):
+            if name in registry.REDUCE and len(call.args) > 3 and bool(call.args[3]):
                 accumulators.add(dst.name)
                 read[regions[1].name] = read.get(regions[1].name, 0) + 1
                 continue

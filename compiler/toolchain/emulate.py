@@ -93,7 +93,7 @@ def _hash_files(paths: list[Path], base: Path, extra: tuple[str, ...]) -> str:
 
 
 def runtime_key() -> str:
-    files = [p for p in EMULATOR_DIR.rglob("*") if p.is_file() and p.suffix in (".h", ".hpp", ".cpp")]
+    files = [p for p in EMULATOR_DIR.rglob("*") if p.is_file() and p.suffix in (".h", ".hpp", ".cpp", ".def")]
     return _hash_files(files, EMULATOR_DIR, (compiler_version(), *RUNTIME_FLAGS, str(INCLUDE_DIR)))
 
 

@@ -20,14 +20,26 @@ from __future__ import annotations
 
 import math
 
+from ... import registry
 from .diagnostics import fail
 from .expr import (Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, describe, float_text,
                    fold_binary, fold_constant, render_int, walk, wrap)
 from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
 
-BINARY = {"+": "add", "-": "sub", "*": "mul", "max": "maximum", "min": "minimum"}
-UNARY = ("exp", "exp2", "log2", "sqrt", "reciprocal")
-LN2 = math.log(2.0)
+BINARY = registry.binary_of_tilelang()         # + - * max min -> add sub mul maximum minimum
+UNARY = registry.unary_of_tilelang()           # T.exp ... -> the unary tile op
+ELEMENT_FUNCTIONS = registry.tilelang_function_names()
+
+
+class _TileFunctions:
+    """What a TileLang function's expansion (the op registry's TileLangFunction.expand) calls: `t.exp(x)` is the
+    element-function node T.exp(x), which normalize() then lowers like one the user wrote."""
+
+    def __getattr__(self, fn):
+        return lambda *args: Call(fn, tuple(wrap(a) for a in args))
+
+
+_TILE_FUNCTIONS = _TileFunctions()
 
 
 class Mask:
@@ -176,8 +188,9 @@ class StoreLowering:
         return float(e.value if isinstance(e, Const) else e.x.value)
 
     def normalize(self, e):
-        """Rewrite to what tile ops compute: division -> reciprocal, rsqrt/log/abs/sigmoid/tanh -> their
-        definitions, index-only values -> masks, constants folded."""
+        """Rewrite to what tile ops compute: division -> reciprocal, functions without a tile op of their own
+        (rsqrt, log, abs, sigmoid, tanh: the op registry's TileLangFunctions) -> their expansions, index-only values
+        -> masks, constants folded."""
         if isinstance(e, Load):
             return e
         if isinstance(e, Const):
@@ -211,29 +224,20 @@ class StoreLowering:
                 self.fail(f"`{e.op}` in a T.Parallel body is outside tilefarm's TileLang subset")
             return Bin(e.op, a, b)
         if isinstance(e, Call):
-            args = tuple(self.normalize(a) for a in e.args)
             fn = e.fn
+            if fn in registry.TILELANG_FUNCTIONS and len(e.args) == 1:
+                return self.normalize(registry.TILELANG_FUNCTIONS[fn].expand(_TILE_FUNCTIONS, e.args[0]))
+            args = tuple(self.normalize(a) for a in e.args)
             if fn in ("max", "min"):
                 return Bin(fn, *args)
             (x,) = args if len(args) == 1 else (None,)
             if x is None:
                 self.fail(f"T.{fn} with {len(args)} arguments in a T.Parallel body")
             if fn in UNARY:
-                return Call(fn, (x,))
-            if fn == "rsqrt":
-                return Call("reciprocal", (Call("sqrt", (x,)),))
-            if fn == "log":
-                return Bin("*", Call("log2", (x,)), Const(LN2))
-            if fn == "abs":
-                return Bin("max", x, Bin("*", x, Const(-1.0)))
-            if fn == "sigmoid":
-                return Call("reciprocal", (Bin("+", Call("exp", (Bin("*", x, Const(-1.0)),)), Const(1.0)),))
-            if fn == "tanh":   # 2 * sigmoid(2x) - 1
-                sig = Call("reciprocal", (Bin("+", Call("exp", (Bin("*", x, Const(-2.0)),)), Const(1.0)),))
-                return Bin("-", Bin("*", sig, Const(2.0)), Const(1.0))
+                return Call(UNARY[fn], (x,))
             self.fail(f"T.{fn} in a T.Parallel body is outside tilefarm's TileLang subset",
-                      hint="element functions: T.exp, T.exp2, T.log, T.log2, T.sqrt, T.rsqrt, T.abs, T.tanh, "
-                           "T.sigmoid, T.max, T.min, T.cast, T.if_then_else")
+                      hint=f"element functions: {', '.join('T.' + f for f in ELEMENT_FUNCTIONS)}, T.max, T.min, "
+                           "T.cast, T.if_then_else")
         if isinstance(e, Cast):
             x = self.normalize(e.x)
             return Const(self.scalar(x)) if self.is_scalar(x) else Cast(e.dtype, x)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ... import registry
 from .base import dtype_name
 from .diagnostics import fail
 
@@ -337,8 +338,7 @@ def describe(e) -> str:
     return f"<{type(e).__name__}>" if isinstance(e, Expr) else repr(e)
 
 
-_FOLD_UNARY = {"exp": math.exp, "exp2": lambda v: 2.0 ** v, "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v),
-               "log": math.log, "log2": math.log2, "abs": abs, "reciprocal": lambda v: 1 / v}
+_FOLD_UNARY = registry.tilelang_scalars()     # element function -> its value on a constant (the op registry's)
 
 
 def fold_binary(op: str, a: float, b: float) -> float:

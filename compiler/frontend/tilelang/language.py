@@ -10,6 +10,7 @@ import math
 import operator
 import types
 
+from ... import registry
 from .base import Missing, Names, dtype_name
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
@@ -575,23 +576,19 @@ def min(a, b):  # noqa: A001
     return _minmax("min", a, b)
 
 
-_PYTHON_UNARY = {"exp": math.exp, "exp2": lambda v: 2.0 ** v, "sqrt": math.sqrt, "rsqrt": lambda v: 1 / math.sqrt(v),
-                 "log": math.log, "log2": math.log2, "abs": builtins.abs, "tanh": math.tanh,
-                 "sigmoid": lambda v: 1 / (1 + math.exp(-v))}
+_SCALAR_VALUE = registry.tilelang_scalars()
+ELEMENT_FUNCTIONS = registry.tilelang_function_names()   # T.exp, T.rsqrt, ...: the op registry's
 
 
 def _unary(fn):
+    """T.<fn>(x): its value on a Python number, else an element-function node of the T.Parallel body."""
     def op(x):
         x = number(x)
         if isinstance(x, (int, float)) and not isinstance(x, bool):
-            return _PYTHON_UNARY[fn](x)
+            return _SCALAR_VALUE[fn](x)
         return Call(fn, (wrap(x),))
     op.__name__ = fn
     return op
-
-
-exp, exp2, sqrt, rsqrt, log, log2, abs, tanh, sigmoid = (  # noqa: A001
-    _unary(f) for f in ("exp", "exp2", "sqrt", "rsqrt", "log", "log2", "abs", "tanh", "sigmoid"))
 
 
 def cast(value, dtype):
@@ -663,7 +660,7 @@ class _Unsupported:
         fail(f"T.{self._name} is outside tilefarm's TileLang subset" + (f": {why}" if why else ""),
              hint="supported: T.Kernel, T.alloc_shared/alloc_fragment/alloc_local, T.copy, T.gemm, T.clear, T.fill, "
                   "T.Pipelined, T.serial, T.Parallel (element-wise, masks), T.reduce_max/reduce_sum, T.ceildiv, "
-                  "T.max/min, T.exp/exp2/log/log2/sqrt/rsqrt/abs/tanh/sigmoid, T.cast, T.if_then_else")
+                  f"T.max/min, T.{'/'.join(ELEMENT_FUNCTIONS)}, T.cast, T.if_then_else")
 
     __call__ = __getitem__ = __iter__ = __bool__ = __enter__ = _fail
 
@@ -694,8 +691,7 @@ def build_module() -> types.ModuleType:
         alloc_shared=alloc_shared, alloc_var=alloc_var,
         alloc_fragment=alloc_fragment, alloc_local=alloc_local, copy=copy, gemm=gemm, clear=clear, fill=fill,
         reduce_max=reduce_max, reduce_sum=reduce_sum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
-        max=max, min=min, exp=exp, exp2=exp2, sqrt=sqrt, rsqrt=rsqrt, log=log, log2=log2, abs=abs, tanh=tanh,
-        sigmoid=sigmoid, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,
+        max=max, min=min, **{fn: _unary(fn) for fn in ELEMENT_FUNCTIONS}, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,
         max_value=max_value, And=And, Or=Or, Not=Not, dtype=dtype, dynamic=dynamic, symbolic=symbolic,
         const=const, empty=empty, match_buffer=match_buffer, use_swizzle=use_swizzle, annotate_layout=annotate_layout,
         annotate_padding=annotate_padding, annotate_l2_hit_ratio=annotate_l2_hit_ratio,

@@ -15,7 +15,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ... import ops
+from ... import ops, registry
 from ...ir import scalar_of, seq
 from ...target import TILE
 from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, first_use, tiles_of
@@ -562,14 +562,14 @@ class Emitter:
             return st.fill(slot, scalar_of(info.call.args[1]))
         if name in ("copy", "cast"):
             return st.copy(slot, self.src(info.operands[0], i, j))
-        if name in ("exp", "exp2", "log2", "sqrt", "reciprocal"):
+        if name in registry.UNARY:
             return st.unary(name, slot, self.src(info.operands[0], i, j))
-        if name in ("add", "sub", "mul", "maximum", "minimum"):
+        if name in registry.BINARY:
             a, b = (self.src(o, i, j) for o in info.operands)
             return st.binary(name, slot, a, b, self.scratch)
         if name == "gemm":
             return self.gemm(info, slot, i, j, fresh)
-        if name in ("sum", "max"):
+        if name in registry.REDUCE:
             return self.reduce(info, slot, i, j, fresh)
         raise AssertionError(f"no lowering for T.tile.{name}")
 

@@ -24,11 +24,8 @@ from tvm import tirx
 
 from ... import ops
 from ...ir import Region, op_name, region_of, scalar_of, stmts_of
+from ...registry import BINARY, REDUCE, UNARY
 from ...target import TILE
-
-FPU_BINARY = ("add", "sub", "mul")
-BINARY = ("add", "sub", "mul", "maximum", "minimum")
-UNARY = ("exp", "exp2", "log2", "sqrt", "reciprocal")
 
 
 def tiles_of(extents) -> tuple[int, int]:
@@ -86,7 +83,7 @@ def op_info(call) -> OpInfo:
     elif name == "gemm":
         operands = [Operand(region_of(call.args[1]), fpu=True), Operand(region_of(call.args[2]), fpu=True)]
         accumulates = scalar_of(call.args[7]) == 1.0
-    elif name in ("sum", "max"):
+    elif name in REDUCE:
         operands = [Operand(region_of(call.args[1]), fpu=True)]
         accumulates = bool(call.args[3]) if len(call.args) > 3 else False
     whole = tuple(dst.extents) == dst.shape and all(int(s) == 0 for s in dst.starts)

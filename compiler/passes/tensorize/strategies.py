@@ -25,20 +25,10 @@ from dataclasses import dataclass
 import tvm
 from tvm import tirx
 
-from ... import ops
+from ... import ops, registry
+from ...registry import Scale
 
-LN2 = math.log(2.0)
 LOWEST = -math.inf
-SFPU_BINARY = {"add": "add_binary_tile", "sub": "sub_binary_tile", "mul": "mul_binary_tile",
-               "maximum": "binary_max_tile", "minimum": "binary_min_tile"}
-SFPU_BINARY_INIT = {"add": "add_binary_tile_init", "sub": "sub_binary_tile_init", "mul": "mul_binary_tile_init",
-                    "maximum": "binary_max_tile_init", "minimum": "binary_min_tile_init"}
-SCALAR_OP = {"add": ("add_unary_tile", "binop_with_scalar_tile_init"),
-             "sub": ("sub_unary_tile", "binop_with_scalar_tile_init"),
-             "mul": ("mul_unary_tile", "binop_with_scalar_tile_init"),
-             "maximum": ("unary_max_tile", "unary_max_tile_init"),
-             "minimum": ("unary_min_tile", "unary_min_tile_init")}
-UNARY_SFPU = {"exp": "exp", "sqrt": "sqrt", "reciprocal": "recip", "log2": "log"}
 BCAST_KIND = {"col": "cols", "row": "rows", "scalar": "scalar"}
 
 
@@ -103,36 +93,35 @@ class Strategies:
         return self.load(src, dst_slot)
 
     def unary(self, name: str, dst_slot, src: Src) -> list:
+        """The operand into the destination slot, then the op registry's SFPU steps on it in place."""
         out = self.load(src, dst_slot)
-        if name == "exp2":              # 2^x = e^(x ln 2)
-            fn, init = SCALAR_OP["mul"]
-            return out + [ops.call(init), ops.call(fn, dst_slot, bits(LN2)), ops.call("exp_tile_init"),
-                          ops.call("exp_tile", dst_slot)]
-        fn = UNARY_SFPU[name]
-        out += [ops.call(f"{fn}_tile_init"), ops.call(f"{fn}_tile", dst_slot)]
-        if name == "log2":              # log2(x) = ln(x) / ln 2
-            fn, init = SCALAR_OP["mul"]
-            out += [ops.call(init), ops.call(fn, dst_slot, bits(1.0 / LN2))]
+        for step in registry.TILE_OPS[name].lowering:
+            if isinstance(step, Scale):
+                fn, init = registry.TILE_OPS["mul"].scalar_call()
+                out += [ops.call(init), ops.call(fn, dst_slot, bits(step.factor))]
+            else:
+                out += [ops.call(step.init), ops.call(step.call, dst_slot)]
         return out
 
     def binary(self, name: str, dst_slot, a: Src, b: Src, scratch) -> list:
         if a.kind == "scalar" or b.kind == "scalar":
             tile, scalar, scalar_first = (a, b.value, False) if b.kind == "scalar" else (b, a.value, True)
-            fn, init = SCALAR_OP[name]
-            if scalar_first and name == "sub":
-                fn = "rsub_unary_tile"
+            op = registry.TILE_OPS[name]
+            fn, init = op.scalar_call()
+            if scalar_first and op.scalar_first:
+                fn = op.scalar_first
             return self.load(tile, dst_slot) + [ops.call(init), ops.call(fn, dst_slot, bits(scalar))]
-        if a.bcast is not None and b.bcast is None and name in ("add", "mul"):
+        op = registry.TILE_OPS[name]
+        if a.bcast is not None and b.bcast is None and op.fpu and op.scalar_first is None:
             a, b = b, a                     # commutative: the broadcast operand goes second
-        fpu = a.kind == "cb" and b.kind == "cb" and name in ("add", "sub", "mul") and a.bcast is None \
-            and not (a.fp32 or b.fp32)
-        if fpu:
+        if a.kind == "cb" and b.kind == "cb" and op.fpu and a.bcast is None and not (a.fp32 or b.fp32):
+            fpu = op.fpu
             if b.bcast is None:
-                return [ops.call(f"{name}_init", a.cb, b.cb), ops.call(f"{name}_tiles", a.cb, b.cb, a.index, b.index,
-                                                                        dst_slot)]
+                return [ops.call(f"{fpu}_init", a.cb, b.cb), ops.call(f"{fpu}_tiles", a.cb, b.cb, a.index, b.index,
+                                                                       dst_slot)]
             kind = BCAST_KIND[b.bcast]
-            return [ops.call(f"{name}_bcast_{kind}_init", a.cb, b.cb),
-                    ops.call(f"{name}_tiles_bcast_{kind}", a.cb, b.cb, a.index, b.index, dst_slot)]
+            return [ops.call(f"{fpu}_bcast_{kind}_init", a.cb, b.cb),
+                    ops.call(f"{fpu}_tiles_bcast_{kind}", a.cb, b.cb, a.index, b.index, dst_slot)]
         # SFPU: both operands in DST slots; a CB operand goes to the destination slot unless the destination is
         # the other operand, then to the scratch slot
         out, slots = [], []
@@ -145,7 +134,7 @@ class Strategies:
             target = free.pop() if free else scratch
             out += self.load(s, target)
             slots.append(target)
-        return out + [ops.call(SFPU_BINARY_INIT[name]), ops.call(SFPU_BINARY[name], slots[0], slots[1], dst_slot)]
+        return out + [ops.call(op.sfpu.init), ops.call(op.sfpu.call, slots[0], slots[1], dst_slot)]
 
     def gemm(self, dst_slot, a: Src, b: Src, transpose_b: bool, k_tiles: int, a_index, b_index) -> list:
         """dst += A @ B over k_tiles; a_index(kk) / b_index(kk) give the operand tiles."""

@@ -61,30 +61,30 @@ const char* fpu_init_name(FpuOp op) {
     }
 }
 
+// The SFPU function tables (the op registry's, ttemu/sfpu_ops.def): the init call that configures the SFPU for an
+// op, and the op whose init that is (mask_posinf_tile runs on mask_tile_init's configuration).
 const char* sfpu_init_name(SfpuOp op) {
     switch (op) {
-        case SfpuOp::Exp: return "exp_tile_init";
-        case SfpuOp::Log: return "log_tile_init";
-        case SfpuOp::Sqrt: return "sqrt_tile_init";
-        case SfpuOp::Recip: return "recip_tile_init";
-        case SfpuOp::Fill: return "fill_tile_init";
-        case SfpuOp::BinopScalar: return "binop_with_scalar_tile_init";
-        case SfpuOp::AddBinary: return "add_binary_tile_init";
-        case SfpuOp::SubBinary: return "sub_binary_tile_init";
-        case SfpuOp::MulBinary: return "mul_binary_tile_init";
-        case SfpuOp::MaxBinary: return "binary_max_tile_init";
-        case SfpuOp::MinBinary: return "binary_min_tile_init";
-        case SfpuOp::UnaryMax: return "unary_max_tile_init";
-        case SfpuOp::UnaryMin: return "unary_min_tile_init";
-        case SfpuOp::CopyDest: return "copy_dest_values_init";
-        case SfpuOp::Rsqrt: return "rsqrt_tile_init";
-        case SfpuOp::Negative: return "negative_tile_init";
-        case SfpuOp::Square: return "square_tile_init";
-        case SfpuOp::Abs: return "abs_tile_init";
-        case SfpuOp::Sign: return "sign_tile_init";
-        case SfpuOp::Identity: return "identity_tile_init";
-        case SfpuOp::Mask: return "mask_tile_init";
+#define TTEMU_SFPU_OP(Op, InitOp, init_call, cost) \
+    case SfpuOp::Op: return init_call;
+#include "ttemu/sfpu_ops.def"
         default: return "(none)";
+    }
+}
+SfpuOp sfpu_configured_by(SfpuOp op) {
+    switch (op) {
+#define TTEMU_SFPU_OP(Op, InitOp, init_call, cost) \
+    case SfpuOp::Op: return SfpuOp::InitOp;
+#include "ttemu/sfpu_ops.def"
+        default: return op;
+    }
+}
+bool sfpu_takes_param(SfpuOp op) {
+    switch (op) {
+#define TTEMU_SFPU_UNARY(Op, param, expr) \
+    case SfpuOp::Op: return param;
+#include "ttemu/sfpu_ops.def"
+        default: return false;
     }
 }
 
@@ -203,13 +203,9 @@ void sfpu_event(KernelRun& run, double instructions) {
 double sfpu_instructions(dev::SfpuOp op) {
     const timing::Costs& c = timing::costs();
     switch (op) {
-        case dev::SfpuOp::Exp: return c.sfpu_instr_exp;
-        case dev::SfpuOp::Log: return c.sfpu_instr_log;
-        case dev::SfpuOp::Sqrt: return c.sfpu_instr_sqrt;
-        case dev::SfpuOp::Rsqrt: return c.sfpu_instr_rsqrt;
-        case dev::SfpuOp::Recip: return c.sfpu_instr_recip;
-        case dev::SfpuOp::Gelu: return c.sfpu_instr_gelu;
-        case dev::SfpuOp::Fill: return c.sfpu_instr_fill;
+#define TTEMU_SFPU_OP(Op, InitOp, init_call, cost) \
+    case dev::SfpuOp::Op: return c.cost;
+#include "ttemu/sfpu_ops.def"
         default: return c.sfpu_instr_simple;
     }
 }
@@ -497,9 +493,8 @@ void check_sfpu(KernelRun& run, SfpuOp op, const std::string& call) {
 
 void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
-    std::string call = op == SfpuOp::Fill || op == SfpuOp::UnaryMax || op == SfpuOp::UnaryMin
-                           ? strformat("%s(dst=%u, %s)", name, idst, hex(param_bits).c_str())
-                           : strformat("%s(dst=%u)", name, idst);
+    std::string call = sfpu_takes_param(op) ? strformat("%s(dst=%u, %s)", name, idst, hex(param_bits).c_str())
+                                            : strformat("%s(dst=%u)", name, idst);
     check_sfpu(run, op, call);
     check_dst_index(run, idst, call);
     sfpu_event(run, sfpu_instructions(op));
@@ -512,19 +507,9 @@ void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const c
     for (int e = 0; e < 1024; ++e) {
         float x = d[e], v = x;
         switch (op) {
-            case SfpuOp::Exp: v = std::exp(x); break;
-            case SfpuOp::Log: v = std::log(x); break;
-            case SfpuOp::Sqrt: v = std::sqrt(x); break;
-            case SfpuOp::Recip: v = 1.0f / x; break;
-            case SfpuOp::Fill: v = s; break;
-            case SfpuOp::UnaryMax: v = x > s ? x : s; break;
-            case SfpuOp::UnaryMin: v = x < s ? x : s; break;
-            case SfpuOp::Rsqrt: v = 1.0f / std::sqrt(x); break;
-            case SfpuOp::Negative: v = -x; break;
-            case SfpuOp::Square: v = x * x; break;
-            case SfpuOp::Abs: v = std::fabs(x); break;
-            case SfpuOp::Sign: v = x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f; break;
-            case SfpuOp::Identity: break;
+#define TTEMU_SFPU_UNARY(Op, param, expr) \
+    case SfpuOp::Op: v = (expr); break;
+#include "ttemu/sfpu_ops.def"
             default: break;
         }
         d[e] = to_dst(*run.compute, v);
@@ -561,7 +546,7 @@ void sfpu_scalar(ScalarOp op, std::uint32_t idst, std::uint32_t param_bits, cons
 void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
     std::string call = strformat("%s(%u, %u, %u)", name, i0, i1, odst);
-    check_sfpu(run, op == SfpuOp::MaskPosInf ? SfpuOp::Mask : op, call);
+    check_sfpu(run, sfpu_configured_by(op), call);
     check_dst_index(run, i0, call);
     check_dst_index(run, i1, call);
     check_dst_index(run, odst, call);
@@ -570,21 +555,16 @@ void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t od
         count(run, name);
         return;
     }
-    float a[1024], b[1024];
-    std::memcpy(a, dst_tile(run, i0), sizeof a);
-    std::memcpy(b, dst_tile(run, i1), sizeof b);
+    float in0[1024], in1[1024];
+    std::memcpy(in0, dst_tile(run, i0), sizeof in0);
+    std::memcpy(in1, dst_tile(run, i1), sizeof in1);
     float* d = dst_tile(run, odst);
     for (int e = 0; e < 1024; ++e) {
-        float v = 0;
+        float a = in0[e], b = in1[e], v = 0;
         switch (op) {
-            case SfpuOp::AddBinary: v = a[e] + b[e]; break;
-            case SfpuOp::SubBinary: v = a[e] - b[e]; break;
-            case SfpuOp::MulBinary: v = a[e] * b[e]; break;
-            case SfpuOp::MaxBinary: v = a[e] > b[e] ? a[e] : b[e]; break;
-            case SfpuOp::MinBinary: v = a[e] < b[e] ? a[e] : b[e]; break;
-            case SfpuOp::CopyDest: v = a[e]; break;
-            case SfpuOp::Mask: v = b[e] == 0.0f ? 0.0f : a[e]; break;
-            case SfpuOp::MaskPosInf: v = b[e] == 0.0f ? INFINITY : a[e]; break;
+#define TTEMU_SFPU_BINARY(Op, expr) \
+    case SfpuOp::Op: v = (expr); break;
+#include "ttemu/sfpu_ops.def"
             default: break;
         }
         d[e] = to_dst(*run.compute, v);

@@ -33,9 +33,10 @@ struct Costs {
     double llk_call_cycles = 0;
     double eltwise_cycles_per_tile = 8, datacopy_cycles_per_tile = 8, reduce_cycles_per_tile = 16,
            transpose_cycles_per_tile = 16;
-    double sfpu_rows_per_tile = 32, sfpu_instr_simple = 4, sfpu_instr_fill = 2, sfpu_instr_exp = 18,
-           sfpu_instr_recip = 20, sfpu_instr_sqrt = 20, sfpu_instr_rsqrt = 22, sfpu_instr_log = 26,
-           sfpu_instr_gelu = 28;
+    double sfpu_rows_per_tile = 32;
+    // SFPU instructions per 32-datum row of each SFPU function (the op registry's costs, ttemu/sfpu_ops.def)
+#define TTEMU_SFPU_COST(key, value) double key = value;
+#include "ttemu/sfpu_ops.def"
     double init_hw_startup_cycles = 0, init_fpu_cycles = 0, init_sfpu_cycles = 0, reconfig_cycles = 0,
            tile_regs_cycles = 0;
     double dm_arg_cycles = 0, dm_cb_cycles = 0, noc_cmd_cycles = 0, barrier_cycles = 0, sem_cycles = 0,

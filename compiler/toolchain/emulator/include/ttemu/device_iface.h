@@ -110,32 +110,11 @@ enum class FpuOp : std::uint8_t {
     Tilize,
     Untilize
 };
+// one member per SFPU function of the op registry (ttemu/sfpu_ops.def, generated from compiler/registry/table.py)
 enum class SfpuOp : std::uint8_t {
     None,
-    Exp,
-    Sqrt,
-    Recip,
-    Fill,
-    BinopScalar,
-    AddBinary,
-    SubBinary,
-    MulBinary,
-    MaxBinary,
-    MinBinary,
-    UnaryMax,
-    UnaryMin,
-    CopyDest,
-    Rsqrt,
-    Relu,
-    Gelu,
-    Negative,
-    Square,
-    Log,
-    Abs,
-    Sign,
-    Identity,
-    Mask,       // mask_tile: DST[a] = 0 where DST[b] == 0
-    MaskPosInf  // mask_posinf_tile (configured by mask_tile_init): +inf there
+#define TTEMU_SFPU_OP(Op, InitOp, init_call, cost) Op,
+#include "ttemu/sfpu_ops.def"
 };
 enum class ScalarOp : std::uint8_t { Add, Sub, Mul, Div, Rsub };
 void hw_startup(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t ocb, bool reverse, Site site);

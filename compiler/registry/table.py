@@ -1,0 +1,126 @@
+"""The op registry: every tile op and every SFPU function, one entry each. Add an op here (see
+compiler/README.md, "How to add an op"), then run `python -m compiler.registry.generate` for the emulator's C++.
+
+Costs are SFPU instructions per 32-datum row of a tile (x sfpu_rows_per_tile per tile); sources as in
+compiler/device_costs.json's `_about` ([ISA] tt-isa-documentation, [LLK] the ttnn 0.81.1 wheel's tt-llk).
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from .spec import Cost, Registry, Scale, Sfpu, TileLangFunction, TileOp
+
+LN2 = math.log(2.0)
+ONE = np.float32(1.0)
+
+# ---- costs several functions share --------------------------------------------------------------------------------
+SIMPLE = Cost("sfpu_instr_simple", 4, "estimate",
+              "SFPLOAD, one arithmetic instruction, SFPSTORE, loop increment "
+              "(add/sub/mul/scalar/max/min/negative/square/abs/sign/copy)")
+FILL = Cost("sfpu_instr_fill", 2, "estimate", "SFPLOADI + SFPSTORE")
+
+# ---- SFPU functions -------------------------------------------------------------------------------------------------
+_TEMPLATE_APPROX = "template <bool fast_and_approx = false, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>"
+
+EXP = Sfpu("Exp", "exp_tile", "exp_tile_init", "eltwise_unary/exp.h", "unary",
+           Cost("sfpu_instr_exp", 18, "estimate",
+                "range reduction, polynomial and exponent insertion in ckernel_sfpu_exp (precise mode)"),
+           "std::exp(x)", api=False)
+LOG = Sfpu("Log", "log_tile", "log_tile_init", "compute_kernel_api.h", "unary",
+           Cost("sfpu_instr_log", 26, "estimate", "mantissa/exponent split and polynomial in ckernel_sfpu_log.h"),
+           "std::log(x)", call_template=_TEMPLATE_APPROX, init_template=_TEMPLATE_APPROX)
+SQRT = Sfpu("Sqrt", "sqrt_tile", "sqrt_tile_init", "eltwise_unary/sqrt.h", "unary",
+            Cost("sfpu_instr_sqrt", 20, "estimate", "reciprocal square root refinement then multiply"),
+            "std::sqrt(x)", call_template="template <bool FAST_APPROX = false, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>")
+RECIP = Sfpu("Recip", "recip_tile", "recip_tile_init", "eltwise_unary/recip.h", "unary",
+             Cost("sfpu_instr_recip", 20, "estimate", "Newton-Raphson reciprocal, two iterations"),
+             "1.0f / x", api=False)
+ADD_BINARY = Sfpu("AddBinary", "add_binary_tile", "add_binary_tile_init", "eltwise_binary_sfpu.h", "binary", SIMPLE,
+                  "a + b", call_template="template <ckernel::DstRoundingMode dst_rounding_mode = "
+                  "ckernel::DstRoundingMode::Default, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>")
+SUB_BINARY = Sfpu("SubBinary", "sub_binary_tile", "sub_binary_tile_init", "eltwise_binary_sfpu.h", "binary", SIMPLE,
+                  "a - b", call_template=ADD_BINARY.call_template)
+MUL_BINARY = Sfpu("MulBinary", "mul_binary_tile", "mul_binary_tile_init", "eltwise_binary_sfpu.h", "binary", SIMPLE,
+                  "a * b", call_template="template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>")
+MAX_BINARY = Sfpu("MaxBinary", "binary_max_tile", "binary_max_tile_init", "binary_max_min.h", "binary", SIMPLE,
+                  "a > b ? a : b", extra_params="VectorMode vector_mode = VectorMode::RC")
+MIN_BINARY = Sfpu("MinBinary", "binary_min_tile", "binary_min_tile_init", "binary_max_min.h", "binary", SIMPLE,
+                  "a < b ? a : b", extra_params="VectorMode vector_mode = VectorMode::RC")
+UNARY_MAX = Sfpu("UnaryMax", "unary_max_tile", "unary_max_tile_init", "compute_kernel_api.h", "unary_param", SIMPLE,
+                 "x > s ? x : s")
+UNARY_MIN = Sfpu("UnaryMin", "unary_min_tile", "unary_min_tile_init", "compute_kernel_api.h", "unary_param", SIMPLE,
+                 "x < s ? x : s")
+
+# The emulator's other SFPU functions: ttnn's kernels and hand-written programs call them; no tile op lowers to them.
+DEVICE_ONLY = (
+    Sfpu("Fill", "fill_tile", "fill_tile_init", "eltwise_unary/fill.h", "unary_param", FILL, "s", standard_call=False,
+         api=False),
+    Sfpu("BinopScalar", "", "binop_with_scalar_tile_init", "eltwise_unary/binop_with_scalar.h", "scalar", SIMPLE,
+         api=False),
+    Sfpu("CopyDest", "copy_dest_values", "copy_dest_values_init", "copy_dest_values.h", "binary", SIMPLE, "a",
+         standard_call=False, api=False),
+    Sfpu("Rsqrt", "rsqrt_tile", "rsqrt_tile_init", "eltwise_unary/rsqrt.h", "unary",
+         Cost("sfpu_instr_rsqrt", 22, "estimate", "as sqrt, without the final multiply plus a reciprocal fix-up"),
+         "1.0f / std::sqrt(x)", call_template="template <RsqrtMode mode = RsqrtMode::Default, "
+         "bool is_fp32_dest_acc_en = DST_ACCUM_MODE>"),
+    Sfpu("Negative", "negative_tile", "negative_tile_init", "eltwise_unary/negative.h", "unary", SIMPLE, "-x"),
+    Sfpu("Square", "square_tile", "square_tile_init", "compute_kernel_api.h", "unary", SIMPLE, "x * x",
+         call_template="template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>"),
+    Sfpu("Abs", "abs_tile", "abs_tile_init", "compute_kernel_api.h", "unary", SIMPLE, "std::fabs(x)"),
+    Sfpu("Sign", "sign_tile", "sign_tile_init", "compute_kernel_api.h", "unary", SIMPLE,
+         "x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f"),
+    Sfpu("Identity", "identity_tile", "identity_tile_init", "eltwise_unary/identity.h", "unary", SIMPLE, "x"),
+    # mask_tile: DST[data] = 0 where DST[mask] == 0; mask_posinf_tile (configured by mask_tile_init): +inf there
+    Sfpu("Mask", "mask_tile", "mask_tile_init", "mask.h", "binary", SIMPLE, "b == 0.0f ? 0.0f : a",
+         standard_call=False, api=False),
+    Sfpu("MaskPosInf", "mask_posinf_tile", "mask_tile_init", "mask.h", "binary", SIMPLE, "b == 0.0f ? INFINITY : a",
+         init_opcode="Mask", standard_call=False, api=False),
+)
+
+# ---- tile ops -------------------------------------------------------------------------------------------------------
+_SCALAR_INIT = "binop_with_scalar_tile_init"
+
+TILE_OPS = (
+    TileOp("copy", "copy"),
+    TileOp("cast", "cast"),
+    TileOp("zero", "zero"),
+    TileOp("fill", "fill"),
+    TileOp("gemm", "gemm"),
+    TileOp("add", "binary", np.add, operator.add, tilelang=("+",), fpu="add", sfpu=ADD_BINARY,
+           with_scalar=("add_unary_tile", _SCALAR_INIT)),
+    TileOp("sub", "binary", np.subtract, operator.sub, tilelang=("-",), fpu="sub", sfpu=SUB_BINARY,
+           with_scalar=("sub_unary_tile", _SCALAR_INIT), scalar_first="rsub_unary_tile"),
+    TileOp("mul", "binary", np.multiply, operator.mul, tilelang=("*",), fpu="mul", sfpu=MUL_BINARY,
+           with_scalar=("mul_unary_tile", _SCALAR_INIT)),
+    TileOp("maximum", "binary", np.maximum, max, tilelang=("max",), sfpu=MAX_BINARY,
+           with_scalar=UNARY_MAX),
+    TileOp("minimum", "binary", np.minimum, min, tilelang=("min",), sfpu=MIN_BINARY,
+           with_scalar=UNARY_MIN),
+    TileOp("exp", "unary", np.exp, math.exp, tilelang=("exp",), affine=True, tvm_scalar="exp", lowering=(EXP,)),
+    TileOp("exp2", "unary", np.exp2, lambda x: 2.0 ** x, tilelang=("exp2",), affine=True, tvm_scalar="exp2",
+           lowering=(Scale(LN2), EXP)),                     # 2^x = e^(x ln 2)
+    TileOp("log2", "unary", np.log2, math.log2, tilelang=("log2",), affine=True, tvm_scalar="log2",
+           lowering=(LOG, Scale(1.0 / LN2))),               # log2(x) = ln(x) / ln 2
+    TileOp("sqrt", "unary", np.sqrt, math.sqrt, tilelang=("sqrt",), affine=True, tvm_scalar="sqrt", lowering=(SQRT,)),
+    TileOp("reciprocal", "unary", lambda x: ONE / x, lambda x: 1 / x, lowering=(RECIP,)),
+    TileOp("silu", "unary", lambda x: x / (ONE + np.exp(-x)), lowered=False),
+    TileOp("sum", "reduce", np.sum, combine=np.add, pool="sum"),
+    TileOp("max", "reduce", np.max, combine=np.maximum, pool="max"),
+    TileOp("min", "reduce", np.min, combine=np.minimum, lowered=False),
+)
+
+# ---- TileLang element functions built from tile ops ---------------------------------------------------------------
+TILELANG_FUNCTIONS = (
+    TileLangFunction("rsqrt", lambda x: 1 / math.sqrt(x), lambda t, x: 1.0 / t.sqrt(x)),
+    TileLangFunction("log", math.log, lambda t, x: t.log2(x) * LN2, tvm_scalar="log"),
+    TileLangFunction("abs", abs, lambda t, x: t.max(x, x * -1.0), tvm_scalar="fabs"),
+    TileLangFunction("sigmoid", lambda x: 1 / (1 + math.exp(-x)), lambda t, x: 1.0 / (t.exp(x * -1.0) + 1.0),
+                     tvm_scalar="sigmoid"),
+    TileLangFunction("tanh", math.tanh, lambda t, x: (1.0 / (t.exp(x * -2.0) + 1.0)) * 2.0 - 1.0,   # 2 sigmoid(2x) - 1
+                     tvm_scalar="tanh"),
+)
+
+REGISTRY = Registry(TILE_OPS, TILELANG_FUNCTIONS, DEVICE_ONLY, shared_costs=(SIMPLE, FILL))
