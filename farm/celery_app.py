@@ -39,8 +39,10 @@ app.conf.update(
     task_acks_late=True,                     # ack after the job ran: a worker lost mid-job leaves it in the queue
     task_reject_on_worker_lost=True,         # ... and a killed pool process requeues it at once
     worker_prefetch_multiplier=1,            # jobs are long; don't hoard them on one worker
+    # the hard limit kills a pool process stuck past every stage's own limit (JobRequest.on_timeout records it); no
+    # soft limit: it is an exception raised from a signal handler into whatever runs (the stages stop themselves,
+    # workers/stopping.py)
     task_time_limit=settings.task_hard_limit_s,
-    task_soft_time_limit=settings.task_hard_limit_s - settings.hard_limit_grace_s / 2,
     # a broker restart is survived: reconnect for ever, with Celery's back-off (2, 4, 6... up to 32 s apart); tasks
     # running meanwhile go on (they are idempotent: a message redelivered later finds its job ended); a job whose
     # task died with the connection is run again when its lease runs out (workers/leases.py)

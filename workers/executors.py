@@ -32,26 +32,30 @@ class Checked:
 
 
 class Executor(Protocol):
-    def compile(self, job: JobRecord):
+    """Each call takes the stage's `stop` (workers.stopping.Stop): the sandbox kills the job's child as soon as it is
+    set; work in this process (TILEFARM_SANDBOX=0, trusted development only) runs to its end, and the stage then ends
+    as the stop says."""
+
+    def compile(self, job: JobRecord, stop=None):
         """compiler.api.CompileResult of the job's source."""
 
-    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict) -> Emulated: ...
+    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, stop=None) -> Emulated: ...
 
-    def header_check(self, job: JobRecord, artifacts: dict[str, bytes]):
+    def header_check(self, job: JobRecord, artifacts: dict[str, bytes], stop=None):
         """compiler.toolchain.header_check.HeaderCheckReport of the generated kernels."""
 
-    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict) -> Checked:
+    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict, stop=None) -> Checked:
         """A device run's outputs against the reference (building it evaluates the user's source)."""
 
 
 class InProcess:
-    def compile(self, job: JobRecord):
+    def compile(self, job: JobRecord, stop=None):
         from compiler import api
 
         return api.compile_source(job.source, filename=job.filename, entry=job.entry, target=job.target,
                                   dump_ir=job.dump_ir, params=job.params)
 
-    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict) -> Emulated:
+    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, stop=None) -> Emulated:
         import numpy as np
 
         from compiler import api
@@ -68,12 +72,12 @@ class InProcess:
                         result.log + (result.verification.render() if result.verification is not None else ""),
                         first.first_mismatch_text() if first is not None else None)
 
-    def header_check(self, job: JobRecord, artifacts: dict[str, bytes]):
+    def header_check(self, job: JobRecord, artifacts: dict[str, bytes], stop=None):
         from compiler import api
 
         return api.header_check(artifacts, target=job.target)
 
-    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict) -> Checked:
+    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict, stop=None) -> Checked:
         import json
 
         from compiler.toolchain.verification import verify_outputs
@@ -89,22 +93,22 @@ class Sandboxed:
     def __init__(self, settings):
         self.settings = settings
 
-    def compile(self, job: JobRecord):
+    def compile(self, job: JobRecord, stop=None):
         from workers import sandbox
 
         return sandbox.compile_source(self.settings, source=job.source, filename=job.filename, entry=job.entry,
-                                      target=job.target, dump_ir=job.dump_ir, params=job.params)
+                                      target=job.target, dump_ir=job.dump_ir, params=job.params, stop=stop)
 
-    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict) -> Emulated:
+    def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, stop=None) -> Emulated:
         from compiler import api
         from workers import sandbox
 
         answer = sandbox.emulate(self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts},
                                  inputs=inputs, target=job.target, source=job.source, filename=job.filename,
-                                 entry=job.entry, params=job.params)
+                                 entry=job.entry, params=job.params, stop=stop)
         return Emulated(answer.passed, answer.outputs, answer.report, answer.log, answer.first_mismatch)
 
-    def header_check(self, job: JobRecord, artifacts: dict[str, bytes]):
+    def header_check(self, job: JobRecord, artifacts: dict[str, bytes], stop=None):
         from compiler import api
         from compiler.toolchain.header_check import HeaderCheckReport, HeaderCheckUnavailable, host_compiler_problem
         from compiler.toolchain.sdk_headers import ensure_headers
@@ -115,14 +119,16 @@ class Sandboxed:
             raise HeaderCheckUnavailable(problem)
         ensure_headers()  # fetched (once) on the trusted side; the job sees them read-only
         return HeaderCheckReport.from_dict(sandbox.header_check(
-            self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts}, target=job.target))
+            self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts}, target=job.target,
+            stop=stop))
 
 
-    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict) -> Checked:
+    def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict, stop=None) -> Checked:
         from workers import sandbox
 
         answer = sandbox.verify(self.settings, plan=artifacts["tt.plan.json"], inputs=inputs, outputs=outputs,
-                                source=job.source, filename=job.filename, entry=job.entry, params=job.params)
+                                source=job.source, filename=job.filename, entry=job.entry, params=job.params,
+                                stop=stop)
         return Checked(answer.passed, answer.verification, answer.first_mismatch, dict(answer.report))
 
 

@@ -18,10 +18,12 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from schemas.jobs import JobRecord
 from schemas.logs import log_lines
+from workers.stopping import LEASE_LOST
 
 MAX_ATTEMPTS = 2     # the first run and one re-run after its worker was lost
 
@@ -90,7 +92,25 @@ class Keeper:
     def __init__(self, store, job_id: str, holder: str, lease_s: float, interval: float, log=None):
         self.store, self.job_id, self.holder, self.lease_s, self.interval = store, job_id, holder, lease_s, interval
         self.lost, self._stop, self._log = threading.Event(), threading.Event(), log
+        self._stage_stop = None
         self._thread = threading.Thread(target=self._run, name=f"lease-{job_id}", daemon=True)
+
+    @contextmanager
+    def stopping(self, stop) -> Iterator[None]:
+        """While the block runs, losing the lease sets `stop` (workers.stopping.Stop) with LEASE_LOST."""
+        self._stage_stop = stop
+        if self.lost.is_set():
+            stop.set(LEASE_LOST)
+        try:
+            yield
+        finally:
+            self._stage_stop = None
+
+    def _set_lost(self) -> None:
+        self.lost.set()
+        stop = self._stage_stop
+        if stop is not None:
+            stop.set(LEASE_LOST)
 
     def __enter__(self) -> "Keeper":
         self._thread.start()
@@ -102,7 +122,7 @@ class Keeper:
 
     def _renew(self, job: JobRecord) -> JobRecord | None:
         if job.lease_holder != self.holder:
-            self.lost.set()
+            self._set_lost()
             return None
         if job.terminal:
             return None
@@ -113,7 +133,7 @@ class Keeper:
         while not self._stop.wait(self.interval):
             try:
                 if self.store.mutate(self.job_id, self._renew) is None:
-                    self.lost.set()
+                    self._set_lost()
             except Exception as error:  # the store is unreachable: try again; the lease may run out meanwhile
                 if self._log is not None:
                     self._log.warning("job %s: lease not renewed: %s", self.job_id, error)

@@ -11,9 +11,7 @@ import io
 import json
 import logging
 import os
-import signal
 import socket
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -29,19 +27,11 @@ from farm.store import ArtifactStore, JobStore, UnstorableRecord
 from workers import leases
 from workers.executors import executor_for
 from workers.sandbox import SandboxError, SandboxTimeout
+from workers.stopping import CANCELLED, TIME_LIMIT, StageWatch, Stop
 
 log = logging.getLogger("tilefarm.worker")
 LOCAL_STAGES = ("compile", "check", "emulate")   # run on the compile queue
 DEVICE_STAGES = ("hardware",)                # run on hardware.<arch>
-CANCEL_POLL_S = 0.05
-
-
-class JobCancelled(Exception):
-    pass
-
-
-class StageTimeLimit(Exception):
-    pass
 
 
 class StageUnavailable(Exception):
@@ -54,67 +44,13 @@ class WorkerDeps:
     artifacts: ArtifactStore
     settings: Settings
     devices: object | None = None            # workers.devices.DeviceRegistry on a hardware worker
+    stop: Stop | None = None                 # the running stage's (workers/stopping.py)
 
 
 @dataclass
 class StageOutcome:
     state: str = "succeeded"                 # or "skipped"
     detail: str | None = None
-
-
-# ------------------------------------------------------------------------------------------ interruption
-
-_armed: dict[str, float | bool] = {"stage": False}
-
-
-def _on_alarm(signum, frame):
-    if _armed["stage"]:
-        raise StageTimeLimit()
-
-
-def _on_cancel(signum, frame):
-    if _armed["stage"]:
-        raise JobCancelled()
-
-
-def install_signal_handlers() -> None:
-    """Once per worker process: SIGALRM = stage soft time limit, SIGUSR2 = cancel the running stage."""
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.signal(signal.SIGUSR2, _on_cancel)
-
-
-@contextmanager
-def stage_guard(seconds: float, cancelled: Callable[[], bool]) -> Iterator[None]:
-    """Run a stage with a soft time limit, interruptible by a cancel request (checked every 50 ms)."""
-    in_main = threading.current_thread() is threading.main_thread()
-    if not in_main:  # signals need the main thread; pools without one only get the between-stage checks
-        yield
-        return
-    if signal.getsignal(signal.SIGUSR2) is not _on_cancel:
-        install_signal_handlers()
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.wait(CANCEL_POLL_S):
-            try:
-                asked = cancelled()
-            except Exception:  # the store is unreachable for a moment: the stage goes on, ask again
-                continue
-            if asked:
-                os.kill(os.getpid(), signal.SIGUSR2)
-                return
-
-    watcher = threading.Thread(target=watch, name="cancel-watch", daemon=True)
-    _armed["stage"] = True
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    watcher.start()
-    try:
-        yield
-    finally:
-        _armed["stage"] = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        stop.set()
-        watcher.join()
 
 
 # ------------------------------------------------------------------------------------------ stages
@@ -135,7 +71,7 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
         return StageOutcome(detail="cache hit")
 
     deps.store.incr("cache_misses")
-    result = executor_for(deps.settings).compile(job)  # parsing runs the user's Python: sandboxed by default
+    result = executor_for(deps.settings).compile(job, deps.stop)  # parsing runs the user's Python: sandboxed by default
     meta = {"job_id": job.id, "cache_key": key, "compiler_version": COMPILER_VERSION,
             "target": job.target.model_dump(mode="json"), "entry": job.entry, "timings": result.timings}
     files = {**result.artifacts, "compile.log": result.log.encode(), "meta.json": json.dumps(meta, indent=2).encode()}
@@ -165,7 +101,7 @@ def _inputs(job: JobRecord, deps: WorkerDeps) -> dict:
 def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     """Run the compiled program on the emulated device and verify it against the NumPy reference."""
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
-    answer = executor_for(deps.settings).emulate(job, artifacts, _inputs(job, deps))
+    answer = executor_for(deps.settings).emulate(job, artifacts, _inputs(job, deps), deps.stop)
     deps.store.append_log(job.id, log_lines(answer.log, stage="emulate"))
     _warn(job.id, deps, "emulate", answer.report.get("warnings") or [])
     files = {**{f"{name}.npy": data for name, data in answer.outputs.items()},
@@ -199,7 +135,7 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
     artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
     try:  # g++ reads kernels derived from the user's source: sandboxed by default
-        report = executor_for(deps.settings).header_check(job, artifacts)
+        report = executor_for(deps.settings).header_check(job, artifacts, deps.stop)
     except (HeaderCheckUnavailable, SdkHeadersError) as error:
         deps.store.mutate(job.id, lambda j: _set(j, header_check={"ran": False, "reason": str(error)}))
         _warn(job.id, deps, "check", [f"the real-header check did not run on this worker: {error}"])
@@ -250,7 +186,7 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
                 deps.devices.mark_unhealthy(deps.store, device, f"job {job.id}: {outcome.run.error}")
     except NoDevice as error:
         raise StageUnavailable(str(error)) from None
-    checked = executor_for(deps.settings).verify(job, artifacts, outcome.inputs, outcome.outputs) \
+    checked = executor_for(deps.settings).verify(job, artifacts, outcome.inputs, outcome.outputs, deps.stop) \
         if outcome.run.ok else None
     files: dict[str, bytes] = {"stdout.txt": outcome.run.stdout.encode(), "stderr.txt": outcome.run.stderr.encode()}
     for name, array in outcome.outputs.items():
@@ -353,9 +289,10 @@ def _finished(job: JobRecord, status: str, now: float | None = None) -> JobRecor
     return job
 
 
-def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool, lost: threading.Event) -> bool:
+def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool, lease: leases.Keeper) -> bool:
     """Run one stage; record its state and duration (and success, if it was the job's `last` stage). The stage
-    is interrupted when the job is cancelled or its lease is `lost`.
+    is stopped by its time limit, a cancel request or its lease lost (workers/stopping.py): nothing is raised into
+    it, the sandboxed step it waits for is killed and the stage ends as the stop says.
 
     False when the job ended here (failed or cancelled)."""
     start = time.time()
@@ -367,27 +304,35 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool, lost: threa
 
     job = deps.store.mutate(job_id, begin, log=log_lines(f"== stage {name}", stage=name))
     outcome, failure, status = None, None, "failed"
+    limit = deps.settings.stage_time_limit(name)
+    stop = Stop()
     try:
-        with stage_guard(deps.settings.stage_time_limit(name), lambda: lost.is_set() or _cancel_requested(job_id, deps)):
-            _fault_hold(deps.settings)
-            outcome = STAGES[name](job, deps)
-    except JobCancelled:
-        status = "cancelled"
-    except (StageTimeLimit, SandboxTimeout):
-        limit = deps.settings.stage_time_limit(name)
-        failure = {"stage": name, "message": f"stage '{name}' exceeded its time limit of {limit:g} s"}
-        deps.store.append_log(job_id, log_lines(failure["message"], stage=name, level="ERROR"))
+        with lease.stopping(stop), StageWatch(deps.store, job_id, stop, limit, lambda: _cancel_requested(job_id, deps)):
+            _fault_hold(deps.settings, stop)
+            outcome = STAGES[name](job, dataclasses.replace(deps, stop=stop))
+    except SandboxTimeout:  # the sandbox's own wall-clock limit (the stage's, plus a margin): the stop's words
+        stop.set(TIME_LIMIT)
     except CompileError as error:
         failure = error.to_dict()
         deps.store.append_log(job_id, log_lines(error.render(), stage=name, level="ERROR"))
     except StageUnavailable as error:
         failure = {"stage": name, "message": str(error)}
     except SandboxError as error:  # the step was killed (a limit) or died: the user's doing, reported as such
-        failure = {"stage": name, "message": str(error)}
-        deps.store.append_log(job_id, log_lines(str(error), stage=name, level="ERROR"))
+        if not stop.is_set():
+            failure = {"stage": name, "message": str(error)}
+            deps.store.append_log(job_id, log_lines(str(error), stage=name, level="ERROR"))
     except Exception as error:  # an internal error must still end the job, with the traceback in its log
         failure = {"stage": name, "message": f"internal error: {type(error).__name__}: {error}"}
         deps.store.append_log(job_id, log_lines(traceback.format_exc(), stage=name, level="ERROR"))
+    finally:
+        stop.close()
+    if stop.reason is not None:  # stopped: whatever the stage got to, it ends as the stop says
+        outcome, failure = None, None
+        if stop.reason == CANCELLED:
+            status = "cancelled"
+        elif stop.reason == TIME_LIMIT:
+            failure = {"stage": name, "message": f"stage '{name}' exceeded its time limit of {limit:g} s"}
+            deps.store.append_log(job_id, log_lines(failure["message"], stage=name, level="ERROR"))
     end = time.time()
     duration = end - start
 
@@ -422,10 +367,10 @@ def _run_stage(job_id: str, name: str, deps: WorkerDeps, last: bool, lost: threa
     return outcome is not None
 
 
-def _fault_hold(settings: Settings) -> None:
-    """Testing only: wait while the hold file exists (farm/settings.py fault_hold_file)."""
-    while settings.fault_hold_file is not None and settings.fault_hold_file.exists():
-        time.sleep(0.05)
+def _fault_hold(settings: Settings, stop: Stop) -> None:
+    """Testing only: wait while the hold file exists (farm/settings.py fault_hold_file), or until stopped."""
+    while settings.fault_hold_file is not None and settings.fault_hold_file.exists() and not stop.wait(0.05):
+        pass
 
 
 def _cancel_requested(job_id: str, deps: WorkerDeps) -> bool:
@@ -447,10 +392,11 @@ def _phase(job_id: str, deps: WorkerDeps, phase: tuple[str, ...],
         return
     own = dataclasses.replace(deps, store=leases.Fenced(deps.store, job_id, holder))
     with leases.Keeper(deps.store, job_id, holder, deps.settings.job_lease_s, deps.settings.heartbeat_s, log) as lease:
-        yield _run_stages(job, own, phase, lease.lost), own
+        yield _run_stages(job, own, phase, lease), own
 
 
-def _run_stages(job: JobRecord, deps: WorkerDeps, phase: tuple[str, ...], lost: threading.Event) -> JobRecord | None:
+def _run_stages(job: JobRecord, deps: WorkerDeps, phase: tuple[str, ...], lease: leases.Keeper) -> JobRecord | None:
+    lost = lease.lost
     just_claimed = True  # the claim itself saw no cancel request
     for stage in job.stages:
         if stage.name not in phase or stage.state in ("succeeded", "skipped"):
@@ -461,7 +407,7 @@ def _run_stages(job: JobRecord, deps: WorkerDeps, phase: tuple[str, ...], lost: 
             deps.store.mutate(job.id, lambda j: None if j.terminal else _finished(j, "cancelled"))
             return None
         just_claimed = False
-        if not _run_stage(job.id, stage.name, deps, last=stage is job.stages[-1], lost=lost):
+        if not _run_stage(job.id, stage.name, deps, last=stage is job.stages[-1], lease=lease):
             return None
     return None if lost.is_set() else deps.store.get(job.id)
 

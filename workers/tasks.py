@@ -45,7 +45,6 @@ def _warm_up(**_) -> None:
     a job only when warm, so no job's compile stage is billed for the warm-up (it stays queued meanwhile)."""
     _warm.clear()
     _warming["pid"] = os.getpid()
-    runner.install_signal_handlers()
     threading.Thread(target=_become_warm, args=(deps().settings,), name="warm-up", daemon=True).start()
 
 

@@ -240,28 +240,23 @@ def test_a_prepared_child_that_died_is_replaced(zygote):
     assert zygote.run("probe", {}).value["probe"]["uid"] == 65534
 
 
-class Interrupted(Exception):
-    pass
+def test_a_stopped_run_kills_the_job_and_the_next_reply_is_its_own(zygote):
+    """A stage's time limit or a cancel sets its Stop while the worker waits: the child is killed on that request
+    (not at its own wall-clock limit) and the worker reads that job's reply; a kill that reaches the zygote after
+    the job answered is not answered at all."""
+    import threading
 
+    from workers.stopping import CANCELLED, Stop
 
-def test_an_interrupted_run_kills_the_job_and_the_next_reply_is_its_own(zygote):
-    """A stage time limit or a cancel raises in the worker while it waits: the child is killed and the worker
-    reads that job's reply; a kill that reaches the zygote after the job answered is not answered at all."""
-    import signal
-
-    def interrupt(signum, frame):
-        raise Interrupted()
-
-    previous = signal.signal(signal.SIGALRM, interrupt)
+    stop = Stop()
+    threading.Timer(0.5, stop.set, [CANCELLED]).start()  # whenever it comes: the spin never ends by itself
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.5)
-        started = time.monotonic()
-        with pytest.raises(Interrupted):
-            zygote.run("selftest", {"mode": "spin"}, sandbox.Limits(cpu_s=60, wall_s=30))
-        assert time.monotonic() - started < 5
+        with pytest.raises(sandbox.SandboxInterrupted) as stopped:
+            zygote.run("selftest", {"mode": "spin"}, sandbox.Limits(cpu_s=600, wall_s=60), stop=stop)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        stop.close()
+    assert stopped.value.reply["killed"] is True and stopped.value.reply["timed_out"] is False, stopped.value.reply
+    assert "(cancelled)" in str(stopped.value)
     assert zygote.run("probe", {}).value["probe"]["pid"] == 1
     zygote._send({"kill": True})  # too late for any job
     assert zygote.run("noop", {}).value == {"ok": True}

@@ -9,13 +9,13 @@ from schemas.target import TargetConfig
 from farm.settings import Settings
 from farm.store import ArtifactStore, SqliteJobStore
 from tests.service.conftest import kernel
-from workers import runner
+from workers import leases, runner
 
 
 def test_a_stage_that_fails_after_a_cancel_request_ends_cancelled(tmp_path):
-    """Outside the main thread a stage cannot be interrupted: the compile of a kernel with a syntax error runs to
-    its failure with the cancel already asked for. The user asked to stop; the job says so, and the failure's own
-    words stay in the log."""
+    """Work in the worker's own process (TILEFARM_SANDBOX=0) cannot be interrupted: the compile of a kernel with a
+    syntax error runs to its failure with the cancel already asked for. The user asked to stop; the job says so,
+    and the failure's own words stay in the log."""
     store, files = SqliteJobStore(tmp_path / "jobs.sqlite"), ArtifactStore(tmp_path / "data")
     job, _ = store.create(JobRecord(id="raced", source=kernel("bad_syntax.py"), filename="bad_syntax.py",
                                     target=TargetConfig(), created_at=time.time(),
@@ -30,7 +30,7 @@ def test_a_stage_that_fails_after_a_cancel_request_ends_cancelled(tmp_path):
     deps = runner.WorkerDeps(store, files, Settings(sandbox=False, data_dir=tmp_path / "data"))
     ended: list[bool] = []
     worker = threading.Thread(target=lambda: ended.append(
-        runner._run_stage(job.id, "compile", deps, last=False, lost=threading.Event())))
+        runner._run_stage(job.id, "compile", deps, last=False, lease=leases.Keeper(store, job.id, "test", 30, 5))))
     worker.start()
     worker.join()
 

@@ -27,7 +27,7 @@ a child can run are in ops.py; prefault.py keeps copy-on-write faults off the jo
 from workers.sandbox.answers import ForgedAnswer
 from workers.sandbox.client import (EmulateAnswer, SandboxConfig, SandboxResult, Zygote, compile_source, emulate,
                                     header_check, limits_for, verify, zygote_for)
-from workers.sandbox.protocol import Limits, SandboxError, SandboxTimeout
+from workers.sandbox.protocol import Limits, SandboxError, SandboxInterrupted, SandboxTimeout
 
-__all__ = ["EmulateAnswer", "ForgedAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxResult", "SandboxTimeout", "Zygote",
+__all__ = ["EmulateAnswer", "ForgedAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxInterrupted", "SandboxResult", "SandboxTimeout", "Zygote",
            "compile_source", "emulate", "header_check", "limits_for", "verify", "zygote_for"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from schemas.values import loads_strict, printable
 from workers.sandbox import answers
-from workers.sandbox.protocol import MEASURES, RESULT, Limits, SandboxError, SandboxTimeout, check_name, pack, read_message
+from workers.sandbox.protocol import (MEASURES, RESULT, Limits, SandboxError, SandboxInterrupted, SandboxTimeout,
+                                      check_name, pack, read_message)
 
 @dataclass
 class SandboxConfig:
@@ -122,29 +124,44 @@ class Zygote:
             self.close()
             raise SandboxError(f"the sandbox zygote exited (status {code})") from None
 
-    def run(self, op: str, args: dict, limits: Limits | None = None, files: dict[str, bytes] | None = None) -> SandboxResult:
+    def run(self, op: str, args: dict, limits: Limits | None = None, files: dict[str, bytes] | None = None,
+            stop=None) -> SandboxResult:
         """Run `op` in a fresh restricted child with `files` in its in/ directory; raises SandboxError when the
         child did not produce an answer.
 
-        If this thread is interrupted (a stage time limit or a cancel, raised by a signal handler), the child is
-        killed before the exception propagates."""
+        `stop` (workers.stopping.Stop) is waited on beside the reply: when it is set, the child is killed and
+        SandboxInterrupted raised. Anything else that interrupts the wait (KeyboardInterrupt) kills the child too."""
         limits = limits or Limits()
         files = {check_name(name): data for name, data in (files or {}).items()}
         with self._lock:
             if not self.alive():
                 self.start()
-            return self._run(op, args, limits, files)
+            return self._run(op, args, limits, files, stop)
 
-    def _run(self, op: str, args: dict, limits: Limits, files: dict[str, bytes]) -> SandboxResult:
+    def _kill_job(self) -> dict:
+        """Ask the zygote to kill the running job's child; its one reply (the killed job's, or an answer that
+        crossed the request)."""
+        self._send({"kill": True})
+        return self._read()[0]
+
+    def _run(self, op: str, args: dict, limits: Limits, files: dict[str, bytes], stop) -> SandboxResult:
         started, sent = time.perf_counter(), time.monotonic()
         self._send({"op": op, "args": args, "limits": asdict(limits)}, files)
         try:
+            if stop is not None:
+                waiting = select.poll()  # the reply, or the stop; the reply is the zygote's only output now
+                waiting.register(self.process.stdout.fileno(), select.POLLIN | select.POLLHUP)
+                waiting.register(stop.fileno(), select.POLLIN)
+                waiting.poll()  # until the reply begins or the stop is set
+                if stop.is_set():
+                    raise SandboxInterrupted(f"the sandboxed {op} was stopped ({stop.reason})", self._kill_job())
             reply, produced = self._read()
+        except SandboxInterrupted:
+            raise
         except BaseException:
-            if self.alive():  # interrupted (time limit, cancel): kill the child, then resynchronise on its reply
+            if self.alive():  # interrupted otherwise: kill the child, then resynchronise on its reply
                 try:
-                    self._send({"kill": True})
-                    self._read()
+                    self._kill_job()
                 except (OSError, SandboxError, ValueError, EOFError):
                     self.close()
             raise
@@ -231,14 +248,14 @@ def _error_from(error, stage: str):
 
 
 def compile_source(settings, *, source: str, filename: str, entry: str | None, target, dump_ir: bool,
-                   params: dict | None):
+                   params: dict | None, stop=None):
     """compiler.api.compile_source, run in the sandbox; the same CompileResult or CompileError (ForgedAnswer when
     the answer is not one a compile gives)."""
     from compiler.api import CompileResult
 
     result = zygote_for(settings).run("compile", {
         "source": source, "filename": filename, "entry": entry, "target": target.model_dump(mode="json"),
-        "dump_ir": dump_ir, "params": params or {}}, limits_for(settings, "compile"))
+        "dump_ir": dump_ir, "params": params or {}}, limits_for(settings, "compile"), stop=stop)
     answer, artifacts, ir, plan = answers.compiled(result.value, result.files)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "parse")
@@ -256,7 +273,7 @@ class EmulateAnswer:
 
 
 def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, source: str, filename: str,
-            entry: str | None, params: dict | None) -> EmulateAnswer:
+            entry: str | None, params: dict | None, stop=None) -> EmulateAnswer:
     """compiler.api.emulate (build + run on the emulator + verify against the reference), run in the sandbox."""
     import io
 
@@ -270,7 +287,7 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
         files[f"{name}.npy"] = buffer.getvalue()
     result = zygote_for(settings).run("emulate", {
         "target": target.model_dump(mode="json"), "source": source, "filename": filename, "entry": entry,
-        "params": params or {}}, limits_for(settings, "emulate"), files)
+        "params": params or {}}, limits_for(settings, "emulate"), files, stop=stop)
     answer, outputs = answers.emulated(result.value, result.files, plan)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "emulate")
@@ -289,25 +306,25 @@ def _npy(array) -> bytes:
 
 
 def verify(settings, *, plan: bytes, inputs: dict, outputs: dict, source: str, filename: str, entry: str | None,
-           params: dict | None) -> "answers.Verified":
+           params: dict | None, stop=None) -> "answers.Verified":
     """compiler.toolchain.verification.verify_outputs (the outputs of a device run against the reference of the
     user's kernel), run in the sandbox: building the reference evaluates the user's source."""
     files = {"artifact-tt.plan.json": plan, **{f"{name}.npy": _npy(a) for name, a in inputs.items()},
              **{f"got-{name}.npy": _npy(a) for name, a in outputs.items()}}
     result = zygote_for(settings).run("verify", {"source": source, "filename": filename, "entry": entry,
-                                                 "params": params or {}}, limits_for(settings, "emulate"), files)
+                                                 "params": params or {}}, limits_for(settings, "emulate"), files, stop=stop)
     answer = answers.verified(result.value, result.files)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "hardware")
     return answer
 
 
-def header_check(settings, *, artifacts: dict[str, bytes], target) -> dict:
+def header_check(settings, *, artifacts: dict[str, bytes], target, stop=None) -> dict:
     """compiler.api.header_check (g++ -m32 -fsyntax-only of the generated kernels against the real headers),
     run in the sandbox: the kernels are derived from the user's source. Returns HeaderCheckReport.to_dict()."""
     files = {f"artifact-{name}": data for name, data in artifacts.items()}
     result = zygote_for(settings).run("header_check", {"target": target.model_dump(mode="json")},
-                                      limits_for(settings, "check"), files)
+                                      limits_for(settings, "check"), files, stop=stop)
     answer = answers.header_checked(result.value, result.files)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "check")

@@ -22,6 +22,15 @@ class SandboxTimeout(SandboxError):
         self.stderr = stderr
 
 
+class SandboxInterrupted(SandboxError):
+    """The worker stopped the job (its stage's time limit, a cancel, a lost lease): its child was killed; `reply` is
+    the zygote's last word on it (`killed`: on our request; an answer that crossed the request is dropped)."""
+
+    def __init__(self, message: str, reply: dict):
+        super().__init__(message)
+        self.reply = reply
+
+
 @dataclass
 class Limits:
     cpu_s: int = 120
