@@ -15,6 +15,7 @@ from .spec import Cost, Registry, Scale, Sfpu, TileLangFunction, TileOp
 
 LN2 = math.log(2.0)
 ONE = np.float32(1.0)
+_ERF = np.frompyfunc(math.erf, 1, 1)     # NumPy has no erf; math.erf per element (double, then rounded)
 
 # ---- costs several functions share --------------------------------------------------------------------------------
 SIMPLE = Cost("sfpu_instr_simple", 4, "estimate",
@@ -106,6 +107,13 @@ TILE_OPS = (
            lowering=(LOG, Scale(1.0 / LN2))),               # log2(x) = ln(x) / ln 2
     TileOp("sqrt", "unary", np.sqrt, math.sqrt, tilelang=("sqrt",), affine=True, tvm_scalar="sqrt", lowering=(SQRT,)),
     TileOp("reciprocal", "unary", lambda x: ONE / x, lambda x: 1 / x, lowering=(RECIP,)),
+    TileOp("erf", "unary", lambda x: _ERF(x).astype(np.float32), math.erf, tilelang=("erf",), tvm_builtin=False,
+           tvm_scalar="erf", lowering=(
+               Sfpu("Erf", "erf_tile", "erf_tile_init", "eltwise_unary/erf_erfc.h", "unary",
+                    Cost("sfpu_instr_erf", 30, "estimate", "[LLK] ckernel_sfpu_erf.h (bf16 path): a rational "
+                         "P(x^2)/Q(x^2), two degree-4 Horner chains, a Newton-Raphson reciprocal, two clamps"),
+                    "std::erf(x)", call_template="template <bool fast_and_approx = true>",
+                    init_template="template <bool fast_and_approx = true>"),)),
     TileOp("silu", "unary", lambda x: x / (ONE + np.exp(-x)), lowered=False),
     TileOp("sum", "reduce", np.sum, combine=np.add, pool="sum"),
     TileOp("max", "reduce", np.max, combine=np.maximum, pool="max"),
