@@ -114,6 +114,13 @@ TILE_OPS = (
                          "P(x^2)/Q(x^2), two degree-4 Horner chains, a Newton-Raphson reciprocal, two clamps"),
                     "std::erf(x)", call_template="template <bool fast_and_approx = true>",
                     init_template="template <bool fast_and_approx = true>"),)),
+    TileOp("log1p", "unary", np.log1p, math.log1p, tilelang=("log1p",), tvm_builtin=False, tvm_scalar="log1p",
+           lowering=(
+               Sfpu("Log1p", "log1p_tile", "log1p_tile_init", "eltwise_unary/log1p.h", "unary",
+                    Cost("sfpu_instr_log1p", 28, "estimate", "[LLK] ckernel_sfpu_log1p.h: exponent split around "
+                         "0.75, a degree-3 (bf16 DST) to degree-9 (fp32) polynomial, the exponent times ln 2, an "
+                         "infinity fix-up"),
+                    "std::log1p(x)", call_template=_TEMPLATE_APPROX, init_template=_TEMPLATE_APPROX),)),
     TileOp("silu", "unary", lambda x: x / (ONE + np.exp(-x)), lowered=False),
     TileOp("sum", "reduce", np.sum, combine=np.add, pool="sum"),
     TileOp("max", "reduce", np.max, combine=np.maximum, pool="max"),

@@ -36,6 +36,7 @@ class Case:
 
 CASES = [
     Case("erf", math.erf, -3.0, 3.0, "api/compute/eltwise_unary/erf_erfc.h"),
+    Case("log1p", math.log1p, -0.9, 3.0, "api/compute/eltwise_unary/log1p.h"),
 ]
 IDS = [c.op for c in CASES]
 
