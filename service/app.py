@@ -7,6 +7,7 @@ from fastapi_offline import FastAPIOffline
 from compiler.version import COMPILER_VERSION
 from service import problems
 from service.routes import artifacts, jobs, system
+from service.security_headers import SecurityHeaders
 from farm.settings import get_settings
 from service.web import routes as web
 
@@ -44,6 +45,7 @@ def create_app() -> FastAPI:
     web.install(app)  # the dashboard: HTML pages at /, /jobs/{id}, /submit, /farm and /static
     # base64 grows inputs by 4/3; JSON framing and the source need a little more
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_source_bytes * 2 + settings.max_input_bytes * 3 // 2 + 65536)
+    app.add_middleware(SecurityHeaders)  # outermost: on every answer, a 413 from the size guard included
     return app
 
 

@@ -1,5 +1,8 @@
 """API keys -> teams. Keys are kept only as sha256 digests; the plaintext is hashed on arrival and dropped.
 
+The dashboard's session is the key itself in an HttpOnly, SameSite=Strict cookie (set by POST /ui/session): page
+scripts never hold it, and it is honoured only on same-origin requests.
+
 Sources: TILEFARM_API_TOKENS (`key:team[:admin]`, comma-separated) and TILEFARM_API_KEYS_FILE (one key a line:
 `<key or sha256:HEX> <team> [admin]`, `#` comments). An admin key sees every team's jobs (the farm).
 """
@@ -8,7 +11,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
+
+SESSION_COOKIE = "tilefarm_token"
+SESSION_MAX_AGE_S = 30 * 86400
 
 
 @dataclass(frozen=True)
@@ -74,3 +81,13 @@ class KeyRing:
             if hmac.compare_digest(known, wanted):
                 found = principal
         return found
+
+
+def same_origin(headers: Mapping[str, str], origin: str) -> bool:
+    """Whether a browser sent the request from one of our own pages (Fetch Metadata, else the Origin header): the
+    session cookie is honoured only then, so no other site can act with it even where SameSite is not enforced."""
+    site = headers.get("sec-fetch-site")
+    if site is not None:
+        return site in ("same-origin", "none")
+    sent = headers.get("origin")
+    return sent is None or sent == origin

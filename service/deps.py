@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from fastapi import Depends, Header
+from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.auth import KeyRing, Principal
+from service.auth import SESSION_COOKIE, KeyRing, Principal, same_origin
 from service.problems import Problem
 from farm.queue import TaskQueue
 from farm.settings import Settings, get_settings
@@ -54,13 +54,22 @@ def _keyring() -> KeyRing:
 bearer = HTTPBearer(auto_error=False, description="An API key (`Authorization: Bearer <key>`) when the server has auth on.")
 
 
-async def principal_dep(credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+def session_key(request: Request) -> str | None:
+    """The dashboard's key: its HttpOnly session cookie, on a same-origin request only."""
+    key = request.cookies.get(SESSION_COOKIE)
+    origin = f"{request.url.scheme}://{request.url.netloc}"
+    return key if key and same_origin(request.headers, origin) else None
+
+
+async def principal_dep(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
                         x_team: str | None = Header(default=None)) -> Principal:
-    """With auth on, the bearer key names the team (and whether it is an admin); off, X-Team (or 'default') does."""
+    """With auth on, the bearer key (or the dashboard's session cookie) names the team (and whether it is an admin);
+    off, X-Team (or 'default') does."""
     keyring = _keyring()
     if not keyring.enabled:
         return Principal((x_team or "default")[:64])
-    principal = keyring.lookup(credentials.credentials.strip()) if credentials is not None else None
+    presented = credentials.credentials.strip() if credentials is not None else session_key(request)
+    principal = keyring.lookup(presented) if presented else None
     if principal is None:
         raise Problem(401, "a valid API key is required (Authorization: Bearer <key>)", type_="/problems/unauthorized",
                       headers={"WWW-Authenticate": "Bearer"})

@@ -300,6 +300,13 @@ def resubmit(job: JobRecord, overrides: JobOverrides, *, team: str, store: JobSt
     return created
 
 
+def _request_fields(job: JobRecord) -> dict:
+    """What the job was asked to do, as stored (not validated again as a new request: a record an older version
+    wrote, or one that no longer passes today's rules, is still compared, never a 500)."""
+    fields = job.model_dump(mode="json", include={"filename", "entry", "params", "target", "queue", "dump_ir", "inputs"})
+    return {**fields, "stages": [s.name for s in job.stages]}
+
+
 def _text(data: bytes) -> str | None:
     try:
         return data.decode()
@@ -309,7 +316,7 @@ def _text(data: bytes) -> str | None:
 
 def diff(a: JobRecord, b: JobRecord, artifacts: ArtifactStore) -> JobDiff:
     """What differs between two jobs: request fields, source, and every artifact (unified diffs of text files)."""
-    request_a, request_b = (request_of(j).model_dump(mode="json", exclude={"source"}) for j in (a, b))
+    request_a, request_b = (_request_fields(j) for j in (a, b))
     request = {name: (request_a[name], request_b[name]) for name in request_a if request_a[name] != request_b[name]}
     source = "".join(difflib.unified_diff(a.source.splitlines(True), b.source.splitlines(True),
                                           f"{a.id}/{a.filename}", f"{b.id}/{b.filename}"))

@@ -6,12 +6,12 @@ page answers 404 for a job that does not exist (or, with the token the cookie ho
 """
 from __future__ import annotations
 
-import json
 import typing
 from pathlib import Path
 
-from fastapi import APIRouter, Cookie, Depends, FastAPI, Request
+from fastapi import APIRouter, Cookie, Depends, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, Field
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
@@ -21,8 +21,9 @@ from compiler.version import COMPILER_VERSION
 from schemas.jobs import JOB_STATUSES, STAGE_ORDER, TERMINAL
 from schemas.logs import LEVELS
 from schemas.target import MathFidelity, PartitionPolicy
-from service.deps import _keyring, queue_dep, store_dep
-from service.problems import PROBLEM_TYPES
+from service.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, same_origin
+from service.deps import _keyring, queue_dep, session_key, store_dep
+from service.problems import PROBLEM_TYPES, Problem
 from farm.queue import COMPILE_QUEUE
 
 HERE = Path(__file__).resolve().parent
@@ -40,9 +41,9 @@ router = APIRouter(include_in_schema=False)
 
 
 # What the page's script needs from the schemas, written out once there (base.html serves it as JSON)
-PAGE_SCHEMA = json.dumps({"statuses": list(JOB_STATUSES), "terminal": sorted(TERMINAL), "stages": list(STAGE_ORDER),
-                          "log_levels": list(LEVELS),
-                          "sdk_archs": sorted(a for a, d in DEVICES.items() if d.supported_by_sdk)})
+# (|tojson: escaped for a <script> data block, never |safe)
+PAGE_SCHEMA = {"statuses": list(JOB_STATUSES), "terminal": sorted(TERMINAL), "stages": list(STAGE_ORDER),
+               "log_levels": list(LEVELS), "sdk_archs": sorted(a for a, d in DEVICES.items() if d.supported_by_sdk)}
 
 
 def _page(request: Request, template: str, status_code: int = 200, **context) -> HTMLResponse:
@@ -114,6 +115,46 @@ def queue_depths(queue=Depends(queue_dep), store=Depends(store_dep)) -> dict:
         except Exception:  # a broker that does not answer shows as unknown, not as an error page
             depths[name] = None
     return {"queues": depths, "jobs": store.metrics()["status"]}
+
+
+class SessionRequest(BaseModel):
+    token: str = Field(min_length=1, max_length=4096)
+
+
+def _session(request: Request) -> dict:
+    keyring = _keyring()
+    key = session_key(request)
+    principal = keyring.lookup(key) if keyring.enabled and key else None
+    return {"auth": keyring.enabled, "signed_in": principal is not None,
+            "team": principal.team if principal else None, "admin": bool(principal and principal.admin)}
+
+
+@router.get("/ui/session")
+def get_session(request: Request) -> dict:
+    """Whether this browser's dashboard session holds a valid key, and whose (never the key itself)."""
+    return _session(request)
+
+
+@router.post("/ui/session")
+def start_session(body: SessionRequest, request: Request, response: Response) -> dict:
+    """The pasted key, checked, kept in an HttpOnly, SameSite=Strict cookie: the page's scripts never see it again."""
+    if not same_origin(request.headers, f"{request.url.scheme}://{request.url.netloc}"):
+        raise Problem(403, "a dashboard session is started from the dashboard's own pages", type_="/problems/unauthorized")
+    keyring = _keyring()
+    if not keyring.enabled:
+        return {"auth": False, "signed_in": False, "team": None, "admin": False}
+    principal = keyring.lookup(body.token.strip())
+    if principal is None:
+        raise Problem(401, "this API key is not valid here", type_="/problems/unauthorized")
+    response.set_cookie(SESSION_COOKIE, body.token.strip(), max_age=SESSION_MAX_AGE_S, path="/", httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https")
+    return {"auth": True, "signed_in": True, "team": principal.team, "admin": principal.admin}
+
+
+@router.delete("/ui/session")
+def end_session(response: Response) -> dict:
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return {"signed_in": False}
 
 
 def install(app: FastAPI) -> None:

@@ -74,11 +74,11 @@ def test_submit_watch_plan_and_download(browser, service, tmp_path):
 
     # artifacts viewer with highlighting
     page.click("#artifact-tabs button[data-name='reader.cpp']")
-    page.wait_for_function("document.querySelector('#artifact-view').dataset.artifact === 'reader.cpp'")
+    page.wait_for_function("() => document.querySelector('#artifact-view').dataset.artifact === 'reader.cpp'")
     assert page.locator("#artifact-view .tok-pp").first.inner_text().startswith("#include")
     assert page.locator("#artifact-view .tok-kw").count() > 0 and "kernel_main" in page.inner_text("#artifact-view")
     page.click("#artifact-tabs button[data-name='tt.plan.json']")
-    page.wait_for_function("document.querySelector('#artifact-view').dataset.artifact === 'tt.plan.json'")
+    page.wait_for_function("() => document.querySelector('#artifact-view').dataset.artifact === 'tt.plan.json'")
     assert page.locator("#artifact-view .tok-key").count() > 10
     assert "== stage emulate: succeeded" in page.inner_text("#log")
     shot(page, "04-job-succeeded")
@@ -112,12 +112,12 @@ def test_jobs_list_updates_while_jobs_run(browser, service):
     shot(page, "05-jobs")
     # filters: failed only hides it; the filter is in the URL
     page.select_option("select[name=status]", "failed")
-    page.wait_for_function(f"!document.querySelector(\"#jobs-body tr[data-job-id='{job['id']}']\")")
+    page.wait_for_function(f"() => !document.querySelector(\"#jobs-body tr[data-job-id='{job['id']}']\")")
     assert "status=failed" in page.url
     page.select_option("select[name=status]", "")
     row.wait_for()
     page.fill("input[name=team]", "nobody-has-this-team")
-    page.wait_for_function(f"!document.querySelector(\"#jobs-body tr[data-job-id='{job['id']}']\")")
+    page.wait_for_function(f"() => !document.querySelector(\"#jobs-body tr[data-job-id='{job['id']}']\")")
     page.fill("input[name=team]", "")
     row.click()
     page.wait_for_url(f"**/jobs/{job['id']}")
@@ -138,7 +138,7 @@ def test_diagnostics_on_the_source(browser, service):
     assert page.get_attribute("#job-status", "data-status") == "failed"
     page.wait_for_selector(".tl-row[data-stage='compile'][data-state='failed']")
     assert page.get_attribute(".tl-row[data-stage='emulate']", "data-state") == "skipped"
-    page.wait_for_function("document.querySelector('#artifact-tabs').innerText.trim() === 'none'")
+    page.wait_for_function("() => document.querySelector('#artifact-tabs').innerText.trim() === 'none'")
     shot(page, "06-job-failed-diagnostics")
 
 

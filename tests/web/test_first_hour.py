@@ -68,7 +68,7 @@ def test_tilelang_params_edit_resubmit_and_compare(open_page, service):
 
     page.click("#edit")
     page.wait_for_url(f"**/submit?from={first}")
-    page.wait_for_function("document.querySelectorAll('#params .kv').length === 5")
+    page.wait_for_function("() => document.querySelectorAll('#params .kv').length === 5")
     assert page.input_value("#source").startswith("# Tiled GEMM") and page.input_value("#entry") == "matmul"
     assert "Editing job" in page.inner_text("#from-banner")
     block_n = page.locator("#params .kv").nth(4).locator("input")
@@ -143,10 +143,10 @@ def test_queue_position_and_stage_progress(open_page, tmp_path):
         ids = [slow.submit(fresh_kernel(), filename=f"k{n}.py")["id"] for n in range(3)]
         page = open_page(DESKTOP)
         page.goto(f"{slow.url}/jobs/{ids[2]}")
-        page.wait_for_function("/queue: (\\d+ ahead|next)/.test(document.querySelector('#progress').textContent)",
+        page.wait_for_function("() => /queue: (\\d+ ahead|next)/.test(document.querySelector('#progress').textContent)",
                                timeout=JOB_TIMEOUT_MS)
         page.goto(f"{slow.url}/jobs/{ids[0]}")
-        page.wait_for_function("/compile running/.test(document.querySelector('#progress').textContent)",
+        page.wait_for_function("() => /compile running/.test(document.querySelector('#progress').textContent)",
                                timeout=JOB_TIMEOUT_MS)
         gate.open()
         wait_status(page)

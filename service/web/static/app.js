@@ -1,30 +1,53 @@
-// tilefarm dashboard: reads the /v1 API (token from a cookie, sent as a header) and renders the pages.
-// No framework, no build step; one file: helpers, a tiny syntax highlighter, a line diff, then one function per page.
+// tilefarm dashboard: reads the /v1 API (the dashboard session is an HttpOnly cookie the page never sees) and draws
+// the pages. No framework, no build step; one file: helpers, a tiny syntax highlighter, a line diff, then one
+// function per page.
+//
+// Everything a job produced is hostile (its answers came out of a sandbox running the user's code), so data only
+// ever reaches the page as text: elements are built with h()/svg() below, strings become text nodes and attributes
+// are set one by one. Nothing here assigns markup (no innerHTML, outerHTML, insertAdjacentHTML or document.write);
+// tests/web/test_hostile_answers.py checks it in Chromium with script payloads in every field, and the server's
+// Content-Security-Policy (script-src 'self') would refuse an injected script anyway.
 "use strict";
 
 // ---------- helpers ----------
 const $ = (sel, root = document) => root.querySelector(sel);
-const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 // statuses, stages and log levels as the schemas define them (served by base.html), never written out here
 const SCHEMA = JSON.parse(document.getElementById("tilefarm-schema").textContent);
 const TERMINAL = new Set(SCHEMA.terminal);
-const TOKEN_COOKIE = "tilefarm_token";
 // API times are RFC 3339 strings; the page computes in epoch seconds
 const epoch = (time) => (time == null ? null : Date.parse(time) / 1000);
 
-function getToken() {
-  const m = document.cookie.match(new RegExp("(?:^|; )" + TOKEN_COOKIE + "=([^;]*)"));
-  return m ? decodeURIComponent(m[1]) : "";
+// ---------- building the page: data is text, never markup ----------
+const SVG_NS = "http://www.w3.org/2000/svg";
+const URL_ATTRIBUTES = new Set(["href", "src", "action", "formaction", "xlink:href"]);
+// links the page makes are to this server (a path, a query, a fragment) or to a blob it made: never javascript:,
+// data: or another host, whatever a job id or name says
+const ownUrl = (url) => /^(\/(?![/\\])|\?|#|blob:)/.test(url);
+
+function build(namespace, tag, attributes, children) {
+  const node = namespace ? document.createElementNS(namespace, tag) : document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes || {})) {
+    if (value == null || value === false) continue;
+    if (name === "style") Object.assign(node.style, value);          // CSSOM: no style attribute to parse
+    else if (typeof value === "function") node.addEventListener(name.replace(/^on/, ""), value);
+    else if (URL_ATTRIBUTES.has(name) && !ownUrl(String(value))) console.warn(`not linking to ${String(value).slice(0, 80)}`);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  return add(node, ...children);
 }
-function setToken(token) {
-  document.cookie = token
-    ? `${TOKEN_COOKIE}=${encodeURIComponent(token)}; path=/; max-age=${30 * 86400}; SameSite=Strict`
-    : `${TOKEN_COOKIE}=; path=/; max-age=0; SameSite=Strict`;
-  showTokenState();
+// append children: strings and numbers as text nodes, nodes as they are, arrays flattened, null/false skipped
+function add(node, ...children) {
+  for (const child of children.flat(Infinity)) {
+    if (child == null || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
 }
-function showTokenState() {
-  $("#token-state").textContent = getToken() ? "token set" : "";
-}
+const h = (tag, attributes, ...children) => build(null, tag, attributes, children);
+const svg = (tag, attributes, ...children) => build(SVG_NS, tag, attributes, children);
+// replace what a container shows
+const show = (container, ...children) => { container.replaceChildren(); return add(container, ...children); };
+const joined = (items, separator) => items.flatMap((item, i) => (i ? [separator, item] : [item]));
 
 class ApiError extends Error {
   constructor(status, problem) {
@@ -34,16 +57,15 @@ class ApiError extends Error {
   }
 }
 
-// fetch an API path with the token; returns the Response (ok) or throws ApiError (with problem+json details)
+// fetch an API path (the session cookie goes with it); returns the Response (ok) or throws ApiError (problem+json)
 async function api(path, options = {}) {
   const headers = Object.assign({}, options.headers || {});
-  const token = getToken();
-  if (token) headers.Authorization = `Bearer ${token}`;
   if (options.json !== undefined) {
     headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(options.json);
   }
-  const response = await fetch(path, { method: options.method || "GET", headers, body: options.body, signal: options.signal });
+  const response = await fetch(path, { method: options.method || "GET", headers, body: options.body, signal: options.signal,
+                                       credentials: "same-origin" });
   if (response.status === 401) $("#auth-banner").hidden = false;
   else if (response.ok) $("#auth-banner").hidden = true;
   if (!response.ok) {
@@ -57,6 +79,7 @@ async function api(path, options = {}) {
   return response;
 }
 const apiJson = async (path, options) => (await api(path, options)).json();
+const jobPath = (id) => `/jobs/${encodeURIComponent(id)}`;
 
 function duration(seconds) {
   if (seconds == null || isNaN(seconds)) return "–";
@@ -86,8 +109,10 @@ function phase(job) {
   if (job.status === "running" && p.stage) return `${p.stage} ${p.done + 1}/${p.total}${p.stage_typical_s ? ` · ~${duration(p.stage_typical_s)} typical` : ""}`;
   return job.stage || "";
 }
-const badge = (status, text) => `<span class="badge ${esc(status)}">${esc(text || status)}</span>`;
+const badge = (status, text) => h("span", { class: `badge ${status}` }, text || status);
 const bytes = (n) => (n == null ? "–" : n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
+// a number from an answer, as text: anything else (a string, an object) shows as "?"
+const num = (value) => (typeof value === "number" && isFinite(value) ? value : "?");
 
 // run fn now and then every `interval()` ms (the interval may change as jobs start and end)
 function poll(fn, interval) {
@@ -105,9 +130,7 @@ async function saveBlob(path, fallbackName) {
   const disposition = response.headers.get("Content-Disposition") || "";
   const name = (disposition.match(/filename="([^"]+)"/) || [])[1] || fallbackName;
   const url = URL.createObjectURL(await response.blob());
-  const link = document.createElement("a");
-  link.href = url;
-  link.download = name;
+  const link = h("a", { href: url, download: name });
   document.body.appendChild(link);
   link.click();
   link.remove();
@@ -177,33 +200,36 @@ function tokenize(text, lang) {
   return tokens;
 }
 
-// -> one HTML string per line (a token spanning lines is closed and reopened at each line break)
+// -> the nodes of each line (a token spanning lines is closed and reopened at each line break)
 function highlightLines(text, lang) {
-  const lines = [""];
+  const lines = [[]];
   for (const [cls, value] of tokenize(text, lang)) {
     value.split("\n").forEach((part, i) => {
-      if (i > 0) lines.push("");
-      if (part) lines[lines.length - 1] += cls ? `<span class="tok-${cls}">${esc(part)}</span>` : esc(part);
+      if (i > 0) lines.push([]);
+      if (part) lines[lines.length - 1].push(cls ? h("span", { class: `tok-${cls}` }, part) : part);
     });
   }
-  if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
+  if (lines.length > 1 && !lines[lines.length - 1].length) lines.pop();
   return lines;
 }
+const highlightLine = (text, lang) => highlightLines(text, lang)[0];
+const codeOf = (nodes) => h("code", null, nodes && nodes.length ? nodes : " ");
 const langOf = (name) => (/\.(cpp|cc|h|hpp)$/.test(name) ? "cpp" : /\.py$/.test(name) ? "py" : /\.json$/.test(name) ? "json" : "");
 
 // lines with numbers; `marks` maps a line number to the diagnostics shown under it
 function renderCode(container, text, lang, marks = new Map()) {
-  const html = highlightLines(text, lang).map((line, i) => {
+  const rows = highlightLines(text, lang).flatMap((line, i) => {
     const n = i + 1, diags = marks.get(n) || [];
-    const anchor = container.id === "source" ? ` id="L${n}"` : "";  // #L14 links to the source's line 14
-    let row = `<div class="ln${diags.length ? " diag" : ""}"${anchor} data-line="${n}"><i>${n}</i><code>${line || " "}</code></div>`;
-    for (const d of diags) {
-      const caret = d.col ? " ".repeat(Math.max(0, d.col - 1)) + "^ " : "";
-      row += `<div class="diag-msg" data-diag-line="${n}"><span class="caret">${esc(caret)}</span>error: ${esc(d.message)}${d.hint ? `\n${" ".repeat(Math.max(0, (d.col || 1) - 1))}  hint: ${esc(d.hint)}` : ""}</div>`;
-    }
-    return row;
+    // #L14 links to the source's line 14
+    const row = h("div", { class: `ln${diags.length ? " diag" : ""}`, id: container.id === "source" ? `L${n}` : null, "data-line": n },
+      h("i", null, n), codeOf(line));
+    return [row, ...diags.map((d) => {
+      const indent = " ".repeat(Math.max(0, (d.col || 1) - 1));
+      return h("div", { class: "diag-msg", "data-diag-line": n },
+        h("span", { class: "caret" }, d.col ? `${indent}^ ` : ""), `error: ${d.message}`, d.hint ? `\n${indent}  hint: ${d.hint}` : null);
+    })];
   });
-  container.innerHTML = html.join("");
+  show(container, rows);
 }
 
 // ---------- diffs: per-pass IR changes (computed here), and unified diffs from the API ----------
@@ -224,42 +250,60 @@ function lineDiff(before, after) {
   return ops;
 }
 
+const foldRow = (folded) => h("div", { class: "ln fold" }, h("i"), h("code", null, `… ${folded} unchanged line${folded > 1 ? "s" : ""}`));
+
 // diff lines ([op, text]) as code; unchanged runs longer than 2 * context lines are folded
 function renderDiff(container, ops, lang, context = 3) {
   const changed = ops.map((o) => o[0] !== " ");
   const near = (k) => changed.slice(Math.max(0, k - context), k + context + 1).some(Boolean);
-  let html = "", folded = 0, added = 0, removed = 0;
+  const rows = [];
+  let folded = 0, added = 0, removed = 0;
   ops.forEach(([op, text], k) => {
     if (op === "+") added++;
     if (op === "-") removed++;
     if (op === " " && !near(k)) { folded++; return; }
-    if (folded) { html += `<div class="ln fold"><i></i><code>… ${folded} unchanged line${folded > 1 ? "s" : ""}</code></div>`; folded = 0; }
+    if (folded) { rows.push(foldRow(folded)); folded = 0; }
     const cls = op === "+" ? "add" : op === "-" ? "del" : "";
-    html += `<div class="ln ${cls}"><i>${op.trim()}</i><code>${highlightLines(text, lang)[0] || " "}</code></div>`;
+    rows.push(h("div", { class: `ln ${cls}` }, h("i", null, op.trim()), codeOf(highlightLine(text, lang))));
   });
-  if (folded) html += `<div class="ln fold"><i></i><code>… ${folded} unchanged line${folded > 1 ? "s" : ""}</code></div>`;
-  container.innerHTML = html || `<p class="muted pad">no change</p>`;
+  if (folded) rows.push(foldRow(folded));
+  show(container, rows.length ? rows : h("p", { class: "muted pad" }, "no change"));
   return { added, removed };
 }
 
 // a unified diff (text) as coloured lines
 function renderUnified(container, patch, lang) {
-  container.innerHTML = patch.replace(/\n$/, "").split("\n").map((line) => {
+  show(container, patch.replace(/\n$/, "").split("\n").map((line) => {
     const cls = line.startsWith("+++") || line.startsWith("---") ? "head" : line.startsWith("@@") ? "hunk" : line[0] === "+" ? "add" : line[0] === "-" ? "del" : "";
-    const body = cls === "head" || cls === "hunk" ? esc(line) : highlightLines(line.slice(1), lang)[0] || " ";
-    return `<div class="ln ${cls}"><i>${cls === "add" || cls === "del" ? esc(line[0]) : ""}</i><code>${body}</code></div>`;
-  }).join("");
+    const body = cls === "head" || cls === "hunk" ? h("code", null, line) : codeOf(highlightLine(line.slice(1), lang));
+    return h("div", { class: `ln ${cls}` }, h("i", null, cls === "add" || cls === "del" ? line[0] : ""), body);
+  }));
 }
 
-// ---------- the token form (every page) ----------
-function initToken() {
-  showTokenState();
-  $("#token-form").addEventListener("submit", (event) => {
+// ---------- the dashboard session (every page): the token goes to the server once, which keeps it in an HttpOnly,
+// SameSite=Strict cookie: no page script can read it back
+async function initToken() {
+  const state = $("#token-state");
+  // not through api(): whether the session exists must not show or hide the page's "token needed" banner
+  const session = (method, body) => fetch("/ui/session", {
+    method, credentials: "same-origin", headers: body ? { "Content-Type": "application/json" } : {}, body: body && JSON.stringify(body) });
+  $("#token-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const value = $("#token-input").value.trim();
-    if (value) { setToken(value); $("#token-input").value = ""; location.reload(); }
+    $("#token-input").value = "";
+    if (!value) return;
+    const response = await session("POST", { token: value });
+    if (response.ok) location.reload();
+    else state.textContent = `token refused (${response.status})`;
   });
-  $("#token-clear").addEventListener("click", () => { setToken(""); location.reload(); });
+  $("#token-clear").addEventListener("click", async () => {
+    await session("DELETE").catch((e) => console.warn("session", e));
+    location.reload();
+  });
+  try {
+    const current = await (await session("GET")).json();
+    state.textContent = current.signed_in ? `token set · ${current.team}${current.admin ? " (admin)" : ""}` : "";
+  } catch (e) { console.warn("session", e); }
 }
 
 // ---------- jobs list ----------
@@ -269,23 +313,30 @@ function initJobs() {
   for (const el of form.elements) if (params.has(el.name)) el.value = params.get(el.name);
   let limit = 50, active = false;
 
+  const stageDots = (j) => h("span", { class: "stage-dots" }, j.stages.map((s) =>
+    h("span", { class: s.state, title: `${s.name}: ${s.state}${s.duration_s != null ? " in " + duration(s.duration_s) : ""}` })));
+  const notes = (j) => [j.cache_hit ? badge("hit", "cache hit") : null,
+    j.warnings.length ? [" ", h("span", { class: "badge warn", title: j.warnings.map((w) => w.message).join("\n") },
+      `${j.warnings.length} warning${j.warnings.length > 1 ? "s" : ""}`)] : null];
   const render = (items) => {
     const team = form.elements.team.value.trim().toLowerCase(), q = form.elements.q.value.trim().toLowerCase();
     const shown = items.filter((j) => (!team || (j.team || "").toLowerCase().includes(team)) &&
       (!q || j.id.includes(q) || (j.filename || "").toLowerCase().includes(q)));
-    if (!shown.length) { body.innerHTML = `<tr><td colspan="9" class="muted">no jobs${items.length ? " match" : " yet: <a href=\"/submit\">submit one</a>"}</td></tr>`; return; }
-    body.innerHTML = shown.map((j) => `
-      <tr data-job-id="${esc(j.id)}" data-status="${esc(j.status)}">
-        <td>${badge(j.status)}</td>
-        <td class="mono"><a href="/jobs/${esc(j.id)}">${esc(j.id)}</a></td>
-        <td class="mono">${esc(j.filename)}${j.entry ? `:${esc(j.entry)}` : ""}</td>
-        <td>${esc(j.target.arch)}</td>
-        <td>${esc(j.team)}</td>
-        <td><span class="stage-dots">${j.stages.map((s) => `<span class="${esc(s.state)}" title="${esc(s.name)}: ${esc(s.state)}${s.duration_s != null ? " in " + duration(s.duration_s) : ""}"></span>`).join("")}</span> <span class="phase">${esc(phase(j))}</span></td>
-        <td title="${esc(localTime(j.created_at))}">${age(j.created_at)}</td>
-        <td class="num">${duration(jobDuration(j))}</td>
-        <td>${j.cache_hit ? badge("hit", "cache hit") : ""}${j.warnings.length ? ` <span class="badge warn" title="${esc(j.warnings.map((w) => w.message).join("\n"))}">${j.warnings.length} warning${j.warnings.length > 1 ? "s" : ""}</span>` : ""}</td>
-      </tr>`).join("");
+    if (!shown.length) {
+      show(body, h("tr", null, h("td", { colspan: 9, class: "muted" },
+        items.length ? "no jobs match" : ["no jobs yet: ", h("a", { href: "/submit" }, "submit one")])));
+      return;
+    }
+    show(body, shown.map((j) => h("tr", { "data-job-id": j.id, "data-status": j.status },
+      h("td", null, badge(j.status)),
+      h("td", { class: "mono" }, h("a", { href: jobPath(j.id) }, j.id)),
+      h("td", { class: "mono" }, j.filename, j.entry ? `:${j.entry}` : null),
+      h("td", null, j.target.arch),
+      h("td", null, j.team),
+      h("td", null, stageDots(j), " ", h("span", { class: "phase" }, phase(j))),
+      h("td", { title: localTime(j.created_at) }, age(j.created_at)),
+      h("td", { class: "num" }, duration(jobDuration(j))),
+      h("td", null, notes(j)))));
   };
 
   const refresh = async () => {
@@ -307,45 +358,49 @@ function initJobs() {
   $("#more").addEventListener("click", () => { limit = Math.min(200, limit + 50); refresh(); });
   body.addEventListener("click", (event) => {
     const row = event.target.closest("tr[data-job-id]");
-    if (row && !event.target.closest("a")) location.href = `/jobs/${row.dataset.jobId}`;
+    if (row && !event.target.closest("a")) location.href = jobPath(row.dataset.jobId);
   });
 }
 
 // ---------- one job ----------
 function initJob() {
   const jobId = $("#job").dataset.jobId;
+  const jobApi = `/v1/jobs/${encodeURIComponent(jobId)}`;
   let job = null, manifestKey = null, sourceShown = false, logStarted = false, stop = null, currentArtifact = null;
   let lineMap = null;  // linemap.json: C++ line <-> source line, per kernel file
   const artifactCache = new Map();
 
   const renderHeader = () => {
-    $("#job-status").outerHTML = `<span id="job-status" class="badge ${esc(job.status)}" data-status="${esc(job.status)}">${esc(job.status)}</span>`;
+    const status = $("#job-status");
+    status.className = `badge ${job.status}`;
+    status.dataset.status = job.status;
+    status.textContent = job.status;
     document.title = `${job.status} · ${job.filename} · tilefarm`;
     $("#job-live").classList.toggle("off", TERMINAL.has(job.status));
     $("#cancel").hidden = TERMINAL.has(job.status);
     $("#download").disabled = !TERMINAL.has(job.status);
     $("#compare").hidden = !job.resubmitted_from;
-    if (job.resubmitted_from) $("#compare").href = `/diff?a=${encodeURIComponent(job.resubmitted_from)}&b=${encodeURIComponent(job.id)}`;
-    $("#edit").href = `/submit?from=${encodeURIComponent(job.id)}`;
+    if (job.resubmitted_from) $("#compare").href = `/diff?${new URLSearchParams({ a: job.resubmitted_from, b: job.id })}`;
+    $("#edit").href = `/submit?${new URLSearchParams({ from: job.id })}`;
     const worker = job.worker ? `${job.worker.hostname} pid ${job.worker.pid}` : "–";
     const t = job.target;
-    const params = Object.entries(job.params || {}).map(([k, v]) => `${esc(k)}=${esc(v)}`).join(" ");
-    const inputs = Object.entries(job.inputs || {}).map(([k, v]) => `${esc(k)} ${v.shape.join("×")} ${esc(v.dtype)}`).join(", ");
+    const params = Object.entries(job.params || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+    const inputs = Object.entries(job.inputs || {}).map(([k, v]) => `${k} ${(v.shape || []).join("×")} ${v.dtype}`).join(", ");
     const facts = [
-      ["file", `<span class="mono">${esc(job.filename)}</span>${job.entry ? ` entry <span class="mono">${esc(job.entry)}</span>` : ""}`],
-      ...(params ? [["params", `<span class="mono" id="fact-params">${params}</span>`]] : []),
-      ["target", `${esc(t.arch)}${t.core_grid ? ` ${t.core_grid.join("×")}` : ""} · ${esc(t.partition ?? "auto partition")} · cb depth ${t.cb_depth ?? "auto"} · ${esc(t.math_fidelity ?? "auto fidelity")}`],
+      ["file", [h("span", { class: "mono" }, job.filename), job.entry ? [" entry ", h("span", { class: "mono" }, job.entry)] : null]],
+      ...(params ? [["params", h("span", { class: "mono", id: "fact-params" }, params)]] : []),
+      ["target", `${t.arch}${t.core_grid ? ` ${t.core_grid.join("×")}` : ""} · ${t.partition ?? "auto partition"} · cb depth ${t.cb_depth ?? "auto"} · ${t.math_fidelity ?? "auto fidelity"}`],
       ["inputs", inputs || "random (seeded)"],
-      ["team", esc(job.team)],
-      ["submitted", `<span title="${esc(localTime(job.created_at))}">${age(job.created_at)}</span>`],
+      ["team", job.team],
+      ["submitted", h("span", { title: localTime(job.created_at) }, age(job.created_at))],
       ["duration", duration(jobDuration(job))],
       ["cache", job.cache_hit ? badge("hit", "cache hit") : "miss"],
-      ["compiler", esc(job.compiler_version || "–")],
-      ["worker", esc(worker)],
+      ["compiler", job.compiler_version || "–"],
+      ["worker", worker],
       ["attempts", job.attempts],
-      ...(job.resubmitted_from ? [["from", `<a class="mono" href="/jobs/${esc(job.resubmitted_from)}">${esc(job.resubmitted_from)}</a>`]] : []),
+      ...(job.resubmitted_from ? [["from", h("a", { class: "mono", href: jobPath(job.resubmitted_from) }, job.resubmitted_from)]] : []),
     ];
-    $("#facts").innerHTML = facts.map(([k, v]) => `<div><dt>${k}</dt><dd>${v}</dd></div>`).join("");
+    show($("#facts"), facts.map(([k, v]) => h("div", null, h("dt", null, k), h("dd", null, v))));
     const error = $("#job-error");
     error.hidden = !job.error || job.diagnostics.length > 0;
     error.textContent = job.error || "";
@@ -353,8 +408,8 @@ function initJob() {
     warnings.hidden = !job.warnings.length;
     const grouped = new Map();
     for (const w of job.warnings) grouped.set(`${w.stage}: ${w.message}`, (grouped.get(`${w.stage}: ${w.message}`) || 0) + 1);
-    warnings.innerHTML = `<strong>${job.warnings.length} warning${job.warnings.length > 1 ? "s" : ""}</strong><ul>` +
-      [...grouped].map(([text, n]) => `<li>${esc(text)}${n > 1 ? ` <span class="muted">×${n}</span>` : ""}</li>`).join("") + "</ul>";
+    show(warnings, h("strong", null, `${job.warnings.length} warning${job.warnings.length > 1 ? "s" : ""}`),
+      h("ul", null, [...grouped].map(([text, n]) => h("li", null, text, n > 1 ? [" ", h("span", { class: "muted" }, `×${n}`)] : null))));
   };
 
   const renderTimeline = () => {
@@ -366,63 +421,70 @@ function initJob() {
     const rows = [{ name: "queued", state: job.started_at ? "succeeded" : job.status === "queued" ? "running" : "skipped", started_at: job.created_at, finished_at: job.started_at || (job.status === "queued" ? null : job.finished_at), note: waiting }];
     rows.push(...job.stages.map((s) => ({ ...s, note: s.state === "running" && p.stage_typical_s ? `~${duration(p.stage_typical_s)} typical` : null })));
     $("#progress").textContent = TERMINAL.has(job.status) ? "" : `${p.done} of ${p.total} stages done` + (waiting ? ` · queue: ${waiting}` : p.stage ? ` · ${p.stage} running ${duration(p.stage_elapsed_s)}` : "");
-    $("#timeline").innerHTML = rows.map((s) => {
+    show($("#timeline"), rows.map((s) => {
       const start = epoch(s.started_at), stop = epoch(s.finished_at) || (s.state === "running" ? now : null);
       const bar = start && stop != null
-        ? `<div class="tl-bar ${esc(s.state)}" style="left:${((start - t0) / span) * 100}%;width:${Math.max(((stop - start) / span) * 100, 0.4)}%"></div>` : "";
+        ? h("div", { class: `tl-bar ${s.state}`, style: { left: `${((start - t0) / span) * 100}%`, width: `${Math.max(((stop - start) / span) * 100, 0.4)}%` } }) : null;
       const dur = s.duration_s != null ? s.duration_s : start && stop ? stop - start : null;
-      return `<div class="tl-row" data-stage="${esc(s.name)}" data-state="${esc(s.state)}">
-        <span>${esc(s.name)} ${s.name === "queued" ? "" : badge(s.state)}</span>
-        <div class="tl-track" title="${esc(s.detail || "")}">${bar}</div>
-        <span class="dur">${s.state === "pending" || s.state === "skipped" ? esc(s.state) : duration(dur)}${s.note ? `<small class="muted"> ${esc(s.note)}</small>` : ""}</span></div>`;
-    }).join("");
+      return h("div", { class: "tl-row", "data-stage": s.name, "data-state": s.state },
+        h("span", null, s.name, " ", s.name === "queued" ? null : badge(s.state)),
+        h("div", { class: "tl-track", title: s.detail || "" }, bar),
+        h("span", { class: "dur" }, s.state === "pending" || s.state === "skipped" ? s.state : duration(dur),
+          s.note ? h("small", { class: "muted" }, ` ${s.note}`) : null));
+    }));
   };
 
   const renderSource = async () => {
-    const text = await (await api(`/v1/jobs/${jobId}/source`)).text();
+    const text = await (await api(`${jobApi}/source`)).text();
     const marks = new Map();
     for (const d of job.diagnostics) if (d.line) marks.set(d.line, [...(marks.get(d.line) || []), d]);
     $("#source-name").textContent = job.filename;
     renderCode($("#source"), text, "py", marks);
-    $("#diagnostics").innerHTML = job.diagnostics.length
-      ? `<ul class="diag-list">${job.diagnostics.map((d) => `<li>${d.line ? `<a href="#L${d.line}">` : ""}${esc(d.rendered || `${d.file || job.filename}:${d.line}:${d.col}: error: ${d.message}`)}${d.line ? "</a>" : ""}${d.hint ? `<br>hint: ${esc(d.hint)}` : ""}</li>`).join("")}</ul>` : "";
+    show($("#diagnostics"), job.diagnostics.length ? h("ul", { class: "diag-list" }, job.diagnostics.map((d) => {
+      const text = d.rendered || `${d.file || job.filename}:${d.line}:${d.col}: error: ${d.message}`;
+      return h("li", null, Number.isInteger(d.line) ? h("a", { href: `#L${d.line}` }, text) : text,
+        d.hint ? [h("br"), `hint: ${d.hint}`] : null);
+    })) : null);
     const first = $("#source .ln.diag");
     if (first) $("#source").scrollTop = Math.max(0, first.offsetTop - 120);
     sourceShown = true;
     markMapped();
   };
 
+  const artifactPath = (name) => `${jobApi}/artifacts/${name.split("/").map(encodeURIComponent).join("/")}`;
   const artifactText = async (name) => {
-    if (!artifactCache.has(name)) artifactCache.set(name, api(`/v1/jobs/${jobId}/artifacts/${name}`).then((r) => r.text()));
+    if (!artifactCache.has(name)) artifactCache.set(name, api(artifactPath(name)).then((r) => r.text()));
     return artifactCache.get(name);
   };
 
   // ---- source <-> C++ lines (linemap.json): hovering a line lights up its counterpart on the other side
-  const mappedLines = (file) => (lineMap && lineMap.files && lineMap.files[file]) || null;
+  const mappedLines = (file) => (lineMap && lineMap.files && Object.hasOwn(lineMap.files, file) && lineMap.files[file]) || null;
+  const lineNumbers = (values) => (Array.isArray(values) ? values : []).map(Number).filter(Number.isInteger);
   const markMapped = () => {
     const map = mappedLines(currentArtifact);
-    const sourceLines = new Set(map ? Object.values(map).flat() : []);
+    const sourceLines = new Set(map ? Object.values(map).flatMap(lineNumbers) : []);
     for (const row of document.querySelectorAll("#source .ln")) row.classList.toggle("has-map", sourceLines.has(Number(row.dataset.line)));
-    for (const row of document.querySelectorAll("#artifact-view .ln[data-line]")) row.classList.toggle("has-map", !!(map && map[row.dataset.line]));
+    for (const row of document.querySelectorAll("#artifact-view .ln[data-line]")) row.classList.toggle("has-map", !!(map && Object.hasOwn(map, row.dataset.line)));
   };
+  const lineRow = (where, n) => $(`${where} .ln[data-line="${Number(n)}"]`);
   const highlight = (sourceLines, cppLines) => {
     for (const el of document.querySelectorAll(".ln.mapped")) el.classList.remove("mapped");
-    for (const n of sourceLines) $(`#source .ln[data-line="${n}"]`)?.classList.add("mapped");
-    for (const n of cppLines) $(`#artifact-view .ln[data-line="${n}"]`)?.classList.add("mapped");
+    for (const n of sourceLines) lineRow("#source", n)?.classList.add("mapped");
+    for (const n of cppLines) lineRow("#artifact-view", n)?.classList.add("mapped");
   };
   const onSourceHover = (event) => {
     const row = event.target.closest(".ln[data-line]"), map = mappedLines(currentArtifact);
     if (!row || !map) return;
     const line = Number(row.dataset.line);
-    const cpp = Object.entries(map).filter(([, src]) => src.includes(line)).map(([n]) => Number(n));
+    const cpp = Object.entries(map).filter(([, src]) => lineNumbers(src).includes(line)).map(([n]) => Number(n)).filter(Number.isInteger);
     highlight(cpp.length ? [line] : [], cpp);
-    const first = cpp.length && $(`#artifact-view .ln[data-line="${Math.min(...cpp)}"]`);
+    const first = cpp.length && lineRow("#artifact-view", Math.min(...cpp));
     if (first) { const view = $("#artifact-view"); if (first.offsetTop < view.scrollTop || first.offsetTop > view.scrollTop + view.clientHeight - 20) view.scrollTop = Math.max(0, first.offsetTop - 60); }
   };
   const onCppHover = (event) => {
     const row = event.target.closest(".ln[data-line]"), map = mappedLines(currentArtifact);
     if (!row || !map) return;
-    const src = map[row.dataset.line] || [];
+    const src = Object.hasOwn(map, row.dataset.line) ? lineNumbers(map[row.dataset.line]) : [];
     highlight(src, src.length ? [Number(row.dataset.line)] : []);
   };
   $("#source").addEventListener("mouseover", onSourceHover);
@@ -451,8 +513,8 @@ function initJob() {
     $("#ir-controls").hidden = !entry.name.startsWith("ir/");
     if (entry.name.startsWith("ir/")) { $("#ir-pass").value = entry.name; return showIr(entry.name, $("#ir-changes").checked); }
     if (!/^(text\/|application\/json)/.test(entry.media_type)) {
-      view.innerHTML = `<p class="pad">${esc(entry.name)}: ${esc(entry.media_type)}, ${bytes(entry.size)} — <a href="#" id="artifact-save">download</a></p>`;
-      $("#artifact-save").addEventListener("click", (e) => { e.preventDefault(); saveBlob(`/v1/jobs/${jobId}/artifacts/${entry.name}`, entry.name.split("/").pop()); });
+      const save = h("a", { href: "#", id: "artifact-save", onclick: (e) => { e.preventDefault(); saveBlob(artifactPath(entry.name), entry.name.split("/").pop()); } }, "download");
+      show(view, h("p", { class: "pad" }, `${entry.name}: ${entry.media_type}, ${bytes(entry.size)} — `, save));
       return;
     }
     let text = await artifactText(entry.name);
@@ -464,20 +526,25 @@ function initJob() {
     markMapped();
   };
 
+  // the emulator's report and profile are made from what the sandbox answered: a part that cannot be drawn is left
+  // out with a note, the rest of the page still shows
+  const drawn = (what, draw) => {
+    try { return draw(); } catch (error) { console.warn(`${what} not drawn:`, error); return null; }
+  };
   const renderArtifacts = async () => {
-    const manifest = await apiJson(`/v1/jobs/${jobId}/artifacts`);
+    const manifest = await apiJson(`${jobApi}/artifacts`);
     const key = manifest.artifacts.map((a) => a.name + a.sha256).join();
     if (key === manifestKey) return;
     manifestKey = key;
     const order = ["compute.cpp", "reader.cpp", "writer.cpp", "main.cpp", "tt.plan.json"];
     const entries = manifest.artifacts.slice().sort((a, b) => ((order.indexOf(a.name) + 1 || 99) - (order.indexOf(b.name) + 1 || 99)) || a.name.localeCompare(b.name));
     const tabs = $("#artifact-tabs");
-    if (!entries.length) { tabs.innerHTML = `<span class="muted">none${TERMINAL.has(job.status) ? "" : " yet"}</span>`; return; }
+    if (!entries.length) { show(tabs, h("span", { class: "muted" }, `none${TERMINAL.has(job.status) ? "" : " yet"}`)); return; }
     const ir = entries.filter((a) => a.name.startsWith("ir/"));
     const shown = entries.filter((a) => !a.name.startsWith("ir/") && a.name !== "linemap.json");
-    tabs.innerHTML = shown.map((a) => `<button type="button" data-name="${esc(a.name)}" title="${bytes(a.size)} · sha256 ${esc(a.sha256.slice(0, 12))}">${esc(a.name)}</button>`).join("") +
-      (ir.length ? `<button type="button" data-name="ir" title="the IR after each compiler pass">IR (${ir.length} passes)</button>` : "");
-    $("#ir-pass").innerHTML = ir.map((a) => `<option value="${esc(a.name)}">${esc(a.name.replace(/^ir\//, "").replace(/\.py$/, ""))}</option>`).join("");
+    show(tabs, shown.map((a) => h("button", { type: "button", "data-name": a.name, title: `${bytes(a.size)} · sha256 ${a.sha256.slice(0, 12)}` }, a.name)),
+      ir.length ? h("button", { type: "button", "data-name": "ir", title: "the IR after each compiler pass" }, `IR (${ir.length} passes)`) : null);
+    show($("#ir-pass"), ir.map((a) => h("option", { value: a.name }, a.name.replace(/^ir\//, "").replace(/\.py$/, ""))));
     tabs.onclick = (event) => {
       const button = event.target.closest("button");
       if (!button) return;
@@ -489,12 +556,11 @@ function initJob() {
     if (names.has("linemap.json")) { try { lineMap = JSON.parse(await artifactText("linemap.json")); } catch (_) { lineMap = null; } }
     showArtifact(entries.find((a) => a.name === currentArtifact) || shown[0] || entries[0]);
     if (names.has("tt.plan.json")) {
-      const plan = JSON.parse(await artifactText("tt.plan.json"));
-      const report = names.has("emulate/report.json") ? JSON.parse(await artifactText("emulate/report.json")) : null;
-      const profile = names.has("emulate/profile.json") ? JSON.parse(await artifactText("emulate/profile.json")) : null;
-      renderPlan(plan, report, profile);
-      if (report) renderCounters(report);
-      if (profile) await renderProfile(profile, jobId);
+      const parsed = async (name) => { try { return names.has(name) ? JSON.parse(await artifactText(name)) : null; } catch (_) { return null; } };
+      const plan = await parsed("tt.plan.json"), report = await parsed("emulate/report.json"), profile = await parsed("emulate/profile.json");
+      if (plan) drawn("plan", () => renderPlan(plan, report, profile));
+      if (report) drawn("counters", () => renderCounters(report));
+      if (profile) { try { await renderProfile(profile, jobApi); } catch (error) { console.warn("profile not drawn:", error); } }
     }
   };
 
@@ -503,12 +569,12 @@ function initJob() {
     const log = $("#log");
     const append = (text) => {
       const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
-      log.insertAdjacentHTML("beforeend", renderLog(text));
+      add(log, renderLog(text));
       if (atBottom) log.scrollTop = log.scrollHeight;
     };
-    if (TERMINAL.has(job.status)) { log.innerHTML = renderLog(await (await api(`/v1/jobs/${jobId}/logs`)).text()); return; }
-    // Server-Sent Events over fetch (EventSource cannot send the Authorization header)
-    const response = await api(`/v1/jobs/${jobId}/logs?follow=1`);
+    if (TERMINAL.has(job.status)) { show(log, renderLog(await (await api(`${jobApi}/logs`)).text())); return; }
+    // Server-Sent Events over fetch (one reader of the stream, with the API's error handling)
+    const response = await api(`${jobApi}/logs?follow=1`);
     const reader = response.body.getReader(), decoder = new TextDecoder();
     let buffer = "";
     for (;;) {
@@ -528,7 +594,7 @@ function initJob() {
 
   const refresh = async () => {
     try {
-      job = await apiJson(`/v1/jobs/${jobId}`);
+      job = await apiJson(jobApi);
     } catch (error) {
       $("#job-error").hidden = false;
       $("#job-error").textContent = error.status === 404 ? `no job ${jobId}` : error.message;
@@ -544,15 +610,15 @@ function initJob() {
   };
   stop = poll(refresh, () => (document.hidden ? 5000 : 700));
 
-  $("#download").addEventListener("click", () => saveBlob(`/v1/jobs/${jobId}/bundle?format=${$("#bundle-format").value}`, `tilefarm-${jobId}.${$("#bundle-format").value}`));
+  $("#download").addEventListener("click", () => saveBlob(`${jobApi}/bundle?format=${encodeURIComponent($("#bundle-format").value)}`, `tilefarm-${jobId}.${$("#bundle-format").value}`));
   $("#cancel").addEventListener("click", async () => {
-    try { await api(`/v1/jobs/${jobId}`, { method: "DELETE" }); } catch (e) { alert(e.message); }
+    try { await api(jobApi, { method: "DELETE" }); } catch (e) { alert(e.message); }
     if (!stop) stop = poll(refresh, () => 700);
   });
   $("#resubmit").addEventListener("click", async () => {
     try {
-      const again = await apiJson(`/v1/jobs/${jobId}/resubmit`, { method: "POST", json: {} });
-      location.href = `/jobs/${again.id}`;
+      const again = await apiJson(`${jobApi}/resubmit`, { method: "POST", json: {} });
+      location.href = jobPath(again.id);
     } catch (e) { $("#job-error").hidden = false; $("#job-error").textContent = `${e.status || ""} ${e.message}`; }
   });
 }
@@ -561,46 +627,53 @@ function initJob() {
 function renderLog(text) {
   return text.replace(/\n$/, "").split("\n").map((line) => {
     const m = line.match(/^(\d{4}-\d\d-\d\dT(\d\d:\d\d:\d\d\.\d{3})Z) (\S+) +(INFO|WARN|ERROR) (.*)$/);
-    if (!m) return `<div class="log-line">${esc(line)}</div>`;
-    return `<div class="log-line ${m[4].toLowerCase()}${m[5].startsWith("== stage") ? " stage-mark" : ""}" data-level="${m[4]}"><span class="t" title="${esc(m[1])}">${m[2]}</span> <span class="s">${esc(m[3].padEnd(8))}</span> <span class="l">${m[4].padEnd(5)}</span> ${esc(m[5])}</div>`;
-  }).join("");
+    if (!m) return h("div", { class: "log-line" }, line);
+    return h("div", { class: `log-line ${m[4].toLowerCase()}${m[5].startsWith("== stage") ? " stage-mark" : ""}`, "data-level": m[4] },
+      h("span", { class: "t", title: m[1] }, m[2]), " ", h("span", { class: "s" }, m[3].padEnd(8)), " ",
+      h("span", { class: "l" }, m[4].padEnd(5)), " ", m[5]);
+  });
 }
 
 // ---------- the plan as a picture ----------
 // a sequential colour scale (light yellow -> green -> deep blue), t in [0, 1]
 const SCALE = [[255, 255, 217], [199, 233, 180], [65, 182, 196], [34, 94, 168], [8, 29, 88]];
 function colour(t) {
-  const x = Math.min(Math.max(t, 0), 1) * (SCALE.length - 1), i = Math.min(Math.floor(x), SCALE.length - 2), f = x - i;
+  const x = Math.min(Math.max(Number(t) || 0, 0), 1) * (SCALE.length - 1), i = Math.min(Math.floor(x), SCALE.length - 2), f = x - i;
   const c = SCALE[i].map((v, k) => Math.round(v + (SCALE[i + 1][k] - v) * f));
   return `rgb(${c.join(",")})`;
 }
+const coreKey = (core) => (Array.isArray(core) ? core.map(Number).join(",") : String(core));
+const entries = (object) => Object.entries(object && typeof object === "object" ? object : {});
+const tileOpsText = (ops) => entries(ops).map(([k, v]) => `${k}×${num(v)}`).join(" ");
 
 function renderPlan(plan, report, profile) {
   $("#plan-section").hidden = false;
-  const [gx, gy] = plan.core_grid;
-  const work = new Map(plan.work.cores.map((c) => [c.core.join(","), c]));
-  const counters = new Map((report?.cores || []).map((c) => [c.core.join(","), c]));
+  const [gx, gy] = plan.core_grid.map(Number);
+  const work = new Map(plan.work.cores.map((c) => [coreKey(c.core), c]));
+  const reported = Array.isArray(report?.cores) ? report.cores : [];
+  const counters = new Map(reported.map((c) => [coreKey(c.core), c]));
   const argsOf = new Map();
   for (const kernel of plan.kernels) {
     for (const pc of kernel.per_core_args) {
-      const key = pc.core.join(",");
+      const key = coreKey(pc.core);
       argsOf.set(key, [...(argsOf.get(key) || []), `${kernel.role}: ` + kernel.runtime_args.map((a, i) => `${a.name}=${pc.values[i]}`).join(" ")]);
     }
   }
-  const tileOps = (c) => Object.values(c?.tile_ops || {}).reduce((a, b) => a + b, 0);
-  const metrics = { blocks: ["blocks per core", (key) => work.get(key)?.count || 0] };
+  const count = (value) => (typeof value === "number" && isFinite(value) ? value : 0);
+  const tileOps = (c) => entries(c?.tile_ops).reduce((a, [, v]) => a + count(v), 0);
+  const metrics = { blocks: ["blocks per core", (key) => count(work.get(key)?.count)] };
   if (report) {
-    metrics.noc_read = ["NoC bytes read", (key) => counters.get(key)?.noc_bytes_read || 0];
-    metrics.noc_written = ["NoC bytes written", (key) => counters.get(key)?.noc_bytes_written || 0];
+    metrics.noc_read = ["NoC bytes read", (key) => count(counters.get(key)?.noc_bytes_read)];
+    metrics.noc_written = ["NoC bytes written", (key) => count(counters.get(key)?.noc_bytes_written)];
     metrics.tile_ops = ["tile ops", (key) => tileOps(counters.get(key))];
   }
-  if (profile) {  // the timing model: how busy each core's matrix/SFPU RISC is, in percent of the kernel time
-    const modelled = new Map(profile.cores.map((c) => [c.core.join(","), c]));
-    metrics.utilization = ["compute busy %", (key) => Math.round((modelled.get(key)?.utilization || 0) * 100)];
+  if (profile && Array.isArray(profile.cores)) {  // the timing model: how busy each core's matrix/SFPU RISC is, in percent of the kernel time
+    const modelled = new Map(profile.cores.map((c) => [coreKey(c.core), c]));
+    metrics.utilization = ["compute busy %", (key) => Math.round(count(modelled.get(key)?.utilization) * 100)];
   }
   const select = $("#heat-metric");
-  const chosen = metrics[select.value] ? select.value : "blocks";
-  select.innerHTML = Object.entries(metrics).map(([k, [label]]) => `<option value="${k}" ${k === chosen ? "selected" : ""}>${label}</option>`).join("");
+  const chosen = Object.hasOwn(metrics, select.value) ? select.value : "blocks";
+  show(select, entries(metrics).map(([k, [label]]) => h("option", { value: k, selected: k === chosen }, label)));
   select.onchange = () => renderPlan(plan, report, profile);
 
   const value = metrics[chosen][1];
@@ -608,24 +681,25 @@ function renderPlan(plan, report, profile) {
   for (let y = 0; y < gy; y++) for (let x = 0; x < gx; x++) max = Math.max(max, value(`${x},${y}`));
   const cell = Math.max(22, Math.min(46, Math.floor(560 / gx))), pad = 24, legendH = 44;
   const width = pad + gx * cell + 2, height = pad + gy * cell + legendH;
-  let svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" role="img" aria-label="core grid heatmap: ${esc(metrics[chosen][0])}">`;
-  for (let x = 0; x < gx; x++) svg += `<text x="${pad + x * cell + cell / 2}" y="14" text-anchor="middle" fill="#656d76">${x}</text>`;
-  for (let y = 0; y < gy; y++) svg += `<text x="${pad - 6}" y="${pad + y * cell + cell / 2 + 3}" text-anchor="end" fill="#656d76">${y}</text>`;
+  const grey = { fill: "#656d76" };
+  const parts = [];
+  for (let x = 0; x < gx; x++) parts.push(svg("text", { x: pad + x * cell + cell / 2, y: 14, "text-anchor": "middle", ...grey }, x));
+  for (let y = 0; y < gy; y++) parts.push(svg("text", { x: pad - 6, y: pad + y * cell + cell / 2 + 3, "text-anchor": "end", ...grey }, y));
   for (let y = 0; y < gy; y++) {
     for (let x = 0; x < gx; x++) {
-      const key = `${x},${y}`, v = value(key), used = work.has(key) && work.get(key).count > 0;
+      const key = `${x},${y}`, v = value(key), used = work.has(key) && count(work.get(key).count) > 0;
       const fill = used || v ? colour(max ? v / max : 0) : "#eaeef2";
-      svg += `<rect class="core" data-core="${key}" data-value="${v}" x="${pad + x * cell}" y="${pad + y * cell}" width="${cell}" height="${cell}" rx="3" fill="${fill}"/>`;
-      if (cell >= 26 && (used || v)) svg += `<text x="${pad + x * cell + cell / 2}" y="${pad + y * cell + cell / 2 + 3}" text-anchor="middle" fill="${max && v / max > 0.55 ? "#fff" : "#24292f"}">${v >= 10000 ? Math.round(v / 1024) + "k" : v}</text>`;
+      parts.push(svg("rect", { class: "core", "data-core": key, "data-value": v, x: pad + x * cell, y: pad + y * cell, width: cell, height: cell, rx: 3, fill }));
+      if (cell >= 26 && (used || v)) parts.push(svg("text", { x: pad + x * cell + cell / 2, y: pad + y * cell + cell / 2 + 3, "text-anchor": "middle", fill: max && v / max > 0.55 ? "#fff" : "#24292f" }, v >= 10000 ? Math.round(v / 1024) + "k" : v));
     }
   }
   const ly = pad + gy * cell + 14, lw = Math.min(gx * cell, 240);
-  svg += `<defs><linearGradient id="heat-scale">${SCALE.map((c, i) => `<stop offset="${(i / (SCALE.length - 1)) * 100}%" stop-color="rgb(${c.join(",")})"/>`).join("")}</linearGradient></defs>`;
-  svg += `<rect x="${pad}" y="${ly}" width="${lw}" height="10" fill="url(#heat-scale)" rx="2"/>`;
-  svg += `<text x="${pad}" y="${ly + 24}" fill="#656d76">0</text><text x="${pad + lw}" y="${ly + 24}" text-anchor="end" fill="#656d76">${max}</text>`;
-  svg += `<text x="${pad + lw / 2}" y="${ly + 24}" text-anchor="middle" fill="#656d76">${esc(metrics[chosen][0])} (grey: idle)</text></svg>`;
+  parts.push(svg("defs", null, svg("linearGradient", { id: "heat-scale" }, SCALE.map((c, i) => svg("stop", { offset: `${(i / (SCALE.length - 1)) * 100}%`, "stop-color": `rgb(${c.join(",")})` })))));
+  parts.push(svg("rect", { x: pad, y: ly, width: lw, height: 10, fill: "url(#heat-scale)", rx: 2 }));
+  parts.push(svg("text", { x: pad, y: ly + 24, ...grey }, "0"), svg("text", { x: pad + lw, y: ly + 24, "text-anchor": "end", ...grey }, max));
+  parts.push(svg("text", { x: pad + lw / 2, y: ly + 24, "text-anchor": "middle", ...grey }, `${metrics[chosen][0]} (grey: idle)`));
   const heat = $("#heatmap");
-  heat.innerHTML = svg;
+  show(heat, svg("svg", { width, height, role: "img", "aria-label": `core grid heatmap: ${metrics[chosen][0]}` }, parts));
 
   const tip = $("#heat-tip");
   heat.onmousemove = (event) => {
@@ -638,8 +712,8 @@ function renderPlan(plan, report, profile) {
       lines.push(`blocks: ${w.count}  start ${w.start} stride ${w.stride} row_len ${w.row_len} row_stride ${w.row_stride}`, `  [${blocks}]`);
     } else lines.push("idle: no blocks");
     lines.push(...(argsOf.get(key) || []));
-    if (c) lines.push(`NoC: ${c.noc_reads} reads ${bytes(c.noc_bytes_read)}, ${c.noc_writes} writes ${bytes(c.noc_bytes_written)}`,
-      `tile ops: ${Object.entries(c.tile_ops || {}).map(([k, v]) => `${k}×${v}`).join(" ") || "none"}`);
+    if (c) lines.push(`NoC: ${num(c.noc_reads)} reads ${bytes(num(c.noc_bytes_read))}, ${num(c.noc_writes)} writes ${bytes(num(c.noc_bytes_written))}`,
+      `tile ops: ${tileOpsText(c.tile_ops) || "none"}`);
     tip.textContent = lines.join("\n");
     tip.hidden = false;
     tip.style.left = `${Math.min(event.clientX + 14, window.innerWidth - 470)}px`;
@@ -647,11 +721,16 @@ function renderPlan(plan, report, profile) {
   };
   heat.onmouseleave = () => { tip.hidden = true; };
 
-  const used = plan.work.cores.filter((c) => c.count > 0).length;
+  const used = plan.work.cores.filter((c) => count(c.count) > 0).length;
   $("#plan-summary").textContent = `${plan.kernel} · ${plan.work.blocks} blocks (grid ${plan.grid.extents.join("×")}) on ${used} of ${gx * gy} cores · ${plan.work.policy}`;
-  $("#cb-table").innerHTML = `<thead><tr><th class="num">id</th><th>name</th><th>buffer</th><th>format</th><th>producer → consumer</th><th class="num">page size</th><th class="num">depth</th><th class="num">L1 bytes</th></tr></thead><tbody>` +
-    plan.circular_buffers.map((cb) => `<tr data-cb="${cb.index}"><td class="num">${cb.index}</td><td class="mono">${esc(cb.name)}</td><td class="mono">${esc(cb.buffer)}</td><td>${esc(cb.data_format)}</td><td>${esc(cb.producer)} → ${esc(cb.consumer)}</td><td class="num">${cb.page_bytes}</td><td class="num">${cb.num_pages}</td><td class="num">${cb.total_bytes}</td></tr>`).join("") +
-    `</tbody><tfoot><tr><th colspan="7">total per core</th><th class="num">${plan.l1_bytes_per_core}</th></tr></tfoot>`;
+  const n = (value) => h("td", { class: "num" }, value);
+  show($("#cb-table"),
+    h("thead", null, h("tr", null, h("th", { class: "num" }, "id"), h("th", null, "name"), h("th", null, "buffer"), h("th", null, "format"),
+      h("th", null, "producer → consumer"), h("th", { class: "num" }, "page size"), h("th", { class: "num" }, "depth"), h("th", { class: "num" }, "L1 bytes"))),
+    h("tbody", null, plan.circular_buffers.map((cb) => h("tr", { "data-cb": cb.index }, n(cb.index), h("td", { class: "mono" }, cb.name),
+      h("td", { class: "mono" }, cb.buffer), h("td", null, cb.data_format), h("td", null, `${cb.producer} → ${cb.consumer}`),
+      n(cb.page_bytes), n(cb.num_pages), n(cb.total_bytes)))),
+    h("tfoot", null, h("tr", null, h("th", { colspan: 7 }, "total per core"), h("th", { class: "num" }, plan.l1_bytes_per_core))));
   const available = plan.target.l1_available_for_cbs;
   $("#l1-summary").textContent = `${bytes(plan.l1_bytes_per_core)} of ${bytes(available)} L1 available for CBs (${((plan.l1_bytes_per_core / available) * 100).toFixed(1)}%) · ${plan.circular_buffers.length} of ${plan.target.num_cbs} CBs · ${plan.target.arch}`;
 }
@@ -660,51 +739,71 @@ const CATEGORIES = ["busy", "wait_cb", "wait_noc", "wait_pipe"];
 
 // profile.json: a summary, a per-core timeline (one row per RISC, each bin coloured by what the RISC did) and the
 // user's source lines by modelled cycles
-async function renderProfile(profile, jobId) {
+async function renderProfile(profile, jobApi) {
   $("#profile-section").hidden = false;
-  const ratio = profile.dram_read_ratio == null ? "" : ` (${profile.dram_read_ratio.toFixed(1)}× the minimum)`;
+  const ratio = profile.dram_read_ratio == null ? "" : ` (${Number(profile.dram_read_ratio).toFixed(1)}× the minimum)`;
   $("#profile-summary").textContent = `${(profile.device_time_ns / 1000).toFixed(2)} µs · matrix engine ${(profile.matrix_utilization * 100).toFixed(1)}%${profile.math_fidelity ? ` at ${profile.math_fidelity}` : ""} · DRAM read ${bytes(profile.dram_read_bytes)}${ratio} · ${profile.cores_used} of ${profile.grid_cores} cores${profile.timing_only ? " · timing only" : ""}`;
   $("#profile-verdict").textContent = profile.bottleneck;
   const select = $("#profile-core");
-  select.innerHTML = profile.cores.map((c, i) => `<option value="${i}">(${c.core.join(", ")}) · ${Math.round(c.utilization * 100)}%</option>`).join("");
+  show(select, profile.cores.map((c, i) => h("option", { value: i }, `(${c.core.join(", ")}) · ${Math.round(c.utilization * 100)}%`)));
   const draw = () => {
     const core = profile.cores[Number(select.value) || 0];
     const label = 140, rowH = 22, width = 620, total = profile.kernel_cycles || 1;
-    let svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${label + width + 10}" height="${core.riscs.length * rowH + 24}" role="img" aria-label="timeline of core ${core.core.join(",")}">`;
+    const parts = [];
     core.riscs.forEach((r, row) => {
       const y = row * rowH;
-      svg += `<text x="0" y="${y + 15}" fill="#24292f">${esc(r.risc)} ${esc(r.kernel.replace(".cpp", ""))}</text><rect x="${label}" y="${y + 3}" width="${width}" height="${rowH - 6}" fill="#eaeef2"/>`;
+      parts.push(svg("text", { x: 0, y: y + 15, fill: "#24292f" }, `${r.risc} ${String(r.kernel).replace(".cpp", "")}`),
+        svg("rect", { x: label, y: y + 3, width, height: rowH - 6, fill: "#eaeef2" }));
       const t = r.timeline, bins = (t[CATEGORIES[0]] || []).length, scale = width / total;
       for (let b = 0; b < bins; b++) {
         let offset = 0;
         for (const cat of CATEGORIES) {
           const v = t[cat]?.[b] || 0;
           if (v <= 0) continue;
-          const h = (rowH - 6) * (v / t.bin_cycles);
-          svg += `<rect class="${cat}" x="${label + b * t.bin_cycles * scale}" y="${y + rowH - 3 - offset - h}" width="${Math.max(t.bin_cycles * scale, 0.5)}" height="${h}"><title>${cat}</title></rect>`;
-          offset += h;
+          const barH = (rowH - 6) * (v / t.bin_cycles);
+          parts.push(svg("rect", { class: cat, x: label + b * t.bin_cycles * scale, y: y + rowH - 3 - offset - barH, width: Math.max(t.bin_cycles * scale, 0.5), height: barH }, svg("title", null, cat)));
+          offset += barH;
         }
       }
-      svg += `<title>${esc(r.risc)}: busy ${Math.round(r.busy)}, CB ${Math.round(r.wait_cb)}, NoC ${Math.round(r.wait_noc)}, pipe ${Math.round(r.wait_pipe)}, idle ${Math.round(r.idle)} cycles</title>`;
+      parts.push(svg("title", null, `${r.risc}: busy ${Math.round(r.busy)}, CB ${Math.round(r.wait_cb)}, NoC ${Math.round(r.wait_noc)}, pipe ${Math.round(r.wait_pipe)}, idle ${Math.round(r.idle)} cycles`));
     });
-    svg += `<text x="${label}" y="${core.riscs.length * rowH + 16}" fill="#656d76">0</text><text x="${label + width}" y="${core.riscs.length * rowH + 16}" text-anchor="end" fill="#656d76">${Math.round(total)} cycles</text></svg>`;
-    $("#profile-timeline").innerHTML = svg;
+    parts.push(svg("text", { x: label, y: core.riscs.length * rowH + 16, fill: "#656d76" }, "0"),
+      svg("text", { x: label + width, y: core.riscs.length * rowH + 16, "text-anchor": "end", fill: "#656d76" }, `${Math.round(total)} cycles`));
+    show($("#profile-timeline"), svg("svg", { width: label + width + 10, height: core.riscs.length * rowH + 24, role: "img", "aria-label": `timeline of core ${core.core.join(",")}` }, parts));
   };
   select.onchange = draw;
   draw();
-  const source = (await (await api(`/v1/jobs/${jobId}/source`)).text()).split("\n");
+  const source = (await (await api(`${jobApi}/source`)).text()).split("\n");
   const sourceLine = (n) => source[n - 1] ?? "";
   const rows = profile.lines.slice().sort((a, b) => b.cycles - a.cycles);
-  $("#profile-lines").innerHTML = `<thead><tr><th class="num">line</th><th>share</th><th class="num">cycles</th><th class="num">busy</th><th class="num">waiting</th><th>source</th></tr></thead><tbody>` +
-    rows.map((r) => `<tr data-line="${r.line}"><td class="num">${r.line ? `<a href="#L${r.line}">${r.line}</a>` : "–"}</td><td><span class="share" style="width:${Math.max(1, Math.round(r.share * 80))}px"></span> ${(r.share * 100).toFixed(1)}%</td><td class="num">${Math.round(r.cycles)}</td><td class="num">${Math.round(r.busy)}</td><td class="num">${Math.round(r.wait)}</td><td class="mono">${r.line ? esc(sourceLine(r.line).trim().slice(0, 80)) : "(not mapped to a line)"}</td></tr>`).join("") + "</tbody>";
+  show($("#profile-lines"),
+    h("thead", null, h("tr", null, h("th", { class: "num" }, "line"), h("th", null, "share"), h("th", { class: "num" }, "cycles"),
+      h("th", { class: "num" }, "busy"), h("th", { class: "num" }, "waiting"), h("th", null, "source"))),
+    h("tbody", null, rows.map((r) => {
+      const line = Number.isInteger(r.line) && r.line > 0 ? r.line : 0;
+      return h("tr", { "data-line": line },
+        h("td", { class: "num" }, line ? h("a", { href: `#L${line}` }, line) : "–"),
+        h("td", null, h("span", { class: "share", style: { width: `${Math.max(1, Math.round(Number(r.share) * 80) || 1)}px` } }), ` ${(r.share * 100).toFixed(1)}%`),
+        h("td", { class: "num" }, Math.round(r.cycles)), h("td", { class: "num" }, Math.round(r.busy)), h("td", { class: "num" }, Math.round(r.wait)),
+        h("td", { class: "mono" }, line ? sourceLine(line).trim().slice(0, 80) : "(not mapped to a line)"));
+    })));
 }
 
 function renderCounters(report) {
   $("#counters-section").hidden = false;
-  $("#counters-summary").textContent = `${report.arch} · run ${duration(report.run_seconds)} · JIT ${report.jit ? `${report.jit.compiled} compiled, ${report.jit.cache_hits} cached` : "–"}${report.error ? ` · error: ${report.error}` : ""}${report.warnings?.length ? ` · ${report.warnings.length} warnings` : ""}`;
-  const cores = (report.cores || []).slice().sort((a, b) => a.core[1] - b.core[1] || a.core[0] - b.core[0]);
-  $("#counters-table").innerHTML = `<thead><tr><th>core</th><th class="num">NoC reads</th><th class="num">bytes read</th><th class="num">NoC writes</th><th class="num">bytes written</th><th class="num">DST acquires</th><th>tile ops</th><th>CB high water (pages)</th></tr></thead><tbody>` +
-    cores.map((c) => `<tr data-core="${c.core.join(",")}"><td class="mono">(${c.core.join(", ")})</td><td class="num">${c.noc_reads}</td><td class="num">${c.noc_bytes_read}</td><td class="num">${c.noc_writes}</td><td class="num">${c.noc_bytes_written}</td><td class="num">${c.dst_acquires}</td><td class="mono">${Object.entries(c.tile_ops || {}).map(([k, v]) => `${esc(k)}×${v}`).join(" ")}</td><td class="mono">${Object.entries(c.cb_high_water_pages || {}).map(([k, v]) => `cb${esc(k)}:${v}`).join(" ")}</td></tr>`).join("") + "</tbody>";
+  const jit = report.jit && typeof report.jit === "object" ? `${num(report.jit.compiled)} compiled, ${num(report.jit.cache_hits)} cached` : "–";
+  const warnings = Array.isArray(report.warnings) ? report.warnings.length : 0;
+  $("#counters-summary").textContent = `${report.arch} · run ${duration(Number(report.run_seconds))} · JIT ${jit}${report.error ? ` · error: ${report.error}` : ""}${warnings ? ` · ${warnings} warnings` : ""}`;
+  const cores = (Array.isArray(report.cores) ? report.cores : []).filter((c) => c && Array.isArray(c.core))
+    .sort((a, b) => a.core[1] - b.core[1] || a.core[0] - b.core[0]);
+  const n = (value) => h("td", { class: "num" }, num(value));
+  show($("#counters-table"),
+    h("thead", null, h("tr", null, h("th", null, "core"), ...["NoC reads", "bytes read", "NoC writes", "bytes written", "DST acquires"].map((t) => h("th", { class: "num" }, t)),
+      h("th", null, "tile ops"), h("th", null, "CB high water (pages)"))),
+    h("tbody", null, cores.map((c) => h("tr", { "data-core": coreKey(c.core) },
+      h("td", { class: "mono" }, `(${c.core.join(", ")})`), n(c.noc_reads), n(c.noc_bytes_read), n(c.noc_writes), n(c.noc_bytes_written), n(c.dst_acquires),
+      h("td", { class: "mono" }, tileOpsText(c.tile_ops)),
+      h("td", { class: "mono" }, entries(c.cb_high_water_pages).map(([k, v]) => `cb${k}:${num(v)}`).join(" "))))));
 }
 
 // ---------- submit (and edit-and-resubmit: /submit?from=<job>) ----------
@@ -727,20 +826,17 @@ async function readNpy(file) {
   return { shape, dtype, data: btoa(binary) };
 }
 
+const removeButton = () => h("button", { type: "button", class: "link", "aria-label": "remove", onclick: (event) => event.target.closest(".kv").remove() }, "×");
 function paramRow(name = "", value = "") {
-  const row = document.createElement("div");
-  row.className = "kv";
-  row.innerHTML = `<input class="mono" placeholder="name" aria-label="param name" value="${esc(name)}"><span>=</span><input class="mono" placeholder="value" aria-label="param value" value="${esc(value)}"><button type="button" class="link" aria-label="remove">×</button>`;
-  row.querySelector("button").onclick = () => row.remove();
+  const row = h("div", { class: "kv" }, h("input", { class: "mono", placeholder: "name", "aria-label": "param name" }), h("span", null, "="),
+    h("input", { class: "mono", placeholder: "value", "aria-label": "param value" }), removeButton());
+  const [nameInput, valueInput] = row.querySelectorAll("input");
+  nameInput.value = name;
+  valueInput.value = String(value);
   return row;
 }
-function inputRow() {
-  const row = document.createElement("div");
-  row.className = "kv";
-  row.innerHTML = `<input class="mono" placeholder="buffer" aria-label="input buffer name"><input type="file" accept=".npy" aria-label="input .npy file"><button type="button" class="link" aria-label="remove">×</button>`;
-  row.querySelector("button").onclick = () => row.remove();
-  return row;
-}
+const inputRow = () => h("div", { class: "kv" }, h("input", { class: "mono", placeholder: "buffer", "aria-label": "input buffer name" }),
+  h("input", { type: "file", accept: ".npy", "aria-label": "input .npy file" }), removeButton());
 // "256" -> 256, "0.5" -> 0.5, "float16" -> "float16" (as `tilefarm --param` reads them)
 const paramValue = (text) => (/^-?\d+$/.test(text) ? Number(text) : /^-?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][-+]?\d+)$/.test(text) ? Number(text) : text);
 
@@ -766,7 +862,8 @@ function initSubmit() {
     Promise.all([apiJson(`/v1/jobs/${encodeURIComponent(from)}`), api(`/v1/jobs/${encodeURIComponent(from)}/source`).then((r) => r.text())]).then(([job, text]) => {
       $("#submit-title").textContent = "Edit and resubmit";
       $("#from-banner").hidden = false;
-      $("#from-banner").innerHTML = `Editing job <a class="mono" href="/jobs/${esc(job.id)}">${esc(job.id)}</a>: what you change here is sent as a new job${Object.keys(job.inputs).length ? ", on the same inputs unless you give others" : ""}.`;
+      show($("#from-banner"), "Editing job ", h("a", { class: "mono", href: jobPath(job.id) }, job.id),
+        `: what you change here is sent as a new job${Object.keys(job.inputs).length ? ", on the same inputs unless you give others" : ""}.`);
       source.value = text;
       $("#filename").value = job.filename;
       f.entry.value = job.entry || "";
@@ -778,7 +875,7 @@ function initSubmit() {
       f.dump_ir.checked = job.dump_ir;
       const stages = new Set(job.stages.map((s) => s.name));
       for (const name of ["check", "emulate", "hardware"]) f[name].checked = stages.has(name);
-      $("#params").innerHTML = "";
+      $("#params").replaceChildren();
       for (const [k, v] of Object.entries(job.params)) $("#params").appendChild(paramRow(k, v));
       $("#keep-inputs-label").hidden = !Object.keys(job.inputs).length;
     }).catch((e) => { error.hidden = false; error.textContent = `cannot load job ${from}: ${e.message}`; });
@@ -814,7 +911,7 @@ function initSubmit() {
       } else {
         job = await apiJson("/v1/jobs", { method: "POST", json: { ...body, inputs } });
       }
-      location.href = `/jobs/${job.id}`;
+      location.href = jobPath(job.id);
     } catch (e) {
       error.hidden = false;
       error.textContent = `${e.status || ""} ${e.message}`;
@@ -836,36 +933,43 @@ function initDiff() {
   if (!a || !b) return;
   apiJson(`/v1/jobs/${encodeURIComponent(a)}/diff/${encodeURIComponent(b)}`).then((d) => {
     const fields = Object.entries(d.request);
-    $("#diff-request").innerHTML = fields.length
-      ? `<table class="grid"><thead><tr><th>option</th><th><a class="mono" href="/jobs/${esc(d.a)}">${esc(d.a)}</a></th><th><a class="mono" href="/jobs/${esc(d.b)}">${esc(d.b)}</a></th></tr></thead><tbody>` +
-        fields.map(([k, [x, y]]) => `<tr data-field="${esc(k)}"><td>${esc(k)}</td><td class="mono">${esc(JSON.stringify(x))}</td><td class="mono">${esc(JSON.stringify(y))}</td></tr>`).join("") + "</tbody></table>"
-      : `<p class="muted">same options</p>`;
+    const jobLink = (id) => h("a", { class: "mono", href: jobPath(id) }, id);
+    show($("#diff-request"), fields.length
+      ? h("table", { class: "grid" }, h("thead", null, h("tr", null, h("th", null, "option"), h("th", null, jobLink(d.a)), h("th", null, jobLink(d.b)))),
+        h("tbody", null, fields.map(([k, [x, y]]) => h("tr", { "data-field": k }, h("td", null, k),
+          h("td", { class: "mono" }, JSON.stringify(x)), h("td", { class: "mono" }, JSON.stringify(y))))))
+      : h("p", { class: "muted" }, "same options"));
     const sections = [];
     if (d.source) sections.push({ name: "source", status: "changed", diff: d.source });
     sections.push(...d.files.filter((file) => file.status !== "same"));
     $("#diff-summary").textContent = `${sections.length} changed · ${d.files.filter((file) => file.status === "same").length} files the same`;
-    $("#diff-files").innerHTML = sections.map((file, i) => `<section class="diff-file" data-file="${esc(file.name)}" data-status="${esc(file.status)}">
-      <h3><span class="mono">${esc(file.name)}</span> ${badge(file.status === "changed" ? "running" : "idle", file.status)} <span class="muted">${file.sizes ? `${bytes(file.sizes[0])} → ${bytes(file.sizes[1])}` : ""}</span></h3>
-      <div class="code diff" id="diff-${i}"></div></section>`).join("");
-    sections.forEach((file, i) => {
-      const box = $(`#diff-${i}`);
+    show($("#diff-files"), sections.map((file, i) => {
+      const box = h("div", { class: "code diff", id: `diff-${i}` });
       if (file.diff) renderUnified(box, file.diff, file.name === "source" ? "py" : langOf(file.name));
-      else box.innerHTML = `<p class="muted pad">${file.status === "changed" ? "binary: differs" : `only in ${file.status === "added" ? "the second" : "the first"} job`}</p>`;
-    });
-  }).catch((e) => { $("#diff-files").innerHTML = `<div class="banner error">${esc(e.status || "")} ${esc(e.message)}</div>`; });
+      else add(box, h("p", { class: "muted pad" }, file.note || (file.status === "changed" ? "binary: differs" : `only in ${file.status === "added" ? "the second" : "the first"} job`)));
+      return h("section", { class: "diff-file", "data-file": file.name, "data-status": file.status },
+        h("h3", null, h("span", { class: "mono" }, file.name), " ", badge(file.status === "changed" ? "running" : "idle", file.status), " ",
+          h("span", { class: "muted" }, file.sizes ? `${bytes(file.sizes[0])} → ${bytes(file.sizes[1])}` : "")),
+        box);
+    }));
+  }).catch((e) => { show($("#diff-files"), h("div", { class: "banner error" }, `${e.status || ""} ${e.message}`)); });
 }
 
 // ---------- farm ----------
 function initFarm() {
   poll(async () => {
     const [devices, queues] = await Promise.all([apiJson("/v1/devices"), apiJson("/ui/queues")]);
-    $("#queues").innerHTML = Object.entries(queues.queues).map(([name, depth]) =>
-      `<div class="card" data-queue="${esc(name)}"><div class="n">${depth ?? "?"}</div><div class="label">${esc(name)}</div><div class="muted">waiting</div></div>`).join("") +
-      `<div class="card"><div class="n">${(queues.jobs.queued || 0) + (queues.jobs.running || 0)}</div><div class="label">active jobs</div><div class="muted">${queues.jobs.queued || 0} queued · ${queues.jobs.running || 0} running</div></div>`;
-    $("#devices-body").innerHTML = devices.length ? devices.map((d) => `
-      <tr data-device="${esc(d.id)}"><td>${badge(d.state)}</td><td class="mono">${esc(d.id)}</td><td>${esc(d.host)}</td><td>${esc(d.arch)}</td><td class="num">${d.device_count}</td>
-      <td class="mono">${d.current_job ? `<a href="/jobs/${esc(d.current_job)}">${esc(d.current_job)}</a>` : "–"}</td><td>${age(d.last_heartbeat)}</td></tr>`).join("")
-      : `<tr><td colspan="7" class="muted">no hardware workers have reported (start one with <code>tilefarm worker -Q hardware.&lt;arch&gt;</code> and TILEFARM_DEVICE_ARCH)</td></tr>`;
+    const card = (attributes, n, label, note) => h("div", { class: "card", ...attributes }, h("div", { class: "n" }, n),
+      h("div", { class: "label" }, label), h("div", { class: "muted" }, note));
+    show($("#queues"), Object.entries(queues.queues).map(([name, depth]) => card({ "data-queue": name }, depth ?? "?", name, "waiting")),
+      card({}, (queues.jobs.queued || 0) + (queues.jobs.running || 0), "active jobs", `${queues.jobs.queued || 0} queued · ${queues.jobs.running || 0} running`));
+    show($("#devices-body"), devices.length ? devices.map((d) => h("tr", { "data-device": d.id },
+      h("td", null, badge(d.state)), h("td", { class: "mono" }, d.id), h("td", null, d.host), h("td", null, d.arch),
+      h("td", { class: "num" }, d.device_count),
+      h("td", { class: "mono" }, d.current_job ? h("a", { href: jobPath(d.current_job) }, d.current_job) : "–"),
+      h("td", null, age(d.last_heartbeat))))
+      : h("tr", null, h("td", { colspan: 7, class: "muted" }, "no hardware workers have reported (start one with ",
+        h("code", null, "tilefarm worker -Q hardware.<arch>"), " and TILEFARM_DEVICE_ARCH)")));
   }, () => (document.hidden ? 10000 : 2000));
 }
 
