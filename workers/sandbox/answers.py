@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from compiler.api import ARTIFACTS
+from compiler.toolchain.kernel_check import KERNEL_FILES
 from schemas.plan import Plan
 from schemas.values import JsonValue, Text, printable
 from workers.sandbox.protocol import SandboxError
@@ -226,40 +227,38 @@ def compiled(value: dict, files: dict[str, bytes]) -> tuple[Failed | Compiled, d
 
 # ------------------------------------------------------------------------------------------ the program itself
 
-# What a generated device kernel may include: <cstdint> and the SDK's API headers (codegen/kernels.py)
-_KERNEL_INCLUDE = re.compile(r'^#include (<cstdint>|"api/[a-z0-9_]+(/[a-z0-9_]+)*\.h")$')
-_DIRECTIVE = re.compile(r"^\s*(#|%:)\s*(\w*)(.*)$")
-# comments and literals, each matched to its end or to the end of the text/line when unterminated (so that no
-# start is scanned again: hostile text must not make this quadratic)
-_LEXEME = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?', re.S)
-
-
 def check_program(artifacts: dict[str, bytes], plan: dict, op: str = "compile") -> None:
-    """The program a compile answered is one the compiler could have written, before anything builds or runs it
-    outside the sandbox (the hardware stage builds main.cpp and JIT-compiles the kernels on the device's host):
-
-    * main.cpp is exactly the host program the trusted side renders from the plan (which the schema keeps free
-      of C++: identifiers and closed sets only), so no host code of the job's making ever runs;
-    * the device kernels include nothing but <cstdint> and the SDK's API headers, so their compile cannot read
-      files of the host into its messages. Directives are read after line splicing and with comments and
-      comments blanked (literals skipped over), as the preprocessor reads them; a raw string literal is refused outright."""
+    """main.cpp is exactly the host program the trusted side renders from the plan (which the schema keeps free of
+    C++: identifiers and closed sets only), so no host code of the job's making is ever built. The device kernels
+    are C++ of the job's making: what they may include and whether they hold assembler is decided by the real
+    preprocessor, in a child of its own (client.check_kernels) and again by the kernel JIT that builds them."""
     from compiler.codegen.host import print_host
 
     if artifacts["main.cpp"] != print_host(plan).encode():
         raise ForgedAnswer(op, "its main.cpp is not the host program of its plan")
-    for name in ("reader.cpp", "compute.cpp", "writer.cpp"):
-        text = _utf8(op, name, artifacts[name]).replace("\\\n", "")
-        if 'R"' in text:
-            raise ForgedAnswer(op, f"{name} holds a raw string literal, which generated kernels never do")
-        blanked = _LEXEME.sub(lambda m: " " if m.group(0).startswith(("//", "/*")) else m.group(0), text)
-        for line in blanked.splitlines():
-            directive = _DIRECTIVE.match(line)
-            if directive is None or directive.group(2) not in ("include", "include_next", "import"):  # (GNU: both read files)
-                continue
-            written = f"#{directive.group(2)} {directive.group(3).strip()}"
-            if _KERNEL_INCLUDE.match(written) is None:
-                raise ForgedAnswer(op, f"{name} includes {printable(directive.group(3).strip())[:80]}: generated "
-                                       "kernels include only <cstdint> and the SDK's api/ headers")
+    for name in KERNEL_FILES:
+        _utf8(op, name, artifacts[name])
+
+
+class KernelsChecked(_Answer):
+    """What check_kernels answers: for each kernel, what the preprocessor check refused in it (nothing: taken)."""
+    ok: Literal[True]
+    kernels: dict[Literal[KERNEL_FILES], list[Line]]
+
+    @model_validator(mode="after")
+    def _every_kernel(self) -> "KernelsChecked":
+        if set(self.kernels) != set(KERNEL_FILES):
+            raise ValueError(f"a kernel check answers for exactly {', '.join(KERNEL_FILES)}")
+        return self
+
+
+def kernels_checked(value: dict, files: dict[str, bytes]) -> dict[str, list[str]]:
+    """The findings of a kernel check, by kernel (a failed check refuses every kernel with its reason)."""
+    answer = failed_or("check_kernels", KernelsChecked, value, files)
+    _only_files("check_kernels", files, set())
+    if isinstance(answer, Failed):
+        return {name: [answer.error.message] for name in KERNEL_FILES}
+    return {name: list(found) for name, found in answer.kernels.items()}
 
 
 def emulated(value: dict, files: dict[str, bytes], plan: dict) -> tuple[Failed | Emulated, dict[str, bytes]]:

@@ -259,8 +259,23 @@ def compile_source(settings, *, source: str, filename: str, entry: str | None, t
     answer, artifacts, ir, plan = answers.compiled(result.value, result.files)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "parse")
+    check_kernels(settings, artifacts)
     timings = {**answer.timings, "sandbox": result.duration_s}
     return CompileResult(answer.entry, artifacts, plan, timings, answer.log, ir)
+
+
+def check_kernels(settings, artifacts: dict[str, bytes]) -> None:
+    """The kernels of a compile answer through the real preprocessor (what they include, whether they hold
+    assembler), in a child of their own that runs no user code, before anything of the answer is kept. Raises
+    ForgedAnswer naming each kernel refused and why: the compiler never writes such a kernel."""
+    from compiler.toolchain.kernel_check import KERNEL_FILES
+
+    files = {f"artifact-{name}": artifacts[name] for name in (*KERNEL_FILES, "tt.plan.json")}
+    result = zygote_for(settings).run("check_kernels", {}, limits_for(settings, "compile"), files)
+    refused = {name: found for name, found in answers.kernels_checked(result.value, result.files).items() if found}
+    if refused:
+        raise answers.ForgedAnswer("compile", "; ".join(f"{name}: {'; '.join(printable(f) for f in found[:3])}"
+                                                        for name, found in refused.items()))
 
 
 @dataclass

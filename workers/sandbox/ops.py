@@ -257,6 +257,24 @@ def _op_header_check(args: dict, work: Path) -> dict:
     return {"ok": True, "passed": bool(report.passed), "report": report.to_dict(), "rendered": report.render()}
 
 
+def _op_check_kernels(args: dict, work: Path) -> dict:
+    """A compile answer's kernels through the real preprocessor, each against the emulator's API headers as the
+    JIT compiles it (compiler/toolchain/kernel_check.py). No user code runs in this child: its answer is the
+    check's, and the trusted side still decides on the findings."""
+    import json
+
+    from compiler.toolchain.emulate import CXX, INCLUDE_DIR
+    from compiler.toolchain.kernel_check import KERNEL_FILES, check_kernels, jit_defines
+
+    plan = json.loads((work / "in" / "artifact-tt.plan.json").read_bytes())
+    roles = {kernel["file"]: kernel for kernel in plan["kernels"]}
+    kernels = {name: ((work / "in" / f"artifact-{name}").read_bytes(),
+                      jit_defines(roles.get(name, {"role": name.removesuffix(".cpp")}), plan["target"]["arch"]))
+               for name in KERNEL_FILES}
+    found = check_kernels(kernels, cxx=CXX, include_dirs=[str(INCLUDE_DIR)])
+    return {"ok": True, "kernels": {name: [f.render()[:4000] for f in findings] for name, findings in found.items()}}
+
+
 OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,
-       "header_check": _op_header_check, "verify": _op_verify}
+       "header_check": _op_header_check, "verify": _op_verify, "check_kernels": _op_check_kernels}
 

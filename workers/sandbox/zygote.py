@@ -27,6 +27,7 @@ import signal
 import socket
 import stat
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +66,7 @@ def main(config: dict) -> None:
         __import__(module)
     step("build the emulator runtime")
     prebuilt = _prebuild_shared_cache(Path(config["shared_cache"]))
+    _learn_compiler()
     step("compile the example kernels")
     warm = _warm_up()  # after everything else is imported: nothing may invalidate the state it builds
     gc.freeze()  # keep the warm heap out of the collector: fewer pages copied after each fork
@@ -135,6 +137,17 @@ def _warm_up() -> str:
         return f"ok: {len(kernels) + 1 - len(failed)} kernels compiled, rejected: {', '.join(failed) or 'none'}"
     except Exception as error:  # the jobs will report the real problem
         return f"{type(error).__name__}: {error}"
+
+
+def _learn_compiler() -> None:
+    """What every child would ask the compiler again: where its standard headers are (the kernel check's)."""
+    from compiler.toolchain.emulate import CXX
+    from compiler.toolchain.kernel_check import standard_include_dirs
+
+    try:
+        standard_include_dirs(CXX)
+    except (OSError, subprocess.SubprocessError):  # no compiler here: the jobs will say so
+        pass
 
 
 def _prebuild_shared_cache(shared: Path) -> dict:
