@@ -33,6 +33,16 @@ def op_name(call: tirx.TilePrimitiveCall) -> str:
     return str(call.op.name).removeprefix(TILE_OP_PREFIX)
 
 
+def op_config(call: tirx.TilePrimitiveCall) -> dict:
+    """A tile op's keyword options (`T.tile.copy(dst, src, transpose=True)`): name -> Python value."""
+    return {str(k): (bool(v) if isinstance(v, (bool, tirx.IntImm)) else v) for k, v in (call.config or {}).items()}
+
+
+def is_transposed(call: tirx.TilePrimitiveCall) -> bool:
+    """`T.tile.cast(dst, src, transpose=True)`: dst is src's transpose (tile by tile, transpose_wh on the device)."""
+    return bool(op_config(call).get("transpose", False))
+
+
 @dataclass(frozen=True)
 class Region:
     """A rectangular region of a 2-D buffer as written in a tile op: `A[by*32:by*32+32, k*32:k*32+32]`."""

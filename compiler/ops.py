@@ -112,6 +112,9 @@ _OPS = [
     _op("matmul_block", "cb cb expr expr expr expr expr expr expr",
         "matmul_block({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8})", {COMPUTE}, _C + "matmul.h"),
     _op("copy_init", "cb", "copy_init({0})", {COMPUTE}, _C + "tile_move_copy.h"),
+    # a tile transposed on its way into DST (rows <-> columns: transpose_wh)
+    _op("transpose_init", "cb", "transpose_init({0})", {COMPUTE}, _C + "transpose.h"),
+    _op("transpose_tile", "cb expr expr", "transpose_tile({0}, {1}, {2})", {COMPUTE}, _C + "transpose.h"),
     _op("copy_tile", "cb expr expr", "copy_tile({0}, {1}, {2})", {COMPUTE}, _C + "tile_move_copy.h"),
     *[_op(f"{b}_init", "cb cb", f"{b}_init({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_binary.h") for b in _FPU_BINARY],
     *[_op(f"{b}_tiles", "cb cb expr expr expr", f"{b}_tiles({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE},

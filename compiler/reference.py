@@ -366,11 +366,14 @@ _BINARY = {name: registry.TILE_OPS[name].numpy for name in registry.names("binar
 _UNARY_WITH_AFFINE = {name for name in _UNARY if registry.TILE_OPS[name].affine}
 
 
-def _copy_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
-    """``copy``/``cast(dst, src)``: the source widened to float32, rounded once into dst's dtype."""
+def _copy_op(tr: _Translator, name: str, dst: "_Region", args: list, transpose: bool = False) -> _Stmt:
+    """``copy``/``cast(dst, src)``: the source widened to float32, rounded once into dst's dtype; with
+    ``transpose=True`` (a 2-D copy) dst is the source's transpose."""
     if len(args) < 2:
         raise ReferenceInterpreterError(f"{name} needs (dst, src)")
     src = tr.operand(args[1])
+    if transpose:
+        return lambda st: dst.write(st, _as_matrix(src(st), "the transposed source").T)
     return lambda st: dst.write(st, src(st))
 
 
@@ -456,7 +459,12 @@ def _tile_op(tr: _Translator, call: Any) -> _Stmt:
     build = _TILE_OPS.get(name)
     if build is None:
         raise ReferenceInterpreterError(f"tile op {call.op.name!r} is not supported by the reference interpreter")
-    return build(tr, name, tr.region(args[0]), args)
+    config = {str(k): v for k, v in (call.config or {}).items()}
+    known = _TILE_OP_CONFIG.get(name, ())
+    unknown = sorted(set(config) - set(known))
+    if unknown:   # an option the interpreter would silently ignore changes what the op computes
+        raise ReferenceInterpreterError(f"tile op {name}: unsupported option(s) {', '.join(unknown)}")
+    return build(tr, name, tr.region(args[0]), args, **{k: _const_bool(v) for k, v in config.items()})
 
 
 _REDUCE = {name: (registry.TILE_OPS[name].numpy, registry.TILE_OPS[name].combine)
@@ -494,6 +502,10 @@ _TILE_OPS: dict[str, Callable[..., _Stmt]] = {
     **{name: _unary_op for name in _UNARY}, **{name: _binary_op for name in _BINARY},
     **{name: _reduce for name in _REDUCE},
 }
+
+
+# the options (TilePrimitiveCall config) each tile op takes: flags passed to its builder as keywords
+_TILE_OP_CONFIG: dict[str, tuple[str, ...]] = {"copy": ("transpose",), "cast": ("transpose",)}
 
 
 # ------------------------------------------------------------------------------------------ statements

@@ -16,7 +16,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
 
-from ..ir import Region, error_at, op_name, region_of, scalar_of, stmts_of
+from ..ir import Region, error_at, is_transposed, op_config, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, MatrixView, default_tile_axes
 from ..target import DATA_FORMATS, TILE
 from .coverage import check_coverage
@@ -28,6 +28,9 @@ BINARY_OPS = registry.BINARY
 UNARY_OPS = (*registry.UNARY, "cast")
 REDUCE_OPS = registry.REDUCE
 SUPPORTED_OPS = registry.SUPPORTED
+# keyword options a tile op takes: `T.tile.cast(dst, src, transpose=True)` is dst = src^T (the text form of a transposed
+# copy: TVMScript's parser insists that a copy's two regions have one shape)
+OP_OPTIONS = {"copy": ("transpose",), "cast": ("transpose",)}
 MAX_BLOCKS = 1 << 20          # block ids are runtime args; the plan lists every core's blocks
 
 _UNSUPPORTED_STMT = {
@@ -237,7 +240,11 @@ class KernelChecker:
                              hint=f"supported: {', '.join('T.tile.' + o for o in SUPPORTED_OPS)}")
         if str(call.scope.name) != "thread":
             raise self.error(call, f"T.tile.{name} with scope `{call.scope.name}` is not supported")
-        if name == "copy":
+        unknown = sorted(set(op_config(call)) - set(OP_OPTIONS.get(name, ())))
+        if unknown:
+            raise self.error(call, f"T.tile.{name}: unsupported option(s) {', '.join(unknown)}",
+                             hint=f"T.tile.{name} takes {', '.join(OP_OPTIONS[name])}" if name in OP_OPTIONS else None)
+        if name == "copy" or name == "cast" and is_transposed(call):
             return self._copy(call)
         dst = region_of(call.args[0])
         if dst is None:
@@ -369,6 +376,8 @@ class KernelChecker:
         self._check_region(call, dst)
         self._check_region(call, src)
         de, se = self._matrix_extents(dst), self._matrix_extents(src)
+        if is_transposed(call):
+            return self._transposed_copy(call, dst, src, de, se)
         if de != se and not (dst.scope != "global" and src.scope != "global" and broadcasts_to(se, de)):
             raise self.error(call, f"T.tile.copy shape mismatch: destination `{dst.name}` region is "
                                    f"{tuple(dst.extents)}, source `{src.name}` region is {tuple(src.extents)}")
@@ -392,6 +401,20 @@ class KernelChecker:
             self.writes.append((call, dst, src, list(self.loops)))
         else:
             self._compute_dst(call, dst)
+
+    def _transposed_copy(self, call, dst: Region, src: Region, de: tuple, se: tuple):
+        """dst = src^T between L1 tiles (converted to dst's dtype): the unpacker transposes each 32x32 tile into DST."""
+        if dst.scope == "global" or src.scope == "global":
+            raise self.error(call, "a transposed copy works between L1 tiles only; stage DRAM data in a shared tile "
+                                   "first, or transpose into a local tile before writing it out")
+        if tuple(de) != tuple(reversed(se)):
+            raise self.error(call, f"a transposed copy: shape mismatch: destination `{dst.name}` region is "
+                                   f"{tuple(dst.extents)}, the transpose of source `{src.name}` region "
+                                   f"{tuple(src.extents)} is {tuple(reversed(se))}")
+        if dst.name == src.name:
+            raise self.error(call, f"a transposed copy of `{src.name}` into itself; transpose into "
+                                   "another tile")
+        self._compute_dst(call, dst)
 
     def _check_region(self, call, r: Region):
         if r.scope != "global" and r.name not in self.allocs:

@@ -36,7 +36,7 @@ from tvm import tirx
 from tvm.tirx import exec_scope
 
 from ..errors import CompileError
-from ..ir import ceil_div, op_name, region_of, scalar_of, stmts_of
+from ..ir import ceil_div, is_transposed, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, view_of
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
@@ -182,6 +182,9 @@ class Analysis:
             self.union(self.local(dst, 1), self.local(b, 0 if transpose_b else 1))
             self.union(self.local(a, 1), self.local(b, 1 if transpose_b else 0))
             self.reduced.setdefault(self.find(self.local(a, 1)), set()).add("gemm")
+        elif name in ("copy", "cast") and is_transposed(call):   # dst rows are src columns and the other way round
+            self.union(self.local(dst, 0), self.local(regions[1], 1))
+            self.union(self.local(dst, 1), self.local(regions[1], 0))
         elif name in registry.REDUCE:
             src = regions[1]
             self.union(self.local(dst, 0), self.local(src, 0))

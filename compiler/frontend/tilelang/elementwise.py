@@ -90,6 +90,10 @@ class StoreLowering:
         """Which tile axis each T.Parallel variable runs along."""
         if len(self.variables) == 2:
             self.axis_of = {self.variables[0]: 0, self.variables[1]: 1}
+            used = [p for idx in target.indices for p in _parallel_vars(idx)[:1]]
+            if len(used) == 2 and used[0] is self.variables[1] and used[1] is self.variables[0]:
+                # a transposed store (`B[j, i] = A[i, j]`): the tile world is the destination's; A is read transposed
+                self.axis_of = {self.variables[0]: 1, self.variables[1]: 0}
             return
         (v,) = self.variables
         loads = [target] + [x for x in walk(value) if isinstance(x, Load)]
@@ -134,9 +138,9 @@ class StoreLowering:
             extents.append(v.extent)
             order.append(tile_axis)
             shape[tile_axis] = v.extent
-        if order != sorted(order) or len(set(order)) != len(order):
-            self.fail(f"`{describe(load)}`: the T.Parallel variables index its axes in a different order than the "
-                      "store (a transpose); transposes are outside tilefarm's TileLang subset")
+        if len(set(order)) != len(order):
+            self.fail(f"`{describe(load)}`: one T.Parallel variable indexes two of its axes (a diagonal); that is "
+                      "outside tilefarm's TileLang subset")
         if not buf.vector and len(load.indices) > 2 and order:
             # an N-D buffer: its indexed axes must be the last two for the tile world to match the buffer's tiles
             pass
@@ -310,6 +314,13 @@ class StoreLowering:
         return e
 
     # ---- operands -----------------------------------------------------------------------------------------
+    def transposed(self, load) -> bool:
+        """`A[j, i]` in a store to `B[i, j]`: the load's axes run along the tile world's columns, then rows."""
+        if not isinstance(load, Load) or load.buffer.vector:
+            return False
+        order = [self.axis_of[p] for idx in load.indices for p in _parallel_vars(idx)[:1]]
+        return len(order) == 2 and order == [1, 0]
+
     def is_leaf(self, e) -> bool:
         return isinstance(e, (Load, Mask, Hoisted)) or self.is_scalar(e)
 
@@ -324,6 +335,11 @@ class StoreLowering:
         if self.is_element_of_vector(e):
             return self.select_element(e)
         region, shape = self.region(e)
+        if self.transposed(e):   # staged in its own orientation, then transposed tile by tile into a scratch tile
+            staged = self.stage(region, tuple(reversed(shape)))
+            tmp = self.temp(shape, e.buffer.dtype)
+            self.emit("cast", tmp, staged, transpose=True)
+            return tmp
         return self.stage(region, shape)
 
     @staticmethod
@@ -407,11 +423,14 @@ class StoreLowering:
 
     def check_overlap(self, e, dst: Region) -> None:
         for x in walk(e):
+            if isinstance(x, Load) and x.buffer is dst.buffer and self.transposed(x):
+                self.fail(f"`{describe(x)}` reads the tile being written transposed; transpose into a separate tile")
             if isinstance(x, Load) and x.buffer is dst.buffer and not self.same(x, dst):
                 self.fail(f"`{describe(x)}` reads another part of the tile being written; write to a separate tile")
 
     def same(self, load, r: Region) -> bool:
-        return isinstance(load, Load) and load.buffer is r.buffer and self.region(load)[0].key() == r.key()
+        return isinstance(load, Load) and load.buffer is r.buffer and not self.transposed(load) and \
+            self.region(load)[0].key() == r.key()
 
     def simulate(self, e, dst: Region, into_dst: bool, st: dict) -> None:
         def read(x):

@@ -473,12 +473,27 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum
         if r.extents is None:
             fail("T.gemm operands are whole tiles or sliced regions, not head addresses")
     kwargs = {}
-    if transpose_A:
-        kwargs["transpose_A"] = True
+    if transpose_A:   # the matrix engine transposes only its second operand: A^T goes through a transposed copy
+        ra = _transposed_tile(rec, ra, location)
     if transpose_B:
         kwargs["transpose_B"] = True
     kwargs["beta"] = "0.0" if clear_accum else "1.0"
     rec.emit(TileOp("gemm", (rc, ra, rb, rc), kwargs), location)
+
+
+def _transposed_tile(rec, r: Region, location) -> Region:
+    """A scratch tile holding region `r` transposed (staged from DRAM first when `r` is global)."""
+    rows, cols = r.shape2d()
+    if r.buffer.scope == "global":
+        stage = rec.temp((rows, cols), r.buffer.dtype, "shared", location)
+        stage.filled_from_dram = True
+        whole = Region(stage, (wrap(0), wrap(0)), (rows, cols))
+        rec.emit(TileOp("copy", (whole, r)), location)
+        r = whole
+    tmp = rec.temp((cols, rows), r.buffer.dtype, "local", location)
+    out = Region(tmp, (wrap(0), wrap(0)), (cols, rows))
+    rec.emit(TileOp("cast", (out, r), {"transpose": True}), location)
+    return out
 
 
 def _fill(buffer, value, op):

@@ -407,7 +407,7 @@ class Recorder:
     def op(self, name: str, *args, location=None, **kwargs):
         self.emit(TileOp(name, args, kwargs), location)
 
-    def open_loop(self, start, stop, stages, location) -> Var:
+    def open_loop(self, start, stop, stages, location):
         self.require_kernel("a loop")
         s, e = constant_int(start), constant_int(stop)
         if s is not None and e is not None and e <= s:
@@ -417,11 +417,14 @@ class Recorder:
         lo, hi = render_int(wrap(start), "a loop bound"), render_int(wrap(stop), "a loop bound")
         self.loops.append((self.depth, len(self.lines)))
         self.loop_fills.append({})
-        self.emit(f"for {var.name} in range({hi if lo == '0' else f'{lo}, {hi}'}):", location)
+        if s is None:   # a start that depends on a block index (a causal backward's first key block): count from 0
+            self.emit(f"for {var.name} in range({render_int(wrap(stop) - wrap(start), 'a loop bound')}):", location)
+        else:
+            self.emit(f"for {var.name} in range({hi if lo == '0' else f'{lo}, {hi}'}):", location)
         self.depth += 1
         if stages:
             self.stages = max(self.stages, stages)
-        return var
+        return var + wrap(start) if s is None else var
 
     def close_loop(self):
         depth, index = self.loops.pop()

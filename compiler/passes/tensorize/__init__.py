@@ -22,7 +22,7 @@ from ... import attrs
 
 STAGE = "tensorize"
 INTERMEDIATE_CB_BASE = 24  # TT convention: inputs c_0.., outputs c_16.., intermediates c_24..
-COPY_TO_DST_OPS = ("copy_tile", "unary_bcast_cols", "unary_bcast_rows", "unary_bcast_scalar")
+COPY_TO_DST_OPS = ("copy_tile", "transpose_tile", "unary_bcast_cols", "unary_bcast_rows", "unary_bcast_scalar")
 FPU_OPS = ("matmul_tiles", "add_tiles", "sub_tiles", "mul_tiles", "reduce_tile")
 
 

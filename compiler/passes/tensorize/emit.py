@@ -16,7 +16,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ... import ops, registry
-from ...ir import scalar_of, seq
+from ...ir import is_transposed, scalar_of, seq
 from ...target import TILE
 from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, first_use, tiles_of
 from .strategies import LOWEST, Src, Strategies, i32
@@ -560,6 +560,11 @@ class Emitter:
             return [] if fresh else st.fill(slot, 0.0)
         if name == "fill":
             return st.fill(slot, scalar_of(info.call.args[1]))
+        if name in ("copy", "cast") and is_transposed(info.call):
+            src = info.operands[0].region
+            sr, sc = _tile_origin(src)
+            rows, cols = tiles_of(src.extents)   # destination tile (i, j) is the transpose of source tile (j, i)
+            return st.transpose(slot, self.cb_src(src.name, sr + (j if rows > 1 else 0), sc + (i if cols > 1 else 0)))
         if name in ("copy", "cast"):
             return st.copy(slot, self.src(info.operands[0], i, j))
         if name in registry.UNARY:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from tvm import tirx
 
 from ... import ops
-from ...ir import Region, op_name, region_of, scalar_of, stmts_of
+from ...ir import Region, is_transposed, op_name, region_of, scalar_of, stmts_of
 from ...registry import BINARY, REDUCE, UNARY
 from ...target import TILE
 
@@ -68,7 +68,9 @@ def op_info(call) -> OpInfo:
     dst = region_of(call.args[0])
     operands: list[Operand] = []
     accumulates = False
-    if name in ("copy", "cast") or name in UNARY:
+    if name in ("copy", "cast") and is_transposed(call):   # the unpacker transposes: the source comes from a CB
+        operands.append(Operand(region_of(call.args[1]), fpu=True))
+    elif name in ("copy", "cast") or name in UNARY:
         src = region_of(call.args[1])
         b = _bcast(src.extents, dst.extents)
         operands.append(Operand(src, fpu=b is not None, bcast=b))

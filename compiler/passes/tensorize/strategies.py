@@ -92,6 +92,11 @@ class Strategies:
     def copy(self, dst_slot, src: Src) -> list:
         return self.load(src, dst_slot)
 
+    @staticmethod
+    def transpose(dst_slot, src: Src) -> list:
+        """DST[dst_slot] = the CB tile transposed (the unpacker swaps its faces and each face's rows and columns)."""
+        return [ops.call("transpose_init", src.cb), ops.call("transpose_tile", src.cb, src.index, dst_slot)]
+
     def unary(self, name: str, dst_slot, src: Src) -> list:
         """The operand into the destination slot, then the op registry's SFPU steps on it in place."""
         out = self.load(src, dst_slot)
