@@ -227,6 +227,12 @@ def forgeries() -> dict[str, tuple[str, str, dict]]:
         "emulate_output_not_npy": ("emulate", EMULATED, {"output-C.npy": b"\x93NUMPY garbage"}),
         "emulate_nan_report": ("emulate", EMULATED.replace('"report": {"passed": true}', '"report": {"passed": NaN}'),
                                {"output-C.npy": npy(C)}),
+        "emulate_report_markup": ("emulate", EMULATED.replace('"report": {"passed": true}', '"report": {"passed": true, '
+                                  '"cores": [{"core": [0, 0], "noc_reads": "<img src=x onerror=alert(document.cookie)>"}]}'),
+                                  {"output-C.npy": npy(C)}),
+        "emulate_report_extra_field": ("emulate", EMULATED.replace('"report": {"passed": true}',
+                                       '"report": {"passed": true, "script": "<script>alert(1)</script>"}'),
+                                       {"output-C.npy": npy(C)}),
         "emulate_surrogate_mismatch": ("emulate", EMULATED.replace('"first_mismatch": null', '"first_mismatch": "\\udfff"'),
                                        {"output-C.npy": npy(C)}),
     }

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from compiler.api import ARTIFACTS
 from compiler.toolchain.kernel_check import KERNEL_FILES
 from schemas.plan import Plan
+from schemas.reports import EmulatorReport, LineMap, Verification
 from schemas.values import JsonValue, Text, printable
 from workers.sandbox.protocol import SandboxError
 
@@ -167,6 +168,17 @@ def _validated(op: str, model: type[_Answer], value: dict) -> _Answer:
         raise ForgedAnswer(op, f"{where}: {printable(first['msg'])}") from None
 
 
+def _held_to(op: str, model: type[BaseModel], value: object, what: str) -> None:
+    """A document of the answer (a report, a line map) against its schema (schemas/reports.py): typed and bounded
+    all the way down, names that are names, no field the step never writes."""
+    try:
+        model.model_validate(value)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(printable(part) for part in first["loc"])
+        raise ForgedAnswer(op, f"{what}{'.' + where if where else ''}: {printable(first['msg'])[:300]}") from None
+
+
 def _only_files(op: str, files: dict[str, bytes], expected: set[str]) -> None:
     unexpected = sorted(set(files) - expected)
     if unexpected:
@@ -221,6 +233,11 @@ def compiled(value: dict, files: dict[str, bytes]) -> tuple[Failed | Compiled, d
         raise ForgedAnswer("compile", f"its plan is for `{printable(plan['kernel'])[:80]}`, its answer for "
                                       f"`{answer.entry}`")
     check_program(artifacts, plan)
+    try:
+        line_map = json.loads(artifacts["linemap.json"])
+    except ValueError as error:
+        raise ForgedAnswer("compile", f"linemap.json is not JSON ({printable(error)[:200]})") from None
+    _held_to("compile", LineMap, line_map, "linemap.json")
     ir = {name: _utf8("compile", name, files[file]) for name, file in answer.ir.items()}
     return answer, artifacts, ir, plan
 
@@ -268,6 +285,7 @@ def emulated(value: dict, files: dict[str, bytes], plan: dict) -> tuple[Failed |
     answer = failed_or("emulate", Emulated, value, files)
     if isinstance(answer, Failed):
         return answer, {}
+    _held_to("emulate", EmulatorReport, answer.report, "report")
     shapes = {b["name"]: tuple(b["shape"]) for b in plan["buffers"] if b["role"] == "output"}
     _only_files("emulate", files, {f"output-{name}.npy" for name in shapes})
     outputs = {}
@@ -289,6 +307,8 @@ def emulated(value: dict, files: dict[str, bytes], plan: dict) -> tuple[Failed |
 def verified(value: dict, files: dict[str, bytes]) -> Failed | Verified:
     answer = failed_or("verify", Verified, value, files)
     _only_files("verify", files, set())
+    if isinstance(answer, Verified):
+        _held_to("verify", Verification, answer.report, "report")
     if isinstance(answer, Verified) and answer.passed != (answer.report.get("ok") is True):
         raise ForgedAnswer("verify", "its verdict disagrees with its report")
     return answer
