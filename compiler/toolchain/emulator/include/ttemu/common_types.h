@@ -71,6 +71,34 @@ enum CBIndex : std::uint8_t {
     c_63,
     SIZE = 64
 };
+
+// Tile data formats: tt::DataFormat on the host; device kernels name it DataFormat (ttemu/kernel_common.h), as the
+// device headers do. One enum for both, so a format a host program configures is the one its kernels read.
+enum class DataFormat : std::uint8_t {
+    Float32 = 0,
+    Float16 = 1,
+    Bfp8 = 2,
+    Bfp4 = 3,
+    Tf32 = 4,
+    Float16_b = 5,
+    Bfp8_b = 6,
+    Bfp4_b = 7,
+    Int32 = 8,
+    UInt16 = 9,
+    Lf8 = 10,
+    Bfp2 = 11,
+    Int16 = 13,
+    Int8 = 14,
+    Bfp2_b = 15,
+    MxFp4 = 22,
+    UInt32 = 24,
+    Fp8_e4m3 = 26,
+    UInt8 = 30,
+    RawUInt8 = 240,
+    RawUInt16 = 241,
+    RawUInt32 = 242,
+    Invalid = 255
+};
 }  // namespace tt
 
 enum class MathFidelity : std::uint8_t { LoFi = 0, HiFi2 = 2, HiFi3 = 3, HiFi4 = 4, Invalid = 0xff };

@@ -25,27 +25,8 @@ inline constexpr std::int32_t cb_tile_sizes[kMaxCBs] = {TTEMU_CB_TILE_SIZES};
 inline constexpr std::uint8_t cb_formats[kMaxCBs] = {TTEMU_CB_FORMATS};
 }  // namespace ttemu::desc
 
-// Device-side data format enum (global namespace, as in the device headers).
-enum class DataFormat : std::uint8_t {
-    Float32 = 0,
-    Float16 = 1,
-    Bfp8 = 2,
-    Bfp4 = 3,
-    Tf32 = 4,
-    Float16_b = 5,
-    Bfp8_b = 6,
-    Bfp4_b = 7,
-    Int32 = 8,
-    UInt16 = 9,
-    Lf8 = 10,
-    Bfp2 = 11,
-    Int8 = 14,
-    Bfp2_b = 15,
-    UInt32 = 24,
-    Fp8_e4m3 = 26,
-    UInt8 = 30,
-    Invalid = 0xff
-};
+// The device headers name the data format enum in the global namespace (one enum with the host's tt::DataFormat).
+using DataFormat = tt::DataFormat;
 
 template <typename T>
 FORCE_INLINE T get_arg_val(int arg_idx, TTEMU_SITE) {
