@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import ConfigDict, with_config
+from pydantic import ConfigDict, Field, with_config
 from typing_extensions import NotRequired, TypedDict  # pydantic checks TypedDicts from here on Python 3.11
 
 import tvm_ffi
 from tvm import tirx
+
+from schemas.plan import PlanTarget
+from schemas.target import PartitionPolicy
 
 DECLARED_ONLY = with_config(ConfigDict(extra="forbid"))  # a field nobody declared here is an error
 
@@ -63,27 +66,13 @@ def get_attr(func: tirx.PrimFunc, key: str, default: Any = None) -> Any:
     return value
 
 
-@DECLARED_ONLY
-class TargetAttr(TypedDict):
-    """The resolved target (TTApplyTargetDefaults; TTChooseBlocks settles partition, cb_depth, math fidelity)."""
-    arch: str
-    core_grid: list[int]
-    num_cores: int
-    l1_bytes: int
-    l1_available_for_cbs: int
-    dram_banks: int
-    num_cbs: int
-    dram_alignment: int
-    partition: str | None
-    tile_order: str
-    dram_layout: str
-    tile_shape: list[int]
-    cb_depth: int | None
-    blocking: Literal["auto", "as_written"]
-    math_fidelity: str | None
-    math_fidelity_reason: NotRequired[str]
-    fp32_accumulation: bool | None
-    l1_shard: NotRequired[list[str]]          # tensors kept block-sharded in L1 (TTLowerToCircularBuffers)
+class TargetAttr(PlanTarget):
+    """The resolved target: the plan's target type (schemas/plan.py, one definition of every field and rule), as
+    TTApplyTargetDefaults writes it -- partition and cb_depth None until TTChooseBlocks chooses them (unless the
+    target set them), and the reason for the math fidelity, which TTChooseBlocks moves into tt.blocking."""
+    partition: PartitionPolicy | None
+    cb_depth: int | None = Field(ge=1)
+    math_fidelity_reason: str | None = None
 
 
 @DECLARED_ONLY

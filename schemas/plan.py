@@ -5,6 +5,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from .target import Arch, Blocking, MathFidelity, PartitionPolicy
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # standard JSON: infinities are "inf" strings
@@ -16,7 +18,7 @@ class _Strict(BaseModel):
 Identifier = Annotated[str, StringConstraints(pattern=r"^[^\W\d]\w{0,127}$")]
 OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f\\]{0,255}$")]  # in a // comment: no newline, no \
 DataFormat = Literal["Float32", "Float16_b", "Float16"]
-Fidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
+Fidelity = MathFidelity
 
 
 class CompilerInfo(_Strict):
@@ -25,7 +27,9 @@ class CompilerInfo(_Strict):
 
 
 class PlanTarget(_Strict):
-    arch: Literal["wormhole_b0", "blackhole", "grayskull"]
+    """The resolved target: the plan's `target`, and the compiler's tt.target attribute (compiler/attrs.py: the same
+    type, with partition and cb_depth open until TTChooseBlocks settles them)."""
+    arch: Arch
     core_grid: list[int] = Field(min_length=2, max_length=2)
     num_cores: int = Field(ge=1)
     l1_bytes: int
@@ -33,12 +37,12 @@ class PlanTarget(_Strict):
     dram_banks: int
     num_cbs: int
     dram_alignment: int
-    partition: Literal["contiguous", "strided", "block"]
+    partition: PartitionPolicy
     tile_order: Literal["row_major"]
     dram_layout: Literal["interleaved"]
     tile_shape: list[int]
-    cb_depth: int
-    blocking: Literal["auto", "as_written"]
+    cb_depth: int = Field(ge=1)
+    blocking: Blocking
     math_fidelity: Fidelity
     fp32_accumulation: bool
     l1_shard: list[str] = Field(default_factory=list, description="tensors kept block-sharded in L1")
