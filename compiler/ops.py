@@ -161,14 +161,27 @@ OPS: dict[str, OpSpec] = {o.name: o for o in _OPS}
 OP_PREFIX = "tirx.tt."
 
 
+class ScriptNamespace:
+    """`T.tt.<name>(...)` in TVMScript: the printer writes our intrinsics so, and with this namespace the parser
+    reads them back (IR dumps parse; pass tests write their expected functions as TVMScript)."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name not in OPS:
+            raise AttributeError(f"T.tt.{name} is not a tilefarm intrinsic (compiler/ops.py)")
+        return lambda *args: call_expr(name, *args)
+
+    def __dir__(self):
+        return list(OPS)
+
+
 def _register() -> None:
+    from tvm.tirx.script.builder.ir import register_script_namespace
+
     for spec in OPS.values():
         full = OP_PREFIX + spec.name
         register_op_attr(full, "TCallEffectKind", tirx.CallEffectKind.Opaque.value)
         register_op_attr(full, "TScriptPrinterName", f"tt.{spec.name}", level=20)
-
-
-_register()
+    register_script_namespace("tt", ScriptNamespace())
 
 
 def call(name: str, *args) -> tirx.Evaluate:
@@ -184,6 +197,9 @@ def call_expr(name: str, *args) -> tirx.PrimExpr:
     converted = [tvm.ir.StringImm(a) if isinstance(a, str) else a for a in args]
     dtype = spec.returns
     return tirx.call_intrin(dtype, OP_PREFIX + spec.name, *converted)
+
+
+_register()
 
 
 def intrinsic_of(node) -> tuple[OpSpec, list] | None:

@@ -18,6 +18,7 @@ ALLOWED_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "boo
 CALLABLE_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool"})
 NAMESPACE_ROOTS = frozenset({"T"})
 MODULE_PREFIXES_OK = frozenset({("tile",)})     # T.tile is a module: traverse only, never bind or call it bare
+RESERVED = frozenset({"tt"})                       # T.tt.*: the compiler's own intrinsics (IR dumps), never a kernel's
 MAX_INT_LITERAL = 2**63
 MAX_STR_LITERAL = 256
 MAX_EXPONENT = 64
@@ -166,6 +167,9 @@ def _check_namespace_walk(node: ast.Attribute, bad) -> None:
     if chain is None or chain[0] not in NAMESPACE_ROOTS:
         return
     root, parts = chain
+    if parts and parts[0] in RESERVED:
+        bad(node, f"`{root}.{parts[0]}`", hint=f"`{root}.{parts[0]}.*` are the compiler's own intrinsics, which it "
+                                              "emits itself; a kernel uses T.tile.* primitives")
     obj = _namespace_root()
     for i, part in enumerate(parts):
         obj = getattr(obj, part, None)

@@ -21,7 +21,7 @@ from ..layout import UNIT, MatrixView, default_tile_axes
 from ..target import DATA_FORMATS, TILE
 from .coverage import check_coverage
 from .lower_index_masks import check_mask, match
-from .. import attrs, registry
+from .. import attrs, ops, registry
 
 STAGE = "check"
 BINARY_OPS = registry.BINARY
@@ -81,6 +81,7 @@ class KernelChecker:
             body = body.body
         else:
             raise self.error(func, "the kernel must start with `T.device_entry()`")
+        self._no_intrinsics(body)
         self._infer_tile_axes(body)
         self._walk(stmts_of(body))
         if not self.writes:
@@ -91,6 +92,14 @@ class KernelChecker:
             "grid": {"vars": [str(v.name) for v in self.grid_vars] or ["block"], "extents": self.grid_extents or [1]},
             "buffers": roles,
         }
+
+    def _no_intrinsics(self, body):
+        """The compiler's own tt.* intrinsics are emitted by its passes: a kernel that carries one is refused."""
+        def visit(call):
+            if ops.intrinsic_of(call) is not None:
+                raise self.error(call, f"`T.{call.op.name.removeprefix('tirx.')}` is one of the compiler's own "
+                                       "intrinsics; a kernel uses T.tile.* primitives")
+        tvm_ffi.structural_walk(body, (tvm.ir.Call, visit), order="pre")
 
     def _check_param(self, p):
         name = str(p.name)
