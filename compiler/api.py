@@ -53,7 +53,9 @@ class CompileResult:
         return out
 
 
-def _instrument(timings: dict, dumps: dict | None):
+def _instrument(timings: dict, dumps: dict | None, phases: tuple[str, ...]):
+    """Times each pass; with `dumps`, the IR after each as `NN_<phase>_<pass>.py` (a phase's last file is the IR at
+    its boundary)."""
     import tvm
 
     @tvm.ir.instrument.pass_instrument
@@ -61,17 +63,20 @@ def _instrument(timings: dict, dumps: dict | None):
         def __init__(self):
             self.start = 0.0
             self.index = 0
+            self.phase = ""
 
         def run_before_pass(self, mod, info):
+            if info.name in phases:
+                self.phase = info.name
             self.start = time.perf_counter()
 
         def run_after_pass(self, mod, info):
-            if info.name == "OptimizeForTargetTT":
+            if info.name == "OptimizeForTargetTT" or info.name in phases:
                 return
             timings[f"pass:{info.name}"] = time.perf_counter() - self.start
             if dumps is not None:
                 self.index += 1
-                dumps[f"{self.index:02d}_{info.name}.py"] = mod.script()
+                dumps[f"{self.index:02d}_{self.phase}_{info.name}.py"] = mod.script()
 
     return Recorder()
 
@@ -157,7 +162,7 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
     from .codegen.host import print_host
     from .codegen.kernels import print_kernel
     from .codegen.plan import build_plan, plan_json
-    from .pipeline import optimize_for_target_tt
+    from .pipeline import optimize_for_target_tt, phases
 
     func = attrs.put(loaded.func, {attrs.SOURCE_FILE: loaded.source_file, attrs.ENTRY: loaded.entry})
     timings["parse"] = time.perf_counter() - t0
@@ -166,7 +171,8 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
         dumps["00_input.py"] = func.script()
     t1 = time.perf_counter()
     with _internal_errors("pipeline"):
-        mod = optimize_for_target_tt(tvm.IRModule({loaded.entry: func}), target, [_instrument(timings, dumps)])
+        mod = optimize_for_target_tt(tvm.IRModule({loaded.entry: func}), target,
+                                     [_instrument(timings, dumps, tuple(phases(target)))])
     timings["pipeline"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     with _internal_errors("codegen"):

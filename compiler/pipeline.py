@@ -1,4 +1,4 @@
-"""The TT pass pipeline, top to bottom (one pass per file in passes/).
+"""The TT pass pipeline, top to bottom (one pass per file in passes/), in five named phases.
 
 Metadata travels as PrimFunc attributes: tt.grid, tt.buffers, tt.target, tt.blocking, tt.layout_desc, tt.core_grid,
 tt.core_ranges, tt.work_partition, tt.cb_config, tt.compute_config, then per kernel tt.kernel_role,
@@ -25,24 +25,52 @@ from .passes.tensorize import tensorize
 from .passes.verify_program import verify_program
 
 
+def phases(config: TargetConfig) -> dict[str, list]:
+    """The pipeline in named phases (as TileLang's LowerAndLegalize / OptimizeForTarget): IR dumps and tests can
+    stop at a phase boundary, where the IR has a well-defined shape."""
+    return {
+        # the kernel as written, checked and re-tiled for the target: one tile-level function with its tiles laid out
+        "Legalize": [
+            check_kernel,                  # shapes, dtypes, gemm rules, grid coverage -> located errors
+            ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options, math fidelity
+            choose_blocks,                 # block shapes, core grid, partition from the problem: the kernel re-tiled
+            infer_layout,                  # tt.layout_desc: DRAM interleaved tiles, formats, padding
+        ],
+        # its blocks dealt to cores: a persistent per-core loop
+        "Distribute": [
+            partition_work,                # blocks -> cores (contiguous / strided / block)
+            grid_to_persistent,            # T.cta_id -> per-core loop over (start, count, stride...)
+        ],
+        # data movement lowered: circular buffers and NoC page reads/writes (tile ops still whole-tile)
+        "LowerDataMovement": [
+            lower_to_circular_buffers,     # staging tiles -> CBs; DRAM copies -> NoC page reads/writes
+            share_reads,                   # a block several cores read at the same step: read once, multicast
+            lower_index_masks,             # index masks (causal, bounds) -> tiles of a host-generated table
+            pad_tiles,                     # zero-fill reads / drop writes of pages outside the buffer
+        ],
+        # compute lowered: DST windows of FPU/SFPU calls
+        "LowerCompute": [
+            tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
+        ],
+        # three kernels for the three RISC groups, checked against the device's limits
+        "SplitKernels": [
+            split_kernels,                 # reader / compute / writer; input streams balanced over the two RISCs
+            verify_program,                # L1, CBs, runtime args, coverage, CB balance
+        ],
+    }
+
+
 def tt_passes(config: TargetConfig) -> list:
-    return [
-        check_kernel,                  # shapes, dtypes, gemm rules, grid coverage -> located errors
-        ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options, math fidelity
-        choose_blocks,                 # block shapes, core grid, partition from the problem: the kernel re-tiled
-        infer_layout,                  # tt.layout_desc: DRAM interleaved tiles, formats, padding
-        partition_work,                # blocks -> cores (contiguous / strided / block)
-        grid_to_persistent,            # T.cta_id -> per-core loop over (start, count, stride...)
-        lower_to_circular_buffers,     # staging tiles -> CBs; DRAM copies -> NoC page reads/writes
-        share_reads,                   # a block several cores read at the same step: read once, multicast
-        lower_index_masks,             # index masks (causal, bounds) -> tiles of a host-generated table
-        pad_tiles,                     # zero-fill reads / drop writes of pages outside the buffer
-        tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
-        split_kernels,                 # reader / compute / writer; input streams balanced over the two RISCs
-        verify_program,                # L1, CBs, runtime args, coverage, CB balance
-    ]
+    """Every pass, in order."""
+    return [p for passes in phases(config).values() for p in passes]
+
+
+def phase(name: str, config: TargetConfig) -> tvm.transform.Pass:
+    """One phase as a pass (a Sequential named after it)."""
+    return tvm.transform.Sequential(phases(config)[name], name=name)
 
 
 def optimize_for_target_tt(mod: tvm.IRModule, config: TargetConfig, instruments=()) -> tvm.IRModule:
     with tvm.transform.PassContext(opt_level=0, instruments=list(instruments)):
-        return tvm.transform.Sequential(tt_passes(config), name="OptimizeForTargetTT")(mod)
+        return tvm.transform.Sequential([phase(name, config) for name in phases(config)],
+                                        name="OptimizeForTargetTT")(mod)

@@ -23,7 +23,7 @@ def compile(
     blocking: str = BlockingOption,
     l1_shard: List[str] = L1ShardOption,
     output: Path = typer.Option(Path("out"), "-o", "--output", help="output directory"),
-    dump_ir: bool = typer.Option(False, "--dump-ir", help="write ir/NN_<pass>.py after every pass"),
+    dump_ir: bool = typer.Option(False, "--dump-ir", help="write ir/NN_<phase>_<pass>.py after every pass"),
     explain: bool = typer.Option(False, "--explain", help="print the blocks, core grid and partition chosen, and why"),
 ) -> None:
     """Compile a kernel to reader/compute/writer kernels, main.cpp and tt.plan.json."""
