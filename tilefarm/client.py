@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import os
 import sys
 import tarfile
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import httpx
 
@@ -193,23 +195,87 @@ def _outputs(manifest: ArtifactManifest, fetch: Callable[[str], bytes], plan: di
     return arrays
 
 
-def unpack_bundle(data: bytes, destination: str | os.PathLike) -> list[Path]:
-    """A tar.gz bundle -> files under `destination` (its top folder dropped); tarfile's "data" filter refuses
-    links, devices and members escaping the destination."""
+# What a bundle may unpack to: far above any job's (the service caps a job's artifacts at MAX_JOB_BYTES, 256 MiB by
+# default; inputs at 64 MiB), far below what a hostile archive would make (a 204 KB tar.gz held 200 MB of zeros)
+MAX_BUNDLE_BYTES = 1 << 30
+MAX_BUNDLE_MEMBERS = 20_000
+_CHUNK = 1 << 20
+
+
+class BundleRefused(TilefarmError):
+    """A bundle that is not one the service makes: a link, a device, a path out of the destination, or more
+    members or bytes than any job has. Nothing of it is left in the destination."""
+
+
+def _member_path(name: str) -> PurePosixPath | None:
+    """The member's path below the bundle's top folder, or None for the top folder itself; BundleRefused for any
+    name that is not plain relative segments."""
+    if "\\" in name or "\0" in name:
+        raise BundleRefused(f"bundle member {name[:200]!r} has a backslash or NUL in its name")
+    path = PurePosixPath(name)
+    if path.is_absolute() or any(part in ("", ".", "..") for part in name.rstrip("/").split("/")):
+        raise BundleRefused(f"bundle member {name[:200]!r} is not a plain relative path")
+    return PurePosixPath(*path.parts[1:]) if len(path.parts) > 1 else None
+
+
+def unpack_bundle(data: bytes, destination: str | os.PathLike, *, max_bytes: int = MAX_BUNDLE_BYTES,
+                  max_members: int = MAX_BUNDLE_MEMBERS) -> list[Path]:
+    """A tar.gz bundle -> files under `destination` (its top folder dropped). Read as a stream, member by member:
+    only plain files and folders with plain relative names (no links, devices, FIFOs or sparse files, nothing
+    absolute or through '..'), at most `max_members` of them and `max_bytes` unpacked, each file written through
+    no link (mode 0644, whatever the archive says). Anything else raises BundleRefused and removes what this call
+    wrote."""
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
-    written = []
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        members = []
-        for member in archive.getmembers():
-            top, _, rest = member.name.partition("/")
-            if not rest:
+    written: list[Path] = []
+    made: list[Path] = []
+    try:
+        _unpack(data, destination, max_bytes, max_members, written, made)
+    except BaseException as error:
+        for path in written:
+            path.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(error, (tarfile.TarError, EOFError, OSError, zlib.error)):
+            raise BundleRefused(f"the bundle is not a tar.gz this client can unpack here: {error}") from None
+        raise
+    return sorted(set(written))
+
+
+def _unpack(data: bytes, destination: Path, max_bytes: int, max_members: int, written: list[Path],
+            made: list[Path]) -> None:
+    total = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as archive:
+        for count, member in enumerate(archive, 1):
+            if count > max_members:
+                raise BundleRefused(f"the bundle has more than {max_members} members")
+            relative = _member_path(member.name)
+            if not (member.isfile() or member.isdir()) or member.issparse():
+                kind = "a link" if member.issym() or member.islnk() else "a device, FIFO or sparse file"
+                raise BundleRefused(f"bundle member {member.name[:200]!r} is {kind}, which bundles never hold")
+            if relative is None:
                 continue
-            member.name = rest
-            members.append(member)
-        archive.extractall(destination, members=members, filter="data")
-        written = [destination / m.name for m in members if m.isfile()]
-    return sorted(written)
+            target = destination.joinpath(*relative.parts)
+            folders = [destination.joinpath(*relative.parts[:i]) for i in range(1, len(relative.parts) + member.isdir())]
+            for path in [*folders, target]:
+                if path.is_symlink():
+                    raise BundleRefused(f"bundle member {member.name[:200]!r} would be written through the link {path}")
+            for folder in folders:
+                if not folder.is_dir():
+                    folder.mkdir()
+                    made.append(folder)
+            if member.isdir():
+                continue
+            total += member.size
+            if total > max_bytes:
+                raise BundleRefused(f"the bundle unpacks to more than {max_bytes} bytes")
+            source = archive.extractfile(member)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            written.append(target)
+            with os.fdopen(fd, "wb") as out:
+                while chunk := source.read(_CHUNK):
+                    out.write(chunk)
 
 
 class _JobHandle:
