@@ -28,8 +28,8 @@ def bundle_files(job: JobRecord, store: JobStore, artifacts: ArtifactStore) -> d
     files["logs/job.log"] = store.read_log(job.id).encode()
     if "compile.log" in files:
         files["logs/compile.log"] = files.pop("compile.log")
-    meta_path = artifacts.cache_dir(job.cache_key, "compile") / "meta.json" if job.cache_key else None
-    compiled = json.loads(meta_path.read_text()) if meta_path and meta_path.is_file() else {}
+    cached = artifacts.compiled(job.cache_key) if job.cache_key else None
+    compiled = cached[1] if cached else {}
     manifest = {
         "job_id": job.id,
         "status": job.status,

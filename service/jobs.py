@@ -197,10 +197,10 @@ def _from_cache(job: JobRecord, request: JobRequest, artifacts: ArtifactStore) -
 
     started = time.time()
     key = cache_key(request.source, request.entry, request.target, request.params)
-    compile_dir = artifacts.cache_dir(key, "compile")
-    if not compile_dir.is_dir() or (request.dump_ir and not artifacts.cache_dir(key, "ir").is_dir()):
+    cached = artifacts.compiled(key, with_ir=request.dump_ir)  # a corrupt entry reads as missing: the worker rebuilds it
+    if cached is None:
         return False
-    meta = json.loads((compile_dir / "meta.json").read_text())
+    meta = cached[1]
     now = time.time()
     job.stages[0] = StageRecord(name="compile", state="succeeded", started_at=started, finished_at=now,
                                 duration_s=now - started, detail="cache hit")

@@ -59,10 +59,9 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     from compiler import api  # imported once per worker process at start; this is a dict lookup
 
     key = api.cache_key(job.source, job.entry, job.target, job.params)
-    compile_dir = deps.artifacts.cache_dir(key, "compile")
-    ir_dir = deps.artifacts.cache_dir(key, "ir")
-    if compile_dir.is_dir() and (not job.dump_ir or ir_dir.is_dir()):
-        meta = json.loads((compile_dir / "meta.json").read_text())
+    cached = deps.artifacts.compiled(key, with_ir=job.dump_ir)  # checked: a corrupt entry reads as missing
+    if cached is not None:
+        meta = cached[1]
         deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=True, compile_timings=meta["timings"],
                                                  compiler_version=meta.get("compiler_version", COMPILER_VERSION)),
                           log=log_lines(f"cache hit: {key} (compiled by job {meta['job_id']}); not recompiling",
@@ -75,13 +74,26 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     meta = {"job_id": job.id, "cache_key": key, "compiler_version": COMPILER_VERSION,
             "target": job.target.model_dump(mode="json"), "entry": job.entry, "timings": result.timings}
     files = {**result.artifacts, "compile.log": result.log.encode(), "meta.json": json.dumps(meta, indent=2).encode()}
-    deps.artifacts.put_dir(compile_dir, files)
+    deps.artifacts.put_cache(key, "compile", files)
     if job.dump_ir:
-        deps.artifacts.put_dir(ir_dir, {name.replace("/", "_"): text.encode() for name, text in result.ir_dumps.items()})
+        deps.artifacts.put_cache(key, "ir", {name.replace("/", "_"): text.encode() for name, text in result.ir_dumps.items()})
     deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False, compile_timings=result.timings,
                                              compiler_version=COMPILER_VERSION),
                       log=log_lines(result.log, stage="compile"))
     return StageOutcome()
+
+
+def _compiled(job: JobRecord, deps: WorkerDeps) -> dict[str, bytes]:
+    """The job's compiled artifacts, from its cache entry; an entry that went missing or corrupt since the compile
+    stage (a disk fault, a hand) is compiled again, never used."""
+    cached = deps.artifacts.compiled(job.cache_key) if job.cache_key else None
+    if cached is None:
+        compile_stage(job, deps)
+        job = deps.store.get(job.id) or job
+        cached = deps.artifacts.compiled(job.cache_key)
+        if cached is None:
+            raise RuntimeError(f"the compile cache entry {job.cache_key} does not check out even after compiling it")
+    return cached[0]
 
 
 def _inputs(job: JobRecord, deps: WorkerDeps) -> dict:
@@ -100,7 +112,7 @@ def _inputs(job: JobRecord, deps: WorkerDeps) -> dict:
 
 def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     """Run the compiled program on the emulated device and verify it against the NumPy reference."""
-    artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
+    artifacts = _compiled(job, deps)
     answer = executor_for(deps.settings).emulate(job, artifacts, _inputs(job, deps), deps.stop)
     deps.store.append_log(job.id, log_lines(answer.log, stage="emulate"))
     _warn(job.id, deps, "emulate", answer.report.get("warnings") or [])
@@ -133,7 +145,7 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     from compiler.toolchain.header_check import HeaderCheckUnavailable
     from compiler.toolchain.sdk_headers import SdkHeadersError
 
-    artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
+    artifacts = _compiled(job, deps)
     try:  # g++ reads kernels derived from the user's source: sandboxed by default
         report = executor_for(deps.settings).header_check(job, artifacts, deps.stop)
     except (HeaderCheckUnavailable, SdkHeadersError) as error:
@@ -174,7 +186,7 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     if deps.devices is None:
         raise StageUnavailable("this worker has no device registry (it is not a hardware worker)")
     inputs = _inputs(job, deps)
-    artifacts = deps.artifacts.read_dir(deps.artifacts.cache_dir(job.cache_key, "compile"))
+    artifacts = _compiled(job, deps)
     answers.check_program(artifacts, answers.plan_of(artifacts["tt.plan.json"]))  # whoever filled the cache
     try:
         with deps.devices.lease(deps.store, job.target.arch, job.id) as device:

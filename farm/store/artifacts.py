@@ -4,6 +4,8 @@ links."""
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import re
 import shutil
@@ -16,6 +18,8 @@ from schemas.values import printable, unicode_problem
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}(/[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?$")
 _SEGMENT = re.compile(r"[^\W][\w.\-]{0,127}")  # a plain path segment: a word character first, no '/' or NUL
+log = logging.getLogger("tilefarm.store")
+CACHE_MANIFEST = "sha256sums.json"   # in every cache entry: {file name: sha256 of its bytes}, written with it
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MEDIA_TYPES = {".cpp": "text/x-c++src", ".h": "text/x-chdr", ".json": "application/json", ".log": "text/plain",
                ".txt": "text/plain", ".npy": "application/x-npy", ".py": "text/x-python", ".tir": "text/plain"}
@@ -72,11 +76,26 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _compile_meta(files: dict[str, bytes]) -> None:
+    """ValueError unless a compile entry holds its artifacts and a meta.json that says who compiled it, with what."""
+    if "meta.json" not in files or "tt.plan.json" not in files:
+        raise ValueError("no meta.json or tt.plan.json")
+    meta = json.loads(files["meta.json"])
+    if not (isinstance(meta, dict) and isinstance(meta.get("job_id"), str) and isinstance(meta.get("timings"), dict)
+            and all(isinstance(v, (int, float)) for v in meta["timings"].values())):
+        raise ValueError("meta.json is not a compile's record")
+
+
 class ArtifactStore:
     """Files under data_dir. Every directory appears whole (written under tmp/, then renamed) or not at all.
 
-    cache/<key>/compile/   the five artifacts + compile.log + meta.json, shared by every job with that cache key
+    cache/<key>/compile/   the artifacts + compile.log + meta.json, shared by every job with that cache key
     cache/<key>/ir/        IR dumps (only when some job asked for them)
+    quarantine/            cache entries that failed their check on read, set aside with why (for an operator)
+
+    A cache entry (put_cache/read_cache) carries the sha256 of each of its files and is checked on every read: a
+    truncated, edited or incomplete entry is set aside and reads as missing, so the next job rebuilds it instead of
+    failing on it for ever.
     jobs/<id>/inputs/      emulation inputs (.bin) as submitted
     jobs/<id>/check/       real-header check report (header_check.json)
     jobs/<id>/emulate/     emulator outputs and report
@@ -157,6 +176,62 @@ class ArtifactStore:
         finally:
             os.close(top)
 
+    def put_cache(self, key: str, part: str, files: dict[str, bytes]) -> bool:
+        """Publish a cache entry with its checksums (False: an entry that checks out was already there)."""
+        sums = {name: sha256(data) for name, data in files.items()}
+        return self.put_dir(self.cache_dir(key, part), {**files, CACHE_MANIFEST: json.dumps(sums, indent=1).encode()})
+
+    def read_cache(self, key: str, part: str, check=None) -> dict[str, bytes] | None:
+        """The entry's files, if they are exactly those its checksums name (and `check(files)`, the caller's own
+        test of their content, raises no ValueError); None for a missing entry, and for a corrupt one, which is set
+        aside (quarantine/) so that its next writer rebuilds it."""
+        directory = self.cache_dir(key, part)
+        try:
+            identity = os.stat(directory, follow_symlinks=False)
+            files = self.read_dir(directory)
+        except OSError:  # missing, or set aside by another reader meanwhile
+            return None
+        try:
+            if not files:
+                raise ValueError("the entry is empty")
+            sums = json.loads(files.pop(CACHE_MANIFEST, b"null"))
+            if not isinstance(sums, dict):
+                raise ValueError(f"no checksums ({CACHE_MANIFEST} missing or not an object)")
+            if set(sums) != set(files):
+                raise ValueError(f"files {sorted(set(sums) ^ set(files))[:5]} are missing or not checksummed")
+            bad = [name for name, data in files.items() if sums[name] != sha256(data)]
+            if bad:
+                raise ValueError(f"{', '.join(sorted(bad)[:5])} differ from their checksums")
+            if check is not None:
+                check(files)
+        except ValueError as error:
+            self._set_aside(directory, identity, f"cache entry {key}/{part}: {printable(error)[:500]}")
+            return None
+        return files
+
+    def compiled(self, key: str, with_ir: bool = False) -> tuple[dict[str, bytes], dict] | None:
+        """A compile's cache entry: (its files, meta.json as a dict) when it checks out, and its IR dumps' entry
+        too when `with_ir`; None when the source must be compiled (again)."""
+        found = self.read_cache(key, "compile", check=_compile_meta)
+        if found is None or (with_ir and self.read_cache(key, "ir") is None):
+            return None
+        return found, json.loads(found["meta.json"])
+
+    def _set_aside(self, directory: Path, identity: os.stat_result, reason: str) -> None:
+        """Move a corrupt entry out of the way (unless another reader already did, or a writer already replaced it)."""
+        log.warning("%s; set aside, it will be rebuilt", reason)
+        quarantine = self.root / "quarantine"
+        quarantine.mkdir(exist_ok=True)
+        try:
+            now = os.stat(directory, follow_symlinks=False)
+            if (now.st_ino, now.st_dev) != (identity.st_ino, identity.st_dev):
+                return
+            aside = quarantine / f"{directory.parent.name}-{directory.name}-{uuid.uuid4().hex[:8]}"
+            os.rename(directory, aside)
+            (quarantine / f"{aside.name}.why").write_text(reason + "\n")
+        except OSError:
+            pass
+
     @staticmethod
     def read_dir(directory: Path) -> dict[str, bytes]:
         if not directory.is_dir():
@@ -172,10 +247,11 @@ class ArtifactStore:
         if job.cache_key:
             compile_dir = self.cache_dir(job.cache_key, "compile")
             if compile_dir.is_dir():
-                files.update({p.name: p for p in sorted(compile_dir.iterdir()) if p.is_file() and p.name != "meta.json"})
+                files.update({p.name: p for p in sorted(compile_dir.iterdir())
+                              if p.is_file() and p.name not in ("meta.json", CACHE_MANIFEST)})
             ir_dir = self.cache_dir(job.cache_key, "ir")
             if job.dump_ir and ir_dir.is_dir():
-                files.update({f"ir/{p.name}": p for p in sorted(ir_dir.iterdir()) if p.is_file()})
+                files.update({f"ir/{p.name}": p for p in sorted(ir_dir.iterdir()) if p.is_file() and p.name != CACHE_MANIFEST})
         for part in ("check", "emulate", "hardware"):  # real-header check report, emulator / device outputs
             part_dir = self.job_dir(job.id, part)
             if part_dir.is_dir():

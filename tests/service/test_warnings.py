@@ -24,7 +24,7 @@ def test_emulator_warnings_reach_the_job(tmp_path):
     store, files = SqliteJobStore(tmp_path / "jobs.sqlite"), ArtifactStore(tmp_path / "data")
     key = api.cache_key(source, None, target)
     meta = {"job_id": "earlier", "cache_key": key, "compiler_version": "0.0.test", "timings": compiled.timings}
-    files.put_dir(files.cache_dir(key, "compile"), {**artifacts, "meta.json": json.dumps(meta).encode()})
+    files.put_cache(key, "compile", {**artifacts, "meta.json": json.dumps(meta).encode()})
     job, _ = store.create(JobRecord(id="warned", source=source, filename="gemm.py", target=target, created_at=time.time(),
                                     stages=[StageRecord(name="compile"), StageRecord(name="emulate")]),
                           idempotency_hash=None, max_active=10)

@@ -145,11 +145,11 @@ def _plant(data_dir: Path, real_id: str, artifact, next_payload) -> str:
     profile["lines"] = [{**line, "line": next_payload()} for line in profile["lines"]] + \
         [{"line": 3, "share": next_payload(), "cycles": 1, "busy": 1, "wait": 0}]
     linemap = {"files": {"reader.cpp": {"1": [1], "2": [next_payload()]}, next_payload(): {"3": [2]}}}
-    artifacts.put_dir(artifacts.cache_dir(key, "compile"), {
+    artifacts.put_cache(key, "compile", {
         "reader.cpp": text(40).encode(), "compute.cpp": text().encode(), "writer.cpp": text().encode(),
         "main.cpp": text().encode(), "tt.plan.json": json.dumps(plan).encode(), "linemap.json": json.dumps(linemap).encode(),
         "compile.log": text().encode(), "meta.json": b"{}"})
-    artifacts.put_dir(artifacts.cache_dir(key, "ir"), {"01_TTCheckKernel.py": text(5).encode(),
+    artifacts.put_cache(key, "ir", {"01_TTCheckKernel.py": text(5).encode(),
                                                         "02_TTApplyTargetDefaults.py": text(6).encode()})
     artifacts.put_dir(artifacts.job_dir(job_id, "emulate"), {
         "report.json": json.dumps(report).encode(), "profile.json": json.dumps(profile).encode(), "C.npy": b"\x93NUMPY"})
