@@ -29,6 +29,26 @@ def error_at(node: Any, func: tirx.PrimFunc, message: str, *, stage: str, hint: 
     return CompileError(message, stage=stage, location=location_of(node, filename_of(func)), hint=hint)
 
 
+def fresh_loop_vars(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Every loop gets a variable of its own: a pass that builds several loops over one Var object (a DST group
+    index) leaves IR whose printed form parses back to different IR, and that TVM's well-formedness check refuses."""
+    import tvm_ffi
+
+    seen: set[int] = set()       # loop variables by handle (a Var's == builds an expression)
+
+    def loop(node):
+        old = node.loop_var
+        if old.__chandle__() not in seen:
+            seen.add(old.__chandle__())
+            return node
+        var = tirx.Var(old.name, old.ty)
+        body = tvm_ffi.structural_map(node.body, (tirx.Var, lambda v: var if v.same_as(old) else v))
+        return tirx.For(var, node.min, node.extent, node.kind, body, node.thread_binding, node.annotations,
+                        span=node.span)
+
+    return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, loop), order="post"))
+
+
 def op_name(call: tirx.TilePrimitiveCall) -> str:
     return str(call.op.name).removeprefix(TILE_OP_PREFIX)
 

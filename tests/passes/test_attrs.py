@@ -11,7 +11,7 @@ from compiler.pipeline import tt_passes
 from schemas.target import TargetConfig
 from tests.conftest import ROOT, good_examples
 
-from .helpers import _run
+from .helpers import run
 
 TILELANG = [("gemm.py", "matmul", {"M": 256, "N": 256, "K": 256}),
             ("layer_norm.py", "layer_norm", {"rows": 128, "cols": 256}),
@@ -29,7 +29,7 @@ def test_every_attribute_is_declared_and_of_its_type(path, entry, params, arch):
     mod = tvm.IRModule({loaded.entry: func})
     seen = set()
     for p in tt_passes(TargetConfig(arch=arch)):
-        mod = _run(p, mod)
+        mod = run(p, mod)
         for gv, f in mod.functions.items():
             problems = attrs.check(f)
             assert not problems, f"after {p.info.name}, {gv.name_hint}: {problems}"

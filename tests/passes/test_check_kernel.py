@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from tvm.script import tirx as T
+
 from compiler.errors import CompileError
 from compiler.passes import coverage
+from compiler.passes.check_kernel import check_kernel
 
-from .helpers import apply, kernel
+from .helpers import assert_ir_equal, kernel, run
 
 ATTENTION_LIKE = '''
 @T.prim_func
@@ -23,19 +26,45 @@ def main(Q: T.Buffer((2, 128, 4, 64), "float16"), O: T.Buffer((2, 128, 4, 64), "
 '''
 
 
-def test_records_the_grid_and_each_tensors_tile_axes():
-    _, after = apply(kernel(ATTENTION_LIKE), "TTCheckKernel")
-    attrs = after["main"].attrs
-    assert [int(e) for e in attrs["tt.grid"]["extents"]] == [2, 4, 2]
-    q = attrs["tt.buffers"]["Q"]
-    assert q["role"] == "input" and [int(a) for a in q["tile_axes"]] == [1, 3]
-    assert attrs["tt.buffers"]["O"]["role"] == "output"
-    assert attrs["tt.buffers"]["O_l"]["role"] == "compute" and attrs["tt.buffers"]["Q_s"]["role"] == "staging"
+def test_records_the_grid_and_each_buffers_role_and_tile_axes():
+    @T.prim_func
+    def before(Q: T.Buffer((2, 128, 4, 64), "float16"), O: T.Buffer((2, 128, 4, 64), "float32")):
+        T.device_entry()
+        bz, by, bx = T.cta_id([2, 4, 2])
+        Q_s = T.alloc_shared((64, 64), "float16")
+        O_l = T.alloc_local((64, 64), "float32")
+        for k in range(bx + 1):
+            T.tile.copy(Q_s, Q[bz, k * 64:k * 64 + 64, by, 0:64])
+            T.tile.cast(O_l, Q_s)
+        T.tile.copy(O[bz, bx * 64:bx * 64 + 64, by, 0:64], O_l)
+
+    @T.prim_func
+    def expected(Q: T.Buffer((2, 128, 4, 64), "float16"), O: T.Buffer((2, 128, 4, 64), "float32")):
+        # a 4-D tensor's tiles span the two axes its regions slice: the sequence and the head dimension
+        T.func_attr({
+            "tt.grid": {"vars": ["bz", "by", "bx"], "extents": [2, 4, 2]},
+            "tt.buffers": {
+                "Q": {"role": "input", "scope": "global", "shape": [2, 128, 4, 64], "dtype": "float16",
+                      "tile_axes": [1, 3]},
+                "O": {"role": "output", "scope": "global", "shape": [2, 128, 4, 64], "dtype": "float32",
+                      "tile_axes": [1, 3]},
+                "Q_s": {"role": "staging", "scope": "shared", "shape": [64, 64], "dtype": "float16"},
+                "O_l": {"role": "compute", "scope": "local", "shape": [64, 64], "dtype": "float32"}}})
+        T.device_entry()
+        bz, by, bx = T.cta_id([2, 4, 2])
+        Q_s = T.alloc_shared((64, 64), "float16")
+        O_l = T.alloc_local((64, 64), "float32")
+        for k in range(bx + 1):
+            T.tile.copy(Q_s, Q[bz, k * 64:k * 64 + 64, by, 0:64])
+            T.tile.cast(O_l, Q_s)
+        T.tile.copy(O[bz, bx * 64:bx * 64 + 64, by, 0:64], O_l)
+
+    assert_ir_equal(run(check_kernel, before)["main"], expected)
 
 
 def error_of(text: str) -> CompileError:
     with pytest.raises(CompileError) as info:
-        apply(kernel(text), "TTApplyTargetDefaults")
+        run(check_kernel, kernel(text))
     return info.value
 
 
@@ -86,3 +115,22 @@ def test_axis_cover_is_exact_with_gaps_and_overlaps():
     assert coverage._axis_cover([(4, 4)], 0, 2) == coverage.AxisCover(0, 8, 13, 2)         # stride 4: gaps at 2
     assert coverage._axis_cover([(1, 4)], 0, 2) is None                                    # overlapping writes
     assert coverage._axis_cover([(-2, 4)], 6, 2) == coverage.AxisCover(0, 8, 7, 8)         # a reversed loop
+
+
+def test_a_batched_tensors_tile_axes_must_be_whole_tiles():
+    text = """
+@T.prim_func
+def main(X: T.Buffer((2, 3, 80, 40), "bfloat16"), S: T.Buffer((2, 3, 80), "float32")):
+    T.device_entry()
+    bz, by, bx = T.cta_id([2, 3, 1])
+    x_s = T.alloc_shared((80, 40), "bfloat16")
+    x = T.alloc_local((80, 40), "float32")
+    s = T.alloc_local((80, 1), "float32")
+    T.tile.copy(x_s, X[bz, by, 0:80, 0:40])
+    T.tile.cast(x, x_s)
+    T.tile.sum(s, x, axes=-1)
+    T.tile.copy(S[bz, by, 0:80], s)
+"""
+    err = error_of(text)
+    assert "a batched tensor's tile axes must be multiples of 32" in err.message
+    assert err.location.line == line_of(text, "T.tile.copy(x_s")

@@ -4,38 +4,49 @@ change what it computes (an online-softmax loop, a trip count or a mask that use
 from __future__ import annotations
 
 from tvm import tirx
+from tvm.script import tirx as T
 
+from compiler import attrs
 from compiler.ir import stmts_of
-from schemas.target import TargetConfig
+from compiler.passes.choose_blocks import choose_blocks
 
-from .helpers import apply, assert_equal, kernel
-
-AUTO = TargetConfig()
+from .helpers import assert_ir_equal, run, target_attr
 
 
-def gemm(n: int, block: int, k_step: int, cores: int = 0, acc: str = "float32", out: str | None = None) -> str:
+def pending_target(arch: str = "wormhole_b0", **changes) -> dict:
+    """tt.target as TTApplyTargetDefaults leaves it: partition and CB depth for TTChooseBlocks to choose."""
+    return target_attr(arch, **{"partition": None, "cb_depth": None, "blocking": "auto", "math_fidelity": "HiFi2",
+                                "math_fidelity_reason": "ttnn's matmul default for bfloat16 operands", **changes})
+
+
+def gemm(n: int, block: int, k_step: int, acc: str = "float32", target: dict | None = None):
+    """C = A @ B (n x n, bf16 operands) in block x block blocks and K steps of k_step, with the attributes
+    TTChooseBlocks reads: the grid and buffers (TTCheckKernel) and the target (TTApplyTargetDefaults)."""
     grid = n // block
-    out = out or acc
-    return f'''
+    dram = {"scope": "global", "shape": [n, n], "tile_axes": [0, 1]}
+    buffers = {"A": {**dram, "role": "input", "dtype": "bfloat16"}, "B": {**dram, "role": "input", "dtype": "bfloat16"},
+               "C": {**dram, "role": "output", "dtype": acc},
+               "A_s": {"role": "staging", "scope": "shared", "shape": [block, k_step], "dtype": "bfloat16"},
+               "B_s": {"role": "staging", "scope": "shared", "shape": [k_step, block], "dtype": "bfloat16"},
+               "C_l": {"role": "compute", "scope": "local", "shape": [block, block], "dtype": acc}}
+
     @T.prim_func
-    def main(A: T.Buffer(({n}, {n}), "bfloat16"), B: T.Buffer(({n}, {n}), "bfloat16"), C: T.Buffer(({n}, {n}), "{out}")):
+    def func(A: T.Buffer((n, n), "bfloat16"), B: T.Buffer((n, n), "bfloat16"), C: T.Buffer((n, n), acc)):
+        T.func_attr({"tt.grid": {"vars": ["by", "bx"], "extents": [grid, grid]}, "tt.buffers": buffers,
+                     "tt.target": target or pending_target()})
         T.device_entry()
-        by, bx = T.cta_id([{grid}, {grid}])
-        A_s = T.alloc_shared(({block}, {k_step}), "bfloat16")
-        B_s = T.alloc_shared(({k_step}, {block}), "bfloat16")
-        C_l = T.alloc_local(({block}, {block}), "{acc}")
+        by, bx = T.cta_id([grid, grid])
+        A_s = T.alloc_shared((block, k_step), "bfloat16")
+        B_s = T.alloc_shared((k_step, block), "bfloat16")
+        C_l = T.alloc_local((block, block), acc)
         T.tile.zero(C_l)
-        for k in range({n // k_step}):
-            T.tile.copy(A_s, A[by * {block}:by * {block} + {block}, k * {k_step}:k * {k_step} + {k_step}])
-            T.tile.copy(B_s, B[k * {k_step}:k * {k_step} + {k_step}, bx * {block}:bx * {block} + {block}])
+        for k in range(n // k_step):
+            T.tile.copy(A_s, A[by * block:by * block + block, k * k_step:k * k_step + k_step])
+            T.tile.copy(B_s, B[k * k_step:k * k_step + k_step, bx * block:bx * block + block])
             T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
-        T.tile.copy(C[by * {block}:by * {block} + {block}, bx * {block}:bx * {block} + {block}], C_l)
-    '''
+        T.tile.copy(C[by * block:by * block + block, bx * block:bx * block + block], C_l)
 
-
-def body(func):
-    """The device region's statements (the tt attributes differ by design)."""
-    return func.body.body
+    return func
 
 
 def explain(func) -> str:
@@ -44,13 +55,14 @@ def explain(func) -> str:
 
 def test_small_gemm_is_split_to_fill_the_grid():
     # 256^3 in 64 x 64 blocks is 16 blocks for 64 cores: 32 x 32 blocks fill the 8 x 8 grid, K in 8 one-tile steps
-    _, after = apply(kernel(gemm(256, 64, 64)), "TTChooseBlocks", AUTO)
-    expected = kernel(gemm(256, 32, 32))["main"]
-    assert_equal(body(after["main"]), body(expected))
-    func = after["main"]
+    func = run(choose_blocks, gemm(256, 64, 64))["main"]
+    expected = gemm(256, 32, 32)
+    assert_ir_equal(func.body, expected.body)
     assert list(func.attrs["tt.grid"]["extents"]) == [8, 8]
-    assert list(func.attrs["tt.buffers"]["C_l"]["shape"]) == [32, 32]
+    assert attrs.BUFFERS.get(func) == attrs.BUFFERS.get(expected)     # C_l, A_s, B_s re-shaped to the blocks
     assert str(func.attrs["tt.target"]["partition"]) == "block"          # A shared along rows, B down columns
+    assert "math_fidelity_reason" not in func.attrs["tt.target"]        # moved into tt.blocking, with the blocks
+    assert func.attrs["tt.blocking"]["math_fidelity"] == "HiFi2: ttnn's matmul default for bfloat16 operands"
     assert "256 elements in blocks of 64 -> 32 (8 blocks)" in explain(func)
 
 
@@ -59,20 +71,46 @@ def test_large_gemm_gets_a_block_per_core_and_the_k_step_l1_allows():
     # in0_block_w for this shape); an fp32 accumulator (1 MiB at 512 x 512) would leave room for one-tile K steps
     # only, so the rows are halved instead: two 256 x 512 blocks per core with 4-tile steps (modelled 4096^3:
     # 9.27 ms with one-tile steps, 2.96 ms so, BENCHMARKS.md)
-    _, after = apply(kernel(gemm(4096, 64, 32, acc="bfloat16")), "TTChooseBlocks", AUTO)
-    assert_equal(body(after["main"]), body(kernel(gemm(4096, 512, 128, acc="bfloat16"))["main"]))
-    assert int(after["main"].attrs["tt.target"]["cb_depth"]) == 2
-    _, after = apply(kernel(gemm(4096, 64, 32)), "TTChooseBlocks", AUTO)
-    lines = explain(after["main"])
+    func = run(choose_blocks, gemm(4096, 64, 32, acc="bfloat16"))["main"]
+    assert_ir_equal(func.body, gemm(4096, 512, 128, acc="bfloat16").body)
+    assert int(func.attrs["tt.target"]["cb_depth"]) == 2
+    lines = explain(run(choose_blocks, gemm(4096, 64, 32))["main"])
     assert "4096 elements in blocks of 64 -> 256 (16 blocks)" in lines and "-> 512 (8 blocks)" in lines
     assert "4096 elements in steps of 32 -> 128 (32 steps" in lines
 
 
+def test_as_written_keeps_the_kernels_blocks():
+    before = gemm(256, 64, 64, target=pending_target(blocking="as_written"))
+    func = run(choose_blocks, before)["main"]
+    assert_ir_equal(func.body, before.body)
+    assert not func.attrs["tt.blocking"]["changed"]
+    assert str(func.attrs["tt.target"]["partition"]) == "block"
+
+
+def test_target_choices_win():
+    target = pending_target(partition="strided", cb_depth=3, math_fidelity="LoFi", core_grid=[4, 2], num_cores=8)
+    func = run(choose_blocks, gemm(256, 64, 64, target=target))["main"]
+    assert str(func.attrs["tt.target"]["partition"]) == "strided" and int(func.attrs["tt.target"]["cb_depth"]) == 3
+    assert str(func.attrs["tt.target"]["math_fidelity"]) == "LoFi"
+    # the user's 4 x 2 grid bounds the blocks: 2 rows x 4 columns of blocks
+    assert list(func.attrs["tt.grid"]["extents"]) == [2, 4]
+
+
 def test_k_steps_merge_only_where_the_loop_just_accumulates():
     # an online-softmax loop carries a running maximum: its steps stay as written, the query rows are re-tiled
-    mod = kernel('''
+    def tile(shape, dtype="float32", role="compute", scope="local"):
+        return {"role": role, "scope": scope, "shape": shape, "dtype": dtype}
+    buffers = {"Q": {**tile([1024, 64], "float16", "input", "global"), "tile_axes": [0, 1]},
+               "K": {**tile([1024, 64], "float16", "input", "global"), "tile_axes": [0, 1]},
+               "O": {**tile([1024, 1], "float32", "output", "global"), "tile_axes": [0, 1]},
+               "q": tile([64, 64], "float16", "staging", "shared"), "k": tile([64, 64], "float16", "staging", "shared"),
+               "s": tile([64, 64]), "m": tile([64, 1]), "m_prev": tile([64, 1])}
+
     @T.prim_func
-    def main(Q: T.Buffer((1024, 64), "float16"), K: T.Buffer((1024, 64), "float16"), O: T.Buffer((1024, 1), "float32")):
+    def before(Q: T.Buffer((1024, 64), "float16"), K: T.Buffer((1024, 64), "float16"),
+               O: T.Buffer((1024, 1), "float32")):
+        T.func_attr({"tt.grid": {"vars": ["bq"], "extents": [16]}, "tt.buffers": buffers,
+                     "tt.target": pending_target(math_fidelity="HiFi4")})
         T.device_entry()
         bq = T.cta_id([16])
         q = T.alloc_shared((64, 64), "float16")
@@ -90,10 +128,9 @@ def test_k_steps_merge_only_where_the_loop_just_accumulates():
             T.tile.max(m, s, -1, True)
             T.tile.sub(m_prev, m_prev, m)
         T.tile.copy(O[bq * 64:bq * 64 + 64, 0:1], m_prev)
-    ''')
-    _, after = apply(mod, "TTChooseBlocks", AUTO)
-    func = after["main"]
-    loop = next(s for s in stmts_of(body(func)) if isinstance(s, tirx.For))
+
+    func = run(choose_blocks, before)["main"]
+    loop = next(s for s in stmts_of(func.body.body) if isinstance(s, tirx.For))
     assert int(loop.extent) == 16 and list(func.attrs["tt.buffers"]["k"]["shape"]) == [64, 64]
     assert "loop `kb`: steps as written (loop `kb` carries values other than accumulations" in explain(func)
     # 32 query tiles over 64 cores: one tile row per block
@@ -102,9 +139,15 @@ def test_k_steps_merge_only_where_the_loop_just_accumulates():
 
 def test_a_block_index_used_elsewhere_keeps_its_blocks():
     # the trip count depends on bx (causal attention's shape): re-tiling bx would change which steps a block takes
-    mod = kernel('''
+    buffers = {"A": {"role": "input", "scope": "global", "shape": [256, 256], "dtype": "float32", "tile_axes": [0, 1]},
+               "C": {"role": "output", "scope": "global", "shape": [256, 64], "dtype": "float32", "tile_axes": [0, 1]},
+               "A_s": {"role": "staging", "scope": "shared", "shape": [64, 64], "dtype": "float32"},
+               "C_l": {"role": "compute", "scope": "local", "shape": [64, 64], "dtype": "float32"}}
+
     @T.prim_func
-    def main(A: T.Buffer((256, 256), "float32"), C: T.Buffer((256, 64), "float32")):
+    def before(A: T.Buffer((256, 256), "float32"), C: T.Buffer((256, 64), "float32")):
+        T.func_attr({"tt.grid": {"vars": ["bx"], "extents": [4]}, "tt.buffers": buffers,
+                     "tt.target": pending_target(math_fidelity="HiFi4")})
         T.device_entry()
         bx = T.cta_id([4])
         A_s = T.alloc_shared((64, 64), "float32")
@@ -114,37 +157,7 @@ def test_a_block_index_used_elsewhere_keeps_its_blocks():
             T.tile.copy(A_s, A[bx * 64:bx * 64 + 64, j * 64:j * 64 + 64])
             T.tile.add(C_l, C_l, A_s)
         T.tile.copy(C[bx * 64:bx * 64 + 64, 0:64], C_l)
-    ''')
-    before, after = apply(mod, "TTChooseBlocks", AUTO)
-    assert_equal(body(after["main"]), body(before["main"]))
-    assert "grid axis `bx`: 4 blocks as written (`bx` is also used as a trip" in explain(after["main"])
 
-
-def test_as_written_keeps_the_kernels_blocks():
-    mod = kernel(gemm(256, 64, 64))
-    before, after = apply(mod, "TTChooseBlocks", TargetConfig(blocking="as_written"))
-    assert_equal(body(after["main"]), body(before["main"]))
-    assert not after["main"].attrs["tt.blocking"]["changed"]
-    assert str(after["main"].attrs["tt.target"]["partition"]) == "block"
-
-
-def test_target_choices_win():
-    _, after = apply(kernel(gemm(256, 64, 64)), "TTChooseBlocks",
-                     TargetConfig(partition="strided", cb_depth=3, math_fidelity="LoFi", core_grid=(4, 2)))
-    target = after["main"].attrs["tt.target"]
-    assert str(target["partition"]) == "strided" and int(target["cb_depth"]) == 3
-    assert str(target["math_fidelity"]) == "LoFi"
-    # the user's 4 x 2 grid bounds the blocks: 2 rows x 4 columns of blocks
-    assert list(after["main"].attrs["tt.grid"]["extents"]) == [2, 4]
-
-
-def test_default_math_fidelity_follows_ttnn_by_dtype():
-    fidelities = {}
-    for acc, arch in (("float32", "wormhole_b0"), ("float32", "blackhole")):
-        _, after = apply(kernel(gemm(256, 64, 64, acc=acc)), "TTChooseBlocks", TargetConfig(arch=arch))
-        fidelities[arch] = str(after["main"].attrs["tt.target"]["math_fidelity"])
-    assert fidelities == {"wormhole_b0": "HiFi2", "blackhole": "HiFi2"}     # bf16 operands
-    fp32 = gemm(256, 64, 64).replace('"bfloat16"', '"float32"')
-    for arch, expected in (("wormhole_b0", "HiFi3"), ("blackhole", "HiFi4")):
-        _, after = apply(kernel(fp32), "TTChooseBlocks", TargetConfig(arch=arch))
-        assert str(after["main"].attrs["tt.target"]["math_fidelity"]) == expected
+    func = run(choose_blocks, before)["main"]
+    assert_ir_equal(func.body, before.body)
+    assert "grid axis `bx`: 4 blocks as written (`bx` is also used as a trip" in explain(func)

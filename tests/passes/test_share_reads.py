@@ -1,33 +1,60 @@
 """TTShareReads: a DRAM block that several cores read at the same step is read once by one of them and multicast to
-the others -- decided from which grid indices the read's addresses (and the trip counts around it) depend on --
-and TTSplitKernels' movers and single barrier per block."""
+the others -- decided from which grid indices the read's addresses (and the trip counts around it) depend on.
+Reads tt.cb_config, tt.grid and tt.work_partition; records the groups in tt.multicast."""
 from __future__ import annotations
 
-from tvm import tirx
-
-from compiler import ops
 from compiler import attrs
-from compiler.ir import seq, stmts_of
 from compiler.passes.share_reads import groups_of, roles
-from schemas.target import TargetConfig
 
-from .helpers import apply, assert_equal, block_body, kernel
+from .helpers import assert_ir_equal, run
 
-GEMM = kernel('''
+from tvm.script import tirx as T
+
+from compiler.passes.share_reads import share_reads
+
+CBS = [{"index": i, "name": f"cb_{b}", "buffer": b, "role": "input", "data_format": "Float16_b", "dtype": "bfloat16",
+        "page_bytes": 2048, "num_pages": 2, "producer": "reader", "consumer": "compute", "tiles": [1, 1]}
+       for i, b in ((0, "A_s"), (1, "B_s"))] + \
+      [{"index": 16, "name": "cb_C", "buffer": "C", "role": "output", "data_format": "Float32", "dtype": "float32",
+        "page_bytes": 4096, "num_pages": 2, "producer": "compute", "consumer": "writer", "tiles": None}]
+# C (4 x 2 blocks of one tile) on a 2 x 4 core grid, `block` partition: core (x, y) computes block (y, x)
+WORK = {"blocks": 8, "grid": [4, 2], "num_cores": 8, "policy": "block",
+        "work_args": ["block_start", "block_count", "block_stride", "block_row_len", "block_row_stride"],
+        "cores": [{"core": [x, y], "start": y * 2 + x, "count": 1, "stride": 1, "row_len": 1, "row_stride": 2}
+                  for y in range(4) for x in range(2)]}
+
+
 @T.prim_func
-def main(A: T.Buffer((128, 96), "bfloat16"), B: T.Buffer((96, 64), "bfloat16"), C: T.Buffer((128, 64), "float32")):
-    T.device_entry()
-    by, bx = T.cta_id([4, 2])
+def GEMM(A: T.Buffer((128, 96), "bfloat16"), B: T.Buffer((96, 64), "bfloat16"), C: T.Buffer((128, 64), "float32")):
+    """C = A @ B after TTLowerToCircularBuffers: a K loop of page reads into CBs 0 and 1."""
+    T.func_attr({"tt.cb_config": CBS, "tt.grid": {"vars": ["by", "bx"], "extents": [4, 2]}, "tt.work_partition": WORK})
+    block_start: T.let[T.int32] = T.tt.runtime_arg("block_start")
+    block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
     A_s = T.alloc_shared((32, 32), "bfloat16")
     B_s = T.alloc_shared((32, 32), "bfloat16")
     C_l = T.alloc_local((32, 32), "float32")
-    T.tile.zero(C_l)
-    for k in range(3):
-        T.tile.copy(A_s, A[by * 32:by * 32 + 32, k * 32:k * 32 + 32])
-        T.tile.copy(B_s, B[k * 32:k * 32 + 32, bx * 32:bx * 32 + 32])
-        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
-    T.tile.copy(C[by * 32:by * 32 + 32, bx * 32:bx * 32 + 32], C_l)
-''')
+    for i in range(block_count):
+        block: T.let[T.int32] = block_start + i
+        by: T.let[T.int32] = block // 2
+        bx: T.let[T.int32] = block % 2
+        T.tile.zero(C_l)
+        for k in range(3):
+            T.tt.cb_reserve_back(0, 1)
+            T.tt.read_tile(0, 0, "A", by, k)
+            T.tt.noc_async_read_barrier(0)
+            T.tt.cb_push_back(0, 1)
+            T.tt.compute_receive(0, "A_s")
+            T.tt.cb_reserve_back(1, 1)
+            T.tt.read_tile(1, 0, "B", k, bx)
+            T.tt.noc_async_read_barrier(1)
+            T.tt.cb_push_back(1, 1)
+            T.tt.compute_receive(1, "B_s")
+            T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
+        T.tt.compute_send(16, "C_l", 0, 0, 1, 1)
+        T.tt.cb_wait_front(16, 1)
+        T.tt.write_tile(16, 0, "C", by, bx)
+        T.tt.noc_async_writes_flushed()
+        T.tt.cb_pop_front(16, 1)
 
 
 def groups(func) -> dict:
@@ -40,13 +67,74 @@ def cores_of(group) -> dict:
 
 
 def test_gemm_shares_a_along_core_rows_and_b_down_core_columns():
-    before, after = apply(GEMM, "TTShareReads")
-    func = after["main"]
-    shared = groups(func)
+    @T.prim_func
+    def expected(A: T.Buffer((128, 96), "bfloat16"), B: T.Buffer((96, 64), "bfloat16"),
+                 C: T.Buffer((128, 64), "float32")):
+        block_start: T.let[T.int32] = T.tt.runtime_arg("block_start")
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        A_s = T.alloc_shared((32, 32), "bfloat16")
+        B_s = T.alloc_shared((32, 32), "bfloat16")
+        C_l = T.alloc_local((32, 32), "float32")
+        # each core's part in each group, from its runtime arguments
+        a_role: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_role")
+        a_sender_x: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_sender_x")
+        a_sender_y: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_sender_y")
+        a_start_x: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_start_x")
+        a_start_y: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_start_y")
+        a_end_x: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_end_x")
+        a_end_y: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_end_y")
+        a_receivers: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_receivers")
+        a_loopback: T.let[T.int32] = T.tt.runtime_arg("cb_A_s_mcast_loopback")
+        b_role: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_role")
+        b_sender_x: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_sender_x")
+        b_sender_y: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_sender_y")
+        b_start_x: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_start_x")
+        b_start_y: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_start_y")
+        b_end_x: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_end_x")
+        b_end_y: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_end_y")
+        b_receivers: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_receivers")
+        b_loopback: T.let[T.int32] = T.tt.runtime_arg("cb_B_s_mcast_loopback")
+        # each receiver's flag (semaphores 1 and 3) starts valid: the sender resets it before it writes
+        T.tt.mcast_flag_valid(0, 1)
+        T.tt.mcast_flag_valid(1, 3)
+        for i in range(block_count):
+            block: T.let[T.int32] = block_start + i
+            by: T.let[T.int32] = block // 2
+            bx: T.let[T.int32] = block % 2
+            T.tile.zero(C_l)
+            for k in range(3):
+                T.tt.cb_reserve_back(0, 1)
+                if a_role != 0:     # the row's sender reads the page, then multicasts it to the row
+                    T.tt.read_tile(0, 0, "A", by, k)
+                    T.tt.noc_async_read_barrier(0)
+                    T.tt.mcast_send(0, 1, 0, 1, a_start_x, a_start_y, a_end_x, a_end_y, a_receivers, a_loopback)
+                else:
+                    T.tt.mcast_receive(0, 0, 1, a_sender_x, a_sender_y)
+                T.tt.cb_push_back(0, 1)
+                T.tt.compute_receive(0, "A_s")
+                T.tt.cb_reserve_back(1, 1)
+                if b_role != 0:     # the column's sender reads B's page for the column
+                    T.tt.read_tile(1, 0, "B", k, bx)
+                    T.tt.noc_async_read_barrier(1)
+                    T.tt.mcast_send(1, 1, 2, 3, b_start_x, b_start_y, b_end_x, b_end_y, b_receivers, b_loopback)
+                else:
+                    T.tt.mcast_receive(1, 2, 3, b_sender_x, b_sender_y)
+                T.tt.cb_push_back(1, 1)
+                T.tt.compute_receive(1, "B_s")
+                T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
+            T.tt.compute_send(16, "C_l", 0, 0, 1, 1)
+            T.tt.cb_wait_front(16, 1)
+            T.tt.write_tile(16, 0, "C", by, bx)
+            T.tt.noc_async_writes_flushed()
+            T.tt.cb_pop_front(16, 1)
+
+    after = run(share_reads, GEMM)["main"]
+    assert_ir_equal(after.body, expected.body)
+    shared = groups(after)
     assert set(shared) == {"A_s", "B_s"}
     assert shared["A_s"]["axes"] == ["by"] and shared["B_s"]["axes"] == ["bx"]
     a, b = cores_of(shared["A_s"]), cores_of(shared["B_s"])
-    assert len(a) == len(b) == 8                      # a 2 x 4 grid of blocks on 2 x 4 cores, `block` partition
+    assert len(a) == len(b) == 8                      # a 4 x 2 grid of blocks on 2 x 4 cores
     for (x, y), entry in a.items():                   # the row's first core reads, the other receives
         assert entry["role"] == int(x == 0) and (entry["sender_x"], entry["sender_y"]) == (0, y)
         assert (entry["start_x"], entry["start_y"], entry["end_x"], entry["end_y"]) == (1, y, 1, y)
@@ -55,36 +143,42 @@ def test_gemm_shares_a_along_core_rows_and_b_down_core_columns():
         assert entry["role"] == int(y == 0) and (entry["sender_x"], entry["sender_y"]) == (x, 0)
         assert (entry["start_x"], entry["start_y"], entry["end_x"], entry["end_y"]) == (x, 1, x, 3)
         assert entry["receivers"] == 3
-    # the read group: reserve; the sender reads, waits and multicasts, a receiver waits for it; push
-    loop = next(s for s in block_body(func) if isinstance(s, tirx.For))
-    body = stmts_of(loop.body)
-    reserve, branch, push = body[0], body[1], body[2]
-    assert ops.intrinsic_of(reserve)[0].name == "cb_reserve_back" and ops.intrinsic_of(push)[0].name == "cb_push_back"
-    assert isinstance(branch, tirx.IfThenElse)
-    then = stmts_of(branch.then_case)
-    assert [ops.intrinsic_of(s)[0].name for s in then[-2:]] == ["noc_async_read_barrier", "mcast_send"]
-    assert ops.intrinsic_of(branch.else_case)[0].name == "mcast_receive"
-    before_loop = next(s for s in block_body(before["main"]) if isinstance(s, tirx.For))
-    reads = stmts_of(before_loop.body)[1:3]           # the sender's reads are the group's own
-    assert_equal(seq(then[:-1]), seq(reads))
+
+
+def rows_times_gamma(trip_count_depends_on_block: bool = False):
+    """Y = X * g: 8 blocks of X's rows, on 4 x 2 cores; g (one row) is the same page for every block."""
+    cbs = [{"index": i, "name": f"cb_{b}", "buffer": b, "role": "input", "data_format": "Float32", "dtype": "float32",
+            "page_bytes": 4096, "num_pages": 2, "producer": "reader", "consumer": "compute", "tiles": [1, 2]}
+           for i, b in ((0, "x"), (1, "g_s"))]
+    work = {"blocks": 8, "grid": [8], "num_cores": 8, "policy": "contiguous", "work_args": WORK["work_args"],
+            "cores": [{"core": [x, y], "start": y * 4 + x, "count": 1, "stride": 1, "row_len": 1, "row_stride": 0}
+                      for y in range(2) for x in range(4)]}
+
+    @T.prim_func
+    def before(X: T.Buffer((256, 64), "float32"), g: T.Buffer((1, 64), "float32")):
+        T.func_attr({"tt.cb_config": cbs, "tt.grid": {"vars": ["bx"], "extents": [8]}, "tt.work_partition": work})
+        block_start: T.let[T.int32] = T.tt.runtime_arg("block_start")
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        for i in range(block_count):
+            bx: T.let[T.int32] = block_start + i
+            T.tt.cb_reserve_back(0, 2)
+            T.tt.read_tile(0, 0, "X", bx, 0)
+            T.tt.read_tile(0, 1, "X", bx, 1)
+            T.tt.noc_async_read_barrier(0)
+            T.tt.cb_push_back(0, 2)
+            T.tt.compute_receive(0, "x")
+            for j in range(bx + 1 if trip_count_depends_on_block else 1):
+                T.tt.cb_reserve_back(1, 2)
+                T.tt.read_tile(1, 0, "g", 0, 0)
+                T.tt.read_tile(1, 1, "g", 0, 1)
+                T.tt.noc_async_read_barrier(1)
+                T.tt.cb_push_back(1, 2)
+                T.tt.compute_receive(1, "g_s")
+    return before
 
 
 def test_a_read_every_core_shares_is_one_loopback_group():
-    mod = kernel('''
-    @T.prim_func
-    def main(X: T.Buffer((256, 64), "float32"), g: T.Buffer((1, 64), "float32"), Y: T.Buffer((256, 64), "float32")):
-        T.device_entry()
-        bx = T.cta_id([8])
-        x = T.alloc_shared((32, 64), "float32")
-        g_s = T.alloc_shared((1, 64), "float32")
-        y = T.alloc_local((32, 64), "float32")
-        T.tile.copy(x, X[bx * 32:bx * 32 + 32, 0:64])
-        T.tile.copy(g_s, g[0, 0:64])
-        T.tile.mul(y, x, g_s)
-        T.tile.copy(Y[bx * 32:bx * 32 + 32, 0:64], y)
-    ''')
-    _, after = apply(mod, "TTShareReads", TargetConfig(core_grid=(4, 2), blocking="as_written"))
-    shared = groups(after["main"])
+    shared = groups(run(share_reads, rows_times_gamma())["main"])
     assert set(shared) == {"g_s"} and shared["g_s"]["axes"] == [] and shared["g_s"]["groups"] == 1
     cores = cores_of(shared["g_s"])
     assert len(cores) == 8 and all(c["receivers"] == 7 and c["loopback"] == 1 for c in cores.values())
@@ -94,21 +188,9 @@ def test_a_read_every_core_shares_is_one_loopback_group():
 
 
 def test_reads_behind_a_block_dependent_trip_count_are_not_shared():
-    mod = kernel('''
-    @T.prim_func
-    def main(K: T.Buffer((256, 64), "float32"), C: T.Buffer((128, 64), "float32")):
-        T.device_entry()
-        bx = T.cta_id([4])
-        k_s = T.alloc_shared((32, 64), "float32")
-        C_l = T.alloc_local((32, 64), "float32")
-        T.tile.zero(C_l)
-        for j in range(bx + 1):
-            T.tile.copy(k_s, K[j * 32:j * 32 + 32, 0:64])
-            T.tile.add(C_l, C_l, k_s)
-        T.tile.copy(C[bx * 32:bx * 32 + 32, 0:64], C_l)
-    ''')
-    _, after = apply(mod, "TTShareReads", TargetConfig(blocking="as_written"))
-    assert attrs.MULTICAST.get(after["main"], None) is None
+    """Cores with different blocks would run different numbers of iterations of the group: nothing changes."""
+    before = rows_times_gamma(trip_count_depends_on_block=True)
+    assert_ir_equal(run(share_reads, before)["main"], before)
 
 
 def test_groups_are_rectangles_or_row_runs():
@@ -121,29 +203,3 @@ def test_groups_are_rectangles_or_row_runs():
                      [(2, 2), (3, 2)]]
     column = roles([(1, 0), (1, 1), (1, 2)])
     assert column[(1, 2)]["start_y"] == 1 and column[(1, 0)]["role"] == 1 and column[(1, 2)]["receivers"] == 2
-
-
-def test_b_moves_to_the_writer_and_each_kernel_waits_once_per_block():
-    _, after = apply(GEMM, "TTSplitKernels")
-    producers = {str(c["buffer"]): str(c["producer"]) for c in attrs.CB_CONFIG.get(after["compute"])}
-    assert producers["A_s"] == "reader" and producers["B_s"] == "writer"
-    # without multicast (one core), A and B share the reader's one barrier per K step
-    mod = kernel('''
-    @T.prim_func
-    def main(A: T.Buffer((32, 64), "float32"), B: T.Buffer((32, 64), "float32"), C: T.Buffer((32, 64), "float32")):
-        T.device_entry()
-        bx = T.cta_id([2])
-        A_s = T.alloc_shared((32, 32), "float32")
-        B_s = T.alloc_shared((32, 32), "float32")
-        C_l = T.alloc_local((32, 32), "float32")
-        T.tile.copy(A_s, A[0:32, bx * 32:bx * 32 + 32])
-        T.tile.copy(B_s, B[0:32, bx * 32:bx * 32 + 32])
-        T.tile.add(C_l, A_s, B_s)
-        T.tile.copy(C[0:32, bx * 32:bx * 32 + 32], C_l)
-    ''')
-    _, after = apply(mod, "TTSplitKernels", TargetConfig(blocking="as_written"))
-    reader = after["reader"]
-    loop = next(s for s in stmts_of(reader.body) if isinstance(s, tirx.For))
-    names = [ops.intrinsic_of(s)[0].name for s in stmts_of(loop.body) if ops.intrinsic_of(s)]
-    assert names == ["cb_reserve_back", "read_tile", "cb_reserve_back", "read_tile", "noc_async_read_barrier",
-                     "cb_push_back", "cb_push_back"]

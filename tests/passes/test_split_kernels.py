@@ -1,75 +1,240 @@
-"""TTSplitKernels: one lowered function -> reader, compute and writer, each with only its own calls, its role, its
-ordered runtime arguments (buffer addresses, then the work arguments) and the TensorAccessor words of the DRAM
-buffers it touches; an input is read by one data-movement kernel, the producer of its CB."""
+"""TTSplitKernels: one lowered function -> reader, compute and writer, each with only its own calls and the loop
+skeleton and bindings they use, its role, its ordered runtime arguments (buffer addresses, then the work arguments
+it uses) and the TensorAccessor words of the DRAM buffers it moves; an input is read by one data-movement kernel,
+the producer of its CB, which moves to the writer when that evens out the pages each RISC moves per block.
+Reads tt.cb_config and tt.layout_desc (page sizes)."""
 from __future__ import annotations
 
 import tvm_ffi
 from tvm import tirx
+from tvm.script import tirx as T
 
 from compiler import attrs, ops
-from compiler.passes.partition_work import WORK_ARGS
+from compiler.passes.split_kernels import split_kernels
 
-from .helpers import apply, kernel
+from .helpers import assert_ir_equal, run
 
-GEMM = '''
+
+def cb(index, buffer, role, producer, consumer, page_bytes=4096, pages=2):
+    return {"index": index, "name": f"cb_{buffer}", "buffer": buffer, "role": role, "data_format": "Float32",
+            "dtype": "float32", "page_bytes": page_bytes, "num_pages": pages, "producer": producer,
+            "consumer": consumer, "tiles": [1, 1] if role == "input" else None}
+
+
+EXP_CBS = [cb(0, "A_s", "input", "reader", "compute"), cb(16, "C", "output", "compute", "writer")]
+EXP_LAYOUTS = {"A": {"memory": "DRAM", "page_bytes": 4096}, "C": {"memory": "DRAM", "page_bytes": 4096}}
+WORK = [{"name": n, "kind": "work"} for n in ("block_start", "block_count", "block_stride")]
+
+
 @T.prim_func
-def main(A: T.Buffer((128, 128), "float16"), B: T.Buffer((128, 128), "float16"), C: T.Buffer((128, 128), "float32")):
-    T.device_entry()
-    by, bx = T.cta_id([2, 2])
-    A_s = T.alloc_shared((64, 32), "float16")
-    B_s = T.alloc_shared((32, 64), "float16")
-    C_l = T.alloc_local((64, 64), "float32")
-    T.tile.zero(C_l)
-    for k in range(4):
-        T.tile.copy(A_s, A[by * 64:by * 64 + 64, k * 32:k * 32 + 32])
-        T.tile.copy(B_s, B[k * 32:k * 32 + 32, bx * 64:bx * 64 + 64])
-        T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
-    T.tile.copy(C[by * 64:by * 64 + 64, bx * 64:bx * 64 + 64], C_l)
-'''
+def EXP(A: T.Buffer((128, 32), "float32"), C: T.Buffer((128, 32), "float32")):
+    """C = exp(A), a tile per block: the lowered single function (its data movement and compute interleaved)."""
+    T.func_attr({"tt.cb_config": EXP_CBS, "tt.layout_desc": EXP_LAYOUTS})
+    block_start: T.let[T.int32] = T.tt.runtime_arg("block_start")
+    block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+    block_stride: T.let[T.int32] = T.tt.runtime_arg("block_stride")
+    T.tt.hw_startup_unary(0, 16)
+    for i in range(block_count):
+        bx: T.let[T.int32] = block_start + i * block_stride
+        T.tt.cb_reserve_back(0, 1)
+        T.tt.read_tile(0, 0, "A", bx, 0)
+        T.tt.noc_async_read_barrier(0)
+        T.tt.cb_push_back(0, 1)
+        T.tt.cb_wait_front(0, 1)
+        T.tt.tile_regs_acquire()
+        T.tt.copy_init(0)
+        T.tt.copy_tile(0, 0, 0)
+        T.tt.exp_tile_init()
+        T.tt.exp_tile(0)
+        T.tt.tile_regs_commit()
+        T.tt.tile_regs_wait()
+        T.tt.cb_reserve_back(16, 1)
+        T.tt.pack_tile(0, 16, 0)
+        T.tt.cb_push_back(16, 1)
+        T.tt.tile_regs_release()
+        T.tt.cb_pop_front(0, 1)
+        T.tt.cb_wait_front(16, 1)
+        T.tt.write_tile(16, 0, "C", bx, 0)
+        T.tt.noc_async_writes_flushed()
+        T.tt.cb_pop_front(16, 1)
+
+
+def test_three_kernels_each_with_its_own_calls_and_arguments():
+    def kernel_attrs(role, runtime_args, accessors):
+        return {"tt.cb_config": EXP_CBS, "tt.layout_desc": EXP_LAYOUTS, "tt.kernel_role": role,
+                "tt.runtime_args": runtime_args, "tt.compile_time_args": accessors}
+
+    @T.prim_func
+    def reader(A: T.Buffer((128, 32), "float32"), C: T.Buffer((128, 32), "float32")):
+        T.func_attr(kernel_attrs("reader", [{"name": "A_addr", "kind": "buffer_address", "buffer": "A"}, *WORK],
+                                 [{"kind": "tensor_accessor", "buffer": "A", "words": [2, 4096]}]))
+        block_start: T.let[T.int32] = T.tt.runtime_arg("block_start")
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        block_stride: T.let[T.int32] = T.tt.runtime_arg("block_stride")
+        for i in range(block_count):
+            bx: T.let[T.int32] = block_start + i * block_stride
+            T.tt.cb_reserve_back(0, 1)
+            T.tt.read_tile(0, 0, "A", bx, 0)
+            T.tt.noc_async_read_barrier(0)
+            T.tt.cb_push_back(0, 1)
+
+    @T.prim_func
+    def compute(A: T.Buffer((128, 32), "float32"), C: T.Buffer((128, 32), "float32")):
+        # no address, no block index: only the trip count
+        T.func_attr(kernel_attrs("compute", [{"name": "block_count", "kind": "work"}], []))
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        T.tt.hw_startup_unary(0, 16)
+        for i in range(block_count):
+            T.tt.cb_wait_front(0, 1)
+            T.tt.tile_regs_acquire()
+            T.tt.copy_init(0)
+            T.tt.copy_tile(0, 0, 0)
+            T.tt.exp_tile_init()
+            T.tt.exp_tile(0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(16, 1)
+            T.tt.pack_tile(0, 16, 0)
+            T.tt.cb_push_back(16, 1)
+            T.tt.tile_regs_release()
+            T.tt.cb_pop_front(0, 1)
+
+    @T.prim_func
+    def writer(A: T.Buffer((128, 32), "float32"), C: T.Buffer((128, 32), "float32")):
+        T.func_attr(kernel_attrs("writer", [{"name": "C_addr", "kind": "buffer_address", "buffer": "C"}, *WORK],
+                                 [{"kind": "tensor_accessor", "buffer": "C", "words": [2, 4096]}]))
+        block_start: T.let[T.int32] = T.tt.runtime_arg("block_start")
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        block_stride: T.let[T.int32] = T.tt.runtime_arg("block_stride")
+        for i in range(block_count):
+            bx: T.let[T.int32] = block_start + i * block_stride
+            T.tt.cb_wait_front(16, 1)
+            T.tt.write_tile(16, 0, "C", bx, 0)
+            T.tt.noc_async_writes_flushed()
+            T.tt.cb_pop_front(16, 1)
+        T.tt.noc_async_write_barrier()     # every write confirmed before the kernel ends
+
+    after = run(split_kernels, EXP)
+    assert [gv.name_hint for gv in after.functions] == ["reader", "compute", "writer"]
+    for name, expected in (("reader", reader), ("compute", compute), ("writer", writer)):
+        assert_ir_equal(after[name], expected)
 
 
 def calls(func) -> list[tuple[str, list]]:
     found = []
-
-    def visit(node):
-        op = ops.intrinsic_of(node)
-        if op is not None:
-            found.append((op[0].name, op[1]))
-    tvm_ffi.structural_walk(func.body, [(tirx.Evaluate, visit)], order="pre")
-    return found
+    tvm_ffi.structural_walk(func.body, [(tirx.Evaluate, lambda s: found.append(ops.intrinsic_of(s)))], order="pre")
+    return [(spec.name, args) for spec, args in filter(None, found)]
 
 
-def test_three_kernels_each_with_its_own_calls():
-    _, after = apply(kernel(GEMM), "TTSplitKernels")
-    kernels = {gv.name_hint: f for gv, f in after.functions.items()}
-    assert set(kernels) == {"reader", "compute", "writer"}
-    for role, func in kernels.items():
-        assert attrs.KERNEL_ROLE.get(func) == role
-        allowed = {ops.READER: ops.READER, ops.COMPUTE: ops.COMPUTE, ops.WRITER: ops.WRITER}[role]
-        for name, _ in calls(func):
-            assert allowed in ops.OPS[name].roles, f"{name} in the {role} kernel"
-    reads = {role: {str(args[2].value) for name, args in calls(f) if name == "read_tile"} for role, f in kernels.items()}
-    writes = {role: {str(args[2].value) for name, args in calls(f) if name == "write_tile"} for role, f in kernels.items()}
-    # each input is read by one data-movement kernel, the one the CB table names as its staging CB's producer
-    assert reads["compute"] == set() and reads["reader"] | reads["writer"] == {"A", "B"}
-    assert not reads["reader"] & reads["writer"] and writes == {"reader": set(), "compute": set(), "writer": {"C"}}
-    assert not any(n.startswith(("read_", "write_", "noc_")) for n, _ in calls(kernels["compute"]))
-    producers = {c["buffer"]: c["producer"] for c in attrs.CB_CONFIG.get(kernels["compute"])}
-    for staging, dram in (("A_s", "A"), ("B_s", "B")):
-        assert dram in reads[producers[staging]]
+def test_an_input_moves_to_the_writer_when_that_evens_out_the_pages_per_block():
+    """A GEMM's inner loop: two tiles of A and two of B per K step into one output tile per block. The reader alone
+    would move 4 tiles per K step and the writer 1 per block: B's CB goes to the writer (ttnn's 2-D matmul too)."""
+    cbs = [cb(0, "A_s", "input", "reader", "compute"), cb(1, "B_s", "input", "reader", "compute"),
+           cb(16, "C", "output", "compute", "writer")]
+    layouts = {name: {"memory": "DRAM", "page_bytes": 4096} for name in ("A", "B", "C")}
+
+    @T.prim_func
+    def before(A: T.Buffer((64, 256), "float32"), B: T.Buffer((256, 64), "float32"),
+               C: T.Buffer((64, 64), "float32")):
+        T.func_attr({"tt.cb_config": cbs, "tt.layout_desc": layouts})
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        for i in range(block_count):
+            T.tt.tile_regs_acquire()
+            for k in range(4):
+                T.tt.cb_reserve_back(0, 2)
+                T.tt.read_tile(0, 0, "A", 0, k * 2)
+                T.tt.read_tile(0, 1, "A", 0, k * 2 + 1)
+                T.tt.noc_async_read_barrier(0)
+                T.tt.cb_push_back(0, 2)
+                T.tt.cb_reserve_back(1, 2)
+                T.tt.read_tile(1, 0, "B", k * 2, 0)
+                T.tt.read_tile(1, 1, "B", k * 2 + 1, 0)
+                T.tt.noc_async_read_barrier(1)
+                T.tt.cb_push_back(1, 2)
+                T.tt.cb_wait_front(0, 2)
+                T.tt.cb_wait_front(1, 2)
+                T.tt.matmul_init(0, 1, 0)
+                T.tt.matmul_tiles(0, 1, 0, 0, 0)
+                T.tt.matmul_tiles(0, 1, 1, 1, 0)
+                T.tt.cb_pop_front(0, 2)
+                T.tt.cb_pop_front(1, 2)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(16, 1)
+            T.tt.pack_tile(0, 16, 0)
+            T.tt.cb_push_back(16, 1)
+            T.tt.tile_regs_release()
+            T.tt.cb_wait_front(16, 1)
+            T.tt.write_tile(16, 0, "C", 0, 0)
+            T.tt.noc_async_writes_flushed()
+            T.tt.cb_pop_front(16, 1)
+
+    after = run(split_kernels, before)
+    producers = {c["buffer"]: c["producer"] for c in attrs.CB_CONFIG.get(after["compute"])}
+    assert producers == {"A_s": "reader", "B_s": "writer", "C": "compute"}
+    reads = {role: {str(args[2].value) for name, args in calls(after[role]) if name == "read_tile"}
+             for role in ("reader", "compute", "writer")}
+    assert reads == {"reader": {"A"}, "compute": set(), "writer": {"B"}}
+    assert [a["buffer"] for a in attrs.RUNTIME_ARGS.get(after["writer"]) if a["kind"] == "buffer_address"] == ["B", "C"]
+    assert [a["buffer"] for a in attrs.COMPILE_TIME_ARGS.get(after["writer"])] == ["B", "C"]
+    for role in ("reader", "compute", "writer"):    # every call in the kernel its role allows
+        assert all(role in ops.OPS[name].roles for name, _ in calls(after[role])), role
 
 
-def test_runtime_and_compile_time_arguments():
-    _, after = apply(kernel(GEMM), "TTSplitKernels")
-    kernels = {gv.name_hint: f for gv, f in after.functions.items()}
-    producers = {c["buffer"]: c["producer"] for c in attrs.CB_CONFIG.get(kernels["compute"])}
-    for role in ("reader", "writer"):
-        buffers = sorted([d for s_, d in (("A_s", "A"), ("B_s", "B")) if producers[s_] == role] + (["C"] if role == "writer" else []))
-        args = attrs.RUNTIME_ARGS.get(kernels[role])
-        addresses = [a["buffer"] for a in args if a["kind"] == "buffer_address"]
-        assert sorted(addresses) == buffers and [a["kind"] for a in args[:len(buffers)]] == ["buffer_address"] * len(buffers)
-        assert [a["name"] for a in args if a["kind"] == "work"] == list(WORK_ARGS)
-        accessors = attrs.COMPILE_TIME_ARGS.get(kernels[role])
-        assert sorted(a["buffer"] for a in accessors) == buffers and all(a["kind"] == "tensor_accessor" for a in accessors)
-    compute = attrs.RUNTIME_ARGS.get(kernels["compute"])
-    assert all(a["kind"] != "buffer_address" for a in compute) and attrs.COMPILE_TIME_ARGS.get(kernels["compute"]) == []
+def test_a_data_movement_kernel_waits_once_per_block_for_all_its_reads():
+    """C = A + B a tile at a time: both inputs stay on the reader (the writer moves as much), and its two read
+    groups share one barrier: reserve both, read both, wait once, push both."""
+    cbs = [cb(0, "A_s", "input", "reader", "compute"), cb(1, "B_s", "input", "reader", "compute"),
+           cb(16, "C", "output", "compute", "writer")]
+    layouts = {name: {"memory": "DRAM", "page_bytes": 4096} for name in ("A", "B", "C")}
+
+    @T.prim_func
+    def before(A: T.Buffer((32, 64), "float32"), B: T.Buffer((32, 64), "float32"), C: T.Buffer((32, 64), "float32")):
+        T.func_attr({"tt.cb_config": cbs, "tt.layout_desc": layouts})
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        for i in range(block_count):
+            T.tt.cb_reserve_back(0, 1)
+            T.tt.read_tile(0, 0, "A", 0, i)
+            T.tt.noc_async_read_barrier(0)
+            T.tt.cb_push_back(0, 1)
+            T.tt.cb_reserve_back(1, 1)
+            T.tt.read_tile(1, 0, "B", 0, i)
+            T.tt.noc_async_read_barrier(1)
+            T.tt.cb_push_back(1, 1)
+            T.tt.cb_wait_front(0, 1)
+            T.tt.cb_wait_front(1, 1)
+            T.tt.tile_regs_acquire()
+            T.tt.add_init(0, 1)
+            T.tt.add_tiles(0, 1, 0, 0, 0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(16, 1)
+            T.tt.pack_tile(0, 16, 0)
+            T.tt.cb_push_back(16, 1)
+            T.tt.tile_regs_release()
+            T.tt.cb_pop_front(0, 1)
+            T.tt.cb_pop_front(1, 1)
+            T.tt.cb_wait_front(16, 1)
+            T.tt.write_tile(16, 0, "C", 0, i)
+            T.tt.noc_async_writes_flushed()
+            T.tt.cb_pop_front(16, 1)
+
+    @T.prim_func
+    def reader(A: T.Buffer((32, 64), "float32"), B: T.Buffer((32, 64), "float32"), C: T.Buffer((32, 64), "float32")):
+        T.func_attr({"tt.cb_config": cbs, "tt.layout_desc": layouts, "tt.kernel_role": "reader",
+                     "tt.runtime_args": [{"name": "A_addr", "kind": "buffer_address", "buffer": "A"},
+                                         {"name": "B_addr", "kind": "buffer_address", "buffer": "B"},
+                                         {"name": "block_count", "kind": "work"}],
+                     "tt.compile_time_args": [{"kind": "tensor_accessor", "buffer": "A", "words": [2, 4096]},
+                                              {"kind": "tensor_accessor", "buffer": "B", "words": [2, 4096]}]})
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        for i in range(block_count):
+            T.tt.cb_reserve_back(0, 1)
+            T.tt.read_tile(0, 0, "A", 0, i)
+            T.tt.cb_reserve_back(1, 1)
+            T.tt.read_tile(1, 0, "B", 0, i)
+            T.tt.noc_async_read_barrier(1)     # (its CB argument: the last group's, whose mover it is)
+            T.tt.cb_push_back(0, 1)
+            T.tt.cb_push_back(1, 1)
+
+    assert_ir_equal(run(split_kernels, before)["reader"], reader)

@@ -14,7 +14,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ... import ops
-from ...ir import error_at, seq, stmts_of
+from ...ir import error_at, fresh_loop_vars, seq, stmts_of
 from ...target import DATA_FORMATS, dst_capacity
 from .emit import Emitter
 from .plan import Planner, WindowTooLarge, accesses, cb_resident, first_use, two_versions
@@ -216,6 +216,10 @@ def _resident_count(func, full_sync: bool):
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTTensorize")
 def tensorize(func, mod, ctx):
+    return fresh_loop_vars(_tensorize(func))
+
+
+def _tensorize(func):
     """Half-sync DST (double-buffered with the packer) unless full sync keeps more values out of L1."""
     half, half_items = _resident_count(func, False)
     if half == 0:
