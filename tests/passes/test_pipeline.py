@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 
 from .helpers import assert_ir_equal, run
 
-KERNELS = [(ROOT / "examples" / "gemm_bf16_blocks.py", None, None),
+KERNELS = [(ROOT / "examples" / "gemm_single_tile.py", None, None),
            (ROOT / "examples" / "softmax_rows.py", None, None),
            (ROOT / "examples" / "tilelang" / "flash_attention.py", "flash_attention",
             {"batch": 1, "heads": 2, "seq_len": 128, "dim": 64, "causal": True})]
@@ -70,5 +70,6 @@ def test_each_phase_leaves_its_shape_and_the_ir_prints_back(path, entry, params,
     for name in phases(config):
         mod = run(phase(name, config), mod)
         assert shapes[name](mod), f"after {name}:\n{mod}"
-        for gv, func in mod.functions.items():   # --dump-ir's text is TVMScript that reads back to this IR
-            assert_ir_equal(tvm.script.from_source(func.script(), check_well_formed=False), func)
+        if arch == "wormhole_b0":                # --dump-ir's text is TVMScript that reads back to this IR (the
+            for func in mod.functions.values():  # printer does not depend on the arch: one is enough)
+                assert_ir_equal(tvm.script.from_source(func.script(), check_well_formed=False), func)
