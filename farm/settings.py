@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     compile_seconds_per_team_per_day: float = Field(default=0, ge=0, description="Worker seconds (compile, check, "
                                                     "emulate) a team may use per UTC day (429 until midnight); 0 = no limit.")
     retry_after_s: int = 1
+    redis_timeout_s: float = Field(default=5.0, gt=0, description=(
+        "Seconds the job store waits for Redis to answer a command: a Redis that stopped answering (or a network "
+        "that dropped it) is a 503 with Retry-After after this long, not a request held for ever."))
 
     compile_time_limit_s: float = 120.0
     emulate_time_limit_s: float = 300.0

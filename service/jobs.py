@@ -18,7 +18,7 @@ from compiler.version import COMPILER_VERSION
 from schemas.jobs import (DEFAULT_STAGES, Diagnostic, FileDiff, InputMeta, JobDiff, JobOverrides, JobRecord, JobRequest,
                           StageRecord)
 from schemas.logs import log_lines
-from service.problems import Problem
+from service.problems import RETRY_AFTER_UNAVAILABLE_S, Problem, unavailable
 from farm.queue import TaskQueue
 from farm.settings import Settings
 from farm.store import (ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id,
@@ -255,7 +255,8 @@ def cancel(job: JobRecord, store: JobStore) -> JobRecord:
 async def follow_log(job_id: str, store: JobStore, heartbeat_s: float = 15.0) -> AsyncIterator[bytes]:
     """Server-Sent Events (FastAPI's framing): the log as it grows, then an `end` event with the final status.
     Waits in the event loop (no thread held: hundreds of streams may be open); the store is read in the thread
-    pool, a moment each time."""
+    pool, a moment each time. The store going away mid-stream (Redis down, full, not answering) ends the stream
+    with an `unavailable` event saying when to come back, not with a dropped connection."""
     offset = 0
 
     def read(offset: int) -> tuple[JobRecord | None, str]:
@@ -263,7 +264,15 @@ async def follow_log(job_id: str, store: JobStore, heartbeat_s: float = 15.0) ->
 
     async with store.subscribe(job_id) as subscription:
         while True:
-            job, chunk = await to_thread.run_sync(read, offset)
+            try:
+                job, chunk = await to_thread.run_sync(read, offset)
+            except Exception as error:
+                if not unavailable(error):
+                    raise
+                yield format_sse_event(event="unavailable", data_str=json.dumps(
+                    {"detail": f"the job store is unavailable ({type(error).__name__}); follow again",
+                     "retry_after": RETRY_AFTER_UNAVAILABLE_S}))
+                return
             if chunk:
                 offset += len(chunk.encode())
                 yield format_sse_event(event="log", data_str=chunk.rstrip("\n"))

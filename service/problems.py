@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
@@ -12,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from schemas.values import printable
 
 PROBLEM = "application/problem+json"
+RETRY_AFTER_UNAVAILABLE_S = 2      # the job store or broker did not answer: when to come back
 log = logging.getLogger("tilefarm.api")
 
 # Every `type` the API answers with, and what it means: /problems/<name> serves this as a page (RFC 9457 asks that a
@@ -105,14 +107,17 @@ def problem_response(request: Request, status: int, detail: str, *, title: str |
 
 
 def _backend_errors() -> tuple[type, ...]:
-    """Connection-level failures of Redis, the broker or SQLite (imported lazily: none of them is needed here)."""
+    """Failures of Redis, the broker or SQLite that say "not now", not "a bug": unreachable, not answering in time,
+    loading, out of memory, read-only, refusing writes (imported lazily: none of them is needed here)."""
     import sqlite3
 
     kinds: list[type] = [sqlite3.OperationalError, ConnectionError, TimeoutError]
     try:
-        import redis
+        from redis import exceptions
 
-        kinds += [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError]
+        kinds += [exceptions.ConnectionError, exceptions.TimeoutError, exceptions.BusyLoadingError,
+                  exceptions.OutOfMemoryError, exceptions.ReadOnlyError, exceptions.MasterDownError,
+                  exceptions.TryAgainError, exceptions.ClusterDownError, exceptions.MaxConnectionsError]
     except ImportError:
         pass
     try:
@@ -122,6 +127,24 @@ def _backend_errors() -> tuple[type, ...]:
     except ImportError:
         pass
     return tuple(kinds)
+
+
+# Redis error replies that mean "not now" (redis-py gives some of them no class of their own, or reports them as a
+# pipeline's "Command # n (...) caused error: OOM ..."): a 503 too; any other error reply is a bug (500)
+_UNAVAILABLE_REPLY = re.compile(r"(^|error: |-)(OOM|READONLY|LOADING|MASTERDOWN|MISCONF|TRYAGAIN|CLUSTERDOWN|BUSY)\b|"
+                                r"command not allowed when used memory")
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` (or what it was raised from) is the job store or broker saying "not now"."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, _backend_errors()):
+            return True
+        if type(error).__name__ in ("ResponseError", "ExecAbortError") and _UNAVAILABLE_REPLY.search(str(error)):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 def install(app: FastAPI) -> None:
@@ -151,16 +174,23 @@ def install(app: FastAPI) -> None:
                                 "the request is not valid", title="Validation failed", type_="/problems/validation",
                                 errors=errors)
 
-    async def _unavailable(request: Request, exc: Exception):
-        # Redis restarting, the SQLite file locked: the client should come back (and the API recovers by itself)
-        log.warning("backend unavailable on %s %s: %s", request.method, request.url.path, exc)
-        return problem_response(request, 503, f"the job store or queue is unavailable ({type(exc).__name__}); "
-                                "try again", type_="/problems/unavailable", headers={"Retry-After": "2"})
-
-    for kind in _backend_errors():
-        app.add_exception_handler(kind, _unavailable)
-
-    @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        if unavailable(exc):  # Redis restarting or full, the SQLite file locked: come back (the API recovers by itself)
+            log.warning("backend unavailable on %s %s: %s", request.method, request.url.path, printable(exc)[:300])
+            return problem_response(request, 503, f"the job store or queue is unavailable ({type(exc).__name__}); "
+                                    "try again", type_="/problems/unavailable",
+                                    headers={"Retry-After": str(RETRY_AFTER_UNAVAILABLE_S)})
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return problem_response(request, 500, "internal server error", type_=problem_type("internal"))
+
+    # the store's and broker's errors are answered where they are raised (a 503 that ends the request there);
+    # anything else reaches the outermost handler (which answers, then lets the server log the traceback)
+    for kind in _backend_errors():
+        app.add_exception_handler(kind, _internal)
+    try:
+        from redis.exceptions import ResponseError
+
+        app.add_exception_handler(ResponseError, _internal)
+    except ImportError:
+        pass
+    app.add_exception_handler(Exception, _internal)

@@ -19,4 +19,4 @@ def open_store(settings) -> JobStore:
     url = settings.effective_store_url
     if url.startswith("sqlite:///"):
         return SqliteJobStore(url.removeprefix("sqlite:///"), poll_interval=settings.embedded_poll_s)
-    return RedisJobStore(url, settings.key_prefix)
+    return RedisJobStore(url, settings.key_prefix, timeout_s=settings.redis_timeout_s)

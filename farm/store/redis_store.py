@@ -56,13 +56,13 @@ CLAIM_TTL_S = 7 * 24 * 3600
 
 
 class RedisJobStore(JobStore):
-    def __init__(self, url: str, prefix: str = "tilefarm:"):
+    def __init__(self, url: str, prefix: str = "tilefarm:", timeout_s: float | None = 5.0):
         import redis
 
         # bytes that are not UTF-8 come back with surrogates (not an exception that breaks a whole list): a record
         # holding them does not validate and is quarantined; logs are shown with U+FFFD
         self.r = redis.Redis.from_url(url, decode_responses=True, encoding_errors="surrogateescape",
-                                      health_check_interval=30, socket_connect_timeout=2)
+                                      health_check_interval=30, socket_connect_timeout=2, socket_timeout=timeout_s)
         self.url, self.p = url, prefix
         self._events: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> RedisEvents
         self._fair_push = self.r.register_script(_FAIR_PUSH)

@@ -588,6 +588,11 @@ function initJob() {
         const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
         if (event === "log") append(data + "\n");
         if (event === "end") return;
+        if (event === "unavailable") {  // the job store went away: follow again (from the start) when it is back
+          const retry = (JSON.parse(data || "{}").retry_after || 2) * 1000;
+          setTimeout(() => { show(log); followLog().catch((e) => console.warn("log", e)); }, retry);
+          return;
+        }
       }
     }
   };
