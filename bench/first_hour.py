@@ -46,20 +46,17 @@ def small_gemm() -> dict[str, int]:
 
 
 def fresh_cache(root: Path) -> dict[str, str]:
-    """An empty cache root that shares only the built emulator runtime (and the SDK headers) with the user's."""
+    """An empty cache root that shares only the built emulator runtime (one per machine: TTEMU_RUNTIME_DIR, which
+    the sandbox binds read-only) and the SDK headers with the user's."""
     from compiler.toolchain import emulate
 
     lib = emulate.build_runtime()
     emulate.build_host_pch(lib)
-    (root / "ttemu-runtime").mkdir(parents=True)
-    os.symlink(lib.parent, root / "ttemu-runtime" / lib.parent.name)
-    # the sandbox's copy (its children see only that directory, read-only): copied, links would not resolve there
-    shutil.copytree(lib.parent, root / "sandbox-shared" / "ttemu-runtime" / lib.parent.name,
-                    ignore=shutil.ignore_patterns("*.lock"))
+    root.mkdir(parents=True, exist_ok=True)
     headers = emulate.cache_root() / "sdk-headers"
     if headers.exists():
         os.symlink(headers, root / "sdk-headers")
-    return {"TILEFARM_CACHE_DIR": str(root)}
+    return {"TILEFARM_CACHE_DIR": str(root), "TTEMU_RUNTIME_DIR": str(emulate.runtime_root())}
 
 
 def env_with(**extra: str) -> dict[str, str]:

@@ -9,7 +9,6 @@ compiler/toolchain/emulator/cmake (the emulator packaged with the same names) ev
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -17,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .emulate import EMULATOR_DIR, INCLUDE_DIR, build_runtime, cache_root, kernel_cache_dir
+from . import cache
+from .emulate import EMULATOR_DIR, INCLUDE_DIR, build_runtime, cache_root, kernel_cache_dir, kernel_compiler_env
 from .environment import child_env
 from .locking import locked
 
@@ -80,7 +80,8 @@ def emulated_sdk() -> Sdk:
     """The emulator as a CMake package; reuses the Python wrapper's cached libttemu (built on first use)."""
     library = build_runtime()
     return Sdk("emulated", EMULATOR_DIR / "cmake", (f"-DTTEMU_RUNTIME_LIBRARY={library}",),
-               {"TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir())})
+               {"TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir()),
+                **kernel_compiler_env()})
 
 
 def metalium_sdk(tt_metal_home: str | None = None) -> Sdk | None:
@@ -99,10 +100,7 @@ def metalium_sdk(tt_metal_home: str | None = None) -> Sdk | None:
 
 
 def _project_key(main_cpp: bytes, lists: str, sdk: Sdk) -> str:
-    h = hashlib.sha256()
-    for part in (main_cpp, lists.encode(), sdk.identity().encode()):
-        h.update(part + b"\0")
-    return h.hexdigest()[:24]
+    return cache.key(main_cpp, lists, sdk.identity())
 
 
 def build_program(bundle_dir: Path, sdk: Sdk, *, kernel: str = "main", timeout_s: float = 600) -> tuple[Path, float, bool]:
@@ -112,11 +110,11 @@ def build_program(bundle_dir: Path, sdk: Sdk, *, kernel: str = "main", timeout_s
     key = _project_key(main_cpp, lists, sdk)
     root = cache_root() / "metalium-programs" / key
     program = root / "bin" / PROGRAM_NAME
-    if program.exists():
+    if cache.intact(program):
         return program, 0.0, True
     t0 = time.perf_counter()
     with locked(root.with_suffix(".lock")):
-        if program.exists():
+        if cache.intact(program):
             return program, 0.0, True
         source, build = root / "src", root / "build"
         shutil.rmtree(root, ignore_errors=True)
@@ -138,6 +136,5 @@ def build_program(bundle_dir: Path, sdk: Sdk, *, kernel: str = "main", timeout_s
             raise BuildError(f"cmake did not produce {PROGRAM_NAME}", log)
         program.parent.mkdir(parents=True, exist_ok=True)
         (root / "build.log").write_text(log)
-        os.replace(built, program.with_name(f".{PROGRAM_NAME}.tmp"))
-        os.replace(program.with_name(f".{PROGRAM_NAME}.tmp"), program)
+        cache.publish(built, program)
     return program, time.perf_counter() - t0, False

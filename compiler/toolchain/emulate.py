@@ -11,12 +11,14 @@ artefacts are published with an atomic rename.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
+import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -24,10 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from ..target import device_costs
+from . import cache
 from .environment import child_env
 from .locking import locked
 
 EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]           # where `compiler` is imported from
 INCLUDE_DIR = EMULATOR_DIR / "include"
 SOURCE_DIR = EMULATOR_DIR / "src"
 BUNDLE_FILES = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp")
@@ -72,6 +76,12 @@ def cache_root() -> Path:
     return Path(root) if root else Path.home() / ".cache" / "tilefarm"
 
 
+def runtime_root() -> Path:
+    """Where runtimes are kept, one per key: per machine, shared by the CLI and the service (whose sandboxed jobs see
+    it read-only at this same path, TTEMU_RUNTIME_DIR)."""
+    return Path(os.environ.get("TTEMU_RUNTIME_DIR") or cache_root() / "ttemu-runtime")
+
+
 def kernel_cache_dir() -> Path:
     return Path(os.environ.get("TTEMU_CACHE_DIR") or cache_root() / "ttemu")
 
@@ -82,50 +92,62 @@ def compiler_version() -> str:
     return out.stdout.splitlines()[0]
 
 
-def _hash_files(paths: list[Path], base: Path, extra: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
-    for item in extra:
-        h.update(item.encode() + b"\0")
-    for p in sorted(paths):
-        h.update(str(p.relative_to(base)).encode() + b"\0")
-        h.update(p.read_bytes() + b"\0")
-    return h.hexdigest()[:24]
+def _files_key(paths: list[Path], base: Path, extra: tuple[str, ...]) -> str:
+    """The cache key of what `paths` (named relative to `base`: never where a checkout is) and `extra` make."""
+    return cache.key(*extra, *(part for p in sorted(paths) for part in (str(p.relative_to(base)), p.read_bytes())))
 
 
-def runtime_key() -> str:
-    files = [p for p in EMULATOR_DIR.rglob("*") if p.is_file() and p.suffix in (".h", ".hpp", ".cpp", ".def")]
-    return _hash_files(files, EMULATOR_DIR, (compiler_version(), *RUNTIME_FLAGS, str(INCLUDE_DIR)))
+def runtime_key(emulator_dir: Path = EMULATOR_DIR) -> str:
+    """By content only: the emulator's sources and headers, the compiler and the flags. Two checkouts of the same
+    sources share one runtime (the key holds no path)."""
+    files = [p for p in emulator_dir.rglob("*") if p.is_file() and p.suffix in (".h", ".hpp", ".cpp", ".def")]
+    return _files_key(files, emulator_dir, (compiler_version(), *RUNTIME_FLAGS))
 
 
-def _build_once(target: Path, command_for: callable, kind: str) -> Path:
-    """Runs `command_for(tmp_path)` to produce `target` unless it exists; safe across processes."""
-    if target.exists():
+def _build_once(target: Path, build: Callable[[Path], None]) -> Path:
+    """`build(tmp)` makes `target` unless it is there and intact (cache.intact); safe across processes: one builds,
+    the others wait for it and take what it published."""
+    if cache.intact(target):
         return target
-    with locked(target.with_suffix(".lock")):
-        if target.exists():
+    with locked(target.with_name(target.name + ".lock")):
+        if cache.intact(target):
             return target
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        cmd = command_for(tmp)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
-        if proc.returncode != 0:
+        try:
+            build(tmp)
+            cache.publish(tmp, target)
+        finally:
             tmp.unlink(missing_ok=True)
-            raise EmulationError(f"{kind} build failed:\n{proc.stdout}{proc.stderr}\ncommand: {' '.join(cmd)}",
-                                 kind=kind, log=proc.stdout + proc.stderr)
-        os.replace(tmp, target)
     return target
 
 
+def _run_build(command: list[str], kind: str) -> None:
+    proc = subprocess.run(command, capture_output=True, text=True, env=child_env())
+    if proc.returncode != 0:
+        raise EmulationError(f"{kind} build failed:\n{proc.stdout}{proc.stderr}\ncommand: {' '.join(command)}",
+                             kind=kind, log=proc.stdout + proc.stderr)
+
+
 def build_runtime() -> Path:
-    """libttemu.so for the current emulator sources (built once per source hash)."""
-    target = cache_root() / "ttemu-runtime" / runtime_key() / "libttemu.so"
+    """libttemu.so for the current emulator sources (built once per key, each source compiled on its own core)."""
+    target = runtime_root() / runtime_key() / "libttemu.so"
     target.parent.mkdir(parents=True, exist_ok=True)
-    sources = sorted(str(p) for p in SOURCE_DIR.glob("*.cpp"))
-    return _build_once(
-        target,
-        lambda out: [CXX, *RUNTIME_FLAGS, f"-I{INCLUDE_DIR}", f'-DTTEMU_DEFAULT_INCLUDE_DIR="{INCLUDE_DIR}"',
-                     *sources, "-o", str(out), "-ldl"],
-        "runtime-compile",
-    )
+
+    def build(out: Path) -> None:
+        objects = out.with_name(out.name + ".objects")
+        objects.mkdir(exist_ok=True)
+        try:
+            sources = sorted(SOURCE_DIR.glob("*.cpp"))
+            commands = [[CXX, *RUNTIME_FLAGS, "-c", f"-I{INCLUDE_DIR}", str(source), "-o", str(objects / f"{source.stem}.o")]
+                        for source in sources]
+            with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+                list(pool.map(lambda command: _run_build(command, "runtime-compile"), commands))
+            _run_build([CXX, *RUNTIME_FLAGS, *(str(objects / f"{s.stem}.o") for s in sources), "-o", str(out), "-ldl"],
+                       "runtime-compile")
+        finally:
+            shutil.rmtree(objects, ignore_errors=True)
+
+    return _build_once(target, build)
 
 
 # What every generated main.cpp includes: precompiled once per runtime, it cuts a new program's build from
@@ -138,13 +160,13 @@ HOST_PCH_HEADERS = ("tt-metalium/host_api.hpp", "tt-metalium/distributed.hpp", "
 def build_host_pch(lib: Path) -> Path:
     """host_pch.hpp (+ its .gch) beside the runtime library; pass it with -include."""
     header = lib.parent / "host_pch.hpp"
-    if not header.exists():
+    text = "".join(f"#include <{h}>\n" for h in HOST_PCH_HEADERS)
+    if not header.exists() or header.read_text() != text:
         tmp = header.with_name(f".{header.name}.{os.getpid()}.tmp")
-        tmp.write_text("".join(f"#include <{h}>\n" for h in HOST_PCH_HEADERS))
+        tmp.write_text(text)
         os.replace(tmp, header)
-    _build_once(header.with_name("host_pch.hpp.gch"),
-                lambda out: [CXX, *PROGRAM_FLAGS, "-x", "c++-header", str(header), f"-I{INCLUDE_DIR}", "-o", str(out)],
-                "program-compile")
+    _build_once(header.with_name("host_pch.hpp.gch"), lambda out: _run_build(
+        [CXX, *PROGRAM_FLAGS, "-x", "c++-header", str(header), f"-I{INCLUDE_DIR}", "-o", str(out)], "program-compile"))
     return header
 
 
@@ -154,15 +176,22 @@ def build_program(main_cpp: Path, workdir: Path) -> Path:
     lib = build_runtime()
     pch = build_host_pch(lib)
     local_headers = [p for p in main_cpp.parent.iterdir() if p.suffix in (".h", ".hpp")]
-    key = _hash_files([main_cpp, *local_headers], main_cpp.parent, (lib.parent.name, *PROGRAM_FLAGS))
+    key = _files_key([main_cpp, *local_headers], main_cpp.parent, (lib.parent.name, *PROGRAM_FLAGS))
     target = cache_root() / "ttemu-programs" / key / "program"
     target.parent.mkdir(parents=True, exist_ok=True)
-    return _build_once(
-        target,
-        lambda out: [CXX, *PROGRAM_FLAGS, "-include", str(pch), str(main_cpp), f"-I{INCLUDE_DIR}", f"-I{main_cpp.parent}",
-                     str(lib), f"-Wl,-rpath,{lib.parent}", "-o", str(out)],
-        "program-compile",
-    )
+    return _build_once(target, lambda out: _run_build(
+        [CXX, *PROGRAM_FLAGS, "-include", str(pch), str(main_cpp), f"-I{INCLUDE_DIR}", f"-I{main_cpp.parent}",
+         str(lib), f"-Wl,-rpath,{lib.parent}", "-o", str(out)], "program-compile"))
+
+
+def kernel_compiler_env() -> dict[str, str]:
+    """What a program's kernel JIT needs to compile every kernel through the kernel check
+    (compiler/toolchain/kernel_check.py): the launcher, and where the check's module is."""
+    launcher = [sys.executable, "-S", "-m", "compiler.toolchain.kernel_check"]  # -S: the check needs no site
+    if any(any(c.isspace() for c in word) for word in launcher):
+        raise EmulationError(f"the kernel check's launcher cannot be named in TTEMU_KERNEL_CC: {launcher[0]!r} holds "
+                             "a space", kind="kernel-compile")
+    return {"TTEMU_KERNEL_CC": " ".join(launcher), "PYTHONPATH": str(PROJECT_ROOT)}
 
 
 def _write_inputs(inputs: dict[str, np.ndarray], input_dir: Path) -> None:
@@ -225,7 +254,7 @@ def run_host_program(main_cpp: Path, inputs: dict[str, np.ndarray], workdir: Pat
     _write_inputs(inputs, input_dir)
     report_path = workdir / "report.json"
     report_path.unlink(missing_ok=True)
-    run_env = {**child_env(), "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
+    run_env = {**child_env(), **kernel_compiler_env(), "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
                "TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir()), **(env or {})}
     if timing or timing_only:
         run_env["TTEMU_COSTS"] = costs_env(arch, cost_overrides)

@@ -13,10 +13,14 @@ Refused:
 
 Two callers:
   * the sandbox's `check_kernels` op (workers/sandbox/ops.py) checks the kernels of a compile answer, each alone in
-    an empty directory against the emulator's API headers, before the trusted side stores them (check_kernel);
+    an empty directory against the emulator's API headers, before the trusted side stores them (check_kernels);
+    the whole preprocessed translation unit is scanned (the API headers hold no assembler);
   * the emulator's kernel JIT compiles every kernel through this module (TTEMU_KERNEL_CC, see main()): the kernel is
-    preprocessed with the JIT's own flags and checked, then exactly the checked text (the .ii file) is compiled, so
-    no define, flag or file can differ between what was checked and what is built.
+    preprocessed with the JIT's own flags and its files checked, the checked text (the .ii file) compiled to
+    assembly, and the assembly checked before it is assembled: no asm statement (GCC brackets each with #APP), no
+    directive that reads a file or builds others, however it got there. So nothing can differ between what was
+    checked and what is built, and the C library's headers (asm labels, as glibc's redirections are) still compile
+    for kernels that include them (ttnn's).
 """
 from __future__ import annotations
 
@@ -53,7 +57,8 @@ class Finding:
     message: str
 
     def render(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}: {self.message}" if self.line else f"{self.file}: {self.message}"
+        where = ":".join([self.file, *(str(n) for n in (self.line, self.col)[:2 if self.col else 1] if self.line)])
+        return f"{where}: {self.message}"
 
 
 class KernelRefused(Exception):
@@ -177,6 +182,7 @@ _TOKEN = re.compile(r"""
   | (?P<number>(?<![\w$])\.?\d(?:[eEpP][+-]|'\w|[\w.])*)
   | (?P<other>.)
 """, re.S | re.X | re.M)
+_MARKER_LINE = re.compile(r'^\# \d+ "(?P<file>(?:[^"\\\n]|\\.)*)"', re.M)
 _ASM = re.compile(r"(?<![\w$])(?:asm|__asm|__asm__)(?![\w$])")
 _ATTRIBUTE = re.compile(r"(?<![\w$])__attribute(?:__)?(?![\w$])\s*\(|(?:\[|<:)\s*(?:\[|<:)")
 _DIRECTIVE = re.compile(r"(?:\#|%:)\s*(ident|sccs|assert|unassert)(?![\w$])")
@@ -243,6 +249,14 @@ class _Scan:
         self._code("".join(code), offsets)
         return sorted(self.findings, key=lambda f: (f.line, f.col))
 
+    def markers_only(self) -> list[Finding]:
+        """Only the line-marker rule (the assembly is checked instead of the tokens)."""
+        for match in _MARKER_LINE.finditer(self.text):
+            name = _decoded(match.group("file"))
+            if not name.startswith("<") and os.path.realpath(name) not in self.entered:
+                self.add(match.start(), f"a line directive names {name!r}, a file this kernel does not include")
+        return self.findings
+
     def _code(self, code: str, offsets: list[tuple[int, int]]) -> None:
         def at(index: int) -> int:  # where code[index] is in the text
             piece = bisect.bisect_right(offsets, (index, 1 << 62)) - 1
@@ -306,8 +320,9 @@ class Preprocessing:
     """`command`'s preprocessing alone into `out`, with no include directory but its own and the compiler's standard
     ones; started at once (several run side by side), then checked (findings())."""
 
-    def __init__(self, command: Command, out: str, shown_as: str | None = None):
+    def __init__(self, command: Command, out: str, shown_as: str | None = None, tokens: bool = True):
         self.command, self.out, self.shown_as = command, out, shown_as or os.path.basename(command.source)
+        self.tokens = tokens  # scan the translation unit's tokens (else only its line markers)
         self.allowed = Allowed(command)
         self.deps, self.messages = out + ".d", out + ".messages"
         standard = [arg for d in standard_include_dirs(command.cxx) for arg in ("-isystem", d)]
@@ -336,7 +351,8 @@ class Preprocessing:
         if not findings:
             entered_real = {os.path.realpath(p) for p in entered} | {self.allowed.source}
             text = Path(self.out).read_text(encoding="utf-8", errors="surrogateescape")
-            findings = scan(text, entered_real, {self.command.source: self.shown_as})
+            shown = {self.command.source: self.shown_as}
+            findings = scan(text, entered_real, shown) if self.tokens else _Scan(text, entered_real, shown).markers_only()
         return findings, messages
 
 
@@ -375,38 +391,76 @@ def check_kernels(kernels: dict[str, tuple[bytes, list[str]]], *, cxx: str,
 
 # ------------------------------------------------------------------------------------------ the JIT's compiler
 
+# In GCC's assembly output: an asm statement (always between #APP and #NO_APP, its source line after), and the
+# assembler directives that read a file or build other directives (GAS takes `;` between statements too).
+_APP = re.compile(r'^#APP\n(?:# (?P<line>\d+) "(?P<file>(?:[^"\\\n]|\\.)*)")?', re.M)
+_READING = re.compile(r"(?<![\w$.])\.(?P<directive>incbin|include|macro|irpc?|rept|altmacro|purgem)(?![\w$])", re.I)
+
+
+def check_assembly(text: str, shown_as: str) -> list[Finding]:
+    """What the assembler would be given: no asm statement, no directive that reads a file or builds others."""
+    found = []
+    for match in _APP.finditer(text):
+        file = _decoded(match.group("file") or shown_as)
+        found.append(Finding(os.path.basename(file), int(match.group("line") or 0), 0,
+                             "an asm statement: assembler is not allowed in a device kernel"))
+    for match in _READING.finditer(text):
+        found.append(Finding(shown_as, 0, 0, f"the assembler would be given `.{match.group('directive')}` (from a "
+                                             "string of the kernel's): not allowed in a device kernel"))
+    return found[:20]
+
+
+def _compile_flags(command: Command) -> list[str]:
+    """The command's flags for compiling text already preprocessed: no include, define or language again."""
+    kept, flags = [], iter(command.flags)
+    for flag in flags:
+        if flag in VALUE_OPTIONS:
+            value = next(flags, "")
+            if flag not in (*FILE_ARGUMENTS, *DIR_ARGUMENTS, "-D", "-U", "-x"):
+                kept += [flag, value]
+        elif not flag.startswith(("-I", "-D", "-U")):
+            kept.append(flag)
+    return kept
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m compiler.toolchain.kernel_check CXX FLAGS... SOURCE -o OUTPUT`: the emulator's kernel JIT runs
-    every kernel compile through this (TTEMU_KERNEL_CC). It preprocesses, checks, and compiles the checked text."""
+    every kernel compile through this (TTEMU_KERNEL_CC). Preprocess and check the files entered; compile the
+    checked text to assembly and check it; assemble exactly that."""
     try:
         command = Command.parse(list(sys.argv[1:] if argv is None else argv))
     except ValueError as error:
         print(f"tilefarm kernel check: {error}", file=sys.stderr)
         return 2
-    checked = command.output + ".ii"
+    name = os.path.basename(command.source)
+    checked, assembly = command.output + ".ii", command.output + ".s"
+
+    def refuse(findings: list[Finding], messages: str = "") -> int:
+        print(f"tilefarm refused {name}:", file=sys.stderr)
+        for finding in findings[:20]:
+            print(f"  {finding.render()}", file=sys.stderr)
+        if messages:
+            print(messages[-4000:], file=sys.stderr)
+        return 1
+
     try:
-        findings, messages = Preprocessing(command, checked).findings()
+        findings, messages = Preprocessing(command, checked, tokens=False).findings()
         if findings:
-            print(f"tilefarm refused {os.path.basename(command.source)}:", file=sys.stderr)
-            for finding in findings[:20]:
-                print(f"  {finding.render()}", file=sys.stderr)
-            if messages:
-                print(messages[-4000:], file=sys.stderr)
-            return 1
+            return refuse(findings, messages)
         if messages:
             print(messages, file=sys.stderr)
-        compile_flags, flags = [], iter(command.flags)  # the text is preprocessed: no include or define again
-        for flag in flags:
-            if flag in VALUE_OPTIONS:
-                value = next(flags, "")
-                if flag not in (*FILE_ARGUMENTS, *DIR_ARGUMENTS, "-D", "-U", "-x"):
-                    compile_flags += [flag, value]
-            elif not flag.startswith(("-I", "-D", "-U")):
-                compile_flags.append(flag)
-        return subprocess.run([command.cxx, *compile_flags, "-fno-diagnostics-show-caret", checked,
-                               "-o", command.output], env=child_env()).returncode
+        flags = _compile_flags(command)
+        compiled = subprocess.run([command.cxx, *flags, "-fno-diagnostics-show-caret", "-S", checked, "-o", assembly],
+                                  env=child_env())
+        if compiled.returncode != 0:
+            return compiled.returncode
+        findings = check_assembly(Path(assembly).read_text(errors="replace"), name)
+        if findings:
+            return refuse(findings)
+        return subprocess.run([command.cxx, *flags, assembly, "-o", command.output], env=child_env()).returncode
     finally:
-        Path(checked).unlink(missing_ok=True)
+        for path in (checked, assembly):
+            Path(path).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

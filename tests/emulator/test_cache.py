@@ -1,6 +1,8 @@
 """Build caching: kernel objects are reused by content hash, the runtime and host program are built once."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -58,3 +60,36 @@ def test_small_gemm_second_run_builds_nothing(make_bundle, run):
     res = run(bundle, {"a": a, "b": a})
     np.testing.assert_array_equal(res.outputs["c"], np.full((64, 64), 64.0, np.float32))
     assert res.report["jit"]["compiled"] == 0 and res.report["jit"]["cache_hits"] == 3, res.report["jit"]
+
+
+def test_one_runtime_per_machine_shared_by_the_service_and_the_cli(tmp_path, monkeypatch):
+    """Issue 29.3, from a cold cache: the service's sandbox builds the emulator runtime as it starts (`make serve`),
+    and the first `tilefarm verify` after it builds nothing: one runtime per machine, in one place, keyed by content
+    (a second checkout of the same sources has the same key). Before, the sandbox kept its own copy and the key held
+    the checkout's path: a fresh clone built it twice."""
+    from farm.settings import Settings
+    from workers.sandbox import SandboxConfig, Zygote
+
+    monkeypatch.delenv("TTEMU_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("TILEFARM_CACHE_DIR", str(tmp_path / "cache"))
+    runtimes = tmp_path / "cache" / "ttemu-runtime"
+    config = SandboxConfig.from_settings(Settings(data_dir=tmp_path / "data"))
+    assert config.runtime_dir == runtimes.resolve() == emulate.runtime_root().resolve()
+    zygote = Zygote(config).start()
+    try:
+        built = Path(zygote.info["prebuilt"]["ttemu-runtime"])
+    finally:
+        zygote.close()
+    assert [p.name for p in runtimes.iterdir()] == [built.parent.name] and built.name == "libttemu.so"
+    before = built.stat()
+    other = tmp_path / "another-checkout" / "emulator"
+    shutil.copytree(emulate.EMULATOR_DIR, other)
+    assert emulate.runtime_key(other) == built.parent.name  # the key holds no path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "eltwise_chain.py"
+    done = subprocess.run([sys.executable, "-m", "tilefarm", "verify", str(example)], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path, env=dict(os.environ))
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = built.stat()
+    assert [p.name for p in runtimes.iterdir()] == [built.parent.name], "the CLI built a runtime of its own"
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), "the CLI built the runtime again"

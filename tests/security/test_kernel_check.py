@@ -2,14 +2,17 @@
 reading the text. Each trick below hides an include or assembler from a naive reader of the source (a C++14 digit
 separator, a lone CR ending a // comment, .incbin, token pasting, attributes that reach the assembler, line
 markers...). A compile answer carrying one is refused when it comes back from the sandbox, before anything of it is
-stored, and its refusal shows not a byte of the file it aimed at."""
+stored, and by the emulator's kernel JIT itself (which compiles exactly the text it checked), whoever runs it.
+Neither shows a byte of the file it aimed at."""
 from __future__ import annotations
 
 import os
 import secrets
 
+import numpy as np
 import pytest
 
+from compiler.toolchain import emulate
 from farm.settings import Settings
 from schemas.target import TargetConfig
 from tests.security.forging import compile_forgery, forging_kernel, genuine_compile
@@ -40,15 +43,18 @@ ASSEMBLER = {
               '.popsection");\nextern "C" const char tilefarm_leak[];\nextern "C" int puts(const char*);\n'
               'static int tilefarm_shown = puts(tilefarm_leak);\n',
     "dunder-asm": '__asm__(".include \\"{secret}\\"");\n',
-    "asm-volatile-in-function": 'inline void tilefarm_f() {{ __asm volatile (".incbin \\"{secret}\\""); }}\n',
+    "asm-volatile-in-function": 'inline void tilefarm_f() {{ __asm volatile (".incbin \\"{secret}\\""); }}\n'
+                                'static int tilefarm_g = (tilefarm_f(), 0);\n',
     "token-pasted-asm": '#define TILEFARM_CAT(a, b) a##b\nTILEFARM_CAT(__as, m__)(".incbin \\"{secret}\\"");\n',
-    "asm-label": 'extern "C" int tilefarm_label asm("tilefarm_other");\n',
+    # a symbol's name goes to the assembler as it is written
+    "asm-label": 'extern "C" int tilefarm_label asm("tilefarm_other\\n.incbin \\"{secret}\\"\\n#");\n'
+                 'int tilefarm_read() {{ return tilefarm_label; }}\n',
     "escaped-incbin": 'asm("\\x2e\\x69ncbin \\"{secret}\\"");\n',
-    "section-attribute": '__attribute__((section(".rodata\\n.incbin \\"{secret}\\"\\n#"))) const char tilefarm_a[1] = {{0}};\n',
+    "section-attribute": '__attribute__((used, section(".rodata\\n.incbin \\"{secret}\\"\\n#"))) const char tilefarm_a[1] = {{0}};\n',
     # no "incbin" anywhere in the text: the assembler's own macro pastes it together
-    "section-gas-macro": '__attribute__((__section__(".text\\n.macro tilefarm_m a, b\\n\\\\a\\\\b \\"{secret}\\"\\n'
+    "section-gas-macro": '__attribute__((used, __section__(".text\\n.macro tilefarm_m a, b\\n\\\\a\\\\b \\"{secret}\\"\\n'
                          '.endm\\ntilefarm_m .inc, bin\\n#"))) const char tilefarm_b[1] = {{0}};\n',
-    "gnu-section": '[[gnu::section(".rodata\\n.incbin \\"{secret}\\"\\n#")]] const char tilefarm_c[1] = {{0}};\n',
+    "gnu-section": '[[gnu::used, gnu::section(".rodata\\n.incbin \\"{secret}\\"\\n#")]] const char tilefarm_c[1] = {{0}};\n',
     "symver": '__attribute__((symver("tilefarm@V1\\n.incbin \\"{secret}\\"\\n#"))) void tilefarm_d() {{}}\n',
     "line-marker-disguise": '# 1 "/usr/include/stdint.h" 1 3\nasm(".incbin \\"{secret}\\"");\n',
     "line-directive-disguise": '#line 1 "/usr/include/stdint.h"\n__asm__(".incbin \\"{secret}\\"");\n',
@@ -127,3 +133,18 @@ def test_a_megabyte_of_hostile_text_is_checked(zygote, settings, genuine, junk):
                                dump_ir=False, params=None)
     except sandbox.ForgedAnswer as refused:
         assert "reader.cpp" in str(refused)
+@pytest.mark.parametrize("name", sorted(TRICKS))
+def test_the_emulators_kernel_jit_refuses_the_trick(genuine, secret_file, tmp_path, name):
+    """The emulator run as the CLI runs it (no sandbox): the JIT checks and compiles each kernel itself."""
+    answer, files = genuine
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    for artifact, file in answer["artifacts"].items():
+        (bundle / artifact).write_bytes(files[file])
+    (bundle / "reader.cpp").write_text(TRICKS[name].format(secret=secret_file) + files["reader.cpp"].decode())
+    inputs = {"A": np.ones((64, 64), np.float32)}
+    with pytest.raises(emulate.EmulationError) as refused:
+        emulate.run_program(bundle, inputs, tmp_path / "run", timeout_s=120)
+    assert refused.value.kind == "kernel-compile", refused.value
+    assert "reader.cpp" in refused.value.message and "refused" in refused.value.message, refused.value.message
+    assert secret_file.read_text().strip() not in str(refused.value) + refused.value.log

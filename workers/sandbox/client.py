@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from compiler.toolchain.environment import child_env
 from schemas.values import loads_strict, printable
 from workers.sandbox import answers
 from workers.sandbox.protocol import (MEASURES, RESULT, Limits, SandboxError, SandboxInterrupted, SandboxTimeout,
@@ -27,7 +28,8 @@ from workers.sandbox.protocol import (MEASURES, RESULT, Limits, SandboxError, Sa
 class SandboxConfig:
     root: Path | None                      # where job directories go if there are no namespaces (None: the system
                                            # temp dir); with namespaces a job has no host directory at all
-    shared_cache: Path                     # trusted prebuilt toolchain files (emulator runtime), read-only inside
+    runtime_dir: Path                      # the emulator runtimes (emulate.runtime_root): built by the zygote,
+                                           # shared with the CLI, read-only inside at this same path
     hide: list[str] = field(default_factory=list)   # host paths to cover with an empty read-only tmpfs
     user: str = "nobody"
     preload: tuple[str, ...] = ("compiler.api", "compiler.toolchain.verification", "compiler.toolchain.header_check")
@@ -39,14 +41,13 @@ class SandboxConfig:
     def from_settings(cls, settings) -> "SandboxConfig":
         data = Path(settings.data_dir).resolve()
         root = Path(settings.sandbox_dir).resolve() if getattr(settings, "sandbox_dir", None) else None
-        from compiler.toolchain.emulate import cache_root  # per machine: the runtime is built once, not per data dir
-
+        from compiler.toolchain.emulate import runtime_root  # per machine: built once, not per data dir or process
         from compiler.toolchain.sdk_headers import headers_dir  # fetched on the trusted side, read-only inside
 
-        headers = str(headers_dir().resolve())
-        return cls(root=root, shared_cache=cache_root() / "sandbox-shared", hide=[str(data), *([str(root)] if root else [])],
-                   user=getattr(settings, "sandbox_user", "nobody"), readonly=[headers],
-                   child_env={"TILEFARM_SDK_HEADERS_DIR": headers})
+        headers, runtimes = str(headers_dir().resolve()), runtime_root().resolve()
+        return cls(root=root, runtime_dir=runtimes, hide=[str(data), *([str(root)] if root else [])],
+                   user=getattr(settings, "sandbox_user", "nobody"), readonly=[headers, str(runtimes)],
+                   child_env={"TILEFARM_SDK_HEADERS_DIR": headers, "TTEMU_RUNTIME_DIR": str(runtimes)})
 
 
 @dataclass
@@ -72,10 +73,9 @@ class Zygote:
         if self.config.root is not None:
             self.config.root.mkdir(parents=True, exist_ok=True)
             os.chmod(self.config.root, 0o711)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": "/nonexistent",
-               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and Path(p).is_dir()),
-               "TILEFARM_CACHE_DIR": str(self.config.shared_cache), "PYTHONDONTWRITEBYTECODE": "1"}
-        for passthrough in ("TTEMU_CXX", "TVM_LIBRARY_PATH", "TVM_DEVICE_BACKEND_AUTOLOAD"):
+        env = child_env(HOME="/nonexistent", PYTHONPATH=os.pathsep.join(p for p in sys.path if p and Path(p).is_dir()),
+                        TTEMU_RUNTIME_DIR=str(self.config.runtime_dir), PYTHONDONTWRITEBYTECODE="1")
+        for passthrough in ("TVM_LIBRARY_PATH", "TVM_DEVICE_BACKEND_AUTOLOAD"):
             if passthrough in os.environ:
                 env[passthrough] = os.environ[passthrough]
         self.process = subprocess.Popen([sys.executable, "-m", "workers.sandbox.zygote", json.dumps(_config_json(self.config))],
@@ -208,7 +208,7 @@ def _limit_hint(reply: dict, limits: Limits, stderr: str) -> str:
 
 
 def _config_json(config: SandboxConfig) -> dict:
-    return {"root": str(config.root) if config.root else None, "shared_cache": str(config.shared_cache), "hide": config.hide,
+    return {"root": str(config.root) if config.root else None, "runtime_dir": str(config.runtime_dir), "hide": config.hide,
             "readonly": config.readonly, "child_env": config.child_env,
             "user": config.user, "preload": list(config.preload), "namespaces": config.namespaces}
 

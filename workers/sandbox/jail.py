@@ -22,7 +22,7 @@ import stat
 import sys
 
 from workers.sandbox import seccomp
-from workers.sandbox.protocol import JOB_DIR, SHARED_CACHE_ENTRIES, Limits
+from workers.sandbox.protocol import JOB_DIR, Limits
 
 # Linux constants (sched.h, sys/mount.h, sys/prctl.h)
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -34,7 +34,6 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 SYS_CLONE, SYS_PIVOT_ROOT = 56, 155  # x86_64
 
 NAMESPACES = {"net": CLONE_NEWNET, "mount": CLONE_NEWNS, "pid": CLONE_NEWPID, "ipc": CLONE_NEWIPC, "uts": CLONE_NEWUTS}
-SHARED_MOUNT = "/tmp/shared"          # where the trusted prebuilt cache appears inside the child
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -148,7 +147,7 @@ RO = MS_RDONLY | MS_NOSUID | MS_NODEV
 def prepare(config: dict, namespaces: list[str], user: pwd.struct_passwd, measures: dict) -> None:
     """Everything that does not depend on the job: a minimal root of our own, as nsjail and bubblewrap make one.
     A fresh tmpfs holds read-only binds of only what a job needs (the interpreter and the packages it may import,
-    the C++ toolchain with its libraries and headers, the SDK headers, the trusted prebuilt cache), a few device
+    the C++ toolchain with its libraries and headers, the SDK headers, the emulator runtimes at their own path), a few device
     nodes, a /proc of the job's PID namespace and the job's private, size-capped /tmp; pivot_root makes it the
     root, the host's root is detached, and the new root is made read-only. Nothing here when we got no mount
     namespace (enter_job then works below the host job directory)."""
@@ -157,7 +156,6 @@ def prepare(config: dict, namespaces: list[str], user: pwd.struct_passwd, measur
     fs = measures["filesystem"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     binds = {target: os.open(source, os.O_PATH | os.O_CLOEXEC) for target, source in (ROOT_BINDS or root_binds()).items()}
-    shared = os.open(config["shared_cache"], os.O_PATH | os.O_CLOEXEC) if os.path.isdir(config["shared_cache"]) else None
     new = NEW_ROOT
     _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     size = Limits().tmpfs_bytes  # the job's own /tmp first: code that lives below /tmp is bound into it after
@@ -178,9 +176,6 @@ def prepare(config: dict, namespaces: list[str], user: pwd.struct_passwd, measur
         fh.write(f"root:x:0:\n{user.pw_name}:x:{user.pw_gid}:\n")
     for sub in ("in", "out", "tmp", "cache"):
         os.makedirs(new + os.path.join(JOB_DIR, sub))
-    if shared is not None:
-        _bind(shared, new + SHARED_MOUNT, RO)
-        _link_shared_cache(SHARED_MOUNT, new + os.path.join(JOB_DIR, "cache"), seen_from=new + SHARED_MOUNT)
     for path in (JOB_DIR, *(os.path.join(JOB_DIR, s) for s in ("out", "tmp", "cache"))):
         os.chown(new + path, user.pw_uid, user.pw_gid)
     os.makedirs(new + "/proc")
@@ -265,14 +260,6 @@ def _tools() -> list[str]:
     return found
 
 
-def _link_shared_cache(shared: str, cache: str, seen_from: str | None = None) -> None:
-    """The job's cache directory points at the trusted prebuilt entries (read-only where they live); `seen_from`:
-    where `shared` can be looked at now, when not at its own path (in the new root, before the pivot)."""
-    for name in SHARED_CACHE_ENTRIES:
-        if os.path.isdir(os.path.join(seen_from or shared, name)):
-            os.symlink(os.path.join(shared, name), os.path.join(cache, name))
-
-
 def _hide(path: str, measures: dict) -> None:
     if not os.path.isdir(path):
         return
@@ -301,7 +288,6 @@ def enter_job(config: dict, host_dir: str, namespaces: list[str], limits: Limits
         work = host_dir  # made by the zygote (mkdtemp: 0700, ours), removed by it after the job
         for sub in ("in", "out", "tmp", "cache"):
             os.makedirs(os.path.join(work, sub))
-        _link_shared_cache(config["shared_cache"], os.path.join(work, "cache"))
         if os.getuid() == 0:
             for path in (work, *(os.path.join(work, s) for s in ("out", "tmp", "cache"))):
                 os.chown(path, user.pw_uid, user.pw_gid)

@@ -9,7 +9,6 @@ RESULT = "result.json"        # the op's answer, in the job's out/ directory
 MEASURES = "measures.json"    # which restrictions were in force, written before the op runs
 MAX_RESULT_BYTES = 64 * 1024 * 1024     # everything a job answers, together
 MAX_INPUT_BYTES = 1024 * 1024 * 1024    # everything a job is given (the API's array limits are far below)
-SHARED_CACHE_ENTRIES = ("ttemu-runtime", "sdk-headers", "ttnn-headers")  # trusted, prebuilt: mounted read-only
 
 
 class SandboxError(Exception):

@@ -65,7 +65,7 @@ def main(config: dict) -> None:
     for module in config["preload"]:
         __import__(module)
     step("build the emulator runtime")
-    prebuilt = _prebuild_shared_cache(Path(config["shared_cache"]))
+    prebuilt = _prebuild_runtime(Path(config["runtime_dir"]))
     _learn_compiler()
     step("compile the example kernels")
     warm = _warm_up()  # after everything else is imported: nothing may invalidate the state it builds
@@ -150,10 +150,11 @@ def _learn_compiler() -> None:
         pass
 
 
-def _prebuild_shared_cache(shared: Path) -> dict:
-    """Trusted, input-independent toolchain parts the children may read but never write (the emulator runtime)."""
-    shared.mkdir(parents=True, exist_ok=True)
-    os.chmod(shared, 0o755)
+def _prebuild_runtime(runtimes: Path) -> dict:
+    """The emulator runtime, trusted and input-independent: built here once per machine (or found, built by the CLI
+    or another worker: emulate.runtime_root is shared), checked against its seal, and readable by the children,
+    which see it read-only and never write it."""
+    runtimes.mkdir(parents=True, exist_ok=True)
     done = {}
     try:
         from compiler.toolchain import emulate
@@ -163,10 +164,12 @@ def _prebuild_shared_cache(shared: Path) -> dict:
         done["ttemu-runtime"] = str(lib)
     except Exception as error:  # emulation will fail in the child with the real message
         done["ttemu-runtime"] = f"unavailable: {type(error).__name__}: {error}"
-    for path in shared.rglob("*"):
+        return done
+    for path in (runtimes, lib.parent, *lib.parent.iterdir()):
         mode = path.lstat().st_mode
-        if not stat.S_ISLNK(mode):
-            os.chmod(path, (mode | 0o444 | (0o111 if stat.S_ISDIR(mode) or mode & 0o100 else 0)) & ~0o022)
+        wanted = (mode | 0o444 | (0o111 if stat.S_ISDIR(mode) or mode & 0o100 else 0)) & ~0o022
+        if not stat.S_ISLNK(mode) and stat.S_IMODE(wanted) != stat.S_IMODE(mode):
+            os.chmod(path, stat.S_IMODE(wanted))
     return done
 
 

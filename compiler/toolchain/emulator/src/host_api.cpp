@@ -904,8 +904,10 @@ std::shared_ptr<MeshDevice> MeshDevice::create_unit_mesh(int device_id, std::siz
     if (device_id != 0) ttemu::host_fail("host-api", "create_unit_mesh: the emulator has one device (id 0)");
     // An emulated device may have a device node (TTEMU_DEVICE), held exclusively while the program runs, like
     // /dev/tenstorrent/N: a missing node or one another process holds is a device error (exit 7), not a kernel bug.
+    // A sandboxed program is handed the node open already (TTEMU_DEVICE_FD): it could not open it itself.
     if (const char* node = std::getenv("TTEMU_DEVICE"); node && *node) {
-        int fd = ::open(node, O_RDWR | O_CLOEXEC);
+        const char* given = std::getenv("TTEMU_DEVICE_FD");
+        int fd = given && *given ? std::atoi(given) : ::open(node, O_RDWR | O_CLOEXEC);
         if (fd < 0)
             ttemu::host_fail("device", std::string("cannot open device ") + node + ": " + std::strerror(errno), 7);
         if (::flock(fd, LOCK_EX | LOCK_NB) != 0)

@@ -1,5 +1,8 @@
-// Kernel JIT: each kernel source is compiled with the host g++ into a shared object, cached by a hash of
-// everything that affects the object (source, compile-time args, defines, CB formats, flags, emulator headers).
+// Kernel JIT: each kernel source is compiled with the host g++ into a shared object, cached under the SHA-256 of
+// everything that affects the object (source, compile-time args, defines, CB formats, flags, emulator headers) and
+// sealed with the SHA-256 of the object itself (<key>.so.sha256): an object that does not match its seal (truncated,
+// corrupted, swapped) is compiled again, never loaded. Every compile goes through $TTEMU_KERNEL_CC when it is set
+// (a launcher, as ccache is: tilefarm's preprocesses and checks the kernel, then compiles exactly what it checked).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -18,6 +21,7 @@
 #include <sstream>
 
 #include "runtime.h"
+#include "sha256.h"
 
 extern char** environ;
 
@@ -27,19 +31,6 @@ extern char** environ;
 
 namespace ttemu {
 namespace {
-
-// 128-bit FNV-1a style hash from two independent 64-bit lanes; enough for a build cache key.
-struct Hasher {
-    std::uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-    void add(const std::string& s) {
-        for (unsigned char ch : s) {
-            a = (a ^ ch) * 0x100000001b3ull;
-            b = (b ^ ch) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
-        }
-        a = (a ^ 0xff) * 0x100000001b3ull;  // separator so ("ab","c") != ("a","bc")
-    }
-    std::string hex() const { return strformat("%016llx%016llx", (unsigned long long)a, (unsigned long long)b); }
-};
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -78,10 +69,10 @@ const std::string& headers_hash() {
         std::vector<std::string> files;
         walk(include_dir(), files);
         std::sort(files.begin(), files.end());
-        Hasher hs;
+        Sha256 hs;
         for (auto& f : files) {
-            hs.add(f.substr(include_dir().size()));
-            hs.add(read_file(f));
+            hs.field(f.substr(include_dir().size()));
+            hs.field(read_file(f));
         }
         return hs.hex();
     }();
@@ -115,23 +106,49 @@ std::string join(const std::vector<std::uint32_t>& v) {
     return s;
 }
 
-// A Metal 2.0 kernel's generated headers, written once under the cache by their content's hash (so the compile
-// command, which names them, keys the kernel cache on them); returns the directory.
+// A Metal 2.0 kernel's generated headers, kept under the cache by their content's hash (so the compile command,
+// which names them, keys the kernel cache on them); a file that does not hold that content is written again.
+// Returns the directory.
 std::string generated_headers_dir(const KernelDef& k) {
     std::string bindings = generated_bindings_header(k), args = generated_args_header(k);
-    Hasher h;
-    h.add(bindings);
-    h.add(args);
-    std::string dir = cache_dir() + "/generated-" + h.hex();
-    if (access((dir + "/kernel_args_generated.h").c_str(), R_OK) == 0) return dir;
+    std::string dir = cache_dir() + "/generated-" + Sha256().field(bindings).field(args).hex();
     mkdir(dir.c_str(), 0755);
     for (auto& [name, text] : {std::pair<const char*, const std::string&>{"kernel_bindings_generated.h", bindings},
                                std::pair<const char*, const std::string&>{"kernel_args_generated.h", args}}) {
         std::string path = dir + "/" + name, tmp = path + ".tmp." + std::to_string(getpid());
+        if (read_file(path) == text) continue;
         std::ofstream(tmp) << text;
         std::rename(tmp.c_str(), path.c_str());  // atomic: concurrent processes write the same content
     }
     return dir;
+}
+
+// The launcher every kernel compile goes through ($TTEMU_KERNEL_CC, words separated by spaces), or none.
+std::vector<std::string> launcher() {
+    std::vector<std::string> words;
+    if (const char* env = std::getenv("TTEMU_KERNEL_CC"); env && *env) {
+        std::stringstream ss(env);
+        for (std::string word; ss >> word;) words.push_back(word);
+    }
+    return words;
+}
+
+// The object holds what its seal (<object>.sha256) says.
+bool sealed_intact(const std::string& object) {
+    std::string seal = read_file(object + ".sha256");
+    while (!seal.empty() && (seal.back() == '\n' || seal.back() == ' ')) seal.pop_back();
+    return seal.size() == 64 && seal == sha256_file(object);
+}
+
+// Seal a freshly compiled object and publish it (then its seal) into place; a reader between the two renames sees
+// a seal that does not match and compiles again.
+bool publish_sealed(const std::string& built, const std::string& object) {
+    std::string digest = sha256_file(built);
+    if (digest.empty()) return false;
+    std::string seal_tmp = built + ".sha256";
+    std::ofstream(seal_tmp) << digest << "\n";
+    return std::rename(built.c_str(), object.c_str()) == 0 &&
+           std::rename(seal_tmp.c_str(), (object + ".sha256").c_str()) == 0;
 }
 
 std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView& view, const std::string& src,
@@ -139,12 +156,13 @@ std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView
     const char* cxx_env = std::getenv("TTEMU_CXX");
     std::string cxx = cxx_env && *cxx_env ? cxx_env : "g++";
     const ArchSpec& arch = *device().arch;
-    std::vector<std::string> cmd = {cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-g0",
-                                    // the JIT's warning policy (metalium_api.md §6.5)
-                                    "-Wall", "-Werror", "-Wno-unknown-pragmas", "-Wno-deprecated-declarations",
-                                    "-Wno-error=multistatement-macros", "-Wno-error=parentheses",
-                                    "-Wno-error=unused-but-set-variable", "-Wno-unused-variable",
-                                    "-Wno-unused-function", "-I" + include_dir()};
+    std::vector<std::string> cmd = launcher();
+    cmd.insert(cmd.end(),
+               {cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-g0",
+                // the JIT's warning policy (metalium_api.md §6.5)
+                "-Wall", "-Werror", "-Wno-unknown-pragmas", "-Wno-deprecated-declarations",
+                "-Wno-error=multistatement-macros", "-Wno-error=parentheses", "-Wno-error=unused-but-set-variable",
+                "-Wno-unused-variable", "-Wno-unused-function", "-I" + include_dir()});
     // Kernels from a TT-Metalium tree (ttnn's, read from the wheel) include "ttnn/operations/..." relative to
     // TT_METAL_HOME, as the real JIT's include path has it; our device headers come first.
     if (const char* home = std::getenv("TT_METAL_HOME"); home && *home)
@@ -240,11 +258,9 @@ void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<Pro
         Job job;
         job.k = k;
         std::vector<std::string> probe = compile_command(*k, views[i], "SRC", "OUT");
-        Hasher h;
-        for (auto& a : probe) h.add(a);
-        h.add(k->source);
-        h.add(headers_hash());
-        h.add(__VERSION__);
+        Sha256 h;
+        for (auto& a : probe) h.field(a);
+        h.field(k->source).field(headers_hash()).field(__VERSION__);
         job.key = h.hex();
         job.so = dir + "/" + job.key + ".so";
         // Compile the file in place so relative #includes resolve; string kernels get a file in the cache.
@@ -255,7 +271,7 @@ void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<Pro
         }
         job.cmd = compile_command(*k, views[i], job.src,
                                   job.so + ".tmp." + std::to_string(getpid()) + "." + std::to_string(i));
-        job.hit = access(job.so.c_str(), R_OK) == 0;
+        job.hit = sealed_intact(job.so);  // a missing or unsealed object, or one its seal disowns: compiled
         jobs.push_back(std::move(job));
     }
     std::vector<std::thread> workers;
@@ -282,10 +298,10 @@ void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<Pro
             job->rc = run_command(job->cmd, log_path);
             job->log = read_file(log_path);
             unlink(log_path.c_str());
-            if (job->rc == 0)
-                rename(tmp.c_str(), job->so.c_str());  // atomic publish into the shared cache
-            else
+            if (job->rc != 0 || !publish_sealed(tmp, job->so)) {
                 unlink(tmp.c_str());
+                if (job->rc == 0) job->rc = -1, job->log = "could not publish the object into " + job->so;
+            }
         }
     };
     for (std::size_t i = 0; i < std::min(parallel, jobs.size()); ++i) workers.emplace_back(work);
