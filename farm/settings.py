@@ -48,6 +48,11 @@ class Settings(BaseSettings):
     compile_seconds_per_team_per_day: float = Field(default=0, ge=0, description="Worker seconds (compile, check, "
                                                     "emulate) a team may use per UTC day (429 until midnight); 0 = no limit.")
     retry_after_s: int = 1
+    diff_max_bytes: int = Field(default=1024 * 1024, gt=0, description=(
+        "GET /v1/jobs/{a}/diff/{b}: texts larger than this (each side) are not diffed, the answer says so."))
+    diff_seconds: float = Field(default=5.0, gt=0, description=(
+        "GET /v1/jobs/{a}/diff/{b}: the diffs of one request are computed in a child process killed after this long "
+        "(a few at a time: a request that cannot start within it is a 503); what was not done says why."))
     redis_timeout_s: float = Field(default=5.0, gt=0, description=(
         "Seconds the job store waits for Redis to answer a command: a Redis that stopped answering (or a network "
         "that dropped it) is a 503 with Retry-After after this long, not a request held for ever."))

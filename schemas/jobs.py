@@ -350,6 +350,8 @@ class FileDiff(BaseModel):
     status: Literal["same", "changed", "added", "removed"]
     diff: str | None = Field(default=None, description="Unified diff (text files that changed).")
     sizes: tuple[int | None, int | None] = Field(description="Bytes in the first job and in the second.")
+    note: str | None = Field(default=None, description=(
+        "Why a changed text file has no diff: too large, or not diffed in time (TILEFARM_DIFF_MAX_BYTES, _SECONDS)."))
 
 
 class JobDiff(BaseModel):
@@ -358,7 +360,8 @@ class JobDiff(BaseModel):
     a: str
     b: str
     request: dict[str, tuple[Any, Any]] = Field(description="Request fields that differ: name -> (a, b).")
-    source: str | None = Field(description="Unified diff of the sources; null when they are the same.")
+    source: str | None = Field(description="Unified diff of the sources; null when they are the same (or see source_note).")
+    source_note: str | None = Field(default=None, description="Why the sources differ but have no diff (too large, too slow).")
     files: list[FileDiff]
 
 

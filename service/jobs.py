@@ -1,12 +1,13 @@
 """What the job routes do, as plain functions over the store (the routes only validate and call these)."""
 from __future__ import annotations
 
-import difflib
+import filecmp
 import hashlib
 import json
 import shutil
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from anyio import to_thread
 
@@ -19,6 +20,7 @@ from schemas.jobs import (DEFAULT_STAGES, Diagnostic, FileDiff, InputMeta, JobDi
                           StageRecord)
 from schemas.logs import log_lines
 from service.problems import RETRY_AFTER_UNAVAILABLE_S, Problem, unavailable
+from service.textdiff import DiffBusy, unified_diffs
 from farm.queue import TaskQueue
 from farm.settings import Settings
 from farm.store import (ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id,
@@ -316,38 +318,63 @@ def _request_fields(job: JobRecord) -> dict:
     return {**fields, "stages": [s.name for s in job.stages]}
 
 
-def _text(data: bytes) -> str | None:
+def _text(path: Path, limit: int) -> str | None:
+    """The file as text, if it is UTF-8 and at most `limit` bytes."""
+    if path.stat().st_size > limit:
+        return None
     try:
-        return data.decode()
+        return path.read_bytes().decode()
     except UnicodeDecodeError:
         return None
 
 
-def diff(a: JobRecord, b: JobRecord, artifacts: ArtifactStore) -> JobDiff:
-    """What differs between two jobs: request fields, source, and every artifact (unified diffs of text files)."""
+def _diff_inputs(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, limit: int):
+    """What to diff (read in a worker thread): the file entries, the text pairs for the diff child, and why a
+    pair is not among them."""
+    files_a, files_b = artifacts.job_files(a), artifacts.job_files(b)
+    entries, pairs, notes = [], [], {}
+    if a.source != b.source:
+        if max(len(a.source.encode()), len(b.source.encode())) > limit:
+            notes["source"] = f"too large to diff here (over {limit} bytes): download both jobs' sources"
+        else:
+            pairs.append(("source", a.source, b.source, f"{a.id}/{a.filename}", f"{b.id}/{b.filename}"))
+    for name in sorted(set(files_a) | set(files_b)):
+        path_a, path_b = files_a.get(name), files_b.get(name)
+        sizes = (path_a.stat().st_size if path_a else None, path_b.stat().st_size if path_b else None)
+        if path_a is None or path_b is None:
+            entries.append(FileDiff(name=name, status="added" if path_a is None else "removed", sizes=sizes))
+        elif filecmp.cmp(path_a, path_b, shallow=False):
+            entries.append(FileDiff(name=name, status="same", sizes=sizes))
+        else:
+            entries.append(FileDiff(name=name, status="changed", sizes=sizes))
+            text_a, text_b = _text(path_a, limit), _text(path_b, limit)
+            if text_a is not None and text_b is not None:
+                pairs.append((name, text_a, text_b, f"{a.id}/{name}", f"{b.id}/{name}"))
+            elif max(sizes) > limit:
+                notes[name] = f"too large to diff here (over {limit} bytes): download both bundles"
+    return entries, pairs, notes
+
+
+async def diff(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, settings: Settings) -> JobDiff:
+    """What differs between two jobs: request fields, source, and every artifact (unified diffs of text files).
+
+    The diffs are computed off the API (service/textdiff.py: a child process, a few at a time, killed after
+    TILEFARM_DIFF_SECONDS) on texts of at most TILEFARM_DIFF_MAX_BYTES each; what is not diffed says why."""
     request_a, request_b = (_request_fields(j) for j in (a, b))
     request = {name: (request_a[name], request_b[name]) for name in request_a if request_a[name] != request_b[name]}
-    source = "".join(difflib.unified_diff(a.source.splitlines(True), b.source.splitlines(True),
-                                          f"{a.id}/{a.filename}", f"{b.id}/{b.filename}"))
-    files_a, files_b = artifacts.job_files(a), artifacts.job_files(b)
-    files = []
-    for name in sorted(set(files_a) | set(files_b)):
-        data_a = files_a[name].read_bytes() if name in files_a else None
-        data_b = files_b[name].read_bytes() if name in files_b else None
-        sizes = (None if data_a is None else len(data_a), None if data_b is None else len(data_b))
-        if data_a is None or data_b is None:
-            files.append(FileDiff(name=name, status="added" if data_a is None else "removed", sizes=sizes))
-            continue
-        if data_a == data_b:
-            files.append(FileDiff(name=name, status="same", sizes=sizes))
-            continue
-        text_a, text_b = _text(data_a), _text(data_b)
-        patch = None
-        if text_a is not None and text_b is not None:
-            patch = "".join(difflib.unified_diff(text_a.splitlines(True), text_b.splitlines(True),
-                                                 f"{a.id}/{name}", f"{b.id}/{name}"))
-        files.append(FileDiff(name=name, status="changed", diff=patch, sizes=sizes))
-    return JobDiff(a=a.id, b=b.id, request=request, source=source or None, files=files)
+    entries, pairs, notes = await to_thread.run_sync(_diff_inputs, a, b, artifacts, settings.diff_max_bytes)
+    try:
+        patches = await unified_diffs(pairs, seconds=settings.diff_seconds)
+    except DiffBusy as busy:
+        raise Problem(503, f"too many diffs are being computed ({busy}); try again",
+                      type_="/problems/unavailable", headers={"Retry-After": str(max(1, int(settings.diff_seconds)))})
+    for name, *_ in pairs:
+        if name not in patches:
+            notes[name] = f"not diffed: it took longer than {settings.diff_seconds:g} s (download both to compare)"
+    files = [entry.model_copy(update={"diff": patches.get(entry.name), "note": notes.get(entry.name)})
+             for entry in entries]
+    return JobDiff(a=a.id, b=b.id, request=request, source=patches.get("source") or None,
+                   source_note=notes.get("source"), files=files)
 
 
 def typical_stage_seconds(store: JobStore) -> dict[str, float]:

@@ -334,15 +334,18 @@ def diff(job_a: str = typer.Argument(..., help="first job"), job_b: str = typer.
     changed = [f for f in found.files if f.status != "same"]
     for name, (a, b) in found.request.items():
         typer.echo(f"{name}: {json.dumps(a)} -> {json.dumps(b)}")
+    source_changed = found.source or found.source_note
     if stat:
-        if found.source:
+        if source_changed:
             typer.echo("source: changed")
         for f in changed:
             typer.echo(f"{f.name}: {f.status} ({f.sizes[0]} -> {f.sizes[1]} bytes)")
     else:
-        for patch in filter(None, [found.source, *(f.diff or f"{f.name}: {f.status}\n" for f in changed)]):
+        source = found.source or (f"source: changed ({found.source_note})\n" if found.source_note else None)
+        for patch in filter(None, [source, *(f.diff or f"{f.name}: {f.status}{f' ({f.note})' if f.note else ''}\n"
+                                             for f in changed)]):
             sys.stdout.write(patch if patch.endswith("\n") else patch + "\n")
-    if found.request or found.source or changed:
+    if found.request or source_changed or changed:
         raise typer.Exit(1)
 
 

@@ -95,6 +95,8 @@ def resubmit_job(job_id: str, response: Response, overrides: JobOverrides = Body
 
 @router.get("/{job_id}/diff/{other_id}", response_model=JobDiff,
             summary="What differs between two jobs: request fields, source and every artifact (unified diffs)")
-def diff_jobs(job_id: str, other_id: str, team: str | None = Depends(scoped_team), store=Depends(store_dep),
-              artifacts=Depends(artifacts_dep)) -> JobDiff:
-    return jobs.diff(jobs.load(job_id, store, team), jobs.load(other_id, store, team), artifacts)
+async def diff_jobs(job_id: str, other_id: str, team: str | None = Depends(scoped_team), store=Depends(store_dep),
+                    artifacts=Depends(artifacts_dep), settings=Depends(settings_dep)) -> JobDiff:
+    a = await to_thread.run_sync(jobs.load, job_id, store, team)
+    b = await to_thread.run_sync(jobs.load, other_id, store, team)
+    return await jobs.diff(a, b, artifacts, settings)

@@ -945,7 +945,7 @@ function initDiff() {
           h("td", { class: "mono" }, JSON.stringify(x)), h("td", { class: "mono" }, JSON.stringify(y))))))
       : h("p", { class: "muted" }, "same options"));
     const sections = [];
-    if (d.source) sections.push({ name: "source", status: "changed", diff: d.source });
+    if (d.source || d.source_note) sections.push({ name: "source", status: "changed", diff: d.source, note: d.source_note });
     sections.push(...d.files.filter((file) => file.status !== "same"));
     $("#diff-summary").textContent = `${sections.length} changed · ${d.files.filter((file) => file.status === "same").length} files the same`;
     show($("#diff-files"), sections.map((file, i) => {
