@@ -222,7 +222,19 @@ def profile(artifacts: dict[str, bytes], report: dict) -> dict:
 
     plan = json.loads(artifacts["tt.plan.json"])
     linemap = json.loads(artifacts["linemap.json"]) if "linemap.json" in artifacts else None
-    return build_profile(report, plan, linemap, device_costs(plan["target"]["arch"]))
+    kernels = {k["file"]: artifacts[k["file"]].decode() for k in plan["kernels"] if k["file"] in artifacts}
+    return build_profile(report, plan, linemap, device_costs(plan["target"]["arch"]), kernels)
+
+
+def profile_exports(profile: dict, plan: dict) -> dict[str, bytes]:
+    """A profile in Tenstorrent's tools' formats (compiler/profile_export.py): `trace.json`, the per-core per-RISC
+    timeline as Trace Event Format JSON (Perfetto's UI, chrome://tracing), and `ops_perf_results.csv`, the program as
+    a row of tt-metal's profiler CSV (tt-perf-report, ttnn-visualizer)."""
+    from .profile_export import chrome_trace, ops_perf_csv
+    from .target import device_costs
+
+    return {"trace.json": json.dumps(chrome_trace(profile), separators=(",", ":")).encode(),
+            "ops_perf_results.csv": ops_perf_csv(profile, plan, device_costs(profile["arch"])).encode()}
 
 
 def header_check(artifacts: dict[str, bytes], target: TargetConfig | None = None):

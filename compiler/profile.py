@@ -10,7 +10,10 @@ compiler/toolchain/emulator/src/timing_sim.cpp) and the plan.
     matrix engine    utilization as Tenstorrent's GEMM_FLOPS report defines it: ideal cycles / modelled cycles, with
                      ideal = tile products x cycles per tile at the fidelity / cores of the target's grid
     lines            the user's own source lines (linemap.json: generated C++ line -> source lines), each with the
-                     cycles its C++ lines' device calls took (busy and waiting) and its share of all of them
+                     cycles its C++ lines' device calls took (busy and waiting), summed over every RISC of every
+                     core (so they add up to far more than the device time), and its share of all of them; line 0
+                     holds the generated code no source line maps to
+    unmapped         line 0 by the call it makes (semaphore waits of a multicast, barriers...), with its purpose
     bottleneck       the verdict in words
 """
 from __future__ import annotations
@@ -22,8 +25,10 @@ CATEGORIES = ("busy", "wait_cb", "wait_noc", "wait_pipe")
 TOP_GENERATED_LINES = 40
 
 
-def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict) -> dict:
-    """The profile of the last program of an emulated run (report.json as the emulator wrote it)."""
+def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict,
+                  kernels: dict[str, str] | None = None) -> dict:
+    """The profile of the last program of an emulated run (report.json as the emulator wrote it); `kernels` (the
+    generated C++ by file name) names the calls behind the cycles no line of the user's source maps to."""
     timing = report.get("timing")
     if not timing or not timing.get("programs"):
         raise ValueError("the run has no timing section (the emulator ran without its timing model)")
@@ -60,6 +65,7 @@ def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict) -
         "dram_read_ratio": read / read_min if read_min else None,
         "cores": cores,
         "lines": _user_lines(program["lines"], linemap),
+        "unmapped": _unmapped(program["lines"], linemap, kernels or {}),
         "generated_lines": _generated_lines(program["lines"]),
     }
     profile["bottleneck"] = verdict(profile, streams, cb_names, {cb["name"]: cb["role"] for cb in plan["circular_buffers"]})
@@ -110,6 +116,46 @@ def _user_lines(lines: list[dict], linemap: dict | None) -> list[dict]:
     rows = [{"line": line, "cycles": c["busy"] + c["wait"], "busy": c["busy"], "wait": c["wait"],
              "share": (c["busy"] + c["wait"]) / total if total else 0.0} for line, c in cycles.items()]
     return sorted(rows, key=lambda r: r["line"])
+
+
+# What the generated calls without a line of the user's source are for (the first word of the call)
+CALL_PURPOSES = (
+    ("noc_semaphore", "waiting for or signalling other cores (the multicast handshake of a shared read)"),
+    ("noc_async_write_multicast", "multicasting a block to the cores that share it"),
+    ("noc_async_read_barrier", "waiting for NoC reads to land"),
+    ("noc_async_write_barrier", "waiting for NoC writes to be sent"),
+    ("noc_async", "NoC reads and writes"),
+    ("cb_wait_front", "waiting for a circular buffer's data"),
+    ("cb_reserve_back", "waiting for room in a circular buffer"),
+    ("cb_", "circular-buffer bookkeeping"),
+    ("tile_regs", "DST register hand-over between the compute RISCs"),
+)
+
+
+def _unmapped(lines: list[dict], linemap: dict | None, kernels: dict[str, str]) -> list[dict]:
+    """The cycles of generated lines no line of the user's source maps to (profile line 0), by the call they make
+    (`noc_semaphore_wait`, ...), with what such a call is for and where it is: the compiler's own code around the
+    kernel's, mostly waits. Largest first."""
+    files = (linemap or {}).get("files", {})
+    texts = {name: text.splitlines() for name, text in kernels.items()}
+    calls: dict[str, dict] = {}
+    for entry in lines:
+        if files.get(entry["kernel"], {}).get(str(entry["line"])):
+            continue
+        source = texts.get(entry["kernel"], [])
+        number = int(entry["line"])
+        text = source[number - 1].strip() if 0 < number <= len(source) else ""
+        call = text.split("(", 1)[0].split()[-1] if "(" in text and text.split("(", 1)[0].split() else "(other)"
+        row = calls.setdefault(call, {"call": call, "cycles": 0.0, "busy": 0.0, "wait": 0.0, "where": [],
+                                      "purpose": next((why for prefix, why in CALL_PURPOSES if call.startswith(prefix)),
+                                                      "generated code")})
+        row["busy"] += float(entry["busy"])
+        row["wait"] += float(entry["wait"])
+        row["cycles"] += float(entry["busy"]) + float(entry["wait"])
+        where = f"{entry['kernel']}:{number}"
+        if where not in row["where"]:
+            row["where"].append(where)
+    return sorted(calls.values(), key=lambda r: -r["cycles"])
 
 
 def verdict(profile: dict, streams: list[dict], cb_names: dict[str, str], roles: dict[str, str] | None = None) -> str:

@@ -103,6 +103,14 @@ class OutputCheck:
             d[key] = _py(d[key])
         return d
 
+    def verdict(self) -> dict[str, Any]:
+        """What a job shows of this output's check (schemas.jobs.OutputVerdict): pass/fail, the largest errors and
+        the tolerance they were held to."""
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "ok": bool(self.ok),
+                "max_abs_err": _py(self.max_abs_err), "max_rel_err": _py(self.max_rel_err), "rtol": float(self.rtol),
+                "atol": float(self.atol), "mismatches": int(self.mismatches), "size": int(self.size),
+                "first_mismatch": self.first_mismatch_text() or None}
+
     def first_mismatch_text(self) -> str:
         if self.ok:
             return ""

@@ -63,6 +63,17 @@ def _finite_or_text(value: Any) -> Any:
 
 
 ParamValue = Annotated[int | float | str, BeforeValidator(_finite_or_text)]
+
+
+def param_value(text: str) -> int | float | str:
+    """A parameter written as text (`--param M=256`, a form field): an int, else a float, else the text itself (the
+    kernel factory's signature types it further: `true` a bool, `64,128` a list, `bfloat16` a dtype)."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            continue
+    return text
 ParamName = Annotated[Text, StringConstraints(min_length=1, max_length=255)]
 
 
@@ -110,6 +121,15 @@ class InputArray(BaseModel):
         return raw
 
 
+def _arch_shorthand(value: Any) -> Any:
+    """`"target": "blackhole"` is `"target": {"arch": "blackhole"}` (the API and the client take both)."""
+    return {"arch": value} if isinstance(value, str) else value
+
+
+# A target object, or an arch name standing for the target with that arch and every other field the compiler's
+TargetField = Annotated[TargetConfig, BeforeValidator(_arch_shorthand)]
+
+
 class JobRequest(BaseModel):
     """POST /v1/jobs body."""
 
@@ -120,7 +140,9 @@ class JobRequest(BaseModel):
     params: dict[ParamName, ParamValue] = Field(default_factory=dict, max_length=64, description=(
         "Arguments of a TileLang kernel factory named by `entry` (e.g. {\"M\": 256, \"block_M\": 32, "
         "\"dtype\": \"float16\"}); empty for TIRx files and module-level prim_funcs."))
-    target: TargetConfig = Field(default_factory=TargetConfig)
+    target: TargetField = Field(default_factory=TargetConfig, description=(
+        "The device and schedule to generate code for: a target object, or an arch name (`\"blackhole\"`) for "
+        "that arch with every other field chosen by the compiler."))
     stages: list[StageName] | None = Field(default=None, description=(
         "`compile` always runs; `check` compiles the kernels against the real TT-Metalium headers; `emulate` runs the "
         "program on the emulator; `hardware` on a device of the target arch. Default: compile, check and emulate, "
@@ -160,7 +182,7 @@ class JobOverrides(BaseModel):
     filename: str | None = Field(default=None, max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$")
     entry: Text | None = Field(default=None, max_length=255)
     params: dict[ParamName, ParamValue] | None = Field(default=None, max_length=64)
-    target: TargetConfig | None = None
+    target: TargetField | None = Field(default=None, description="The whole new target (object or arch name).")
     stages: list[StageName] | None = None
     queue: bool | None = None
     dump_ir: bool | None = None
@@ -201,6 +223,48 @@ class InputMeta(BaseModel):
     nbytes: int
 
 
+ErrorValue = float | Literal["nan", "inf", "-inf"]  # a largest error; NaN or an infinity as text (JSON keeps no NaN)
+
+
+class OutputVerdict(BaseModel):
+    """One output checked against the NumPy reference: an element passes when
+    |got - expected| <= atol + rtol * |expected| (compiler/verify.py's tolerance model)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: str
+    shape: list[int]
+    dtype: str
+    ok: bool
+    max_abs_err: ErrorValue
+    max_rel_err: ErrorValue
+    rtol: float
+    atol: float
+    mismatches: int = Field(ge=0)
+    size: int = Field(ge=0)
+    first_mismatch: str | None = None
+
+
+def _error_rank(value: ErrorValue) -> float:
+    return value if isinstance(value, float) else float("inf")
+
+
+class Verdict(BaseModel):
+    """The verification of a job's results: passed or not, each output's largest errors and tolerance, and the worst
+    output (the largest absolute error; a failed output first)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    passed: bool
+    by: Literal["emulate", "hardware"] = Field(description="the stage whose outputs were checked")
+    outputs: list[OutputVerdict]
+    worst: OutputVerdict | None = None
+
+    @classmethod
+    def of(cls, by: str, outputs: list[dict]) -> "Verdict":
+        checked = [OutputVerdict.model_validate(o) for o in outputs]
+        worst = max(checked, key=lambda o: (not o.ok, _error_rank(o.max_abs_err)), default=None)
+        return cls(passed=bool(checked) and all(o.ok for o in checked), by=by, outputs=checked, worst=worst)
+
+
 class JobRecord(BaseModel):
     """What the store keeps per job (the API shows a JobView of it)."""
 
@@ -237,6 +301,7 @@ class JobRecord(BaseModel):
     idempotency_key: str | None = None
     header_check: dict[str, JsonValue] | None = None   # per-kernel result of the `check` stage
     device_run: dict[str, JsonValue] | None = None     # device, exit status, wall time, verification of `hardware`
+    verification: Verdict | None = None                # the last verified run's outputs against the reference
 
     @property
     def terminal(self) -> bool:
@@ -295,6 +360,9 @@ class JobView(BaseModel):
     worker: dict[str, Any] | None
     header_check: dict[str, Any] | None = Field(default=None, description="`check`: per-kernel passed/failed/skipped.")
     device_run: dict[str, Any] | None = Field(default=None, description="`hardware`: device, exit status, wall time.")
+    verification: Verdict | None = Field(default=None, description=(
+        "The outputs checked against the NumPy reference (by `emulate`, or `hardware` when it ran): passed, each "
+        "output's max abs/rel error and tolerance (rtol, atol), and the worst output. Null until a run was checked."))
     links: dict[str, str]
 
     @classmethod
@@ -315,7 +383,7 @@ class JobView(BaseModel):
                                       "warnings", "error", "cache_hit", "cache_key", "target", "entry", "params",
                                       "filename", "dump_ir", "queue", "inputs", "compiler_version", "resubmitted_from",
                                       "created_at", "started_at", "finished_at", "attempts", "cancel_requested",
-                                      "worker", "header_check", "device_run"}),
+                                      "worker", "header_check", "device_run", "verification"}),
             progress=progress,
             timings={s.name: s.duration_s for s in job.stages if s.duration_s is not None},
             links={"self": base, "logs": f"{base}/logs", "source": f"{base}/source", "artifacts": f"{base}/artifacts",
@@ -354,15 +422,38 @@ class FileDiff(BaseModel):
         "Why a changed text file has no diff: too large, or not diffed in time (TILEFARM_DIFF_MAX_BYTES, _SECONDS)."))
 
 
+class PerformanceDiff(BaseModel):
+    """The modelled device figures of two jobs (each job's emulate/profile.json; null where a job has none)."""
+
+    device_time_ns: tuple[float | None, float | None]
+    matrix_utilization: tuple[float | None, float | None]
+    dram_read_bytes: tuple[float | None, float | None]
+    cores_used: tuple[int | None, int | None]
+    math_fidelity: tuple[str | None, str | None]
+    bottleneck: tuple[str | None, str | None]
+    speedup: float | None = Field(default=None, description="a's device time / b's (above 1: b is faster).")
+
+
 class JobDiff(BaseModel):
-    """GET /v1/jobs/{a}/diff/{b}: what differs between two jobs, request and artifacts."""
+    """GET /v1/jobs/{a}/diff/{b}: what differs between two jobs, most telling first: the request's options, the
+    source, the generated code, the modelled device time and utilization, the verdicts; then every other artifact.
+    Run-to-run figures (stage and pass durations, the emulator's own run times, its JIT cache state, scratch paths,
+    CB high-water marks that depend on how the host's threads interleaved) are noise, left out unless asked for
+    (?timings=true)."""
 
     a: str
     b: str
     request: dict[str, tuple[Any, Any]] = Field(description="Request fields that differ: name -> (a, b).")
     source: str | None = Field(description="Unified diff of the sources; null when they are the same (or see source_note).")
     source_note: str | None = Field(default=None, description="Why the sources differ but have no diff (too large, too slow).")
-    files: list[FileDiff]
+    code: list[FileDiff] = Field(default_factory=list, description=(
+        "The generated program: reader/compute/writer kernels, main.cpp and tt.plan.json."))
+    performance: PerformanceDiff | None = Field(default=None, description=(
+        "Modelled device time, matrix-engine utilization, DRAM reads (null when neither job was emulated)."))
+    verification: tuple[Verdict | None, Verdict | None] = Field(default=(None, None))
+    files: list[FileDiff] = Field(description="Every other artifact (with the run-to-run fields left out).")
+    timings: dict[str, tuple[Any, Any]] | None = Field(default=None, description=(
+        "With ?timings=true: the wall-clock figures that differ (stage seconds, compiler pass seconds)."))
 
 
 class DeviceRecord(BaseModel):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import filecmp
 import hashlib
 import json
+import math
+import re
 import shutil
 import time
 from collections.abc import AsyncIterator
@@ -17,7 +19,7 @@ from compiler.errors import CompileError
 from compiler.target import DEVICES, core_grid_for
 from compiler.version import COMPILER_VERSION
 from schemas.jobs import (DEFAULT_STAGES, Diagnostic, FileDiff, InputMeta, JobDiff, JobOverrides, JobRecord, JobRequest,
-                          StageRecord)
+                          PerformanceDiff, StageRecord)
 from schemas.logs import log_lines
 from service.problems import RETRY_AFTER_UNAVAILABLE_S, Problem, unavailable
 from service.textdiff import DiffBusy, unified_diffs
@@ -254,12 +256,19 @@ def cancel(job: JobRecord, store: JobStore) -> JobRecord:
     return updated
 
 
-async def follow_log(job_id: str, store: JobStore, heartbeat_s: float = 15.0) -> AsyncIterator[bytes]:
-    """Server-Sent Events (FastAPI's framing): the log as it grows, then an `end` event with the final status.
-    Waits in the event loop (no thread held: hundreds of streams may be open); the store is read in the thread
-    pool, a moment each time. The store going away mid-stream (Redis down, full, not answering) ends the stream
-    with an `unavailable` event saying when to come back, not with a dropped connection."""
-    offset = 0
+def resume_offset(last_event_id: str | None) -> int:
+    """Where a log stream resumes: a `log` event's id is the byte offset of the log after it (Last-Event-ID, as a
+    browser's EventSource or the client sends it after a dropped connection); anything else starts at 0."""
+    text = (last_event_id or "").strip()
+    return int(text) if text.isdigit() and len(text) <= 15 else 0
+
+
+async def follow_log(job_id: str, store: JobStore, heartbeat_s: float = 15.0, offset: int = 0) -> AsyncIterator[bytes]:
+    """Server-Sent Events (FastAPI's framing): the log as it grows from byte `offset`, each `log` event with the id
+    of the offset after it (so a dropped stream resumes with Last-Event-ID), then an `end` event with the final
+    status. Waits in the event loop (no thread held: hundreds of streams may be open); the store is read in the
+    thread pool, a moment each time. The store going away mid-stream (Redis down, full, not answering) ends the
+    stream with an `unavailable` event saying when to come back, not with a dropped connection."""
 
     def read(offset: int) -> tuple[JobRecord | None, str]:
         return store.get(job_id), store.read_log(job_id, offset)
@@ -277,7 +286,7 @@ async def follow_log(job_id: str, store: JobStore, heartbeat_s: float = 15.0) ->
                 return
             if chunk:
                 offset += len(chunk.encode())
-                yield format_sse_event(event="log", data_str=chunk.rstrip("\n"))
+                yield format_sse_event(event="log", data_str=chunk.rstrip("\n"), id=str(offset))
             if job is None or job.terminal:
                 yield format_sse_event(event="end", data_str=json.dumps({"status": job.status if job else "gone"}))
                 return
@@ -297,7 +306,7 @@ def request_of(job: JobRecord) -> JobRequest:
 
 
 def resubmit(job: JobRecord, overrides: JobOverrides, *, team: str, store: JobStore, artifacts: ArtifactStore,
-             queue: TaskQueue, settings: Settings) -> JobRecord:
+             queue: TaskQueue, settings: Settings, idempotency_key: str | None = None) -> JobRecord:
     """The same job again (same source, options and inputs), with `overrides` applied: edit-and-resubmit."""
     base = request_of(job)
     changes = overrides.model_dump(exclude_none=True)
@@ -306,7 +315,7 @@ def resubmit(job: JobRecord, overrides: JobOverrides, *, team: str, store: JobSt
     request = base.model_copy(update=changes)
     inputs_dir = artifacts.job_dir(job.id, "inputs")
     raw = {name: (inputs_dir / f"{name}.bin").read_bytes() for name in job.inputs}
-    created, _ = submit(request, team=team, idempotency_key=None, store=store, artifacts=artifacts, queue=queue,
+    created, _ = submit(request, team=team, idempotency_key=idempotency_key, store=store, artifacts=artifacts, queue=queue,
                         settings=settings, resubmitted_from=job.id, raw_inputs=raw)
     return created
 
@@ -328,9 +337,53 @@ def _text(path: Path, limit: int) -> str | None:
         return None
 
 
-def _diff_inputs(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, limit: int):
-    """What to diff (read in a worker thread): the file entries, the text pairs for the diff child, and why a
-    pair is not among them."""
+CODE = ("compute.cpp", "reader.cpp", "writer.cpp", "main.cpp", "tt.plan.json")
+# What differs from run to run whatever changed: wall-clock durations, the machine's caches, scratch paths, and
+# what depends on how the host's threads interleaved (the functional emulator's CB high-water marks)
+WALL_CLOCK_KEY = re.compile(r"(^|_)(seconds|secs|elapsed|wall|timings?|duration)(_|$)|_(s|ms)$|^jit$|high_water")
+TIMINGS_BLOCK = re.compile(r"^timings \((ms|s)\):$")
+MAX_PROFILE_BYTES = 64 << 20
+
+
+def _without_wall_clock(value):
+    """A JSON value with its wall-clock fields dropped and absolute scratch paths cut to their file name."""
+    if isinstance(value, dict):
+        return {k: _without_wall_clock(v) for k, v in value.items() if not WALL_CLOCK_KEY.search(str(k))}
+    if isinstance(value, list):
+        return [_without_wall_clock(v) for v in value]
+    if isinstance(value, str) and value.startswith("/") and "/" in value[1:]:
+        return value.rsplit("/", 1)[1]
+    return value
+
+
+def _log_without_wall_clock(text: str) -> str:
+    """A log with its `timings (ms):` block left out."""
+    kept, skipping = [], False
+    for line in text.splitlines(True):
+        if TIMINGS_BLOCK.match(line.strip()):
+            skipping = True
+            continue
+        if skipping and line.startswith((" ", "\t")):
+            continue
+        skipping = False
+        kept.append(line)
+    return "".join(kept)
+
+
+def _comparable(name: str, text: str) -> str:
+    """A text artifact as compared by default: its run-to-run fields left out (JSON reports, logs)."""
+    if name.endswith(".json") and name not in CODE:
+        try:
+            return json.dumps(_without_wall_clock(json.loads(text)), indent=1, sort_keys=True) + "\n"
+        except ValueError:
+            return text
+    return _log_without_wall_clock(text) if name.endswith(".log") else text
+
+
+def _diff_inputs(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, limit: int, timings: bool):
+    """What to diff (read in a worker thread): the file entries, the text pairs for the diff child, why a pair is
+    not among them, and both profiles. Without `timings`, reports and logs are compared without their run-to-run
+    fields (a file that differs only in them is the same)."""
     files_a, files_b = artifacts.job_files(a), artifacts.job_files(b)
     entries, pairs, notes = [], [], {}
     if a.source != b.source:
@@ -338,31 +391,74 @@ def _diff_inputs(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, limit: in
             notes["source"] = f"too large to diff here (over {limit} bytes): download both jobs' sources"
         else:
             pairs.append(("source", a.source, b.source, f"{a.id}/{a.filename}", f"{b.id}/{b.filename}"))
-    for name in sorted(set(files_a) | set(files_b)):
+    profiles = tuple(_json_or_none(files.get("emulate/profile.json")) for files in (files_a, files_b))
+    for name in [*(n for n in CODE if n in files_a or n in files_b), *sorted((set(files_a) | set(files_b)) - set(CODE))]:
         path_a, path_b = files_a.get(name), files_b.get(name)
         sizes = (path_a.stat().st_size if path_a else None, path_b.stat().st_size if path_b else None)
         if path_a is None or path_b is None:
             entries.append(FileDiff(name=name, status="added" if path_a is None else "removed", sizes=sizes))
-        elif filecmp.cmp(path_a, path_b, shallow=False):
+            continue
+        if filecmp.cmp(path_a, path_b, shallow=False):
             entries.append(FileDiff(name=name, status="same", sizes=sizes))
-        else:
-            entries.append(FileDiff(name=name, status="changed", sizes=sizes))
-            text_a, text_b = _text(path_a, limit), _text(path_b, limit)
-            if text_a is not None and text_b is not None:
-                pairs.append((name, text_a, text_b, f"{a.id}/{name}", f"{b.id}/{name}"))
-            elif max(sizes) > limit:
-                notes[name] = f"too large to diff here (over {limit} bytes): download both bundles"
-    return entries, pairs, notes
+            continue
+        text_a, text_b = _text(path_a, limit), _text(path_b, limit)
+        if text_a is not None and text_b is not None and not timings:
+            text_a, text_b = _comparable(name, text_a), _comparable(name, text_b)
+            if text_a == text_b:
+                entries.append(FileDiff(name=name, status="same", sizes=sizes))
+                continue
+        entries.append(FileDiff(name=name, status="changed", sizes=sizes))
+        if text_a is not None and text_b is not None:
+            pairs.append((name, text_a, text_b, f"{a.id}/{name}", f"{b.id}/{name}"))
+        elif max(sizes) > limit:
+            notes[name] = f"too large to diff here (over {limit} bytes): download both bundles"
+    return entries, pairs, notes, profiles
 
 
-async def diff(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, settings: Settings) -> JobDiff:
-    """What differs between two jobs: request fields, source, and every artifact (unified diffs of text files).
+def _json_or_none(path: Path | None):
+    try:
+        return json.loads(path.read_bytes()) if path is not None and path.stat().st_size <= MAX_PROFILE_BYTES else None
+    except (OSError, ValueError):
+        return None
+
+
+def _performance(profiles: tuple) -> PerformanceDiff | None:
+    """The modelled figures of two profiles; a figure that is not of its kind (a profile.json another version wrote,
+    or one a forged answer left) is shown as missing, never a failed comparison."""
+    if not any(isinstance(p, dict) for p in profiles):
+        return None
+    kinds = {"device_time_ns": float, "matrix_utilization": float, "dram_read_bytes": float, "cores_used": int,
+             "math_fidelity": str, "bottleneck": str}
+
+    def pick(key: str) -> tuple:
+        def fits(v) -> bool:
+            if kinds[key] is str:
+                return isinstance(v, str)
+            number = int if kinds[key] is int else (int, float)
+            return isinstance(v, number) and not isinstance(v, bool) and math.isfinite(v)
+
+        values = tuple(p.get(key) if isinstance(p, dict) else None for p in profiles)
+        return tuple(v if v is not None and fits(v) else None for v in values)
+
+    times = pick("device_time_ns")
+    return PerformanceDiff(device_time_ns=times, matrix_utilization=pick("matrix_utilization"),
+                           dram_read_bytes=pick("dram_read_bytes"), cores_used=pick("cores_used"),
+                           math_fidelity=pick("math_fidelity"), bottleneck=pick("bottleneck"),
+                           speedup=times[0] / times[1] if all(times) else None)
+
+
+async def diff(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, settings: Settings,
+               timings: bool = False) -> JobDiff:
+    """What differs between two jobs, most telling first: request fields, source, the generated code, the modelled
+    device figures and the verdicts, then every other artifact, compared without its run-to-run fields (they
+    differ on every run) unless `timings`; with it, also the stages' and passes' seconds.
 
     The diffs are computed off the API (service/textdiff.py: a child process, a few at a time, killed after
     TILEFARM_DIFF_SECONDS) on texts of at most TILEFARM_DIFF_MAX_BYTES each; what is not diffed says why."""
     request_a, request_b = (_request_fields(j) for j in (a, b))
     request = {name: (request_a[name], request_b[name]) for name in request_a if request_a[name] != request_b[name]}
-    entries, pairs, notes = await to_thread.run_sync(_diff_inputs, a, b, artifacts, settings.diff_max_bytes)
+    entries, pairs, notes, profiles = await to_thread.run_sync(_diff_inputs, a, b, artifacts,
+                                                               settings.diff_max_bytes, timings)
     try:
         patches = await unified_diffs(pairs, seconds=settings.diff_seconds)
     except DiffBusy as busy:
@@ -373,8 +469,17 @@ async def diff(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, settings: S
             notes[name] = f"not diffed: it took longer than {settings.diff_seconds:g} s (download both to compare)"
     files = [entry.model_copy(update={"diff": patches.get(entry.name), "note": notes.get(entry.name)})
              for entry in entries]
+    wall_clock = None
+    if timings:
+        stage_seconds = [{s.name: s.duration_s for s in j.stages} for j in (a, b)]
+        wall_clock = {f"{kind} {name}": (first.get(name), second.get(name))
+                      for kind, (first, second) in (("stage", stage_seconds), ("pass", (a.compile_timings,
+                                                                                       b.compile_timings)))
+                      for name in sorted(set(first) | set(second)) if first.get(name) != second.get(name)}
     return JobDiff(a=a.id, b=b.id, request=request, source=patches.get("source") or None,
-                   source_note=notes.get("source"), files=files)
+                   source_note=notes.get("source"), code=[f for f in files if f.name in CODE],
+                   performance=_performance(profiles), verification=(a.verification, b.verification),
+                   files=[f for f in files if f.name not in CODE], timings=wall_clock)
 
 
 def typical_stage_seconds(store: JobStore) -> dict[str, float]:

@@ -20,6 +20,7 @@ class Emulated:
     report: dict
     log: str
     first_mismatch: str | None
+    checks: list[dict]                # per output: compiler.verify.OutputCheck.verdict() (schemas.jobs.Verdict.of)
 
 
 @dataclass
@@ -70,7 +71,8 @@ class InProcess:
         first = next((c for c in result.verification.outputs if not c.ok), None) if not result.passed else None
         return Emulated(result.passed, outputs, result.report,
                         result.log + (result.verification.render() if result.verification is not None else ""),
-                        first.first_mismatch_text() if first is not None else None)
+                        first.first_mismatch_text() if first is not None else None,
+                        [c.verdict() for c in result.verification.outputs] if result.verification is not None else [])
 
     def header_check(self, job: JobRecord, artifacts: dict[str, bytes], stop=None):
         from compiler import api
@@ -106,7 +108,7 @@ class Sandboxed:
         answer = sandbox.emulate(self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts},
                                  inputs=inputs, target=job.target, source=job.source, filename=job.filename,
                                  entry=job.entry, params=job.params, stop=stop)
-        return Emulated(answer.passed, answer.outputs, answer.report, answer.log, answer.first_mismatch)
+        return Emulated(answer.passed, answer.outputs, answer.report, answer.log, answer.first_mismatch, answer.checks)
 
     def header_check(self, job: JobRecord, artifacts: dict[str, bytes], stop=None):
         from compiler import api

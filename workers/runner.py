@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from compiler.errors import CompileError
 from compiler.version import COMPILER_VERSION
-from schemas.jobs import Diagnostic, JobRecord
+from schemas.jobs import Diagnostic, JobRecord, OutputVerdict, Verdict
 from schemas.logs import log_lines
 from farm.settings import Settings
 from farm.store import ArtifactStore, JobStore, UnstorableRecord
@@ -120,8 +120,14 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
              "report.json": json.dumps(answer.report, indent=2, default=str).encode()}
     profile = _profile(job, deps, artifacts, answer.report)
     if profile is not None:
+        from compiler import api
+
         files["profile.json"] = json.dumps(profile, indent=1).encode()
+        files.update(api.profile_exports(profile, json.loads(artifacts["tt.plan.json"])))
     deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), files)
+    if answer.checks:
+        verdict = Verdict.of("emulate", answer.checks)
+        deps.store.mutate(job.id, lambda j: _set(j, verification=verdict))
     if not answer.passed:
         where = f": {answer.first_mismatch}" if answer.first_mismatch else ""
         raise CompileError(f"emulated outputs do not match the NumPy reference{where}", stage="emulate")
@@ -211,6 +217,9 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     deps.store.append_log(job.id, log_lines(outcome.log + (checked.log if checked else ""), stage="hardware"))
     deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "hardware"), files)
     deps.store.mutate(job.id, lambda j: _set(j, device_run={k: v for k, v in report.items() if k != "verification"}))
+    if checked is not None and checked.report.get("outputs"):
+        verdict = Verdict.of("hardware", [_verdict_of(o) for o in checked.report["outputs"]])
+        deps.store.mutate(job.id, lambda j: _set(j, verification=verdict))
     if not outcome.run.ok:
         raise CompileError(f"the program failed on device {outcome.run.device}: {outcome.run.error}", stage="hardware",
                            hint="the device was marked unhealthy until it passes a health check"
@@ -238,6 +247,12 @@ def _warn(job_id: str, deps: WorkerDeps, stage: str, messages: list[str]) -> Non
     found = [Diagnostic(stage=stage, message=str(m)) for m in messages]
     deps.store.mutate(job_id, lambda j: _set(j, warnings=[*j.warnings, *found]),
                       log="".join(log_lines(w.message, stage=stage, level="WARN") for w in found))
+
+
+def _verdict_of(check: dict) -> dict:
+    """An output of a VerificationReport.to_dict() (a device run's, checked in the sandbox: any JSON) as the fields a
+    verdict keeps; what does not fit them fails validation in Verdict.of."""
+    return {name: check.get(name) for name in OutputVerdict.model_fields if name != "first_mismatch"}
 
 
 def _set(job: JobRecord, **fields) -> JobRecord:

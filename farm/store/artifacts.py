@@ -22,7 +22,8 @@ log = logging.getLogger("tilefarm.store")
 CACHE_MANIFEST = "sha256sums.json"   # in every cache entry: {file name: sha256 of its bytes}, written with it
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MEDIA_TYPES = {".cpp": "text/x-c++src", ".h": "text/x-chdr", ".json": "application/json", ".log": "text/plain",
-               ".txt": "text/plain", ".npy": "application/x-npy", ".py": "text/x-python", ".tir": "text/plain"}
+               ".txt": "text/plain", ".npy": "application/x-npy", ".py": "text/x-python", ".tir": "text/plain",
+               ".csv": "text/csv"}
 
 
 def safe_name(name: str) -> bool:

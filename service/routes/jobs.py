@@ -56,12 +56,14 @@ async def get_job(job_id: str, response: Response, wait: float = Query(default=0
     return await to_thread.run_sync(jobs.view, job, store)
 
 
-@router.get("/{job_id}/logs", summary="The job's log; ?follow=1 streams it as Server-Sent Events",
+@router.get("/{job_id}/logs", summary="The job's log; ?follow=1 streams it as Server-Sent Events (each `log` event's "
+            "id is the log's byte offset after it: reconnect with Last-Event-ID to resume where a stream dropped)",
             responses={200: {"content": {"text/plain": {}, "text/event-stream": {}}}})
-def get_logs(job_id: str, follow: bool = False, team: str | None = Depends(scoped_team), store=Depends(store_dep)):
+def get_logs(job_id: str, follow: bool = False, last_event_id: str | None = Header(default=None, max_length=32),
+             team: str | None = Depends(scoped_team), store=Depends(store_dep)):
     jobs.load(job_id, store, team)
     if follow:
-        return EventSourceResponse(jobs.follow_log(job_id, store),
+        return EventSourceResponse(jobs.follow_log(job_id, store, offset=jobs.resume_offset(last_event_id)),
                                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     return PlainTextResponse(store.read_log(job_id))
 
@@ -84,19 +86,25 @@ def cancel_job(job_id: str, response: Response, team: str | None = Depends(scope
 @router.post("/{job_id}/resubmit", status_code=202, response_model=JobView, responses=SUBMIT_RESPONSES,
              summary="Submit the job again (same source, options and inputs), with the given fields changed")
 def resubmit_job(job_id: str, response: Response, overrides: JobOverrides = Body(default_factory=JobOverrides),
+                 idempotency_key: str | None = Header(default=None, max_length=255),
                  scope: str | None = Depends(scoped_team), team: str = Depends(team_dep), store=Depends(store_dep),
                  artifacts=Depends(artifacts_dep), queue=Depends(queue_dep), settings=Depends(settings_dep)) -> JobView:
     original = jobs.load(job_id, store, scope)
     job = jobs.resubmit(original, overrides, team=team, store=store, artifacts=artifacts, queue=queue,
-                        settings=settings)
+                        settings=settings, idempotency_key=idempotency_key)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return jobs.view(job, store)
 
 
 @router.get("/{job_id}/diff/{other_id}", response_model=JobDiff,
-            summary="What differs between two jobs: request fields, source and every artifact (unified diffs)")
-async def diff_jobs(job_id: str, other_id: str, team: str | None = Depends(scoped_team), store=Depends(store_dep),
+            summary="What differs between two jobs: options, source, generated code, modelled device time and "
+                    "utilization, verdicts, then every other artifact (unified diffs); wall-clock figures with "
+                    "?timings=true")
+async def diff_jobs(job_id: str, other_id: str, timings: bool = Query(default=False, description=(
+                        "also compare the run-to-run figures (stage and pass seconds, the emulator's run times), "
+                        "which differ on every run")),
+                    team: str | None = Depends(scoped_team), store=Depends(store_dep),
                     artifacts=Depends(artifacts_dep), settings=Depends(settings_dep)) -> JobDiff:
     a = await to_thread.run_sync(jobs.load, job_id, store, team)
     b = await to_thread.run_sync(jobs.load, other_id, store, team)
-    return await jobs.diff(a, b, artifacts, settings)
+    return await jobs.diff(a, b, artifacts, settings, timings=timings)

@@ -93,6 +93,21 @@ class Compiled(_Answer):
         return self
 
 
+class OutputChecked(_Answer):
+    """One output against the reference (compiler.verify.OutputCheck.verdict(); schemas.jobs.OutputVerdict)."""
+    name: Annotated[Text, StringConstraints(min_length=1, max_length=255)]
+    shape: list[Count] = Field(max_length=8)
+    dtype: Annotated[Text, StringConstraints(max_length=32)]
+    ok: bool
+    max_abs_err: float | Literal["nan", "inf", "-inf"]
+    max_rel_err: float | Literal["nan", "inf", "-inf"]
+    rtol: Annotated[float, Field(ge=0)]
+    atol: Annotated[float, Field(ge=0)]
+    mismatches: Count
+    size: Count
+    first_mismatch: Line | None = None
+
+
 class Emulated(_Answer):
     ok: Literal[True]
     passed: bool
@@ -100,6 +115,13 @@ class Emulated(_Answer):
     verification: Long
     first_mismatch: Line | None = None
     report: dict[Short, JsonValue]
+    checks: list[OutputChecked] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _verdict_agrees(self) -> "Emulated":
+        if self.checks and self.passed != all(c.ok for c in self.checks):
+            raise ValueError("its verdict disagrees with its checks")
+        return self
 
 
 class Verified(_Answer):

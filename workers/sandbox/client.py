@@ -285,6 +285,7 @@ class EmulateAnswer:
     report: dict
     log: str
     first_mismatch: str | None
+    checks: list[dict]                   # per output: compiler.verify.OutputCheck.verdict()
 
 
 def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, source: str, filename: str,
@@ -307,7 +308,7 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "emulate")
     return EmulateAnswer(answer.passed, outputs, dict(answer.report), answer.log + answer.verification,
-                         answer.first_mismatch or None)
+                         answer.first_mismatch or None, [c.model_dump() for c in answer.checks])
 
 
 def _npy(array) -> bytes:

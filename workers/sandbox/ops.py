@@ -224,8 +224,9 @@ def _op_emulate(args: dict, work: Path) -> dict:
         first = next((c for c in result.verification.outputs if not c.ok), None)
         mismatch = first.first_mismatch_text() if first is not None else None
     verification = result.verification.render() if result.verification is not None else ""
+    checks = [c.verdict() for c in result.verification.outputs] if result.verification is not None else []
     return {"ok": True, "passed": bool(result.passed), "log": result.log, "verification": verification,
-            "first_mismatch": mismatch, "report": result.report}
+            "first_mismatch": mismatch, "report": result.report, "checks": checks}
 
 
 def _op_verify(args: dict, work: Path) -> dict:
