@@ -6,7 +6,7 @@ import typer
 
 from . import cmd_client, cmd_compile, cmd_run, cmd_sdk, cmd_service
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="tilefarm: tile-level kernels -> Tenstorrent TT-Metalium")
 
 

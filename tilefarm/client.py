@@ -8,25 +8,42 @@
         job.wait(on_progress=lambda view: print(view.status, view.progress))
         c = job.outputs()["C"]                                    # NumPy arrays, in each buffer's dtype
         job.download_bundle("out/")                               # artifacts, manifest.json, logs, request.json
+        jobs = farm.submit_many(Path("examples/gemm_ragged.py"), targets=["wormhole_b0", "blackhole"])
 
 `AsyncClient` has the same methods as coroutines (`await farm.submit(...)`, `await job.wait()`,
-`async for line in job.follow_logs()`). Every failure is a `TilefarmError`: `ApiError` (the service's
-problem+json: `.status`, `.type`, `.detail`, `.problem`) or `ConnectionFailed`. The `tilefarm` CLI is built on this.
+`async for line in job.follow_logs()`). Both are one implementation: every operation is written once as a
+generator of the HTTP requests it makes (`_Call`) that receives their responses; `Client` sends them with
+httpx.Client, `AsyncClient` with httpx.AsyncClient, each with the same retry rule.
+
+Retries: a request that could not be sent or whose answer was lost (a connection error), and an answer 429 or 503
+with a `Retry-After` of at most `max_retry_wait` seconds, are tried again, up to `retries` times, after Retry-After
+(else 0.5, 1, 2... s). Only requests that are safe to repeat are: reads, cancel, and submit/resubmit, which carry an
+`Idempotency-Key` made once per call (the service answers a repeated key with the job it made the first time).
+
+Every failure is a `TilefarmError`: `InvalidRequest` (the request cannot be made: a bad target or option, raised
+before anything is sent), `ApiError` (the service's problem+json: `.status`, `.type`, `.detail`, `.problem`),
+`ConnectionFailed` (with how to start a service or point the client at one) or `JobFailed` (`Job.result()`).
+The `tilefarm` CLI is built on this.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
 import contextlib
+import functools
 import io
 import json
+import logging
 import os
 import sys
 import tarfile
 import time
+import uuid
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
 
 import httpx
 
@@ -37,15 +54,23 @@ from schemas.target import TargetConfig
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 USER_AGENT = "tilefarm-client"
 Progress = Callable[[JobView], None]
+T = TypeVar("T")
+log = logging.getLogger("tilefarm.client")
 
 
 class TilefarmError(Exception):
     """Anything the client could not do."""
 
 
+class InvalidRequest(TilefarmError, ValueError):
+    """The request cannot be made (a target or option the service would refuse); nothing was sent."""
+
+
 class ConnectionFailed(TilefarmError):
     def __init__(self, server: str, error: Exception):
-        super().__init__(f"cannot reach {server}: {error}")
+        super().__init__(f"cannot reach {server}: {error or type(error).__name__}. Is a tilefarm service running "
+                         f"there? Start one with `tilefarm serve` (or `make serve` in a checkout), or point the client "
+                         f"at yours with --server / TILEFARM_SERVER")
         self.server = server
 
 
@@ -70,7 +95,7 @@ class JobFailed(TilefarmError):
         self.job = job
 
 
-# ---------------------------------------------------------------------------------------------- shared logic
+# ---------------------------------------------------------------------------------------------- requests
 
 def _kernel(kernel: str | os.PathLike, filename: str | None) -> tuple[str, str]:
     """(source text, file name): a path is read; a str is the source text if it has a newline, else a path."""
@@ -101,22 +126,53 @@ def encode_array(array) -> InputArray:
     return InputArray(shape=list(array.shape), dtype=dtype, data=base64.b64encode(array.tobytes()).decode())
 
 
+def _invalid(error: Exception) -> InvalidRequest:
+    """A pydantic ValidationError as `field: why (got value)`, one per problem, the way the API's 422 says it."""
+    from pydantic import ValidationError
+
+    if not isinstance(error, ValidationError):
+        return InvalidRequest(str(error))
+    return InvalidRequest("; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']} (got {e.get('input')!r})"
+                                    for e in error.errors()))
+
+
+def make_target(target: str | TargetConfig | dict | None = None, **fields) -> TargetConfig:
+    """A TargetConfig from an arch name (or a TargetConfig, or its dict) and target fields given one by one (those
+    left None are the compiler's to choose). InvalidRequest names the field that is wrong."""
+    from pydantic import ValidationError
+
+    given = {name: value for name, value in fields.items() if value is not None}
+    try:
+        if isinstance(target, TargetConfig):
+            return TargetConfig.model_validate({**target.model_dump(), **given})
+        base = target if isinstance(target, dict) else ({"arch": target} if target else {})
+        return TargetConfig.model_validate({**base, **given})
+    except ValidationError as error:
+        raise _invalid(error) from None
+
+
 def build_request(kernel: str | os.PathLike, *, filename: str | None = None, entry: str | None = None,
                   params: dict | None = None, target: str | TargetConfig | dict | None = None,
                   stages: list[str] | None = None, inputs: dict | None = None, dump_ir: bool = False,
-                  queue: bool = False, **target_options) -> JobRequest:
-    """The POST /v1/jobs body. `target` is an arch name (with `target_options` such as core_grid=(4, 2),
-    partition=, cb_depth=, math_fidelity=), a TargetConfig, or its dict."""
+                  queue: bool = False, core_grid: tuple[int, int] | None = None, partition: str | None = None,
+                  cb_depth: int | None = None, math_fidelity: str | None = None, blocking: str | None = None,
+                  fp32_accumulation: bool | None = None, l1_shard: list[str] | None = None) -> JobRequest:
+    """The POST /v1/jobs body. `target` is an arch name, a TargetConfig or its dict; core_grid, partition, cb_depth,
+    math_fidelity, blocking, fp32_accumulation and l1_shard set those fields of it. InvalidRequest when the
+    service would refuse it (a field the schemas reject)."""
+    from pydantic import ValidationError
+
     source, name = _kernel(kernel, filename)
-    if isinstance(target, TargetConfig):
-        config = target.model_copy(update=target_options)
-    elif isinstance(target, dict):
-        config = TargetConfig.model_validate({**target, **target_options})
-    else:
-        config = TargetConfig.model_validate({**({"arch": target} if target else {}), **target_options})
-    return JobRequest(source=source, filename=name, entry=entry, params=params or {}, target=config, stages=stages,
-                      inputs={k: v if isinstance(v, InputArray) else encode_array(v) for k, v in (inputs or {}).items()},
-                      dump_ir=dump_ir, queue=queue)
+    config = make_target(target, core_grid=core_grid, partition=partition, cb_depth=cb_depth,
+                         math_fidelity=math_fidelity, blocking=blocking, fp32_accumulation=fp32_accumulation,
+                         l1_shard=l1_shard)
+    try:
+        return JobRequest(source=source, filename=name, entry=entry, params=params or {}, target=config, stages=stages,
+                          inputs={k: v if isinstance(v, InputArray) else encode_array(v)
+                                  for k, v in (inputs or {}).items()},
+                          dump_ir=dump_ir, queue=queue)
+    except ValidationError as error:
+        raise _invalid(error) from None
 
 
 def _headers(api_key: str | None, team: str | None) -> dict[str, str]:
@@ -126,13 +182,6 @@ def _headers(api_key: str | None, team: str | None) -> dict[str, str]:
     if team:
         headers["X-Team"] = team
     return headers
-
-
-def _connection(server: str | None, api_key: str | None, team: str | None, timeout: float) -> tuple[str, dict]:
-    """(server URL, httpx client arguments): defaults from TILEFARM_SERVER and TILEFARM_API_KEY."""
-    server = (server or os.environ.get("TILEFARM_SERVER") or DEFAULT_SERVER).rstrip("/")
-    api_key = api_key if api_key is not None else os.environ.get("TILEFARM_API_KEY")
-    return server, {"base_url": server, "headers": _headers(api_key, team), "timeout": httpx.Timeout(timeout, connect=5)}
 
 
 def _check(response: httpx.Response) -> httpx.Response:
@@ -147,34 +196,57 @@ def _check(response: httpx.Response) -> httpx.Response:
     return response
 
 
+@dataclass
+class _Call:
+    """One HTTP request an operation makes; `idempotent` ones are retried (see the module docstring)."""
+    method: str
+    path: str
+    params: dict | None = None
+    json: Any = None
+    headers: dict | None = None
+    idempotent: bool = True
+
+
+Flow = Generator[_Call, httpx.Response, T]
+
+
+@dataclass
+class RetryPolicy:
+    retries: int = 3                 # tries after the first
+    max_retry_wait: float = 60.0     # a Retry-After longer than this is not waited for (a quota until midnight)
+    backoff: float = 0.5             # without Retry-After: backoff, 2 * backoff, ...
+
+    def delay(self, call: _Call, attempt: int, outcome: httpx.Response | Exception) -> float | None:
+        """Seconds to wait before trying `call` again after `outcome` (its `attempt`-th try), or None: do not."""
+        if not call.idempotent or attempt > self.retries:
+            return None
+        if isinstance(outcome, Exception):
+            return self.backoff * 2 ** (attempt - 1)
+        if outcome.status_code not in (429, 503):
+            return None
+        after = outcome.headers.get("Retry-After", "")
+        if not after.strip().isdigit() or int(after) > self.max_retry_wait:
+            return None  # no promise that waiting helps, or longer than a caller wants to be held
+        return float(after)
+
+
+def _one(call: _Call) -> Flow[httpx.Response]:
+    return (yield call)
+
+
+def _note_retry(call: _Call, outcome: httpx.Response | Exception, delay: float, attempt: int) -> None:
+    why = f"{outcome.status_code}" if isinstance(outcome, httpx.Response) else f"{type(outcome).__name__}: {outcome}"
+    log.warning("%s %s: %s; trying again in %g s (retry %d)", call.method, call.path, why, delay, attempt)
+
+
+# ---------------------------------------------------------------------------------------------- shared logic
+
 def _changed(old: JobView | None, new: JobView) -> bool:
     if old is None:
         return True
     keys = ("status", "stage", "progress")
     return any(getattr(old, k) != getattr(new, k) for k in keys) or \
         [s.state for s in old.stages] != [s.state for s in new.stages]
-
-
-def _log_chunk(event) -> str:
-    """The text of a `log` event of the log stream (lines, each ending in a newline); "" for any other event."""
-    return event.data + "\n" if event.event == "log" else ""
-
-
-def _waiting(view: JobView, timeout: float | None, on_progress: Progress | None, poll_s: float):
-    """The wait loop without its I/O: yields how long the next GET may long-poll, is sent the view it got, returns
-    the final view (shared by Job.wait and AsyncJob.wait)."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    last = None
-    while True:
-        if on_progress is not None and _changed(last, view):
-            on_progress(view)
-            last = view
-        if view.terminal:
-            return view
-        left = 30.0 if deadline is None else deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"job {view.id} is still {view.status} after {timeout:g} s")
-        view = yield min(left, poll_s if on_progress else 30.0)
 
 
 def _outputs(manifest: ArtifactManifest, fetch: Callable[[str], bytes], plan: dict | None) -> dict:
@@ -278,8 +350,44 @@ def _unpack(data: bytes, destination: Path, max_bytes: int, max_members: int, wr
                     out.write(chunk)
 
 
-class _JobHandle:
-    """A job on the service; `view` is its state when last fetched."""
+@dataclass
+class _LogStream:
+    """Following a job's log (Server-Sent Events) across dropped connections: each `log` event's id is the log's
+    byte offset after it, sent back as Last-Event-ID to resume where the stream broke."""
+    job_id: str
+    last_event_id: str | None = None
+    drops: int = 0
+    ended: bool = False
+    max_drops: int = 5
+
+    def request(self) -> dict:
+        headers = {"Last-Event-ID": self.last_event_id} if self.last_event_id else {}
+        return {"method": "GET", "url": f"/v1/jobs/{self.job_id}/logs", "params": {"follow": 1}, "headers": headers,
+                "timeout": httpx.Timeout(60, connect=5, read=None)}
+
+    def take(self, event) -> str:
+        """The text of one event ("" for anything but a log chunk); notes the end and the resume point."""
+        if event.event == "end":
+            self.ended = True
+            return ""
+        if event.event != "log":
+            return ""
+        if event.id:
+            self.last_event_id = event.id
+        return event.data + "\n"
+
+    def dropped(self, server: str, error: Exception) -> None:
+        """The stream broke before its end: resume (up to max_drops times), else ConnectionFailed."""
+        self.drops += 1
+        if self.drops > self.max_drops:
+            raise ConnectionFailed(server, error) from None
+        log.warning("log stream of %s dropped (%s); resuming after event %s", self.job_id, error, self.last_event_id)
+
+
+# ---------------------------------------------------------------------------------------------- operations, once
+
+class _JobOps:
+    """A job on the service; `view` is its state when last fetched. The operations as request flows."""
 
     def __init__(self, client, view: JobView):
         self.client, self.view = client, view
@@ -295,102 +403,263 @@ class _JobHandle:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {self.view.status}>"
 
-
-# ---------------------------------------------------------------------------------------------- sync
-
-class Job(_JobHandle):
-    """A job on the service (sync); `view` is its state when last fetched."""
-
-    def refresh(self) -> JobView:
-        self.view = self.client.get(self.id)
+    def _refresh(self) -> Flow[JobView]:
+        response = yield _Call("GET", f"/v1/jobs/{self.id}")
+        self.view = JobView.model_validate(response.json())
         return self.view
 
-    def wait(self, timeout: float | None = None, on_progress: Progress | None = None,
-             poll_s: float = 1.0) -> JobView:
-        """Until the job ends (or `timeout` seconds). With `on_progress`, it is called with each new state (status,
-        stage, stage progress, queue position), checked every `poll_s`; without, the service's long poll is used."""
-        steps = _waiting(self.view, timeout, on_progress, poll_s)
-        try:
-            seconds = next(steps)
-            while True:
-                self.view = self.client.get(self.id, wait=seconds)
-                seconds = steps.send(self.view)
-        except StopIteration as done:
-            return done.value
+    def _wait(self, timeout: float | None = None, on_progress: Progress | None = None,
+              poll_s: float = 1.0) -> Flow[JobView]:
+        """Until the job ends (or `timeout` seconds: TimeoutError). With `on_progress`, it is called with each new
+        state (status, stage, stage progress, queue position), checked every `poll_s`; without, the service's long
+        poll is used."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = None
+        while True:
+            if on_progress is not None and _changed(last, self.view):
+                on_progress(self.view)
+                last = self.view
+            if self.view.terminal:
+                return self.view
+            left = 30.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"job {self.id} is still {self.view.status} after {timeout:g} s")
+            seconds = min(left, poll_s if on_progress else 30.0)
+            response = yield _Call("GET", f"/v1/jobs/{self.id}", params={"wait": round(seconds, 3)})
+            self.view = JobView.model_validate(response.json())
 
-    def result(self, timeout: float | None = None, on_progress: Progress | None = None) -> JobView:
+    def _result(self, timeout: float | None = None, on_progress: Progress | None = None) -> Flow[JobView]:
         """wait(), then raise JobFailed unless the job succeeded."""
-        view = self.wait(timeout, on_progress)
+        view = yield from self._wait(timeout, on_progress)
         if view.status != "succeeded":
             raise JobFailed(view)
         return view
 
-    def logs(self) -> str:
-        return self.client.request("GET", f"/v1/jobs/{self.id}/logs").text
+    def _logs(self) -> Flow[str]:
+        return (yield _Call("GET", f"/v1/jobs/{self.id}/logs")).text
 
-    def follow_logs(self) -> Iterator[str]:
-        """The log as it grows (Server-Sent Events), chunk by chunk, until the job ends; then refreshes `view`."""
-        from httpx_sse import connect_sse
+    def _source(self) -> Flow[str]:
+        return (yield _Call("GET", f"/v1/jobs/{self.id}/source")).text
 
-        try:
-            with connect_sse(self.client.http, "GET", f"/v1/jobs/{self.id}/logs", params={"follow": 1},
-                             timeout=httpx.Timeout(60, connect=5, read=None)) as source:
-                if source.response.status_code >= 400:
-                    source.response.read()
-                    _check(source.response)
-                for event in source.iter_sse():
-                    if event.event == "end":
-                        break
-                    yield _log_chunk(event)
-        except httpx.HTTPError as error:
-            raise ConnectionFailed(self.client.server, error) from None
-        self.refresh()
+    def _artifacts(self) -> Flow[ArtifactManifest]:
+        return ArtifactManifest.model_validate((yield _Call("GET", f"/v1/jobs/{self.id}/artifacts")).json())
 
-    def source(self) -> str:
-        return self.client.request("GET", f"/v1/jobs/{self.id}/source").text
+    def _artifact(self, name: str) -> Flow[bytes]:
+        return (yield _Call("GET", f"/v1/jobs/{self.id}/artifacts/{name}")).content
 
-    def artifacts(self) -> ArtifactManifest:
-        return ArtifactManifest.model_validate(self.client.request("GET", f"/v1/jobs/{self.id}/artifacts").json())
+    def _bundle(self, format: str = "tar.gz") -> Flow[bytes]:
+        return (yield _Call("GET", f"/v1/jobs/{self.id}/bundle", params={"format": format})).content
 
-    def artifact(self, name: str) -> bytes:
-        return self.client.request("GET", f"/v1/jobs/{self.id}/artifacts/{name}").content
-
-    def bundle(self, format: str = "tar.gz") -> bytes:
-        return self.client.request("GET", f"/v1/jobs/{self.id}/bundle", params={"format": format}).content
-
-    def download_bundle(self, destination: str | os.PathLike) -> list[Path]:
+    def _download_bundle(self, destination: str | os.PathLike) -> Flow[list[Path]]:
         """The bundle unpacked into `destination`; returns the files written."""
-        return unpack_bundle(self.bundle("tar.gz"), destination)
+        return unpack_bundle((yield from self._bundle("tar.gz")), destination)
 
-    def outputs(self) -> dict:
+    def _outputs(self) -> Flow[dict]:
         """The emulated (or device) outputs as NumPy arrays in each buffer's dtype, by buffer name."""
-        manifest = self.artifacts()
-        names = {a.name for a in manifest.artifacts}
-        plan = json.loads(self.artifact("tt.plan.json")) if "tt.plan.json" in names else None
-        return _outputs(manifest, self.artifact, plan)
+        manifest = yield from self._artifacts()
+        wanted = [a.name for a in manifest.artifacts if a.name.endswith(".npy") or a.name == "tt.plan.json"]
+        fetched = {}
+        for name in wanted:
+            fetched[name] = yield from self._artifact(name)
+        plan = json.loads(fetched["tt.plan.json"]) if "tt.plan.json" in fetched else None
+        return _outputs(manifest, fetched.__getitem__, plan)
 
-    def cancel(self) -> JobView:
-        self.view = JobView.model_validate(self.client.request("DELETE", f"/v1/jobs/{self.id}").json())
+    def _cancel(self) -> Flow[JobView]:
+        self.view = JobView.model_validate((yield _Call("DELETE", f"/v1/jobs/{self.id}")).json())
         return self.view
 
-    def resubmit(self, **overrides) -> "Job":
-        """The same job again (source, options, inputs), with e.g. source=, params=, target=, stages= changed."""
-        body = JobOverrides.model_validate(overrides).model_dump(mode="json", exclude_none=True)
-        view = JobView.model_validate(self.client.request("POST", f"/v1/jobs/{self.id}/resubmit", json=body).json())
-        return Job(self.client, view)
+    def _resubmit(self, *, source: str | None = None, filename: str | None = None, entry: str | None = None,
+                  params: dict | None = None, target: str | TargetConfig | dict | None = None,
+                  stages: list[str] | None = None, queue: bool | None = None, dump_ir: bool | None = None):
+        """The same job again (source, options, inputs), with the given fields changed. A `target` given as an arch
+        name, or a dict of some fields, changes those fields of this job's target."""
+        from pydantic import ValidationError
 
-    def diff(self, other: "Job | str") -> JobDiff:
-        other_id = other.id if isinstance(other, Job) else other
-        return JobDiff.model_validate(self.client.request("GET", f"/v1/jobs/{self.id}/diff/{other_id}").json())
+        if isinstance(target, (str, dict)):
+            target = make_target(self.view.target, **({"arch": target} if isinstance(target, str) else target))
+        try:
+            body = JobOverrides(source=source, filename=filename, entry=entry, params=params, target=target,
+                                stages=stages, queue=queue, dump_ir=dump_ir).model_dump(mode="json", exclude_none=True)
+        except ValidationError as error:
+            raise _invalid(error) from None
+        response = yield _Call("POST", f"/v1/jobs/{self.id}/resubmit", json=body,
+                               headers={"Idempotency-Key": uuid.uuid4().hex})
+        return type(self)(self.client, JobView.model_validate(response.json()))
+
+    def _diff(self, other: "_JobOps | str", timings: bool = False) -> Flow[JobDiff]:
+        """What differs between this job and `other`: options, source, generated code, modelled device time (and,
+        with timings=True, the wall-clock fields)."""
+        other_id = other.id if isinstance(other, _JobOps) else other
+        params = {"timings": "true"} if timings else None
+        return JobDiff.model_validate((yield _Call("GET", f"/v1/jobs/{self.id}/diff/{other_id}", params=params)).json())
 
 
-class Client:
+class _ClientOps:
+    """The /v1 API: settings and the operations as request flows (the sync and async clients only send them)."""
+
+    def __init__(self, server: str | None, api_key: str | None, team: str | None, timeout: float,
+                 retries: int, max_retry_wait: float):
+        self.server = (server or os.environ.get("TILEFARM_SERVER") or DEFAULT_SERVER).rstrip("/")
+        api_key = api_key if api_key is not None else os.environ.get("TILEFARM_API_KEY")
+        self._options = {"base_url": self.server, "headers": _headers(api_key, team),
+                         "timeout": httpx.Timeout(timeout, connect=5)}
+        self.retry = RetryPolicy(retries=retries, max_retry_wait=max_retry_wait)
+
+    Job: type = _JobOps
+
+    def _actions(self, flow: Flow[T]) -> Generator[_Call | float, httpx.Response | Exception | None, T]:
+        """A flow's requests with the retry rule applied, as the actions a client performs: a _Call to send (it is
+        sent back the response, or the httpx error it raised) or a number of seconds to sleep; returns the flow's
+        value. The only I/O loop, shared by the sync and async clients."""
+        try:
+            call = next(flow)
+            while True:
+                attempt = 0
+                while True:
+                    attempt += 1
+                    outcome = yield call
+                    delay = self.retry.delay(call, attempt, outcome)
+                    if delay is None:
+                        break
+                    _note_retry(call, outcome, delay, attempt)
+                    yield delay
+                if isinstance(outcome, Exception):
+                    raise ConnectionFailed(self.server, outcome) from None
+                call = flow.send(_check(outcome))
+        except StopIteration as done:
+            return done.value
+
+    def _submit(self, kernel: str | os.PathLike | JobRequest, *, filename: str | None = None,
+                entry: str | None = None, params: dict | None = None,
+                target: str | TargetConfig | dict | None = None, stages: list[str] | None = None,
+                inputs: dict | None = None, dump_ir: bool = False, queue: bool = False,
+                core_grid: tuple[int, int] | None = None, partition: str | None = None, cb_depth: int | None = None,
+                math_fidelity: str | None = None, blocking: str | None = None,
+                fp32_accumulation: bool | None = None, l1_shard: list[str] | None = None,
+                idempotency_key: str | None = None):
+        """Submit a kernel (TIRx or TileLang): a path, its source text, or a JobRequest. `target`: an arch name, a
+        TargetConfig or its dict; the target fields (core_grid, partition, cb_depth, math_fidelity, blocking,
+        fp32_accumulation, l1_shard) change that target. Inputs are {buffer name: NumPy array}. InvalidRequest
+        before anything is sent when the schemas refuse it; the submit is retried safely (one Idempotency-Key per
+        call)."""
+        request = kernel if isinstance(kernel, JobRequest) else build_request(
+            kernel, filename=filename, entry=entry, params=params, target=target, stages=stages, inputs=inputs,
+            dump_ir=dump_ir, queue=queue, core_grid=core_grid, partition=partition, cb_depth=cb_depth,
+            math_fidelity=math_fidelity, blocking=blocking, fp32_accumulation=fp32_accumulation, l1_shard=l1_shard)
+        headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        response = yield _Call("POST", "/v1/jobs", json=request.model_dump(mode="json", exclude_none=True),
+                               headers=headers)
+        return self.Job(self, JobView.model_validate(response.json()))
+
+    def _submit_many(self, kernel: str | os.PathLike, *, targets: list[str | TargetConfig | dict],
+                     wait: bool = True, timeout: float | None = None, **options):
+        """One job per target (the same kernel and options), then, with wait=True, wait until every one has ended
+        (they run meanwhile). Returns the jobs in the order of `targets`; see each one's `.view.status`."""
+        jobs = []
+        for target in targets:
+            jobs.append((yield from self._submit(kernel, target=target, **options)))
+        if wait:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for job in jobs:  # long polls, one after the other: the jobs run at the same time all along
+                yield from job._wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return jobs
+
+    def _get(self, job_id: str, wait: float = 0) -> Flow[JobView]:
+        params = {"wait": round(wait, 3)} if wait > 0 else None
+        return JobView.model_validate((yield _Call("GET", f"/v1/jobs/{job_id}", params=params)).json())
+
+    def _job(self, job_id: str):
+        return self.Job(self, (yield from self._get(job_id)))
+
+    def _jobs(self, *, status: str | None = None, target: str | None = None, team: str | None = None,
+              limit: int = 20, cursor: str | None = None) -> Flow[JobList]:
+        params = {k: v for k, v in {"status": status, "target": target, "team": team, "limit": limit,
+                                    "cursor": cursor}.items() if v is not None}
+        return JobList.model_validate((yield _Call("GET", "/v1/jobs", params=params)).json())
+
+    def _targets(self) -> Flow[dict]:
+        return (yield _Call("GET", "/v1/targets")).json()
+
+    def _devices(self) -> Flow[list[dict]]:
+        return (yield _Call("GET", "/v1/devices")).json()
+
+
+def _sync(flow: Callable[..., Flow[T]]) -> Callable[..., T]:
+    """An operation as a method of the sync client or job: runs its flow with the client's httpx.Client."""
+    @functools.wraps(flow)
+    def method(self, *args, **kwargs):
+        client = self if isinstance(self, Client) else self.client
+        return client._run(flow(self, *args, **kwargs))
+    method.__name__ = method.__qualname__ = flow.__name__.lstrip("_")
+    return method
+
+
+def _async(flow: Callable[..., Flow[T]]) -> Callable[..., T]:
+    """The same operation as a coroutine of the async client or job."""
+    @functools.wraps(flow)
+    async def method(self, *args, **kwargs):
+        client = self if isinstance(self, AsyncClient) else self.client
+        return await client._run(flow(self, *args, **kwargs))
+    method.__name__ = method.__qualname__ = flow.__name__.lstrip("_")
+    return method
+
+
+JOB_OPERATIONS = ("refresh", "wait", "result", "logs", "source", "artifacts", "artifact", "bundle", "download_bundle",
+                  "outputs", "cancel", "resubmit", "diff")
+CLIENT_OPERATIONS = ("submit", "submit_many", "get", "job", "jobs", "targets", "devices")
+
+
+def _with_operations(wrap: Callable, names: tuple[str, ...]):
+    def decorate(cls):
+        for name in names:
+            setattr(cls, name, wrap(getattr(cls, f"_{name}")))
+        return cls
+    return decorate
+
+
+# ---------------------------------------------------------------------------------------------- sync
+
+@_with_operations(_sync, JOB_OPERATIONS)
+class Job(_JobOps):
+    """A job on the service (sync): refresh, wait, result, logs, follow_logs, source, artifacts, artifact, bundle,
+    download_bundle, outputs, cancel, resubmit, diff."""
+
+    def follow_logs(self) -> Iterator[str]:
+        """The log as it grows (Server-Sent Events), chunk by chunk, until the job ends, resuming after a dropped
+        connection where it broke; then refreshes `view`."""
+        from httpx_sse import connect_sse
+
+        stream = _LogStream(self.id)
+        while not stream.ended:
+            try:
+                request = stream.request()
+                with connect_sse(self.client.http, request.pop("method"), request.pop("url"), **request) as source:
+                    if source.response.status_code >= 400:
+                        source.response.read()
+                        _check(source.response)
+                    for event in source.iter_sse():
+                        if text := stream.take(event):
+                            yield text
+                        if stream.ended:
+                            break
+                if not stream.ended:
+                    raise httpx.RemoteProtocolError("the stream ended without its end event")
+            except httpx.HTTPError as error:
+                stream.dropped(self.client.server, error)
+        self.refresh()
+
+
+@_with_operations(_sync, CLIENT_OPERATIONS)
+class Client(_ClientOps):
     """The /v1 API over one httpx connection pool. Server and key default to TILEFARM_SERVER, TILEFARM_API_KEY."""
 
+    Job = Job
+
     def __init__(self, server: str | None = None, api_key: str | None = None, team: str | None = None,
-                 timeout: float = 60.0, transport: httpx.BaseTransport | None = None):
-        self.server, options = _connection(server, api_key, team, timeout)
-        self.http = httpx.Client(transport=transport, **options)
+                 timeout: float = 60.0, transport: httpx.BaseTransport | None = None, *, retries: int = 3,
+                 max_retry_wait: float = 60.0):
+        super().__init__(server, api_key, team, timeout, retries, max_retry_wait)
+        self.http = httpx.Client(transport=transport, **self._options)
 
     def __enter__(self) -> "Client":
         return self
@@ -401,132 +670,70 @@ class Client:
     def close(self) -> None:
         self.http.close()
 
-    def request(self, method: str, path: str, **kwargs) -> httpx.Response:
+    def _run(self, flow: Flow[T]) -> T:
+        actions = self._actions(flow)
         try:
-            response = self.http.request(method, path, **kwargs)
-        except httpx.HTTPError as error:
-            raise ConnectionFailed(self.server, error) from None
-        return _check(response)
+            action = next(actions)
+            while True:
+                if isinstance(action, float):
+                    time.sleep(action)
+                    action = actions.send(None)
+                    continue
+                try:
+                    outcome = self.http.request(action.method, action.path, params=action.params, json=action.json,
+                                                headers=action.headers)
+                except httpx.HTTPError as error:
+                    outcome = error
+                action = actions.send(outcome)
+        except StopIteration as done:
+            return done.value
 
-    def submit(self, kernel: str | os.PathLike, *, idempotency_key: str | None = None, **options) -> Job:
-        """Submit a kernel (TIRx or TileLang): a path, or the source text. Options: filename, entry, params,
-        target (arch name, TargetConfig or dict), core_grid/partition/cb_depth/math_fidelity, stages,
-        inputs ({name: ndarray}), dump_ir, queue."""
-        request = kernel if isinstance(kernel, JobRequest) else build_request(kernel, **options)
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        body = request.model_dump(mode="json", exclude_none=True)
-        return Job(self, JobView.model_validate(self.request("POST", "/v1/jobs", json=body, headers=headers).json()))
-
-    def get(self, job_id: str, wait: float = 0) -> JobView:
-        params = {"wait": round(wait, 3)} if wait > 0 else None
-        return JobView.model_validate(self.request("GET", f"/v1/jobs/{job_id}", params=params).json())
-
-    def job(self, job_id: str) -> Job:
-        return Job(self, self.get(job_id))
-
-    def jobs(self, *, status: str | None = None, target: str | None = None, team: str | None = None,
-             limit: int = 20, cursor: str | None = None) -> JobList:
-        params = {k: v for k, v in {"status": status, "target": target, "team": team, "limit": limit,
-                                    "cursor": cursor}.items() if v is not None}
-        return JobList.model_validate(self.request("GET", "/v1/jobs", params=params).json())
-
-    def targets(self) -> dict:
-        return self.request("GET", "/v1/targets").json()
-
-    def devices(self) -> list[dict]:
-        return self.request("GET", "/v1/devices").json()
+    def request(self, method: str, path: str, **kwargs) -> httpx.Response:
+        """Any other request, with the client's server, key and retry rule (reads only are retried)."""
+        return self._run(_one(_Call(method, path, idempotent=method in ("GET", "HEAD"), **kwargs)))
 
 
 # ---------------------------------------------------------------------------------------------- async
 
-class AsyncJob(_JobHandle):
-    """A job on the service (async); `view` is its state when last fetched."""
-
-    async def refresh(self) -> JobView:
-        self.view = await self.client.get(self.id)
-        return self.view
-
-    async def wait(self, timeout: float | None = None, on_progress: Progress | None = None,
-                   poll_s: float = 1.0) -> JobView:
-        steps = _waiting(self.view, timeout, on_progress, poll_s)
-        try:
-            seconds = next(steps)
-            while True:
-                self.view = await self.client.get(self.id, wait=seconds)
-                seconds = steps.send(self.view)
-        except StopIteration as done:
-            return done.value
-
-    async def result(self, timeout: float | None = None, on_progress: Progress | None = None) -> JobView:
-        view = await self.wait(timeout, on_progress)
-        if view.status != "succeeded":
-            raise JobFailed(view)
-        return view
-
-    async def logs(self) -> str:
-        return (await self.client.request("GET", f"/v1/jobs/{self.id}/logs")).text
+@_with_operations(_async, JOB_OPERATIONS)
+class AsyncJob(_JobOps):
+    """A job on the service (async): the same methods as Job, as coroutines."""
 
     async def follow_logs(self) -> AsyncIterator[str]:
         from httpx_sse import aconnect_sse
 
-        try:
-            async with aconnect_sse(self.client.http, "GET", f"/v1/jobs/{self.id}/logs", params={"follow": 1},
-                                    timeout=httpx.Timeout(60, connect=5, read=None)) as source:
-                if source.response.status_code >= 400:
-                    await source.response.aread()
-                    _check(source.response)
-                async for event in source.aiter_sse():
-                    if event.event == "end":
-                        break
-                    yield _log_chunk(event)
-        except httpx.HTTPError as error:
-            raise ConnectionFailed(self.client.server, error) from None
+        stream = _LogStream(self.id)
+        while not stream.ended:
+            try:
+                request = stream.request()
+                async with aconnect_sse(self.client.http, request.pop("method"), request.pop("url"),
+                                        **request) as source:
+                    if source.response.status_code >= 400:
+                        await source.response.aread()
+                        _check(source.response)
+                    async for event in source.aiter_sse():
+                        if text := stream.take(event):
+                            yield text
+                        if stream.ended:
+                            break
+                if not stream.ended:
+                    raise httpx.RemoteProtocolError("the stream ended without its end event")
+            except httpx.HTTPError as error:
+                stream.dropped(self.client.server, error)
         await self.refresh()
 
-    async def source(self) -> str:
-        return (await self.client.request("GET", f"/v1/jobs/{self.id}/source")).text
 
-    async def artifacts(self) -> ArtifactManifest:
-        response = await self.client.request("GET", f"/v1/jobs/{self.id}/artifacts")
-        return ArtifactManifest.model_validate(response.json())
+@_with_operations(_async, CLIENT_OPERATIONS)
+class AsyncClient(_ClientOps):
+    """Client's async twin over httpx.AsyncClient (the same operations, as coroutines)."""
 
-    async def artifact(self, name: str) -> bytes:
-        return (await self.client.request("GET", f"/v1/jobs/{self.id}/artifacts/{name}")).content
-
-    async def bundle(self, format: str = "tar.gz") -> bytes:
-        return (await self.client.request("GET", f"/v1/jobs/{self.id}/bundle", params={"format": format})).content
-
-    async def download_bundle(self, destination: str | os.PathLike) -> list[Path]:
-        return unpack_bundle(await self.bundle("tar.gz"), destination)
-
-    async def outputs(self) -> dict:
-        manifest = await self.artifacts()
-        names = [a.name for a in manifest.artifacts if a.name.endswith(".npy") or a.name == "tt.plan.json"]
-        fetched = dict(zip(names, await asyncio.gather(*(self.artifact(n) for n in names))))
-        plan = json.loads(fetched["tt.plan.json"]) if "tt.plan.json" in fetched else None
-        return _outputs(manifest, fetched.__getitem__, plan)
-
-    async def cancel(self) -> JobView:
-        self.view = JobView.model_validate((await self.client.request("DELETE", f"/v1/jobs/{self.id}")).json())
-        return self.view
-
-    async def resubmit(self, **overrides) -> "AsyncJob":
-        body = JobOverrides.model_validate(overrides).model_dump(mode="json", exclude_none=True)
-        response = await self.client.request("POST", f"/v1/jobs/{self.id}/resubmit", json=body)
-        return AsyncJob(self.client, JobView.model_validate(response.json()))
-
-    async def diff(self, other: "AsyncJob | str") -> JobDiff:
-        other_id = other.id if isinstance(other, AsyncJob) else other
-        return JobDiff.model_validate((await self.client.request("GET", f"/v1/jobs/{self.id}/diff/{other_id}")).json())
-
-
-class AsyncClient:
-    """Client's async twin over httpx.AsyncClient."""
+    Job = AsyncJob
 
     def __init__(self, server: str | None = None, api_key: str | None = None, team: str | None = None,
-                 timeout: float = 60.0, transport: httpx.AsyncBaseTransport | None = None):
-        self.server, options = _connection(server, api_key, team, timeout)
-        self.http = httpx.AsyncClient(transport=transport, **options)
+                 timeout: float = 60.0, transport: httpx.AsyncBaseTransport | None = None, *, retries: int = 3,
+                 max_retry_wait: float = 60.0):
+        super().__init__(server, api_key, team, timeout, retries, max_retry_wait)
+        self.http = httpx.AsyncClient(transport=transport, **self._options)
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -537,39 +744,29 @@ class AsyncClient:
     async def close(self) -> None:
         await self.http.aclose()
 
-    async def request(self, method: str, path: str, **kwargs) -> httpx.Response:
+    async def _run(self, flow: Flow[T]) -> T:
+        actions = self._actions(flow)
         try:
-            response = await self.http.request(method, path, **kwargs)
-        except httpx.HTTPError as error:
-            raise ConnectionFailed(self.server, error) from None
-        return _check(response)
+            action = next(actions)
+            while True:
+                if isinstance(action, float):
+                    await asyncio.sleep(action)
+                    action = actions.send(None)
+                    continue
+                try:
+                    outcome = await self.http.request(action.method, action.path, params=action.params,
+                                                      json=action.json, headers=action.headers)
+                except httpx.HTTPError as error:
+                    outcome = error
+                action = actions.send(outcome)
+        except StopIteration as done:
+            return done.value
 
-    async def submit(self, kernel: str | os.PathLike, *, idempotency_key: str | None = None, **options) -> AsyncJob:
-        request = kernel if isinstance(kernel, JobRequest) else build_request(kernel, **options)
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        body = request.model_dump(mode="json", exclude_none=True)
-        response = await self.request("POST", "/v1/jobs", json=body, headers=headers)
-        return AsyncJob(self, JobView.model_validate(response.json()))
-
-    async def get(self, job_id: str, wait: float = 0) -> JobView:
-        params = {"wait": round(wait, 3)} if wait > 0 else None
-        return JobView.model_validate((await self.request("GET", f"/v1/jobs/{job_id}", params=params)).json())
-
-    async def job(self, job_id: str) -> AsyncJob:
-        return AsyncJob(self, await self.get(job_id))
-
-    async def jobs(self, *, status: str | None = None, target: str | None = None, team: str | None = None,
-                   limit: int = 20, cursor: str | None = None) -> JobList:
-        params = {k: v for k, v in {"status": status, "target": target, "team": team, "limit": limit,
-                                    "cursor": cursor}.items() if v is not None}
-        return JobList.model_validate((await self.request("GET", "/v1/jobs", params=params)).json())
-
-    async def targets(self) -> dict:
-        return (await self.request("GET", "/v1/targets")).json()
-
-    async def devices(self) -> list[dict]:
-        return (await self.request("GET", "/v1/devices")).json()
+    async def request(self, method: str, path: str, **kwargs) -> httpx.Response:
+        return await self._run(_one(_Call(method, path, idempotent=method in ("GET", "HEAD"), **kwargs)))
 
 
-__all__ = ["ApiError", "AsyncClient", "AsyncJob", "Client", "ConnectionFailed", "Job", "JobFailed", "TERMINAL",
-           "TilefarmError", "build_request", "encode_array", "unpack_bundle"]
+__all__ = ["ApiError", "AsyncClient", "AsyncJob", "BundleRefused", "Client", "ConnectionFailed", "InvalidRequest", "Job",
+           "JobFailed",
+           "RetryPolicy", "TERMINAL", "TilefarmError", "build_request", "encode_array", "make_target",
+           "unpack_bundle"]

@@ -16,9 +16,8 @@ from typing import List, Optional
 
 import typer
 
-from .options import (CbDepthOption, CoreGridOption, EntryOption, FidelityOption, InputOption, ParamOption,
-                      PartitionOption, SourceArgument, TargetOption, describe, fail, load_inputs, parse_core_grid,
-                      parse_params, read_source)
+from .options import (EntryOption, InputOption, ParamOption, SourceArgument, fail, load_inputs, make_target,
+                      parse_params, read_source, target_options)
 
 ServerOption = typer.Option(None, "--server", envvar="TILEFARM_SERVER", show_default=False,
                             help="service URL [TILEFARM_SERVER, http://127.0.0.1:8000]")
@@ -171,18 +170,15 @@ def _follow(job, wait: bool, output: Path | None, quiet: bool, source: Path | No
     _finish(job, output, source, text)
 
 
+@target_options()
 def submit(
     source: Path = SourceArgument,
-    target: str = TargetOption,
+    target=None,
     entry: Optional[str] = EntryOption,
     param: List[str] = ParamOption,
     input: List[str] = InputOption,
     stages: Optional[str] = typer.Option(None, "--stages", help="comma-separated, e.g. compile,emulate [compile,check,"
                                          "emulate: those the arch supports]"),
-    partition: Optional[str] = PartitionOption,
-    core_grid: Optional[str] = CoreGridOption,
-    cb_depth: Optional[int] = CbDepthOption,
-    math_fidelity: Optional[str] = FidelityOption,
     dump_ir: bool = typer.Option(False, "--dump-ir", help="keep the IR after every pass in the bundle"),
     queue: bool = typer.Option(False, "--queue", help="hardware: wait for a device instead of failing at once"),
     wait: bool = typer.Option(False, "--wait", "-w", help="follow the job to its end (exit 1 if it fails)"),
@@ -197,21 +193,21 @@ def submit(
 
     try:
         request = build_request(text, filename=source.name, entry=entry, params=parse_params(param), target=target,
-                                partition=partition, core_grid=parse_core_grid(core_grid), cb_depth=cb_depth,
-                                math_fidelity=math_fidelity, inputs=load_inputs(input), dump_ir=dump_ir, queue=queue,
+                                inputs=load_inputs(input), dump_ir=dump_ir, queue=queue,
                                 stages=[s.strip() for s in stages.split(",") if s.strip()] if stages else None)
-    except (TilefarmError, ValueError) as error:  # pydantic's ValidationError is a ValueError
-        fail(f"error: {describe(error)}")
+    except TilefarmError as error:  # InvalidRequest: the field and why, before anything is sent
+        fail(f"error: {error}")
     with connected(server, api_key, team) as client:
         _follow(client.submit(request), wait, output, quiet, source, text)
 
 
+@target_options(changes=True)
 def resubmit(
     job_id: str = typer.Argument(..., help="the job to run again (same source, options and inputs)"),
+    target=None,
     source: Optional[Path] = typer.Option(None, "--source", help="with this kernel file instead"),
     entry: Optional[str] = EntryOption,
     param: List[str] = typer.Option([], "--param", help="NAME=VALUE: change one factory parameter (repeatable)"),
-    target: Optional[str] = typer.Option(None, "-t", "--target", help="another arch"),
     stages: Optional[str] = typer.Option(None, "--stages", help="other stages, comma-separated"),
     wait: bool = typer.Option(False, "--wait", "-w", help="follow the new job to its end"),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="download the new job's bundle here"),
@@ -229,8 +225,8 @@ def resubmit(
         original = client.job(job_id)
         if param:
             overrides["params"] = {**original.view.params, **parse_params(param)}
-        if target:
-            overrides["target"] = original.view.target.model_copy(update={"arch": target}).model_dump()
+        if target:  # the target options given change those fields of the original's target, the rest stays
+            overrides["target"] = make_target({**original.view.target.model_dump(), **target}).model_dump()
         _follow(original.resubmit(**overrides), wait, output, quiet, source, text)
 
 
@@ -324,26 +320,56 @@ def download(job_id: str = typer.Argument(..., help="job id"),
             typer.echo(str(path))
 
 
+def _modelled(found) -> list[str]:
+    """The modelled device figures and the verdicts of two jobs, as lines."""
+    lines = []
+    perf = found.performance
+    if perf is not None:
+        us = lambda ns: "-" if ns is None else f"{ns / 1000:.2f} us"  # noqa: E731
+        pct = lambda u: "-" if u is None else f"{u:.1%}"  # noqa: E731
+        speed = f" ({perf.speedup:.2f}x)" if perf.speedup else ""
+        lines += [f"modelled device time: {us(perf.device_time_ns[0])} -> {us(perf.device_time_ns[1])}{speed}",
+                  f"matrix-engine utilization: {pct(perf.matrix_utilization[0])} -> {pct(perf.matrix_utilization[1])}",
+                  f"cores: {perf.cores_used[0]} -> {perf.cores_used[1]}; math fidelity: {perf.math_fidelity[0]} -> "
+                  f"{perf.math_fidelity[1]}"]
+        if perf.bottleneck[0] != perf.bottleneck[1]:
+            lines += [f"bottleneck: {perf.bottleneck[0]}", f"        -> {perf.bottleneck[1]}"]
+    verdicts = found.verification
+    if any(verdicts):
+        said = ["-" if v is None else ("passed" if v.passed else "FAILED") + (
+            f", worst {v.worst.name} max abs err {v.worst.max_abs_err:.3g}" if v.worst is not None
+            and isinstance(v.worst.max_abs_err, float) else "") for v in verdicts]
+        lines.append(f"verification: {said[0]} -> {said[1]}")
+    return lines
+
+
 def diff(job_a: str = typer.Argument(..., help="first job"), job_b: str = typer.Argument(..., help="second job"),
          stat: bool = typer.Option(False, "--stat", help="only which files differ"),
+         timings: bool = typer.Option(False, "--timings", help="also the wall-clock figures (stage and pass seconds, "
+                                                               "the emulator's run times): they differ on every run"),
          server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption,
          team: Optional[str] = TeamOption) -> None:
-    """What differs between two jobs: request options, source and artifacts (unified diffs). Exit 1 if anything does."""
+    """What differs between two jobs, most telling first: the options, the source, the modelled device time and
+    utilization, the verdicts, the generated code, then the other artifacts (without their wall-clock fields unless
+    --timings). Exit 1 if anything does."""
     with connected(server, api_key, team) as client:
-        found = client.job(job_a).diff(job_b)
-    changed = [f for f in found.files if f.status != "same"]
+        found = client.job(job_a).diff(job_b, timings=timings)
     for name, (a, b) in found.request.items():
         typer.echo(f"{name}: {json.dumps(a)} -> {json.dumps(b)}")
     source_changed = found.source or found.source_note
+    if source_changed:
+        typer.echo("source: changed" if stat else (found.source.rstrip("\n") if found.source
+                                                  else f"source: changed ({found.source_note})"))
+    for line in _modelled(found):
+        typer.echo(line)
+    changed = [f for f in [*found.code, *found.files] if f.status != "same"]
+    for name, (a, b) in (found.timings or {}).items():
+        typer.echo(f"{name}: {a} -> {b}")
     if stat:
-        if source_changed:
-            typer.echo("source: changed")
         for f in changed:
             typer.echo(f"{f.name}: {f.status} ({f.sizes[0]} -> {f.sizes[1]} bytes)")
     else:
-        source = found.source or (f"source: changed ({found.source_note})\n" if found.source_note else None)
-        for patch in filter(None, [source, *(f.diff or f"{f.name}: {f.status}{f' ({f.note})' if f.note else ''}\n"
-                                             for f in changed)]):
+        for patch in [f.diff or f"{f.name}: {f.status}{f' ({f.note})' if f.note else ''}\n" for f in changed]:
             sys.stdout.write(patch if patch.endswith("\n") else patch + "\n")
     if found.request or source_changed or changed:
         raise typer.Exit(1)
@@ -399,12 +425,13 @@ def _table(headers: list[str], rows: list[tuple], styles: dict[str, str], empty:
         return
     if console.is_terminal:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(box=None, header_style="bold dim", pad_edge=False)
         for header in headers:
             table.add_column(header, no_wrap=True)
-        for row in rows:
-            table.add_row(*row, style=styles.get(row[1], ""))
+        for row in rows:  # file names, entries, teams are the users' own: text, never rich markup
+            table.add_row(*(Text(str(v)) for v in row), style=styles.get(row[1], ""))
         console.print(table)
         return
     widths = [max(len(str(v)) for v in column) for column in zip(headers, *rows)]

@@ -6,22 +6,15 @@ from typing import List, Optional
 
 import typer
 
-from .options import (BlockingOption, CbDepthOption, CoreGridOption, EntryOption, FidelityOption, L1ShardOption,
-                      ParamOption, PartitionOption, SourceArgument, TargetOption, fail, parse_params, read_source,
-                      target_config)
+from .options import EntryOption, ParamOption, SourceArgument, fail, parse_params, read_source, target_options
 
 
+@target_options()
 def compile(
     source: Path = SourceArgument,
-    target: str = TargetOption,
+    target=None,
     entry: Optional[str] = EntryOption,
     param: List[str] = ParamOption,
-    partition: Optional[str] = PartitionOption,
-    core_grid: Optional[str] = CoreGridOption,
-    cb_depth: Optional[int] = CbDepthOption,
-    math_fidelity: Optional[str] = FidelityOption,
-    blocking: str = BlockingOption,
-    l1_shard: List[str] = L1ShardOption,
     output: Path = typer.Option(Path("out"), "-o", "--output", help="output directory"),
     dump_ir: bool = typer.Option(False, "--dump-ir", help="write ir/NN_<phase>_<pass>.py after every pass"),
     explain: bool = typer.Option(False, "--explain", help="print the blocks, core grid and partition chosen, and why"),
@@ -31,8 +24,7 @@ def compile(
     from compiler.errors import CompileError
 
     text = read_source(source)
-    config = target_config(target, partition=partition, core_grid=core_grid, cb_depth=cb_depth,
-                           math_fidelity=math_fidelity, blocking=blocking, l1_shard=l1_shard)
+    config = target
     try:
         result = compile_source(text, filename=str(source), entry=entry, target=config, dump_ir=dump_ir,
                                 params=parse_params(param))

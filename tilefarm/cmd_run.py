@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from .options import (BlockingOption, CbDepthOption, CoreGridOption, EntryOption, FidelityOption, InputOption,
-                      L1ShardOption, ParamOption, PartitionOption, SeedOption, SourceArgument, fail, load_inputs,
-                      parse_params, read_source, target_config)
+from .cmd_client import KeyOption, ServerOption, TeamOption, connected
+from .options import (EntryOption, InputOption, ParamOption, SeedOption, SourceArgument, fail, load_inputs,
+                      parse_params, read_source, target_options)
 
 
 def _save_outputs(outputs: dict, directory: Path) -> list[Path]:
@@ -80,24 +81,18 @@ def _compile_and_emulate(source: Path, config, entry: str | None, param: list[st
     return result, outcome, text
 
 
+@target_options()
 def verify(
     source: Path = SourceArgument,
-    target: str = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole"),
+    target=None,
     entry: Optional[str] = EntryOption,
     param: List[str] = ParamOption,
     input: List[str] = InputOption,
     seed: int = SeedOption,
-    partition: Optional[str] = PartitionOption,
-    core_grid: Optional[str] = CoreGridOption,
-    cb_depth: Optional[int] = CbDepthOption,
-    math_fidelity: Optional[str] = FidelityOption,
-    blocking: str = BlockingOption,
-    l1_shard: List[str] = L1ShardOption,
     profile: bool = typer.Option(False, "--profile", help="also print where the modelled device time goes"),
 ) -> None:
     """Compile, run on the emulator (random inputs unless given), run the NumPy reference, and compare."""
-    config = target_config(target, partition=partition, core_grid=core_grid, cb_depth=cb_depth,
-                           math_fidelity=math_fidelity, blocking=blocking, l1_shard=l1_shard)
+    config = target
     result, outcome, text = _compile_and_emulate(source, config, entry, param, input, seed)
     typer.echo(outcome.verification.render())
     t = outcome.timings
@@ -111,55 +106,104 @@ def verify(
         raise typer.Exit(1)
 
 
+JOB_ID = re.compile(r"^[0-9a-f]{12,64}$")
+
+
+@target_options()
 def profile(
-    source: Path = SourceArgument,
-    target: str = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole"),
+    source: Path = typer.Argument(..., help="kernel file (TIRx or TileLang), or the id of a service job whose "
+                                            "emulate stage ran"),
+    target=None,
     entry: Optional[str] = EntryOption,
     param: List[str] = ParamOption,
     input: List[str] = InputOption,
     seed: int = SeedOption,
-    partition: Optional[str] = PartitionOption,
-    core_grid: Optional[str] = CoreGridOption,
-    cb_depth: Optional[int] = CbDepthOption,
-    math_fidelity: Optional[str] = FidelityOption,
-    blocking: str = BlockingOption,
-    l1_shard: List[str] = L1ShardOption,
     timing_only: bool = typer.Option(False, "--timing-only", help="skip the arithmetic (large shapes): the same "
                                                                    "device time; outputs are not computed or checked"),
     as_json: bool = typer.Option(False, "--json", help="print profile.json (one JSON object) instead of tables"),
+    trace: Optional[Path] = typer.Option(None, "--trace", help="also write the per-core, per-RISC timeline here as "
+                                                               "Trace Event Format JSON (open it in Perfetto's UI or "
+                                                               "chrome://tracing)"),
+    csv: Optional[Path] = typer.Option(None, "--csv", help="also write the program as a row of tt-metal's "
+                                                           "ops_perf_results CSV here (tt-perf-report, ttnn-visualizer)"),
+    server: Optional[str] = ServerOption, api_key: Optional[str] = KeyOption, team: Optional[str] = TeamOption,
 ) -> None:
     """Where the modelled device time goes (the emulator's timing model): per core and RISC, DRAM traffic against
-    the minimum, matrix-engine utilization, cycles per line of your source, and the bottleneck."""
+    the minimum, matrix-engine utilization, cycles per line of your source, and the bottleneck. SOURCE may be a
+    service job's id: its emulate stage's profile is shown (the target options are the job's own)."""
     from compiler.api import profile as profile_of
 
-    config = target_config(target, partition=partition, core_grid=core_grid, cb_depth=cb_depth,
-                           math_fidelity=math_fidelity, blocking=blocking, l1_shard=l1_shard)
-    result, outcome, text = _compile_and_emulate(source, config, entry, param, input, seed, timing_only)
-    found = profile_of(result.artifacts, outcome.report)
+    passed = True
+    if not source.exists() and JOB_ID.match(str(source)):
+        found, plan, text = _job_profile(str(source), server, api_key, team)
+    else:
+        result, outcome, text = _compile_and_emulate(source, target, entry, param, input, seed, timing_only)
+        found, plan, passed = profile_of(result.artifacts, outcome.report), result.plan, outcome.passed
     if as_json:
         typer.echo(json.dumps(found))
     else:
         print_profile(found, text)
-    if not outcome.passed:
+    _write_exports(found, plan, trace, csv)
+    if not passed:
         raise typer.Exit(1)
 
 
-def print_profile(found: dict, source_text: str) -> None:
-    """The profile as rich tables: the summary, each RISC across the cores, and the source's costliest lines."""
-    from rich.console import Console
-    from rich.table import Table
+def _job_profile(job_id: str, server: str | None, api_key: str | None, team: str | None) -> tuple[dict, dict, str]:
+    """(profile.json, tt.plan.json, source text) of a service job."""
+    from .client import ApiError
 
-    console = Console()
+    with connected(server, api_key, team) as client:
+        job = client.job(job_id)
+        try:
+            found = json.loads(job.artifact("emulate/profile.json"))
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            ran = next((s.state for s in job.view.stages if s.name == "emulate"), "not asked for")
+            fail(f"job {job_id} has no profile: its emulate stage is {ran} (a job's profile is made when its emulate "
+                 "stage runs: submit with --stages compile,emulate)", 1)
+        return found, json.loads(job.artifact("tt.plan.json")), job.source()
+
+
+def _write_exports(found: dict, plan: dict, trace: Path | None, csv: Path | None) -> None:
+    from compiler.api import profile_exports
+
+    if trace is None and csv is None:
+        return
+    exports = profile_exports(found, plan)
+    for path, name in ((trace, "trace.json"), (csv, "ops_perf_results.csv")):
+        if path is not None:
+            path.write_bytes(exports[name])
+            typer.echo(f"wrote {path}", err=True)
+
+
+def _console():
+    """Rich output; piped (not a terminal), wide enough that a source line is printed whole."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=200)
+
+
+def print_profile(found: dict, source_text: str) -> None:
+    """The profile as rich tables: the summary, each RISC across the cores, and the source's costliest lines. Every
+    text from the user's kernel is printed as text (rich.text.Text), never read as rich markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    console = _console()
     ratio = found["dram_read_ratio"]
-    console.print(f"[bold]{found['kernel']}[/] on {found['arch']} ({found['cores_used']} of {found['grid_cores']} "
-                  f"cores{', timing only' if found['timing_only'] else ''}): device time "
-                  f"[bold]{found['device_time_ns'] / 1000:.2f} us[/] ({found['device_cycles']:.0f} cycles, dispatch "
-                  f"{found['dispatch_cycles']:.0f}); matrix engine {found['matrix_utilization']:.1%}"
-                  + (f" at {found['math_fidelity']}" if found["math_fidelity"] else "")
-                  + f"; DRAM read {found['dram_read_bytes'] / 1e6:.2f} MB"
-                  + (f" ({ratio:.1f}x the minimum)" if ratio is not None else ""))
-    console.print(f"bottleneck: [bold]{found['bottleneck']}[/]")
-    riscs = Table("RISC", "kernel", "busy", "wait CB", "wait NoC", "wait pipe", "idle", title="per RISC, mean over cores")
+    console.print(Text.assemble(
+        (found["kernel"], "bold"), f" on {found['arch']} ({found['cores_used']} of {found['grid_cores']} cores"
+        f"{', timing only' if found['timing_only'] else ''}): device time ",
+        (f"{found['device_time_ns'] / 1000:.2f} us", "bold"),
+        f" ({found['device_cycles']:.0f} cycles, of which program dispatch {found['dispatch_cycles']:.0f}); matrix "
+        f"engine {found['matrix_utilization']:.1%}" + (f" at {found['math_fidelity']}" if found["math_fidelity"] else "")
+        + f"; DRAM read {found['dram_read_bytes'] / 1e6:.2f} MB" + (f" ({ratio:.1f}x the minimum)" if ratio is not None
+                                                                      else "")))
+    console.print(Text.assemble("bottleneck: ", (found["bottleneck"], "bold")))
+    riscs = Table("RISC", "kernel", "busy", "wait CB", "wait NoC", "wait pipe", "idle",
+                  title="per RISC, mean over cores, share of the kernel time")
     rows: dict[tuple[str, str], list[dict]] = {}
     for core in found["cores"]:
         for r in core["riscs"]:
@@ -168,15 +212,31 @@ def print_profile(found: dict, source_text: str) -> None:
     for (risc, kernel), entries in rows.items():
         mean = {k: sum(e[k] for e in entries) / len(entries) / total for k in ("busy", "wait_cb", "wait_noc",
                                                                                "wait_pipe", "idle")}
-        riscs.add_row(risc, kernel, *(f"{mean[k]:.0%}" for k in ("busy", "wait_cb", "wait_noc", "wait_pipe", "idle")))
+        riscs.add_row(Text(risc), Text(kernel), *(f"{mean[k]:.0%}" for k in ("busy", "wait_cb", "wait_noc",
+                                                                              "wait_pipe", "idle")))
     console.print(riscs)
     lines = source_text.splitlines()
-    table = Table("line", "cycles", "share", "busy", "wait", "source", title="your source, by modelled cycles")
+    table = Table("line", "cycles, all cores x RISCs", "share", "busy", "waiting", "source",
+                  title="your source, by modelled cycles")
     for row in sorted(found["lines"], key=lambda r: -r["cycles"])[:15]:
-        text = lines[row["line"] - 1].strip() if 0 < row["line"] <= len(lines) else "(not mapped to a line)"
-        table.add_row(str(row["line"]), f"{row['cycles']:.0f}", f"{row['share']:.1%}", f"{row['busy']:.0f}",
-                      f"{row['wait']:.0f}", text[:70])
+        if row["line"] == 0:
+            text = "(not a line of yours: code the compiler added, see below)"
+        else:
+            text = lines[row["line"] - 1].strip() if 0 < row["line"] <= len(lines) else "(past the end of the source)"
+        table.add_row(str(row["line"] or "-"), f"{row['cycles']:.0f}", f"{row['share']:.1%}", f"{row['busy']:.0f}",
+                      f"{row['wait']:.0f}", Text(text))
     console.print(table)
+    console.print(Text(
+        "cycles: each line's device calls, summed over every RISC of every core that ran them (busy + waiting), so "
+        "they add up to far more than the device time; share: of all of them. Program dispatch is not a line: it "
+        "is in the device time above.", style="dim"))
+    unmapped = found.get("unmapped") or []
+    if unmapped:
+        total_unmapped = sum(u["cycles"] for u in unmapped) or 1.0
+        console.print(Text("(not a line of yours), by the call it makes:", style="bold"))
+        for call in unmapped[:5]:
+            where = ", ".join(call["where"][:3]) + (" ..." if len(call["where"]) > 3 else "")
+            console.print(Text(f"  {call['cycles'] / total_unmapped:.0%} {call['call']} ({where}): {call['purpose']}"))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,12 @@
 """What the commands share: the kernel and target options, their parsing, and how a usage error ends a command."""
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
 from pathlib import Path
+from typing import List, Optional
+
 import typer
 
 
@@ -11,31 +16,16 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def describe(error: Exception) -> str:
-    """A pydantic ValidationError as `field: why (got value)`, one per problem; other errors as they are."""
-    from pydantic import ValidationError
-
-    if not isinstance(error, ValidationError):
-        return str(error)
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']} (got {e.get('input')!r})"
-                     for e in error.errors())
-
-
 def parse_params(specs: list[str]) -> dict[str, int | float | str]:
     """`--param M=256 --param dtype=float16` -> {"M": 256, "dtype": "float16"} (int, then float, else string)."""
+    from schemas.jobs import param_value
+
     params: dict[str, int | float | str] = {}
     for spec in specs:
         name, sep, text = spec.partition("=")
         if not sep or not name.isidentifier():
             fail(f"error: --param takes NAME=VALUE, got `{spec}`")
-        for convert in (int, float):
-            try:
-                params[name] = convert(text)
-                break
-            except ValueError:
-                continue
-        else:
-            params[name] = text
+        params[name] = param_value(text)
     return params
 
 
@@ -49,19 +39,79 @@ def parse_core_grid(text: str | None) -> tuple[int, int] | None:
     return x, y
 
 
-def target_config(target: str, *, partition: str | None = None, core_grid: str | None = None,
-                  cb_depth: int | None = None, math_fidelity: str | None = None, blocking: str = "auto",
-                  l1_shard: list[str] | None = None):
-    """The TargetConfig the target options describe (a usage error when they do not make one)."""
-    from pydantic import ValidationError
+# The target options, declared once: every command that generates or asks for code takes them (target_options)
+TARGET_OPTIONS: dict[str, tuple[object, object]] = {
+    "arch": (str, typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole | grayskull",
+                               show_default=True)),
+    "partition": (Optional[str], typer.Option(None, "--partition", help="contiguous | strided | block [default: "
+                                                                         "chosen with the blocking]")),
+    "core_grid": (Optional[str], typer.Option(None, "--core-grid", help="at most this worker grid, e.g. 4x2")),
+    "cb_depth": (Optional[int], typer.Option(None, "--cb-depth", help="buffered blocks per input circular buffer "
+                                                                       "[default: 2, or TileLang's num_stages, lowered "
+                                                                       "where L1 is short]")),
+    "math_fidelity": (Optional[str], typer.Option(None, "--math-fidelity", help="LoFi | HiFi2 | HiFi3 | HiFi4 "
+                                                                                 "[default: ttnn's for the operands' "
+                                                                                 "dtype]")),
+    "blocking": (Optional[str], typer.Option(None, "--blocking", help="auto: blocks and core grid chosen from the "
+                                                                      "problem [default] | as_written: the kernel's "
+                                                                      "own blocks")),
+    "fp32_accumulation": (Optional[bool], typer.Option(None, "--fp32-accumulation/--no-fp32-accumulation",
+                                                       help="fp32 DST accumulation [default: on when any tile of the "
+                                                            "kernel is float32]", show_default=False)),
+    "l1_shard": (List[str], typer.Option([], "--l1-shard", help="keep this tensor block-sharded in L1 (each core's "
+                                                                 "shard is the block it computes or reads; no DRAM "
+                                                                 "traffic for it); repeatable")),
+}
 
-    from schemas.target import TargetConfig
+
+def target_fields(values: dict) -> dict:
+    """The TargetConfig fields the options gave (an option left out is the compiler's to choose)."""
+    fields = {name: value for name, value in values.items() if value is not None and value != []}
+    if "core_grid" in fields:
+        fields["core_grid"] = parse_core_grid(fields["core_grid"])
+    return fields
+
+
+def make_target(fields: dict):
+    """The TargetConfig the target options describe (a usage error naming the option's field when they do not make
+    one): the client's own rule (tilefarm.client.make_target), so the CLI and a Python program agree."""
+    from .client import InvalidRequest, make_target as target_of
 
     try:
-        return TargetConfig(arch=target, partition=partition, core_grid=parse_core_grid(core_grid), cb_depth=cb_depth,
-                            math_fidelity=math_fidelity, blocking=blocking, l1_shard=list(l1_shard or []))
-    except ValidationError as e:
-        fail(f"error: invalid target options: {describe(e)}")
+        return target_of(None, **fields)
+    except InvalidRequest as error:
+        fail(f"error: invalid target options: {error}")
+
+
+def target_options(*, changes: bool = False):
+    """Give a command the target options (TARGET_OPTIONS): its own `target` parameter then receives the TargetConfig
+    they make, or with changes=True (resubmit) the dict of the fields the user gave (-t has no default there)."""
+    def decorate(command):
+        own = inspect.signature(command)
+        if "target" not in own.parameters:
+            raise TypeError(f"{command.__name__} has no `target` parameter to receive the target")
+        added = []
+        for name, (annotation, option) in TARGET_OPTIONS.items():
+            if changes and name == "arch":
+                option = typer.Option(None, "-t", "--target", help="another arch")
+                annotation = Optional[str]
+            added.append(inspect.Parameter(f"target_{name}", inspect.Parameter.KEYWORD_ONLY, default=option,
+                                           annotation=annotation))
+        kept = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own.parameters.values() if p.name != "target"]
+        hints = typing.get_type_hints(command)
+
+        @functools.wraps(command)
+        def run(**kwargs):
+            given = {name: kwargs.pop(f"target_{name}") for name in TARGET_OPTIONS}
+            fields = target_fields(given)
+            return command(target=fields if changes else make_target(fields), **kwargs)
+
+        del run.__wrapped__  # typer must read the signature below, not the command's own
+        run.__signature__ = own.replace(parameters=kept[:1] + added + kept[1:])
+        run.__annotations__ = {**{p.name: hints.get(p.name, p.annotation) for p in kept},
+                               **{p.name: p.annotation for p in added}}
+        return run
+    return decorate
 
 
 def load_inputs(specs: list[str]) -> dict:
@@ -88,19 +138,8 @@ def read_source(path: Path) -> str:
 
 
 SourceArgument = typer.Argument(..., help="kernel file: TVMScript TIRx with T.tile primitives, or TileLang")
-TargetOption = typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole | grayskull")
 EntryOption = typer.Option(None, "--entry", help="kernel or TileLang kernel factory (default: main or the only one)")
 ParamOption = typer.Option([], "--param", help="NAME=VALUE argument of a TileLang kernel factory (repeatable)")
 InputOption = typer.Option([], "--input", "-i", help="NAME=FILE.npy, once per input buffer")
 SeedOption = typer.Option(0, "--seed", help="seed of the random inputs (when no --input is given)")
-PartitionOption = typer.Option(None, "--partition", help="contiguous | strided | block [default: chosen with the blocking]")
-CoreGridOption = typer.Option(None, "--core-grid", help="override the worker grid, e.g. 4x2")
-CbDepthOption = typer.Option(None, "--cb-depth", help="buffered blocks per input circular buffer [default: 2, or "
-                                                       "TileLang's num_stages, lowered where L1 is short]")
-FidelityOption = typer.Option(None, "--math-fidelity", help="LoFi | HiFi2 | HiFi3 | HiFi4 [default: ttnn's for the "
-                                                             "operands' dtype]")
-L1ShardOption = typer.Option([], "--l1-shard", help="keep this tensor block-sharded in L1 (each core's shard is the "
-                                                     "block it computes or reads; no DRAM traffic for it); repeatable")
-BlockingOption = typer.Option("auto", "--blocking", help="auto: blocks and core grid chosen from the problem | "
-                                                         "as_written: the kernel's own blocks")
 

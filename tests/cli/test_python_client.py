@@ -6,12 +6,13 @@ import json
 
 import ml_dtypes
 import numpy as np
+import httpx
 import pytest
 
 from schemas.jobs import JobView
 from tests.served import embedded_service, fresh_kernel
 from tests.service.conftest import REPO
-from tilefarm.client import ApiError, AsyncClient, Client, ConnectionFailed, JobFailed
+from tilefarm.client import ApiError, AsyncClient, AsyncJob, Client, ConnectionFailed, InvalidRequest, Job, JobFailed
 
 TILELANG_GEMM = (REPO / "examples" / "tilelang" / "gemm.py").read_text()
 PARAMS = {"M": 64, "N": 64, "K": 64, "block_M": 32, "block_N": 32, "dtype": "bfloat16"}
@@ -63,8 +64,10 @@ def test_sync_client_submit_wait_outputs_bundle(service, tmp_path):
         np.testing.assert_array_equal(again.outputs()["C"], outputs["C"])  # same inputs, same sums per element
         difference = job.diff(again)
         assert difference.request == {"params": (PARAMS, {**PARAMS, "block_N": 64})}
-        assert next(f for f in difference.files if f.name == "compute.cpp").status in ("same", "changed")
-        assert next(f for f in difference.files if f.name == "tt.plan.json").status == "changed"
+        assert next(f for f in difference.code if f.name == "compute.cpp").status in ("same", "changed")
+        assert next(f for f in difference.code if f.name == "tt.plan.json").status == "changed"
+        assert difference.performance is not None and all(difference.performance.device_time_ns)
+        assert difference.verification[0].passed and difference.verification[1].passed
 
 
 def test_sync_client_errors(service, tmp_path):
@@ -106,3 +109,110 @@ def test_async_client(service, tmp_path):
     outputs, log, listed, ids = asyncio.run(main())
     np.testing.assert_allclose(outputs["C"], a.astype(np.float32) @ b.astype(np.float32), rtol=2e-2, atol=2e-2)
     assert "== stage emulate: succeeded" in log and set(ids) <= set(listed)
+
+
+class LoseFirstAnswer(httpx.BaseTransport):
+    """The network between the client and a real service: the first POST reaches the service, but its answer is
+    lost on the way back (the connection drops), as a flaky link or a proxy restart would do."""
+
+    def __init__(self):
+        self.inner, self.lost = httpx.HTTPTransport(), []
+
+    def handle_request(self, request):
+        response = self.inner.handle_request(request)
+        if request.method == "POST" and not self.lost:
+            response.read()
+            self.lost.append(request.headers.get("idempotency-key"))
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+
+class BusyOnce(httpx.BaseTransport):
+    """A proxy in front of the service that answers the first request 429 with Retry-After, as a busy farm does."""
+
+    def __init__(self, status: int = 429):
+        self.inner, self.status, self.refused = httpx.HTTPTransport(), status, 0
+
+    def handle_request(self, request):
+        if not self.refused:
+            self.refused += 1
+            return httpx.Response(self.status, headers={"Retry-After": "1", "Content-Type": "application/problem+json"},
+                                  json={"type": "/problems/too-many-jobs", "status": self.status, "detail": "busy"})
+        return self.inner.handle_request(request)
+
+
+def test_submit_is_retried_after_a_lost_answer_and_makes_one_job(service, tmp_path, caplog):
+    transport = LoseFirstAnswer()
+    source = fresh_kernel()
+    with Client(service.url, transport=transport) as farm:
+        before = {j.id for j in farm.jobs(limit=200).items}
+        job = farm.submit(source, stages=["compile"])
+        made = [j for j in farm.jobs(limit=200).items if j.id not in before]
+    assert transport.lost and transport.lost[0]  # the lost POST carried an Idempotency-Key...
+    assert [j.id for j in made] == [job.id]      # ...so its retry got the same job back: one job, not two
+    assert any("trying again" in r.getMessage() for r in caplog.records)
+
+
+def test_retry_after_is_honoured_on_429_and_503_and_a_long_one_is_not_waited_for(service):
+    for status in (429, 503):
+        transport = BusyOnce(status)
+        with Client(service.url, transport=transport) as farm:
+            assert farm.targets()["targets"]  # refused once, then answered
+        assert transport.refused == 1
+    class Midnight(BusyOnce):
+        def handle_request(self, request):
+            self.refused += 1
+            return httpx.Response(429, headers={"Retry-After": "40000"}, json={"detail": "daily budget used"})
+    with Client(service.url, transport=Midnight()) as farm:
+        with pytest.raises(ApiError) as refused:
+            farm.targets()
+    assert refused.value.status == 429 and "daily budget" in refused.value.detail
+
+
+def test_unreachable_server_is_retried_then_says_how_to_start_one():
+    with Client("http://127.0.0.1:9", retries=1) as farm, pytest.raises(ConnectionFailed) as failed:
+        farm.jobs()
+    assert "tilefarm serve" in str(failed.value) and "TILEFARM_SERVER" in str(failed.value)
+
+
+def test_target_rules_are_the_same_in_the_client_and_the_api(service):
+    with Client(service.url) as farm:
+        with pytest.raises(InvalidRequest) as bad:  # refused before anything is sent, naming the field
+            farm.submit(fresh_kernel(), target="blakhole")
+        assert "arch" in str(bad.value) and "blakhole" in str(bad.value)
+        with pytest.raises(InvalidRequest) as bad_field:
+            farm.submit(fresh_kernel(), target="blackhole", cb_depth=99)
+        assert "cb_depth" in str(bad_field.value)
+        job = farm.submit(fresh_kernel(), target="blackhole", stages=["compile"])
+        assert job.view.target.arch == "blackhole"
+    raw = service.client.post("/v1/jobs", json={"source": fresh_kernel(), "target": "blackhole", "stages": ["compile"]})
+    assert raw.status_code == 202 and raw.json()["target"]["arch"] == "blackhole"
+    refused = service.client.post("/v1/jobs", json={"source": fresh_kernel(), "target": "blakhole"})
+    assert refused.status_code == 422 and "target" in refused.text
+
+
+def test_submit_many_targets_and_wait_for_all(service):
+    with Client(service.url) as farm:
+        jobs = farm.submit_many(fresh_kernel(), targets=["wormhole_b0", "blackhole"], stages=["compile", "emulate"],
+                                timeout=300)
+    assert [j.view.target.arch for j in jobs] == ["wormhole_b0", "blackhole"]
+    assert [j.view.status for j in jobs] == ["succeeded", "succeeded"]
+    assert all(j.view.verification is not None and j.view.verification.passed for j in jobs)
+
+
+def test_sync_and_async_clients_are_one_implementation():
+    """The same operations with the same parameters: each is written once (a flow of requests), the two clients
+    only send them."""
+    import inspect
+
+    for sync_cls, async_cls in ((Client, AsyncClient), (Job, AsyncJob)):
+        names = {n for n in dir(sync_cls) if not n.startswith("_") and inspect.isfunction(getattr(sync_cls, n))}
+        assert names == {n for n in dir(async_cls) if not n.startswith("_") and inspect.isfunction(getattr(async_cls, n))}
+        for name in names - {"close", "request", "follow_logs"}:
+            ours, theirs = getattr(sync_cls, name), getattr(async_cls, name)
+            assert inspect.signature(ours) == inspect.signature(theirs), name
+            assert inspect.iscoroutinefunction(theirs) and not inspect.iscoroutinefunction(ours), name
+            assert ours.__wrapped__ is theirs.__wrapped__, f"{name} is written twice"
+    submit = inspect.signature(Client.submit).parameters
+    assert {"entry", "params", "target", "inputs", "core_grid", "l1_shard", "fp32_accumulation", "blocking"} <= set(submit)
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in submit.values())
