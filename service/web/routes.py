@@ -6,7 +6,10 @@ page answers 404 for a job that does not exist (or, with the token the cookie ho
 """
 from __future__ import annotations
 
+import re
+import shlex
 import typing
+from functools import lru_cache
 from pathlib import Path
 
 from fastapi import APIRouter, Cookie, Depends, FastAPI, Request, Response
@@ -18,9 +21,9 @@ from markupsafe import Markup, escape
 
 from compiler.target import DEVICES
 from compiler.version import COMPILER_VERSION
-from schemas.jobs import JOB_STATUSES, STAGE_ORDER, TERMINAL
+from schemas.jobs import JOB_STATUSES, STAGE_ORDER, TERMINAL, param_value
 from schemas.logs import LEVELS
-from schemas.target import MathFidelity, PartitionPolicy
+from schemas.target import Blocking, MathFidelity, PartitionPolicy
 from service.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, same_origin
 from service.deps import _keyring, queue_dep, session_key, store_dep
 from service.problems import PROBLEM_TYPES, Problem
@@ -81,7 +84,8 @@ def job_page(request: Request, job_id: str, store=Depends(store_dep),
 def submit_page(request: Request) -> HTMLResponse:
     """New job; with ?from=<job id>, that job's source and options to edit and resubmit."""
     return _page(request, "submit.html", page="submit", devices=list(DEVICES.values()),
-                 partitions=typing.get_args(PartitionPolicy), fidelities=typing.get_args(MathFidelity))
+                 partitions=typing.get_args(PartitionPolicy), fidelities=typing.get_args(MathFidelity),
+                 blockings=typing.get_args(Blocking))
 
 
 @router.get("/diff", response_class=HTMLResponse)
@@ -103,6 +107,38 @@ def problem_page(request: Request, name: str) -> HTMLResponse:
 @router.get("/farm", response_class=HTMLResponse)
 def farm_page(request: Request) -> HTMLResponse:
     return _page(request, "farm.html", page="farm")
+
+
+EXAMPLES = HERE.parents[1] / "examples"
+VERIFY_LINE = re.compile(r"^#\s+tilefarm verify \S+(.*)$")
+
+
+@lru_cache(maxsize=1)
+def _examples() -> list[dict]:
+    """The repository's example kernels for the submit page: each with the entry and params of the first
+    `tilefarm verify` line of its header (a TileLang factory's), as a user would run it."""
+    found = []
+    for path in sorted(EXAMPLES.rglob("*.py")):
+        text = path.read_text()
+        entry, params = None, {}
+        line = next((m.group(1) for m in map(VERIFY_LINE.match, text.splitlines()) if m), None)
+        if line is not None:
+            words = shlex.split(line)
+            for flag, value in zip(words, words[1:]):
+                if flag == "--entry":
+                    entry = value
+                elif flag == "--param" and "=" in value:
+                    name, _, raw = value.partition("=")
+                    params[name] = param_value(raw)
+        found.append({"name": str(path.relative_to(EXAMPLES)), "filename": path.name, "entry": entry,
+                      "params": params, "source": text})
+    return found
+
+
+@router.get("/ui/examples")
+def examples() -> list[dict]:
+    """The example kernels (TIRx and TileLang) the submit page offers, with the entry and params to run them."""
+    return _examples()
 
 
 @router.get("/ui/queues")

@@ -1,6 +1,6 @@
 """The dashboard as a new user meets it, at desktop (1280 px) and phone (390 px) width: TileLang with params,
 edit-and-resubmit, comparing two jobs, the source <-> C++ line map, the IR after each pass, warnings, queue
-positions, /docs offline, nothing wider than a phone."""
+positions, /docs offline (phone width, element by element: test_first_day.py)."""
 from __future__ import annotations
 
 import re
@@ -151,23 +151,6 @@ def test_queue_position_and_stage_progress(open_page, tmp_path):
         gate.open()
         wait_status(page)
         assert page.inner_text("#progress") == ""
-
-
-def test_phone_width_nothing_scrolls_sideways(open_page, service):
-    job = service.wait(service.submit(fresh_kernel(), filename="gemm.py", stages=["compile", "emulate"])["id"])
-    page = open_page(PHONE)
-    for path in ("/", "/submit", f"/jobs/{job['id']}", "/farm", f"/diff?a={job['id']}&b={job['id']}",
-                 "/problems/validation", "/jobs/0000000000000000000000"):
-        page.goto(service.url + path)
-        if path.startswith("/jobs/" + job["id"]):
-            page.wait_for_selector("#cb-table tbody tr")
-            page.wait_for_selector("#counters-table tbody tr")
-        page.wait_for_load_state("networkidle")
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 0, (path, overflow)
-        shot(page, "20-phone" + re.sub(r"[^a-z0-9]+", "-", path.split("?")[0]))
-    page.goto(service.url + "/submit")
-    assert page.evaluate("document.querySelector('#source').getBoundingClientRect().width") > 300
 
 
 def test_docs_load_without_the_network(open_page, service):

@@ -401,6 +401,7 @@ function initJob() {
       ...(job.resubmitted_from ? [["from", h("a", { class: "mono", href: jobPath(job.resubmitted_from) }, job.resubmitted_from)]] : []),
     ];
     show($("#facts"), facts.map(([k, v]) => h("div", null, h("dt", null, k), h("dd", null, v))));
+    renderVerdict($("#verdict"), job);
     const error = $("#job-error");
     error.hidden = !job.error || job.diagnostics.length > 0;
     error.textContent = job.error || "";
@@ -440,10 +441,11 @@ function initJob() {
     for (const d of job.diagnostics) if (d.line) marks.set(d.line, [...(marks.get(d.line) || []), d]);
     $("#source-name").textContent = job.filename;
     renderCode($("#source"), text, "py", marks);
+    // each error once in the list; its hint under the source line it is at (or here, when it is at no line)
     show($("#diagnostics"), job.diagnostics.length ? h("ul", { class: "diag-list" }, job.diagnostics.map((d) => {
-      const text = d.rendered || `${d.file || job.filename}:${d.line}:${d.col}: error: ${d.message}`;
+      const text = `${[d.file || job.filename, d.line, d.col].filter((x) => x != null).join(":")}: error: ${d.message}`;
       return h("li", null, Number.isInteger(d.line) ? h("a", { href: `#L${d.line}` }, text) : text,
-        d.hint ? [h("br"), `hint: ${d.hint}`] : null);
+        d.hint && !Number.isInteger(d.line) ? [h("br"), `hint: ${d.hint}`] : null);
     })) : null);
     const first = $("#source .ln.diag");
     if (first) $("#source").scrollTop = Math.max(0, first.offsetTop - 120);
@@ -573,28 +575,10 @@ function initJob() {
       if (atBottom) log.scrollTop = log.scrollHeight;
     };
     if (TERMINAL.has(job.status)) { show(log, renderLog(await (await api(`${jobApi}/logs`)).text())); return; }
-    // Server-Sent Events over fetch (one reader of the stream, with the API's error handling)
-    const response = await api(`${jobApi}/logs?follow=1`);
-    const reader = response.body.getReader(), decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
-        const event = (block.match(/^event: (.*)$/m) || [])[1];
-        const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-        if (event === "log") append(data + "\n");
-        if (event === "end") return;
-        if (event === "unavailable") {  // the job store went away: follow again (from the start) when it is back
-          const retry = (JSON.parse(data || "{}").retry_after || 2) * 1000;
-          setTimeout(() => { show(log); followLog().catch((e) => console.warn("log", e)); }, retry);
-          return;
-        }
-      }
-    }
+    // Server-Sent Events over fetch (one reader of the stream, with the API's error handling); a stream that drops
+    // before its `end` event, or that the job store's absence ended (`unavailable`), is opened again with
+    // Last-Event-ID, from where it broke
+    await followEvents(`${jobApi}/logs?follow=1`, (event, data) => { if (event === "log") append(data + "\n"); });
   };
 
   const refresh = async () => {
@@ -779,19 +763,10 @@ async function renderProfile(profile, jobApi) {
   select.onchange = draw;
   draw();
   const source = (await (await api(`${jobApi}/source`)).text()).split("\n");
-  const sourceLine = (n) => source[n - 1] ?? "";
-  const rows = profile.lines.slice().sort((a, b) => b.cycles - a.cycles);
-  show($("#profile-lines"),
-    h("thead", null, h("tr", null, h("th", { class: "num" }, "line"), h("th", null, "share"), h("th", { class: "num" }, "cycles"),
-      h("th", { class: "num" }, "busy"), h("th", { class: "num" }, "waiting"), h("th", null, "source"))),
-    h("tbody", null, rows.map((r) => {
-      const line = Number.isInteger(r.line) && r.line > 0 ? r.line : 0;
-      return h("tr", { "data-line": line },
-        h("td", { class: "num" }, line ? h("a", { href: `#L${line}` }, line) : "–"),
-        h("td", null, h("span", { class: "share", style: { width: `${Math.max(1, Math.round(Number(r.share) * 80) || 1)}px` } }), ` ${(r.share * 100).toFixed(1)}%`),
-        h("td", { class: "num" }, Math.round(r.cycles)), h("td", { class: "num" }, Math.round(r.busy)), h("td", { class: "num" }, Math.round(r.wait)),
-        h("td", { class: "mono" }, line ? sourceLine(line).trim().slice(0, 80) : "(not mapped to a line)"));
-    })));
+  renderProfileLines(profile, source);
+  for (const [id, name] of [["#profile-trace", "trace.json"], ["#profile-csv", "ops_perf_results.csv"]]) {
+    $(id).onclick = (event) => { event.preventDefault(); saveBlob(`${jobApi}/artifacts/emulate/${name}`, name); };
+  }
 }
 
 function renderCounters(report) {
@@ -863,6 +838,7 @@ function initSubmit() {
     } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
   });
   const f = form.elements;
+  offerExamples(form);
   if (from) {  // edit and resubmit: the job's source and options, to change and send again
     Promise.all([apiJson(`/v1/jobs/${encodeURIComponent(from)}`), api(`/v1/jobs/${encodeURIComponent(from)}/source`).then((r) => r.text())]).then(([job, text]) => {
       $("#submit-title").textContent = "Edit and resubmit";
@@ -877,6 +853,9 @@ function initSubmit() {
       f.cb_depth.value = job.target.cb_depth ?? "";
       f.math_fidelity.value = job.target.math_fidelity ?? "";
       f.core_grid.value = job.target.core_grid ? job.target.core_grid.join("x") : "";
+      f.blocking.value = job.target.blocking;
+      f.fp32_accumulation.value = job.target.fp32_accumulation == null ? "" : String(job.target.fp32_accumulation);
+      f.l1_shard.value = (job.target.l1_shard || []).join(", ");
       f.dump_ir.checked = job.dump_ir;
       const stages = new Set(job.stages.map((s) => s.name));
       for (const name of ["check", "emulate", "hardware"]) f[name].checked = stages.has(name);
@@ -893,6 +872,10 @@ function initSubmit() {
     if (f.cb_depth.value) target.cb_depth = Number(f.cb_depth.value);
     if (f.math_fidelity.value) target.math_fidelity = f.math_fidelity.value;
     if (f.core_grid.value.trim()) target.core_grid = f.core_grid.value.toLowerCase().split("x").map(Number);
+    target.blocking = f.blocking.value;
+    if (f.fp32_accumulation.value) target.fp32_accumulation = f.fp32_accumulation.value === "true";
+    const shards = f.l1_shard.value.split(",").map((n) => n.trim()).filter(Boolean);
+    if (shards.length) target.l1_shard = shards;
     const params = {};
     for (const row of $("#params").querySelectorAll(".kv")) {
       const [name, value] = row.querySelectorAll("input");
@@ -925,18 +908,24 @@ function initSubmit() {
   });
 }
 
-// ---------- two jobs compared: /diff?a=<job>&b=<job> ----------
+// ---------- two jobs compared: /diff?a=<job>&b=<job>[&timings=1] ----------
+// most telling first: options, source, the modelled device figures and verdicts, the generated code; then the other
+// artifacts (without their run-to-run fields unless "wall-clock figures" is ticked)
 function initDiff() {
   const query = new URLSearchParams(location.search), form = $("#diff-form");
   form.elements.a.value = query.get("a") || "";
   form.elements.b.value = query.get("b") || "";
+  form.elements.timings.checked = query.get("timings") === "1";
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    location.search = new URLSearchParams({ a: form.elements.a.value.trim(), b: form.elements.b.value.trim() }).toString();
+    const next = { a: form.elements.a.value.trim(), b: form.elements.b.value.trim() };
+    if (form.elements.timings.checked) next.timings = "1";
+    location.search = new URLSearchParams(next).toString();
   });
   const a = query.get("a"), b = query.get("b");
   if (!a || !b) return;
-  apiJson(`/v1/jobs/${encodeURIComponent(a)}/diff/${encodeURIComponent(b)}`).then((d) => {
+  const timings = query.get("timings") === "1";
+  apiJson(`/v1/jobs/${encodeURIComponent(a)}/diff/${encodeURIComponent(b)}${timings ? "?timings=true" : ""}`).then((d) => {
     const fields = Object.entries(d.request);
     const jobLink = (id) => h("a", { class: "mono", href: jobPath(id) }, id);
     show($("#diff-request"), fields.length
@@ -944,14 +933,17 @@ function initDiff() {
         h("tbody", null, fields.map(([k, [x, y]]) => h("tr", { "data-field": k }, h("td", null, k),
           h("td", { class: "mono" }, JSON.stringify(x)), h("td", { class: "mono" }, JSON.stringify(y))))))
       : h("p", { class: "muted" }, "same options"));
+    renderPerformance($("#diff-performance"), d);
+    const code = d.code || [], others = d.files || [];
     const sections = [];
     if (d.source || d.source_note) sections.push({ name: "source", status: "changed", diff: d.source, note: d.source_note });
-    sections.push(...d.files.filter((file) => file.status !== "same"));
-    $("#diff-summary").textContent = `${sections.length} changed · ${d.files.filter((file) => file.status === "same").length} files the same`;
+    sections.push(...code.filter((file) => file.status !== "same"), ...others.filter((file) => file.status !== "same"));
+    const same = [...code, ...others].filter((file) => file.status === "same").length;
+    $("#diff-summary").textContent = `${sections.length} changed · ${same} files the same${timings ? " · with wall-clock figures" : ""}`;
     show($("#diff-files"), sections.map((file, i) => {
       const box = h("div", { class: "code diff", id: `diff-${i}` });
       if (file.diff) renderUnified(box, file.diff, file.name === "source" ? "py" : langOf(file.name));
-      else add(box, h("p", { class: "muted pad" }, file.note || (file.status === "changed" ? "binary: differs" : `only in ${file.status === "added" ? "the second" : "the first"} job`)));
+      else add(box, h("p", { class: "muted pad" }, file.note || (file.status === "changed" ? "differs (binary, or too long to show here: compare the bundles)" : `only in ${file.status === "added" ? "the second" : "the first"} job`)));
       return h("section", { class: "diff-file", "data-file": file.name, "data-status": file.status },
         h("h3", null, h("span", { class: "mono" }, file.name), " ", badge(file.status === "changed" ? "running" : "idle", file.status), " ",
           h("span", { class: "muted" }, file.sizes ? `${bytes(file.sizes[0])} → ${bytes(file.sizes[1])}` : "")),
@@ -976,6 +968,127 @@ function initFarm() {
       : h("tr", null, h("td", { colspan: 7, class: "muted" }, "no hardware workers have reported (start one with ",
         h("code", null, "tilefarm worker -Q hardware.<arch>"), " and TILEFARM_DEVICE_ARCH)")));
   }, () => (document.hidden ? 10000 : 2000));
+}
+
+// ---------- the verdict, the profile's lines, resumable event streams, examples, the compared figures ----------
+const figure = (value, digits = 3) => (typeof value === "number" ? Number(value.toPrecision(digits)).toString() : String(value ?? "–"));
+
+// the verification at the top of the job page: passed or failed, by which run, the worst output's error and the
+// tolerance it was held to; one row per output when there are several
+function renderVerdict(box, job) {
+  const v = job.verification;
+  box.hidden = !v;
+  if (!v) return;
+  box.className = `verdict-banner ${v.passed ? "passed" : "failed"}`;
+  box.dataset.passed = String(v.passed);
+  const worst = v.worst, outputs = Array.isArray(v.outputs) ? v.outputs : [];
+  const tolerance = (o) => `|got − expected| ≤ ${figure(o.atol)} + ${figure(o.rtol)}·|expected|`;
+  const lead = h("div", null, h("strong", null, v.passed ? "✓ verified" : "✗ does not match the reference"),
+    ` — ${outputs.length} output${outputs.length === 1 ? "" : "s"} of the ${v.by === "hardware" ? "device" : "emulated"} run against the NumPy reference`,
+    worst ? ["; worst: ", h("span", { class: "mono" }, worst.name), ` max abs error ${figure(worst.max_abs_err)} (rel ${figure(worst.max_rel_err)}), tolerance ${tolerance(worst)}`] : null,
+    worst && !worst.ok ? [`; ${worst.mismatches} of ${worst.size} elements out of tolerance`, worst.first_mismatch ? ` (first: ${worst.first_mismatch})` : null] : null);
+  const rows = outputs.length > 1 ? h("div", { class: "scroll" }, h("table", { class: "grid" },
+    h("thead", null, h("tr", null, ["output", "shape", "dtype", "max abs", "max rel", "rtol", "atol", ""].map((t) => h("th", null, t)))),
+    h("tbody", null, outputs.map((o) => h("tr", { "data-output": o.name }, h("td", { class: "mono" }, o.name), h("td", null, (o.shape || []).join("×")),
+      h("td", null, o.dtype), h("td", { class: "num" }, figure(o.max_abs_err)), h("td", { class: "num" }, figure(o.max_rel_err)),
+      h("td", { class: "num" }, figure(o.rtol)), h("td", { class: "num" }, figure(o.atol)), h("td", null, o.ok ? "ok" : "out of tolerance")))))) : null;
+  show(box, lead, rows);
+}
+
+// the user's lines by modelled cycles: the source next to the line number (it stays in view), labelled columns,
+// and what the share no line of theirs has is made of
+function renderProfileLines(profile, source) {
+  const rows = profile.lines.slice().sort((a, b) => b.cycles - a.cycles);
+  const cyclesTitle = "the modelled cycles of this line's device calls, summed over every RISC of every core that ran them (busy + waiting)";
+  show($("#profile-lines"),
+    h("thead", null, h("tr", null, h("th", { class: "num" }, "line"), h("th", null, "source"),
+      h("th", { class: "num", title: cyclesTitle }, "cycles (all cores × RISCs)"), h("th", null, "share"),
+      h("th", { class: "num" }, "busy"), h("th", { class: "num" }, "waiting"))),
+    h("tbody", null, rows.map((r) => {
+      const line = Number.isInteger(r.line) && r.line > 0 ? r.line : 0;
+      return h("tr", { "data-line": line },
+        h("td", { class: "num" }, line ? h("a", { href: `#L${line}` }, line) : "–"),
+        h("td", { class: "mono src" }, line ? (source[line - 1] ?? "").trim().slice(0, 100) : "(not a line of yours: code the compiler added, below)"),
+        h("td", { class: "num" }, Math.round(r.cycles)),
+        h("td", null, h("span", { class: "share", style: { width: `${Math.max(1, Math.round(Number(r.share) * 80) || 1)}px` } }), ` ${(r.share * 100).toFixed(1)}%`),
+        h("td", { class: "num" }, Math.round(r.busy)), h("td", { class: "num" }, Math.round(r.wait)));
+    })));
+  const calls = Array.isArray(profile.unmapped) ? profile.unmapped : [];
+  const total = calls.reduce((sum, c) => sum + (Number(c.cycles) || 0), 0) || 1;
+  show($("#profile-unmapped"), calls.length ? ["Code the compiler added (no line of yours): ",
+    joined(calls.slice(0, 4).map((c) => [`${Math.round((c.cycles / total) * 100)}% `, h("span", { class: "mono" }, c.call),
+      ` (${(c.where || []).slice(0, 2).join(", ")}${(c.where || []).length > 2 ? ", …" : ""}): ${c.purpose}`]), "; ")] : null);
+}
+
+// Server-Sent Events over fetch, calling onEvent(event, data) for each; a stream that drops before its `end`
+// event is opened again with Last-Event-ID (a few times), so nothing is shown twice or missed
+async function followEvents(path, onEvent, attempts = 5) {
+  let lastId = null, retryAfter = 0;
+  for (let attempt = 0; attempt <= attempts; attempt++) {
+    try {
+      const response = await api(path, { headers: lastId ? { "Last-Event-ID": lastId } : {} });
+      const reader = response.body.getReader(), decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+          const event = (block.match(/^event: (.*)$/m) || [])[1];
+          const id = (block.match(/^id: (.*)$/m) || [])[1];
+          const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+          if (id) lastId = id;
+          if (event === "end") return;
+          if (event === "unavailable") {  // the job store went away: come back when it says, from the last event
+            retryAfter = (Number(JSON.parse(data || "{}").retry_after) || 2) * 1000;
+            break;
+          }
+          if (event) onEvent(event, data);
+        }
+        if (retryAfter) break;
+      }
+    } catch (error) {
+      if (error instanceof ApiError) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, retryAfter || 500 * 2 ** attempt));
+    retryAfter = 0;
+  }
+}
+
+// the submit page's examples (the repository's kernels, with the entry and params their headers run them with)
+async function offerExamples(form) {
+  const select = $("#example");
+  let examples = [];
+  try { examples = await apiJson("/ui/examples"); } catch (e) { console.warn("examples", e); return; }
+  add(select, examples.map((x, i) => h("option", { value: i }, x.name)));
+  select.addEventListener("change", () => {
+    const chosen = examples[Number(select.value)];
+    if (!chosen || select.value === "") return;
+    $("#source").value = chosen.source;
+    $("#filename").value = chosen.filename;
+    form.elements.entry.value = chosen.entry || "";
+    show($("#params"), Object.entries(chosen.params || {}).map(([k, v]) => paramRow(k, v)));
+  });
+}
+
+// the modelled device figures and verdicts of two jobs (the compare page's second section)
+function renderPerformance(box, d) {
+  const p = d.performance, [va, vb] = d.verification || [null, null];
+  if (!p && !va && !vb) { show(box, h("p", { class: "muted" }, "neither job was emulated")); return; }
+  const us = (ns) => (ns == null ? "–" : `${(ns / 1000).toFixed(2)} µs`), pct = (u) => (u == null ? "–" : `${(u * 100).toFixed(1)}%`);
+  const said = (v) => (v == null ? "–" : `${v.passed ? "passed" : "FAILED"}${v.worst ? ` (worst ${v.worst.name}: ${figure(v.worst.max_abs_err)})` : ""}`);
+  const rows = [];
+  if (p) rows.push(["modelled device time", us(p.device_time_ns[0]), us(p.device_time_ns[1]), p.speedup ? `${p.speedup.toFixed(2)}×` : ""],
+    ["matrix-engine utilization", pct(p.matrix_utilization[0]), pct(p.matrix_utilization[1]), ""],
+    ["DRAM read", bytes(p.dram_read_bytes[0]), bytes(p.dram_read_bytes[1]), ""],
+    ["cores", p.cores_used[0] ?? "–", p.cores_used[1] ?? "–", ""], ["math fidelity", p.math_fidelity[0] ?? "–", p.math_fidelity[1] ?? "–", ""],
+    ["bottleneck", p.bottleneck[0] ?? "–", p.bottleneck[1] ?? "–", ""]);
+  rows.push(["verification", said(va), said(vb), ""]);
+  show(box, h("div", { class: "scroll" }, h("table", { class: "grid", id: "diff-performance-table" },
+    h("thead", null, h("tr", null, h("th", null, ""), h("th", null, "first"), h("th", null, "second"), h("th", null, "first ÷ second"))),
+    h("tbody", null, rows.map(([name, x, y, ratio]) => h("tr", { "data-figure": name }, h("td", null, name), h("td", null, x), h("td", null, y), h("td", null, ratio)))))));
 }
 
 document.addEventListener("DOMContentLoaded", () => {
