@@ -22,7 +22,8 @@ Index = Annotated[int, Field(ge=0, le=2**31)]
 Name = Annotated[Text, StringConstraints(pattern=r"^[A-Za-z0-9_.:/+\-]{0,512}$")]
 Message = Annotated[Text, StringConstraints(max_length=8192)]
 NumberKey = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,10}$")]
-OpName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+# a counter's name: an identifier, or a block call counted in tiles (the emulator's "matmul_block (tiles)")
+OpName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}( \(tiles\))?$")]
 Core = Annotated[list[Index], Field(min_length=2, max_length=2)]
 
 
