@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import typer
 
@@ -16,6 +17,9 @@ def _say(text: str) -> None:
     typer.echo(f"tilefarm: {text}", err=True)
 
 
+STILL_S = 30.0
+
+
 def report_warm_up(data_dir, url: str, stop: threading.Event, interval_s: float = 0.5) -> None:
     """Say on the console what the embedded worker's warm-up is doing and about how long is left (its steps, as
     /readyz shows them): every step once, in order, even one that began and ended between two looks; then that the
@@ -23,18 +27,26 @@ def report_warm_up(data_dir, url: str, stop: threading.Event, interval_s: float 
     from farm import readiness
 
     announced: set[tuple[int, str]] = set()
+    still: dict[tuple[int, str], float] = {}  # a long step is said again every STILL_S, with how long it has taken
     while not stop.wait(interval_s):
         found = readiness.workers(data_dir)
+        now = time.time()
         for worker in found:
             steps = worker.get("steps") or []
             left = readiness.seconds_left(worker)
             for number, step in enumerate(steps, 1):
                 key = (worker.get("pid"), step.get("name"))
-                if step.get("state") in ("pending", "skipped") or key in announced:
+                if step.get("state") in ("pending", "skipped"):
                     continue
-                announced.add(key)
-                soon = f" (about {left:.0f} s left)" if left is not None and step.get("state") == "running" else ""
-                _say(f"warming up {number}/{len(steps)}: {step.get('name')}{soon}")
+                if key not in announced:
+                    announced.add(key)
+                    still[key] = now
+                    soon = f" (about {left:.0f} s left)" if left is not None and step.get("state") == "running" else ""
+                    _say(f"warming up {number}/{len(steps)}: {step.get('name')}{soon}")
+                elif step.get("state") == "running" and now - still[key] >= STILL_S:
+                    still[key] = now
+                    expected = f"; expected about {step['expected_s']:.0f} s" if step.get("expected_s") else ""
+                    _say(f"  still: {step.get('name')} ({now - step.get('started_at', now):.0f} s so far{expected})")
             if not worker.get("warm") and steps and not any(s.get("state") in ("pending", "running") for s in steps):
                 _say(f"the worker's warm-up failed: {worker.get('detail')} (jobs will say why too)")
                 return

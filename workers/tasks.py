@@ -49,7 +49,7 @@ def _warm_up(**_) -> None:
 
 
 def _become_warm(settings) -> None:
-    steps = ["import the compiler"]
+    steps = ["import the compiler", "fetch the TT-Metalium headers"]
     if settings.sandbox:  # the zygote's own start-up steps, as it reports them (workers/sandbox/zygote.py)
         steps += ["start the sandbox (import tvm)", "build the emulator runtime", "compile the example kernels",
                   "learn the pages a compile touches", "prepare the first sandboxed child"]
@@ -60,6 +60,16 @@ def _become_warm(settings) -> None:
     try:
         with warm_up.step("import the compiler"):
             import compiler.api  # noqa: F401
+        # the check stage's real device headers, fetched once per machine on this (trusted) side before the sandbox
+        # starts: its jobs see them through a read-only bind made when it starts, and cannot fetch them themselves
+        warm_up.begin("fetch the TT-Metalium headers")
+        try:
+            from compiler.toolchain.sdk_headers import ensure_headers
+
+            ensure_headers()
+        except Exception as error:  # no network: the check stage says NOT CHECKED and why; the rest works
+            log.warning("worker process %d: the TT-Metalium headers are not here: %s", os.getpid(), error)
+        warm_up.end()
         if settings.sandbox:  # the zygote imports tvm, builds the emulator runtime and compiles the examples
             from workers import sandbox
 

@@ -60,4 +60,4 @@ def test_ready_means_warm_and_early_jobs_wait_queued(tmp_path):
     assert [p.name for p in (tmp_path / "data" / "workers").glob("*.json")] == ["warm-up-times.json"]
     # the console said what was going on, then that it is ready
     console = (tmp_path / "api.log").read_text()
-    assert "tilefarm: warming up 1/6: import the compiler" in console and "tilefarm: ready at http://" in console, console[-3000:]
+    assert "tilefarm: warming up 1/7: import the compiler" in console and "tilefarm: ready at http://" in console, console[-3000:]
