@@ -38,7 +38,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # pip's own output (build warnings included) goes to a log: the console says what is happening, and where to look
   log=.venv/pip-install.log
   started=$(date +%s)
-  echo "bootstrap: installing tilefarm and its pinned dependencies into .venv (about 1-3 minutes the first time; pip's log: $log)"
+  echo "bootstrap: installing tilefarm and its pinned dependencies into .venv (a few minutes the first time; pip's log: $log)"
   if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[test]"; } >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "bootstrap: pip install failed (the whole log: $log)" >&2
