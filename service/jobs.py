@@ -372,7 +372,7 @@ def _log_without_wall_clock(text: str) -> str:
 
 def _comparable(name: str, text: str) -> str:
     """A text artifact as compared by default: its run-to-run fields left out (JSON reports, logs)."""
-    if name.endswith(".json") and name not in CODE:
+    if name.endswith(".json"):
         try:
             return json.dumps(_without_wall_clock(json.loads(text)), indent=1, sort_keys=True) + "\n"
         except ValueError:
@@ -401,12 +401,19 @@ def _diff_inputs(a: JobRecord, b: JobRecord, artifacts: ArtifactStore, limit: in
         if filecmp.cmp(path_a, path_b, shallow=False):
             entries.append(FileDiff(name=name, status="same", sizes=sizes))
             continue
-        text_a, text_b = _text(path_a, limit), _text(path_b, limit)
-        if text_a is not None and text_b is not None and not timings:
-            text_a, text_b = _comparable(name, text_a), _comparable(name, text_b)
-            if text_a == text_b:
-                entries.append(FileDiff(name=name, status="same", sizes=sizes))
-                continue
+        if not timings and name.endswith((".json", ".log")) and name not in CODE:
+            # a report or log is compared without its run-to-run fields (read whole however large: they are
+            # bounded by the report schemas; only the patch is held to the diff's limit)
+            text_a, text_b = (_text(path, MAX_PROFILE_BYTES) for path in (path_a, path_b))
+            if text_a is not None and text_b is not None:
+                text_a, text_b = _comparable(name, text_a), _comparable(name, text_b)
+                if text_a == text_b:
+                    entries.append(FileDiff(name=name, status="same", sizes=sizes))
+                    continue
+                if max(len(text_a), len(text_b)) > limit:
+                    text_a = text_b = None
+        else:
+            text_a, text_b = _text(path_a, limit), _text(path_b, limit)
         entries.append(FileDiff(name=name, status="changed", sizes=sizes))
         if text_a is not None and text_b is not None:
             pairs.append((name, text_a, text_b, f"{a.id}/{name}", f"{b.id}/{name}"))

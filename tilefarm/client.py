@@ -244,7 +244,11 @@ def _note_retry(call: _Call, outcome: httpx.Response | Exception, delay: float, 
 def _changed(old: JobView | None, new: JobView) -> bool:
     if old is None:
         return True
-    keys = ("status", "stage", "progress")
+    # a new state, not the running stage's clock ticking: progress without its elapsed seconds
+    ticking = {"stage_elapsed_s"}
+    if old.progress.model_dump(exclude=ticking) != new.progress.model_dump(exclude=ticking):
+        return True
+    keys = ("status", "stage")
     return any(getattr(old, k) != getattr(new, k) for k in keys) or \
         [s.state for s in old.stages] != [s.state for s in new.stages]
 
