@@ -10,9 +10,7 @@ import pytest
 from tvm.script import tirx as T
 
 from compiler.api import compile_source
-from compiler.passes.serialize_accumulation import serialize_accumulation
 from schemas.target import TargetConfig
-from compiler import attrs
 
 from .test_frontend import error_of, line_of, run_kernel, src
 
@@ -111,17 +109,6 @@ def strided_split(A: T.Buffer((64, 256), "float32"), C: T.Buffer((64, 64), "floa
     T.tile.copy(old, C[by * 32:by * 32 + 32, 0:64])
     T.tile.add(c, old, a)
     T.tile.copy(C[by * 32:by * 32 + 32, 0:64], c)
-
-
-def test_serialize_accumulation_puts_a_blocks_splits_next_to_each_other():
-    from compiler.passes.check_kernel import check_kernel
-    import tvm
-
-    mod = check_kernel(tvm.IRModule({"main": strided_split}))
-    func = serialize_accumulation(mod)["main"]
-    assert attrs.GRID.get(func) == {"vars": ["by", "bk"], "extents": [2, 4]}
-    assert attrs.SERIAL_GROUP.get(func) == 4
-    assert "by, bk = T.cta_id([2, 4])" in func.script()
 
 
 @pytest.mark.parametrize("arch", ARCHS)
