@@ -237,6 +237,7 @@ class JobRecord(BaseModel):
     idempotency_key: str | None = None
     header_check: dict[str, JsonValue] | None = None   # per-kernel result of the `check` stage
     device_run: dict[str, JsonValue] | None = None     # device, exit status, wall time, verification of `hardware`
+    stored_bytes: int = 0                               # what the job's files take (farm/storage.py limits it)
 
     @property
     def terminal(self) -> bool:
@@ -295,6 +296,7 @@ class JobView(BaseModel):
     worker: dict[str, Any] | None
     header_check: dict[str, Any] | None = Field(default=None, description="`check`: per-kernel passed/failed/skipped.")
     device_run: dict[str, Any] | None = Field(default=None, description="`hardware`: device, exit status, wall time.")
+    stored_bytes: int = Field(default=0, description="Bytes the job's files take (inputs, artifacts it made, outputs).")
     links: dict[str, str]
 
     @classmethod
@@ -315,7 +317,7 @@ class JobView(BaseModel):
                                       "warnings", "error", "cache_hit", "cache_key", "target", "entry", "params",
                                       "filename", "dump_ir", "queue", "inputs", "compiler_version", "resubmitted_from",
                                       "created_at", "started_at", "finished_at", "attempts", "cancel_requested",
-                                      "worker", "header_check", "device_run"}),
+                                      "worker", "header_check", "device_run", "stored_bytes"}),
             progress=progress,
             timings={s.name: s.duration_s for s in job.stages if s.duration_s is not None},
             links={"self": base, "logs": f"{base}/logs", "source": f"{base}/source", "artifacts": f"{base}/artifacts",

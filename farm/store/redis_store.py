@@ -273,6 +273,12 @@ class RedisJobStore(JobStore):
     def usage(self, team):
         return float(self.r.get(self._k("usage", team, utc_day())) or 0)
 
+    def add_storage(self, team, nbytes):
+        self.r.hincrby(self._k("storage"), team, int(nbytes))
+
+    def storage(self, team):
+        return int(self.r.hget(self._k("storage"), team) or 0)
+
     def fair_push(self, queue, team, job_id):
         self._fair_push(args=[self._k("fair", queue), team, job_id])
 

@@ -317,6 +317,15 @@ class SqliteJobStore(JobStore):
         row = self.db.execute("SELECT value FROM counters WHERE name = ?", (f"usage:{team}:{utc_day()}",)).fetchone()
         return float(row[0]) if row else 0.0
 
+    def add_storage(self, team, nbytes):
+        with self._tx() as db:
+            db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                       (f"storage:{team}", int(nbytes)))
+
+    def storage(self, team):
+        row = self.db.execute("SELECT value FROM counters WHERE name = ?", (f"storage:{team}",)).fetchone()
+        return int(row[0]) if row else 0
+
     def fair_push(self, queue, team, job_id):
         with self._tx() as db:
             db.execute("INSERT INTO fair_pending(queue, team, job_id) VALUES (?, ?, ?)", (queue, team, job_id))
