@@ -52,6 +52,9 @@ class Settings(BaseSettings):
         "saying which file."))
     max_job_bytes: int = Field(default=256 * 1024**2, gt=0, description=(
         "All a job stores (inputs, its compile entry, outputs, reports): past it a submission is 413, a stage fails."))
+    max_log_bytes: int = Field(default=2 * 1024**2, gt=0, description=(
+        "A job's log in the job store (what its stages and its code print): past it the log ends with a line "
+        "saying so and the rest is not kept."))
     team_storage_bytes: int = Field(default=4 * 1024**3, ge=0, description=(
         "Bytes a team's jobs may store in all (0 = no limit): past it a submission is 507 /problems/storage-quota "
         "and a stage that would store more fails, saying so."))

@@ -18,5 +18,7 @@ __all__ = ["IDEMPOTENCY_TTL_S", "MEDIA_TYPES", "STAGE_BUCKETS", "ArtifactStore",
 def open_store(settings) -> JobStore:
     url = settings.effective_store_url
     if url.startswith("sqlite:///"):
-        return SqliteJobStore(url.removeprefix("sqlite:///"), poll_interval=settings.embedded_poll_s)
-    return RedisJobStore(url, settings.key_prefix, timeout_s=settings.redis_timeout_s)
+        return SqliteJobStore(url.removeprefix("sqlite:///"), poll_interval=settings.embedded_poll_s,
+                              max_log_bytes=settings.max_log_bytes)
+    return RedisJobStore(url, settings.key_prefix, timeout_s=settings.redis_timeout_s,
+                         max_log_bytes=settings.max_log_bytes)
