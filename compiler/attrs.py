@@ -100,6 +100,7 @@ class BufferAttr(TypedDict):
     dtype: str
     tile_axes: NotRequired[list[int]]         # from TTInferLayout on
     generator: NotRequired[MaskGeneratorAttr]
+    accumulate: NotRequired[bool]             # an output its blocks add into (tt.accumulate)
 
 
 @DECLARED_ONLY
@@ -247,6 +248,10 @@ TARGET = Attr[TargetAttr]("tt.target", TargetAttr, "the target, its defaults res
 GRID = Attr[GridAttr]("tt.grid", GridAttr, "the launch grid's variables and extents")
 BUFFERS = Attr[dict]("tt.buffers", dict[str, BufferAttr], "every buffer: role, scope, shape, dtype")
 CONSTANTS = Attr[dict]("tt.constants", dict[str, Any], "compile-time scalars the kernel check knows")
+ACCUMULATE = Attr[list]("tt.accumulate", list[str],
+                        "outputs blocks add into (T.atomic_add): read, added to and written back, block after block")
+SERIAL_GROUP = Attr[int]("tt.serial_group", int,
+                         "consecutive blocks that run on one core in order (they add into the same output tiles)")
 BLOCKING = Attr[BlockingAttr]("tt.blocking", BlockingAttr, "the blocks chosen and why (TTChooseBlocks)")
 LAYOUT_DESC = Attr[dict]("tt.layout_desc", dict[str, LayoutAttr], "each DRAM buffer's tiled, paged layout")
 CB_CONFIG = Attr[list]("tt.cb_config", list[CircularBufferAttr], "the circular buffers")
@@ -260,7 +265,8 @@ COMPILE_TIME_ARGS = Attr[list]("tt.compile_time_args", list[CompileTimeArgAttr],
 COMPUTE_CONFIG = Attr[ComputeConfigAttr]("tt.compute_config", ComputeConfigAttr, "the compute kernel's ComputeConfig")
 VERIFICATION = Attr[VerificationAttr]("tt.verification", VerificationAttr, "what TTVerifyProgram checked")
 
-ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, TARGET, GRID, BUFFERS, CONSTANTS, BLOCKING,
+ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, TARGET, GRID, BUFFERS, CONSTANTS,
+                         ACCUMULATE, SERIAL_GROUP, BLOCKING,
                          LAYOUT_DESC, CB_CONFIG, CORE_GRID, CORE_RANGES, WORK_PARTITION, MULTICAST, KERNEL_ROLE,
                          RUNTIME_ARGS, COMPILE_TIME_ARGS, COMPUTE_CONFIG, VERIFICATION)
 BY_KEY = {a.key: a for a in ALL}

@@ -89,6 +89,8 @@ _OPS = [
         {WRITER}),
     _op("noc_async_writes_flushed", "", "noc_async_writes_flushed()", {WRITER}),
     _op("noc_async_write_barrier", "", "noc_async_write_barrier()", DATAFLOW),
+    # before a read of pages this kernel wrote earlier (an accumulated output): the writes must have landed
+    _op("write_barrier_before_read", "cb", "noc_async_write_barrier()", DATAFLOW),
     # compute: start-up and DST register protocol
     _op("hw_startup_matmul", "cb cb cb", "compute_kernel_hw_startup<SrcOrder::Reverse>({0}, {1}, {2})", {COMPUTE},
         _C + "compute_kernel_hw_startup.h"),

@@ -13,6 +13,7 @@ from schemas.target import TargetConfig
 from .passes.apply_target_defaults import ApplyTargetDefaults
 from .passes.check_kernel import check_kernel
 from .passes.choose_blocks import choose_blocks
+from .passes.serialize_accumulation import serialize_accumulation
 from .passes.grid_to_persistent import grid_to_persistent
 from .passes.infer_layout import infer_layout
 from .passes.lower_index_masks import lower_index_masks
@@ -32,6 +33,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
         # the kernel as written, checked and re-tiled for the target: one tile-level function with its tiles laid out
         "Legalize": [
             check_kernel,                  # shapes, dtypes, gemm rules, grid coverage -> located errors
+            serialize_accumulation,        # blocks adding into the same output tiles: one core each, in order
             ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options, math fidelity
             choose_blocks,                 # block shapes, core grid, partition from the problem: the kernel re-tiled
             infer_layout,                  # tt.layout_desc: DRAM interleaved tiles, formats, padding

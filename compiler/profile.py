@@ -49,7 +49,7 @@ def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict,
     banks = program["dram"]["banks"]
     read = sum(b["bytes_read"] for b in banks)
     written = sum(b["bytes_written"] for b in banks)
-    read_min = sum(b["size_bytes"] for b in plan["buffers"] if b["role"] == "input")
+    read_min = sum(b["size_bytes"] for b in plan["buffers"] if b["role"] == "input" or b.get("accumulate"))
     write_min = sum(b["size_bytes"] for b in plan["buffers"] if b["role"] == "output")
 
     profile = {

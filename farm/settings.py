@@ -47,6 +47,17 @@ class Settings(BaseSettings):
     max_queued_jobs_per_team: int = Field(default=64, description="Jobs of a team waiting in a queue (429).")
     compile_seconds_per_team_per_day: float = Field(default=0, ge=0, description="Worker seconds (compile, check, "
                                                     "emulate) a team may use per UTC day (429 until midnight); 0 = no limit.")
+    max_artifact_bytes: int = Field(default=32 * 1024**2, gt=0, description=(
+        "Largest file a job may store (an artifact, an output, a report): a stage that would store more fails, "
+        "saying which file."))
+    max_job_bytes: int = Field(default=256 * 1024**2, gt=0, description=(
+        "All a job stores (inputs, its compile entry, outputs, reports): past it a submission is 413, a stage fails."))
+    max_log_bytes: int = Field(default=2 * 1024**2, gt=0, description=(
+        "A job's log in the job store (what its stages and its code print): past it the log ends with a line "
+        "saying so and the rest is not kept."))
+    team_storage_bytes: int = Field(default=4 * 1024**3, ge=0, description=(
+        "Bytes a team's jobs may store in all (0 = no limit): past it a submission is 507 /problems/storage-quota "
+        "and a stage that would store more fails, saying so."))
     retry_after_s: int = 1
     diff_max_bytes: int = Field(default=1024 * 1024, gt=0, description=(
         "GET /v1/jobs/{a}/diff/{b}: texts larger than this (each side) are not diffed, the answer says so."))

@@ -302,6 +302,7 @@ class JobRecord(BaseModel):
     header_check: dict[str, JsonValue] | None = None   # per-kernel result of the `check` stage
     device_run: dict[str, JsonValue] | None = None     # device, exit status, wall time, verification of `hardware`
     verification: Verdict | None = None                # the last verified run's outputs against the reference
+    stored_bytes: int = 0                               # what the job's files take (farm/storage.py limits it)
 
     @property
     def terminal(self) -> bool:
@@ -363,6 +364,7 @@ class JobView(BaseModel):
     verification: Verdict | None = Field(default=None, description=(
         "The outputs checked against the NumPy reference (by `emulate`, or `hardware` when it ran): passed, each "
         "output's max abs/rel error and tolerance (rtol, atol), and the worst output. Null until a run was checked."))
+    stored_bytes: int = Field(default=0, description="Bytes the job's files take (inputs, artifacts it made, outputs).")
     links: dict[str, str]
 
     @classmethod
@@ -383,7 +385,7 @@ class JobView(BaseModel):
                                       "warnings", "error", "cache_hit", "cache_key", "target", "entry", "params",
                                       "filename", "dump_ir", "queue", "inputs", "compiler_version", "resubmitted_from",
                                       "created_at", "started_at", "finished_at", "attempts", "cancel_requested",
-                                      "worker", "header_check", "device_run", "verification"}),
+                                      "worker", "header_check", "device_run", "verification", "stored_bytes"}),
             progress=progress,
             timings={s.name: s.duration_s for s in job.stages if s.duration_s is not None},
             links={"self": base, "logs": f"{base}/logs", "source": f"{base}/source", "artifacts": f"{base}/artifacts",

@@ -103,6 +103,8 @@ class BufferPlan(_Strict):
         "the axes of `shape` that are the rows and columns of the tiles (-1: a unit axis of a vector); the other "
         "axes are batch axes, outermost first: page = (batch * tile_rows + tile_row) * tile_cols + tile_col"))
     generator: MaskGenerator | None = Field(default=None, description="constant buffers: how the host fills them")
+    accumulate: bool = Field(default=False, description="an output the kernel adds into (TileLang's T.atomic_add): "
+                             "its starting contents are given like an input's and the result is the sum")
     dtype: Literal["float32", "bfloat16", "float16"]
     data_format: DataFormat
     layout: Literal["interleaved", "block_sharded"]

@@ -23,6 +23,7 @@ from schemas.jobs import (DEFAULT_STAGES, Diagnostic, FileDiff, InputMeta, JobDi
 from schemas.logs import log_lines
 from service.problems import RETRY_AFTER_UNAVAILABLE_S, Problem, unavailable
 from service.textdiff import DiffBusy, unified_diffs
+from farm import storage
 from farm.queue import TaskQueue
 from farm.settings import Settings
 from farm.store import (ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id,
@@ -72,6 +73,17 @@ def check_daily_budget(team: str, store: JobStore, settings: Settings) -> None:
         raise Problem(429, f"team '{team}' used {used:.0f} of its {budget:g} compile seconds today (UTC)",
                       type_="/problems/quota-exceeded", quota="compile_seconds_per_day", limit=budget,
                       headers={"Retry-After": str(seconds_to_utc_midnight())})
+
+
+def check_storage(team: str, inputs: dict[str, int], store: JobStore, settings: Settings) -> int:
+    """The bytes the new job stores now (its inputs), once they fit its limits (413) and the team's quota (507)."""
+    try:
+        return storage.check_submission(inputs, team=team, team_bytes=store.storage(team), settings=settings)
+    except storage.StorageRefused as refused:
+        over_quota = refused.quota == "team_storage_bytes"
+        raise Problem(507 if over_quota else 413, refused.message,
+                      type_="/problems/storage-quota" if over_quota else "/problems/too-large",
+                      quota=refused.quota, limit=refused.limit, **({"used": refused.used} if over_quota else {})) from None
 
 
 # Stages that run the program or its kernels against the TT-Metalium 0.81.1 API (the emulator models it too): an
@@ -143,6 +155,8 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
             raw_inputs = {name: array.to_bytes() for name, array in request.inputs.items()}
         except ValueError as error:
             raise Problem(422, f"an input array does not decode: {error}", type_="/problems/validation") from error
+    stored_bytes = check_storage(team, {f"inputs/{name}.bin": len(raw) for name, raw in raw_inputs.items()}, store,
+                                 settings)
     job = JobRecord(
         id=new_job_id(), team=team, source=request.source, filename=request.filename, entry=request.entry,
         params=request.params, target=request.target, dump_ir=request.dump_ir, queue=request.queue,
@@ -150,6 +164,7 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
         resubmitted_from=resubmitted_from, warnings=notes,
         stages=[StageRecord(name=name) for name in request.stages],
         inputs={name: InputMeta(shape=a.shape, dtype=a.dtype, nbytes=a.nbytes) for name, a in request.inputs.items()},
+        stored_bytes=stored_bytes,
     )
     served_from_cache = _from_cache(job, request, artifacts)
     inputs_dir = artifacts.job_dir(job.id, "inputs")
@@ -173,6 +188,8 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
     if not created:
         shutil.rmtree(inputs_dir.parent, ignore_errors=True)
         return stored, False
+    if stored_bytes:
+        store.add_storage(team, stored_bytes)
     if served_from_cache:
         store.incr("cache_hits")
         store.observe_stage("compile", stored.stages[0].duration_s)

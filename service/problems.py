@@ -35,9 +35,12 @@ PROBLEM_TYPES: dict[str, tuple[str, str]] = {
                         "or its shape differs from the one the kernel declares. Inputs are checked at submission "
                         "when the kernel's shapes are written in the source (or follow from its params); otherwise "
                         "the emulate stage checks them."),
-    "too-large": ("Content Too Large", "The source, one input array or all inputs together exceed the service's "
-                  "limits (`limit` gives the one exceeded; TILEFARM_MAX_SOURCE_BYTES, _MAX_ARRAY_BYTES, "
-                  "_MAX_INPUT_BYTES)."),
+    "too-large": ("Content Too Large", "The source, one input array, all inputs together, or what the job would "
+                  "store exceed the service's limits (`limit` gives the one exceeded; TILEFARM_MAX_SOURCE_BYTES, "
+                  "_MAX_ARRAY_BYTES, _MAX_INPUT_BYTES, _MAX_ARTIFACT_BYTES, _MAX_JOB_BYTES)."),
+    "storage-quota": ("Storage quota used", "The team's jobs have stored all the bytes the team may store (inputs, "
+                      "artifacts, outputs: `used` of `limit`, TILEFARM_TEAM_STORAGE_BYTES); no new job is taken until "
+                      "an operator frees space. A single job's limits are /problems/too-large."),
     "unauthorized": ("Unauthorized", "This server requires an API key: send `Authorization: Bearer <key>` (the CLI "
                      "reads TILEFARM_API_KEY; the dashboard takes a pasted token)."),
     "too-many-jobs": ("Too many jobs", "The team already has the most queued or running jobs it may have "

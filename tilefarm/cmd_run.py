@@ -44,7 +44,7 @@ def run(
     inputs = load_inputs(input)
     if not inputs:
         fail("error: no inputs given; pass --input NAME=FILE.npy for: " +
-             ", ".join(b["name"] for b in plan["buffers"] if b["role"] == "input"))
+             ", ".join(b["name"] for b in plan["buffers"] if b["role"] == "input" or b.get("accumulate")))
     try:
         outcome = emulate(artifacts, target=TargetConfig(arch=plan["target"]["arch"]), inputs=inputs)
     except CompileError as e:

@@ -22,6 +22,7 @@ from compiler.errors import CompileError
 from compiler.version import COMPILER_VERSION
 from schemas.jobs import Diagnostic, JobRecord, OutputVerdict, Verdict
 from schemas.logs import log_lines
+from farm import storage
 from farm.settings import Settings
 from farm.store import ArtifactStore, JobStore, UnstorableRecord
 from workers import leases
@@ -74,13 +75,36 @@ def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     meta = {"job_id": job.id, "cache_key": key, "compiler_version": COMPILER_VERSION,
             "target": job.target.model_dump(mode="json"), "entry": job.entry, "timings": result.timings}
     files = {**result.artifacts, "compile.log": result.log.encode(), "meta.json": json.dumps(meta, indent=2).encode()}
-    deps.artifacts.put_cache(key, "compile", files)
-    if job.dump_ir:
-        deps.artifacts.put_cache(key, "ir", {name.replace("/", "_"): text.encode() for name, text in result.ir_dumps.items()})
+    ir = {name.replace("/", "_"): text.encode() for name, text in result.ir_dumps.items()} if job.dump_ir else None
+    _keep(job, deps, "compile", files, cache=(key, "compile"))
+    if ir is not None:
+        _keep(job, deps, "compile", ir, cache=(key, "ir"))
     deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=False, compile_timings=result.timings,
                                              compiler_version=COMPILER_VERSION),
                       log=log_lines(result.log, stage="compile"))
     return StageOutcome()
+
+
+def _keep(job: JobRecord, deps: WorkerDeps, stage: str, files: dict[str, bytes],
+          cache: tuple[str, str] | None = None) -> None:
+    """Store a stage's files (in the job's own directory, or as the cache entry `cache` = (key, part)) once they fit
+    the job's and its team's limits (farm/storage.py), checked before anything is written; the bytes are counted
+    for the job and its team (a cache entry only by the job that made it)."""
+    part = cache[1] if cache else stage
+    current = deps.store.get(job.id) or job
+    try:
+        total = storage.check({f"{part}/{name}": len(data) for name, data in files.items()}, team=job.team,
+                              job_bytes=current.stored_bytes, team_bytes=deps.store.storage(job.team),
+                              settings=deps.settings)
+    except storage.StorageRefused as refused:
+        raise CompileError(f"not stored: {refused}", stage=stage, hint=(
+            "ask for fewer or smaller outputs (or no IR dumps)" if refused.quota != "team_storage_bytes" else
+            "the team's storage quota is used up: an operator frees space")) from None
+    written = deps.artifacts.put_cache(*cache, files) if cache else \
+        deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, stage), files)
+    if written:
+        deps.store.add_storage(job.team, total)
+        deps.store.mutate(job.id, lambda j: _set(j, stored_bytes=j.stored_bytes + total))
 
 
 def _compiled(job: JobRecord, deps: WorkerDeps) -> dict[str, bytes]:
@@ -124,7 +148,7 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
         files["profile.json"] = json.dumps(profile, indent=1).encode()
         files.update(api.profile_exports(profile, json.loads(artifacts["tt.plan.json"])))
-    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "emulate"), files)
+    _keep(job, deps, "emulate", files)
     if answer.checks:
         verdict = Verdict.of("emulate", answer.checks)
         deps.store.mutate(job.id, lambda j: _set(j, verification=verdict))
@@ -159,8 +183,7 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
         _warn(job.id, deps, "check", [f"the real-header check did not run on this worker: {error}"])
         return StageOutcome(state="skipped", detail=f"not run: {error}")
     deps.store.append_log(job.id, log_lines(report.render(), stage="check"))
-    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "check"),
-                           {"header_check.json": json.dumps(report.to_dict(), indent=2).encode()})
+    _keep(job, deps, "check", {"header_check.json": json.dumps(report.to_dict(), indent=2).encode()})
     summary = {"ran": True, "passed": report.passed, "headers": report.headers, "arch": report.arch,
                "kernels": {k.kernel: {"status": k.status, "processors": k.processors, "reason": k.reason,
                                       "messages": k.messages} for k in report.kernels}}
@@ -215,7 +238,7 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
               "passed": bool(checked and checked.passed)}
     files["report.json"] = json.dumps(report, indent=2, default=str).encode()
     deps.store.append_log(job.id, log_lines(outcome.log + (checked.log if checked else ""), stage="hardware"))
-    deps.artifacts.put_dir(deps.artifacts.job_dir(job.id, "hardware"), files)
+    _keep(job, deps, "hardware", files)
     deps.store.mutate(job.id, lambda j: _set(j, device_run={k: v for k, v in report.items() if k != "verification"}))
     if checked is not None and checked.report.get("outputs"):
         verdict = Verdict.of("hardware", [_verdict_of(o) for o in checked.report["outputs"]])

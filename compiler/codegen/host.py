@@ -63,8 +63,15 @@ def print_host(plan: dict) -> str:
                  for b in buffers if b["role"] == "constant"]
     return _template().render(
         version=COMPILER_VERSION, plan=view, buffers=buffers, constants=constants,
-        inputs=[b for b in buffers if b["role"] == "input"], outputs=[b for b in buffers if b["role"] == "output"],
+        inputs=[b for b in buffers if is_input(b)], outputs=[dict(b, accumulate=b.get("accumulate", False))
+                                                             for b in buffers if b["role"] == "output"],
         dataflow=[k for k in kernels if k["role"] != "compute"])
+
+
+def is_input(buffer: dict) -> bool:
+    """A buffer the host writes before the launch: an input, or an output the kernel adds into (its starting
+    contents, T.atomic_add)."""
+    return buffer["role"] == "input" or bool(buffer.get("accumulate"))
 
 
 def _cpp_float(value) -> str:

@@ -79,6 +79,8 @@ def build_plan(mod) -> dict:
                  "size_bytes": lay["pages"] * lay["page_bytes"]}
         if "generator" in info:
             entry["generator"] = info["generator"]
+        if info.get("accumulate"):
+            entry["accumulate"] = True
         if "shard" in lay:
             entry["shard"] = lay["shard"]
         buffers.append(entry)

@@ -474,9 +474,13 @@ class KernelChecker:
         read = {src.name for _, _, src, _ in self.reads}
         written = {dst.name for _, dst, _, _ in self.writes}
         roles = {}
+        accumulated = set(attrs.ACCUMULATE.get(self.func, []))
+        unknown = sorted(accumulated - written)
+        if unknown:
+            raise self.error(self.func, f"tt.accumulate names `{unknown[0]}`, which is not an output of the kernel")
         for p in self.func.params:
             name = str(p.name)
-            if name in read and name in written:
+            if name in read and name in written and name not in accumulated:
                 call = next(c for c, _, src, _ in self.reads if src.name == name)
                 raise self.error(call, f"`{name}` is both read and written; in-place kernels are not supported")
             role = "output" if name in written else "input" if name in read else "unused"
@@ -485,6 +489,8 @@ class KernelChecker:
             view = self.views[name]
             roles[name] = {"role": role, "scope": "global", "shape": [int(x) for x in p.shape], "dtype": str(p.dtype),
                            "tile_axes": list(view.tile_axes)}
+            if name in accumulated:   # its starting contents are read and added to (T.atomic_add)
+                roles[name]["accumulate"] = True
         for name, s in self.allocs.items():
             buf = s.buffer
             role = "staging" if name in self.read_dsts else "compute"

@@ -769,8 +769,13 @@ def choose_blocks(func, mod, ctx):
     analysis = Analysis(func).run()
     tiling = Tiling(analysis)
     chooser = Chooser(func, tiling)
-    if target["blocking"] == "auto":
+    serial = attrs.SERIAL_GROUP.get(func, 1)
+    if target["blocking"] == "auto" and serial == 1:
         changes, new_extents, partition, depth, lines = chooser.choose()
+    elif serial > 1:     # runs of blocks that add into the same tiles stay whole, in order, on one core each
+        changes, new_extents, partition, depth, lines = chooser.as_written(
+            f"as written: runs of {serial} blocks add into the same output tiles (tt.accumulate)")
+        partition = "contiguous"
     else:
         changes, new_extents, partition, depth, lines = chooser.as_written("as written (blocking: as_written)")
     func = retile(func, analysis, tiling, changes, new_extents)

@@ -217,7 +217,13 @@ def lower_to_circular_buffers(func, mod, ctx):
             cb = cb_for(dst.name, index_base=INPUT_CB_BASE, role="input", dtype=dst.dtype,
                         pages=ntiles * depth, buffer=dst.name)
             r0, c0 = page_origin(src)
-            return seq([
+            after_writes = []
+            if buffers[src.name].get("accumulate"):
+                # an output added into block after block (tt.accumulate): the writer reads its tiles back, once its
+                # own earlier writes of them have landed
+                cb["producer"] = "writer"
+                after_writes = [ops.call("write_barrier_before_read", cb["index"])]
+            return seq(after_writes + [
                 ops.call("cb_reserve_back", cb["index"], ntiles),
                 _tile_loops(rows, cols, lambda tr, tc: ops.call(
                     "read_tile", cb["index"], tr * cols + tc, src.name, r0 + tr, c0 + tc)),

@@ -28,7 +28,15 @@ def _split(total: int, parts: int) -> list[tuple[int, int]]:
     return runs
 
 
-def partition(policy: str, grid: list[int], core_grid: list[int]) -> list[dict]:
+def partition(policy: str, grid: list[int], core_grid: list[int], group: int = 1) -> list[dict]:
+    """Each core's walk. `group` > 1 (contiguous only): runs of that many consecutive blocks stay on one core."""
+    if group > 1:
+        if policy != "contiguous":
+            raise CompileError(f"blocks in runs of {group} need the contiguous partition, not `{policy}`",
+                               stage="partition")
+        groups = partition("contiguous", [math.prod(grid) // group], core_grid)
+        return [dict(c, start=c["start"] * group, count=c["count"] * group, row_len=c["count"] * group)
+                for c in groups]
     gx = grid[-1]
     gy = 1
     for e in grid[:-1]:   # a 3-D grid is rows of (gz * gy) and columns of gx
@@ -205,7 +213,7 @@ def core_ranges(cores: list[dict]) -> list[list[list[int]]]:
 def partition_work(func, mod, ctx):
     target = attrs.TARGET.get(func)
     grid = attrs.GRID.get(func)["extents"]
-    cores = partition(target["partition"], grid, target["core_grid"])
+    cores = partition(target["partition"], grid, target["core_grid"], attrs.SERIAL_GROUP.get(func, 1))
     blocks = 1
     for e in grid:
         blocks *= e

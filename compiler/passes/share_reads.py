@@ -154,7 +154,9 @@ class Sharer:
                 k += 1
                 continue
             args = _intrinsic(s, "cb_reserve_back")
-            if args is not None and self.cbs[int(args[0])]["role"] == "input":
+            # an accumulated output read back (its producer the writer) is each core's own: never shared
+            if args is not None and self.cbs[int(args[0])]["role"] == "input" and \
+                    self.cbs[int(args[0])]["producer"] == "reader":
                 cb, n = int(args[0]), args[1]
                 end = next((j for j in range(k + 1, len(stmts))
                             if (a := _intrinsic(stmts[j], "cb_push_back")) is not None and int(a[0]) == cb), None)

@@ -25,7 +25,7 @@ ROLES = (ops.READER, ops.COMPUTE, ops.WRITER)
 PRODUCER_OPS = {"cb_reserve_back", "cb_push_back"}
 CONSUMER_OPS = {"cb_wait_front", "cb_pop_front"}
 MOVER_OPS = {"read_tile", "zero_tile", "noc_async_read_barrier", "mcast_send", "mcast_receive", "mcast_flag_valid",
-             "fill_reduce_scaler"}
+             "fill_reduce_scaler", "write_barrier_before_read"}
 TENSOR_ACCESSOR_IS_DRAM = 2  # TensorAccessorArgs config word for an interleaved DRAM buffer
 
 
@@ -50,11 +50,13 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
     busier one's tiles per block."""
     counts = pages_per_block(func.body)
     moved = {c["index"]: counts.get((c["index"], "cb_push_back"), 0) * c["page_bytes"] for c in cbs}
-    load = {ops.READER: sum(moved[c["index"]] for c in cbs if c["role"] == "input"),
+    load = {ops.READER: sum(moved[c["index"]] for c in cbs if c["role"] == "input" and c["producer"] == ops.READER),
             ops.WRITER: sum(counts.get((c["index"], "cb_pop_front"), 0) * c["page_bytes"]
-                            for c in cbs if c["role"] == "output")}
+                            for c in cbs if c["role"] == "output")
+            + sum(moved[c["index"]] for c in cbs if c["role"] == "input" and c["producer"] == ops.WRITER)}
     out = [dict(c) for c in cbs]
-    candidates = sorted((c for c in out if c["role"] == "input" and c["buffer"] != "reduce_scaler"),
+    candidates = sorted((c for c in out if c["role"] == "input" and c["producer"] == ops.READER
+                         and c["buffer"] != "reduce_scaler"),
                         key=lambda c: (-moved[c["index"]], -c["index"]))
     for c in candidates:
         x = moved[c["index"]]
@@ -166,6 +168,49 @@ def one_barrier_per_block(stmts: list) -> list:
     return out
 
 
+def _rmw_group(stmts: list, k: int):
+    """(buffer, end) when stmts[k:end] is the read-back of an accumulated output (`write_barrier_before_read(cb);
+    reserve(cb); reads...; barrier(cb); push(cb)`), else None."""
+    if _call_name(stmts[k]) != "write_barrier_before_read":
+        return None
+    found = _read_group(stmts, k + 1)
+    if found is None:
+        return None
+    names = _buffers_moved(seq(stmts[k + 1:found[1]]))
+    return (names[0], found[1]) if len(names) == 1 else None
+
+
+def hoist_read_backs(stmts: list) -> list:
+    """The writer reads an accumulated output back as early as it may: above every statement that neither moves
+    that output nor defines what the read uses. In program order it would wait behind the write-outs of other
+    outputs, which compute may only produce once it has this read (two T.atomic_add in a row: a deadlock)."""
+    out: list = []
+    k = 0
+    while k < len(stmts):
+        s = stmts[k]
+        if isinstance(s, tirx.For):
+            out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(hoist_read_backs(stmts_of(s.body)))))
+            k += 1
+            continue
+        found = _rmw_group(stmts, k)
+        if found is None:
+            out.append(s)
+            k += 1
+            continue
+        name, end = found
+        group = stmts[k:end]
+        used = set().union(*(vars_used(g) for g in group))
+        at = len(out)
+        while at > 0:
+            prev = out[at - 1]
+            if isinstance(prev, tirx.Bind) and prev.var in used or name in _buffers_moved(prev):
+                break
+            at -= 1
+        out[at:at] = group
+        k = end
+    return out
+
+
 def _buffers_moved(body) -> list[str]:
     names = []
 
@@ -206,6 +251,8 @@ def split_kernels(mod, ctx):
     kernels = {}
     for role in ROLES:
         stmts = splitter.filter(stmts_of(func.body), role)
+        if role == ops.WRITER:
+            stmts = hoist_read_backs(stmts)
         if role != ops.COMPUTE:
             stmts = one_barrier_per_block(stmts)
         body = seq(stmts)

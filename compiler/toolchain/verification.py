@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..reference import numpy_dtype, run_reference
-from ..verify import VerificationReport, compare_outputs
+from ..verify import UNIT_ROUNDOFF, VerificationReport, compare_outputs
 from .emulate import EmulationError, run_program
 
 STAGE = "emulate"
@@ -35,14 +35,18 @@ class EmulationOutcome:
         return self.verification is None or self.verification.ok
 
 
+def given_buffers(plan: dict) -> list[dict]:
+    """The buffers a run is given: the inputs, and the outputs the kernel adds into (their starting contents)."""
+    return [b for b in plan["buffers"] if b["role"] == "input" or b.get("accumulate")]
+
+
 def random_inputs(plan: dict, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {b["name"]: rng.uniform(-1.0, 1.0, size=b["shape"]).astype(np.float32)
-            for b in plan["buffers"] if b["role"] == "input"}
+    return {b["name"]: rng.uniform(-1.0, 1.0, size=b["shape"]).astype(np.float32) for b in given_buffers(plan)}
 
 
 def check_inputs(plan: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    wanted = {b["name"]: b for b in plan["buffers"] if b["role"] == "input"}
+    wanted = {b["name"]: b for b in given_buffers(plan)}
     missing = sorted(set(wanted) - set(inputs))
     unknown = sorted(set(inputs) - set(wanted))
     if missing or unknown:
@@ -63,14 +67,23 @@ def check_inputs(plan: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndar
 
 def _tolerance_model(func, plan: dict) -> tuple[dict, dict]:
     """Reduction depth and intermediate precision per output, read off the input kernel."""
+    import tvm
     import tvm_ffi
     from tvm import tirx
 
     gemm_inputs: list[str] = []
+    computed: set[str] = set()        # tiles written by compute (not only filled from DRAM)
+    operands: list = []               # the gemms' operand buffers
 
     def on_call(call):
+        dst = call.args[0].source if isinstance(call.args[0], tvm.ir.TensorRegion) else None
+        sources = [a.source for a in call.args[1:] if isinstance(a, tvm.ir.TensorRegion)]
+        if dst is not None and not (str(call.op.name) == "tirx.tile.copy" and sources
+                                    and str(sources[0].scope()) == "global"):
+            computed.add(str(dst.name))
         if str(call.op.name) == "tirx.tile.gemm":
             gemm_inputs.extend(str(a.source.dtype) for a in call.args[1:3])
+            operands.extend(a.source for a in call.args[1:3])
         elif str(call.op.name) in ("tirx.tile.sum", "tirx.tile.max"):
             # a row reduction is a K-deep sum like a matmul's: reduce_tile takes its operands through the FPU's
             # source registers (TF32 for fp32 data), and so does every other read of a CB that feeds it (a CB is
@@ -81,9 +94,13 @@ def _tolerance_model(func, plan: dict) -> tuple[dict, dict]:
     outputs = [b for b in plan["buffers"] if b["role"] == "output"]
     if not gemm_inputs:
         return {b["name"]: 1 for b in outputs}, {}
-    depth = max(max(b["shape"]) for b in plan["buffers"] if b["role"] == "input")
-    # fp32 matmul operands pass the FPU's 19-bit source registers (TF32), as on the device
-    intermediate = "tf32" if "float32" in gemm_inputs else None
+    depth = max(max(b["shape"]) for b in given_buffers(plan))
+    # fp32 matmul operands pass the FPU's 19-bit source registers (TF32), as on the device; an operand computed
+    # and rounded to 16 bits in the kernel (a backward pass's dS) may land on either side of a rounding boundary,
+    # half an ulp of its format per element, which the matmul sums like its own rounding
+    rounded = sorted({str(b.dtype) for b in operands if str(b.name) in computed and str(b.dtype) in
+                      ("float16", "bfloat16")}, key=lambda d: -UNIT_ROUNDOFF[d])
+    intermediate = rounded[0] if rounded else "tf32" if "float32" in gemm_inputs else None
     return ({b["name"]: depth for b in outputs},
             {b["name"]: intermediate for b in outputs if intermediate and b["dtype"] == "float32"})
 

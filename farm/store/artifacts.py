@@ -3,6 +3,7 @@ atomically (a temporary directory renamed into place), names checked and every p
 links."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -75,6 +76,22 @@ def media_type(name: str) -> str:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """(size, sha256) of a stored file, read once: files are published whole and never changed in place, so the
+    digest of the same inode, size and mtime is remembered (a job page polls its manifest while the job runs)."""
+    info = os.stat(path)
+    return _digest(str(path), info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(path: str, inode: int, size: int, mtime_ns: int) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return size, digest.hexdigest()
 
 
 def _compile_meta(files: dict[str, bytes]) -> None:

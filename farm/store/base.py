@@ -71,7 +71,7 @@ class JobLogs(ABC):
 
 
 class Counters(ABC):
-    """Service counters, stage-duration histograms, and each team's daily worker seconds."""
+    """Service counters, stage-duration histograms, each team's daily worker seconds and stored bytes."""
 
     @abstractmethod
     def incr(self, name: str, amount: float = 1) -> None: ...
@@ -89,6 +89,14 @@ class Counters(ABC):
 
     @abstractmethod
     def usage(self, team: str) -> float: ...
+
+    @abstractmethod
+    def add_storage(self, team: str, nbytes: int) -> None:
+        """Bytes a team's jobs stored (inputs, artifacts, outputs; a shared compile entry counts for the team whose
+        job made it)."""
+
+    @abstractmethod
+    def storage(self, team: str) -> int: ...
 
 
 class FairQueues(ABC):

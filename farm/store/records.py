@@ -13,6 +13,26 @@ from schemas.values import printable
 log = logging.getLogger("tilefarm.store")
 STAGE_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 IDEMPOTENCY_TTL_S = 24 * 3600
+MAX_LOG_BYTES = 2 * 1024 * 1024
+
+
+def log_cut(limit: int) -> str:
+    """The line that ends a job's log at its limit (what a job's code prints must not fill the store)."""
+    from schemas.logs import log_lines
+
+    return "\n" + "".join(log_lines(f"the log reached its limit of {limit} bytes (TILEFARM_MAX_LOG_BYTES): the rest is "
+                                     "not kept", level="WARN"))
+
+
+def capped(text: str, stored: int, limit: int) -> str:
+    """What of `text` to append to a log of `stored` bytes that may hold `limit`: all of it, the start and the cut
+    line, or nothing once the log is full."""
+    if stored >= limit:
+        return ""
+    data = text.encode("utf-8", "surrogateescape")
+    if stored + len(data) <= limit:
+        return text
+    return data[: limit - stored].decode("utf-8", "ignore") + log_cut(limit)
 
 
 class StoreError(Exception):

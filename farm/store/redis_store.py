@@ -14,8 +14,8 @@ from schemas.values import printable
 
 from ..wakeup import RedisEvents
 from .base import JobStore, Subscription
-from .records import (IDEMPOTENCY_TTL_S, IdempotencyConflict, QuotaExceeded, bucket_label,
-                      device_records, dump_record, first_line, log, loose_fields, parse_record, utc_day)
+from .records import (IDEMPOTENCY_TTL_S, MAX_LOG_BYTES, IdempotencyConflict, QuotaExceeded, bucket_label,
+                      device_records, dump_record, first_line, log, log_cut, loose_fields, parse_record, utc_day)
 
 class _RedisSubscription(Subscription):
     def __init__(self, events: RedisEvents, event: asyncio.Event):
@@ -52,11 +52,23 @@ while team do
 end
 return false
 """
+# append to a job's log up to its limit (ARGV[2] bytes): past it, only the start of the text and the cut line
+# (ARGV[3]) once, then nothing
+_APPEND_LOG = """
+local stored = redis.call('STRLEN', KEYS[1])
+local limit = tonumber(ARGV[2])
+if stored >= limit then return 0 end
+local text = ARGV[1]
+if stored + #text > limit then text = string.sub(text, 1, limit - stored) .. ARGV[3] end
+redis.call('APPEND', KEYS[1], text)
+return 1
+"""
 CLAIM_TTL_S = 7 * 24 * 3600
 
 
 class RedisJobStore(JobStore):
-    def __init__(self, url: str, prefix: str = "tilefarm:", timeout_s: float | None = 5.0):
+    def __init__(self, url: str, prefix: str = "tilefarm:", timeout_s: float | None = 5.0,
+                 max_log_bytes: int = MAX_LOG_BYTES):
         import redis
 
         # bytes that are not UTF-8 come back with surrogates (not an exception that breaks a whole list): a record
@@ -67,6 +79,8 @@ class RedisJobStore(JobStore):
         self._events: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> RedisEvents
         self._fair_push = self.r.register_script(_FAIR_PUSH)
         self._fair_pop = self.r.register_script(_FAIR_POP)
+        self._append_log = self.r.register_script(_APPEND_LOG)
+        self.max_log_bytes = max_log_bytes
 
     def _k(self, *parts: str) -> str:
         return self.p + ":".join(parts)
@@ -85,7 +99,8 @@ class RedisJobStore(JobStore):
         pipe.publish(self._k("events", new.id), new.status)
 
     def _log_writes(self, pipe, job_id: str, text: str) -> None:
-        pipe.append(self._k("log", job_id), text)
+        self._append_log(keys=[self._k("log", job_id)], args=[text, self.max_log_bytes, log_cut(self.max_log_bytes)],
+                         client=pipe)
         pipe.publish(self._k("events", job_id), "log")
 
     def create(self, job, *, idempotency_hash, max_active, max_queued=None):
@@ -272,6 +287,12 @@ class RedisJobStore(JobStore):
 
     def usage(self, team):
         return float(self.r.get(self._k("usage", team, utc_day())) or 0)
+
+    def add_storage(self, team, nbytes):
+        self.r.hincrby(self._k("storage"), team, int(nbytes))
+
+    def storage(self, team):
+        return int(self.r.hget(self._k("storage"), team) or 0)
 
     def fair_push(self, queue, team, job_id):
         self._fair_push(args=[self._k("fair", queue), team, job_id])

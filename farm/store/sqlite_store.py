@@ -18,7 +18,7 @@ from schemas.values import printable
 
 from ..wakeup import FALLBACK_POLL_S, Dispatcher, Doorbell
 from .base import JobStore, Subscription
-from .records import (IDEMPOTENCY_TTL_S, IdempotencyConflict, QuotaExceeded, bucket_label,
+from .records import (IDEMPOTENCY_TTL_S, MAX_LOG_BYTES, IdempotencyConflict, QuotaExceeded, bucket_label, capped,
                       device_records, dump_record, first_line, log, parse_record, utc_day)
 
 # The schema as migrations: the database's `PRAGMA user_version` says how many have run. Version 1 is the schema of
@@ -92,8 +92,8 @@ class SqliteJobStore(JobStore):
     """Every change to a job (its record or its log) bumps the job's version and, once committed, rings the
     store's doorbell with the job id: waiters (long polls, log streams) wake at once instead of polling."""
 
-    def __init__(self, path: str | Path, poll_interval: float = 0.5):
-        self.path = str(path)
+    def __init__(self, path: str | Path, poll_interval: float = 0.5, max_log_bytes: int = MAX_LOG_BYTES):
+        self.path, self.max_log_bytes = str(path), max_log_bytes
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.poll_interval = poll_interval
         self._local = threading.local()
@@ -142,6 +142,10 @@ class SqliteJobStore(JobStore):
         self._changed(job_id)
 
     def _append(self, db, job_id: str, text: str) -> None:
+        row = db.execute("SELECT length(CAST(text AS BLOB)) FROM logs WHERE job_id = ?", (job_id,)).fetchone()
+        text = capped(text, row[0] if row and row[0] else 0, self.max_log_bytes)
+        if not text:
+            return
         db.execute("INSERT INTO logs(job_id, text, version) VALUES (?, ?, 1) ON CONFLICT(job_id) "
                    "DO UPDATE SET text = text || excluded.text, version = version + 1", (job_id, text))
         self._changed(job_id)
@@ -316,6 +320,15 @@ class SqliteJobStore(JobStore):
     def usage(self, team):
         row = self.db.execute("SELECT value FROM counters WHERE name = ?", (f"usage:{team}:{utc_day()}",)).fetchone()
         return float(row[0]) if row else 0.0
+
+    def add_storage(self, team, nbytes):
+        with self._tx() as db:
+            db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                       (f"storage:{team}", int(nbytes)))
+
+    def storage(self, team):
+        row = self.db.execute("SELECT value FROM counters WHERE name = ?", (f"storage:{team}",)).fetchone()
+        return int(row[0]) if row else 0
 
     def fair_push(self, queue, team, job_id):
         with self._tx() as db:

@@ -4,13 +4,14 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Header, Response
+from fastapi.responses import FileResponse
 
 from schemas.jobs import ArtifactEntry, ArtifactManifest
 from service import jobs
 from service.bundle import bundle_files, pack
 from service.deps import artifacts_dep, scoped_team, store_dep
 from service.problems import Problem
-from farm.store import media_type, safe_name, sha256
+from farm.store import file_digest, media_type, safe_name
 
 router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["artifacts"])
 
@@ -21,8 +22,8 @@ def list_artifacts(job_id: str, team: str | None = Depends(scoped_team), store=D
     job = jobs.load(job_id, store, team)
     entries = []
     for name, path in artifacts.job_files(job).items():
-        data = path.read_bytes()
-        entries.append(ArtifactEntry(name=name, size=len(data), sha256=sha256(data), media_type=media_type(name)))
+        size, digest = file_digest(path)
+        entries.append(ArtifactEntry(name=name, size=size, sha256=digest, media_type=media_type(name)))
     return ArtifactManifest(job_id=job.id, artifacts=entries)
 
 
@@ -36,12 +37,11 @@ def get_artifact(job_id: str, name: str, if_none_match: str | None = Header(defa
     path = artifacts.job_files(job).get(name)
     if path is None:
         raise Problem(404, f"job {job_id} has no artifact {name!r}", type_="/problems/not-found")
-    data = path.read_bytes()
-    etag = f'"{sha256(data)}"'
+    etag = f'"{file_digest(path)[1]}"'
     headers = {"ETag": etag, "Cache-Control": "private, max-age=31536000, immutable"}
     if if_none_match and etag in [tag.strip() for tag in if_none_match.split(",")] + ['"*"']:
         return Response(status_code=304, headers=headers)
-    return Response(data, media_type=media_type(name), headers=headers)
+    return FileResponse(path, media_type=media_type(name), headers=headers)  # streamed, not read whole
 
 
 @router.get("/bundle", summary="Everything in one archive: artifacts, manifest.json, logs, IR dumps, emulator output",

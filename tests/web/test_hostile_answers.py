@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from urllib.parse import quote
 from pathlib import Path
 
 import httpx
@@ -304,3 +305,24 @@ def test_api_docs_work_under_their_policy(browser, hostile):
     assert "script-src 'self' 'sha256-" in response.headers["content-security-policy"]
     page.wait_for_selector(".opblock-summary-path")  # Swagger UI rendered the operations from /openapi.json
     assert page.evaluate("window.__csp") == []
+
+
+def test_hostile_files_opened_directly_are_inert(browser, hostile):
+    """An artifact, the source or the log opened as a page of its own (a link, a typed URL): served as what it is,
+    never as HTML, with nosniff and a policy that allows nothing; and a page naming a job id that is markup."""
+    service, ids = hostile
+    page, requests = sign_in(browser, service.url)
+    job = f"/v1/jobs/{ids['planted']}"
+    for path in (f"{job}/artifacts/reader.cpp", f"{job}/artifacts/emulate/report.json", f"{job}/artifacts/ir/01_TTCheckKernel.py",
+                 f"{job}/source", f"{job}/logs", f"{job}/artifacts"):
+        response = page.goto(service.url + path)
+        assert response.status == 200, path
+        headers = response.headers
+        assert not headers["content-type"].startswith(("text/html", "image/svg")), (path, headers["content-type"])
+        assert headers["x-content-type-options"] == "nosniff" and "sandbox" in headers["content-security-policy"]
+        assert page.evaluate("typeof window.__xss === 'undefined' || window.__xss.length === 0"), path
+        assert page.evaluate(INJECTED) == [], path
+    page.goto(service.url + "/jobs/" + quote(PAYLOADS[0]))
+    page.wait_for_selector("#missing")
+    assert PAYLOADS[0][:20] in page.inner_text("#missing") or "no job" in page.inner_text("#missing")
+    assert_inert(page, requests)

@@ -162,21 +162,31 @@ class StoreLowering:
                           hint="reduce with T.reduce_sum / T.reduce_max into a 1-D fragment")
         value = self.normalize(value)
         value = self.hoist(value, shape)
+        # an expression of several ops stored into a 16-bit tile is computed in float32 and rounded once, on the
+        # store (a GPU computes `h[i, j] = a[i, j] * (b[i, j] - c[j]) * s` in registers): computed in the tile
+        # itself, every op would round to 16 bits
+        narrow = dst.buffer.dtype in ("float16", "bfloat16") and self.op_count(value) > 1
         if dst.buffer.scope == "global":
             if isinstance(value, Load) and value.buffer.scope != "global" and not value.buffer.filled_from_dram \
                     and self.shape_of(value) == shape:
                 self.emit("copy", dst, self.leaf(value))
                 return
-            tmp = self.temp(shape, dst.buffer.dtype)
+            tmp = self.temp(shape, "float32" if narrow else dst.buffer.dtype)
             self.compute(value, tmp)
             self.emit("copy", dst, tmp)
             return
-        if self.clobbers(value, dst):
-            tmp = self.temp(shape, dst.buffer.dtype)
+        if narrow or self.clobbers(value, dst):
+            tmp = self.temp(shape, "float32" if narrow else dst.buffer.dtype)
             self.compute(value, tmp)
             self.emit("copy", dst, tmp)
             return
         self.compute(value, dst)
+
+    def op_count(self, e) -> int:
+        """Tile ops evaluating `e` takes (casts are free: they round where the value is stored)."""
+        if self.is_leaf(e):
+            return 0
+        return (0 if isinstance(e, Cast) else 1) + sum(self.op_count(a) for a in args_of(e))
 
     def temp(self, shape, dtype) -> Region:
         buf = self.rec.temp(shape, dtype, "local", self.location)

@@ -286,7 +286,28 @@ def affine(e) -> tuple[dict, int] | None:
                 return None
             return {}, {"//": lambda: x // y, "%": lambda: x % y, "max": lambda: max(x, y),
                         "min": lambda: min(x, y)}[e.op]()
+        if e.op in ("//", "%") and not b[0] and b[1] > 0 and all(c % b[1] == 0 for c in a[0].values()):
+            # (64 * by + 128) // 64 = by + 2: exact; % leaves the constant's remainder
+            if e.op == "//":
+                return {v: c // b[1] for v, c in a[0].items()}, a[1] // b[1]
+            return {}, a[1] % b[1]
+        if e.op in ("//", "%", "max", "min") and is_index(e):
+            return {_atom(e): 1}, 0        # (by * 64) // 48: one opaque term, which cancels against itself
     return None
+
+
+_ATOMS: dict[str, "Var"] = {}
+
+
+def _atom(e) -> "Var":
+    """A non-affine integer term as a variable of its own, one per distinct text (so `(k + 1) * n - k * n` with
+    k = j + by // 3 is still n)."""
+    a, b = render_int(e.a), render_int(e.b)
+    text = f"T.{e.op}({a}, {b})" if e.op in ("max", "min") else f"({a}) {e.op} ({b})"
+    atom = _ATOMS.get(text)
+    if atom is None:
+        atom = _ATOMS[text] = Var(text, "atom", None)
+    return atom
 
 
 def constant_int(e) -> int | None:

@@ -485,15 +485,70 @@ def _transposed_tile(rec, r: Region, location) -> Region:
     """A scratch tile holding region `r` transposed (staged from DRAM first when `r` is global)."""
     rows, cols = r.shape2d()
     if r.buffer.scope == "global":
-        stage = rec.temp((rows, cols), r.buffer.dtype, "shared", location)
-        stage.filled_from_dram = True
-        whole = Region(stage, (wrap(0), wrap(0)), (rows, cols))
-        rec.emit(TileOp("copy", (whole, r)), location)
-        r = whole
+        r = _staged(rec, r, location)
     tmp = rec.temp((cols, rows), r.buffer.dtype, "local", location)
     out = Region(tmp, (wrap(0), wrap(0)), (cols, rows))
     rec.emit(TileOp("cast", (out, r), {"transpose": True}), location)
     return out
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, **_options):
+    """`T.atomic_add(dst, value)`: dst += value. Into a global tensor several blocks may add into, it is read,
+    added to and written back, and every block that may reach the same tiles runs on one core in block order
+    (TTSerializeAccumulation): the sum a GPU's atomics produce, in a defined order. Into a tile of the block, a
+    plain in-place add. Element form (`T.atomic_add(dQ[.., i, j], dq[i, j])` in a T.Parallel) or tile form
+    (`T.atomic_add(C[by * bm, bx * bn], C_local)`)."""
+    rec = current()
+    location = user_location()
+    if return_prev:
+        fail("T.atomic_add(..., return_prev=True) is outside tilefarm's TileLang subset: no block sees another's "
+             "partial sum")
+    value = number(value)
+    if rec.parallel is not None:
+        if not isinstance(dst, Load):
+            fail("T.atomic_add inside a T.Parallel adds into one element: `T.atomic_add(C[i, j], value)`")
+        if dst.buffer.scope == "global":
+            rec.accumulated.setdefault(dst.buffer, location)
+        rec.store(dst.buffer, dst.indices, Load(dst.buffer, dst.indices) + wrap(value))
+        return
+    rec.require_kernel("T.atomic_add")
+    d = as_region(dst, "T.atomic_add destination")
+    if isinstance(value, (Buffer, Region, Load)):
+        v = as_region(value, "T.atomic_add value")
+        if d.extents is None and v.extents is None:
+            fail("T.atomic_add between two head addresses; one side must be a whole buffer or a sliced region")
+        d = fill_head(d, v) if d.extents is None else d
+        v = fill_head(v, d) if v.extents is None else v
+        unify(d.buffer, v.buffer)
+        operand = v
+    else:
+        if d.extents is None:
+            fail("T.atomic_add of a number into a head address; give the destination as a region `C[a:b, c:d]`")
+        operand = scalar_text(value, d.buffer.dtype)
+    if d.buffer.scope != "global":          # a tile of this block: one core adds in program order
+        rec.emit(TileOp("add", (d, d, operand)), location)
+        return
+    rec.accumulated.setdefault(d.buffer, location)
+    shape = d.shape2d()
+    stage = rec.temp(shape, d.buffer.dtype, "shared", location)
+    stage.filled_from_dram = True
+    old = Region(stage, (wrap(0), wrap(0)), shape)
+    rec.emit(TileOp("copy", (old, d)), location)
+    if isinstance(operand, Region) and operand.buffer.scope == "global":
+        operand = _staged(rec, operand, location)
+    total = Region(rec.temp(shape, d.buffer.dtype, "local", location), (wrap(0), wrap(0)), shape)
+    rec.emit(TileOp("add", (total, old, operand)), location)
+    rec.emit(TileOp("copy", (d, total)), location)
+
+
+def _staged(rec, r: Region, location) -> Region:
+    """A global region read into a shared tile of its own."""
+    shape = r.shape2d()
+    stage = rec.temp(shape, r.buffer.dtype, "shared", location)
+    stage.filled_from_dram = True
+    whole = Region(stage, (wrap(0), wrap(0)), shape)
+    rec.emit(TileOp("copy", (whole, r)), location)
+    return whole
 
 
 def _fill(buffer, value, op):
@@ -655,7 +710,6 @@ def dynamic(name, dtype="int32"):
 symbolic = dynamic
 
 _WHY = {
-    "atomic_add": "atomics have no counterpart between Tensix cores (each block owns its output tiles)",
     "atomic_max": "atomics have no counterpart between Tensix cores",
     "alloc_global": "global scratch buffers are not supported",
     "get_thread_binding": "thread and warp indices do not exist on Tenstorrent (a block runs on one core)",
@@ -711,7 +765,7 @@ def build_module() -> types.ModuleType:
         const=const, empty=empty, match_buffer=match_buffer, use_swizzle=use_swizzle, annotate_layout=annotate_layout,
         annotate_padding=annotate_padding, annotate_l2_hit_ratio=annotate_l2_hit_ratio,
         disable_warp_group_reg_alloc=disable_warp_group_reg_alloc, no_set_max_nreg=no_set_max_nreg,
-        sync_threads=sync_threads, GemmWarpPolicy=Names("GemmWarpPolicy"), Layout=_layout_object,
+        sync_threads=sync_threads, atomic_add=atomic_add, GemmWarpPolicy=Names("GemmWarpPolicy"), Layout=_layout_object,
         Fragment=_layout_object,
         float=DTYPES["float32"], half=DTYPES["float16"], **DTYPES,
     )

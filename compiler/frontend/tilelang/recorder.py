@@ -292,6 +292,7 @@ class Recorder:
         self.kernel_state = "before"          # before | open | closed
         self.names: set[str] = set()
         self.stages = 0
+        self.accumulated: dict[Buffer, SourceLocation | None] = {}   # outputs T.atomic_add adds into
         self.temp_count = 0
         self.aliases: dict[Buffer, Buffer] = {}     # staging tile -> its computed copy (see versioned())
         self.filled_at: dict[Buffer, int] = {}      # staging tile -> the line of its last fill from DRAM
@@ -501,6 +502,9 @@ class Recorder:
         params = ", ".join(f"{b.name}: T.Buffer({shape_text(b.matrix_shape())}, \"{b._dtype}\")" for b in self.params)
         line("@T.prim_func", def_location, 0)
         line(f"def {name}({params}):", def_location, 0)
+        if self.accumulated:
+            names = ", ".join(f'"{b.name}"' for b in self.accumulated)
+            line(f'T.func_attr({{"tt.accumulate": [{names}]}})', next(iter(self.accumulated.values())))
         variables, extents, kernel_location = self.grid
         line("T.device_entry()", kernel_location)
         ids = ", ".join(v.name for v in reversed(variables))
