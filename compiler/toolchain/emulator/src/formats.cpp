@@ -1,5 +1,6 @@
 #include "formats.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ttemu::fmt {
@@ -62,6 +63,7 @@ const char* name(std::uint8_t format) {
         case Float16: return "Float16";
         case Float16_b: return "Float16_b";
         case Bfp8_b: return "Bfp8_b";
+        case Bfp4_b: return "Bfp4_b";
         case Tf32: return "Tf32";
         default: return "unsupported";
     }
@@ -72,40 +74,63 @@ std::uint32_t tile_bytes(std::uint8_t format) {
         case Float32: return 4096;
         case Float16:
         case Float16_b: return 2048;
-        case Bfp8_b: return 1088;
+        case Bfp8_b: return 64 + 1024;  // shared exponents, then one byte per datum
+        case Bfp4_b: return 64 + 512;   // shared exponents, then half a byte per datum
         default: return 0;
     }
 }
 
 bool supported(std::uint8_t format) {
-    return format == Float32 || format == Float16 || format == Float16_b || format == Bfp8_b;
+    return format == Float32 || format == Float16 || format == Float16_b || format == Bfp8_b || format == Bfp4_b;
 }
 
-// Bfp8_b (approximate model): 64 shared exponents (one per 16-value face row) then 1024 sign+7-bit mantissas,
-// each mantissa the value's magnitude scaled by 2^(6 - shared_exp) and rounded to nearest.
-static void unpack_bfp8(const std::uint8_t* src, float* faceorder) {
-    for (int g = 0; g < 64; ++g) {
-        int e = static_cast<int>(src[g]) - 127;
-        for (int i = 0; i < 16; ++i) {
-            std::uint8_t m = src[64 + g * 16 + i];
-            float mag = std::ldexp(static_cast<float>(m & 0x7f), e - 6);
-            faceorder[g * 16 + i] = (m & 0x80) ? -mag : mag;
-        }
+int bfp_shared_exponent(const float* sixteen) {
+    std::uint32_t shared = 0;
+    for (int i = 0; i < 16; ++i) shared = std::max(shared, (bits_of(sixteen[i]) >> 23) & 0xffu);
+    return static_cast<int>(shared);
+}
+
+std::uint8_t bfp_encode(float value, int shared_exp, int mantissa_bits) {
+    std::uint32_t u = bits_of(value);
+    if ((u & 0x7fffffffu) == 0) return 0;
+    std::uint32_t sign = u >> 31, exp = (u >> 23) & 0xffu;
+    std::uint32_t significand = (u & 0x7fffffu) | 0x800000u;  // 24 bits with the hidden one
+    int gap = shared_exp - static_cast<int>(exp);
+    significand = gap >= 32 ? 0 : significand >> gap;
+    const int drop = 24 - mantissa_bits;
+    const std::uint32_t rest = significand & ((1u << drop) - 1), half = 1u << (drop - 1);
+    std::uint32_t m = significand >> drop;
+    if (rest > half || (rest == half && (m & 1u))) ++m;
+    m = std::min(m, (1u << mantissa_bits) - 1);
+    if (m == 0) sign = 0;
+    return static_cast<std::uint8_t>((sign << mantissa_bits) | m);
+}
+
+float bfp_decode(std::uint8_t datum, int shared_exp, int mantissa_bits) {
+    std::uint32_t m = datum & ((1u << mantissa_bits) - 1);
+    float mag = std::ldexp(static_cast<float>(m), shared_exp - 127 - (mantissa_bits - 1));
+    return (datum >> mantissa_bits) & 1u ? -mag : mag;
+}
+
+// `faceorder` is the tile's 1024 datums in face order; 64 rows of 16 share an exponent each.
+static void unpack_bfp(const std::uint8_t* src, int mantissa_bits, float* faceorder) {
+    for (int i = 0; i < kTileElems; ++i) {
+        std::uint8_t datum = mantissa_bits == 7 ? src[64 + i] : static_cast<std::uint8_t>((src[64 + i / 2] >> (4 * (i & 1))) & 0xfu);
+        faceorder[i] = bfp_decode(datum, src[i / 16], mantissa_bits);
     }
 }
-static void pack_bfp8(const float* faceorder, std::uint8_t* dst) {
-    for (int g = 0; g < 64; ++g) {
-        int max_exp = -127;
-        for (int i = 0; i < 16; ++i) {
-            float v = faceorder[g * 16 + i];
-            if (v != 0.0f && std::isfinite(v)) max_exp = std::max(max_exp, std::ilogb(v));
-        }
-        dst[g] = static_cast<std::uint8_t>(max_exp + 127);
-        for (int i = 0; i < 16; ++i) {
-            float v = faceorder[g * 16 + i];
-            float scaled = std::nearbyint(std::ldexp(std::fabs(v), 6 - max_exp));
-            std::uint32_t m = scaled > 127.0f ? 127u : static_cast<std::uint32_t>(scaled);
-            dst[64 + g * 16 + i] = static_cast<std::uint8_t>((std::signbit(v) && m ? 0x80u : 0u) | m);
+static void pack_bfp(const float* faceorder, int mantissa_bits, std::uint8_t* dst) {
+    if (mantissa_bits == 3) std::memset(dst + 64, 0, 512);
+    for (int row = 0; row < 64; ++row) {
+        int shared = bfp_shared_exponent(faceorder + row * 16);
+        dst[row] = static_cast<std::uint8_t>(shared);
+        for (int j = 0; j < 16; ++j) {
+            int i = row * 16 + j;
+            std::uint8_t datum = bfp_encode(faceorder[i], shared, mantissa_bits);
+            if (mantissa_bits == 7)
+                dst[64 + i] = datum;
+            else
+                dst[64 + i / 2] |= static_cast<std::uint8_t>(datum << (4 * (i & 1)));
         }
     }
 }
@@ -128,7 +153,8 @@ void unpack_tile(const std::uint8_t* src, std::uint8_t format, float* rowmajor) 
                 faceorder[i] = fp16_to_f32(h);
             }
             break;
-        case Bfp8_b: unpack_bfp8(src, faceorder); break;
+        case Bfp8_b: unpack_bfp(src, 7, faceorder); break;
+        case Bfp4_b: unpack_bfp(src, 3, faceorder); break;
         default: std::memset(faceorder, 0, sizeof faceorder); break;
     }
     for (int r = 0; r < 32; ++r)
@@ -153,7 +179,8 @@ void pack_tile(const float* rowmajor, std::uint8_t format, std::uint8_t* dst) {
                 std::memcpy(dst + 2 * i, &h, 2);
             }
             break;
-        case Bfp8_b: pack_bfp8(faceorder, dst); break;
+        case Bfp8_b: pack_bfp(faceorder, 7, dst); break;
+        case Bfp4_b: pack_bfp(faceorder, 3, dst); break;
         default: break;
     }
 }

@@ -5,7 +5,7 @@
 #include <cstring>
 
 namespace ttemu::fmt {
-enum Format : std::uint8_t { Float32 = 0, Float16 = 1, Tf32 = 4, Float16_b = 5, Bfp8_b = 6, Invalid = 0xff };
+enum Format : std::uint8_t { Float32 = 0, Float16 = 1, Tf32 = 4, Float16_b = 5, Bfp8_b = 6, Bfp4_b = 7, Invalid = 0xff };
 constexpr int kTileElems = 1024;
 
 inline std::uint32_t bits_of(float f) {
@@ -43,4 +43,14 @@ inline std::uint32_t datum_bytes(std::uint8_t format) { return format == Float32
 // Tile bytes in `format` (face order) <-> row-major float[1024].
 void unpack_tile(const std::uint8_t* src, std::uint8_t format, float* rowmajor);
 void pack_tile(const float* rowmajor, std::uint8_t format, std::uint8_t* dst);
+
+// Block floating point (Bfp8_b, Bfp4_b), as tt-metal's host packs it and the unpacker reads it: each 16-datum row of
+// a face shares the largest 8-bit exponent of its datums; a datum keeps a sign and `mantissa_bits` (7 or 3) bits of
+// its 24-bit significand (hidden bit included) shifted right by its exponent's distance to the shared one, rounded
+// to nearest, ties to even, saturating. A tile is the 64 shared exponents (one byte per face row, faces in order)
+// followed by the datums in face order (one byte each for Bfp8_b, two per byte for Bfp4_b, the first in the low
+// nibble). Decoding is exact: datum = (-1)^sign * mantissa * 2^(shared - 127 - (mantissa_bits - 1)).
+std::uint8_t bfp_encode(float value, int shared_exp, int mantissa_bits);
+float bfp_decode(std::uint8_t datum, int shared_exp, int mantissa_bits);
+int bfp_shared_exponent(const float* sixteen);
 }  // namespace ttemu::fmt

@@ -160,4 +160,19 @@ inline std::vector<float> unpack_format(const std::vector<std::uint32_t>& w, int
     }
     return out;
 }
-inline std::uint32_t format_tile_bytes(int format) { return format == 0 ? 4096 : 2048; }
+// 6 Bfp8_b, 7 Bfp4_b: 64 shared exponents, then 1024 datums of 8 or 4 bits
+inline bool is_block_format(int format) { return format == 6 || format == 7; }
+inline std::uint32_t format_tile_bytes(int format) {
+    return format == 0 ? 4096 : format == 6 ? 64 + 1024 : format == 7 ? 64 + 512 : 2048;
+}
+// Raw bytes carried in float32 .npy files (bit patterns, never arithmetic).
+inline std::vector<std::uint32_t> raw_words(const Array2D& a) {
+    std::vector<std::uint32_t> out(a.data.size());
+    std::memcpy(out.data(), a.data.data(), out.size() * 4);
+    return out;
+}
+inline std::vector<float> words_as_floats(const std::vector<std::uint32_t>& w) {
+    std::vector<float> out(w.size());
+    std::memcpy(out.data(), w.data(), w.size() * 4);
+    return out;
+}
