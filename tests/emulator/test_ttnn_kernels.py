@@ -93,12 +93,15 @@ class MatmulConfig:
     out_block_h: int = 0             # 0: per_core_m (the program config's out_block_h / out_block_w)
     out_block_w: int = 0
     no_data: bool = False            # run on unwritten buffers, read nothing back (timing runs of large shapes)
+    dtype: int = 0                   # inputs' and output's format: 0 bfloat16, 1 bfloat8_b, 2 bfloat4_b (no_data)
+    in0_sharded: bool = False        # A block-sharded in L1 over the grid (each core multicasts its K slices)
+    out_sharded: bool = False        # C block-sharded in L1 (packed in place, nothing written to DRAM)
 
     def cfg(self) -> np.ndarray:
         return np.array([[self.m, self.k, self.n, *self.grid, self.in0_block_w, self.out_subblock_h, self.out_subblock_w,
                           self.per_core_m, self.per_core_n, self.fp32_dest_acc_en, self.packer_l1_acc, self.math_fidelity,
                           self.math_approx_mode, self.pad_value, self.fault, self.out_block_h, self.out_block_w,
-                          self.no_data]], np.float32)
+                          self.no_data, self.dtype, self.in0_sharded, self.out_sharded]], np.float32)
 
 
 MATMUL_CONFIGS = {
@@ -155,6 +158,34 @@ def test_ttnn_2d_mcast_matmul_matches_numpy(run_ttnn, name):
     # one data multicast and one flag multicast per K block per sender (left column and top row)
     expected_mcasts = 2 * num_k_blocks * ((blocks_y if blocks_x > 1 else 0) + (blocks_x if blocks_y > 1 else 0))
     assert result.report["totals"]["noc_multicasts"] == expected_mcasts
+
+
+@pytest.mark.parametrize("arch, grid, per_core, in0_block_w", [
+    ("wormhole_b0", (4, 4), (2, 2), 2),    # A's shard is 2 K blocks wide: each core sends two of the row's 8 K steps
+    ("blackhole", (3, 2), (2, 3), 1),
+], ids=["wh-4x4", "bh-3x2"])
+def test_ttnn_matmul_with_a_and_c_sharded_in_l1_matches_numpy(run_ttnn, arch, grid, per_core, in0_block_w):
+    """The factory's in0 block-sharded / output block-sharded path (GEMM_FLOPS' L1 rows): every core multicasts its own
+    K slices of A along its row from its shard (reader_bmm_tile_layout_in0_sender_receiver_padding_block_sharded) and
+    packs its block of C in place; neither touches DRAM."""
+    gx, gy = grid
+    m, n, k = per_core[0] * gy * 32, per_core[1] * gx * 32, 4 * gx * 32
+    cfg = MatmulConfig(m, k, n, grid, in0_block_w=in0_block_w, out_subblock_h=1, out_subblock_w=per_core[1],
+                       per_core_m=per_core[0], per_core_n=per_core[1], packer_l1_acc=True, math_fidelity=4,
+                       in0_sharded=True, out_sharded=True)
+    rng = np.random.default_rng(9)
+    a = bf16(rng.standard_normal((m, k)).astype(np.float32))
+    b = bf16(rng.standard_normal((k, n)).astype(np.float32))
+    result = run_ttnn("matmul_2d_mcast", {"a": a, "b": b, "cfg": cfg.cfg()}, arch=arch)
+    model = tile_matmul_model(a, b, in0_block_w, packer_l1_acc=k // 32 // in0_block_w > 2, fp32_dest=False)
+    ulp = np.exp2(np.floor(np.log2(np.maximum(np.abs(model), 1.0))) - 7)
+    assert (np.abs(result.outputs["c"] - model) <= 4 * ulp).mean() > 0.999
+    buffers = result.report["buffers"]
+    assert [(x["kind"], x["sharded"]) for x in buffers] == [("l1", True), ("dram", False), ("l1", True)]
+    assert buffers[0]["bytes_read"] == 0 and buffers[2]["bytes_written"] == 0   # no DRAM traffic for A and C
+    assert buffers[1]["bytes_read"] == k * n * 2                                # B read once, from DRAM
+    # a row multicasts each K block once (its sender's shard slice) to the whole row, itself included
+    assert result.report["totals"]["noc_multicasts"] >= gy * (k // 32 // in0_block_w)
 
 
 def kernel_lines(ttnn_home: Path, kernel: str, text: str) -> list[int]:

@@ -14,12 +14,16 @@
 // argv: <unused> <input dir> <output dir>. Inputs: a.npy (M x K), b.npy (K x N), cfg.npy =
 // [M, K, N, grid_x, grid_y, in0_block_w, out_subblock_h, out_subblock_w, per_core_M, per_core_N,
 //  fp32_dest_acc_en, packer_l1_acc, math_fidelity, math_approx_mode, pad_value, fault, out_block_h, out_block_w,
-//  no_data]
+//  no_data, dtype, in0_sharded, out_sharded]
 // fault (tests of the emulator's diagnostics): 1 = the in0 senders wait for one receiver too many, 2 = the in0
 // multicast rectangle is not swapped for NoC 1. out_block_h / out_block_w (0: per_core_M / per_core_N) split a
 // core's output into blocks that each run the whole K loop (the program config's out_block_h/w). no_data = 1 runs
 // the program on unwritten buffers and reads nothing back (for the timing model's large shapes: no a.npy / b.npy,
-// no c.npy).
+// no c.npy). dtype: the inputs' and output's format, 0 bfloat16, 1 bfloat8_b, 2 bfloat4_b (block formats: timing runs
+// only, no_data). in0_sharded: A is block-sharded in L1 over the grid (shard per_core_M x K/grid_x tiles) and each
+// core multicasts its own K slices along its row (reader_bmm_tile_layout_in0_sender_receiver_padding_block_sharded);
+// out_sharded: C is block-sharded in L1, one per_core_M x per_core_N shard per core, packed in place (the factory's
+// in0_block_sharded / output_is_sharded paths).
 // Output: c.npy (M x N). A and B are tile-padded with pad_value (not zero), so the in0 reader's zeroing of the
 // last K tile's padding (in0_last_ktile_w) is what keeps the result exact.
 #include <tt-metalium/distributed.hpp>
@@ -76,15 +80,43 @@ int main(int argc, char** argv) {
     const bool bcast_batch = false;
     const uint32_t in0_last_ktile_w = K_logical % 32;  // factory's caller: logical K modulo the tile width
     const uint32_t in0_last_ktile_h = 0;               // only with transpose_a
-    const uint32_t tile_bytes = 2048;                  // bf16 32x32
-    const tt::DataFormat in_format = tt::DataFormat::Float16_b, out_format = tt::DataFormat::Float16_b;
+    const uint32_t dtype = c(19);
+    const bool in0_sharded = c(20) != 0, out_sharded = c(21) != 0;
+    const tt::DataFormat in_format = dtype == 1 ? tt::DataFormat::Bfp8_b
+                                   : dtype == 2 ? tt::DataFormat::Bfp4_b
+                                                : tt::DataFormat::Float16_b;
+    const tt::DataFormat out_format = in_format;
+    if (dtype && !no_data) {
+        std::fprintf(stderr, "block-float dtypes are for timing runs (no_data) only\n");
+        return 2;
+    }
+    const uint32_t tile_bytes = tt::tile_size(in_format);
 
     auto mesh = distributed::MeshDevice::create_unit_mesh(0);
+    // interleaved inputs land in CB pages of the tile size rounded up to the DRAM alignment (the readers multicast
+    // whole pages: reader_bmm_tile_layout_in0_sender_padding / in1_sender_writer_padding, in*_aligned_tile_size_bytes)
+    const uint32_t dram_alignment = mesh->arch() == tt::ARCH::BLACKHOLE ? 64 : 32;
+    const uint32_t in_page_bytes = (tile_bytes + dram_alignment - 1) / dram_alignment * dram_alignment;
     distributed::MeshCommandQueue& cq = mesh->mesh_command_queue();
     distributed::DeviceLocalBufferConfig dram{.page_size = tile_bytes, .buffer_type = BufferType::DRAM};
-    auto in0_buffer = distributed::MeshBuffer::create({.size = M * K * tile_bytes}, dram, mesh.get());
+    // block-sharded L1 buffers over the grid (the benchmark's create_sharded_memory_config(BLOCK, ROW_MAJOR))
+    auto l1_block_sharded = [&](uint32_t rows_t, uint32_t cols_t) {
+        ShardSpec spec(CoreRangeSet(CoreRange({0, 0}, {grid_x - 1, grid_y - 1})),
+                       {rows_t / grid_y * 32, cols_t / grid_x * 32}, ShardOrientation::ROW_MAJOR);
+        return distributed::DeviceLocalBufferConfig{
+            .page_size = tile_bytes, .buffer_type = BufferType::L1,
+            .sharding_args = BufferShardingArgs(ShardSpecBuffer(spec, {32, 32}, {rows_t, cols_t}),
+                                                TensorMemoryLayout::BLOCK_SHARDED)};
+    };
+    if ((in0_sharded && (M % grid_y || K % grid_x)) || (out_sharded && (M % grid_y || N % grid_x))) {
+        std::fprintf(stderr, "sharded operands need M, K, N in whole tiles per core of the grid\n");
+        return 2;
+    }
+    auto in0_buffer = distributed::MeshBuffer::create({.size = M * K * tile_bytes},
+                                                      in0_sharded ? l1_block_sharded(M, K) : dram, mesh.get());
     auto in1_buffer = distributed::MeshBuffer::create({.size = K * N * tile_bytes}, dram, mesh.get());
-    auto out_buffer = distributed::MeshBuffer::create({.size = M * N * tile_bytes}, dram, mesh.get());
+    auto out_buffer = distributed::MeshBuffer::create({.size = M * N * tile_bytes},
+                                                      out_sharded ? l1_block_sharded(M, N) : dram, mesh.get());
 
     // ---- factory: blocking
     const uint32_t out_block_h = c(16) ? c(16) : per_core_M, out_block_w = c(17) ? c(17) : per_core_N;
@@ -125,7 +157,7 @@ int main(int argc, char** argv) {
     if (num_cores_r > 1) in0_sender_in1_receiver = CoreRange({0, 1}, {0, num_cores_r - 1});
     if (num_cores_c > 1) in0_receiver_in1_sender = CoreRange({1, 0}, {num_cores_c - 1, 0});
     // receivers are split in half by NoC ("slightly better perf for fused qkv and selfout")
-    const bool split_half = num_cores_c > 2 && num_cores_r > 1;
+    const bool split_half = num_cores_c > 2 && num_cores_r > 1 && !in0_sharded;
     const uint32_t half_core = split_half ? num_cores_c / 2 : num_cores_c - 1;
     std::optional<CoreRange> left_half;
     if (num_cores_c > 1 && num_cores_r > 1) left_half = CoreRange({1, 1}, {half_core, num_cores_r - 1});
@@ -165,6 +197,19 @@ int main(int argc, char** argv) {
     TensorAccessorArgs(*in0_buffer).append_to(in0_sender_ct);
     TensorAccessorArgs().append_to(in0_sender_ct);  // sparsity placeholder
     in0_sender_ct.push_back(batch);                 // num_batch_compute (read after the sparsity accessor)
+    // in0 block-sharded: every core of a row sends its own K slices (the shard's blocks) along the row
+    const uint32_t in0_shard_w = K / grid_x, in0_shard_h = M / grid_y;
+    std::vector<uint32_t> in0_sharded_ct = {
+        1, 1,                                      // core_has_output_block_work, core_in_in0_receiver_mcast_grid
+        in0_block_num_tiles, in0_block_num_tiles * tile_bytes, in0_last_ktile_w, in0_last_ktile_h,
+        num_blocks, out_num_blocks_x, out_num_blocks_y,
+        in0_mcast_sender_semaphore_id, in0_mcast_receiver_semaphore_id,
+        num_blocks_x, num_blocks_x,                // in0_mcast_num_dests, in0_mcast_num_cores (the sender included)
+        grid_x, 1, 0,                              // num_x, num_y, transpose_mcast
+        in0_shard_w, in0_shard_h, in0_block_w, in0_block_h, batch,
+        0};                                        // fuse_op
+    TensorAccessorArgs(*in0_buffer).append_to(in0_sharded_ct);
+    TensorAccessorArgs().append_to(in0_sharded_ct);
 
     std::vector<uint32_t> in1_sender_writer_ct = {
         in1_tensor_stride_w, in1_tensor_stride_h, in0_block_w * in1_tensor_stride_h, in1_block_w * in1_tensor_stride_w,
@@ -199,12 +244,20 @@ int main(int argc, char** argv) {
     if (fp32_dest_acc_en) mm_kernel_defines["FP32_DEST_ACC_EN"] = "1";
     if (in0_receiver_interleaved.num_cores() == 0) in0_sender_defines["SKIP_MCAST"] = "1";
     if (in1_receiver.num_cores() == 0) in1_sender_writer_defines["SKIP_MCAST"] = "1";
+    std::map<std::string, std::string> in1_receiver_writer_defines;
+    if (out_sharded) in1_sender_writer_defines["OUT_SHARDED"] = in1_receiver_writer_defines["OUT_SHARDED"] = "1";
 
     // in1 reads weights and writes the output on the read-preferred NoC; in0 on the other one
     const NOC in0_noc = NOC::NOC_1, in1_noc = NOC::NOC_0;
     const NOC in0_split_noc = NOC::NOC_0, in1_split_noc = NOC::NOC_1;
 
-    auto in0_sender_id = CreateKernel(
+    auto in0_sender_id = in0_sharded
+        ? CreateKernel(program, KERNELS + "dataflow/reader_bmm_tile_layout_in0_sender_receiver_padding_block_sharded.cpp",
+                       all_cores,
+                       DataMovementConfig{.processor = DataMovementProcessor::RISCV_1, .noc = in0_noc,
+                                          .compile_args = in0_sharded_ct,
+                                          .named_compile_args = {{"cb_in0", CBIndex::c_0}, {"cb_in0_sharded", CBIndex::c_2}}})
+        : CreateKernel(
         program, KERNELS + "dataflow/reader_bmm_tile_layout_in0_sender_padding.cpp", in0_sender_interleaved,
         DataMovementConfig{.processor = DataMovementProcessor::RISCV_1, .noc = in0_noc, .compile_args = in0_sender_ct,
                            .defines = in0_sender_defines,
@@ -226,8 +279,9 @@ int main(int argc, char** argv) {
         in1_receiver_writer_id = CreateKernel(
             program, KERNELS + "dataflow/reader_bmm_tile_layout_in1_receiver_writer_padding.cpp", in1_receiver,
             DataMovementConfig{.processor = DataMovementProcessor::RISCV_0, .noc = in1_noc,
-                               .compile_args = in1_receiver_writer_ct, .named_compile_args = in1_receiver_named});
-    if (in0_receiver_interleaved.num_cores() > 0)
+                               .compile_args = in1_receiver_writer_ct, .defines = in1_receiver_writer_defines,
+                               .named_compile_args = in1_receiver_named});
+    if (!in0_sharded && in0_receiver_interleaved.num_cores() > 0)
         in0_receiver_id = CreateKernel(
             program, KERNELS + "dataflow/reader_bmm_tile_layout_in0_receiver.cpp", in0_receiver_interleaved,
             DataMovementConfig{.processor = DataMovementProcessor::RISCV_1, .noc = in0_noc,
@@ -263,25 +317,38 @@ int main(int argc, char** argv) {
                                                       {"cb_in0_transposed", CBIndex::c_10}}});
 
     // ---- factory: circular buffers. Output and partials share one L1 region when their formats agree.
+    // (a sharded in0 is multicast from the shard at its natural tile stride)
+    const uint32_t in0_page_bytes = in0_sharded ? tile_bytes : in_page_bytes;
     CreateCircularBuffer(program, all_cores,
-                         CircularBufferConfig(in0_CB_tiles * tile_bytes, {{CBIndex::c_0, in_format}})
-                             .set_page_size(CBIndex::c_0, tile_bytes));
+                         CircularBufferConfig(in0_CB_tiles * in0_page_bytes, {{CBIndex::c_0, in_format}})
+                             .set_page_size(CBIndex::c_0, in0_page_bytes));
+    if (in0_sharded)
+        CreateCircularBuffer(program, all_cores,
+                             CircularBufferConfig(per_core_M * in0_shard_w * tile_bytes, {{CBIndex::c_2, in_format}})
+                                 .set_page_size(CBIndex::c_2, tile_bytes)
+                                 .set_globally_allocated_address(*in0_buffer->get_reference_buffer()));
     CreateCircularBuffer(program, all_cores,
-                         CircularBufferConfig(in1_CB_tiles * tile_bytes, {{CBIndex::c_1, in_format}})
-                             .set_page_size(CBIndex::c_1, tile_bytes));
-    if (interm0_format != out_format) {
+                         CircularBufferConfig(in1_CB_tiles * in_page_bytes, {{CBIndex::c_1, in_format}})
+                             .set_page_size(CBIndex::c_1, in_page_bytes));
+    // a sharded output's CB is the core's whole shard, on the shard
+    const uint32_t out_cb_tiles = out_sharded ? per_core_M * per_core_N : out_block_tiles;
+    auto on_shard = [&](CircularBufferConfig cfg) {
+        if (out_sharded) cfg.set_globally_allocated_address(*out_buffer->get_reference_buffer());
+        return cfg;
+    };
+    if (interm0_format != out_format || (out_sharded && per_core_M != out_block_h)) {
         CreateCircularBuffer(program, CoreRangeSet({all_cores}),
                              CircularBufferConfig(out_block_tiles * interm0_tile_bytes, {{CBIndex::c_5, interm0_format}})
                                  .set_page_size(CBIndex::c_5, interm0_tile_bytes));
         CreateCircularBuffer(program, CoreRangeSet({all_cores}),
-                             CircularBufferConfig(out_block_tiles * tile_bytes, {{CBIndex::c_4, out_format}})
-                                 .set_page_size(CBIndex::c_4, tile_bytes));
+                             on_shard(CircularBufferConfig(out_cb_tiles * tile_bytes, {{CBIndex::c_4, out_format}})
+                                          .set_page_size(CBIndex::c_4, tile_bytes)));
     } else {
         CreateCircularBuffer(program, CoreRangeSet({all_cores}),
-                             CircularBufferConfig(out_block_tiles * tile_bytes,
-                                                  {{CBIndex::c_4, out_format}, {CBIndex::c_5, interm0_format}})
-                                 .set_page_size(CBIndex::c_4, tile_bytes)
-                                 .set_page_size(CBIndex::c_5, interm0_tile_bytes));
+                             on_shard(CircularBufferConfig(out_cb_tiles * tile_bytes,
+                                                           {{CBIndex::c_4, out_format}, {CBIndex::c_5, interm0_format}})
+                                          .set_page_size(CBIndex::c_4, tile_bytes)
+                                          .set_page_size(CBIndex::c_5, interm0_tile_bytes)));
     }
 
     // ---- factory: runtime args, including the partial last row/column of blocks
@@ -320,7 +387,17 @@ int main(int argc, char** argv) {
             CoreCoord in1_mcast_end = mesh->worker_core_from_logical_core({x, 1});
             if (in1_noc == NOC::NOC_0) std::swap(in1_mcast_start, in1_mcast_end);
 
-            if (in1_idx == 0) {
+            if (in0_sharded) {
+                // the row's receiver grid (its first to its last core, swapped for NoC 1), then every sender's NoC x
+                const uint32_t same_y = mesh->worker_core_from_logical_core(core).y;
+                uint32_t diff_start = mesh->worker_core_from_logical_core({0, y}).x;
+                uint32_t diff_end = mesh->worker_core_from_logical_core({num_blocks_x - 1, y}).x;
+                if (in0_noc == NOC::NOC_1) std::swap(diff_start, diff_end);
+                std::vector<uint32_t> args = {x, diff_start, same_y, diff_end, same_y};
+                for (uint32_t i = 0; i < grid_x; ++i) args.push_back(mesh->worker_core_from_logical_core({i, y}).x);
+                args.push_back(same_y);
+                SetRuntimeArgs(program, in0_sender_id, core, args);
+            } else if (in1_idx == 0) {
                 SetRuntimeArgs(program, in0_sender_id, core,
                                std::vector<uint32_t>{static_cast<uint32_t>(in0_buffer->address()),
                                                      per_core_M * in0_tensor_stride_h * in0_idx,  // start tile id
@@ -350,8 +427,8 @@ int main(int argc, char** argv) {
                     right ? last_subblock_of_last_block_w : out_subblock_w,
                     right ? last_block_padded_subblock_tiles_addr_skip : 0,
                     right ? last_block_padded_block_tiles_w_skip : 0,
-                    0, 0,  // bias address and start tile (no bias)
-                    right ? last_out_num_blocks_w : out_num_blocks_x};
+                    0, 0};  // bias address and start tile (no bias)
+                if (!out_sharded) args.push_back(right ? last_out_num_blocks_w : out_num_blocks_x);
                 SetRuntimeArgs(program, in1_sender_writer_id, core, args);
             } else {
                 const bool bottom = in0_idx == in0_end_idx, right = in1_idx == in1_end_idx;
@@ -365,9 +442,11 @@ int main(int argc, char** argv) {
                     right ? last_block_num_nonzero_subblocks_w : out_block_w / out_subblock_w,
                     right ? last_subblock_of_last_block_w : out_subblock_w,
                     right ? last_block_padded_subblock_tiles_addr_skip : 0,
-                    right ? last_block_padded_block_tiles_w_skip : 0,
-                    bottom ? last_out_num_blocks_h : out_num_blocks_y,
-                    right ? last_out_num_blocks_w : out_num_blocks_x};
+                    right ? last_block_padded_block_tiles_w_skip : 0};
+                if (!out_sharded) {
+                    args.push_back(bottom ? last_out_num_blocks_h : out_num_blocks_y);
+                    args.push_back(right ? last_out_num_blocks_w : out_num_blocks_x);
+                }
                 const bool left = x <= half_core;
                 SetRuntimeArgs(program, left ? in1_receiver_writer_id : in1_receiver_writer_other_id, core, args);
             }

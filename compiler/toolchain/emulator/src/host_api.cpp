@@ -887,14 +887,26 @@ TensorAccessorArgs::TensorAccessorArgs(const distributed::MeshBuffer& buffer, te
     if (static_cast<std::uint8_t>(config) & ~static_cast<std::uint8_t>(tensor_accessor::ArgConfig::IsDram))
         ttemu::host_fail("host-api", "TensorAccessorArgs: only interleaved layouts without runtime args are emulated");
     const Buffer& ref = *buffer.get_reference_buffer();
-    if (ref.buffer_layout() != TensorMemoryLayout::INTERLEAVED)
-        ttemu::host_fail("host-api",
-                         "TensorAccessorArgs: accessors over sharded buffers are not emulated (kernels reach "
-                         "shards through globally allocated CBs or bank addresses)");
     const bool dram = ref.buffer_type() == BufferType::DRAM;
     std::uint32_t align = dram ? ttemu::device().arch->dram_alignment : 16;
     config_word_ = dram ? static_cast<std::uint32_t>(tensor_accessor::ArgConfig::IsDram) : 0;
     aligned_page_size_ = static_cast<std::uint32_t>((buffer.page_size() + align - 1) / align * align);
+    if (ref.buffer_layout() == TensorMemoryLayout::INTERLEAVED) return;
+    // a sharded buffer: tt-metal's compile-time layout (the kernel compiles and constructs its accessor; resolving a
+    // page through it stops with `unsupported`, see api/tensor/tensor_accessor.h)
+    const ttemu::DeviceBuffer& dev = *ttemu::device().buffers.at(ref.ttemu_id());
+    config_word_ |= static_cast<std::uint32_t>(tensor_accessor::ArgConfig::Sharded);
+    const auto banks = static_cast<std::uint32_t>(dev.shard_home.size());
+    shard_args_ = {2, banks, dev.tensor_h, dev.tensor_w, dev.shard_h, dev.shard_w};
+    const ttemu::ArchSpec& arch = *ttemu::device().arch;
+    for (std::uint32_t i = 0; i < banks; i += 2) {
+        auto coord = [&](std::uint32_t b) -> std::uint32_t {
+            if (b >= banks) return 0;
+            std::uint32_t home = dev.shard_home[b];
+            return dram ? home : (((arch.noc_x0 + home % arch.grid_x) << 8) | (arch.noc_y0 + home / arch.grid_x));
+        };
+        shard_args_.push_back(coord(i) | (coord(i + 1) << 16));
+    }
 }
 
 namespace distributed {

@@ -18,7 +18,9 @@ enum class ArgConfig : std::uint8_t {
     RuntimePageSize = 128
 };
 }
-// Interleaved buffers only: CT args are [config_word, aligned_page_size].
+// CT args: [config_word, aligned_page_size] for an interleaved buffer; a sharded one adds tt-metal's layout (rank,
+// num_banks, tensor shape, shard shape in pages, bank coordinates two per word): its accessor compiles, but page
+// addressing through it is not emulated.
 class TensorAccessorArgs {
 public:
     TensorAccessorArgs() = default;
@@ -33,6 +35,7 @@ public:
     void append_to(std::vector<std::uint32_t>& compile_time_args) const {
         compile_time_args.push_back(config_word_);
         compile_time_args.push_back(aligned_page_size_);
+        compile_time_args.insert(compile_time_args.end(), shard_args_.begin(), shard_args_.end());
     }
     void append_to(std::vector<std::uint32_t>& compile_time_args,
                    std::vector<std::uint32_t>& common_runtime_args) const {
@@ -52,5 +55,6 @@ public:
 private:
     std::uint32_t config_word_ = 0;
     std::uint32_t aligned_page_size_ = 0;
+    std::vector<std::uint32_t> shard_args_;
 };
 }  // namespace tt::tt_metal

@@ -1,4 +1,5 @@
-// TensorAccessor for interleaved buffers: page i lives in bank i % NUM_BANKS.
+// TensorAccessor for interleaved buffers: page i lives in bank i % NUM_BANKS. Over a sharded buffer it is constructed
+// as on hardware, but resolving a page stops the kernel (`unsupported`): kernels reach shards through CBs placed on them.
 #pragma once
 #include <cstdint>
 #include "api/tensor/tensor_accessor_args.h"
@@ -19,14 +20,18 @@ struct TensorAccessor {
         const std::uint32_t page_size_in = TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>{}.get_aligned_page_size())
         : bank_base_address(bank_base_address_in),
           page_size(page_size_in),
-          is_dram_(TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>::is_dram) {}
+          is_dram_(TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>::is_dram),
+          sharded_(TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>::is_sharded) {}
 
     std::uint64_t get_noc_addr(const std::uint32_t page_id, const std::uint32_t offset = 0,
-                               std::uint8_t noc = 0) const {
+                               std::uint8_t noc = 0, TTEMU_SITE) const {
+        if (sharded_) ttemu::dev::unsupported("a TensorAccessor over a sharded buffer (page addressing)", ttemu_site);
         return ttemu::dev::dram_noc_addr(is_dram_, bank_base_address, page_size, page_id, offset);
     }
     // the NoC address of a page, checked against the buffer the accessor names (the object API's path)
-    std::uint64_t ttemu_checked_noc_addr(const std::uint32_t page_id, const std::uint32_t offset) const {
+    std::uint64_t ttemu_checked_noc_addr(const std::uint32_t page_id, const std::uint32_t offset,
+                                         TTEMU_SITE) const {
+        if (sharded_) ttemu::dev::unsupported("a TensorAccessor over a sharded buffer (page addressing)", ttemu_site);
         return ttemu::dev::accessor_noc_addr(is_dram_, bank_base_address, page_size, page_id, offset);
     }
     std::uint32_t get_aligned_page_size() const { return page_size; }
@@ -38,4 +43,5 @@ struct TensorAccessor {
 
 private:
     bool is_dram_;
+    bool sharded_;
 };
