@@ -2,6 +2,8 @@
 compiler/toolchain/emulator/src/timing_sim.cpp) and the plan.
 
     device time      the model's device cycles (kernels + program dispatch) at the arch's clock
+    TRISC1 span      the math RISC's first start to its last end across cores: what Tenstorrent's device profiler
+                     reports as the TRISC1 kernel duration (GEMM_FLOPS' "device based utilization" divides by it)
     cores            per core, per RISC: busy / waiting on a CB / waiting on the NoC (reads, writes, barriers,
                      semaphores) / waiting in the compute pipeline (UNPACK-MATH-PACK handshakes) / idle until the
                      program's last kernel ends
@@ -36,6 +38,7 @@ def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict,
     clock_ghz = float(timing["clock_ghz"])
     kernel_cycles = float(program["kernel_cycles"])
     device_cycles = float(program["device_cycles"])
+    trisc1_cycles = float(program.get("trisc1_cycles", 0.0))
     streams = program["streams"]
     cb_names = {str(cb["index"]): cb["name"] for cb in plan["circular_buffers"]}
 
@@ -59,6 +62,8 @@ def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict,
         "kernel_cycles": kernel_cycles, "dispatch_cycles": float(program["dispatch_cycles"]),
         "cores_used": len(cores), "grid_cores": grid_cores,
         "matrix_utilization": min(1.0, ideal / device_cycles) if device_cycles else 0.0,
+        "trisc1_cycles": trisc1_cycles, "trisc1_span_ns": trisc1_cycles / clock_ghz,
+        "matrix_utilization_trisc1": min(1.0, ideal / trisc1_cycles) if trisc1_cycles else 0.0,
         "tile_products": tile_products, "math_fidelity": fidelity, "ideal_cycles": ideal,
         "dram_read_bytes": read, "dram_written_bytes": written,
         "dram_read_min_bytes": read_min, "dram_write_min_bytes": write_min,

@@ -38,6 +38,7 @@ from tvm.tirx import exec_scope
 from ..errors import CompileError
 from ..ir import ceil_div, is_transposed, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, view_of
+from ..cost_model import matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
 from .tensorize.emit import dst_group
@@ -532,17 +533,17 @@ class Chooser:
         return out
 
     def matmul_cycles(self, blocks: dict, grid_roots) -> float | None:
-        """Modelled cycles the matrix engine's calls take per K tile for one output block of every gemm
-        (compiler/device_costs.json: a fixed cost per LLK call plus the larger of the unpacker's bytes and the
-        FPU's cycles), with tensorize's DST grouping (dst_group): the whole block in one call when it fits a full
-        DST, else a call per group of the half DST. None without a gemm on the grid's axes."""
+        """Modelled cycles the matrix engine's calls take per K tile for one output block of every gemm (the
+        larger of a call's unpack and math cycles, compiler/cost_model.py: the emulator's own model of the call),
+        with tensorize's DST grouping (dst_group): the whole block in one call when it fits a full DST, else a call
+        per group of the half DST. None without a gemm on the grid's axes."""
         if not self.a.gemms:
             return None
         try:
             costs = device_costs(self.target["arch"])
         except CompileError:   # an architecture without a cost table (grayskull): output tiles per core decide
             return None
-        fidelity = (self.target["math_fidelity"] or "HiFi4").lower()
+        fidelity = self.target["math_fidelity"] or "HiFi4"
         fp32 = bool(self.target["fp32_accumulation"])
         half, full = dst_capacity(fp32, full_sync=False), dst_capacity(fp32, full_sync=True)
         total = 0.0
@@ -559,8 +560,8 @@ class Chooser:
                 rt, ct = (1, g) if cols % g == 0 else (g // cols, cols) if g % cols == 0 else (1, 1)
             calls = rows * cols // (rt * ct)
             tile_bytes = DATA_FORMATS[self.buffers[a]["dtype"]].tile_bytes
-            unpack = (min(rt, ct) + rt * ct) * tile_bytes / costs["unpack_bytes_per_cycle"]
-            total += calls * (costs["llk_call_cycles"] + max(unpack, rt * ct * costs[f"fpu_cycles_{fidelity}"]))
+            unpack, math = matmul_block_cycles(costs, rt, ct, tile_bytes, tile_bytes, fidelity)
+            total += calls * max(unpack, math)
         return total
 
     def fit(self, blocks: dict, grid_roots, k_roots, depth: int, budget: int, shrink: bool) -> dict | None:

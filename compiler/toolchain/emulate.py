@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cost_model import matmul_block_table
 from ..target import device_costs
 from . import cache
 from .environment import child_env
@@ -208,6 +209,8 @@ def costs_env(arch: str, overrides: dict[str, float] | None = None) -> str:
         if key not in costs:
             raise KeyError(f"no cost named {key!r}")
         costs[key] = value
+
+    costs["matmul_block"] = matmul_block_table(costs)   # the matmul calls' costs, as the compiler models them
 
     def text(value) -> str:
         return ",".join(repr(float(v)) for v in value) if isinstance(value, list) else repr(float(value))

@@ -95,10 +95,18 @@ def test_double_buffered_cbs_overlap_reading_and_computing(make_bundle, run):
     rng = np.random.default_rng(1)
     x = bf16(rng.standard_normal((32 * 16, 64)).astype(np.float32))
     y = bf16(rng.standard_normal((32 * 16, 64)).astype(np.float32))
-    single = run(make_bundle("eltwise"), {"x": x, "y": y, "cfg": eltwise_cfg(cb_pages=1)})
-    double = run(make_bundle("eltwise"), {"x": x, "y": y, "cfg": eltwise_cfg(cb_pages=2)})
+    # exp per tile (32 SFPU rows of its instructions) takes about as long as reading the next two tiles from DRAM
+    exp = {"compute.cpp": "#define OP_INIT copy_init(cb_x); exp_tile_init();\n"
+                          "#define OP_BODY copy_tile(cb_x, 0, 0); exp_tile(0);"}
+    single = run(make_bundle("eltwise", prepend=exp), {"x": x, "y": y, "cfg": eltwise_cfg(cb_pages=1)})
+    double = run(make_bundle("eltwise", prepend=exp), {"x": x, "y": y, "cfg": eltwise_cfg(cb_pages=2)})
     np.testing.assert_array_equal(single.outputs["z"], double.outputs["z"])
-    assert kernel_cycles(double) < 0.9 * kernel_cycles(single)
+    # with one page the reader waits for the unpacker to pop the tile before it can read the next; with two it reads
+    # the next while the unpacker still holds the current one, and the program ends sooner
+    reader_wait = {name: next(s for s in program(r)["streams"] if s["risc"] == "NCRISC")["cb_wait"].get("0", 0.0)
+                   for name, r in (("single", single), ("double", double))}
+    assert reader_wait["single"] > 0 and reader_wait["double"] == 0
+    assert kernel_cycles(double) < kernel_cycles(single)
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +160,12 @@ def test_timing_only_gives_the_full_runs_device_time_and_the_model_is_determinis
 
 
 def test_fidelity_phases_cost_matrix_engine_cycles(matmul):
-    times = {f: device_cycles(matmul(config(f, no_data=True), timing_only=True)) for f in (0, 2, 4)}
+    # bfloat8_b operands: the unpacker's bytes per 4 x 2 call are small enough that each fidelity phase shows
+    times = {f: device_cycles(matmul(config(f, no_data=True, dtype=1), timing_only=True)) for f in (0, 2, 4)}
     assert times[0] < times[2] < times[4]
+    # bfloat16 operands unpack twice the bytes: LoFi and HiFi2 both wait for the unpacker, HiFi4 for the FPU
+    bf16_times = {f: device_cycles(matmul(config(f, no_data=True), timing_only=True)) for f in (0, 2, 4)}
+    assert abs(bf16_times[0] / bf16_times[2] - 1) < 0.02 and bf16_times[4] > 1.1 * bf16_times[2]
     hifi4 = matmul(config(4, no_data=True), timing_only=True)
     streams = program(hifi4)["streams"]
     products = sum(s["tile_products"] for s in streams)
@@ -186,8 +198,9 @@ def test_per_line_cycles_add_up_to_the_streams(matmul, ttnn_home):
     assert max(math, key=lambda l: l["busy"])["line"] == line
 
 
-def test_every_cost_has_a_source_and_every_arch_the_same_costs():
+def test_every_cost_has_a_source_and_every_fitted_one_names_its_rows():
     import json
+    import sys
     table = json.loads((Path(__file__).parents[2] / "compiler" / "device_costs.json").read_text())
     arches = {k: v for k, v in table.items() if not k.startswith("_")}
     assert set(arches) == {"wormhole_b0", "blackhole"}
@@ -195,12 +208,24 @@ def test_every_cost_has_a_source_and_every_arch_the_same_costs():
     for arch, costs in arches.items():
         assert set(costs) == names, arch
         for name, entry in costs.items():
-            assert set(entry) == {"value", "kind", "source"}, (arch, name)
             assert entry["kind"] in {"documented", "derived", "estimate", "calibrated"}, (arch, name)
+            assert set(entry) == ({"value", "kind", "source", "fitted_on"} if entry["kind"] == "calibrated"
+                                  else {"value", "kind", "source"}), (arch, name)
             assert len(entry["source"]) > 10, (arch, name)
-    # exactly one calibrated constant, the same for both architectures
-    calibrated = {(arch, n) for arch, c in arches.items() for n, e in c.items() if e["kind"] == "calibrated"}
-    assert {n for _, n in calibrated} == {"llk_call_cycles"}
+    # the fitted constants are exactly the ones bench/timing_model.py fits, each on the row it names
+    sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+    from timing_model import FIT
+    calibrated = {(arch, n): e["fitted_on"] for arch, c in arches.items() for n, e in c.items()
+                  if e["kind"] == "calibrated"}
+    assert set(calibrated) == set(FIT)
+    for (arch, name), rows in calibrated.items():
+        dtype, fidelity, m, k, n = FIT[(arch, name)]
+        assert len(rows) == 1 and rows[0].startswith(f"{arch} {m}x{k}x{n} {dtype} {fidelity} DRAM"), (arch, name, rows)
+    # Wormhole's fitting rows are its 4096^3 bf16 HiFi2 / HiFi4 rows; Blackhole fits on at most two bf16 rows of its own
+    assert {FIT[k] for k in FIT if k[0] == "wormhole_b0"} == {("bfloat16", "HiFi2", 4096, 4096, 4096),
+                                                              ("bfloat16", "HiFi4", 4096, 4096, 4096)}
+    blackhole_rows = {FIT[k] for k in FIT if k[0] == "blackhole"}
+    assert len(blackhole_rows) <= 2 and all(row[0] == "bfloat16" for row in blackhole_rows)
 
 
 def test_an_incomplete_cost_table_is_refused(make_bundle, tmp_path):

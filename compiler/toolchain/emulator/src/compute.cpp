@@ -2,7 +2,7 @@
 // (DST -> CB). The three TRISC threads of the hardware run here as one thread in program order.
 //
 // Numerics modelled:
-//  * CB data is converted exactly from its format (Float32, Float16_b, Float16, Bfp8_b approximately).
+//  * CB data is converted exactly from its format (Float32, Float16_b, Float16, Bfp8_b, Bfp4_b).
 //  * FPU operands (matmul_tiles, add/sub/mul_tiles, copy_tile without UnpackToDestFp32) pass through the 19-bit
 //    source registers: Float32 CB data is rounded to TF32 (RNE); 16-bit formats are exact.
 //  * Math is done in fp32; a matmul tile accumulates its 32 products in fp32 in k order, then adds to DST.
@@ -188,8 +188,30 @@ void fpu_event(KernelRun& run, double bytes, double loads, double math, std::uin
     if (!run.trace) return;
     std::uint32_t f = run.trace->fpu_ops++;
     timing::record(run, timing::kUnpack, Ev::UnpackOp,
-                   static_cast<float>(timing::llk() + timing::unpack_cycles(bytes, loads)), f, steps);
-    timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(timing::llk() + math), f, steps, products);
+                   static_cast<float>(timing::unpack_call() + timing::unpack_cycles(bytes, loads)), f, steps,
+                   static_cast<std::uint32_t>(bytes));
+    timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(timing::math_tile() * steps + math), f, steps,
+                   products);
+}
+// A matmul call of rt x ct output tiles: its unpack and math cycles from the compiler's cost model (timing.h).
+void matmul_event(KernelRun& run, std::uint32_t in0, std::uint32_t in1, std::uint32_t rt, std::uint32_t ct,
+                  const std::string& call) {
+    if (!run.trace) return;
+    const double* terms = timing::matmul_block_terms(rt, ct);
+    if (!terms)
+        kernel_fail("matmul-block", call,
+                    strformat("the timing model's cost table has no %u x %u matmul call (rt x ct up to 16 tiles)", rt,
+                              ct));
+    const double unpack = terms[0] + terms[1] * cb_tile_bytes(run, in0) + terms[2] * cb_tile_bytes(run, in1);
+    const double products = terms[4];
+    const double math = terms[3] + products * timing::fpu_cycles(run.kernel->math_fidelity);
+    std::uint32_t f = run.trace->fpu_ops++;
+    const double bytes = (terms[1] * cb_tile_bytes(run, in0) + terms[2] * cb_tile_bytes(run, in1)) *
+                         timing::costs().unpack_bytes_per_cycle;
+    const auto steps = static_cast<std::uint32_t>(products);
+    timing::record(run, timing::kUnpack, Ev::UnpackOp, static_cast<float>(unpack), f, steps,
+                   static_cast<std::uint32_t>(bytes));
+    timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(math), f, steps, steps);
 }
 double fidelity_phases(const KernelRun& run) {
     return timing::fpu_cycles(run.kernel->math_fidelity) / timing::fpu_cycles(0);
@@ -198,7 +220,7 @@ void sfpu_event(KernelRun& run, double instructions) {
     if (!run.trace) return;
     const timing::Costs& c = timing::costs();
     timing::record(run, timing::kMath, Ev::MathOp,
-                   static_cast<float>(timing::llk() + c.sfpu_rows_per_tile * instructions), timing::kNone, 1);
+                   static_cast<float>(timing::math_tile() + c.sfpu_rows_per_tile * instructions), timing::kNone, 1);
 }
 double sfpu_instructions(dev::SfpuOp op) {
     const timing::Costs& c = timing::costs();
@@ -216,7 +238,8 @@ void pack_event(KernelRun& run, std::uint32_t ocb, double tiles, std::uint32_t a
     const timing::Costs& c = timing::costs();
     double rate = run.compute->pack_l1_acc ? c.pack_l1_acc_bytes_per_cycle : c.pack_bytes_per_cycle;
     timing::record(run, timing::kPack, Ev::PackOp,
-                   static_cast<float>(timing::llk() + tiles * cb_tile_bytes(run, ocb) / rate), after_fpu_op);
+                   static_cast<float>(timing::pack_call() + tiles * cb_tile_bytes(run, ocb) / rate), after_fpu_op, 0,
+                   static_cast<std::uint32_t>(tiles * cb_tile_bytes(run, ocb)), run.compute->pack_l1_acc ? 1 : 0);
 }
 // tilize/untilize_block acquire, use and release a DST section themselves: the whole handshake in one call.
 void self_managed_dst_event(KernelRun& run, double bytes, double loads, double math, std::uint32_t ocb, double tiles) {
@@ -308,8 +331,7 @@ void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
     float a[1024], b[1024];
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
-    fpu_event(run, cb_tile_bytes(run, in0) + cb_tile_bytes(run, in1), 2, timing::fpu_cycles(run.kernel->math_fidelity),
-              1, 1);
+    matmul_event(run, in0, in1, 1, 1, call);
     if (timing::math_skipped()) {
         count(run, "matmul_tiles");
         return;
@@ -356,17 +378,8 @@ void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
             std::memcpy(bt, t, sizeof t);
         }
     }
-    if (run.trace) {
-        // the LLK reuses one operand per step and streams the other ([LLK] llk_unpack_AB_matmul.h: reuse in0 when
-        // ct_dim >= rt_dim): the reused tiles are unpacked once each, the streamed one once per output tile
-        const bool reuse_in0 = ct_dim >= rt_dim;
-        const double products = static_cast<double>(rt_dim) * ct_dim;
-        const double reused = reuse_in0 ? rt_dim : ct_dim;
-        const double bytes =
-            reused * cb_tile_bytes(run, reuse_in0 ? in0 : in1) + products * cb_tile_bytes(run, reuse_in0 ? in1 : in0);
-        fpu_event(run, bytes, reused + products, products * timing::fpu_cycles(run.kernel->math_fidelity),
-                  rt_dim * ct_dim, rt_dim * ct_dim);
-    }
+    // the LLK reuses one operand per step and streams the other ([LLK] llk_unpack_AB_matmul.h): compiler/cost_model.py
+    matmul_event(run, in0, in1, rt_dim, ct_dim, call);
     if (timing::math_skipped()) {
         run.counters.tile_ops["matmul_block (tiles)"] += static_cast<std::uint64_t>(rt_dim) * ct_dim;
         return;

@@ -30,7 +30,10 @@ struct Costs {
     double fpu_cycles[5] = {16, 16, 32, 48, 64};  // by MathFidelity enumerator (LoFi 0, HiFi2 2, HiFi3 3, HiFi4 4)
     double unpack_bytes_per_cycle = 64, unpack_instr_cycles = 2;
     double pack_bytes_per_cycle = 64, pack_l1_acc_bytes_per_cycle = 32;
-    double llk_call_cycles = 0;
+    // fixed costs on the TRISCs: of one LLK call on the UNPACK and PACK threads, and of each tile an LLK call
+    // processes on the MATH thread
+    double unpack_call_cycles = 0, math_tile_cycles = 0, pack_call_cycles = 0;
+    double l1_banks = 16, l1_bank_bytes_per_cycle = 16;  // L1: banks, each one 128-bit access per cycle
     double eltwise_cycles_per_tile = 8, datacopy_cycles_per_tile = 8, reduce_cycles_per_tile = 16,
            transpose_cycles_per_tile = 16;
     double sfpu_rows_per_tile = 32;
@@ -45,8 +48,13 @@ struct Costs {
     double dram_banks = 12, dram_bank_gbps = 24, dram_efficiency = 1, dram_latency_cycles = 0;
     double dispatch_ns = 0;
     std::vector<double> noc_grid, worker_noc_x, worker_noc_y, dram_noc_xy;
+    // matmul_block(rt, ct) calls: [rt, ct, unpack constant, unpack per in0 tile byte, per in1 tile byte, math constant,
+    // tile products] per call shape, the compiler's cost model (compiler/cost_model.py) tabulated
+    std::vector<double> matmul_block;
     double dram_bytes_per_cycle() const { return dram_bank_gbps * dram_efficiency / clock_ghz; }
 };
+// The cost model's terms of a matmul_block(rt, ct) call, or nullptr when the table has no such call shape.
+const double* matmul_block_terms(std::uint32_t rt, std::uint32_t ct);
 const Costs& costs();
 inline bool enabled() { return costs().loaded; }
 bool math_skipped();  // TTEMU_TIMING_ONLY=1: compute calls keep every check and event but skip the arithmetic
@@ -69,9 +77,10 @@ enum class Ev : std::uint8_t {
     WordWait,       // until this core's word b == c (aux bit 0: >= c)
     MailboxWrite,   // a = thread
     MailboxRead,    // a = thread
-    UnpackOp,       // a = FPU op sequence number, b = steps; cost = unpack cycles
+    UnpackOp,       // a = FPU op sequence number, b = steps, c = bytes read from L1; cost = unpack cycles
     MathOp,      // a = FPU op sequence number (or kNone: no unpack), b = steps, c = tile products; cost = math cycles
-    PackOp,      // a = FPU op it packs the result of (or kNone); cost = pack cycles
+    PackOp,      // a = FPU op it packs the result of (or kNone), c = bytes written to L1, aux bit 0 = L1
+                 // accumulation; cost = pack cycles
     DstAcquire,  // a = section number (1-based) MATH acquires
     DstCommit,
     DstWait,  // PACK waits for the commit of section a
@@ -111,7 +120,9 @@ std::string report_json();  // the "timing" member of report.json ("null" when t
 
 // Cost helpers used by the API implementations
 double tile_bytes(std::uint8_t format);
-double llk();
+double unpack_call();
+double math_tile();
+double pack_call();
 double unpack_cycles(double bytes, double loads);
 double fpu_cycles(int math_fidelity);
 }  // namespace timing

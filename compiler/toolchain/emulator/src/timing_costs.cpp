@@ -43,7 +43,11 @@ Costs load() {
         {"unpack_instr_cycles", &c.unpack_instr_cycles},
         {"pack_bytes_per_cycle", &c.pack_bytes_per_cycle},
         {"pack_l1_acc_bytes_per_cycle", &c.pack_l1_acc_bytes_per_cycle},
-        {"llk_call_cycles", &c.llk_call_cycles},
+        {"unpack_call_cycles", &c.unpack_call_cycles},
+        {"math_tile_cycles", &c.math_tile_cycles},
+        {"pack_call_cycles", &c.pack_call_cycles},
+        {"l1_banks", &c.l1_banks},
+        {"l1_bank_bytes_per_cycle", &c.l1_bank_bytes_per_cycle},
         {"eltwise_cycles_per_tile", &c.eltwise_cycles_per_tile},
         {"datacopy_cycles_per_tile", &c.datacopy_cycles_per_tile},
         {"reduce_cycles_per_tile", &c.reduce_cycles_per_tile},
@@ -77,6 +81,7 @@ Costs load() {
         {"worker_noc_x", &c.worker_noc_x},
         {"worker_noc_y", &c.worker_noc_y},
         {"dram_noc_xy", &c.dram_noc_xy},
+        {"matmul_block", &c.matmul_block},
     };
     std::map<std::string, bool> seen;
     std::string text = env;
@@ -109,6 +114,8 @@ Costs load() {
     c.fpu_cycles[1] = c.fpu_cycles[2];  // MathFidelity enumerator 1 is unused; HiFi2 if a kernel passes it
     if (c.noc_grid.size() != 2 || c.dram_noc_xy.size() != 2 * static_cast<std::size_t>(c.dram_banks))
         host_fail("host-api", "TTEMU_COSTS: noc_grid needs 2 numbers and dram_noc_xy 2 per DRAM bank");
+    if (c.matmul_block.size() % 7)
+        host_fail("host-api", "TTEMU_COSTS: matmul_block holds 7 numbers per call shape (rt, ct and five terms)");
     c.loaded = true;
     return c;
 }
@@ -152,7 +159,15 @@ double tile_bytes(std::uint8_t format) {
     std::uint32_t b = fmt::tile_bytes(format);
     return b ? b : 2048.0;
 }
-double llk() { return costs().llk_call_cycles; }
+const double* matmul_block_terms(std::uint32_t rt, std::uint32_t ct) {
+    const std::vector<double>& t = costs().matmul_block;
+    for (std::size_t i = 0; i + 7 <= t.size(); i += 7)
+        if (t[i] == rt && t[i + 1] == ct) return &t[i + 2];
+    return nullptr;
+}
+double unpack_call() { return costs().unpack_call_cycles; }
+double math_tile() { return costs().math_tile_cycles; }
+double pack_call() { return costs().pack_call_cycles; }
 double unpack_cycles(double bytes, double loads) {
     const Costs& c = costs();
     return loads * c.unpack_instr_cycles + bytes / c.unpack_bytes_per_cycle;

@@ -20,6 +20,7 @@
 
 #include "runtime.h"
 #include "timing.h"
+#include "timing_fabric.h"
 
 namespace ttemu::timing {
 namespace {
@@ -136,7 +137,6 @@ struct CoreSim {
     std::array<std::size_t, 3> mailbox_reads{};
     Ring unpack_start, unpack_end, unpack_steps, math_end, commits, releases;
     std::uint32_t dst_sections = 2;
-    double port_free[2][2] = {{0, 0}, {0, 0}};  // [noc][0 = inject, 1 = eject]
 };
 
 struct SimStream {
@@ -178,14 +178,11 @@ std::string json_escape(const std::string& s) {
 
 class Engine {
 public:
-    explicit Engine(const std::vector<KernelRun*>& runs) : c_(costs()), dev_(device()) {
-        const ArchSpec& arch = *dev_.arch;
-        grid_x_ = arch.grid_x;
+    explicit Engine(const std::vector<KernelRun*>& runs)
+        : c_(costs()), dev_(device()),
+          fabric_(c_, static_cast<int>(dev_.arch->grid_x), static_cast<int>(dev_.arch->grid_y)) {
+        grid_x_ = dev_.arch->grid_x;
         cores_.resize(dev_.cores.size());
-        banks_free_.assign(static_cast<std::size_t>(c_.dram_banks), 0.0);
-        bank_read_.assign(banks_free_.size(), 0.0);
-        bank_written_.assign(banks_free_.size(), 0.0);
-        bank_busy_.assign(banks_free_.size(), 0.0);
         for (KernelRun* run : runs) {
             if (!run->trace) continue;
             int core = static_cast<int>(run->core->y * grid_x_ + run->core->x);
@@ -249,6 +246,14 @@ public:
         for (auto& s : streams_) end = std::max(end, s.end);
         return end + c_.dispatch_ns * c_.clock_ghz;
     }
+    // The math RISC's span from its first start to its last end across cores: what the device profiler's TRISC1
+    // kernel duration measures (every kernel starts at the launch, so the span is the last math stream's end).
+    double trisc1_cycles() const {
+        double end = 0;
+        for (auto& s : streams_)
+            if (s.run->kernel->role == Role::Compute && s.s == kMath) end = std::max(end, s.end);
+        return end;
+    }
 
     std::string json(std::uint32_t program_index) const {
         double end = 0;
@@ -257,7 +262,8 @@ public:
         std::ostringstream o;
         o.precision(10);
         o << "{\"index\": " << program_index << ", \"kernel_cycles\": " << end << ", \"dispatch_cycles\": " << dispatch
-          << ", \"device_cycles\": " << end + dispatch << ", \"forced_waits\": " << forced_ << ", \"forced_at\": [";
+          << ", \"device_cycles\": " << end + dispatch << ", \"trisc1_cycles\": " << trisc1_cycles()
+          << ", \"forced_waits\": " << forced_ << ", \"forced_at\": [";
         for (std::size_t i = 0; i < forced_at_.size(); ++i)
             o << (i ? ", " : "") << "\"" << json_escape(forced_at_[i]) << "\"";
         o << "], \"streams\": [";
@@ -306,10 +312,12 @@ public:
               << ", \"streams\": " << agg.second << "}";
             first = false;
         }
-        o << "],\n \"dram\": {\"bank_bytes_per_cycle\": " << c_.dram_bytes_per_cycle() << ", \"banks\": [";
-        for (std::size_t b = 0; b < banks_free_.size(); ++b)
-            o << (b ? ", " : "") << "{\"bank\": " << b << ", \"bytes_read\": " << bank_read_[b]
-              << ", \"bytes_written\": " << bank_written_[b] << ", \"busy_cycles\": " << bank_busy_[b] << "}";
+        o << "],\n \"noc\": {\"busiest_link_cycles\": " << fabric_.link_busy_max() << "}";
+        o << ",\n \"dram\": {\"bank_bytes_per_cycle\": " << c_.dram_bytes_per_cycle() << ", \"banks\": [";
+        for (std::size_t b = 0; b < fabric_.banks(); ++b)
+            o << (b ? ", " : "") << "{\"bank\": " << b << ", \"bytes_read\": " << fabric_.bank_read(b)
+              << ", \"bytes_written\": " << fabric_.bank_written(b) << ", \"busy_cycles\": " << fabric_.bank_busy(b)
+              << "}";
         o << "]}}";
         return o.str();
     }
@@ -322,7 +330,8 @@ private:
     std::vector<SimStream> streams_;
     std::priority_queue<HeapItem> heap_;
     std::unordered_map<std::uint64_t, std::vector<int>> waiters_;
-    std::vector<double> banks_free_, bank_read_, bank_written_, bank_busy_;
+    Fabric fabric_;
+    std::vector<std::pair<int, double>> arrivals_;  // scratch: a multicast's (core, time written)
     std::uint64_t forced_ = 0;
     std::vector<std::string> forced_at_;
 
@@ -371,107 +380,30 @@ private:
         }
     }
 
-    // ---- NoC geometry
-    std::pair<int, int> core_xy(int core) const {
-        int x = core % static_cast<int>(grid_x_), y = core / static_cast<int>(grid_x_);
-        auto pick = [](const std::vector<double>& v, int i) {
-            return v.empty() ? i : static_cast<int>(v[std::min<std::size_t>(i, v.size() - 1)]);
-        };
-        return {pick(c_.worker_noc_x, x), pick(c_.worker_noc_y, y)};
-    }
-    std::pair<int, int> endpoint_xy(std::uint32_t ep) const {
-        if (ep & kDramEndpoint) {
-            std::size_t b = std::min<std::size_t>(ep & 0xffff, banks_free_.size() - 1);
-            return {static_cast<int>(c_.dram_noc_xy[2 * b]), static_cast<int>(c_.dram_noc_xy[2 * b + 1])};
-        }
-        return core_xy(static_cast<int>(ep));
-    }
-    double latency(int noc, std::pair<int, int> from, std::pair<int, int> to) const {
-        int w = static_cast<int>(c_.noc_grid[0]), h = static_cast<int>(c_.noc_grid[1]);
-        int dx = noc == 0 ? to.first - from.first : from.first - to.first;
-        int dy = noc == 0 ? to.second - from.second : from.second - to.second;
-        dx = ((dx % w) + w) % w;
-        dy = ((dy % h) + h) % h;
-        return 2 * c_.noc_niu_cycles + (dx + dy) * c_.noc_hop_cycles;
-    }
-    double& port(int core, int noc, int dir) { return cores_[static_cast<std::size_t>(core)].port_free[noc & 1][dir]; }
-
-    // bytes through a FIFO resource that frees at `free`, moving at `rate`: returns when the last byte is through
-    static double serve(double& free, double ready, double bytes, double rate) {
-        double end = std::max(ready, free + bytes / rate);
-        free = end;
-        return end;
-    }
-
+    // ---- NoC transfers through the shared fabric (timing_fabric.h)
     void noc_read(SimStream& s, const Event& e) {
-        const int noc = e.noc & 1;
-        const double bytes = e.b, t = s.clock;
-        auto me = core_xy(s.core), src = endpoint_xy(e.a);
-        double ready;
-        if (e.a & kDramEndpoint) {
-            std::size_t b = std::min<std::size_t>(e.a & 0xffff, banks_free_.size() - 1);
-            double arrive = t + latency(noc, me, src);
-            double start = std::max(arrive, banks_free_[b]);
-            double service = bytes / c_.dram_bytes_per_cycle();
-            banks_free_[b] = start + service;
-            bank_busy_[b] += service;
-            bank_read_[b] += bytes;
-            ready = start + service + c_.dram_latency_cycles + latency(noc, src, me);
-        } else {
-            int from = static_cast<int>(e.a);
-            double start = t + latency(noc, me, src);
-            ready = serve(port(from, noc, 0), start + bytes / c_.noc_bytes_per_cycle, bytes, c_.noc_bytes_per_cycle) +
-                    latency(noc, src, me);
-        }
-        double done = serve(port(s.core, noc, 1), ready, bytes, c_.noc_bytes_per_cycle);
-        s.reads_done = std::max(s.reads_done, done);
-    }
-
-    // Arrival of `bytes` written by this stream at `dest` (a core or a DRAM bank), after leaving this core's L1.
-    double deliver(SimStream& s, int noc, double left, std::uint32_t dest, double bytes) {
-        auto me = core_xy(s.core), to = endpoint_xy(dest);
-        double arrive = left + latency(noc, me, to);
-        double done;
-        if (dest & kDramEndpoint) {
-            std::size_t b = std::min<std::size_t>(dest & 0xffff, banks_free_.size() - 1);
-            double service = bytes / c_.dram_bytes_per_cycle();
-            done = std::max(arrive, banks_free_[b] + service);
-            banks_free_[b] = done;
-            bank_busy_[b] += service;
-            bank_written_[b] += bytes;
-        } else {
-            done = serve(port(static_cast<int>(dest), noc, 1), arrive, bytes, c_.noc_bytes_per_cycle);
-        }
-        s.last_write[noc] = std::max(s.last_write[noc], done);
-        s.writes_acked = std::max(s.writes_acked, done + latency(noc, to, me));
-        return done;
+        s.reads_done = std::max(s.reads_done, fabric_.read(e.noc & 1, s.core, e.a, e.b, s.clock));
     }
 
     void noc_write(SimStream& s, const Event& e) {
         const int noc = e.noc & 1;
-        double left = serve(port(s.core, noc, 0), s.clock + e.b / c_.noc_bytes_per_cycle, e.b, c_.noc_bytes_per_cycle);
+        auto [left, done] = fabric_.write(noc, s.core, e.a, e.b, s.clock);
         s.writes_flushed = std::max(s.writes_flushed, left);
-        deliver(s, noc, left, e.a, e.b);
-    }
-
-    template <typename F>
-    void for_rect(std::uint32_t rect, bool include_self, int self, F&& f) {
-        int x0 = rect & 0xff, y0 = (rect >> 8) & 0xff, x1 = (rect >> 16) & 0xff, y1 = (rect >> 24) & 0xff;
-        for (int y = y0; y <= y1; ++y)
-            for (int x = x0; x <= x1; ++x) {
-                int core = y * static_cast<int>(grid_x_) + x;
-                if (core == self && !include_self) continue;
-                f(core);
-            }
+        s.last_write[noc] = std::max(s.last_write[noc], done);
+        s.writes_acked = std::max(s.writes_acked, done + fabric_.latency(noc, fabric_.endpoint_xy(e.a),
+                                                                         fabric_.core_xy(s.core)));
     }
 
     void noc_mcast(SimStream& s, const Event& e) {
         const int noc = e.noc & 1;
-        double rate = std::min(c_.noc_mcast_bytes_per_cycle, c_.noc_bytes_per_cycle);
-        double left = serve(port(s.core, noc, 0), s.clock + e.b / rate, e.b, rate);
+        arrivals_.clear();
+        double left = fabric_.multicast(noc, s.core, e.a, e.aux & 1, e.b, s.clock, arrivals_);
         s.writes_flushed = std::max(s.writes_flushed, left);
-        for_rect(e.a, e.aux & 1, s.core,
-                 [&](int core) { deliver(s, noc, left, static_cast<std::uint32_t>(core), e.b); });
+        const XY me = fabric_.core_xy(s.core);
+        for (const auto& [core, done] : arrivals_) {
+            s.last_write[noc] = std::max(s.last_write[noc], done);
+            s.writes_acked = std::max(s.writes_acked, done + fabric_.latency(noc, fabric_.core_xy(core), me));
+        }
     }
 
     Word& word(int core, std::uint32_t offset) {
@@ -491,15 +423,15 @@ private:
     void word_write(SimStream& s, const Event& e) {
         const int noc = e.noc & 1;
         const bool add = e.aux & 1;
-        auto me = core_xy(s.core);
+        const XY me = fabric_.core_xy(s.core);
         auto one = [&](int core) {
-            auto to = core_xy(core);
-            double arrive = std::max(s.clock + latency(noc, me, to), s.last_write[noc]);
-            s.writes_acked = std::max(s.writes_acked, arrive + latency(noc, to, me));
+            const XY to = fabric_.core_xy(core);
+            double arrive = std::max(s.clock + fabric_.latency(noc, me, to), s.last_write[noc]);
+            s.writes_acked = std::max(s.writes_acked, arrive + fabric_.latency(noc, to, me));
             word_change(core, e.b, arrive, add, e.c);
         };
         if (e.aux & 2)
-            for_rect(e.a, e.aux & 4, s.core, one);
+            fabric_.for_rect(e.a, e.aux & 4, s.core, one);
         else
             one(static_cast<int>(e.a));
     }
@@ -578,7 +510,10 @@ private:
                 advanced = wait_for(ready, kWaitPipe, key(kMathed, s.core, 0));
                 if (advanced) {
                     cs.unpack_start.push(s.clock);
-                    charge(s, e, e.cost, kBusyCat);
+                    // reading L1 beside the NoC and the packer: the banks they take meanwhile slow the unpacker
+                    const double l1 = e.c / c_.unpack_bytes_per_cycle, t0 = s.clock;
+                    charge(s, e, e.cost + fabric_.l1_stretch(s.core, kL1Unpack, t0, l1) - l1, kBusyCat);
+                    fabric_.l1_use(s.core, kL1Unpack, t0, s.clock, e.c / c_.l1_bank_bytes_per_cycle);
                     cs.unpack_end.push(s.clock);
                     cs.unpack_steps.push(e.b ? e.b : 1);
                     wake(key(kUnpacked, s.core, 0), s.clock);
@@ -613,7 +548,15 @@ private:
                 if (e.a != kNone)
                     advanced =
                         wait_for(cs.math_end.n > e.a ? cs.math_end.at(e.a) : -1, kWaitPipe, key(kMathed, s.core, 0));
-                if (advanced) charge(s, e, e.cost, kBusyCat);
+                if (advanced) {
+                    // an L1 accumulation reads and writes each bank it touches (two bank-cycles per 128 bits)
+                    const bool accumulate = e.aux & 1;
+                    const double l1 = e.c / (accumulate ? c_.pack_l1_acc_bytes_per_cycle : c_.pack_bytes_per_cycle);
+                    const double t0 = s.clock;
+                    charge(s, e, e.cost + fabric_.l1_stretch(s.core, kL1Pack, t0, l1) - l1, kBusyCat);
+                    fabric_.l1_use(s.core, kL1Pack, t0, s.clock,
+                                   e.c / c_.l1_bank_bytes_per_cycle * (accumulate ? 2 : 1));
+                }
                 break;
             case Ev::DstAcquire: {
                 std::uint64_t k = e.a;
@@ -646,7 +589,7 @@ private:
 
 std::mutex g_programs_mu;
 std::vector<std::string> g_programs;
-double g_device_cycles = 0;
+double g_device_cycles = 0, g_trisc1_cycles = 0;
 
 }  // namespace
 
@@ -657,6 +600,7 @@ void simulate(const std::vector<KernelRun*>& runs, std::uint32_t program_index) 
     std::string j = engine.json(program_index);
     std::lock_guard<std::mutex> lk(g_programs_mu);
     g_device_cycles += engine.device_cycles();
+    g_trisc1_cycles += engine.trisc1_cycles();
     g_programs.push_back(std::move(j));
 }
 
@@ -667,7 +611,8 @@ std::string report_json() {
     std::ostringstream o;
     o.precision(10);
     o << "{\"clock_ghz\": " << c.clock_ghz << ", \"timing_only\": " << (math_skipped() ? "true" : "false")
-      << ", \"device_cycles\": " << g_device_cycles << ", \"programs\": [";
+      << ", \"device_cycles\": " << g_device_cycles << ", \"trisc1_cycles\": " << g_trisc1_cycles
+      << ", \"programs\": [";
     for (std::size_t i = 0; i < g_programs.size(); ++i) o << (i ? ",\n" : "\n") << g_programs[i];
     o << "]}";
     return o.str();

@@ -25,13 +25,16 @@ struct DataMovementConfig {
     KernelBuildOptLevel opt_level = KernelBuildOptLevel::O2;
 };
 
+// tt-metal's reader / writer configs: NCRISC on the NoC preferred for DRAM reads (NoC 0: rightwards then downwards,
+// the responses of the banks in their two columns spread over the rows) and BRISC on the one preferred for DRAM writes
+// (NoC 1) -- detail::preferred_noc_for_dram_read / _write.
 struct ReaderDataMovementConfig : public DataMovementConfig {
     ReaderDataMovementConfig(std::vector<std::uint32_t> compile_args = {},
                              std::map<std::string, std::string> defines = {},
                              std::unordered_map<std::string, std::uint32_t> named_compile_args = {},
                              KernelBuildOptLevel opt_level = KernelBuildOptLevel::O2)
         : DataMovementConfig{DataMovementProcessor::RISCV_1,
-                             NOC::RISCV_1_default,
+                             NOC::NOC_0,
                              NOC_MODE::DM_DEDICATED_NOC,
                              std::move(compile_args),
                              std::move(defines),
@@ -44,7 +47,7 @@ struct WriterDataMovementConfig : public DataMovementConfig {
                              std::unordered_map<std::string, std::uint32_t> named_compile_args = {},
                              KernelBuildOptLevel opt_level = KernelBuildOptLevel::O2)
         : DataMovementConfig{DataMovementProcessor::RISCV_0,
-                             NOC::RISCV_0_default,
+                             NOC::NOC_1,
                              NOC_MODE::DM_DEDICATED_NOC,
                              std::move(compile_args),
                              std::move(defines),

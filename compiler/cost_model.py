@@ -1,0 +1,46 @@
+"""What a matmul LLK call costs on the compute kernel's TRISCs: one model, read by the compiler's block chooser
+(passes/choose_blocks.py) and by the emulator's timing model (src/compute.cpp, through TTEMU_COSTS' `matmul_block`).
+
+A `matmul_block(rt, ct)` call (matmul_tiles is the 1 x 1 case) unpacks the operand it reuses once per tile and streams
+the other once per output tile (tt-llk's llk_unpack_AB_matmul: in0 is reused when ct >= rt), then multiplies its
+rt x ct tile products. Its cost is linear in what it moves and computes (compiler/device_costs.json's constants):
+
+    unpack = unpack_call_cycles + unpack_instr_cycles x tiles unpacked
+             + (in0 tiles x in0 tile bytes + in1 tiles x in1 tile bytes) / unpack_bytes_per_cycle
+    math   = tile products x (math_tile_cycles + fpu cycles at the fidelity)
+
+so for every call shape a DST holds the emulator is handed the five coefficients [unpack constant, per in0 byte, per
+in1 byte, math constant, products] (`matmul_block_terms`) and evaluates them against the call's CB formats and the
+kernel's fidelity, as `matmul_block_cycles` does here for the compiler.
+"""
+from __future__ import annotations
+
+MAX_DST_TILES = 16   # the most tiles one DST section holds (16-bit, full sync): the largest call shape
+
+
+def matmul_block_terms(costs: dict, rt: int, ct: int) -> tuple[float, float, float, float, float]:
+    """(unpack constant, unpack cycles per in0 tile byte, per in1 tile byte, math constant, tile products)."""
+    reuse_in0 = ct >= rt
+    products = rt * ct
+    in0_tiles = rt if reuse_in0 else products
+    in1_tiles = products if reuse_in0 else ct
+    rate = float(costs["unpack_bytes_per_cycle"])
+    return (float(costs["unpack_call_cycles"]) + float(costs["unpack_instr_cycles"]) * (in0_tiles + in1_tiles),
+            in0_tiles / rate, in1_tiles / rate, float(costs["math_tile_cycles"]) * products, float(products))
+
+
+def matmul_block_cycles(costs: dict, rt: int, ct: int, in0_tile_bytes: float, in1_tile_bytes: float,
+                        fidelity: str) -> tuple[float, float]:
+    """(unpack cycles, math cycles) of one call at `fidelity` (LoFi, HiFi2, HiFi3, HiFi4)."""
+    unpack, per_in0, per_in1, math, products = matmul_block_terms(costs, rt, ct)
+    return (unpack + per_in0 * in0_tile_bytes + per_in1 * in1_tile_bytes,
+            math + products * float(costs[f"fpu_cycles_{fidelity.lower()}"]))
+
+
+def matmul_block_table(costs: dict) -> list[float]:
+    """[rt, ct, the five terms] for every rt x ct <= MAX_DST_TILES, flattened: TTEMU_COSTS' `matmul_block`."""
+    out: list[float] = []
+    for rt in range(1, MAX_DST_TILES + 1):
+        for ct in range(1, MAX_DST_TILES // rt + 1):
+            out += [rt, ct, *matmul_block_terms(costs, rt, ct)]
+    return out
