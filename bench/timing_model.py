@@ -287,6 +287,7 @@ def main() -> None:
     parser.add_argument("--max-mproducts", type=float, default=60.0)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--only-gemm", action="store_true")
+    parser.add_argument("--no-gemm", action="store_true", help="only the equality, overhead and primitive sections")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -295,7 +296,8 @@ def main() -> None:
             for arch in ([args.arch] if args.arch else ["wormhole_b0", "blackhole"]):
                 print(json.dumps(fit(runner, arch)))
             return
-        calibration(select_rows(args), args.jobs)
+        if not args.no_gemm:
+            calibration(select_rows(args), args.jobs)
         if args.only_gemm:
             return
         equality(runner)
