@@ -138,15 +138,21 @@ class Dram(_Part):
     banks: list[DramBank] = Field(max_length=256)
 
 
+class Noc(_Part):
+    busiest_link_cycles: Number   # the most cycles any one NoC link carried data
+
+
 class ProgramTiming(_Part):
     index: Count
     kernel_cycles: Number
     dispatch_cycles: Number
     device_cycles: Number
+    trisc1_cycles: Number   # the math RISC's first start to its last end across cores (the device profiler's span)
     forced_waits: Count
     forced_at: list[Message] = Field(max_length=100)
     streams: list[Stream] = Field(max_length=MAX_CORES * 8)
     lines: list[LineCost] = Field(max_length=MAX_ITEMS)
+    noc: Noc
     dram: Dram
 
 
@@ -154,6 +160,7 @@ class Timing(_Part):
     clock_ghz: Number
     timing_only: bool
     device_cycles: Number
+    trisc1_cycles: Number
     programs: list[ProgramTiming] = Field(max_length=64)
 
 
