@@ -45,10 +45,27 @@ def pages_per_block(body) -> dict[tuple[int, str], int]:
     return counts
 
 
+def first_calls(body) -> dict[tuple[int, str], int]:
+    """(cb, call) -> the position of its first call in program order."""
+    order: dict = {}
+
+    def visit(stmt):
+        found = ops.intrinsic_of(stmt)
+        if found and found[0].name in PRODUCER_OPS | CONSUMER_OPS:
+            order.setdefault((int(found[1][0]), found[0].name), len(order))
+    tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
+    return order
+
+
 def assign_movers(func, cbs: list[dict]) -> list[dict]:
     """Input CBs to the reader or the writer: greedily move the largest to the writer while that lowers the
-    busier one's tiles per block."""
+    busier one's tiles per block. An input first read after the writer first waits for an output stays on the
+    reader: the writer would wait for compute to produce that output before reading it, and compute may need it
+    first (`T.copy(c, C)` then `T.copy(A, W)`: compute waits for A's staging tile above C's pack)."""
     counts = pages_per_block(func.body)
+    order = first_calls(func.body)
+    first_output_wait = min((order[(c["index"], "cb_wait_front")] for c in cbs
+                             if c["role"] == "output" and (c["index"], "cb_wait_front") in order), default=None)
     moved = {c["index"]: counts.get((c["index"], "cb_push_back"), 0) * c["page_bytes"] for c in cbs}
     load = {ops.READER: sum(moved[c["index"]] for c in cbs if c["role"] == "input" and c["producer"] == ops.READER),
             ops.WRITER: sum(counts.get((c["index"], "cb_pop_front"), 0) * c["page_bytes"]
@@ -56,7 +73,9 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
             + sum(moved[c["index"]] for c in cbs if c["role"] == "input" and c["producer"] == ops.WRITER)}
     out = [dict(c) for c in cbs]
     candidates = sorted((c for c in out if c["role"] == "input" and c["producer"] == ops.READER
-                         and c["buffer"] != "reduce_scaler"),
+                         and c["buffer"] != "reduce_scaler"
+                         and (first_output_wait is None
+                              or order.get((c["index"], "cb_reserve_back"), 0) < first_output_wait)),
                         key=lambda c: (-moved[c["index"]], -c["index"]))
     for c in candidates:
         x = moved[c["index"]]

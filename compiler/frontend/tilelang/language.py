@@ -456,6 +456,15 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         whole = Region(stage, tuple(wrap(0) for _ in shape), shape)
         rec.emit(TileOp("copy", (whole, s)), location)
         s = whole
+    elif s.buffer.scope == "global" and s.buffer.dtype != d.buffer.dtype:
+        # a converting read (`T.copy(Logits_fp16[...], s_fp32)`): the reader fills a tile of the source's format and
+        # the unpacker converts it on the way into the engine, packed into the destination's format
+        stage = rec.temp(s.shape2d(), s.buffer.dtype, "shared", location, like=d.buffer)
+        stage.filled_from_dram = True
+        staged = Region(stage, tuple(wrap(0) for _ in stage.shape), stage.shape)
+        rec.emit(TileOp("copy", (staged, s)), location)
+        rec.emit(TileOp("cast", (d, staged)), location)
+        return
     elif s.buffer.scope == "global":
         d.buffer.filled_from_dram = True
     rec.emit(TileOp("copy", (d, s)), location)
