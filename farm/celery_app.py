@@ -7,7 +7,7 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Queue
 
-from compiler.target import DEVICES
+from farm.queue import COMPILE_QUEUE, RUN_JOB, RUN_NEXT, queue_names
 from farm.settings import get_settings
 
 settings = get_settings()
@@ -20,20 +20,13 @@ if settings.embedded:
     TRANSPORT_ALIASES[sqlite_broker.ALIAS] = "farm.sqlite_broker:Transport"
     settings.data_dir.mkdir(parents=True, exist_ok=True)
 
-COMPILE_QUEUE = "compile"
-
-
-def hardware_queue(arch: str) -> str:
-    return f"hardware.{arch}"
-
-
 app = Celery("tilefarm", broker=settings.effective_broker_url, backend=settings.effective_result_backend,
              include=["workers.tasks"])
 app.conf.update(
-    task_queues=[Queue(COMPILE_QUEUE)] + [Queue(hardware_queue(arch)) for arch in DEVICES],
+    task_queues=[Queue(name) for name in queue_names()],
     task_default_queue=COMPILE_QUEUE,
-    task_routes={"tilefarm.run_job": {"queue": COMPILE_QUEUE}, "tilefarm.run_next": {"queue": COMPILE_QUEUE}},
-    # hardware tasks are routed per arch at send time
+    task_routes={RUN_JOB: {"queue": COMPILE_QUEUE}, RUN_NEXT: {"queue": COMPILE_QUEUE}},
+    # tokens name their queue when sent (farm/queue.py: hardware tokens go to their arch's queue)
     task_serializer="json", accept_content=["json"], result_serializer="json",
     task_ignore_result=True,                 # job state lives in the job store, not in Celery results
     task_acks_late=True,                     # ack after the job ran: a worker lost mid-job leaves it in the queue

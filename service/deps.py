@@ -31,7 +31,9 @@ def _artifacts() -> ArtifactStore:
 
 @lru_cache
 def _queue() -> TaskQueue:
-    return TaskQueue(get_settings())
+    from farm.celery_app import app  # when first needed: it reads the settings when imported
+
+    return TaskQueue(get_settings(), app)
 
 
 async def store_dep() -> JobStore:

@@ -94,7 +94,9 @@ def recover(settings: Settings) -> int:
 
     Safe because tasks are idempotent: a duplicate delivery of a finished job does nothing.
     """
-    store, queue = open_store(settings), TaskQueue(settings)
+    from farm.celery_app import app  # the settings are read when it is imported: not before serve set them
+
+    store, queue = open_store(settings), TaskQueue(settings, app)
     ArtifactStore(settings.data_dir).sweep_tmp(older_than_s=0)
     release_unacknowledged(settings.embedded_broker_path, delete=True)  # their jobs are among those re-queued
     active = [job for job in store.active_jobs() if not (job.status == "queued" and job.stage == "hardware")]

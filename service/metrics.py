@@ -4,13 +4,13 @@ from __future__ import annotations
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from farm.queue import TaskQueue
+from farm.queue import queue_names
 from farm.store import STAGE_BUCKETS, JobStore
 
 
 class StoreCollector(Collector):
-    def __init__(self, store: JobStore, queue: TaskQueue):
-        self.store, self.queue = store, queue
+    def __init__(self, store: JobStore):
+        self.store = store
 
     def collect(self):
         snapshot = self.store.metrics()
@@ -19,11 +19,10 @@ class StoreCollector(Collector):
             jobs.add_metric([state], count)
         yield jobs
 
-        depth = GaugeMetricFamily("tilefarm_queue_depth", "Messages waiting in a broker queue", labels=["queue"])
-        try:
-            depth.add_metric(["compile"], self.queue.depth("compile"))
-        except Exception:  # the broker being down must not break the scrape; /readyz reports it
-            pass
+        depth = GaugeMetricFamily("tilefarm_queue_depth", "Jobs waiting in a queue (the job store's per-team FIFOs)",
+                                  labels=["queue"])
+        for name in queue_names():
+            depth.add_metric([name], self.store.fair_depth(name))
         yield depth
 
         counters = snapshot["counters"]

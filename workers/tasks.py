@@ -17,7 +17,8 @@ from farm import readiness
 from farm.settings import get_settings
 from farm.store import ArtifactStore, open_store
 from workers import leases, runner
-from farm.celery_app import COMPILE_QUEUE, app, hardware_queue
+from farm.celery_app import app
+from farm.queue import COMPILE_QUEUE, RUN_JOB, RUN_NEXT, RUN_NEXT_HARDWARE, TaskQueue, hardware_queue
 
 log = logging.getLogger("tilefarm.worker")
 _deps: dict[int, runner.WorkerDeps] = {}
@@ -118,30 +119,27 @@ class JobTask(Task):
     reject_on_worker_lost = True
 
 
+tokens = TaskQueue(get_settings(), app)
+
+
 def queue_hardware(job: JobRecord, store=None) -> None:
-    """Fair share on the device queue too: the job joins its team's FIFO, the broker gets a token."""
-    queue = hardware_queue(job.target.arch)
-    (store or deps().store).fair_push(queue, job.team, job.id)
-    run_next_hardware.apply_async(args=[queue], queue=queue)
+    """Fair share on the device queue too (farm/queue.py)."""
+    tokens.enqueue(store or deps().store, job, hardware_queue(job.target.arch))
 
 
 def queue_again(job: JobRecord, store) -> None:
-    """A job whose worker was lost, back in its queue (fair share: its team's FIFO, and a token)."""
-    if job.stage == "hardware":
-        queue_hardware(job, store)
-        return
-    store.fair_push(COMPILE_QUEUE, job.team, job.id)
-    run_next.apply_async(args=[COMPILE_QUEUE], queue=COMPILE_QUEUE)
+    """A job whose worker was lost, back in its queue."""
+    tokens.enqueue(store, job, hardware_queue(job.target.arch) if job.stage == "hardware" else COMPILE_QUEUE)
 
 
-@app.task(name="tilefarm.run_job", bind=True, base=JobTask)
+@app.task(name=RUN_JOB, bind=True, base=JobTask)
 def run_job(self, job_id: str) -> None:
     """Run one given job (recovery re-sends these)."""
     _when_warm()
     runner.run_job(job_id, deps(), queue_hardware=queue_hardware, task_id=self.request.id)
 
 
-@app.task(name="tilefarm.run_next", bind=True, base=JobTask)
+@app.task(name=RUN_NEXT, bind=True, base=JobTask)
 def run_next(self, queue: str) -> None:
     """A fair-share token of the compile queue: run the next team's next job."""
     _when_warm()
@@ -156,13 +154,7 @@ def _hardware_deps() -> runner.WorkerDeps:
     return dataclasses.replace(deps(), devices=registry(get_settings().data_dir))
 
 
-@app.task(name="tilefarm.run_hardware", bind=True, base=JobTask,
-          time_limit=get_settings().hardware_time_limit_s + get_settings().hard_limit_grace_s)
-def run_hardware(self, job_id: str) -> None:
-    runner.run_hardware(job_id, _hardware_deps(), task_id=self.request.id)
-
-
-@app.task(name="tilefarm.run_next_hardware", bind=True, base=JobTask,
+@app.task(name=RUN_NEXT_HARDWARE, bind=True, base=JobTask,
           time_limit=get_settings().hardware_time_limit_s + get_settings().hard_limit_grace_s)
 def run_next_hardware(self, queue: str) -> None:
     """A fair-share token of a hardware.<arch> queue."""

@@ -119,6 +119,10 @@ class FairQueues(ABC):
     def fair_waiting(self, queue: str) -> tuple[list[str], dict[str, list[str]]]:
         """(the teams in the order they will be served from now, each team's waiting job ids in order)."""
 
+    def fair_depth(self, queue: str) -> int:
+        """Jobs waiting in `queue` (what its tokens will take): the depth /metrics and the farm page show."""
+        return sum(len(fifo) for fifo in self.fair_waiting(queue)[1].values())
+
     def queue_positions(self, queue: str) -> dict[str, int]:
         """For each job waiting in `queue`: how many jobs will be taken before it (new arrivals aside).
 

@@ -85,7 +85,7 @@ def readyz(store=Depends(store_dep), queue=Depends(queue_dep), settings=Depends(
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-def metrics(store=Depends(store_dep), queue=Depends(queue_dep)) -> Response:
+def metrics(store=Depends(store_dep)) -> Response:
     registry = CollectorRegistry()
-    registry.register(StoreCollector(store, queue))
+    registry.register(StoreCollector(store))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -25,9 +25,9 @@ from schemas.jobs import JOB_STATUSES, STAGE_ORDER, TERMINAL, param_value
 from schemas.logs import LEVELS
 from schemas.target import Blocking, MathFidelity, PartitionPolicy
 from service.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, same_origin
-from service.deps import _keyring, queue_dep, session_key, store_dep
+from service.deps import _keyring, session_key, store_dep
 from service.problems import PROBLEM_TYPES, Problem
-from farm.queue import COMPILE_QUEUE
+from farm.queue import queue_names
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=HERE / "templates")
@@ -142,15 +142,10 @@ def examples() -> list[dict]:
 
 
 @router.get("/ui/queues")
-def queue_depths(queue=Depends(queue_dep), store=Depends(store_dep)) -> dict:
-    """Messages waiting per queue (compile and one hardware queue per arch), and jobs by state (as /metrics has)."""
-    depths: dict[str, int | None] = {}
-    for name in [COMPILE_QUEUE] + [f"hardware.{arch}" for arch in sorted(DEVICES)]:
-        try:
-            depths[name] = queue.depth(name)
-        except Exception:  # a broker that does not answer shows as unknown, not as an error page
-            depths[name] = None
-    return {"queues": depths, "jobs": store.metrics()["status"]}
+def queue_depths(store=Depends(store_dep)) -> dict:
+    """Jobs waiting per queue (compile and one hardware queue per arch; the store's FIFOs), and jobs by state (as
+    /metrics has)."""
+    return {"queues": {name: store.fair_depth(name) for name in queue_names()}, "jobs": store.metrics()["status"]}
 
 
 class SessionRequest(BaseModel):

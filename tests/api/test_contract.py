@@ -136,6 +136,9 @@ def test_queue_positions_follow_fair_share(api):
     assert api.get(f"/v1/jobs/{ids['beta'][1]}").json()["progress"]["queue_position"] == 3
     only_beta = api.get("/v1/jobs", params={"team": "beta"}).json()["items"]
     assert sorted(j["id"] for j in only_beta) == sorted(ids["beta"])
+    # the depth is the store's (the jobs waiting in its FIFOs), wherever the broker's tokens are
+    assert api.get("/ui/queues").json()["queues"]["compile"] == 5
+    assert 'tilefarm_queue_depth{queue="compile"} 5.0' in api.get("/metrics").text
 
 
 def test_every_problem_type_is_a_page(api):
