@@ -6,17 +6,10 @@ from pathlib import Path
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-
-class ApiToken(BaseModel):
-    """One API key of TILEFARM_API_TOKENS, as kept: its sha256 digest, never the key."""
-
-    model_config = ConfigDict(frozen=True)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    team: str = Field(min_length=1, max_length=64)
-    admin: bool = False
+from farm.api_keys import ApiToken, parse_tokens
 
 
 class Settings(BaseSettings):
@@ -38,7 +31,7 @@ class Settings(BaseSettings):
     auth: Literal["auto", "on", "off"] = Field(default="auto", description="auto: on when any API key is configured; "
                                                "on: every /v1 call needs a key (none configured = nobody gets in).")
     api_tokens: Annotated[list[ApiToken], NoDecode] = Field(default_factory=list, description=(
-        "'key:team[:admin],...' (or sha256:HEX:team); hashed as soon as it is read (see service/auth.py)."))
+        "'key:team[:admin],...' (or sha256:HEX:team); hashed as soon as it is read (farm/api_keys.py)."))
     api_keys_file: Path | None = Field(default=None, description="One '<key or sha256:HEX> <team> [admin]' a line.")
     max_source_bytes: int = 256 * 1024
     max_array_bytes: int = 16 * 1024 * 1024
@@ -135,19 +128,7 @@ class Settings(BaseSettings):
     @classmethod
     def _hash_tokens(cls, value):
         """Plaintext keys are replaced by their digests as soon as the settings are read."""
-        if not isinstance(value, str):
-            return value
-        from service.auth import parse_tokens
-
-        return [ApiToken(sha256=h, team=p.team, admin=p.admin) for h, p in parse_tokens(value).items()]
-
-    def keyring(self):
-        from service.auth import KeyRing, Principal, parse_keys_file
-
-        keys = {token.sha256: Principal(token.team, token.admin) for token in self.api_tokens}
-        if self.api_keys_file is not None:
-            keys.update(parse_keys_file(self.api_keys_file))
-        return KeyRing(keys, required=self.auth == "on") if self.auth != "off" else KeyRing({}, required=False)
+        return parse_tokens(value) if isinstance(value, str) else value
 
 
 @lru_cache

@@ -1,18 +1,18 @@
-"""API keys -> teams. Keys are kept only as sha256 digests; the plaintext is hashed on arrival and dropped.
+"""API keys -> teams. Keys are kept only as sha256 digests (farm/api_keys.py); a presented key is hashed on arrival
+and dropped.
 
 The dashboard's session is the key itself in an HttpOnly, SameSite=Strict cookie (set by POST /ui/session): page
-scripts never hold it, and it is honoured only on same-origin requests.
-
-Sources: TILEFARM_API_TOKENS (`key:team[:admin]`, comma-separated) and TILEFARM_API_KEYS_FILE (one key a line:
-`<key or sha256:HEX> <team> [admin]`, `#` comments). An admin key sees every team's jobs (the farm).
+scripts never hold it, and it is honoured only on same-origin requests. An admin key sees every team's jobs (the
+farm).
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 from dataclasses import dataclass
 from collections.abc import Mapping
-from pathlib import Path
+
+from farm.api_keys import digest, parse_keys_file
+from farm.settings import Settings
 
 SESSION_COOKIE = "tilefarm_token"
 SESSION_MAX_AGE_S = 30 * 86400
@@ -22,45 +22,6 @@ SESSION_MAX_AGE_S = 30 * 86400
 class Principal:
     team: str
     admin: bool = False
-
-
-def digest(key: str) -> str:
-    return hashlib.sha256(key.strip().encode()).hexdigest()
-
-
-def _entry(key: str, team: str, flags: list[str]) -> tuple[str, Principal]:
-    key = key.strip()
-    hashed = key.removeprefix("sha256:").lower() if key.startswith("sha256:") else digest(key)
-    if len(hashed) != 64 or not team.strip():
-        raise ValueError("an API key entry needs a key (or sha256:<64 hex>) and a team")
-    return hashed, Principal(team.strip()[:64], admin="admin" in [f.strip() for f in flags])
-
-
-def parse_tokens(spec: str) -> dict[str, Principal]:
-    """`key:team[:admin],...` -> {sha256(key): Principal}."""
-    keys = {}
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        fields = item.split(":")
-        if fields[0] == "sha256" and len(fields) >= 3:  # sha256:HEX:team[:admin]
-            fields = [f"sha256:{fields[1]}", *fields[2:]]
-        if len(fields) < 2:
-            raise ValueError("TILEFARM_API_TOKENS entries are key:team or key:team:admin")
-        hashed, principal = _entry(fields[0], fields[1], fields[2:])
-        keys[hashed] = principal
-    return keys
-
-
-def parse_keys_file(path: Path) -> dict[str, Principal]:
-    keys = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        fields = line.split("#", 1)[0].split()
-        if not fields:
-            continue
-        if len(fields) < 2:
-            raise ValueError(f"{path}:{number}: expected '<key or sha256:HEX> <team> [admin]'")
-        hashed, principal = _entry(fields[0], fields[1], fields[2:])
-        keys[hashed] = principal
-    return keys
 
 
 class KeyRing:
@@ -81,6 +42,14 @@ class KeyRing:
             if hmac.compare_digest(known, wanted):
                 found = principal
         return found
+
+
+def keyring(settings: Settings) -> KeyRing:
+    """The configured keys (TILEFARM_API_TOKENS, TILEFARM_API_KEYS_FILE) as TILEFARM_AUTH wants them used."""
+    if settings.auth == "off":
+        return KeyRing({}, required=False)
+    tokens = settings.api_tokens + (parse_keys_file(settings.api_keys_file) if settings.api_keys_file else [])
+    return KeyRing({token.sha256: Principal(token.team, token.admin) for token in tokens}, required=settings.auth == "on")
 
 
 def same_origin(headers: Mapping[str, str], origin: str) -> bool:

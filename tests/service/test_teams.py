@@ -197,17 +197,18 @@ def test_daily_compile_seconds_budget_is_429_until_midnight(strict_api):
 def test_key_sources_auth_modes_and_the_compose_default(tmp_path):
     from pathlib import Path
 
-    from service.auth import parse_keys_file
+    from farm.api_keys import parse_keys_file
     from farm.settings import Settings
+    from service.auth import keyring
 
     settings = Settings(api_tokens="plain-key:alpha,root-key:ops:admin")
     assert "plain-key" not in settings.api_tokens and "root-key" not in repr(settings)  # digests only
-    ring = settings.keyring()
+    ring = keyring(settings)
     assert ring.lookup("plain-key").team == "alpha" and ring.lookup("root-key").admin and ring.lookup("x") is None
-    assert not Settings().keyring().enabled                          # the embedded single-user default
-    locked = Settings(auth="on").keyring()                            # on, no key configured: nobody gets in
+    assert not keyring(Settings()).enabled                          # the embedded single-user default
+    locked = keyring(Settings(auth="on"))                            # on, no key configured: nobody gets in
     assert locked.enabled and locked.lookup("anything") is None
-    assert not Settings(auth="off", api_tokens="k:t").keyring().enabled
+    assert not keyring(Settings(auth="off", api_tokens="k:t")).enabled
     bad = tmp_path / "keys"
     bad.write_text("only-a-key\n")
     with pytest.raises(ValueError, match=":1:"):
