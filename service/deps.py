@@ -1,12 +1,18 @@
-"""FastAPI dependencies: settings, the job store, the artifact store, the task queue, the caller's team."""
+"""FastAPI dependencies, each named by a type for routes to take: `store: StoreDep`, `team: TeamDep`...
+
+SettingsDep, StoreDep, ArtifactsDep, QueueDep: the settings, the job store, the artifact store, the task queue (one
+each per process). PrincipalDep: who calls; TeamDep: the team a new job belongs to; ScopeDep: the team whose jobs
+the caller may see (None: every team's).
+"""
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Annotated
 
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from service.auth import SESSION_COOKIE, KeyRing, Principal, same_origin
+from service.auth import SESSION_COOKIE, KeyRing, Principal, keyring, same_origin
 from service.problems import Problem
 from farm.queue import TaskQueue
 from farm.settings import Settings, get_settings
@@ -15,7 +21,7 @@ from farm.store import ArtifactStore, JobStore, open_store
 
 # The dependencies are `async def` on purpose: FastAPI runs plain `def` dependencies in the thread pool, a hop each.
 
-async def settings_dep() -> Settings:
+async def _settings() -> Settings:
     return get_settings()
 
 
@@ -36,21 +42,27 @@ def _queue() -> TaskQueue:
     return TaskQueue(get_settings(), app)
 
 
-async def store_dep() -> JobStore:
+async def _store_dep() -> JobStore:
     return _store()
 
 
-async def artifacts_dep() -> ArtifactStore:
+async def _artifacts_dep() -> ArtifactStore:
     return _artifacts()
 
 
-async def queue_dep() -> TaskQueue:
+async def _queue_dep() -> TaskQueue:
     return _queue()
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
+StoreDep = Annotated[JobStore, Depends(_store_dep)]
+ArtifactsDep = Annotated[ArtifactStore, Depends(_artifacts_dep)]
+QueueDep = Annotated[TaskQueue, Depends(_queue_dep)]
 
 
 @lru_cache
 def _keyring() -> KeyRing:
-    return get_settings().keyring()
+    return keyring(get_settings())
 
 
 bearer = HTTPBearer(auto_error=False, description="An API key (`Authorization: Bearer <key>`) when the server has auth on.")
@@ -63,8 +75,9 @@ def session_key(request: Request) -> str | None:
     return key if key and same_origin(request.headers, origin) else None
 
 
-async def principal_dep(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-                        x_team: str | None = Header(default=None)) -> Principal:
+async def _principal(request: Request,
+                     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+                     x_team: Annotated[str | None, Header()] = None) -> Principal:
     """With auth on, the bearer key (or the dashboard's session cookie) names the team (and whether it is an admin);
     off, X-Team (or 'default') does."""
     keyring = _keyring()
@@ -78,11 +91,17 @@ async def principal_dep(request: Request, credentials: HTTPAuthorizationCredenti
     return principal
 
 
-async def team_dep(principal: Principal = Depends(principal_dep)) -> str:
-    """The team a new job belongs to."""
+PrincipalDep = Annotated[Principal, Depends(_principal)]
+
+
+async def _team(principal: PrincipalDep) -> str:
     return principal.team
 
 
-async def scoped_team(principal: Principal = Depends(principal_dep)) -> str | None:
-    """The team whose jobs the caller may see: its own with auth on; every team's for an admin or without auth."""
+async def _scope(principal: PrincipalDep) -> str | None:
+    """Its own team with auth on; every team's (None) for an admin or without auth."""
     return None if principal.admin or not _keyring().enabled else principal.team
+
+
+TeamDep = Annotated[str, Depends(_team)]
+ScopeDep = Annotated[str | None, Depends(_scope)]

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Header, Response
 from fastapi.responses import FileResponse
 
 from schemas.jobs import ArtifactEntry, ArtifactManifest
 from service import jobs
 from service.bundle import bundle_files, pack
-from service.deps import artifacts_dep, scoped_team, store_dep
+from service.deps import ArtifactsDep, ScopeDep, StoreDep
 from service.problems import Problem
 from farm.store import file_digest, media_type, safe_name
 
@@ -17,8 +17,7 @@ router = APIRouter(prefix="/v1/jobs/{job_id}", tags=["artifacts"])
 
 
 @router.get("/artifacts", response_model=ArtifactManifest, summary="Manifest of the job's artifacts")
-def list_artifacts(job_id: str, team: str | None = Depends(scoped_team), store=Depends(store_dep),
-                   artifacts=Depends(artifacts_dep)) -> ArtifactManifest:
+def list_artifacts(job_id: str, team: ScopeDep, store: StoreDep, artifacts: ArtifactsDep) -> ArtifactManifest:
     job = jobs.load(job_id, store, team)
     entries = []
     for name, path in artifacts.job_files(job).items():
@@ -29,8 +28,8 @@ def list_artifacts(job_id: str, team: str | None = Depends(scoped_team), store=D
 
 @router.get("/artifacts/{name:path}", summary="One artifact (ETag; If-None-Match gives 304)",
             responses={200: {"content": {"application/octet-stream": {}}}, 304: {"description": "not modified"}})
-def get_artifact(job_id: str, name: str, if_none_match: str | None = Header(default=None),
-                 team: str | None = Depends(scoped_team), store=Depends(store_dep), artifacts=Depends(artifacts_dep)):
+def get_artifact(job_id: str, name: str, team: ScopeDep, store: StoreDep, artifacts: ArtifactsDep,
+                 if_none_match: str | None = Header(default=None)):
     if not safe_name(name):
         raise Problem(400, f"invalid artifact name {name!r}", type_="/problems/bad-artifact-name")
     job = jobs.load(job_id, store, team)
@@ -46,8 +45,8 @@ def get_artifact(job_id: str, name: str, if_none_match: str | None = Header(defa
 
 @router.get("/bundle", summary="Everything in one archive: artifacts, manifest.json, logs, IR dumps, emulator output",
             responses={200: {"content": {"application/gzip": {}, "application/zip": {}}}})
-def get_bundle(job_id: str, format: Literal["tar.gz", "zip"] = "tar.gz", team: str | None = Depends(scoped_team),
-               store=Depends(store_dep), artifacts=Depends(artifacts_dep)) -> Response:
+def get_bundle(job_id: str, team: ScopeDep, store: StoreDep, artifacts: ArtifactsDep,
+               format: Literal["tar.gz", "zip"] = "tar.gz") -> Response:
     job = jobs.load(job_id, store, team)
     if not job.terminal:
         raise Problem(409, f"job {job_id} is {job.status}; the bundle is ready when it ends",

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from anyio import to_thread
-from fastapi import APIRouter, Body, Depends, Header, Query, Response
+from fastapi import APIRouter, Body, Header, Query, Response
 from fastapi.responses import PlainTextResponse
 from fastapi.sse import EventSourceResponse
 
 from schemas.jobs import JobDiff, JobList, JobOverrides, JobRequest, JobStatus, JobView
 from service import jobs
-from service.deps import artifacts_dep, queue_dep, scoped_team, settings_dep, store_dep, team_dep
+from service.deps import ArtifactsDep, QueueDep, ScopeDep, SettingsDep, StoreDep, TeamDep
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -19,9 +19,9 @@ SUBMIT_RESPONSES = {400: {"description": "malformed JSON"}, 413: {"description":
 
 
 @router.post("", status_code=202, response_model=JobView, summary="Submit a kernel", responses=SUBMIT_RESPONSES)
-def submit_job(body: JobRequest, response: Response, idempotency_key: str | None = Header(default=None, max_length=255),
-               team: str = Depends(team_dep), store=Depends(store_dep), artifacts=Depends(artifacts_dep),
-               queue=Depends(queue_dep), settings=Depends(settings_dep)) -> JobView:
+def submit_job(body: JobRequest, response: Response, team: TeamDep, store: StoreDep, artifacts: ArtifactsDep,
+               queue: QueueDep, settings: SettingsDep,
+               idempotency_key: str | None = Header(default=None, max_length=255)) -> JobView:
     job, _ = jobs.submit(body, team=team, idempotency_key=idempotency_key, store=store, artifacts=artifacts,
                          queue=queue, settings=settings)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
@@ -30,13 +30,12 @@ def submit_job(body: JobRequest, response: Response, idempotency_key: str | None
 
 
 @router.get("", response_model=JobList, summary="List jobs, newest first")
-def list_jobs(status: JobStatus | None = None,
+def list_jobs(scope: ScopeDep, store: StoreDep, status: JobStatus | None = None,
               target: str | None = Query(default=None, description="arch"),
               team: str | None = Query(default=None, max_length=64, description=(
                   "only this team's jobs (with auth on, a non-admin key sees its own team's only)")),
               limit: int = Query(default=20, ge=1, le=200),
-              cursor: str | None = Query(default=None, pattern=r"^[0-9a-f]{1,64}$"),
-              scope: str | None = Depends(scoped_team), store=Depends(store_dep)) -> JobList:
+              cursor: str | None = Query(default=None, pattern=r"^[0-9a-f]{1,64}$")) -> JobList:
     if scope is not None and team is not None and team != scope:
         return JobList(items=[])
     found, next_cursor = store.list(team=scope or team, status=status, arch=target, limit=limit, cursor=cursor)
@@ -44,10 +43,9 @@ def list_jobs(status: JobStatus | None = None,
 
 
 @router.get("/{job_id}", response_model=JobView, summary="Job status, progress and everything to reproduce it")
-async def get_job(job_id: str, response: Response, wait: float = Query(default=0, ge=0, le=jobs.MAX_WAIT_S,
-                                                                        description="long-poll: seconds to wait for the end"),
-                  team: str | None = Depends(scoped_team), store=Depends(store_dep),
-                  settings=Depends(settings_dep)) -> JobView:
+async def get_job(job_id: str, response: Response, team: ScopeDep, store: StoreDep, settings: SettingsDep,
+                  wait: float = Query(default=0, ge=0, le=jobs.MAX_WAIT_S,
+                                      description="long-poll: seconds to wait for the end")) -> JobView:
     job = await to_thread.run_sync(jobs.load, job_id, store, team)
     if wait and not job.terminal:  # waits in the event loop: a long poll holds no thread
         job = await jobs.wait_terminal(job_id, store, wait) or job
@@ -59,8 +57,8 @@ async def get_job(job_id: str, response: Response, wait: float = Query(default=0
 @router.get("/{job_id}/logs", summary="The job's log; ?follow=1 streams it as Server-Sent Events (each `log` event's "
             "id is the log's byte offset after it: reconnect with Last-Event-ID to resume where a stream dropped)",
             responses={200: {"content": {"text/plain": {}, "text/event-stream": {}}}})
-def get_logs(job_id: str, follow: bool = False, last_event_id: str | None = Header(default=None, max_length=32),
-             team: str | None = Depends(scoped_team), store=Depends(store_dep)):
+def get_logs(job_id: str, team: ScopeDep, store: StoreDep, follow: bool = False,
+             last_event_id: str | None = Header(default=None, max_length=32)):
     jobs.load(job_id, store, team)
     if follow:
         return EventSourceResponse(jobs.follow_log(job_id, store, offset=jobs.resume_offset(last_event_id)),
@@ -69,14 +67,13 @@ def get_logs(job_id: str, follow: bool = False, last_event_id: str | None = Head
 
 
 @router.get("/{job_id}/source", summary="The submitted kernel source", response_class=PlainTextResponse)
-def get_source(job_id: str, team: str | None = Depends(scoped_team), store=Depends(store_dep)) -> PlainTextResponse:
+def get_source(job_id: str, team: ScopeDep, store: StoreDep) -> PlainTextResponse:
     job = jobs.load(job_id, store, team)
     return PlainTextResponse(job.source, headers={"Content-Disposition": f'inline; filename="{job.filename}"'})
 
 
 @router.delete("/{job_id}", response_model=JobView, status_code=202, summary="Cancel a queued or running job")
-def cancel_job(job_id: str, response: Response, team: str | None = Depends(scoped_team),
-               store=Depends(store_dep)) -> JobView:
+def cancel_job(job_id: str, response: Response, team: ScopeDep, store: StoreDep) -> JobView:
     job = jobs.cancel(jobs.load(job_id, store, team), store)
     if job.terminal:
         response.status_code = 200
@@ -85,10 +82,10 @@ def cancel_job(job_id: str, response: Response, team: str | None = Depends(scope
 
 @router.post("/{job_id}/resubmit", status_code=202, response_model=JobView, responses=SUBMIT_RESPONSES,
              summary="Submit the job again (same source, options and inputs), with the given fields changed")
-def resubmit_job(job_id: str, response: Response, overrides: JobOverrides = Body(default_factory=JobOverrides),
-                 idempotency_key: str | None = Header(default=None, max_length=255),
-                 scope: str | None = Depends(scoped_team), team: str = Depends(team_dep), store=Depends(store_dep),
-                 artifacts=Depends(artifacts_dep), queue=Depends(queue_dep), settings=Depends(settings_dep)) -> JobView:
+def resubmit_job(job_id: str, response: Response, scope: ScopeDep, team: TeamDep, store: StoreDep,
+                 artifacts: ArtifactsDep, queue: QueueDep, settings: SettingsDep,
+                 overrides: JobOverrides = Body(default_factory=JobOverrides),
+                 idempotency_key: str | None = Header(default=None, max_length=255)) -> JobView:
     original = jobs.load(job_id, store, scope)
     job = jobs.resubmit(original, overrides, team=team, store=store, artifacts=artifacts, queue=queue,
                         settings=settings, idempotency_key=idempotency_key)
@@ -100,11 +97,10 @@ def resubmit_job(job_id: str, response: Response, overrides: JobOverrides = Body
             summary="What differs between two jobs: options, source, generated code, modelled device time and "
                     "utilization, verdicts, then every other artifact (unified diffs); wall-clock figures with "
                     "?timings=true")
-async def diff_jobs(job_id: str, other_id: str, timings: bool = Query(default=False, description=(
+async def diff_jobs(job_id: str, other_id: str, team: ScopeDep, store: StoreDep, artifacts: ArtifactsDep,
+                    settings: SettingsDep, timings: bool = Query(default=False, description=(
                         "also compare the run-to-run figures (stage and pass seconds, the emulator's run times), "
-                        "which differ on every run")),
-                    team: str | None = Depends(scoped_team), store=Depends(store_dep),
-                    artifacts=Depends(artifacts_dep), settings=Depends(settings_dep)) -> JobDiff:
+                        "which differ on every run"))) -> JobDiff:
     a = await to_thread.run_sync(jobs.load, job_id, store, team)
     b = await to_thread.run_sync(jobs.load, other_id, store, team)
     return await jobs.diff(a, b, artifacts, settings, timings=timings)

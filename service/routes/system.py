@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 import typing
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
@@ -12,7 +12,7 @@ from compiler.target import DATA_FORMATS, DEVICES
 from schemas.jobs import DeviceRecord, rfc3339
 from schemas.target import MathFidelity, PartitionPolicy
 from farm import readiness
-from service.deps import queue_dep, settings_dep, store_dep
+from service.deps import QueueDep, SettingsDep, StoreDep
 from service.metrics import StoreCollector
 from service.problems import Problem
 
@@ -31,7 +31,7 @@ def targets() -> dict:
 
 
 @router.get("/v1/devices", response_model=list[DeviceRecord], summary="Hardware workers and their devices")
-def devices(store=Depends(store_dep), settings=Depends(settings_dep)) -> list[DeviceRecord]:
+def devices(store: StoreDep, settings: SettingsDep) -> list[DeviceRecord]:
     stale = time.time() - 3 * settings.heartbeat_s
     return [d.model_copy(update={"state": "offline"}) if d.last_heartbeat < stale else d for d in store.devices()]
 
@@ -55,7 +55,7 @@ def _worker_view(entry: dict) -> dict:
 @router.get("/readyz", summary="Ready for jobs: the job store and broker answer and (embedded mode) the local "
                                 "worker is warm, so a job sent now starts at once; the body lists each worker's "
                                 "warm-up steps and about how long is left")
-def readyz(store=Depends(store_dep), queue=Depends(queue_dep), settings=Depends(settings_dep)) -> dict:
+def readyz(store: StoreDep, queue: QueueDep, settings: SettingsDep) -> dict:
     checks = {}
     for name, ping in (("store", store.ping), ("broker", queue.ping)):
         try:
@@ -85,7 +85,7 @@ def readyz(store=Depends(store_dep), queue=Depends(queue_dep), settings=Depends(
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-def metrics(store=Depends(store_dep)) -> Response:
+def metrics(store: StoreDep) -> Response:
     registry = CollectorRegistry()
     registry.register(StoreCollector(store))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -12,7 +12,7 @@ import typing
 from functools import lru_cache
 from pathlib import Path
 
-from fastapi import APIRouter, Cookie, Depends, FastAPI, Request, Response
+from fastapi import APIRouter, Cookie, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 from fastapi.staticfiles import StaticFiles
@@ -25,7 +25,7 @@ from schemas.jobs import JOB_STATUSES, STAGE_ORDER, TERMINAL, param_value
 from schemas.logs import LEVELS
 from schemas.target import Blocking, MathFidelity, PartitionPolicy
 from service.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, same_origin
-from service.deps import _keyring, session_key, store_dep
+from service.deps import StoreDep, _keyring, session_key
 from service.problems import PROBLEM_TYPES, Problem
 from farm.queue import queue_names
 
@@ -73,7 +73,7 @@ def _visible(job_id: str, store, token: str | None) -> bool:
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, job_id: str, store=Depends(store_dep),
+def job_page(request: Request, job_id: str, store: StoreDep,
              tilefarm_token: str | None = Cookie(default=None)) -> HTMLResponse:
     if not _visible(job_id, store, tilefarm_token):
         return _page(request, "missing.html", status_code=404, page="missing", what=f"no job {job_id[:64]}")
@@ -142,7 +142,7 @@ def examples() -> list[dict]:
 
 
 @router.get("/ui/queues")
-def queue_depths(store=Depends(store_dep)) -> dict:
+def queue_depths(store: StoreDep) -> dict:
     """Jobs waiting per queue (compile and one hardware queue per arch; the store's FIFOs), and jobs by state (as
     /metrics has)."""
     return {"queues": {name: store.fair_depth(name) for name in queue_names()}, "jobs": store.metrics()["status"]}
