@@ -48,6 +48,13 @@ class Executor(Protocol):
     def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict, stop=None) -> Checked:
         """A device run's outputs against the reference (building it evaluates the user's source)."""
 
+    def check_kernels(self, job: JobRecord, artifacts: dict[str, bytes], stop=None) -> None:
+        """The kernels through the real preprocessor (what they include, no assembler); ForgedAnswer if refused."""
+
+    def run_on_device(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float,
+                      stop=None):
+        """compiler.toolchain.device.DeviceRun of the program on `device` (its kernels are the job's C++)."""
+
 
 class InProcess:
     def compile(self, job: JobRecord, stop=None):
@@ -91,6 +98,30 @@ class InProcess:
                        report.to_dict())
 
 
+    def check_kernels(self, job: JobRecord, artifacts: dict[str, bytes], stop=None) -> None:
+        import json
+
+        from compiler.toolchain.emulate import CXX, INCLUDE_DIR
+        from compiler.toolchain.kernel_check import KERNEL_FILES, check_kernels, jit_defines
+        from workers.sandbox.answers import ForgedAnswer
+
+        plan = json.loads(artifacts["tt.plan.json"])
+        roles = {kernel["file"]: kernel for kernel in plan["kernels"]}
+        found = check_kernels({name: (artifacts[name], jit_defines(roles.get(name, {"role": name.removesuffix(".cpp")}),
+                                                                   plan["target"]["arch"])) for name in KERNEL_FILES},
+                              cxx=CXX, include_dirs=[str(INCLUDE_DIR)])
+        refused = {name: findings for name, findings in found.items() if findings}
+        if refused:
+            raise ForgedAnswer("compile", "; ".join(f"{name}: {findings[0].render()[:300]}"
+                                                    for name, findings in refused.items()))
+
+    def run_on_device(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float,
+                      stop=None):
+        from compiler.toolchain.device import run_bundle
+
+        return run_bundle(artifacts, inputs, device, timeout_s=timeout_s)
+
+
 class Sandboxed:
     def __init__(self, settings):
         self.settings = settings
@@ -128,10 +159,24 @@ class Sandboxed:
     def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict, stop=None) -> Checked:
         from workers import sandbox
 
-        answer = sandbox.verify(self.settings, plan=artifacts["tt.plan.json"], inputs=inputs, outputs=outputs,
+        report = sandbox.verify(self.settings, plan=artifacts["tt.plan.json"], inputs=inputs, outputs=outputs,
                                 source=job.source, filename=job.filename, entry=job.entry, params=job.params,
-                                stop=stop)
-        return Checked(answer.passed, answer.verification, answer.first_mismatch, dict(answer.report))
+                                stop=stop)  # the verdict is made here, from the sandbox's validated reference
+        first = next((c for c in report.outputs if not c.ok), None)
+        return Checked(report.ok, report.render(), first.first_mismatch_text() if first is not None else None,
+                       report.to_dict())
+
+    def check_kernels(self, job: JobRecord, artifacts: dict[str, bytes], stop=None) -> None:
+        from workers import sandbox
+
+        sandbox.check_kernels(self.settings, artifacts)
+
+    def run_on_device(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float,
+                      stop=None):
+        from workers import sandbox
+
+        return sandbox.run_on_device(self.settings, artifacts=artifacts, inputs=inputs, device=device,
+                                     timeout_s=timeout_s, stop=stop)
 
 
 def executor_for(settings) -> Executor:

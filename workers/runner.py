@@ -203,32 +203,46 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 
 def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     """Build main.cpp against the TT-Metalium SDK and run it on a device of this host (one job per device), then
-    compare its outputs with the reference. The program runs here, outside the sandbox: it is checked to be one
-    the compiler writes (answers.check_program); the reference, which evaluates the user's source, is built by
-    the executor (in the sandbox)."""
+    compare its outputs with the reference. The kernels are C++ of the job's making and the kernel JIT builds and
+    loads them into the program: the build and the run happen in the sandbox like an emulation (unprivileged, no
+    secrets, a root of its own with only the toolchain, the SDK and the job's files, no network; the device node
+    handed over open), and only its checked answer comes back (answers.ran_on_device). Before that, main.cpp must
+    be the host program of the plan (answers.check_program) and the kernels pass the real preprocessor's check,
+    whoever filled the cache. The reference, which evaluates the user's source, is built in the sandbox too; the
+    verdict is made here, from it."""
     import numpy as np
 
-    from compiler import api
+    from compiler.toolchain.device import DeviceOutcome
+    from compiler.toolchain.verification import check_inputs, random_inputs, typed_outputs
     from workers.devices import NoDevice
     from workers.sandbox import answers
 
     if deps.devices is None:
         raise StageUnavailable("this worker has no device registry (it is not a hardware worker)")
-    inputs = _inputs(job, deps)
     artifacts = _compiled(job, deps)
-    answers.check_program(artifacts, answers.plan_of(artifacts["tt.plan.json"]))  # whoever filled the cache
+    plan = answers.plan_of(artifacts["tt.plan.json"])
+    answers.check_program(artifacts, plan)  # whoever filled the cache
+    executor = executor_for(deps.settings)
+    executor.check_kernels(job, artifacts, deps.stop)
+    given = _inputs(job, deps)
+    inputs = check_inputs(plan, given) if given else random_inputs(plan)
     try:
         with deps.devices.lease(deps.store, job.target.arch, job.id) as device:
             deps.store.append_log(job.id, log_lines(f"running on device {device.id} ({device.kind}, {device.arch})",
                                                     stage="hardware"))
-            outcome = api.run_on_device(artifacts, target=job.target, inputs=inputs or None, device=device,
-                                        timeout_s=deps.settings.hardware_time_limit_s)
-            if outcome.device_error:
-                deps.devices.mark_unhealthy(deps.store, device, f"job {job.id}: {outcome.run.error}")
+            run = executor.run_on_device(job, artifacts, inputs, device, deps.settings.hardware_time_limit_s,
+                                         deps.stop)
+            if run.device_error:
+                deps.devices.mark_unhealthy(deps.store, device, f"job {job.id}: {run.error}")
     except NoDevice as error:
         raise StageUnavailable(str(error)) from None
-    checked = executor_for(deps.settings).verify(job, artifacts, outcome.inputs, outcome.outputs, deps.stop) \
-        if outcome.run.ok else None
+    outcome = DeviceOutcome(run=run, outputs=typed_outputs(plan, run.outputs) if run.ok else {}, inputs=inputs)
+    checked, refused = None, None
+    if outcome.run.ok:
+        try:
+            checked = executor.verify(job, artifacts, outcome.inputs, outcome.outputs, deps.stop)
+        except answers.ForgedAnswer as error:  # the run's record and outputs are still kept, as failed
+            refused = error
     files: dict[str, bytes] = {"stdout.txt": outcome.run.stdout.encode(), "stderr.txt": outcome.run.stderr.encode()}
     for name, array in outcome.outputs.items():
         buffer = io.BytesIO()
@@ -243,6 +257,8 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     if checked is not None and checked.report.get("outputs"):
         verdict = Verdict.of("hardware", [_verdict_of(o) for o in checked.report["outputs"]])
         deps.store.mutate(job.id, lambda j: _set(j, verification=verdict))
+    if refused is not None:
+        raise refused
     if not outcome.run.ok:
         raise CompileError(f"the program failed on device {outcome.run.device}: {outcome.run.error}", stage="hardware",
                            hint="the device was marked unhealthy until it passes a health check"

@@ -141,8 +141,9 @@ class DeviceUnavailable(Exception):
 
 
 def run_bundle(artifacts: dict[str, bytes], inputs: dict[str, np.ndarray], device: Device, *,
-               workdir: Path | None = None, timeout_s: float = 300) -> DeviceRun:
-    """Build main.cpp against the device's SDK, run it with `inputs` (float32 arrays by buffer name), read outputs."""
+               workdir: Path | None = None, timeout_s: float = 300, device_fd: int | None = None) -> DeviceRun:
+    """Build main.cpp against the device's SDK, run it with `inputs` (float32 arrays by buffer name), read outputs.
+    `device_fd`: the emulated device's node, opened by whoever may (a sandboxed job cannot open it itself)."""
     sdk = device.sdk()
     if sdk is None:
         raise DeviceUnavailable(f"device {device.id} has no TT-Metalium SDK: set TT_METAL_HOME to a tt-metal build")
@@ -163,10 +164,13 @@ def run_bundle(artifacts: dict[str, bytes], inputs: dict[str, np.ndarray], devic
             return DeviceRun(device.id, device.arch, sdk.name, {}, None, "", error.log, 0.0, 0.0, False,
                              error=str(error))
         env = child_env(**sdk.env, **device.run_env())
+        if device_fd is not None:
+            env["TTEMU_DEVICE_FD"] = str(device_fd)
         started_at, t0 = time.time(), time.perf_counter()
         # its own process group, so a time limit or a cancel kills the program and whatever it started
         proc = subprocess.Popen([str(program), str(kernels), str(input_dir), str(output_dir)], cwd=work, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                pass_fds=() if device_fd is None else (device_fd,))
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
             status: int | None = proc.returncode

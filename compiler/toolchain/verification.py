@@ -167,13 +167,14 @@ def typed_outputs(plan: dict, outputs: dict[str, np.ndarray]) -> dict[str, np.nd
     return {name: array.astype(numpy_dtype(dtypes[name])) for name, array in outputs.items()}
 
 
-def verify_outputs(plan: dict, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray], source: str, *,
-                   filename: str = "kernel.py", entry: str | None = None,
-                   params: dict | None = None) -> VerificationReport:
-    """Compare a program's outputs with the NumPy reference of the input kernel run on the same inputs."""
+def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *, filename: str = "kernel.py",
+                      entry: str | None = None, params: dict | None = None
+                      ) -> tuple[dict[str, np.ndarray], dict[str, int], dict[str, str]]:
+    """What a program's outputs are held to: the NumPy reference of the input kernel run on `inputs` (each output in
+    its planned shape), and per output the reduction depth and intermediate precision of its tolerance. Evaluating
+    the kernel runs the user's Python: on a worker, only in the sandbox."""
     from ..frontend import load_kernel
 
-    dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
     shapes = {b["name"]: tuple(b["shape"]) for b in plan["buffers"]}
     func = load_kernel(source, filename, entry or plan["kernel"], params, cores=plan["target"]["num_cores"]).func
     # a 1-D vector of the user's is an (n, 1) column or a (1, n) row of the kernel: same elements, same order
@@ -181,5 +182,21 @@ def verify_outputs(plan: dict, inputs: dict[str, np.ndarray], outputs: dict[str,
     given = {name: np.asarray(a).reshape(ir_shapes.get(name, np.shape(a))) for name, a in inputs.items()}
     expected = {name: np.asarray(a).reshape(shapes.get(name, a.shape)) for name, a in run_reference(func, given).items()}
     depth, intermediate = _tolerance_model(func, plan)
+    return expected, depth, intermediate
+
+
+def compare_with_reference(plan: dict, expected: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
+                           depth: dict[str, int], intermediate: dict[str, str]) -> VerificationReport:
+    """The verdict: `outputs` against `expected` with the plan's dtypes (no user code runs here)."""
+    dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
     return compare_outputs(expected, outputs, dtypes={k: dtypes[k] for k in expected},
                            reduction_depth=depth, intermediate_dtypes=intermediate)
+
+
+def verify_outputs(plan: dict, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray], source: str, *,
+                   filename: str = "kernel.py", entry: str | None = None,
+                   params: dict | None = None) -> VerificationReport:
+    """Compare a program's outputs with the NumPy reference of the input kernel run on the same inputs."""
+    expected, depth, intermediate = reference_outputs(plan, inputs, source, filename=filename, entry=entry,
+                                                      params=params)
+    return compare_with_reference(plan, expected, outputs, depth, intermediate)

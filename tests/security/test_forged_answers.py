@@ -4,6 +4,7 @@ and writes nothing outside the job's own directory. The kernels that forge from 
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import struct
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
@@ -265,13 +267,91 @@ def test_a_plan_carrying_code_is_refused(genuine, path, bad):
         answers.compiled(*_with(genuine, "tt.plan.json", json.dumps(plan).encode()))
 
 
-def test_a_forged_verification_is_refused():
-    genuine = {"ok": True, "passed": False, "verification": "C FAIL", "first_mismatch": "C[0, 0]",
-               "report": {"ok": False, "outputs": []}}
-    assert isinstance(answers.verified(genuine, {}), answers.Verified)
-    with pytest.raises(answers.ForgedAnswer, match="verdict disagrees"):
-        answers.verified({**genuine, "passed": True}, {})
-    with pytest.raises(answers.ForgedAnswer, match="files it never produces"):
-        answers.verified(genuine, {"../x": b"1"})
-    with pytest.raises(answers.ForgedAnswer):
-        answers.verified({**genuine, "report": {"ok": float("nan")}}, {})
+# ------------------------------------------------------------------------------------------ a device run
+
+def _expected(shape=(64, 64), dtype=np.float64) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.zeros(shape, dtype))
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def gemm_plan(genuine):
+    return json.loads(genuine[1]["tt.plan.json"])
+
+
+def test_a_reference_as_the_verify_op_gives_it_passes(gemm_plan):
+    (output,) = [b for b in gemm_plan["buffers"] if b["role"] == "output"]
+    depth = max(max(b["shape"]) for b in gemm_plan["buffers"] if b["role"] == "input")
+    value = {"ok": True, "tolerances": {output["name"]: {"depth": depth, "intermediate": "tf32"}}}
+    answer, expected, depths, intermediate = answers.referenced(
+        value, {f"expected-{output['name']}.npy": _expected(tuple(output["shape"]))}, gemm_plan)
+    assert isinstance(answer, answers.Referenced) and depths == {output["name"]: depth}
+    assert intermediate == {output["name"]: "tf32"} and expected[output["name"]].dtype == np.float64
+
+
+@pytest.mark.parametrize("why", ["a verdict instead", "a depth the plan does not allow", "an unknown precision",
+                                 "a reference left out", "the wrong shape", "float32", "a pickle", "another output"])
+def test_a_forged_reference_is_refused(gemm_plan, why):
+    """The verify op's answer could be written by the user's code: it carries a reference the worker compares
+    with, in the plan's shapes, and a tolerance model the plan allows; a verdict of its own is refused (on main
+    {"passed": true} with a report saying ok was taken, whatever the device computed)."""
+    (output,) = [b for b in gemm_plan["buffers"] if b["role"] == "output"]
+    name, shape = output["name"], tuple(output["shape"])
+    value = {"ok": True, "tolerances": {name: {"depth": 1}}}
+    files = {f"expected-{name}.npy": _expected(shape)}
+    if why == "a verdict instead":
+        value, files = {"ok": True, "passed": True, "verification": "PASS", "report": {"ok": True, "outputs": []}}, {}
+    elif why == "a depth the plan does not allow":
+        value["tolerances"][name]["depth"] = 1 << 20
+    elif why == "an unknown precision":
+        value["tolerances"][name]["intermediate"] = "float8"
+    elif why == "a reference left out":
+        files = {}
+    elif why == "the wrong shape":
+        files = {f"expected-{name}.npy": _expected((shape[0], shape[1] + 1))}
+    elif why == "float32":
+        files = {f"expected-{name}.npy": _expected(shape, np.float32)}
+    elif why == "a pickle":
+        buffer = io.BytesIO()
+        np.save(buffer, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+        files = {f"expected-{name}.npy": buffer.getvalue()}
+    elif why == "another output":
+        value["tolerances"]["Z"] = {"depth": 1}
+    with pytest.raises(answers.ForgedAnswer, match="refused the sandboxed verify's answer"):
+        answers.referenced(value, files, gemm_plan)
+
+
+def _device_answer(**run) -> dict:
+    return {"ok": True, "run": {"device": "emu-0", "arch": "wormhole_b0", "sdk": "emulated", "exit_status": 0,
+                                "stdout": "", "stderr": "", "wall_seconds": 0.5, "build_seconds": 1.0,
+                                "build_cache_hit": False, "device_error": False, "error": None,
+                                "started_at": 1000.5, "finished_at": 1001.0, **run}}
+
+
+@pytest.mark.parametrize("run, files, why", [
+    ({}, None, None),
+    ({"device": "emu-1"}, None, "not on emu-0"),
+    ({"started_at": 10.0}, None, "outside the run's time"),
+    ({"sdk": "/bin/sh"}, None, "run.sdk"),
+    ({"exit_status": float("nan")}, None, "exit_status"),
+    ({"extra": 1}, None, "run.extra"),
+    ({}, {"output-C.npy": _expected((64, 64), np.float64)}, "float64"),
+    ({}, {"output-C.npy": b"not an array"}, "not an array"),
+    ({}, {"report.json": b"{}"}, "never produces"),
+])
+def test_a_forged_device_run_is_refused(gemm_plan, run, files, why):
+    """What the run_on_device op answers (from the sandbox where the job's kernels ran) is held to its schema: the
+    device the worker leased, times within the run, float32 outputs of the plan's shapes, nothing else."""
+    from compiler.toolchain.device import Device
+
+    device = Device(id="emu-0", arch="wormhole_b0", kind="emulated", node="/nonexistent")
+    (output,) = [b for b in gemm_plan["buffers"] if b["role"] == "output"]
+    files = files if files is not None else {f"output-{output['name']}.npy": _expected(tuple(output["shape"]),
+                                                                                      np.float32)}
+    if why is None:
+        answer, outputs = answers.ran_on_device(_device_answer(), files, gemm_plan, device, (1000.0, 1002.0))
+        assert answer.run.exit_status == 0 and outputs[output["name"]].dtype == np.float32
+        return
+    with pytest.raises(answers.ForgedAnswer, match=f"refused the sandboxed run_on_device's answer: .*{why}"):
+        answers.ran_on_device(_device_answer(**run), files, gemm_plan, device, (1000.0, 1002.0))

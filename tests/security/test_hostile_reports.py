@@ -111,10 +111,13 @@ def test_a_forged_line_map_is_refused(genuine, why):
         answers.compiled(value, {**files, "linemap.json": json.dumps(line_map).encode()})
 
 
-def test_a_forged_verification_report_is_refused():
-    value = {"ok": True, "passed": True, "verification": "", "report": {"ok": True, "outputs": [{"name": XSS}]}}
-    with pytest.raises(answers.ForgedAnswer, match="refused the sandboxed verify's answer: report"):
-        answers.verified(value, {})
+def test_a_forged_reference_is_refused(genuine):
+    """The verify op answers a reference, never a report: the worker makes the report from the plan's output names,
+    so a name that is markup has nowhere to go."""
+    plan = genuine[2]
+    value = {"ok": True, "tolerances": {XSS: {"depth": 1}}}
+    with pytest.raises(answers.ForgedAnswer, match="refused the sandboxed verify's answer: it answers for"):
+        answers.referenced(value, {}, plan)
 
 
 def test_a_job_forging_its_report_fails_and_stores_nothing(redis_service, genuine):

@@ -1,4 +1,5 @@
-"""Run the steps that touch user-derived input (parse, passes, codegen, header check, emulator build + run)
+"""Run the steps that touch user-derived input (parse, passes, codegen, header check, emulator build + run, a device
+program's build + run with its kernel JIT, the reference a device run is held to)
 outside the worker's process, in a restricted child of a pre-imported zygote.
 
     zygote = Zygote(SandboxConfig.from_settings(settings))    # once per worker process: imports tvm (~1 s)
@@ -25,9 +26,10 @@ wrote. The operations
 a child can run are in ops.py; prefault.py keeps copy-on-write faults off the job's critical path.
 """
 from workers.sandbox.answers import ForgedAnswer
-from workers.sandbox.client import (EmulateAnswer, SandboxConfig, SandboxResult, Zygote, compile_source, emulate,
-                                    header_check, limits_for, verify, zygote_for)
+from workers.sandbox.client import (EmulateAnswer, SandboxConfig, SandboxResult, Zygote, check_kernels, compile_source,
+                                    emulate, header_check, limits_for, run_on_device, verify, zygote_for)
 from workers.sandbox.protocol import Limits, SandboxError, SandboxInterrupted, SandboxTimeout
 
 __all__ = ["EmulateAnswer", "ForgedAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxInterrupted", "SandboxResult", "SandboxTimeout", "Zygote",
-           "compile_source", "emulate", "header_check", "limits_for", "verify", "zygote_for"]
+           "check_kernels", "compile_source", "emulate", "header_check", "limits_for", "run_on_device", "verify",
+           "zygote_for"]

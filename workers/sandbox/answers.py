@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from compiler.api import ARTIFACTS
 from compiler.toolchain.kernel_check import KERNEL_FILES
 from schemas.plan import Plan
-from schemas.reports import EmulatorReport, LineMap, Verification
+from schemas.reports import EmulatorReport, LineMap
 from schemas.values import JsonValue, Text, printable
 from workers.sandbox.protocol import SandboxError
 
@@ -122,14 +122,6 @@ class Emulated(_Answer):
         if self.checks and self.passed != all(c.ok for c in self.checks):
             raise ValueError("its verdict disagrees with its checks")
         return self
-
-
-class Verified(_Answer):
-    ok: Literal[True]
-    passed: bool
-    verification: Long
-    first_mismatch: Line | None = None
-    report: dict[Short, JsonValue]
 
 
 class MessageDetail(_Answer):
@@ -300,6 +292,37 @@ def kernels_checked(value: dict, files: dict[str, bytes]) -> dict[str, list[str]
     return {name: list(found) for name, found in answer.kernels.items()}
 
 
+def _arrays(op: str, files: dict[str, bytes], shapes: dict[str, tuple], pattern: re.Pattern, dtype) -> dict:
+    """The .npy files of an answer, by the output each names: plain arrays of exactly `dtype` and the planned shape
+    (no pickles, no objects), or ForgedAnswer. Returns name -> array."""
+    import numpy as np
+
+    arrays = {}
+    for file, data in sorted(files.items()):
+        name = pattern.match(file)["name"]
+        try:
+            array = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as error:
+            raise ForgedAnswer(op, f"{file} is not an array ({printable(error)[:200]})") from None
+        if not isinstance(array, np.ndarray) or array.dtype != dtype or array.shape != shapes[name]:
+            raise ForgedAnswer(op, f"{file} is {getattr(array, 'dtype', '?')} {getattr(array, 'shape', '?')}; "
+                                   f"the plan says {np.dtype(dtype)} {shapes[name]}")
+        arrays[name] = np.ascontiguousarray(array)
+    return arrays
+
+
+def _npy(array) -> bytes:
+    import numpy as np
+
+    buffer = io.BytesIO()  # what is stored is written by us, from the array
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _output_shapes(plan: dict) -> dict[str, tuple]:
+    return {b["name"]: tuple(b["shape"]) for b in plan["buffers"] if b["role"] == "output"}
+
+
 def emulated(value: dict, files: dict[str, bytes], plan: dict) -> tuple[Failed | Emulated, dict[str, bytes]]:
     """(answer, outputs as .npy bytes we wrote) of an emulation of the program `plan` describes."""
     import numpy as np
@@ -308,32 +331,98 @@ def emulated(value: dict, files: dict[str, bytes], plan: dict) -> tuple[Failed |
     if isinstance(answer, Failed):
         return answer, {}
     _held_to("emulate", EmulatorReport, answer.report, "report")
-    shapes = {b["name"]: tuple(b["shape"]) for b in plan["buffers"] if b["role"] == "output"}
+    shapes = _output_shapes(plan)
     _only_files("emulate", files, {f"output-{name}.npy" for name in shapes})
-    outputs = {}
-    for file, data in sorted(files.items()):
-        name = OUTPUT_FILE.match(file)["name"]
-        try:
-            array = np.load(io.BytesIO(data), allow_pickle=False)
-        except (ValueError, OSError, EOFError) as error:
-            raise ForgedAnswer("emulate", f"{file} is not an array ({error})") from None
-        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or array.shape != shapes[name]:
-            raise ForgedAnswer("emulate", f"{file} is {getattr(array, 'dtype', '?')} {getattr(array, 'shape', '?')}; "
-                                          f"the plan says float32 {shapes[name]}")
-        buffer = io.BytesIO()  # what is stored is written by us, from the array
-        np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
-        outputs[name] = buffer.getvalue()
-    return answer, outputs
+    arrays = _arrays("emulate", files, shapes, OUTPUT_FILE, np.float32)
+    return answer, {name: _npy(array) for name, array in arrays.items()}
 
 
-def verified(value: dict, files: dict[str, bytes]) -> Failed | Verified:
-    answer = failed_or("verify", Verified, value, files)
-    _only_files("verify", files, set())
-    if isinstance(answer, Verified):
-        _held_to("verify", Verification, answer.report, "report")
-    if isinstance(answer, Verified) and answer.passed != (answer.report.get("ok") is True):
-        raise ForgedAnswer("verify", "its verdict disagrees with its report")
-    return answer
+# ------------------------------------------------------------------------------------------ a device run
+
+INTERMEDIATE = Literal["float64", "float32", "tf32", "float16", "bfloat16"]   # compiler.verify.UNIT_ROUNDOFF's
+EXPECTED_FILE = re.compile(r"^expected-(?P<name>.+)\.npy$")
+
+
+class Tolerance(_Answer):
+    depth: Annotated[int, Field(ge=1, le=1 << 20)]
+    intermediate: INTERMEDIATE | None = None
+
+
+class Referenced(_Answer):
+    """What the verify op answers: the tolerance model per output (the arrays come as expected-<name>.npy)."""
+    ok: Literal[True]
+    tolerances: dict[Annotated[Text, StringConstraints(min_length=1, max_length=255)], Tolerance] = Field(max_length=64)
+
+
+def referenced(value: dict, files: dict[str, bytes], plan: dict
+               ) -> tuple[Failed | Referenced, dict, dict[str, int], dict[str, str]]:
+    """(answer, expected arrays, depths, intermediates) of a verify op: the reference of every planned output, as
+    float64 arrays of its planned shape, and a tolerance model the plan allows: a depth of 1 (element-wise) or the
+    largest extent of the buffers the run is given (a reduction over it), as compiler.toolchain.verification's
+    _tolerance_model gives them. The verdict is the worker's own (compare_with_reference)."""
+    import numpy as np
+
+    answer = failed_or("verify", Referenced, value, files)
+    if isinstance(answer, Failed):
+        return answer, {}, {}, {}
+    shapes = _output_shapes(plan)
+    if set(answer.tolerances) != set(shapes):
+        raise ForgedAnswer("verify", f"it answers for {', '.join(sorted(map(printable, answer.tolerances)))[:200]}; "
+                                     f"the plan's outputs are {', '.join(sorted(shapes))}")
+    _only_files("verify", files, {f"expected-{name}.npy" for name in shapes})
+    if len(files) != len(shapes):
+        raise ForgedAnswer("verify", "it leaves out the reference of an output")
+    given = [b for b in plan["buffers"] if b["role"] == "input" or b.get("accumulate")]
+    depths = {1, max((max(b["shape"]) for b in given), default=1)}
+    for name, tolerance in answer.tolerances.items():
+        if tolerance.depth not in depths:
+            raise ForgedAnswer("verify", f"{printable(name)}: a reduction depth of {tolerance.depth} (the plan allows "
+                                         f"{' or '.join(map(str, sorted(depths)))})")
+    expected = _arrays("verify", files, shapes, EXPECTED_FILE, np.float64)
+    return (answer, expected, {n: t.depth for n, t in answer.tolerances.items()},
+            {n: t.intermediate for n, t in answer.tolerances.items() if t.intermediate})
+
+
+class DeviceRan(_Answer):
+    """compiler.toolchain.device.DeviceRun as the run_on_device op answers it (its outputs come as files)."""
+    device: Short
+    arch: Literal["wormhole_b0", "blackhole", "grayskull"]
+    sdk: Literal["emulated", "tt-metal"]
+    exit_status: Annotated[int, Field(ge=-255, le=255)] | None
+    stdout: Long
+    stderr: Long
+    wall_seconds: Seconds
+    build_seconds: Seconds
+    build_cache_hit: bool
+    device_error: bool
+    error: Line | None = None
+    started_at: Annotated[float, Field(ge=0)] | None = None
+    finished_at: Annotated[float, Field(ge=0)] | None = None
+
+
+class RanOnDevice(_Answer):
+    ok: Literal[True]
+    run: DeviceRan
+
+
+def ran_on_device(value: dict, files: dict[str, bytes], plan: dict, device, window: tuple[float, float]
+                  ) -> tuple[Failed | RanOnDevice, dict]:
+    """(answer, outputs as float32 arrays of their planned shapes) of a device run on `device` between the epoch
+    seconds of `window` (when the worker handed the job over and got the answer)."""
+    import numpy as np
+
+    answer = failed_or("run_on_device", RanOnDevice, value, files)
+    if isinstance(answer, Failed):
+        return answer, {}
+    run = answer.run
+    if (run.device, run.arch) != (device.id, device.arch):
+        raise ForgedAnswer("run_on_device", f"it ran on {printable(run.device)[:80]} ({run.arch}), not on "
+                                            f"{device.id} ({device.arch})")
+    if any(t is not None and not window[0] <= t <= window[1] for t in (run.started_at, run.finished_at)):
+        raise ForgedAnswer("run_on_device", "its run's times are outside the run's time")
+    shapes = _output_shapes(plan)
+    _only_files("run_on_device", files, {f"output-{name}.npy" for name in shapes})
+    return answer, _arrays("run_on_device", files, shapes, OUTPUT_FILE, np.float32)
 
 
 def header_checked(value: dict, files: dict[str, bytes]) -> Failed | HeaderChecked:

@@ -125,9 +125,10 @@ class Zygote:
             raise SandboxError(f"the sandbox zygote exited (status {code})") from None
 
     def run(self, op: str, args: dict, limits: Limits | None = None, files: dict[str, bytes] | None = None,
-            stop=None) -> SandboxResult:
+            stop=None, device: str | None = None) -> SandboxResult:
         """Run `op` in a fresh restricted child with `files` in its in/ directory; raises SandboxError when the
-        child did not produce an answer.
+        child did not produce an answer. `device`: a device node the zygote opens and hands the child (the op gets
+        it as args["device_fd"]).
 
         `stop` (workers.stopping.Stop) is waited on beside the reply: when it is set, the child is killed and
         SandboxInterrupted raised. Anything else that interrupts the wait (KeyboardInterrupt) kills the child too."""
@@ -136,7 +137,7 @@ class Zygote:
         with self._lock:
             if not self.alive():
                 self.start()
-            return self._run(op, args, limits, files, stop)
+            return self._run(op, args, limits, files, stop, device)
 
     def _kill_job(self) -> dict:
         """Ask the zygote to kill the running job's child; its one reply (the killed job's, or an answer that
@@ -144,9 +145,10 @@ class Zygote:
         self._send({"kill": True})
         return self._read()[0]
 
-    def _run(self, op: str, args: dict, limits: Limits, files: dict[str, bytes], stop) -> SandboxResult:
+    def _run(self, op: str, args: dict, limits: Limits, files: dict[str, bytes], stop,
+             device: str | None = None) -> SandboxResult:
         started, sent = time.perf_counter(), time.monotonic()
-        self._send({"op": op, "args": args, "limits": asdict(limits)}, files)
+        self._send({"op": op, "args": args, "limits": asdict(limits), **({"device": device} if device else {})}, files)
         try:
             if stop is not None:
                 waiting = select.poll()  # the reply, or the stop; the reply is the zygote's only output now
@@ -322,17 +324,43 @@ def _npy(array) -> bytes:
 
 
 def verify(settings, *, plan: bytes, inputs: dict, outputs: dict, source: str, filename: str, entry: str | None,
-           params: dict | None, stop=None) -> "answers.Verified":
-    """compiler.toolchain.verification.verify_outputs (the outputs of a device run against the reference of the
-    user's kernel), run in the sandbox: building the reference evaluates the user's source."""
-    files = {"artifact-tt.plan.json": plan, **{f"{name}.npy": _npy(a) for name, a in inputs.items()},
-             **{f"got-{name}.npy": _npy(a) for name, a in outputs.items()}}
+           params: dict | None, stop=None):
+    """A device run's outputs against the reference of the user's kernel: the reference is built in the sandbox
+    (building it evaluates the user's source), the verdict here, from the validated reference arrays and tolerance
+    model (compiler.toolchain.verification.compare_with_reference): the sandbox's answer could be written by the
+    user's code, so it never says whether the run passed. Returns a compiler.verify.VerificationReport."""
+    from compiler.toolchain.verification import compare_with_reference
+
+    plan_dict = answers.plan_of(plan)
+    files = {"artifact-tt.plan.json": plan, **{f"{name}.npy": _npy(a) for name, a in inputs.items()}}
     result = zygote_for(settings).run("verify", {"source": source, "filename": filename, "entry": entry,
                                                  "params": params or {}}, limits_for(settings, "emulate"), files, stop=stop)
-    answer = answers.verified(result.value, result.files)
+    answer, expected, depth, intermediate = answers.referenced(result.value, result.files, plan_dict)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "hardware")
-    return answer
+    return compare_with_reference(plan_dict, expected, outputs, depth, intermediate)
+
+
+def run_on_device(settings, *, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float, stop=None):
+    """Build and run the program on `device` (a compiler.toolchain.device.Device this worker has leased), kernel JIT
+    included, in the sandbox: the job's child is given the device node open and nothing else of the host. Returns a
+    compiler.toolchain.device.DeviceRun whose every field and output array was checked (answers.ran_on_device)."""
+    from compiler.toolchain.device import DeviceRun
+
+    plan = answers.plan_of(artifacts["tt.plan.json"])
+    files = {f"artifact-{name}": data for name, data in artifacts.items()}
+    files.update({f"{name}.npy": _npy(array) for name, array in inputs.items()})
+    started = time.time()
+    result = zygote_for(settings).run("run_on_device", {"device": device.to_dict(), "timeout_s": timeout_s},
+                                      limits_for(settings, "hardware"), files, stop=stop,
+                                      device=device.node if device.kind == "emulated" else None)
+    answer, outputs = answers.ran_on_device(result.value, result.files, plan, device, (started, time.time()))
+    if isinstance(answer, answers.Failed):
+        raise _error_from(answer.error, "hardware")
+    run = answer.run
+    return DeviceRun(run.device, run.arch, run.sdk, outputs, run.exit_status, run.stdout, run.stderr,
+                     run.wall_seconds, run.build_seconds, run.build_cache_hit, run.device_error, run.error,
+                     run.started_at, run.finished_at)
 
 
 def header_check(settings, *, artifacts: dict[str, bytes], target, stop=None) -> dict:

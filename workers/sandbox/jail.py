@@ -13,6 +13,7 @@ directory.
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import pwd
 import resource
@@ -139,6 +140,7 @@ def _bind(fd: int, target: str, extra: int) -> None:
 
 NEW_ROOT = "/tmp"            # where the new root is assembled (in our own mount namespace) before pivot_root
 TOOLCHAIN = ("/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec", "/usr/include")
+CMAKE_MODULES = "/usr/share/cmake*"   # what cmake reads to configure a device program's project (a hardware stage)
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 ETC_FILES = ("/etc/ld.so.cache",)
 RO = MS_RDONLY | MS_NOSUID | MS_NODEV
@@ -211,7 +213,7 @@ def _pivot(new: str) -> str:
 def root_binds() -> dict[str, str]:
     """target path in the new root -> source on the host (the same path, resolved): what a job needs, no more.
     The zygote works it out once, after its imports (ROOT_BINDS), not each child."""
-    wanted = [*_code_dirs(), *TOOLCHAIN, *DEVICES, *ETC_FILES, *_tools()]
+    wanted = [*_code_dirs(), *TOOLCHAIN, *glob.glob(CMAKE_MODULES), *DEVICES, *ETC_FILES, *_tools()]
     binds: dict[str, str] = {}
     for path in wanted:
         real = os.path.realpath(path)

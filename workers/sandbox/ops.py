@@ -229,24 +229,64 @@ def _op_emulate(args: dict, work: Path) -> dict:
             "first_mismatch": mismatch, "report": result.report, "checks": checks}
 
 
+def _save(path: Path, array) -> None:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    path.write_bytes(buffer.getvalue())
+
+
 def _op_verify(args: dict, work: Path) -> dict:
-    """A device run's outputs against the NumPy reference of the user's kernel (evaluating the kernel runs the
-    user's Python: here, never on the hardware worker that ran the program)."""
+    """The reference a device run's outputs are held to: the NumPy reference of the user's kernel on the run's
+    inputs (evaluating the kernel runs the user's Python: here, never on the hardware worker that ran the program),
+    as expected-<output>.npy (float64: every output format exactly) and each output's tolerance model. The verdict is
+    not given here: the worker compares (its answer could be written by the user's code)."""
     import json
 
+    import numpy as np
+
     from compiler.errors import CompileError
-    from compiler.toolchain.verification import verify_outputs
+    from compiler.toolchain.verification import reference_outputs
 
     plan = json.loads((work / "in" / "artifact-tt.plan.json").read_bytes())
     try:
-        report = verify_outputs(plan, _read_inputs(work), _read_inputs(work, "got-"), args["source"],
-                                filename=args.get("filename", "kernel.py"), entry=args.get("entry"),
-                                params=args.get("params") or None)
+        expected, depth, intermediate = reference_outputs(plan, _read_inputs(work), args["source"],
+                                                          filename=args.get("filename", "kernel.py"),
+                                                          entry=args.get("entry"), params=args.get("params") or None)
     except CompileError as error:
         return _compile_error(error)
-    first = next((c for c in report.outputs if not c.ok), None)
-    return {"ok": True, "passed": bool(report.ok), "verification": report.render(), "report": report.to_dict(),
-            "first_mismatch": first.first_mismatch_text() if first is not None else None}
+    for name, array in expected.items():
+        _save(work / "out" / f"expected-{name}.npy", np.ascontiguousarray(array, dtype=np.float64))
+    return {"ok": True, "tolerances": {name: {"depth": int(depth.get(name, 1)), "intermediate": intermediate.get(name)}
+                                       for name in expected}}
+
+
+def _op_run_on_device(args: dict, work: Path) -> dict:
+    """Build the host program against the device's SDK and run it on the device, kernel JIT included, all here: the
+    kernels are C++ of the job's making. The device node comes open (args["device_fd"]: this child, nobody in its own
+    root, could not open it); the program's outputs go to out/output-<name>.npy (float32) and its run record into
+    the answer, which the worker checks (workers/sandbox/answers.py: ran_on_device) before using any of it."""
+    import numpy as np
+
+    from compiler.toolchain.device import Device, DeviceUnavailable, run_bundle
+
+    artifacts = {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
+    device = Device(**args["device"])
+    try:
+        run = run_bundle(artifacts, _read_inputs(work), device, workdir=work / "tmp" / "device",
+                         timeout_s=float(args["timeout_s"]), device_fd=args.get("device_fd"))
+    except DeviceUnavailable as error:
+        return {"ok": False, "error": {"stage": "hardware", "message": str(error)[:8000]}}
+    for name, array in run.outputs.items():
+        _save(work / "out" / f"output-{name}.npy", np.ascontiguousarray(array, dtype=np.float32))
+    return {"ok": True, "run": {"device": run.device, "arch": run.arch, "sdk": run.sdk, "exit_status": run.exit_status,
+                                "stdout": run.stdout[-(1 << 20):], "stderr": run.stderr[-(1 << 20):],
+                                "wall_seconds": run.wall_seconds, "build_seconds": run.build_seconds,
+                                "build_cache_hit": run.build_cache_hit, "device_error": run.device_error,
+                                "error": run.error, "started_at": run.started_at, "finished_at": run.finished_at}}
 
 
 def _op_header_check(args: dict, work: Path) -> dict:
@@ -277,5 +317,6 @@ def _op_check_kernels(args: dict, work: Path) -> dict:
 
 
 OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,
-       "header_check": _op_header_check, "verify": _op_verify, "check_kernels": _op_check_kernels}
+       "header_check": _op_header_check, "verify": _op_verify, "check_kernels": _op_check_kernels,
+       "run_on_device": _op_run_on_device}
 

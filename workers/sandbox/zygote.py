@@ -219,13 +219,14 @@ class Spares:
         os.close(answer_write)
         return Spare(pid, os.pidfd_open(pid), ours, answer_read, namespaces)
 
-    def _hand_over(self, message: bytes, stderr_fd: int) -> Spare:
-        """Give the job to a prepared child (a fresh one if the waiting one died meanwhile)."""
+    def _hand_over(self, message: bytes, stderr_fd: int, device_fd: int | None = None) -> Spare:
+        """Give the job to a prepared child (a fresh one if the waiting one died meanwhile), with its stderr and, for
+        a device run, its device opened here (the child, in its own root as nobody, could not open it)."""
         for _ in range(2):
             self.fill()
             spare = self.ready.pop(0)
             try:
-                socket.send_fds(spare.requests, [b"J"], [stderr_fd])
+                socket.send_fds(spare.requests, [b"J"], [stderr_fd] + ([] if device_fd is None else [device_fd]))
                 spare.requests.sendall(message)
                 spare.requests.close()
                 return spare
@@ -244,10 +245,13 @@ class Spares:
         message = pack({**request, "host_dir": host_dir}, inputs)
         for attempt in range(2):
             stderr_read, stderr_write = os.pipe()
+            device_fd = _open_device(request.get("device"))
             try:
-                spare = self._hand_over(message, stderr_write)
+                spare = self._hand_over(message, stderr_write, device_fd)
             finally:
                 os.close(stderr_write)
+                if device_fd is not None:
+                    os.close(device_fd)  # the child holds it now; it closes with the child
             handed_over = time.monotonic()
             answer, stderr = _Collector(MAX_RESULT_BYTES), _Tail(64 * 1024)
             timed_out, killed = self._wait(spare, answer, stderr, stderr_read, stdin, started + limits.wall_s)
@@ -336,6 +340,17 @@ class Spares:
             else:
                 _close(spare)
         self.ending = still
+
+
+def _open_device(node: object) -> int | None:
+    """The device node a device run is given (the worker names the one it leased), or None when there is none or it
+    cannot be opened: the program then fails to open it itself, a device error the worker sees."""
+    if not isinstance(node, str) or not os.path.isabs(node):
+        return None
+    try:
+        return os.open(node, os.O_RDWR | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError:
+        return None
 
 
 def _kill(spare: Spare) -> None:
@@ -437,11 +452,12 @@ def _child(config: dict, user: pwd.struct_passwd, hot: prefault.Hot, namespaces:
         steps["prefault"] = time.monotonic() - mark
     except BaseException:  # reported on the job's stderr, once there is a job
         failure = traceback.format_exc()
-    header, fds, _, _ = socket.recv_fds(requests, 1, 1)
+    header, fds, _, _ = socket.recv_fds(requests, 1, 2)
     if not header or not fds:
         return 0  # the zygote went away before giving us a job
     os.dup2(fds[0], 2)
     os.close(fds[0])
+    device_fd = fds[1] if len(fds) > 1 else None  # a device run's device node, opened by the zygote
     with requests.makefile("rb") as stream:
         request, inputs = read_message(stream, MAX_INPUT_BYTES)
     requests.close()
@@ -462,10 +478,13 @@ def _child(config: dict, user: pwd.struct_passwd, hot: prefault.Hot, namespaces:
                        "LANG": "C.UTF-8", "TILEFARM_CACHE_DIR": os.path.join(work, "cache"),
                        "TTEMU_CACHE_DIR": os.path.join(work, "cache", "ttemu"), **config.get("child_env", {})})
     tempfile.tempdir = os.path.join(work, "tmp")
-    jail.close_inherited_fds(keep={0, 1, 2, answer_fd})  # close-on-exec: the job's compilers never get it
+    jail.close_inherited_fds(keep={0, 1, 2, answer_fd, device_fd})  # close-on-exec: the job's compilers never get it
+    args = dict(request["args"])
+    if request.get("device"):  # the op hands it to the program it runs (and nothing else)
+        args["device_fd"] = device_fd
     measures["timeline"]["op_start"] = time.monotonic()
     try:
-        answer = OPS[request["op"]](request["args"], Path(work))
+        answer = OPS[request["op"]](args, Path(work))
     except MemoryError:
         answer = {"ok": False, "error": {"stage": request["op"], "message": f"the job ran out of memory (limit "
                                                                          f"{limits.memory_bytes} bytes)"}}

@@ -1,0 +1,119 @@
+"""The hardware stage builds and runs the job's program in the sandbox (issue 24.1, 24.3): the kernels are C++ of the
+job's making, and the kernel JIT compiles them and loads them into the program. Through real Redis, a real compile
+worker and a real hardware worker whose device is emulated (its node handed to the job open):
+
+a forged compile answer carries the genuine artifacts, so main.cpp is the plan's own and every kernel passes the
+preprocessor's check, plus a static constructor in reader.cpp that runs `id`, writes into a world-writable
+directory outside any sandbox, reads a secret of the worker's environment and a root-only file, and writes into the
+hardware worker's shared kernel cache; its compute kernel computes 2 * A where the source says A, and the forged
+verify answer says the run passed. The constructor runs (it prints), but as nobody, in a root of its own: none of
+it reaches the host, and the job fails (the verdict is the worker's, from the reference)."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from tests.security.forging import compile_forgery, forging_kernel, genuine_compile
+from tests.service.conftest import Proc, Service, base_env, private_db, redis_url  # noqa: F401  (a fixture)
+
+ARCH = "wormhole_b0"
+SECRET = f"worker-secret-{uuid.uuid4().hex}"
+
+
+def canary(canary_dir, root_only, shared_cache) -> bytes:
+    """A static constructor that tries everything a program loaded as the worker could, and prints what it got."""
+    return f'''extern "C" int printf(const char*, ...);
+extern "C" int system(const char*);
+extern "C" char* getenv(const char*);
+extern "C" unsigned getuid();
+extern "C" void* fopen(const char*, const char*);
+extern "C" int fputs(const char*, void*);
+extern "C" char* fgets(char*, int, void*);
+extern "C" int fclose(void*);
+static int tilefarm_canary = [] {{
+    printf("CANARY ran as uid %u\\n", getuid());
+    system("id; id > {canary_dir}/hardware-id.txt 2>&1");
+    if (void* f = fopen("{canary_dir}/hardware-ctor.txt", "w")) {{ fputs("here", f); fclose(f); }}
+    const char* secret = getenv("TILEFARM_TEST_SECRET");
+    printf("CANARY secret: %s\\n", secret ? secret : "(none)");
+    char line[128] = "(unreadable)";
+    if (void* f = fopen("{root_only}", "r")) {{ fgets(line, sizeof line, f); fclose(f); }}
+    printf("CANARY root-only file: %s\\n", line);
+    void* poison = fopen("{shared_cache}/kernels/poison.so", "w");
+    printf("CANARY shared kernel cache: %s\\n", poison ? "written" : "refused");
+    if (poison) {{ fputs("poison", poison); fclose(poison); }}
+    return 0;
+}}();
+'''.encode()
+
+
+@pytest.fixture(scope="module")
+def farm(redis_url, tmp_path_factory):  # noqa: F811
+    workdir = tmp_path_factory.mktemp("hardware-jail")
+    node = workdir / "emu-wh-0.node"
+    node.touch()
+    config = workdir / "devices.json"
+    config.write_text(json.dumps({"devices": [{"id": "emu-wh-0", "arch": ARCH, "kind": "emulated", "node": str(node)}]}))
+    root_only = workdir / "root-only.txt"
+    root_only.write_text(f"root-only-{uuid.uuid4().hex}\n")
+    root_only.chmod(0o600)
+    shared_cache = workdir / "hardware-kernel-cache"  # the hardware worker's own kernel cache (TTEMU_CACHE_DIR)
+    (shared_cache / "kernels").mkdir(parents=True)
+    env = base_env(TILEFARM_BROKER_URL=private_db(redis_url), TILEFARM_DATA_DIR=str(workdir / "data"),
+                   TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
+                   TILEFARM_TEST_SECRET=SECRET)
+    service = Service(env, workdir)
+    service.start_api()
+    service.start_worker()
+    hardware = Proc([sys.executable, "-m", "celery", "-A", "farm.celery_app", "worker", "-Q", f"hardware.{ARCH}",
+                     "-c", "1", "--pool", "prefork", "--loglevel", "INFO", "-n", f"hw-{uuid.uuid4().hex[:6]}@%h"],
+                    {**env, "TILEFARM_DEVICES_CONFIG": str(config), "TTEMU_CACHE_DIR": str(shared_cache)},
+                    workdir / "hardware.log")
+    service.procs.append(hardware)
+    deadline = time.time() + 60
+    while not any(d.get("device") == "emu-wh-0" for d in service.client.get("/v1/devices").json()):
+        assert hardware.process.poll() is None and time.time() < deadline, hardware.tail()
+        time.sleep(0.1)
+    service.root_only, service.shared_cache, service.hardware = root_only, shared_cache, hardware
+    yield service
+    service.stop()
+    __import__("redis").Redis.from_url(env["TILEFARM_BROKER_URL"]).flushdb()
+
+
+def test_a_forged_kernel_runs_jailed_and_its_job_fails(farm, canary_dir):
+    answer, files = genuine_compile(ARCH)
+    _, doubled = genuine_compile(ARCH, scale=2.0)  # the compute kernel of C = 2 * A
+    reader = answer["artifacts"]["reader.cpp"]
+    forged_compile = compile_forgery(answer, files, reader_cpp=canary(canary_dir, farm.root_only, farm.shared_cache)
+                                     + files[reader], compute_cpp=doubled[answer["artifacts"]["compute.cpp"]])
+    forged_verify = (json.dumps({"ok": True, "passed": True, "verification": "PASS", "first_mismatch": None,
+                                 "report": {"ok": True, "outputs": []}}), {})
+    source = forging_kernel({"compile": forged_compile, "verify": forged_verify})
+    a = np.random.default_rng(3).uniform(-1, 1, (64, 64)).astype(np.float32)
+    response = farm.client.post("/v1/jobs", json={
+        "source": source, "filename": "forge.py", "stages": ["compile", "hardware"], "target": {"arch": ARCH},
+        "inputs": {"A": {"shape": [64, 64], "dtype": "float32", "data": a.tolist()}}})
+    assert response.status_code == 202, response.text
+    job = farm.wait(response.json()["id"], timeout=300)
+    log = farm.client.get(f"/v1/jobs/{job['id']}/logs").text
+    stdout = farm.client.get(f"/v1/jobs/{job['id']}/artifacts/hardware/stdout.txt")
+    printed = stdout.text if stdout.status_code == 200 else log
+
+    assert "CANARY ran as uid" in printed, (job["error"], log[-3000:], farm.hardware.tail())  # it did run
+    assert "CANARY ran as uid 0" not in printed and "uid=0(root)" not in printed, printed
+    assert "uid=65534(nobody)" in printed, printed
+    assert not list(canary_dir.iterdir()), "the kernel wrote outside the sandbox"
+    assert SECRET not in printed + log and "secret: (none)" in printed, printed
+    assert farm.root_only.read_text().strip() not in printed + log and "root-only file: (unreadable)" in printed
+    assert "shared kernel cache: refused" in printed, printed
+    assert not (farm.shared_cache / "kernels" / "poison.so").exists()
+
+    assert job["status"] == "failed", job
+    assert job["stages"][-1]["name"] == "hardware" and job["stages"][-1]["state"] == "failed", job["stages"]
+    assert job["device_run"]["exit_status"] == 0 and job["device_run"]["device"] == "emu-wh-0"
+    assert "refused the sandboxed verify's answer" in job["error"] or "do not match" in job["error"], job["error"]
