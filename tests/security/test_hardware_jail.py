@@ -117,3 +117,40 @@ def test_a_forged_kernel_runs_jailed_and_its_job_fails(farm, canary_dir):
     assert job["stages"][-1]["name"] == "hardware" and job["stages"][-1]["state"] == "failed", job["stages"]
     assert job["device_run"]["exit_status"] == 0 and job["device_run"]["device"] == "emu-wh-0"
     assert "refused the sandboxed verify's answer" in job["error"] or "do not match" in job["error"], job["error"]
+
+
+def test_a_cached_kernel_the_preprocessor_refuses_never_reaches_a_device(tmp_path):
+    """Whoever filled the compile cache (an older version, the CLI), the hardware stage runs the kernels through the
+    real preprocessor's check first: a reader that includes a host file is refused before any device is leased
+    (on main it was handed to the device run, whose JIT was the only check, and only for an emulated device)."""
+    import time as clock
+
+    from compiler import api
+    from compiler.toolchain.device import Device
+    from farm.settings import Settings
+    from farm.store import ArtifactStore, SqliteJobStore
+    from schemas.jobs import JobRecord, StageRecord
+    from schemas.target import TargetConfig
+    from workers import runner
+    from workers.devices import DeviceRegistry
+    from workers.sandbox import ForgedAnswer
+
+    answer, files = genuine_compile(ARCH)
+    artifacts = {name: files[file] for name, file in answer["artifacts"].items()}
+    artifacts["reader.cpp"] = b'#include "/etc/shadow"\n' + artifacts["reader.cpp"]
+    source, target = forging_kernel({}) + f"\n# {uuid.uuid4().hex}\n", TargetConfig(arch=ARCH)
+    key = api.cache_key(source, None, target)
+    store, stored = SqliteJobStore(tmp_path / "jobs.sqlite"), ArtifactStore(tmp_path / "data")
+    stored.put_cache(key, "compile", {**artifacts, "compile.log": b"", "meta.json": json.dumps(
+        {"job_id": "elsewhere", "cache_key": key, "timings": {}}).encode()})
+    job, _ = store.create(JobRecord(id="cached", source=source, filename="forge.py", target=target,
+                                    created_at=clock.time(), cache_key=key,
+                                    stages=[StageRecord(name="compile"), StageRecord(name="hardware")]),
+                          idempotency_hash=None, max_active=10)
+    node = tmp_path / "emu.node"
+    node.touch()
+    devices = DeviceRegistry(tmp_path / "data", devices=[Device(id="emu-0", arch=ARCH, kind="emulated", node=str(node))])
+    deps = runner.WorkerDeps(store, stored, Settings(sandbox=True, data_dir=tmp_path / "data"), devices=devices)
+    with pytest.raises(ForgedAnswer, match=r"(?s)reader\.cpp: .*/etc/shadow"):
+        runner.hardware_stage(store.get(job.id), deps)
+    assert store.get(job.id).device_run is None and "running on device" not in store.read_log(job.id)
