@@ -127,6 +127,8 @@ _OPS = [
     *[_op(call, "expr bits", f"{call}({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_unary/binop_with_scalar.h")
       for call in _BINOP_WITH_SCALAR],
     _op("fill_tile", "expr float", "fill_tile({0}, {1})", {COMPUTE}, _C + "eltwise_unary/fill.h"),
+    # DST[data] = 0 where DST[mask] == 0, in place on the data slot (T.tile.keep)
+    _op("mask_tile", "expr expr", "mask_tile({0}, {1})", {COMPUTE}, _C + "mask.h"),
     _op("copy_dest_values_fp32", "expr expr", "copy_dest_values<DataFormat::Float32>({0}, {1})", {COMPUTE},
         _C + "copy_dest_values.h"),
     # reduce along rows (api/compute/reduce.h): needs a scaler CB the reader fills (fill_reduce_scaler)

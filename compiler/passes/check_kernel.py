@@ -272,6 +272,9 @@ class KernelChecker:
                     raise self.error(call, f"T.tile.{name}: operand `{a}` must be a tile region or a scalar constant")
             if all(r is None for r in regions):
                 raise self.error(call, f"T.tile.{name}: both operands are scalars; use T.tile.fill")
+            if None in regions and registry.TILE_OPS[name].with_scalar is None:
+                raise self.error(call, f"T.tile.{name} takes two tile regions, not a scalar",
+                                 hint="fill a tile with the value first (T.tile.fill)")
             for r in regions:
                 if r is not None:
                     self._check_region(call, r)

@@ -111,8 +111,8 @@ def _check() -> None:
         names_seen.add(op.name)
         if op.kind == "unary" and op.lowered and not op.lowering:
             raise ValueError(f"op registry: unary tile op {op.name!r} has no lowering")
-        if op.kind == "binary" and op.lowered and (op.sfpu is None or op.with_scalar is None):
-            raise ValueError(f"op registry: binary tile op {op.name!r} needs sfpu and with_scalar")
+        if op.kind == "binary" and op.lowered and op.sfpu is None:
+            raise ValueError(f"op registry: binary tile op {op.name!r} needs sfpu")
         if op.kind in ("unary", "binary", "reduce") and op.numpy is None:
             raise ValueError(f"op registry: tile op {op.name!r} has no NumPy reference")
 

@@ -55,6 +55,14 @@ UNARY_MAX = Sfpu("UnaryMax", "unary_max_tile", "unary_max_tile_init", "compute_k
 UNARY_MIN = Sfpu("UnaryMin", "unary_min_tile", "unary_min_tile_init", "compute_kernel_api.h", "unary_param", SIMPLE,
                  "x < s ? x : s")
 
+# comparisons with zero (api/compute/eltwise_unary/comp.h): 1.0 where the test holds, 0.0 elsewhere
+_ZERO_TESTS = (("gtz", ">"), ("gez", ">="), ("ltz", "<"), ("lez", "<="), ("eqz", "=="), ("nez", "!="))
+COMPARE_WITH_ZERO = {name: Sfpu(name.capitalize(), f"{name}_tile", f"{name}_tile_init", "eltwise_unary/comp.h", "unary",
+                                SIMPLE, f"x {op} 0.0f ? 1.0f : 0.0f") for name, op in _ZERO_TESTS}
+# mask_tile(data, mask): DST[data] = 0 where DST[mask] == 0, in place (a select's two halves are added)
+MASK = Sfpu("Mask", "mask_tile", "mask_tile_init", "mask.h", "binary", SIMPLE, "b == 0.0f ? 0.0f : a",
+            standard_call=False, api=False)
+
 # The emulator's other SFPU functions: ttnn's kernels and hand-written programs call them; no tile op lowers to them.
 DEVICE_ONLY = (
     Sfpu("Fill", "fill_tile", "fill_tile_init", "eltwise_unary/fill.h", "unary_param", FILL, "s", standard_call=False,
@@ -74,9 +82,7 @@ DEVICE_ONLY = (
     Sfpu("Sign", "sign_tile", "sign_tile_init", "compute_kernel_api.h", "unary", SIMPLE,
          "x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f"),
     Sfpu("Identity", "identity_tile", "identity_tile_init", "eltwise_unary/identity.h", "unary", SIMPLE, "x"),
-    # mask_tile: DST[data] = 0 where DST[mask] == 0; mask_posinf_tile (configured by mask_tile_init): +inf there
-    Sfpu("Mask", "mask_tile", "mask_tile_init", "mask.h", "binary", SIMPLE, "b == 0.0f ? 0.0f : a",
-         standard_call=False, api=False),
+    # mask_posinf_tile (configured by mask_tile_init): +inf where DST[mask] == 0
     Sfpu("MaskPosInf", "mask_posinf_tile", "mask_tile_init", "mask.h", "binary", SIMPLE, "b == 0.0f ? INFINITY : a",
          init_opcode="Mask", standard_call=False, api=False),
 )
@@ -100,6 +106,14 @@ TILE_OPS = (
            with_scalar=UNARY_MAX),
     TileOp("minimum", "binary", np.minimum, min, tilelang=("min",), sfpu=MIN_BINARY,
            with_scalar=UNARY_MIN),
+    # keep(a, m): a where m != 0, else 0 -- T.if_then_else on data values is keep(a, c) + keep(b, eqz(c))
+    TileOp("keep", "binary", lambda a, m: np.where(m != 0, a, np.float32(0)), lambda a, m: a if m != 0 else 0.0,
+           tvm_builtin=False, sfpu=MASK),
+    *(TileOp(name, "unary", (lambda f: lambda x: f(x, 0).astype(np.float32))(getattr(np, ufunc)),
+             (lambda f: lambda x: float(f(x, 0)))(getattr(operator, fn)), tvm_builtin=False,
+             lowering=(COMPARE_WITH_ZERO[name],))
+      for name, ufunc, fn in (("gtz", "greater", "gt"), ("gez", "greater_equal", "ge"), ("ltz", "less", "lt"),
+                              ("lez", "less_equal", "le"), ("eqz", "equal", "eq"), ("nez", "not_equal", "ne"))),
     TileOp("exp", "unary", np.exp, math.exp, tilelang=("exp",), affine=True, tvm_scalar="exp", lowering=(EXP,)),
     TileOp("exp2", "unary", np.exp2, lambda x: 2.0 ** x, tilelang=("exp2",), affine=True, tvm_scalar="exp2",
            lowering=(Scale(LN2), EXP)),                     # 2^x = e^(x ln 2)

@@ -26,7 +26,10 @@ from .expr import (Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine
                    fold_binary, fold_constant, render_int, walk, wrap)
 from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
 
-BINARY = registry.binary_of_tilelang()         # + - * max min -> add sub mul maximum minimum
+BINARY = {**registry.binary_of_tilelang(),     # + - * max min -> add sub mul maximum minimum
+          "keep": "keep"}                       # a where a condition's 0/1 value is 1, else 0 (data selects)
+ZERO_TEST = {">": "gtz", ">=": "gez", "<": "ltz", "<=": "lez", "==": "eqz", "!=": "nez"}
+FLIPPED = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "==": "==", "!=": "!="}
 UNARY = registry.unary_of_tilelang()           # T.exp ... -> the unary tile op
 ELEMENT_FUNCTIONS = registry.tilelang_function_names()
 
@@ -221,8 +224,7 @@ class StoreLowering:
         if isinstance(e, Select):
             return self.select(e)
         if isinstance(e, (Cmp, Logic)):
-            self.fail(f"`{describe(e)}` compares data values; conditions on data are outside tilefarm's TileLang "
-                      "subset", hint="conditions may depend on the block, loop and T.Parallel indices")
+            return self.condition(e)
         if isinstance(e, Bin):
             a, b = self.normalize(e.a), self.normalize(e.b)
             if self.is_scalar(a) and self.is_scalar(b):
@@ -261,11 +263,51 @@ class StoreLowering:
     def fold(e) -> float | None:
         return fold_constant(e)
 
+    def condition(self, e):
+        """A condition as its 0/1 value (the SFPU's comparisons with zero answer 1.0 / 0.0): `a > b` is gtz(a - b),
+        T.And a product, T.Or a maximum, T.Not eqz; a condition on the indices alone is a mask tile."""
+        if not _has_load(e):
+            folded = self.fold(e)
+            if folded is not None:
+                return Const(1.0 if folded else 0.0)
+            return Mask(Select(e, Const(1.0), Const(0.0)))
+        if isinstance(e, Cmp):
+            a, b = self.normalize(e.a), self.normalize(e.b)
+            op = e.op
+            if self.is_scalar(a) and not self.is_scalar(b):
+                a, b, op = b, a, FLIPPED[op]
+            x = a if self.is_scalar(b) and self.scalar(b) == 0.0 else Bin("-", a, b)
+            return Call(ZERO_TEST[op], (x,))
+        if isinstance(e, Logic):
+            parts = [self.condition(x) for x in e.args]
+            if e.op == "not":
+                return Call("eqz", (parts[0],))
+            out = parts[0]
+            for x in parts[1:]:
+                out = Bin("*" if e.op == "and" else "max", out, x)
+            return out
+        return Call("nez", (self.normalize(e),))        # a number used as a condition: true where it is not zero
+
+    def data_select(self, e: Select):
+        """T.if_then_else(cond, a, b) with a condition on data values: keep(a, c) + keep(b, not c), c the condition's
+        0/1 value (each half is exactly its operand or zero, whatever the other holds: -inf, NaN)."""
+        c = self.condition(e.cond)
+        a, b = self.normalize(e.a), self.normalize(e.b)
+        ka, kb = self.fold_or_none(a), self.fold_or_none(b)
+        finite = (lambda k: k is not None and math.isfinite(k))
+        if ka == 1.0 and kb == 0.0:
+            return c
+        if finite(ka) and kb == 0.0:
+            return Bin("*", c, a)
+        if ka == 0.0 and finite(kb):
+            return Bin("*", Call("eqz", (c,)), b)
+        kept = [Bin("keep", x, m) for x, k, m in ((a, ka, c), (b, kb, Call("eqz", (c,)))) if k != 0.0]
+        return kept[0] if len(kept) == 1 else Bin("+", *kept)
+
     def select(self, e: Select):
         """T.if_then_else(cond, a, b) with a condition on indices: data through a mask tile."""
         if _has_load(e.cond):
-            self.fail(f"`{describe(e.cond)}` depends on data values; T.if_then_else conditions may depend on the block, "
-                      "loop and T.Parallel indices only")
+            return self.data_select(e)
         a, b = self.normalize(e.a), self.normalize(e.b)
         ka, kb = self.fold_or_none(a), self.fold_or_none(b)
         if kb is not None and kb == -math.inf:
@@ -507,6 +549,15 @@ class StoreLowering:
             return
         op = BINARY[e.op]
         a, b = e.a, e.b
+        if op == "keep" and self.is_scalar(a):   # a constant kept where the condition holds: a filled tile
+            if self.is_leaf(b) and not self.same(b, dst):
+                mask = self.leaf(b)
+            else:
+                mask = self.temp(self.region_shape(dst), "float32")
+                self.compute(b, mask)
+            self.emit("fill", dst, float_text(self.scalar(a)))
+            self.emit("keep", dst, dst, mask)
+            return
         if self.is_leaf(a) and self.is_leaf(b):
             self.emit(op, dst, self.leaf(a), self.leaf(b))
         elif self.is_leaf(b):

@@ -282,13 +282,10 @@ def kernel_if(test, negate=False):
 
 def _element_branch(test, negate):
     """`if cond(i, j):` inside a T.Parallel: the stores of the branch happen where cond holds (each element keeps its
-    value elsewhere), as on a GPU where every thread takes its own branch."""
+    value elsewhere), as on a GPU where every thread takes its own branch; cond may compare data values."""
     rec = current()
     if rec.parallel is None:
         fail(f"`if {test!r}:` tests a T.Parallel index outside its T.Parallel loop")
-    if any(isinstance(x, Load) for x in walk(test)):
-        fail(f"`if {test!r}:` depends on values read from tensors; an element's branch may depend on the indices "
-             "only", hint="fold a data-dependent choice into the value: T.if_then_else(cond, a, b)")
     condition = Logic("not", (test,)) if negate else test
     rec.parallel.predicates.append(condition)
     try:

@@ -139,7 +139,23 @@ class Strategies:
             target = free.pop() if free else scratch
             out += self.load(s, target)
             slots.append(target)
-        return out + [ops.call(op.sfpu.init), ops.call(op.sfpu.call, slots[0], slots[1], dst_slot)]
+        if op.sfpu.standard_call:
+            return out + [ops.call(op.sfpu.init), ops.call(op.sfpu.call, slots[0], slots[1], dst_slot)]
+        return out + self.in_place(op.sfpu, dst_slot, slots, loaded=[s.kind != "dst" for s in (a, b)],
+                                   scratch=scratch)
+
+    def in_place(self, fn, dst_slot, slots: list, loaded: list, scratch) -> list:
+        """An SFPU function that writes its first operand's slot (mask_tile): computed where that operand may be
+        overwritten (a slot it was loaded into, or the destination), then moved to the destination."""
+        (a, b), out = slots, []
+        where = a
+        if not (loaded[0] or same_slot(a, dst_slot)):       # a live value: work on a copy of it
+            where = scratch if same_slot(b, dst_slot) else dst_slot
+            out += self.load(Src("dst", slot=a), where)
+        out += [ops.call(fn.init), ops.call(fn.call, where, b)]
+        if not same_slot(where, dst_slot):
+            out += self.load(Src("dst", slot=where), dst_slot)
+        return out
 
     def gemm(self, dst_slot, a: Src, b: Src, transpose_b: bool, k_tiles: int, a_index, b_index) -> list:
         """dst += A @ B over k_tiles; a_index(kk) / b_index(kk) give the operand tiles."""

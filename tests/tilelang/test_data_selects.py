@@ -1,0 +1,140 @@
+"""Conditions on data values: `T.if_then_else(mask[j] != 0, s, -inf)` with a key-padding mask given as a tensor,
+`max_val[i] == logits[i, j]`, `if y[i, j] > 0.5:` inside a T.Parallel, T.And of a data and an index condition.
+
+A comparison is the SFPU's comparison with zero of a difference (gtz/gez/ltz/lez/eqz/nez: 1.0 or 0.0), a select
+keep(a, c) + keep(b, not c) (mask_tile: each half exactly its operand or zero, whatever the other holds). Checked
+against NumPy on both archs, with inputs chosen to hit every branch (zeros in the mask, ties at the row max)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from compiler.api import compile_source, emulate
+from schemas.target import TargetConfig
+
+from .test_frontend import src
+
+ARCHS = ("wormhole_b0", "blackhole")
+
+
+def run(source: str, entry: str, inputs: dict, arch: str):
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename="k.py", entry=entry, target=target)
+    outcome = emulate(result.artifacts, target=target, inputs=inputs, source=source, filename="k.py", entry=entry)
+    assert outcome.passed, outcome.verification.render()
+    return result, outcome
+
+
+KEY_PADDING = src('''
+    @tilelang.jit
+    def masked_softmax(M=64, N=64, block_M=32):
+        @T.prim_func
+        def main(Logits: T.Tensor((M, N), T.bfloat16), KeyMask: T.Tensor((N,), T.float32),
+                 P: T.Tensor((M, N), T.float32), Hit: T.Tensor((M, N), T.float32)):
+            with T.Kernel(M // block_M) as bx:
+                s = T.alloc_fragment((block_M, N), T.float32)
+                keep = T.alloc_shared((N,), T.float32)
+                m = T.alloc_fragment((block_M,), T.float32)
+                l = T.alloc_fragment((block_M,), T.float32)
+                hit = T.alloc_fragment((block_M, N), T.float32)
+                T.copy(Logits[bx * block_M, 0], s)
+                T.copy(KeyMask, keep)
+                for i, j in T.Parallel(block_M, N):
+                    s[i, j] = T.if_then_else(keep[j] != 0, s[i, j], -T.infinity(T.float32))
+                T.reduce_max(s, m, dim=1)
+                for i, j in T.Parallel(block_M, N):
+                    hit[i, j] = T.if_then_else(m[i] == s[i, j], 1.0, 0.0)
+                for i, j in T.Parallel(block_M, N):
+                    s[i, j] = T.exp(s[i, j] - m[i])
+                T.reduce_sum(s, l, dim=1)
+                for i, j in T.Parallel(block_M, N):
+                    s[i, j] = s[i, j] / l[i]
+                T.copy(s, P[bx * block_M, 0])
+                T.copy(hit, Hit[bx * block_M, 0])
+        return main
+''')
+
+
+def _logits_and_mask(seed: int):
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((64, 64)).astype(ml_dtypes.bfloat16).astype(np.float32)   # bf16 values
+    logits[3, 10] = logits[3, 40] = 6.0                           # a tie at the row maximum
+    key_mask = (rng.random(64) > 0.3).astype(np.float32)
+    key_mask[[0, 7, 33]] = 0.0
+    key_mask[[10, 40]] = 1.0
+    return logits, key_mask
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_key_padding_mask_tensor_and_ties_at_the_row_max(arch):
+    logits, key_mask = _logits_and_mask(21)
+    result, outcome = run(KEY_PADDING, "masked_softmax", {"Logits": logits, "KeyMask": key_mask}, arch)
+    s = np.where(key_mask[None, :] != 0, logits.astype(np.float64), -np.inf)
+    row_max = s.max(axis=1, keepdims=True)
+    e = np.exp(s - row_max)
+    np.testing.assert_allclose(outcome.outputs["P"], e / e.sum(axis=1, keepdims=True), rtol=1e-3, atol=1e-5)
+    np.testing.assert_array_equal(outcome.outputs["Hit"], (s == row_max).astype(np.float32))
+    assert outcome.outputs["Hit"][3].sum() == 2
+    compute = result.artifacts["compute.cpp"].decode()
+    assert "nez_tile(" in compute and "eqz_tile(" in compute and "mask_tile(" in compute
+
+
+ELEMENT_IFS = src('''
+    @tilelang.jit
+    def clip(M=32, N=64):
+        @T.prim_func
+        def main(Y: T.Tensor((M, N), T.float32), C: T.Tensor((M, N), T.float32)):
+            with T.Kernel(1) as bx:
+                y = T.alloc_fragment((M, N), T.float32)
+                c = T.alloc_fragment((M, N), T.float32)
+                T.copy(Y, y)
+                for i, j in T.Parallel(M, N):
+                    c[i, j] = y[i, j]
+                    if y[i, j] > 0.5:
+                        c[i, j] = 0.5
+                    if T.And(y[i, j] <= -0.25, j < 40):
+                        c[i, j] = y[i, j] * 2.0
+                    elif T.Or(y[i, j] == 0.0, T.Not(y[i, j] < 1.5)):
+                        c[i, j] = T.if_then_else(y[i, j] >= 0, -T.infinity(T.float32), 7.0)
+                T.copy(c, C)
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_element_ifs_on_data_values(arch):
+    rng = np.random.default_rng(4)
+    y = rng.uniform(-1, 2, (32, 64)).astype(np.float32)
+    y[0, :8] = [0.5, -0.25, 0.0, 1.5, -0.0, np.float32(0.5000001), -1.0, 1.75]
+    _, outcome = run(ELEMENT_IFS, "clip", {"Y": y}, arch)
+    j = np.arange(64)[None, :]
+    want = np.where(y > 0.5, 0.5, y)
+    first = (y <= -0.25) & (j < 40)
+    second = ~first & ((y == 0.0) | ~(y < 1.5))
+    want = np.where(first, y * 2.0, np.where(second, np.where(y >= 0, -np.inf, 7.0), want))
+    np.testing.assert_array_equal(outcome.outputs["C"], want.astype(np.float32))
+
+
+TIRX_KEEP_SCALAR = '''from tvm.script import tirx as T
+
+@T.prim_func
+def main(A: T.Buffer((32, 32), "float32"), B: T.Buffer((32, 32), "float32")):
+    T.device_entry()
+    bx = T.cta_id([1])
+    a = T.alloc_shared((32, 32), "float32")
+    b = T.alloc_local((32, 32), "float32")
+    T.tile.copy(a, A)
+    T.tile.gtz(b, a)
+    T.tile.keep(b, a, 1.0)
+    T.tile.copy(B, b)
+'''
+
+
+def test_keep_of_a_scalar_mask_is_refused_at_the_call():
+    from compiler.errors import CompileError
+
+    with pytest.raises(CompileError) as info:
+        compile_source(TIRX_KEEP_SCALAR, filename="k.py")
+    assert "T.tile.keep takes two tile regions" in info.value.message
+    assert info.value.location.line == TIRX_KEEP_SCALAR.splitlines().index("    T.tile.keep(b, a, 1.0)") + 1
