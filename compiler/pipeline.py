@@ -15,6 +15,7 @@ from .passes.check_kernel import check_kernel
 from .passes.choose_blocks import choose_blocks
 from .passes.serialize_accumulation import serialize_accumulation
 from .passes.grid_to_persistent import grid_to_persistent
+from .passes.hoist_inits import hoist_inits
 from .passes.infer_layout import infer_layout
 from .passes.lower_index_masks import lower_index_masks
 from .passes.lower_to_circular_buffers import lower_to_circular_buffers
@@ -53,6 +54,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
         # compute lowered: DST windows of FPU/SFPU calls
         "LowerCompute": [
             tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
+            hoist_inits,                   # engine inits out of loops, dropped where the engine is set already
         ],
         # three kernels for the three RISC groups, checked against the device's limits
         "SplitKernels": [

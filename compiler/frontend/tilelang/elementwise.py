@@ -57,6 +57,21 @@ def lower_parallel(rec: Recorder, scope) -> None:
         StoreLowering(rec, scope.variables, location).store(Load(buffer, indices), value)
 
 
+def _scaled(e, factor: float):
+    """`e * factor` with the factor folded into the constants `e` already multiplies by (`s * c - m * c` ->
+    `s * (c f) - m * (c f)`), or None when some term has no constant factor to take it (a multiply of its own)."""
+    if isinstance(e, Const) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool):
+        return Const(float(e.value) * factor)
+    if isinstance(e, Bin) and e.op in "+-":
+        a, b = _scaled(e.a, factor), _scaled(e.b, factor)
+        return None if a is None or b is None else Bin(e.op, a, b)
+    if isinstance(e, Bin) and e.op == "*":
+        for x, c in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(c, Const) and isinstance(c.value, (int, float)) and not isinstance(c.value, bool):
+                return Bin("*", x, Const(float(c.value) * factor))
+    return None
+
+
 def _parallel_vars(e) -> list:
     return [x for x in walk(e) if isinstance(x, Var) and x.kind == "parallel"]
 
@@ -249,6 +264,10 @@ class StoreLowering:
             (x,) = args if len(args) == 1 else (None,)
             if x is None:
                 self.fail(f"T.{fn} with {len(args)} arguments in a T.Parallel body")
+            if fn in UNARY and UNARY[fn] == "exp2":
+                scaled = _scaled(x, math.log(2.0))
+                if scaled is not None:      # 2^(a*s - b*t) = e^(a ln2 * s - b ln2 * t): no tile op for the ln 2
+                    return Call(UNARY["exp"], (scaled,))
             if fn in UNARY:
                 return Call(UNARY[fn], (x,))
             self.fail(f"T.{fn} in a T.Parallel body is outside tilefarm's TileLang subset",

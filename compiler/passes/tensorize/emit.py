@@ -68,6 +68,17 @@ def _hoist_leading_init(stmts: list) -> list:
     return out
 
 
+def _steps(stmts: list) -> list[list]:
+    """A tile's lowering cut before each engine init: [[init, call, ...], [init, call, ...]]."""
+    out: list[list] = []
+    for s in stmts:
+        name = _intrinsic_name(s)
+        if not out or (name is not None and name.endswith("_init")):
+            out.append([])
+        out[-1].append(s)
+    return out
+
+
 def _uses(node, var) -> bool:
     found = []
     tvm_ffi.structural_walk(node, [(tirx.Var, lambda v: found.append(v.same_as(var)))], order="pre")
@@ -547,7 +558,14 @@ class Emitter:
             p = self.q if isinstance(self.g, tirx.IntImm) else self.g * self.group + self.q
             i = p if cols_b == 1 else (i32(0) if rows_b == 1 else tirx.floordiv(p, cols_b))
             j = p if rows_b == 1 else (i32(0) if cols_b == 1 else tirx.floormod(p, cols_b))
-            body = seq(self.lower(info, self.base[dst.name] + self.q, i, j, fresh))
+            self.strategies.scratch_used = False
+            lowered = self.lower(info, self.base[dst.name] + self.q, i, j, fresh)
+            if self.group > 1 and not self.strategies.scratch_used:
+                # each position's steps touch only its own slots: step by step over the group, so each engine
+                # init runs once per group instead of once per tile (TTHoistInits takes it out of the loop)
+                return [tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, seq(step))
+                        for step in _steps(lowered)]
+            body = seq(lowered)
             return [tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, body) if self.group > 1 else body]
         block = self.gemm_flat(info, fresh, r0, c0, rows, cols, dst_cols)
         if block is not None:

@@ -71,6 +71,7 @@ class Strategies:
     def __init__(self, fp32_dest: bool, scaler_cb):
         self.fp32_dest = fp32_dest
         self.scaler_cb = scaler_cb            # callable: the reduce scaler CB index (created on first use)
+        self.scratch_used = False             # set when a call loads an operand into the window's scratch slot
 
     # ---- moving operands into DST ------------------------------------------------------------------------------
     def load(self, src: Src, slot) -> list:
@@ -137,6 +138,7 @@ class Strategies:
                 slots.append(s.slot)
                 continue
             target = free.pop() if free else scratch
+            self.scratch_used |= target is scratch
             out += self.load(s, target)
             slots.append(target)
         if op.sfpu.standard_call:

@@ -1,0 +1,123 @@
+"""Attention forward and the memory-bound row kernels (layer norm, RMS norm, softmax) under the timing model, beside
+Tenstorrent's published figures (issue 27).
+
+Attention: the TileLang examples (examples/tilelang/flash_attention.py, gqa_attention.py) unmodified, compiled with
+the default blocking and emulated timing-only (the same device time as a full run; tests/emulator/test_timing.py).
+Per case: modelled device time, TFLOP/s (non-causal 4 B H S^2 D; causal half of it, as ttnn counts), TFLOP/s per core
+used, matrix-engine utilization (ideal cycles at the kernel's fidelity / device cycles), and ttnn's figure where one
+is published:
+  SDPAPrecisionRecipes.md (tt-metal tech_reports/FlashAttention, P150, full grid, 1 x 10 x 8192 x 128, Q256/K512):
+  non-causal 1.78 ms (~193 TFLOP/s, ~1.48 per core of 130), causal 1.96 ms (legacy BF16-dest kernel); one core with
+  K/V in L1, D128, K 8192: 1.99 TFLOP/s.
+Row kernels: modelled time, DRAM bytes moved (read + written) against the minimum (every input read once, every
+output written once) and the time the minimum needs at the arch's DRAM bandwidth (banks x GB/s x measured
+efficiency, compiler/device_costs.json): memory-bound kernels should sit within 1.5x of it.
+
+Usage: .venv/bin/python bench/attention.py [--large] [--only SUBSTRING]   (--large adds BH 1x10x8192x128)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TILELANG = ROOT / "examples" / "tilelang"
+SDPA_NONCAUSAL_8K_MS = 1.78       # P150 full grid, 1x10x8192x128
+SDPA_CAUSAL_8K_MS = 1.96
+SDPA_PER_CORE_TFLOPS = 193.0 / 130
+SDPA_ONE_CORE_TFLOPS = 1.99
+
+# (label, file, entry, params, arch, ttnn figure)
+ATTENTION = [
+    ("mha 1x10x2048x128", "flash_attention.py", "flash_attention",
+     {"batch": 1, "heads": 10, "seq_len": 2048, "dim": 128, "causal": False}, "blackhole",
+     f"ttnn SDPA ~{SDPA_PER_CORE_TFLOPS:.2f} TFLOP/s/core (8k); 1.99 one core"),
+    ("mha 1x10x2048x128 causal", "flash_attention.py", "flash_attention",
+     {"batch": 1, "heads": 10, "seq_len": 2048, "dim": 128, "causal": True}, "blackhole", ""),
+    ("mha 1x10x2048x128", "flash_attention.py", "flash_attention",
+     {"batch": 1, "heads": 10, "seq_len": 2048, "dim": 128, "causal": False}, "wormhole_b0", ""),
+    ("gqa 1x8(2)x1024x128", "gqa_attention.py", "gqa_attention",
+     {"batch": 1, "heads": 8, "groups": 4, "seq_len": 1024, "dim": 128, "causal": False}, "blackhole", ""),
+]
+LARGE = [
+    ("mha 1x10x8192x128", "flash_attention.py", "flash_attention",
+     {"batch": 1, "heads": 10, "seq_len": 8192, "dim": 128, "causal": False}, "blackhole",
+     f"ttnn SDPA {SDPA_NONCAUSAL_8K_MS * 1000:.0f} us"),
+    ("mha 1x10x8192x128 causal", "flash_attention.py", "flash_attention",
+     {"batch": 1, "heads": 10, "seq_len": 8192, "dim": 128, "causal": True}, "blackhole",
+     f"ttnn SDPA {SDPA_CAUSAL_8K_MS * 1000:.0f} us"),
+]
+ROWS = [
+    ("layer norm 2048x1024 bf16", "layer_norm.py", "layer_norm", {"rows": 2048, "cols": 1024}),
+    ("rms norm 2048x1024 bf16", "rms_norm.py", "rms_norm",
+     {"X": "bfloat16[2048,1024]", "W": "bfloat16[1024]", "dtype": "bfloat16"}),
+    ("softmax 2048x1024 bf16", "softmax.py", "softmax", {"M": 2048, "N": 1024}),
+]
+
+
+def run(file: str, entry: str, params: dict, arch: str) -> dict:
+    from compiler import api
+    from schemas.target import TargetConfig
+
+    target = TargetConfig(arch=arch)
+    source = (TILELANG / file).read_text()
+    compiled = api.compile_source(source, filename=file, entry=entry, target=target, params=params)
+    outcome = api.emulate(compiled.artifacts, target=target, source=source, filename=file, entry=compiled.entry,
+                          params=params, timing_only=True)
+    return api.profile(compiled.artifacts, outcome.report)
+
+
+def attention_flops(p: dict) -> float:
+    heads = p["heads"]
+    flops = 4.0 * p["batch"] * heads * p["seq_len"] ** 2 * p["dim"]
+    return flops / 2 if p["causal"] else flops
+
+
+def dram_bytes_per_second(arch: str) -> float:
+    from compiler.target import device_costs
+
+    costs = device_costs(arch)
+    return costs["dram_banks"] * costs["dram_bank_gbps"] * 1e9 * costs["dram_efficiency"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--large", action="store_true")
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+
+    print("| arch | kernel | modelled us | TFLOP/s | TFLOP/s per core | matrix util | cores | ttnn |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, file, entry, params, arch, ttnn in ATTENTION + (LARGE if args.large else []):
+        if args.only not in label:
+            continue
+        t0 = time.perf_counter()
+        p = run(file, entry, params, arch)
+        seconds = p["device_time_ns"] * 1e-9
+        tflops = attention_flops(params) / seconds / 1e12
+        print(f"| {arch} | {label} | {seconds * 1e6:.1f} | {tflops:.1f} | {tflops / p['cores_used']:.3f} | "
+              f"{p['matrix_utilization']:.1%} | {p['cores_used']} | {ttnn} |  <!-- {time.perf_counter() - t0:.0f} s -->",
+              flush=True)
+
+    print("\n| arch | kernel | modelled us | DRAM bytes moved | minimum | ratio | time of the minimum us | "
+          "modelled / minimum time |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, file, entry, params in ROWS:
+        if args.only not in label:
+            continue
+        for arch in ("wormhole_b0", "blackhole"):
+            p = run(file, entry, params, arch)
+            moved = p["dram_read_bytes"] + p["dram_written_bytes"]
+            minimum = p["dram_read_min_bytes"] + p["dram_write_min_bytes"]
+            floor_us = minimum / dram_bytes_per_second(arch) * 1e6
+            us = p["device_time_ns"] / 1000
+            print(f"| {arch} | {label} | {us:.1f} | {moved / 1e6:.2f} MB | {minimum / 1e6:.2f} MB | "
+                  f"{moved / minimum:.2f}x | {floor_us:.1f} | {us / floor_us:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""TTHoistInits: engine inits out of loops, and dropped where the engine is already configured that way.
+
+Tensorize gives every op its own init (copy_init, exp_tile_init, unary_bcast_init ...), so a group loop over DST
+slots re-programs the unpacker, the FPU and the SFPU once per tile: on the math RISC that costs more than the tile's
+arithmetic. The compute engine keeps four independent configurations, each changed only by its own calls:
+
+    fpu     the unpacker/FPU op (copy, transpose, matmul, eltwise, broadcast, reduce) and its operands' formats
+    sfpu    the SFPU function (exp_tile_init, binop_with_scalar_tile_init, ...)
+    unpack  the source registers' data formats (reconfig_data_format)
+    pack    the packer's output format (pack_reconfig_data_format)
+
+as ttnn's kernels rely on (copy_init and exp_tile_init once, then copy_tile + exp_tile per tile). Two rewrites:
+
+1. hoisting: a loop whose body (at its top level) holds exactly one init of a kind, with arguments that do not
+   depend on the loop, gets that init once before the loop (every iteration configured the engine the same way);
+2. elision: walking the program in order with the configuration each engine is known to be in (loops to a fixed
+   point, branches joined), an init that sets what is already set is dropped.
+
+reduce_init also sets the packer's edge mask (reduce_uninit clears it), so it is never moved or dropped. The
+emulator checks every op against the configuration it runs with, so a wrong elision fails verification loudly.
+"""
+from __future__ import annotations
+
+from tvm import tirx
+
+from .. import attrs, ops
+from ..ir import seq, stmts_of
+
+NEVER_MOVED = ("reduce_init_sum", "reduce_init_max")
+STARTUP = ("hw_startup_matmul", "hw_startup_binary", "hw_startup_unary")
+KINDS = ("fpu", "sfpu", "unpack", "pack")
+FPU_OPS = ("matmul_tiles", "matmul_block", "copy_tile", "transpose_tile", "add_tiles", "sub_tiles", "mul_tiles",
+           "reduce_tile_sum", "reduce_tile_max")
+NOT_ENGINE = ("cb_", "tile_regs_", "runtime_arg", "pack_reconfig_l1_acc", "read_tile", "write_tile", "noc_", "mcast_",
+              "zero_tile", "fill_reduce_scaler", "compute_", "write_barrier")
+
+
+def uses_kind(name: str) -> set[str]:
+    """Which configurations an (non-init) intrinsic runs with."""
+    if init_kind(name) is not None or name in STARTUP or name == "reduce_uninit" or name.startswith(NOT_ENGINE):
+        return set()
+    if name == "pack_tile":
+        return {"pack"}
+    if name in FPU_OPS or "_tiles_bcast_" in name or name.startswith("unary_bcast_"):
+        return {"fpu", "unpack"}
+    return {"sfpu"}
+
+
+def init_kind(name: str) -> str | None:
+    """Which configuration an intrinsic sets (None: it sets none)."""
+    if name == "reconfig_data_format":
+        return "unpack"
+    if name == "pack_reconfig_data_format":
+        return "pack"
+    if name.endswith("_tile_init") or name == "copy_dest_values_init":
+        return "sfpu"
+    if name.endswith("_init") or name in NEVER_MOVED:
+        return "fpu"
+    return None
+
+
+class _Hoister:
+    def __init__(self, formats: dict[int, str]):
+        self.formats = formats
+
+    # ---- what an init sets ----------------------------------------------------------------------------------------
+    def init_of(self, stmt) -> tuple[str, tuple] | None:
+        """(kind, key) of an init statement: the key is what the engine ends up configured as (CB arguments by
+        their data format: the emulator and the LLKs configure by format)."""
+        found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
+        if found is None:
+            return None
+        spec, args = found
+        kind = init_kind(spec.name)
+        if kind is None:
+            return None
+        key = [spec.name]
+        for arg_kind, value in zip(spec.args, args):
+            if arg_kind == "cb" and isinstance(value, tirx.IntImm):
+                key.append(self.formats.get(int(value), f"cb{int(value)}"))
+            elif isinstance(value, (tirx.IntImm, tirx.FloatImm)):
+                key.append(value.value)
+            elif isinstance(value, tvm_str_types()):
+                key.append(str(value))
+            else:
+                return kind, None     # depends on a variable: sets the kind to something we cannot name
+        return kind, tuple(key)
+
+    # ---- 1. hoisting ---------------------------------------------------------------------------------------------
+    def hoist(self, stmt):
+        if isinstance(stmt, tirx.SeqStmt):
+            return seq([self.hoist(s) for s in stmts_of(stmt)])
+        if isinstance(stmt, tirx.IfThenElse):
+            return tirx.IfThenElse(stmt.condition, self.hoist(stmt.then_case),
+                                   self.hoist(stmt.else_case) if stmt.else_case is not None else None)
+        if not isinstance(stmt, tirx.For):
+            return stmt
+        body = stmts_of(self.hoist(stmt.body))
+        flat = []                        # an inner loop's hoisted inits sit in a SeqStmt of its own
+        for s in body:
+            flat += stmts_of(s) if isinstance(s, tirx.SeqStmt) else [s]
+        body = flat
+        bound = {stmt.loop_var} | {s.var for s in body if isinstance(s, tirx.Bind)}
+        by_kind: dict[str, list] = {}
+        nested: set[str] = set()
+        for s in body:
+            found = self.init_of(s)
+            if found is not None:
+                by_kind.setdefault(found[0], []).append(s)
+            elif not isinstance(s, tirx.Evaluate):
+                nested |= self.kinds_inside(s)
+        hoisted = []
+        for kind, inits in by_kind.items():
+            if len(inits) != 1 or kind in nested:
+                continue
+            init = inits[0]
+            name = ops.intrinsic_of(init)[0].name
+            if name in NEVER_MOVED or _uses_any(init, bound):
+                continue
+            before = body[:next(k for k, s in enumerate(body) if s.same_as(init))]
+            if any(kind in self.kinds_used(s) for s in before):
+                continue                 # an op ahead of it in the body runs on the configuration from before
+            hoisted.append(init)
+        if not hoisted:
+            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, seq(body))
+        rest = [s for s in body if not any(s.same_as(h) for h in hoisted)]
+        loop = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, seq(rest))
+        return tirx.SeqStmt(hoisted + [loop])
+
+    def kinds_inside(self, stmt) -> set[str]:
+        out: set[str] = set()
+
+        def visit(node):
+            found = self.init_of(node)
+            if found is not None:
+                out.add(found[0])
+            spec = ops.intrinsic_of(node)
+            if spec is not None and spec[0].name in STARTUP:
+                out.update(KINDS)
+        for node in _evaluates(stmt):
+            visit(node)
+        return out
+
+    @staticmethod
+    def kinds_used(stmt) -> set[str]:
+        out: set[str] = set()
+        for node in _evaluates(stmt):
+            spec = ops.intrinsic_of(node)
+            if spec is not None:
+                out |= uses_kind(spec[0].name)
+        return out
+
+    # ---- 2. elision ------------------------------------------------------------------------------------------------
+    def elide(self, stmt, state: dict) -> tuple[object, dict]:
+        """(the statement without redundant inits, the configuration after it)."""
+        if isinstance(stmt, tirx.Evaluate):
+            spec = ops.intrinsic_of(stmt)
+            if spec is not None and spec[0].name in STARTUP:
+                return stmt, {}
+            found = self.init_of(stmt)
+            if found is None:
+                return stmt, state
+            kind, key = found
+            name = spec[0].name
+            if key is not None and state.get(kind) == key and name not in NEVER_MOVED:
+                return _NOTHING, state
+            return stmt, {**state, kind: key}
+        if isinstance(stmt, tirx.SeqStmt):
+            out = []
+            for s in stmts_of(stmt):
+                s2, state = self.elide(s, state)
+                if s2 is not _NOTHING:
+                    out.append(s2)
+            return (seq(out) if out else _NOTHING), state
+        if isinstance(stmt, tirx.For):
+            entry = state
+            for _ in range(8):           # the configuration at the top of every iteration: a fixed point
+                _, after = self.elide(stmt.body, entry)
+                joined = _meet(state, after)
+                if joined == entry:
+                    break
+                entry = joined
+            else:
+                entry = {}
+            body, after = self.elide(stmt.body, entry)
+            body = body if body is not _NOTHING else tirx.Evaluate(0)
+            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body), _meet(state, after)
+        if isinstance(stmt, tirx.IfThenElse):
+            then, s1 = self.elide(stmt.then_case, state)
+            other, s2 = (self.elide(stmt.else_case, state) if stmt.else_case is not None else (None, state))
+            then = then if then is not _NOTHING else tirx.Evaluate(0)
+            if other is _NOTHING:
+                other = None
+            return tirx.IfThenElse(stmt.condition, then, other), _meet(s1, s2)
+        if self.kinds_inside(stmt):      # a statement we do not look into that configures an engine
+            return stmt, {}
+        return stmt, state
+
+
+_NOTHING = object()
+
+
+def tvm_str_types():
+    import tvm
+    return (tvm.ir.StringImm, str)
+
+
+def _meet(a: dict, b: dict) -> dict:
+    return {k: v for k, v in a.items() if k in b and b[k] == v and v is not None}
+
+
+def _evaluates(stmt) -> list:
+    import tvm_ffi
+    out: list = []
+    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, out.append)], order="pre")
+    return out
+
+
+def _uses_any(node, variables: set) -> bool:
+    import tvm_ffi
+    found: list = []
+    tvm_ffi.structural_walk(node, [(tirx.Var, lambda v: found.append(any(v.same_as(x) for x in variables)))],
+                            order="pre")
+    return any(found)
+
+
+def hoist_inits_in(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    formats = {int(c["index"]): c["data_format"] for c in attrs.CB_CONFIG.get(func)}
+    h = _Hoister(formats)
+    body = h.hoist(func.body)
+    body, _ = h.elide(body, {})
+    return func.with_body(body)
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TTHoistInits")
+def hoist_inits(func, mod, ctx):
+    return hoist_inits_in(func)
