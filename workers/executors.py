@@ -4,32 +4,11 @@ the stage the same answers, so each stage is written once (workers/runner.py) an
 """
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass
 from typing import Protocol
 
 from schemas.jobs import JobRecord
-
-
-@dataclass
-class Emulated:
-    """An emulated run, as a stage keeps it: outputs as .npy bytes (float32), the emulator's report, the log (with
-    the verification), whether it matched the reference and, if not, where first."""
-    passed: bool
-    outputs: dict[str, bytes]
-    report: dict
-    log: str
-    first_mismatch: str | None
-    checks: list[dict]                # per output: compiler.verify.OutputCheck.verdict() (schemas.jobs.Verdict.of)
-
-
-@dataclass
-class Checked:
-    """Outputs of a device run compared with the reference of the user's kernel."""
-    passed: bool
-    log: str
-    first_mismatch: str | None
-    report: dict                      # VerificationReport.to_dict()
+from workers import steps
+from workers.steps import Checked, Emulated
 
 
 class Executor(Protocol):
@@ -64,22 +43,8 @@ class InProcess:
                                   dump_ir=job.dump_ir, params=job.params)
 
     def emulate(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, stop=None) -> Emulated:
-        import numpy as np
-
-        from compiler import api
-
-        result = api.emulate(artifacts, inputs=inputs or None, target=job.target, source=job.source,
-                             filename=job.filename, entry=job.entry, params=job.params)
-        outputs = {}
-        for name, array in result.outputs.items():
-            buffer = io.BytesIO()
-            np.save(buffer, np.asarray(array, dtype=np.float32))
-            outputs[name] = buffer.getvalue()
-        first = next((c for c in result.verification.outputs if not c.ok), None) if not result.passed else None
-        return Emulated(result.passed, outputs, result.report,
-                        result.log + (result.verification.render() if result.verification is not None else ""),
-                        first.first_mismatch_text() if first is not None else None,
-                        [c.verdict() for c in result.verification.outputs] if result.verification is not None else [])
+        return steps.emulate(artifacts, inputs, target=job.target, source=job.source, filename=job.filename,
+                             entry=job.entry, params=job.params)
 
     def header_check(self, job: JobRecord, artifacts: dict[str, bytes], stop=None):
         from compiler import api
@@ -89,31 +54,11 @@ class InProcess:
     def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict, stop=None) -> Checked:
         import json
 
-        from compiler.toolchain.verification import verify_outputs
-
-        report = verify_outputs(json.loads(artifacts["tt.plan.json"]), inputs, outputs, job.source,
-                                filename=job.filename, entry=job.entry, params=job.params)
-        first = next((c for c in report.outputs if not c.ok), None)
-        return Checked(report.ok, report.render(), first.first_mismatch_text() if first is not None else None,
-                       report.to_dict())
-
+        return steps.verify(json.loads(artifacts["tt.plan.json"]), inputs, outputs, source=job.source,
+                            filename=job.filename, entry=job.entry, params=job.params)
 
     def check_kernels(self, job: JobRecord, artifacts: dict[str, bytes], stop=None) -> None:
-        import json
-
-        from compiler.toolchain.emulate import CXX, INCLUDE_DIR
-        from compiler.toolchain.kernel_check import KERNEL_FILES, check_kernels, jit_defines
-        from workers.sandbox.answers import ForgedAnswer
-
-        plan = json.loads(artifacts["tt.plan.json"])
-        roles = {kernel["file"]: kernel for kernel in plan["kernels"]}
-        found = check_kernels({name: (artifacts[name], jit_defines(roles.get(name, {"role": name.removesuffix(".cpp")}),
-                                                                   plan["target"]["arch"])) for name in KERNEL_FILES},
-                              cxx=CXX, include_dirs=[str(INCLUDE_DIR)])
-        refused = {name: findings for name, findings in found.items() if findings}
-        if refused:
-            raise ForgedAnswer("compile", "; ".join(f"{name}: {findings[0].render()[:300]}"
-                                                    for name, findings in refused.items()))
+        steps.refuse_kernels(steps.kernel_findings(artifacts))
 
     def run_on_device(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float,
                       stop=None):
@@ -136,10 +81,9 @@ class Sandboxed:
         from compiler import api
         from workers import sandbox
 
-        answer = sandbox.emulate(self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts},
-                                 inputs=inputs, target=job.target, source=job.source, filename=job.filename,
-                                 entry=job.entry, params=job.params, stop=stop)
-        return Emulated(answer.passed, answer.outputs, answer.report, answer.log, answer.first_mismatch, answer.checks)
+        return sandbox.emulate(self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts},
+                               inputs=inputs, target=job.target, source=job.source, filename=job.filename,
+                               entry=job.entry, params=job.params, stop=stop)
 
     def header_check(self, job: JobRecord, artifacts: dict[str, bytes], stop=None):
         from compiler import api
@@ -155,16 +99,13 @@ class Sandboxed:
             self.settings, artifacts={n: artifacts[n] for n in api.ARTIFACTS if n in artifacts}, target=job.target,
             stop=stop))
 
-
     def verify(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, outputs: dict, stop=None) -> Checked:
         from workers import sandbox
 
         report = sandbox.verify(self.settings, plan=artifacts["tt.plan.json"], inputs=inputs, outputs=outputs,
                                 source=job.source, filename=job.filename, entry=job.entry, params=job.params,
                                 stop=stop)  # the verdict is made here, from the sandbox's validated reference
-        first = next((c for c in report.outputs if not c.ok), None)
-        return Checked(report.ok, report.render(), first.first_mismatch_text() if first is not None else None,
-                       report.to_dict())
+        return steps.checked(report)
 
     def check_kernels(self, job: JobRecord, artifacts: dict[str, bytes], stop=None) -> None:
         from workers import sandbox

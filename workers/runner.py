@@ -7,7 +7,6 @@ recompiles what is complete and never writes anything twice.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import logging
 import os
@@ -25,7 +24,7 @@ from schemas.logs import log_lines
 from farm import storage
 from farm.settings import Settings
 from farm.store import ArtifactStore, JobStore, UnstorableRecord
-from workers import leases
+from workers import leases, steps
 from workers.executors import executor_for
 from workers.sandbox import SandboxError, SandboxTimeout
 from workers.stopping import CANCELLED, TIME_LIMIT, StageWatch, Stop
@@ -138,7 +137,7 @@ def emulate_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     """Run the compiled program on the emulated device and verify it against the NumPy reference."""
     artifacts = _compiled(job, deps)
     answer = executor_for(deps.settings).emulate(job, artifacts, _inputs(job, deps), deps.stop)
-    deps.store.append_log(job.id, log_lines(answer.log, stage="emulate"))
+    deps.store.append_log(job.id, log_lines(answer.log + answer.verification, stage="emulate"))
     _warn(job.id, deps, "emulate", answer.report.get("warnings") or [])
     files = {**{f"{name}.npy": data for name, data in answer.outputs.items()},
              "report.json": json.dumps(answer.report, indent=2, default=str).encode()}
@@ -210,8 +209,6 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     be the host program of the plan (answers.check_program) and the kernels pass the real preprocessor's check,
     whoever filled the cache. The reference, which evaluates the user's source, is built in the sandbox too; the
     verdict is made here, from it."""
-    import numpy as np
-
     from compiler.toolchain.device import DeviceOutcome
     from compiler.toolchain.verification import check_inputs, random_inputs, typed_outputs
     from workers.devices import NoDevice
@@ -243,11 +240,8 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
             checked = executor.verify(job, artifacts, outcome.inputs, outcome.outputs, deps.stop)
         except answers.ForgedAnswer as error:  # the run's record and outputs are still kept, as failed
             refused = error
-    files: dict[str, bytes] = {"stdout.txt": outcome.run.stdout.encode(), "stderr.txt": outcome.run.stderr.encode()}
-    for name, array in outcome.outputs.items():
-        buffer = io.BytesIO()
-        np.save(buffer, np.asarray(array, dtype=np.float32))
-        files[f"{name}.npy"] = buffer.getvalue()
+    files: dict[str, bytes] = {"stdout.txt": outcome.run.stdout.encode(), "stderr.txt": outcome.run.stderr.encode(),
+                               **{f"{name}.npy": steps.npy(array) for name, array in outcome.outputs.items()}}
     report = {**outcome.report(), "verification": checked.report if checked else None,
               "passed": bool(checked and checked.passed)}
     files["report.json"] = json.dumps(report, indent=2, default=str).encode()

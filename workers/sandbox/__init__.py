@@ -26,10 +26,10 @@ wrote. The operations
 a child can run are in ops.py; prefault.py keeps copy-on-write faults off the job's critical path.
 """
 from workers.sandbox.answers import ForgedAnswer
-from workers.sandbox.client import (EmulateAnswer, SandboxConfig, SandboxResult, Zygote, check_kernels, compile_source,
+from workers.sandbox.client import (SandboxConfig, SandboxResult, Zygote, check_kernels, compile_source,
                                     emulate, header_check, limits_for, run_on_device, verify, zygote_for)
 from workers.sandbox.protocol import Limits, SandboxError, SandboxInterrupted, SandboxTimeout
 
-__all__ = ["EmulateAnswer", "ForgedAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxInterrupted", "SandboxResult", "SandboxTimeout", "Zygote",
+__all__ = ["ForgedAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxInterrupted", "SandboxResult", "SandboxTimeout", "Zygote",
            "check_kernels", "compile_source", "emulate", "header_check", "limits_for", "run_on_device", "verify",
            "zygote_for"]

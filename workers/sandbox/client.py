@@ -20,6 +20,7 @@ from pathlib import Path
 
 from compiler.toolchain.environment import child_env
 from schemas.values import loads_strict, printable
+from workers import steps
 from workers.sandbox import answers
 from workers.sandbox.protocol import (MEASURES, RESULT, Limits, SandboxError, SandboxInterrupted, SandboxTimeout,
                                       check_name, pack, read_message)
@@ -274,25 +275,12 @@ def check_kernels(settings, artifacts: dict[str, bytes]) -> None:
 
     files = {f"artifact-{name}": artifacts[name] for name in (*KERNEL_FILES, "tt.plan.json")}
     result = zygote_for(settings).run("check_kernels", {}, limits_for(settings, "compile"), files)
-    refused = {name: found for name, found in answers.kernels_checked(result.value, result.files).items() if found}
-    if refused:
-        raise answers.ForgedAnswer("compile", "; ".join(f"{name}: {'; '.join(printable(f) for f in found[:3])}"
-                                                        for name, found in refused.items()))
-
-
-@dataclass
-class EmulateAnswer:
-    passed: bool
-    outputs: dict[str, bytes]            # name -> .npy bytes (float32)
-    report: dict
-    log: str
-    first_mismatch: str | None
-    checks: list[dict]                   # per output: compiler.verify.OutputCheck.verdict()
+    steps.refuse_kernels(answers.kernels_checked(result.value, result.files))
 
 
 def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, source: str, filename: str,
-            entry: str | None, params: dict | None, stop=None) -> EmulateAnswer:
-    """compiler.api.emulate (build + run on the emulator + verify against the reference), run in the sandbox."""
+            entry: str | None, params: dict | None, stop=None) -> steps.Emulated:
+    """workers.steps.emulate (build + run on the emulator + verify against the reference), run in the sandbox."""
     import io
 
     import numpy as np
@@ -309,8 +297,8 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
     answer, outputs = answers.emulated(result.value, result.files, plan)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "emulate")
-    return EmulateAnswer(answer.passed, outputs, dict(answer.report), answer.log + answer.verification,
-                         answer.first_mismatch or None, [c.model_dump() for c in answer.checks])
+    return steps.Emulated(answer.passed, outputs, dict(answer.report), answer.log, answer.verification,
+                          answer.first_mismatch or None, [c.model_dump() for c in answer.checks])
 
 
 def _npy(array) -> bytes:

@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from workers import steps
+
 
 def _op_noop(args: dict, work: Path) -> dict:
     return {"ok": True}
@@ -194,39 +196,24 @@ def _read_inputs(work: Path, prefix: str = "") -> dict:
     return inputs
 
 
+def _artifacts(work: Path) -> dict[str, bytes]:
+    return {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
+
+
 def _op_emulate(args: dict, work: Path) -> dict:
-    import io
-
-    import numpy as np
-
-    from compiler import api
     from compiler.errors import CompileError
-    from compiler.toolchain.emulate import EmulationError
     from schemas.target import TargetConfig
 
-    artifacts = {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
-    inputs = _read_inputs(work)
     try:
-        result = api.emulate(artifacts, inputs=inputs or None, target=TargetConfig.model_validate(args["target"]),
-                             source=args.get("source"), filename=args.get("filename", "kernel.py"),
-                             entry=args.get("entry"), workdir=work / "tmp" / "emulate", params=args.get("params") or None)
+        emulated = steps.emulate(_artifacts(work), _read_inputs(work), target=TargetConfig.model_validate(args["target"]),
+                                 source=args.get("source"), filename=args.get("filename", "kernel.py"),
+                                 entry=args.get("entry"), params=args.get("params"), workdir=work / "tmp" / "emulate")
     except CompileError as error:
         return _compile_error(error)
-    except EmulationError as error:
-        return {"ok": False, "error": {"stage": "emulate", "message": str(error)[:8000]}}
-    out = work / "out"
-    for name, array in result.outputs.items():
-        buffer = io.BytesIO()
-        np.save(buffer, np.asarray(array, dtype=np.float32))
-        (out / f"output-{name}.npy").write_bytes(buffer.getvalue())
-    mismatch = None
-    if not result.passed and result.verification is not None:
-        first = next((c for c in result.verification.outputs if not c.ok), None)
-        mismatch = first.first_mismatch_text() if first is not None else None
-    verification = result.verification.render() if result.verification is not None else ""
-    checks = [c.verdict() for c in result.verification.outputs] if result.verification is not None else []
-    return {"ok": True, "passed": bool(result.passed), "log": result.log, "verification": verification,
-            "first_mismatch": mismatch, "report": result.report, "checks": checks}
+    for name, data in emulated.outputs.items():
+        (work / "out" / f"output-{name}.npy").write_bytes(data)
+    return {"ok": True, "passed": emulated.passed, "log": emulated.log, "verification": emulated.verification,
+            "first_mismatch": emulated.first_mismatch, "report": emulated.report, "checks": emulated.checks}
 
 
 def _save(path: Path, array) -> None:
@@ -273,7 +260,7 @@ def _op_run_on_device(args: dict, work: Path) -> dict:
 
     from compiler.toolchain.device import Device, DeviceUnavailable, run_bundle
 
-    artifacts = {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
+    artifacts = _artifacts(work)
     device = Device(**args["device"])
     try:
         run = run_bundle(artifacts, _read_inputs(work), device, workdir=work / "tmp" / "device",
@@ -293,27 +280,15 @@ def _op_header_check(args: dict, work: Path) -> dict:
     from compiler import api
     from schemas.target import TargetConfig
 
-    artifacts = {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
+    artifacts = _artifacts(work)
     report = api.header_check(artifacts, target=TargetConfig.model_validate(args["target"]))
     return {"ok": True, "passed": bool(report.passed), "report": report.to_dict(), "rendered": report.render()}
 
 
 def _op_check_kernels(args: dict, work: Path) -> dict:
-    """A compile answer's kernels through the real preprocessor, each against the emulator's API headers as the
-    JIT compiles it (compiler/toolchain/kernel_check.py). No user code runs in this child: its answer is the
-    check's, and the trusted side still decides on the findings."""
-    import json
-
-    from compiler.toolchain.emulate import CXX, INCLUDE_DIR
-    from compiler.toolchain.kernel_check import KERNEL_FILES, check_kernels, jit_defines
-
-    plan = json.loads((work / "in" / "artifact-tt.plan.json").read_bytes())
-    roles = {kernel["file"]: kernel for kernel in plan["kernels"]}
-    kernels = {name: ((work / "in" / f"artifact-{name}").read_bytes(),
-                      jit_defines(roles.get(name, {"role": name.removesuffix(".cpp")}), plan["target"]["arch"]))
-               for name in KERNEL_FILES}
-    found = check_kernels(kernels, cxx=CXX, include_dirs=[str(INCLUDE_DIR)])
-    return {"ok": True, "kernels": {name: [f.render()[:4000] for f in findings] for name, findings in found.items()}}
+    """A compile answer's kernels through the real preprocessor (workers/steps.py kernel_findings). No user code runs
+    in this child: its answer is the check's, and the trusted side still decides on the findings."""
+    return {"ok": True, "kernels": steps.kernel_findings(_artifacts(work))}
 
 
 OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,

@@ -1,0 +1,77 @@
+"""The steps are written once (workers/steps.py): a job run in this process and one run in the sandbox end the same
+way, whether its program matches the reference or misbehaves on the emulator, and a kernel the preprocessor refuses
+is refused alike."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from compiler import api
+from schemas.jobs import JobRecord, StageRecord
+from schemas.target import TargetConfig
+from farm.settings import Settings
+from farm.store import ArtifactStore, SqliteJobStore
+from tests.service.conftest import kernel
+from workers import runner
+from workers.executors import executor_for
+from workers.sandbox import ForgedAnswer
+
+SOURCE, TARGET = kernel("gemm.py") + "\n# the emulate step\n", TargetConfig()
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return api.compile_source(SOURCE, filename="gemm.py", target=TARGET)
+
+
+def run(tmp_path, artifacts: dict[str, bytes], timings: dict, *, sandbox: bool) -> tuple[JobRecord, str]:
+    """A compile + emulate job whose compile is served from a cache entry holding `artifacts`."""
+    store, files = SqliteJobStore(tmp_path / "jobs.sqlite"), ArtifactStore(tmp_path / "data")
+    key = api.cache_key(SOURCE, None, TARGET)
+    meta = {"job_id": "earlier", "cache_key": key, "compiler_version": "0.0.test", "timings": timings}
+    files.put_cache(key, "compile", {**artifacts, "meta.json": json.dumps(meta).encode()})
+    job, _ = store.create(JobRecord(id="step", source=SOURCE, filename="gemm.py", target=TARGET, created_at=time.time(),
+                                    stages=[StageRecord(name="compile"), StageRecord(name="emulate")]),
+                          idempotency_hash=None, max_active=10)
+    settings = Settings(sandbox=sandbox, data_dir=tmp_path / "data", emulate_time_limit_s=120)
+    runner.run_job(job.id, runner.WorkerDeps(store, files, settings), queue_hardware=lambda j: None)
+    return store.get(job.id), store.read_log(job.id)
+
+
+def deadlocking(artifacts: dict[str, bytes]) -> dict[str, bytes]:
+    """The reader never hands its tiles over: compute waits for them for ever (the emulator's deadlock report)."""
+    reader = artifacts["reader.cpp"].decode()
+    assert "cb_push_back(cb_A_s, 1);" in reader
+    return {**artifacts, "reader.cpp": reader.replace("cb_push_back(cb_A_s, 1);", "").encode()}
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["in-process", "sandboxed"])
+def test_a_program_that_misbehaves_fails_the_emulate_stage_alike(tmp_path, compiled, sandbox):
+    job, log = run(tmp_path, deadlocking(compiled.artifacts), compiled.timings, sandbox=sandbox)
+    assert job.status == "failed" and job.stage_record("emulate").state == "failed", job.error
+    (diagnostic,) = job.diagnostics
+    assert diagnostic.stage == "emulate" and diagnostic.message.startswith("emulation failed (deadlock)"), diagnostic
+    assert "internal error" not in log and "Traceback" not in log
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["in-process", "sandboxed"])
+def test_a_program_that_matches_keeps_the_same_files_and_verdict(tmp_path, compiled, sandbox):
+    job, log = run(tmp_path, compiled.artifacts, compiled.timings, sandbox=sandbox)
+    assert job.status == "succeeded", job.error
+    assert job.verification.passed and job.verification.by == "emulate" and [o.name for o in job.verification.outputs] == ["C"]
+    kept = ArtifactStore(tmp_path / "data").job_dir(job.id, "emulate")
+    assert {"C.npy", "report.json", "profile.json"} <= {p.name for p in kept.iterdir()}
+    lines = [line.split(" emulate  INFO  ", 1)[-1] for line in log.splitlines() if " emulate  INFO  " in line]
+    assert "PASS" in lines and any(line.startswith("C       128x128  float32") for line in lines), log  # the comparison
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["in-process", "sandboxed"])
+def test_a_kernel_the_preprocessor_refuses_is_refused_alike(tmp_path, compiled, sandbox):
+    artifacts = {**compiled.artifacts, "reader.cpp": b'#include "/etc/shadow"\n' + compiled.artifacts["reader.cpp"]}
+    job = JobRecord(id="kernels", source=SOURCE, filename="gemm.py", target=TARGET, created_at=time.time())
+    executor = executor_for(Settings(sandbox=sandbox, data_dir=tmp_path / "data"))
+    with pytest.raises(ForgedAnswer, match=r"(?s)^refused the sandboxed compile's answer.*reader\.cpp: .*/etc/shadow"):
+        executor.check_kernels(job, artifacts)
+    executor.check_kernels(job, compiled.artifacts)  # the compiler's own kernels pass
