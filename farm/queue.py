@@ -5,7 +5,10 @@ Who owns what (the decision; README, "Teams, keys, quotas, fair share"): the job
 in line and a queue's depth are the store's (farm/store/base.py FairQueues); a token's claim remembers the job it took
 and a running job's lease says whether its worker is alive (workers/leases.py). Celery, over Redis or the embedded
 SQLite broker, is the engine that carries tokens, "run the next job of queue Q", to whichever worker is free and
-hands a lost worker's token to another (acks late). A token names no job; no code reads the broker's own lists.
+hands a lost worker's token to another (acks late). A token names no job. Tokens can be lost where jobs cannot (a
+task killed before it took a job, a dead worker's messages deleted, a publish that never happened): the workers'
+reconciler (workers/reconcile.py), the one reader of the broker's lists, counts the tokens waiting for each queue
+and sends one for every waiting job beyond them.
 
 The Celery app is given, not imported: farm/celery_app.py reads the settings when it is imported (and takes its
 queue names from here), so the API imports it only when it first sends.
@@ -13,6 +16,7 @@ queue names from here), so the API imports it only when it first sends.
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 from compiler.target import DEVICES
@@ -58,7 +62,26 @@ class TaskQueue:
         """Fair share: the job joins its team's FIFO of `queue` in the store; the broker gets a token for 'the next
         job'. Every job queued (new, handed over to a device, run again after a lost worker) comes through here."""
         store.fair_push(queue, job.team, job.id)
+        self.send_token(queue)
+
+    def send_token(self, queue: str) -> None:
+        """One token: 'run the next job of `queue`' (one that finds the queue empty does nothing)."""
         self._send(token_task(queue), [queue], queue)
+
+    def tokens_waiting(self, queue: str) -> int:
+        """Tokens of `queue` waiting in the broker, not yet delivered to a worker (the reconciler's count)."""
+        if not self.settings.embedded:
+            return int(self._broker_redis().llen(queue))
+        try:
+            with closing(sqlite3.connect(f"file:{self.settings.embedded_broker_path}?mode=ro", uri=True,
+                                         timeout=2)) as db:
+                row = db.execute("SELECT COUNT(*) FROM kombu_message m JOIN kombu_queue q ON m.queue_id = q.id "
+                                 "WHERE q.name = ? AND m.visible = 1", (queue,)).fetchone()
+            return int(row[0])
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error) or "unable to open" in str(error):
+                return 0  # nothing was ever sent
+            raise
 
     def submit(self, job_id: str) -> None:
         """Run this very job (recovery after the embedded service restarted); queued jobs go through `enqueue`."""

@@ -33,6 +33,18 @@ class StoreCollector(Collector):
         misses.add_metric([], counters.get("cache_misses", 0))
         yield misses
 
+        rounds = CounterMetricFamily("tilefarm_reconcile_rounds", "Rounds of the workers' reconcilers (every "
+                                     "heartbeat, in each worker): the broker made to agree with the job store")
+        rounds.add_metric([], counters.get("reconcile_rounds", 0))
+        yield rounds
+        repairs = CounterMetricFamily("tilefarm_reconcile_repairs", "What the reconcilers repaired: a token sent for a "
+                                      "waiting job that had none, a job listed again in its queue, a running job "
+                                      "whose worker was lost", labels=["kind"])
+        for kind, name in (("token", "reconcile_tokens"), ("relisted", "reconcile_relisted"),
+                           ("lost_worker", "reconcile_lost_workers")):
+            repairs.add_metric([kind], counters.get(name, 0))
+        yield repairs
+
         durations = HistogramMetricFamily("tilefarm_stage_duration_seconds", "Stage wall time", labels=["stage"])
         for stage, data in sorted(snapshot["stages"].items()):
             cumulative, buckets = 0, []

@@ -5,11 +5,14 @@ expiry `lease_s` ahead. While the worker runs the job, a thread of its renews th
 and every write the worker makes to the job goes through Fenced: it changes nothing once the lease is no longer its
 own, and the Keeper then interrupts the stage (a worker that was paused or cut off while another took over).
 
-Every worker's main process sweeps the running jobs (sweep): a job whose lease ran out lost its worker (SIGKILL of
-the process group, a host gone, a task killed by a broker outage). It is queued again if this was its first attempt,
-else failed with the reason. A claim refuses a job whose lease is alive elsewhere (a duplicate or late broker
-message), and takes over at once from a holder on this host whose process is gone (a pool process killed, its
-message redelivered by Celery). So a job runs at most twice, never two attempts at the same time.
+Every worker's main process sweeps the running jobs (sweep, from workers/reconcile.py): a job whose lease went stale
+lost its worker (SIGKILL of the process group, a host gone, a worker SIGSTOPped). It is queued again if this was its
+first attempt, else failed with the reason. Stale is judged by what the sweeper saw (LeaseWatch), not by the store's
+clock: a lease that did not change for `lease_s` while the sweeper could read the store. After the store was
+unreachable (a Redis outage) every lease starts afresh, so a live worker whose renewals failed meanwhile is not
+called lost. A claim never takes a job from another holder, except at once from a holder on this host whose process
+is gone (a pool process killed, its message redelivered by Celery). So a job runs at most twice, never two attempts
+at the same time.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from schemas.jobs import JobRecord
@@ -53,20 +56,51 @@ def _holder_gone(holder: str) -> bool:
         return True
 
 
-def held_elsewhere(job: JobRecord, now: float) -> bool:
-    """Another worker holds a live lease on this running job."""
-    return (job.status == "running" and job.lease_holder is not None and job.lease_until is not None
-            and job.lease_until > now and not _holder_gone(job.lease_holder))
+def held_elsewhere(job: JobRecord) -> bool:
+    """Another worker holds this running job: only the sweep may take it from them (once it saw the lease go stale),
+    unless that worker was a process of this host that is gone."""
+    return job.status == "running" and job.lease_holder is not None and not _holder_gone(job.lease_holder)
 
 
-def expired(job: JobRecord, now: float, legacy_after_s: float) -> bool:
-    """A running job whose worker stopped renewing its lease (a job claimed before leases existed: after the task's
-    hard limit, `legacy_after_s` from its start)."""
-    if job.status != "running":
-        return False
-    if job.lease_until is None:
-        return job.started_at is not None and now > job.started_at + legacy_after_s
-    return now > job.lease_until or (job.lease_holder is not None and _holder_gone(job.lease_holder))
+def _lease_of(job: JobRecord) -> tuple:
+    """What changes each time the job's lease is taken or renewed."""
+    return job.attempts, job.lease_holder, job.lease_until
+
+
+class LeaseWatch:
+    """Which running jobs lost their worker, as one sweeper sees it: a lease that did not change for `lease_s` of the
+    sweeper's own clock while it could read the store, or whose holder was a process of this host that is gone; a
+    job claimed before leases existed, `legacy_after_s` after it started. After the store was unreachable (forget():
+    a failed read, or one that took over half a lease, waiting out an outage) every lease gets `lease_s` again: the
+    renewals of live workers failed too."""
+
+    def __init__(self, lease_s: float, legacy_after_s: float):
+        self.lease_s, self.legacy_after_s = lease_s, legacy_after_s
+        self._seen: dict[str, tuple[tuple, float]] = {}  # job id -> (its lease, when this watcher first saw it)
+
+    def forget(self) -> None:
+        self._seen.clear()
+
+    def stale(self, jobs: Iterable[JobRecord], now: float | None = None) -> list[tuple[JobRecord, tuple]]:
+        """The running jobs among `jobs` (just read from the store) whose worker is lost, each with the lease that
+        went stale."""
+        now = time.monotonic() if now is None else now
+        found, seen = [], {}
+        for job in jobs:
+            if job.status != "running":
+                continue
+            lease = _lease_of(job)
+            first = self._seen.get(job.id)
+            since = first[1] if first is not None and first[0] == lease else now
+            seen[job.id] = (lease, since)
+            if job.lease_until is None:
+                lost = job.started_at is not None and time.time() > job.started_at + self.legacy_after_s
+            else:
+                lost = now - since > self.lease_s or (job.lease_holder is not None and _holder_gone(job.lease_holder))
+            if lost:
+                found.append((job, lease))
+        self._seen = seen
+        return found
 
 
 class Fenced:
@@ -141,25 +175,27 @@ class Keeper:
                 return
 
 
-def sweep(store, *, legacy_after_s: float, requeue: Callable[[JobRecord], None], now: float | None = None) -> list[str]:
-    """Queue again (or fail) every running job whose lease ran out. Returns the ids it changed."""
-    now = time.time() if now is None else now
-    changed = []
-    for candidate in store.active_jobs():
-        if expired(candidate, now, legacy_after_s):
-            reaped = {}
-            updated = store.mutate(candidate.id, lambda job: _reap(job, now, legacy_after_s, reaped),
-                                   log=lambda job: _reaped_line(job, reaped.get("stage", "compile")))
-            if reaped:
-                changed.append(candidate.id)
-                if updated.status == "queued":
-                    requeue(updated)
+def sweep(store, watch: LeaseWatch, *, requeue: Callable[[JobRecord], None]) -> list[str]:
+    """Queue again (or fail) every running job whose worker is lost (`watch`). Returns the ids it changed."""
+    changed, asked = [], time.monotonic()
+    running = store.active_jobs()
+    if time.monotonic() - asked > watch.lease_s / 2:  # the store kept us waiting: it was down, renewals failed too
+        watch.forget()
+    for candidate, lease in watch.stale(running):
+        reaped = {}
+        updated = store.mutate(candidate.id, lambda job: _reap(job, lease, reaped),
+                               log=lambda job: _reaped_line(job, reaped.get("stage", "compile")))
+        if reaped:
+            changed.append(candidate.id)
+            if updated.status == "queued":
+                requeue(updated)
     return changed
 
 
-def _reap(job: JobRecord, now: float, legacy_after_s: float, reaped: dict) -> JobRecord | None:
-    if not expired(job, now, legacy_after_s):
-        return None  # renewed or ended meanwhile
+def _reap(job: JobRecord, lease: tuple, reaped: dict) -> JobRecord | None:
+    if job.status != "running" or _lease_of(job) != lease:
+        return None  # renewed, taken over or ended meanwhile
+    now = time.time()
     lost_in = reaped["stage"] = job.stage or "compile"
     release(job)
     if job.attempts < MAX_ATTEMPTS:  # run it again, from the stage it was lost in

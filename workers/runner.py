@@ -311,7 +311,7 @@ def _claim(job_id: str, deps: WorkerDeps, phase: tuple[str, ...], task_id: str |
             return None
         if job.cancel_requested:
             return _finished(job, "cancelled", now)
-        if leases.held_elsewhere(job, now):  # a duplicate or late message: that worker runs it
+        if leases.held_elsewhere(job):  # a duplicate or late message: that worker runs it (or the sweep frees it)
             return None
         if job.status == "running" and job.attempts >= leases.MAX_ATTEMPTS:  # its worker was lost once more
             interrupted = next((s.name for s in job.stages if s.name in phase and s.state == "running"), phase[0])

@@ -17,8 +17,9 @@ from farm import readiness
 from farm.settings import get_settings
 from farm.store import ArtifactStore, open_store
 from workers import leases, runner
+from workers.reconcile import Reconciler
 from farm.celery_app import app
-from farm.queue import COMPILE_QUEUE, RUN_JOB, RUN_NEXT, RUN_NEXT_HARDWARE, TaskQueue, hardware_queue
+from farm.queue import RUN_JOB, RUN_NEXT, RUN_NEXT_HARDWARE, TaskQueue, hardware_queue
 
 log = logging.getLogger("tilefarm.worker")
 _deps: dict[int, runner.WorkerDeps] = {}
@@ -127,11 +128,6 @@ def queue_hardware(job: JobRecord, store=None) -> None:
     tokens.enqueue(store or deps().store, job, hardware_queue(job.target.arch))
 
 
-def queue_again(job: JobRecord, store) -> None:
-    """A job whose worker was lost, back in its queue."""
-    tokens.enqueue(store, job, hardware_queue(job.target.arch) if job.stage == "hardware" else COMPILE_QUEUE)
-
-
 @app.task(name=RUN_JOB, bind=True, base=JobTask)
 def run_job(self, job_id: str) -> None:
     """Run one given job (recovery re-sends these)."""
@@ -202,22 +198,28 @@ def _start_heartbeat(sender=None, **_) -> None:
 
 
 @worker_ready.connect
-def _start_lease_sweep(**_) -> None:
-    """Every worker's main process looks for running jobs whose worker was lost (their lease ran out) and runs
-    them again once, or fails them with the reason (workers/leases.py). Idempotent across workers."""
+def _start_reconciler(**_) -> None:
+    """Every worker's main process reconciles the broker with the store (workers/reconcile.py): jobs whose worker
+    was lost are run again once (or failed), and every waiting job has a token. Idempotent across workers."""
     settings = get_settings()
 
-    def sweep() -> None:
-        store = open_store(settings)
+    def reconcile() -> None:
+        reconciler = Reconciler(open_store(settings), tokens,
+                                leases.LeaseWatch(settings.job_lease_s, settings.task_hard_limit_s + 60))
         while not _stop_heartbeat.wait(settings.heartbeat_s):
             try:
-                for job_id in leases.sweep(store, legacy_after_s=settings.task_hard_limit_s + 60,
-                                           requeue=lambda job: queue_again(job, store)):
-                    log.warning("job %s lost its worker (lease ran out): queued again or failed", job_id)
+                done = reconciler.run_once()
             except Exception as error:  # the store or the broker is down: next round
-                log.warning("lease sweep failed: %s: %s", type(error).__name__, error)
+                log.warning("reconcile: %s: %s", type(error).__name__, error)
+                continue
+            for job_id in done.lost:
+                log.warning("job %s lost its worker (lease went stale): queued again or failed", job_id)
+            for queue, count in done.tokens.items():
+                log.warning("reconcile: %d job(s) waiting in %s had no token: sent %d", count, queue, count)
+            for job_id in done.requeued:
+                log.warning("reconcile: job %s was waiting in no queue: listed again", job_id)
 
-    threading.Thread(target=sweep, name="lease-sweep", daemon=True).start()
+    threading.Thread(target=reconcile, name="reconcile", daemon=True).start()
 
 
 @worker_shutdown.connect

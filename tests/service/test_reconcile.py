@@ -1,0 +1,136 @@
+"""The store is the source of truth for what must run (workers/reconcile.py): jobs whose broker tokens were lost, or
+that a dead worker took out of their queue, still run, once; a live worker's job outlives a Redis outage longer than
+its lease. Real Redis, real Celery workers (and the embedded service over SQLite); every wait is for an event seen
+through the API or the store, bounded by the stage's time limit plus 60 s."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import sys
+import time
+import uuid
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+import redis
+
+from farm.store import RedisJobStore
+from tests.service.conftest import Gate, Service, base_env, kernel, private_redis  # noqa: F401  (fixtures)
+from tests.service.test_resilience import own_redis, until  # noqa: F401  (a fixture: redis-server with AOF)
+
+COMPILE_LIMIT_S = 60
+BOUND_S = COMPILE_LIMIT_S + 60  # the goal: every accepted job is final within the stage's limit plus 60 s
+FAST = {"TILEFARM_JOB_LEASE_S": "3", "TILEFARM_HEARTBEAT_S": "0.5", "TILEFARM_COMPILE_TIME_LIMIT_S": str(COMPILE_LIMIT_S)}
+
+
+def unique(source: str) -> str:
+    return source + f"\n# {uuid.uuid4().hex}\n"
+
+
+def redis_stack(url: str, workdir: Path, **env: str) -> Service:
+    service = Service(base_env(TILEFARM_BROKER_URL=url, TILEFARM_DATA_DIR=str(workdir / "data"),
+                               TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", **FAST, **env), workdir)
+    service.start_api()
+    return service
+
+
+def job_store(service: Service) -> RedisJobStore:
+    return RedisJobStore(service.env["TILEFARM_BROKER_URL"], service.env["TILEFARM_KEY_PREFIX"])
+
+
+def repairs(service: Service) -> dict[str, float]:
+    """/metrics' reconcile counters: rounds, and each kind of repair."""
+    found = {}
+    for line in service.client.get("/metrics").text.splitlines():
+        if line.startswith("tilefarm_reconcile_rounds_total "):
+            found["rounds"] = float(line.split()[-1])
+        elif line.startswith("tilefarm_reconcile_repairs_total{"):
+            found[line.split('"')[1]] = float(line.split()[-1])
+    return found
+
+
+@pytest.fixture
+def stack(private_redis, tmp_path):
+    service = redis_stack(private_redis, tmp_path)
+    yield service
+    service.stop()
+    redis.Redis.from_url(private_redis).flushdb()
+
+
+def test_waiting_jobs_whose_tokens_were_lost_all_run_once(stack):
+    """Three jobs wait (no worker yet); one is taken out of its team's queue by a worker that dies before claiming
+    it, and every token in the broker is lost (what a task killed before it took a job, or a dead worker's deleted
+    messages, leave behind). A worker that starts then runs all three, each once."""
+    jobs = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(3)]
+    taken = job_store(stack).fair_pop("compile", token=f"dead-worker-{uuid.uuid4().hex}")
+    assert taken == jobs[0]
+    assert redis.Redis.from_url(stack.env["TILEFARM_BROKER_URL"]).delete("compile") == 1  # the tokens, gone
+    stack.start_worker()
+    for job_id in jobs:
+        final = stack.wait(job_id, timeout=BOUND_S)
+        assert final["status"] == "succeeded" and final["attempts"] == 1, final
+    assert "listed again in compile" in stack.client.get(f"/v1/jobs/{taken}/logs").text
+    found = repairs(stack)
+    assert found["relisted"] == 1 and found["token"] >= 2 and found["lost_worker"] == 0, found
+
+
+def test_a_live_workers_job_outlives_a_redis_outage_longer_than_its_lease(own_redis, tmp_path):
+    """Redis is SIGKILLed while a job runs and stays down past the job's lease; its worker renews the lease once
+    Redis is back. The job is not called lost: it ends succeeded on its first attempt.
+
+    The worker's pool process is stopped through the outage so that its renewal comes after the reconcilers' first
+    look at the restarted Redis, as a renewal that is slow to reconnect does; it is let go on as soon as a reconcile
+    round has run against the restarted Redis (or, as before, the job was taken from it)."""
+    gate = Gate(tmp_path / "hold", closed=True)
+    stack = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", tmp_path)
+    try:
+        stack.start_worker(**gate.env)
+        job_id = stack.submit(unique(kernel("gemm.py")))["id"]
+        running = until(lambda: (j := stack.client.get(f"/v1/jobs/{job_id}").json())["status"] == "running" and j,
+                        60, "never ran")
+        pool = running["worker"]["pid"]
+        os.kill(pool, signal.SIGSTOP)
+        try:
+            lease_until = job_store(stack).get(job_id).lease_until  # its last renewal
+            own_redis.kill()
+            until(lambda: time.time() > lease_until + 1, 60, "")  # the outage outlasts the lease
+            own_redis.start()
+            until(lambda: stack.client.get("/readyz").status_code == 200, 30, "the API did not recover by itself")
+            rounds = repairs(stack).get("rounds", 0)
+            until(lambda: repairs(stack).get("rounds", 0) > rounds
+                  or stack.client.get(f"/v1/jobs/{job_id}").json()["status"] != "running", 60,
+                  "no reconcile round after the outage")
+        finally:
+            os.kill(pool, signal.SIGCONT)
+        gate.open()
+        final = stack.wait(job_id, timeout=BOUND_S)
+        assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
+        assert "previous attempt was lost" not in log and "worker was lost" not in log, log
+    finally:
+        gate.open()
+        stack.stop()
+
+
+def test_embedded_jobs_whose_tokens_were_lost_all_run_once(tmp_path):
+    """Embedded mode (SQLite store and broker): while the first job is held running, the waiting tokens of the two
+    behind it are lost; all three end, each run once."""
+    gate = Gate(tmp_path / "hold", closed=True)
+    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data"), **FAST, **gate.env), tmp_path)
+    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
+    try:
+        jobs = [service.submit(unique(kernel("gemm.py")))["id"] for _ in range(3)]
+        until(lambda: service.client.get(f"/v1/jobs/{jobs[0]}").json()["status"] == "running", 60, "never ran")
+        broker = tmp_path / "data" / "broker.sqlite"
+        with closing(sqlite3.connect(broker, timeout=30)) as db, db:
+            assert db.execute("DELETE FROM kombu_message WHERE visible = 1").rowcount == 2
+        gate.open()
+        for job_id in jobs:
+            final = service.wait(job_id, timeout=BOUND_S)
+            assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        assert repairs(service)["token"] >= 2
+    finally:
+        gate.open()
+        service.stop()

@@ -1,0 +1,90 @@
+"""The store is the source of truth for what must run; the reconciler makes the broker agree with it.
+
+A queued job waits in its team's FIFO of a queue (farm/store: fair share); a broker message is only a token, "run
+the next job of this queue". Tokens can be lost where jobs cannot: acknowledged by a task that never took a job
+(killed at its hard limit first), deleted with a dead worker's unacknowledged messages, held by a stopped worker,
+never sent (the API died between storing a job and publishing). Each round (every `heartbeat_s`, in every worker's
+main process):
+
+- running jobs whose worker is lost are queued again, or failed (workers/leases.py: sweep, LeaseWatch);
+- each queue gets a token for every job waiting in it beyond the tokens waiting in the broker (a token that finds
+  its queue empty does nothing, so a few too many cost nothing);
+- a queued job in no FIFO on two rounds in a row (a token's worker took it out and never claimed it) is put back
+  in its team's FIFO, with a token.
+
+Idempotent: which attempt runs a job is decided by the store's claim and lease (runner._claim), never by how many
+tokens there are. A round that cannot read the store or the broker changes nothing and forgets what it saw (a lease
+watched through an outage starts afresh).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from farm.queue import COMPILE_QUEUE, TaskQueue, hardware_queue
+from schemas.jobs import JobRecord
+from schemas.logs import log_lines
+from workers import leases
+
+
+
+def queue_of(job: JobRecord) -> str:
+    """The queue a queued job waits in."""
+    return hardware_queue(job.target.arch) if job.stage == "hardware" else COMPILE_QUEUE
+
+
+@dataclass
+class Round:
+    """What one round did."""
+    lost: list[str] = field(default_factory=list)        # running jobs whose worker was lost: queued again or failed
+    tokens: dict[str, int] = field(default_factory=dict)  # queue -> tokens sent for jobs that had none
+    requeued: list[str] = field(default_factory=list)    # queued jobs found in no FIFO, put back
+
+
+class Reconciler:
+    """`queue`: farm.queue.TaskQueue (tokens_waiting, send_token, enqueue)."""
+
+    def __init__(self, store, queue: TaskQueue, watch: leases.LeaseWatch):
+        self.store, self.queue, self.watch = store, queue, watch
+        self._unlisted: set[str] = set()  # queued jobs in no FIFO at the last round
+
+    def run_once(self) -> Round:
+        """One round; what it repaired is counted in the store (/metrics: tilefarm_reconcile_*)."""
+        try:
+            done = self._round()
+            for name, amount in (("reconcile_lost_workers", len(done.lost)), ("reconcile_relisted", len(done.requeued)),
+                                 ("reconcile_tokens", sum(done.tokens.values())), ("reconcile_rounds", 1)):
+                if amount:
+                    self.store.incr(name, amount)
+            return done
+        except Exception:
+            self.watch.forget()
+            self._unlisted = set()
+            raise
+
+    def requeue(self, job: JobRecord) -> None:
+        self.queue.enqueue(self.store, job, queue_of(job))
+
+    def _round(self) -> Round:
+        done = Round(lost=leases.sweep(self.store, self.watch, requeue=self.requeue))
+        waiting = {job.id: job for job in self.store.active_jobs()
+                   if job.status == "queued" and not job.cancel_requested}
+        listed: set[str] = set()
+        for queue in sorted({COMPILE_QUEUE} | {queue_of(job) for job in waiting.values()}):
+            _, fifos = self.store.fair_waiting(queue)
+            in_queue = {job_id for ids in fifos.values() for job_id in ids} & waiting.keys()
+            listed |= in_queue
+            missing = len(in_queue) - self.queue.tokens_waiting(queue)
+            for _ in range(missing):
+                self.queue.send_token(queue)
+            if missing > 0:
+                done.tokens[queue] = missing
+        unlisted = waiting.keys() - listed
+        for job_id in sorted(unlisted & self._unlisted):
+            job = waiting[job_id]
+            self.store.append_log(job_id, log_lines(f"waiting, but listed in no queue (taken by a worker that never "
+                                                    f"started it, or never listed): listed again in {queue_of(job)}",
+                                                    level="WARN"))
+            self.requeue(job)
+            done.requeued.append(job_id)
+        self._unlisted = unlisted - set(done.requeued)
+        return done
