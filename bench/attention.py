@@ -40,7 +40,7 @@ ATTENTION = [
      {"batch": 1, "heads": 10, "seq_len": 2048, "dim": 128, "causal": True}, "blackhole", ""),
     ("mha 1x10x2048x128", "flash_attention.py", "flash_attention",
      {"batch": 1, "heads": 10, "seq_len": 2048, "dim": 128, "causal": False}, "wormhole_b0", ""),
-    ("gqa 1x8(2)x1024x128", "gqa_attention.py", "gqa_attention",
+    ("gqa 1x8x1024x128, 2 KV heads", "gqa_attention.py", "gqa_attention",
      {"batch": 1, "heads": 8, "groups": 4, "seq_len": 1024, "dim": 128, "causal": False}, "blackhole", ""),
 ]
 LARGE = [
