@@ -23,7 +23,7 @@ from schemas.jobs import (DEFAULT_STAGES, Diagnostic, FileDiff, InputMeta, JobDi
 from schemas.logs import log_lines
 from service.problems import RETRY_AFTER_UNAVAILABLE_S, Problem, unavailable
 from service.textdiff import DiffBusy, unified_diffs
-from farm import storage
+from farm import compile_cache, storage
 from farm.queue import TaskQueue
 from farm.settings import Settings
 from farm.store import (ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id,
@@ -166,7 +166,7 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
         inputs={name: InputMeta(shape=a.shape, dtype=a.dtype, nbytes=a.nbytes) for name, a in request.inputs.items()},
         stored_bytes=stored_bytes,
     )
-    served_from_cache = _from_cache(job, request, artifacts)
+    served_from_cache = _from_cache(job, artifacts)
     inputs_dir = artifacts.job_dir(job.id, "inputs")
     if raw_inputs:  # on disk before the job exists: a worker may pick it up at once
         artifacts.put_dir(inputs_dir, {f"{name}.bin": raw for name, raw in raw_inputs.items()})
@@ -207,26 +207,20 @@ def submit(request: JobRequest, *, team: str, idempotency_key: str | None, store
     return stored, True
 
 
-def _from_cache(job: JobRecord, request: JobRequest, artifacts: ArtifactStore) -> bool:
-    """A compile-only job whose artifacts are cached is finished here, without a round trip through the queue.
-
-    compiler.api.cache_key is the compiler's own (and only) key function; importing it does not import tvm.
-    """
-    if request.stages != ["compile"]:
+def _from_cache(job: JobRecord, artifacts: ArtifactStore) -> bool:
+    """A compile-only job whose compile is cached is finished here, without a round trip through the queue (the
+    same lookup as the compile stage's: farm/compile_cache.py)."""
+    if [stage.name for stage in job.stages] != ["compile"]:
         return False
-    from compiler.api import cache_key
-
     started = time.time()
-    key = cache_key(request.source, request.entry, request.target, request.params)
-    cached = artifacts.compiled(key, with_ir=request.dump_ir)  # a corrupt entry reads as missing: the worker rebuilds it
-    if cached is None:
+    found = compile_cache.lookup(job, artifacts)
+    if not found.hit:
         return False
-    meta = cached[1]
     now = time.time()
     job.stages[0] = StageRecord(name="compile", state="succeeded", started_at=started, finished_at=now,
                                 duration_s=now - started, detail="cache hit")
-    job.status, job.cache_key, job.cache_hit, job.compile_timings = "succeeded", key, True, meta["timings"]
-    job.started_at, job.finished_at = started, now
+    found.served(job)
+    job.status, job.started_at, job.finished_at = "succeeded", started, now
     return True
 
 

@@ -21,7 +21,7 @@ from compiler.errors import CompileError
 from compiler.version import COMPILER_VERSION
 from schemas.jobs import Diagnostic, JobRecord, OutputVerdict, Verdict
 from schemas.logs import log_lines
-from farm import storage
+from farm import compile_cache, storage
 from farm.settings import Settings
 from farm.store import ArtifactStore, JobStore, UnstorableRecord
 from workers import leases, steps
@@ -56,16 +56,10 @@ class StageOutcome:
 # ------------------------------------------------------------------------------------------ stages
 
 def compile_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
-    from compiler import api  # imported once per worker process at start; this is a dict lookup
-
-    key = api.cache_key(job.source, job.entry, job.target, job.params)
-    cached = deps.artifacts.compiled(key, with_ir=job.dump_ir)  # checked: a corrupt entry reads as missing
-    if cached is not None:
-        meta = cached[1]
-        deps.store.mutate(job.id, lambda j: _set(j, cache_key=key, cache_hit=True, compile_timings=meta["timings"],
-                                                 compiler_version=meta.get("compiler_version", COMPILER_VERSION)),
-                          log=log_lines(f"cache hit: {key} (compiled by job {meta['job_id']}); not recompiling",
-                                        stage="compile"))
+    found = compile_cache.lookup(job, deps.artifacts)
+    key = found.key
+    if found.hit:
+        deps.store.mutate(job.id, found.served, log=log_lines(found.said(), stage="compile"))
         deps.store.incr("cache_hits")
         return StageOutcome(detail="cache hit")
 

@@ -75,6 +75,9 @@ def test_cache_hit_is_a_new_job_that_does_not_compile(redis_service, gemm_job):
     fast = response.json()
     assert response.status_code == 202 and fast["status"] == "succeeded" and fast["cache_hit"] is True
     assert fast["cache_key"] == gemm_job["cache_key"] and fast["stages"][0]["detail"] == "cache hit"
+    # the API and the compile stage looked the cache up alike (farm/compile_cache.py): the same record of the hit
+    recorded = ("cache_key", "cache_hit", "compile_timings", "compiler_version")
+    assert {k: fast[k] for k in recorded} == {k: job[k] for k in recorded}
     check_bundle(redis_service.client, fast)
 
 
