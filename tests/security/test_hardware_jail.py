@@ -154,3 +154,35 @@ def test_a_cached_kernel_the_preprocessor_refuses_never_reaches_a_device(tmp_pat
     with pytest.raises(ForgedAnswer, match=r"(?s)reader\.cpp: .*/etc/shadow"):
         runner.hardware_stage(store.get(job.id), deps)
     assert store.get(job.id).device_run is None and "running on device" not in store.read_log(job.id)
+
+
+def test_a_card_run_sees_only_its_leased_card(tmp_path):
+    """A worker with cards (config `cards`, /dev/tenstorrent on a real host): a device run's child gets a
+    /dev/tenstorrent of its own holding only the card the worker leased (where the runtime opens it); the job cannot
+    reach another card, nor add one. Regular files in a directory stand in for the cards (no card here)."""
+    import dataclasses
+
+    from farm.settings import Settings
+    from workers.sandbox import Zygote
+    from workers.sandbox.client import SandboxConfig
+
+    (tmp_path / "cards").mkdir()
+    card, other = tmp_path / "cards" / "3", tmp_path / "cards" / "4"
+    for node in (card, other):
+        node.write_text("")
+        node.chmod(0o666)
+    config = dataclasses.replace(SandboxConfig.from_settings(Settings(data_dir=tmp_path / "data")), cards=str(tmp_path / "cards"))
+    zygote = Zygote(config).start()
+    try:
+        probe = {"write": ["/dev/tenstorrent/3", "/dev/tenstorrent/4", str(other), "/.host/cards/4"],
+                 "read": ["/sys/kernel/address_bits"], "run": [["ls", "/dev/tenstorrent", "/.host"]]}
+        found = zygote.run("probe", probe, device={"node": str(card), "path": "/dev/tenstorrent/3"}).value["probe"]
+        alone = zygote.run("probe", probe).value["probe"]  # a job that is no device run: no card at all
+    finally:
+        zygote.close()
+    assert found["wrote"] == ["/dev/tenstorrent/3"] and card.read_text() == "sandbox was here\n", found
+    assert found["ran"]["ls /dev/tenstorrent /.host"]["output"].split() == ["/.host:", "/dev/tenstorrent:", "3"]
+    assert set(found["write_errors"]) == {"/dev/tenstorrent/4", str(other), "/.host/cards/4"}, found
+    assert other.read_text() == "" and found["read"] == ["/sys/kernel/address_bits"], found  # the card's runtime reads /sys
+    assert alone["ran"]["ls /dev/tenstorrent /.host"]["output"].split() == ["/.host:", "/dev/tenstorrent:"], alone
+    assert "wrote" not in alone and "/sys/kernel/address_bits" in alone["read_errors"], alone  # no /sys without a card

@@ -37,6 +37,8 @@ class SandboxConfig:
     readonly: list[str] = field(default_factory=list)   # trusted host data the job may read (the SDK headers)
     child_env: dict[str, str] = field(default_factory=dict)
     namespaces: bool = True                # False: the fallback of hosts that forbid them (user and rlimits only)
+    cards: str | None = None               # a hardware worker's cards (/dev/tenstorrent): a device run's child gets a
+                                           # /dev/tenstorrent of its own with the leased one, /sys, the hugepages
 
     @classmethod
     def from_settings(cls, settings) -> "SandboxConfig":
@@ -46,9 +48,26 @@ class SandboxConfig:
         from compiler.toolchain.sdk_headers import headers_dir  # fetched on the trusted side, read-only inside
 
         headers, runtimes = str(headers_dir().resolve()), runtime_root().resolve()
+        readonly = [headers, str(runtimes)]
+        env = {"TILEFARM_SDK_HEADERS_DIR": headers, "TTEMU_RUNTIME_DIR": str(runtimes)}
+        sdk, cards = _cards()
+        if sdk is not None:  # a tt-metal build: device runs build against it and its JIT reads it, read-only
+            readonly += sorted({sdk.env["TT_METAL_HOME"], str(sdk.prefix)})
+            env.update(sdk.env, TILEFARM_METALIUM_PREFIX=str(sdk.prefix))
         return cls(root=root, runtime_dir=runtimes, hide=[str(data), *([str(root)] if root else [])],
-                   user=getattr(settings, "sandbox_user", "nobody"), readonly=[headers, str(runtimes)],
-                   child_env={"TILEFARM_SDK_HEADERS_DIR": headers, "TTEMU_RUNTIME_DIR": str(runtimes)})
+                   user=getattr(settings, "sandbox_user", "nobody"), readonly=readonly, child_env=env, cards=cards)
+
+
+def _cards():
+    """(the tt-metal SDK of TT_METAL_HOME or None, the directory of this host's cards or None)."""
+    from compiler.toolchain.cmake_project import metalium_sdk
+    from compiler.toolchain.device import DEV_DIR
+
+    try:
+        cards = str(DEV_DIR) if DEV_DIR.is_dir() and any(DEV_DIR.iterdir()) else None
+    except OSError:
+        cards = None
+    return metalium_sdk(), cards
 
 
 @dataclass
@@ -126,10 +145,11 @@ class Zygote:
             raise SandboxError(f"the sandbox zygote exited (status {code})") from None
 
     def run(self, op: str, args: dict, limits: Limits | None = None, files: dict[str, bytes] | None = None,
-            stop=None, device: str | None = None) -> SandboxResult:
+            stop=None, device: dict | None = None) -> SandboxResult:
         """Run `op` in a fresh restricted child with `files` in its in/ directory; raises SandboxError when the
-        child did not produce an answer. `device`: a device node the zygote opens and hands the child (the op gets
-        it as args["device_fd"]).
+        child did not produce an answer. `device`: {"node": a device node the zygote opens and hands the child (the
+        op gets it as args["device_fd"]), "path": where the job sees it (a card of the config's `cards`:
+        /dev/tenstorrent/<index>, bound in; None: only the open node)}.
 
         `stop` (workers.stopping.Stop) is waited on beside the reply: when it is set, the child is killed and
         SandboxInterrupted raised. Anything else that interrupts the wait (KeyboardInterrupt) kills the child too."""
@@ -147,7 +167,7 @@ class Zygote:
         return self._read()[0]
 
     def _run(self, op: str, args: dict, limits: Limits, files: dict[str, bytes], stop,
-             device: str | None = None) -> SandboxResult:
+             device: dict | None = None) -> SandboxResult:
         started, sent = time.perf_counter(), time.monotonic()
         self._send({"op": op, "args": args, "limits": asdict(limits), **({"device": device} if device else {})}, files)
         try:
@@ -213,7 +233,8 @@ def _limit_hint(reply: dict, limits: Limits, stderr: str) -> str:
 def _config_json(config: SandboxConfig) -> dict:
     return {"root": str(config.root) if config.root else None, "runtime_dir": str(config.runtime_dir), "hide": config.hide,
             "readonly": config.readonly, "child_env": config.child_env,
-            "user": config.user, "preload": list(config.preload), "namespaces": config.namespaces}
+            "user": config.user, "preload": list(config.preload), "namespaces": config.namespaces,
+            "cards": config.cards}
 
 
 # ================================================================================== what the worker calls
@@ -341,7 +362,7 @@ def run_on_device(settings, *, artifacts: dict[str, bytes], inputs: dict, device
     started = time.time()
     result = zygote_for(settings).run("run_on_device", {"device": device.to_dict(), "timeout_s": timeout_s},
                                       limits_for(settings, "hardware"), files, stop=stop,
-                                      device=device.node if device.kind == "emulated" else None)
+                                      device=_device_request(device))
     answer, outputs = answers.ran_on_device(result.value, result.files, plan, device, (started, time.time()))
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "hardware")
@@ -349,6 +370,14 @@ def run_on_device(settings, *, artifacts: dict[str, bytes], inputs: dict, device
     return DeviceRun(run.device, run.arch, run.sdk, outputs, run.exit_status, run.stdout, run.stderr,
                      run.wall_seconds, run.build_seconds, run.build_cache_hit, run.device_error, run.error,
                      run.started_at, run.finished_at)
+
+
+def _device_request(device) -> dict | None:
+    """What the zygote hands a device run's child: an emulated device's node open (TTEMU_DEVICE_FD), a card's node
+    also bound at /dev/tenstorrent/<index>, where its runtime opens it."""
+    if not device.node:
+        return None
+    return {"node": device.node, "path": None if device.kind == "emulated" else f"/dev/tenstorrent/{device.index}"}
 
 
 def header_check(settings, *, artifacts: dict[str, bytes], target, stop=None) -> dict:

@@ -16,6 +16,7 @@ import ctypes
 import glob
 import os
 import pwd
+import re
 import resource
 import shutil
 import signal
@@ -142,6 +143,10 @@ NEW_ROOT = "/tmp"            # where the new root is assembled (in our own mount
 TOOLCHAIN = ("/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32", "/usr/libexec", "/usr/include")
 CMAKE_MODULES = "/usr/share/cmake*"   # what cmake reads to configure a device program's project (a hardware stage)
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+DEVICE_DIR = "/dev/tenstorrent"         # where the runtime (UMD) opens a card: /dev/tenstorrent/<index>
+DEVICE_PATH = re.compile(r"^/dev/tenstorrent/[0-9]{1,4}$")
+STAGED = "/.host"      # what a device run may get, between prepare and enter_job (no job code runs meanwhile)
+PCIE_HOST_PATHS = ("/sys", "/dev/hugepages*")   # what a card's runtime reads (PCI topology) and maps (its sysmem)
 ETC_FILES = ("/etc/ld.so.cache",)
 RO = MS_RDONLY | MS_NOSUID | MS_NODEV
 
@@ -158,6 +163,9 @@ def prepare(config: dict, namespaces: list[str], user: pwd.struct_passwd, measur
     fs = measures["filesystem"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     binds = {target: os.open(source, os.O_PATH | os.O_CLOEXEC) for target, source in (ROOT_BINDS or root_binds()).items()}
+    cards = {} if not config.get("cards") else {  # opened before the new root covers /tmp
+        "/cards": os.open(config["cards"], os.O_PATH | os.O_CLOEXEC),
+        **{path: os.open(path, os.O_PATH | os.O_CLOEXEC) for pattern in PCIE_HOST_PATHS for path in glob.glob(pattern)}}
     new = NEW_ROOT
     _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     size = Limits().tmpfs_bytes  # the job's own /tmp first: code that lives below /tmp is bound into it after
@@ -166,6 +174,16 @@ def prepare(config: dict, namespaces: list[str], user: pwd.struct_passwd, measur
     measures["tmpfs_bytes"] = size
     for target, fd in sorted(binds.items()):  # device nodes stay writable (/dev/null); nothing else is
         _bind(fd, new + target, MS_NOSUID | MS_NOEXEC if target in DEVICES else RO)
+    if cards:  # a hardware worker with cards: a device run gets its own card and what a card needs (enter_job)
+        os.makedirs(new + DEVICE_DIR)
+        _mount("tmpfs", new + DEVICE_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=755")
+        _mount("tmpfs", _made(new + STAGED), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=700")
+        for path, fd in cards.items():
+            if path != "/cards":
+                os.makedirs(new + path, exist_ok=True)  # where enter_job binds it for a device run
+            _bind(fd, new + STAGED + "/" + _staged_name(path), MS_RDONLY | MS_NOSUID | MS_NOEXEC
+                  if path in ("/cards", "/sys") else MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        fs.append(f"{DEVICE_DIR} of its own: a device run's card only, with /sys (read-only) and the hugepages")
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):  # merged-/usr links (the ELF interpreter's path)
         if os.path.islink("/" + name) and not os.path.lexists(new + "/" + name):
             os.symlink(os.readlink("/" + name), new + "/" + name)
@@ -275,12 +293,15 @@ def _hide(path: str, measures: dict) -> None:
 # ------------------------------------------------------------------------------------------ per job
 
 def enter_job(config: dict, host_dir: str, namespaces: list[str], limits: Limits, inputs: dict[str, bytes],
-              user: pwd.struct_passwd, measures: dict) -> str:
+              user: pwd.struct_passwd, measures: dict, device: tuple[str, str] | None = None) -> str:
     """Write the job's inputs (read-only to the job), size the private /tmp, hide the data and sandbox directories
-    (the job store's files, other teams' artifacts). Returns the job's work directory. Without a mount namespace
-    the work directory is `host_dir`, which the zygote removes after the job."""
+    (the job store's files, other teams' artifacts), bind a device run's card (`device`: its node's host path, and
+    where the job sees it, /dev/tenstorrent/<index>) as the only one there. Returns the job's work directory.
+    Without a mount namespace the work directory is `host_dir`, which the zygote removes after the job."""
     if "mount" in namespaces:
         work = JOB_DIR
+        if config.get("cards"):
+            _leased_card_only(config["cards"], device, measures)
         if limits.tmpfs_bytes != measures.get("tmpfs_bytes"):
             _mount(None, "/tmp", None, MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={limits.tmpfs_bytes}")
         measures["tmpfs_bytes"] = limits.tmpfs_bytes
@@ -301,6 +322,38 @@ def enter_job(config: dict, host_dir: str, namespaces: list[str], limits: Limits
             fh.write(data)
     os.chmod(in_dir, 0o555)
     return work
+
+
+def _staged_name(path: str) -> str:
+    """/dev/hugepages-1G -> dev:hugepages-1G: one flat name per staged path (and back: "/" + name with / for :)."""
+    return path.strip("/").replace("/", ":")
+
+
+def _made(path: str) -> str:
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _leased_card_only(cards: str, device: tuple[str, str] | None, measures: dict) -> None:
+    """For a device run (`device`: its card's node below the host's `cards`, and its path in the job's own
+    /dev/tenstorrent), bind the card and what a card's runtime needs (/sys read-only, the hugepages) from where
+    prepare staged them; then detach everything staged: another job, or another card, sees none of it."""
+    try:
+        if device is not None and DEVICE_PATH.match(device[1]):
+            name = os.path.relpath(device[0], cards)
+            if name.startswith("..") or "/" in name:
+                raise OSError(f"{device[0]} is not a card of {cards}")
+            _bind(os.open(os.path.join(STAGED, "cards", name), os.O_PATH | os.O_CLOEXEC), device[1],
+                  MS_NOSUID | MS_NOEXEC)  # a device node: no nodev on this bind
+            for name in sorted(os.listdir(STAGED)):
+                if name != "cards":
+                    _bind(os.open(os.path.join(STAGED, name), os.O_PATH | os.O_CLOEXEC), "/" + name.replace(":", "/"),
+                          RO if name == "sys" else MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            measures["filesystem"].append(f"{device[1]}: the leased card")
+    finally:
+        if _libc.umount2(STAGED.encode(), MNT_DETACH) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"umount {STAGED}: {os.strerror(error)}")
 
 
 def restrict(limits: Limits, user: pwd.struct_passwd, measures: dict) -> None:

@@ -264,7 +264,8 @@ def _op_run_on_device(args: dict, work: Path) -> dict:
     device = Device(**args["device"])
     try:
         run = run_bundle(artifacts, _read_inputs(work), device, workdir=work / "tmp" / "device",
-                         timeout_s=float(args["timeout_s"]), device_fd=args.get("device_fd"))
+                         timeout_s=float(args["timeout_s"]),
+                         device_fd=args.get("device_fd") if device.kind == "emulated" else None)  # a card: its path
     except DeviceUnavailable as error:
         return {"ok": False, "error": {"stage": "hardware", "message": str(error)[:8000]}}
     for name, array in run.outputs.items():

@@ -342,9 +342,11 @@ class Spares:
         self.ending = still
 
 
-def _open_device(node: object) -> int | None:
-    """The device node a device run is given (the worker names the one it leased), or None when there is none or it
-    cannot be opened: the program then fails to open it itself, a device error the worker sees."""
+def _open_device(device: object) -> int | None:
+    """The device node a device run is given (the worker names the one it leased: {"node": host path, "path": where
+    the job sees it}), or None when there is none or it cannot be opened: the program then fails to open it itself,
+    a device error the worker sees."""
+    node = device.get("node") if isinstance(device, dict) else None
     if not isinstance(node, str) or not os.path.isabs(node):
         return None
     try:
@@ -468,7 +470,9 @@ def _child(config: dict, user: pwd.struct_passwd, hot: prefault.Hot, namespaces:
     received = time.monotonic()
     measures["timeline"] = {"received": received}  # CLOCK_MONOTONIC: the zygote's and the worker's clock too
     limits = Limits(**request["limits"])
-    work = jail.enter_job(config, request["host_dir"], namespaces, limits, inputs, user, measures)
+    device = request.get("device") or {}
+    card = (str(device.get("node")), str(device.get("path"))) if device.get("node") and device.get("path") else None
+    work = jail.enter_job(config, request["host_dir"], namespaces, limits, inputs, user, measures, card)
     del inputs
     jail.restrict(limits, user, measures)
     os.chdir(work)
