@@ -7,8 +7,8 @@ and a running job's lease says whether its worker is alive (workers/leases.py). 
 SQLite broker, is the engine that carries tokens, "run the next job of queue Q", to whichever worker is free and
 hands a lost worker's token to another (acks late). A token names no job. Tokens can be lost where jobs cannot (a
 task killed before it took a job, a dead worker's messages deleted, a publish that never happened): the workers'
-reconciler (workers/reconcile.py), the one reader of the broker's lists, counts the tokens waiting for each queue
-and sends one for every waiting job beyond them.
+reconciler (workers/reconcile.py) counts the tokens waiting for each queue, as the broker's transport counts them
+(tokens_waiting: no broker's tables or lists are read here), and sends one for every waiting job beyond them.
 
 The Celery app is given, not imported: farm/celery_app.py reads the settings when it is imported (and takes its
 queue names from here), so the API imports it only when it first sends.
@@ -16,8 +16,9 @@ queue names from here), so the API imports it only when it first sends.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing
 from typing import TYPE_CHECKING
+
+from kombu.exceptions import ChannelError
 
 from compiler.target import DEVICES
 from farm.settings import Settings
@@ -31,11 +32,22 @@ if TYPE_CHECKING:
 COMPILE_QUEUE = "compile"
 # the tasks a message may name (workers/tasks.py): a compile or a hardware queue's token, and a job run by its id
 RUN_NEXT, RUN_NEXT_HARDWARE, RUN_JOB = "tilefarm.run_next", "tilefarm.run_next_hardware", "tilefarm.run_job"
+BROKER_TIMEOUT_S = 2  # how long a look at the broker may wait for it (a stopped Redis must not hold a round)
 PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.2, "interval_max": 0.4}
 
 
 def hardware_queue(arch: str) -> str:
     return f"hardware.{arch}"
+
+
+def hardware_arch(queue: str) -> str | None:
+    """The arch whose devices `queue` feeds; None for the compile queue."""
+    return queue.removeprefix("hardware.") if queue.startswith("hardware.") else None
+
+
+def queue_of(job: JobRecord) -> str:
+    """The queue a queued job waits in."""
+    return hardware_queue(job.target.arch) if job.stage == "hardware" else COMPILE_QUEUE
 
 
 def queue_names() -> list[str]:
@@ -69,19 +81,15 @@ class TaskQueue:
         self._send(token_task(queue), [queue], queue)
 
     def tokens_waiting(self, queue: str) -> int:
-        """Tokens of `queue` waiting in the broker, not yet delivered to a worker (the reconciler's count)."""
-        if not self.settings.embedded:
-            return int(self._broker_redis().llen(queue))
-        try:
-            with closing(sqlite3.connect(f"file:{self.settings.embedded_broker_path}?mode=ro", uri=True,
-                                         timeout=2)) as db:
-                row = db.execute("SELECT COUNT(*) FROM kombu_message m JOIN kombu_queue q ON m.queue_id = q.id "
-                                 "WHERE q.name = ? AND m.visible = 1", (queue,)).fetchone()
-            return int(row[0])
-        except sqlite3.OperationalError as error:
-            if "no such table" in str(error) or "unable to open" in str(error):
-                return 0  # nothing was ever sent
-            raise
+        """Tokens of `queue` waiting in the broker, not yet delivered to a worker (the reconciler's count), as the
+        broker's own transport counts them (kombu's passive queue_declare: Redis, or the embedded SQLite broker)."""
+        with self.celery.connection_for_read(connect_timeout=BROKER_TIMEOUT_S, transport_options={
+                "socket_timeout": BROKER_TIMEOUT_S, "socket_connect_timeout": BROKER_TIMEOUT_S}) as connection:
+            connection.ensure_connection(max_retries=1)
+            try:
+                return connection.default_channel.queue_declare(queue=queue, passive=True).message_count
+            except ChannelError:  # a queue nothing was ever sent to
+                return 0
 
     def submit(self, job_id: str) -> None:
         """Run this very job (recovery after the embedded service restarted); queued jobs go through `enqueue`."""
@@ -91,7 +99,7 @@ class TaskQueue:
         if self._redis is None:
             import redis
 
-            self._redis = redis.Redis.from_url(self.settings.effective_broker_url, socket_timeout=2)
+            self._redis = redis.Redis.from_url(self.settings.effective_broker_url, socket_timeout=BROKER_TIMEOUT_S)
         return self._redis
 
     def ping(self) -> None:
@@ -100,5 +108,5 @@ class TaskQueue:
             self._broker_redis().ping()
             return
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        with sqlite3.connect(self.settings.embedded_broker_path, timeout=2) as db:
+        with sqlite3.connect(self.settings.embedded_broker_path, timeout=BROKER_TIMEOUT_S) as db:
             db.execute("SELECT 1").fetchone()

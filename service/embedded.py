@@ -11,7 +11,7 @@ import sys
 import threading
 
 from schemas.logs import log_lines
-from farm.queue import TaskQueue
+from farm.queue import COMPILE_QUEUE, TaskQueue
 from farm.settings import Settings
 from farm.store import ArtifactStore, open_store
 from farm.sqlite_broker import release_unacknowledged
@@ -37,7 +37,7 @@ def worker_command(queues: str, concurrency: int, pool: str = "prefork", logleve
 
 
 def start_worker(settings: Settings) -> subprocess.Popen:
-    command = worker_command("compile", settings.embedded_workers, loglevel=settings.log_level)
+    command = worker_command(COMPILE_QUEUE, settings.embedded_workers, loglevel=settings.log_level)
     log.info("embedded worker: %s", " ".join(command))
     # a session of its own: a signal to the API's process group (Ctrl-C, `kill -- -PGID`) reaches the API, which
     # stops the worker in order (worker.stop); sent to the pool processes at the same time, it can hang the

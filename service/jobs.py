@@ -24,7 +24,7 @@ from schemas.logs import log_lines
 from service.problems import RETRY_AFTER_UNAVAILABLE_S, Problem, unavailable
 from service.textdiff import DiffBusy, unified_diffs
 from farm import compile_cache, storage
-from farm.queue import TaskQueue
+from farm.queue import TaskQueue, queue_of
 from farm.settings import Settings
 from farm.store import (ArtifactStore, IdempotencyConflict, JobStore, QuotaExceeded, new_job_id,
                              seconds_to_utc_midnight)
@@ -526,7 +526,7 @@ def views(found: list[JobRecord], store: JobStore) -> list:
     for job in found:
         position = None
         if job.status == "queued":
-            queue_name = f"hardware.{job.target.arch}" if job.stage == "hardware" else "compile"
+            queue_name = queue_of(job)
             if queue_name not in positions:
                 positions[queue_name] = store.queue_positions(queue_name)
             position = positions[queue_name].get(job.id)

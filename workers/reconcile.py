@@ -20,16 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from farm.queue import COMPILE_QUEUE, TaskQueue, hardware_queue
+from farm.queue import COMPILE_QUEUE, TaskQueue, queue_of
 from schemas.jobs import JobRecord
 from schemas.logs import log_lines
 from workers import leases
 
-
-
-def queue_of(job: JobRecord) -> str:
-    """The queue a queued job waits in."""
-    return hardware_queue(job.target.arch) if job.stage == "hardware" else COMPILE_QUEUE
 
 
 @dataclass

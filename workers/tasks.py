@@ -19,7 +19,7 @@ from farm.store import ArtifactStore, open_store
 from workers import leases, runner
 from workers.reconcile import Reconciler
 from farm.celery_app import app
-from farm.queue import RUN_JOB, RUN_NEXT, RUN_NEXT_HARDWARE, TaskQueue, hardware_queue
+from farm.queue import RUN_JOB, RUN_NEXT, RUN_NEXT_HARDWARE, TaskQueue, hardware_arch, hardware_queue
 
 log = logging.getLogger("tilefarm.worker")
 _deps: dict[int, runner.WorkerDeps] = {}
@@ -168,7 +168,7 @@ _stop_heartbeat = threading.Event()
 def _start_heartbeat(sender=None, **_) -> None:
     """A worker consuming hardware.<arch> registers its devices, heartbeats, and health-checks unhealthy ones."""
     queues = [q.name for q in sender.task_consumer.queues] if sender is not None else []
-    archs = [q.removeprefix("hardware.") for q in queues if q.startswith("hardware.")]
+    archs = [arch for arch in map(hardware_arch, queues) if arch is not None]
     if not archs:
         return
     os.environ.setdefault("TILEFARM_DEVICE_ARCH", archs[0])
