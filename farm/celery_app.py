@@ -43,6 +43,9 @@ app.conf.update(
     broker_connection_retry=True,
     broker_connection_max_retries=None,
     worker_cancel_long_running_tasks_on_connection_loss=False,
+    # a pool process warms up (imports, sandbox zygote, emulator runtime) before it says it is up and takes a task,
+    # so no task's time limit runs during a warm-up; the pool must not kill it meanwhile (its default is 4 s)
+    worker_proc_alive_timeout=settings.warm_up_limit_s + 60,
     worker_hijack_root_logger=False,
     worker_send_task_events=False,
     broker_transport_options={"polling_interval": settings.embedded_poll_s} if settings.embedded
@@ -50,3 +53,5 @@ app.conf.update(
           "socket_keepalive": True, "health_check_interval": 10},
     result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
 )
+# ... and the worker takes no token before its pool is warm (workers/tasks.py: WarmPoolFirst)
+app.steps["worker"].add("workers.tasks:WarmPoolFirst")

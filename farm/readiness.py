@@ -133,6 +133,15 @@ class WarmUp:
         self._publish(warm=warm, detail=detail)
 
 
+def warm_up_over(data_dir: Path, pid: int) -> bool:
+    """Whether the warm-up of this host's process `pid` has ended (warm, or failed: its jobs will say why)."""
+    try:
+        entry = json.loads(_marker(data_dir, pid).read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(entry.get("warm")) or not any(s.get("state") in ("pending", "running") for s in entry.get("steps") or [])
+
+
 def seconds_left(entry: dict, now: float | None = None) -> float | None:
     """About how long the warm-up a marker describes has left: the expected time of the steps not done yet (the
     running one's less what it has taken); None when some step has no estimate."""

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     job_lease_s: float = Field(default=30.0, gt=0, description=(
         "A running job's lease, renewed every heartbeat_s by its worker: a job whose lease runs out lost its worker "
         "and is run again once (or failed) by the other workers' sweep."))
+    warm_up_limit_s: float = Field(default=600.0, gt=0, description=(
+        "How long a worker's pool process may warm up (compiler import, sandbox zygote, emulator runtime) before it "
+        "takes work anyway; no token is taken and no time limit runs while it warms up."))
     fault_hold_file: Path | None = Field(default=None, description=(
         "Testing only: each stage waits at its start while this file exists (a test holds jobs running, then lets "
         "them go on by removing it); a cancel, a time limit or a lost lease still ends the wait."))

@@ -7,9 +7,10 @@ import os
 import threading
 import time
 
-from celery import Task
+from celery import Task, bootsteps
 from celery.signals import (worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown,
                             worker_shutting_down)
+from celery.worker import state as worker_state
 from celery.worker.request import Request
 
 from schemas.jobs import JobRecord
@@ -35,19 +36,54 @@ def deps() -> runner.WorkerDeps:
     return _deps[pid]
 
 
-_warm = threading.Event()  # set when this pool process's warm-up has ended (well or not)
-_warming: dict[str, int] = {}  # the pid whose warm-up that is (a pool without process init does not wait)
-WARM_UP_WAIT_S = 300
-
-
 @worker_process_init.connect
 def _warm_up(**_) -> None:
     """The heavy imports (tvm, ~1.4 s) and the warm-up of what every job needs (the sandbox's zygote, the emulator
-    runtime) happen here, once per pool process, in the background: the process takes messages at once, but takes
-    a job only when warm, so no job's compile stage is billed for the warm-up (it stays queued meanwhile)."""
-    _warm.clear()
-    _warming["pid"] = os.getpid()
-    threading.Thread(target=_become_warm, args=(deps().settings,), name="warm-up", daemon=True).start()
+    runtime) happen here, once per pool process, before it says it is up: the pool gives it no task until then, so
+    no task's time limit runs during a warm-up, and the worker takes no token before its pool is warm
+    (WarmPoolFirst). A warm-up that outlasts warm_up_limit_s is left to go on in the background."""
+    settings = deps().settings
+    warming = threading.Thread(target=_become_warm, args=(settings,), name="warm-up", daemon=True)
+    warming.start()
+    warming.join(settings.warm_up_limit_s)
+    if warming.is_alive():
+        log.warning("worker process %d: warm-up still running after %g s; taking work anyway", os.getpid(),
+                    settings.warm_up_limit_s)
+
+
+class WarmPoolFirst(bootsteps.StartStopStep):
+    """The worker's consumer (started last) takes tokens only once every pool process has warmed up: a token taken
+    earlier waits, unacknowledged, while other workers could run its job (issue 24: a worker warming up for 191 s
+    took 3 tokens and lost them)."""
+
+    requires = ("celery.worker.components:Pool",)
+
+    def start(self, worker) -> None:
+        settings = get_settings()
+        deadline, said = time.monotonic() + settings.warm_up_limit_s, False
+        while True:
+            worker_state.maybe_shutdown()  # a SIGTERM meanwhile stops the worker here
+            cold = [pid for pid in worker.pool.info.get("processes") or []
+                    if not readiness.warm_up_over(settings.data_dir, pid) and _running(pid)]
+            if not cold:
+                return
+            if time.monotonic() > deadline:
+                log.warning("pool processes %s still warming up after %g s; taking work anyway", cold,
+                            settings.warm_up_limit_s)
+                return
+            if not said:
+                log.info("taking no work until the pool has warmed up (processes %s)", cold)
+                said = True
+            time.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and has not exited (a pool process killed while it warmed up is not waited for)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def _become_warm(settings) -> None:
@@ -86,15 +122,7 @@ def _become_warm(settings) -> None:
         warm, detail = False, f"{type(error).__name__}: {error}"
         log.error("worker process %d warm-up failed: %s", os.getpid(), detail)
     warm_up.done(warm=warm, detail=detail)
-    _warm.set()
     log.info("worker process %d warm in %.2f s (%s)", os.getpid(), time.monotonic() - warm_up.started, detail)
-
-
-def _when_warm() -> None:
-    """Before taking a job from a queue: wait for this process's warm-up (at most WARM_UP_WAIT_S)."""
-    if _warming.get("pid") == os.getpid() and not _warm.wait(WARM_UP_WAIT_S):
-        log.warning("worker process %d: warm-up still running after %d s; taking the job anyway", os.getpid(),
-                    WARM_UP_WAIT_S)
 
 
 @worker_process_shutdown.connect
@@ -131,14 +159,12 @@ def queue_hardware(job: JobRecord, store=None) -> None:
 @app.task(name=RUN_JOB, bind=True, base=JobTask)
 def run_job(self, job_id: str) -> None:
     """Run one given job (recovery re-sends these)."""
-    _when_warm()
     runner.run_job(job_id, deps(), queue_hardware=queue_hardware, task_id=self.request.id)
 
 
 @app.task(name=RUN_NEXT, bind=True, base=JobTask)
 def run_next(self, queue: str) -> None:
     """A fair-share token of the compile queue: run the next team's next job."""
-    _when_warm()
     job_id = runner.next_job(queue, deps(), self.request.id)
     if job_id is not None:
         runner.run_job(job_id, deps(), queue_hardware=queue_hardware, task_id=self.request.id)

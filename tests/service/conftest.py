@@ -183,7 +183,9 @@ class Service:
 
         self.worker = Proc(worker_command("compile", 1, hostname=f"test-{uuid.uuid4().hex[:6]}@%h"),
                            env, self.workdir / "worker.log")
-        deadline = time.time() + 60
+        # Celery says ready once its consumer started, which is after the pool's warm-up (sandbox zygote, emulator
+        # runtime: seconds, more on a loaded machine); the wait only bounds a hang
+        deadline = time.time() + 180
         while "ready." not in self.worker.log.read_text(errors="replace"):
             assert self.worker.process.poll() is None and time.time() < deadline, self.worker.tail()
             time.sleep(0.1)

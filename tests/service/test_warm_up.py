@@ -1,0 +1,82 @@
+"""Warm-up never counts against a task's time limit: a worker takes no token before its pool is warm. The warm-up
+is made slower than a task's hard limit by stopping the sandbox zygote it waits for (SIGSTOP, as an overloaded
+machine would), with jobs already waiting; real Redis, a real Celery worker."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import redis
+
+from service.embedded import worker_command
+from tests.service.conftest import Proc, Service, base_env, kernel, private_redis  # noqa: F401  (fixtures)
+from tests.service.test_reconcile import repairs, unique
+from tests.service.test_resilience import until
+
+LIMITS = {"TILEFARM_COMPILE_TIME_LIMIT_S": "20", "TILEFARM_EMULATE_TIME_LIMIT_S": "1", "TILEFARM_HARD_LIMIT_GRACE_S": "1"}
+HARD_LIMIT_S = 22  # a task's hard limit: compile + emulate + grace
+
+
+def descendants(pid: int) -> list[int]:
+    """Children of every thread (the zygote is started from a pool process's warm-up thread), theirs, and so on."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return children + [d for c in children for d in descendants(c)]
+
+
+def zygote_of(worker: Proc) -> int | None:
+    """The sandbox zygote a pool process of this worker is starting (the first one: not a child it forked)."""
+    for pid in descendants(worker.process.pid):
+        try:
+            if b"workers.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def warm_markers(data_dir: Path) -> list[bool]:
+    import json
+
+    return [json.loads(p.read_text()).get("warm", False) for p in (data_dir / "workers").glob("*.json")
+            if p.name != "warm-up-times.json"]
+
+
+def test_a_warm_up_longer_than_the_hard_limit_takes_no_token(private_redis, tmp_path):
+    stack = Service(base_env(TILEFARM_BROKER_URL=private_redis, TILEFARM_DATA_DIR=str(tmp_path / "data"),
+                             TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
+                             TILEFARM_JOB_LEASE_S="3", **LIMITS), tmp_path)
+    stack.start_api()
+    zygote = None
+    try:
+        jobs = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(3)]  # waiting before any worker exists
+        worker = stack.worker = Proc(worker_command("compile", 1, hostname=f"test-{uuid.uuid4().hex[:6]}@%h"),
+                                     stack.env, tmp_path / "worker.log")
+        zygote = until(lambda: zygote_of(worker), 120, "no sandbox zygote started")
+        os.kill(zygote, signal.SIGSTOP)  # the warm-up now lasts as long as the test wants
+        stopped = time.time()
+        assert warm_markers(tmp_path / "data") == [False], "the warm-up ended before the zygote was stopped"
+        until(lambda: time.time() > stopped + HARD_LIMIT_S + 3, 60, "")  # ... longer than a task's hard limit
+        broker = redis.Redis.from_url(private_redis)
+        assert broker.llen("compile") == 3 and broker.hlen("unacked") == 0, "a token was taken before the worker was warm"
+        os.kill(zygote, signal.SIGCONT)
+        for job_id in jobs:
+            final = stack.wait(job_id, timeout=HARD_LIMIT_S + 60)
+            assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        assert "Hard time limit" not in worker.log.read_text(errors="replace")
+        assert repairs(stack).get("token", 0) == 0  # none of the tokens was lost and sent again
+    finally:
+        if zygote is not None:
+            try:
+                os.kill(zygote, signal.SIGKILL)  # in a session of its own: a stopped one outlives its worker
+            except ProcessLookupError:
+                pass
+        stack.stop()
+        redis.Redis.from_url(private_redis).flushdb()
