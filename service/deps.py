@@ -1,7 +1,7 @@
 """FastAPI dependencies, each named by a type for routes to take: `store: StoreDep`, `team: TeamDep`...
 
-SettingsDep, StoreDep, ArtifactsDep, QueueDep: the settings, the job store, the artifact store, the task queue (one
-each per process). PrincipalDep: who calls; TeamDep: the team a new job belongs to; ScopeDep: the team whose jobs
+SettingsDep, StoreDep, ArtifactsDep, QueueDep, KeyRingDep: the settings, the job store, the artifact store, the task
+queue, the configured API keys (one each per process). PrincipalDep: who calls; TeamDep: the team a new job belongs to; ScopeDep: the team whose jobs
 the caller may see (None: every team's).
 """
 from __future__ import annotations
@@ -63,6 +63,13 @@ QueueDep = Annotated[TaskQueue, Depends(_queue_dep)]
 @lru_cache
 def _keyring() -> KeyRing:
     return keyring(get_settings())
+
+
+async def _keyring_dep() -> KeyRing:
+    return _keyring()
+
+
+KeyRingDep = Annotated[KeyRing, Depends(_keyring_dep)]
 
 
 bearer = HTTPBearer(auto_error=False, description="An API key (`Authorization: Bearer <key>`) when the server has auth on.")

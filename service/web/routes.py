@@ -24,8 +24,8 @@ from compiler.version import COMPILER_VERSION
 from schemas.jobs import JOB_STATUSES, STAGE_ORDER, TERMINAL, param_value
 from schemas.logs import LEVELS
 from schemas.target import Blocking, MathFidelity, PartitionPolicy
-from service.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, same_origin
-from service.deps import StoreDep, _keyring, session_key
+from service.auth import SESSION_COOKIE, SESSION_MAX_AGE_S, KeyRing, same_origin
+from service.deps import KeyRingDep, StoreDep, session_key
 from service.problems import PROBLEM_TYPES, Problem
 from farm.queue import queue_names
 
@@ -59,13 +59,12 @@ def jobs_page(request: Request) -> HTMLResponse:
     return _page(request, "jobs.html", page="jobs", archs=sorted(DEVICES), statuses=JOB_STATUSES)
 
 
-def _visible(job_id: str, store, token: str | None) -> bool:
+def _visible(job_id: str, store, token: str | None, keyring: KeyRing) -> bool:
     """Whether the job page may say the job exists: it does, and the caller's token (if auth is on and the cookie
     holds one) may see it. Without a token the page cannot tell: it shows, and its script asks for one."""
     job = store.get(job_id) if job_id.isalnum() else None
     if job is None:
         return False
-    keyring = _keyring()
     if not keyring.enabled or not token:
         return True
     principal = keyring.lookup(token)
@@ -73,9 +72,9 @@ def _visible(job_id: str, store, token: str | None) -> bool:
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, job_id: str, store: StoreDep,
+def job_page(request: Request, job_id: str, store: StoreDep, keyring: KeyRingDep,
              tilefarm_token: str | None = Cookie(default=None)) -> HTMLResponse:
-    if not _visible(job_id, store, tilefarm_token):
+    if not _visible(job_id, store, tilefarm_token, keyring):
         return _page(request, "missing.html", status_code=404, page="missing", what=f"no job {job_id[:64]}")
     return _page(request, "job.html", page="job", job_id=job_id)
 
@@ -152,8 +151,7 @@ class SessionRequest(BaseModel):
     token: str = Field(min_length=1, max_length=4096)
 
 
-def _session(request: Request) -> dict:
-    keyring = _keyring()
+def _session(request: Request, keyring: KeyRing) -> dict:
     key = session_key(request)
     principal = keyring.lookup(key) if keyring.enabled and key else None
     return {"auth": keyring.enabled, "signed_in": principal is not None,
@@ -161,17 +159,16 @@ def _session(request: Request) -> dict:
 
 
 @router.get("/ui/session")
-def get_session(request: Request) -> dict:
+def get_session(request: Request, keyring: KeyRingDep) -> dict:
     """Whether this browser's dashboard session holds a valid key, and whose (never the key itself)."""
-    return _session(request)
+    return _session(request, keyring)
 
 
 @router.post("/ui/session")
-def start_session(body: SessionRequest, request: Request, response: Response) -> dict:
+def start_session(body: SessionRequest, request: Request, response: Response, keyring: KeyRingDep) -> dict:
     """The pasted key, checked, kept in an HttpOnly, SameSite=Strict cookie: the page's scripts never see it again."""
     if not same_origin(request.headers, f"{request.url.scheme}://{request.url.netloc}"):
         raise Problem(403, "a dashboard session is started from the dashboard's own pages", type_="/problems/unauthorized")
-    keyring = _keyring()
     if not keyring.enabled:
         return {"auth": False, "signed_in": False, "team": None, "admin": False}
     principal = keyring.lookup(body.token.strip())
