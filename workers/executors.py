@@ -30,6 +30,10 @@ class Executor(Protocol):
     def check_kernels(self, job: JobRecord, artifacts: dict[str, bytes], stop=None) -> None:
         """The kernels through the real preprocessor (what they include, no assembler); ForgedAnswer if refused."""
 
+    def build_program(self, job: JobRecord, artifacts: dict[str, bytes], device, stop=None) -> tuple[float, bool] | None:
+        """main.cpp built for devices like `device` ahead of their lease (cached), so that a device's time is its
+        runs', not its builds': (seconds, from the cache), or None when the run builds it itself."""
+
     def run_on_device(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float,
                       stop=None):
         """compiler.toolchain.device.DeviceRun of the program on `device` (its kernels are the job's C++)."""
@@ -59,6 +63,9 @@ class InProcess:
 
     def check_kernels(self, job: JobRecord, artifacts: dict[str, bytes], stop=None) -> None:
         steps.refuse_kernels(steps.kernel_findings(artifacts))
+
+    def build_program(self, job: JobRecord, artifacts: dict[str, bytes], device, stop=None) -> None:
+        return None  # run_bundle builds it, cached (trusted development only)
 
     def run_on_device(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float,
                       stop=None):
@@ -111,6 +118,15 @@ class Sandboxed:
         from workers import sandbox
 
         sandbox.check_kernels(self.settings, artifacts)
+
+    def build_program(self, job: JobRecord, artifacts: dict[str, bytes], device, stop=None) -> tuple[float, bool]:
+        import json
+
+        from workers import sandbox
+
+        _, seconds, cached = sandbox.device_program(self.settings, artifacts, json.loads(artifacts["tt.plan.json"]),
+                                                    device, stop)
+        return seconds, cached
 
     def run_on_device(self, job: JobRecord, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float,
                       stop=None):

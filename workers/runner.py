@@ -197,9 +197,10 @@ def check_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
 def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     """Build main.cpp against the TT-Metalium SDK and run it on a device of this host (one job per device), then
     compare its outputs with the reference. The kernels are C++ of the job's making and the kernel JIT builds and
-    loads them into the program: the build and the run happen in the sandbox like an emulation (unprivileged, no
-    secrets, a root of its own with only the toolchain, the SDK and the job's files, no network; the device node
-    handed over open), and only its checked answer comes back (answers.ran_on_device). Before that, main.cpp must
+    loads them into the program: the run happens in the sandbox like an emulation (unprivileged, no secrets, a root
+    of its own with only the toolchain, the SDK and the job's files, no network; the device node handed over open),
+    and only its checked answer comes back (answers.ran_on_device). The host program is built before the device is
+    leased, in a child that runs none of the job's code, and cached (sandbox.device_program). Before that, main.cpp must
     be the host program of the plan (answers.check_program) and the kernels pass the real preprocessor's check,
     whoever filled the cache. The reference, which evaluates the user's source, is built in the sandbox too; the
     verdict is made here, from it."""
@@ -217,6 +218,9 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
     executor.check_kernels(job, artifacts, deps.stop)
     given = _inputs(job, deps)
     inputs = check_inputs(plan, given) if given else random_inputs(plan)
+    like = next((device for device in deps.devices.devices if device.arch == job.target.arch), None)
+    # built before a device is leased (the device's time is its runs'): (seconds, from the cache)
+    built = executor.build_program(job, artifacts, like, deps.stop) if like is not None else None
     try:
         with deps.devices.lease(deps.store, job.target.arch, job.id) as device:
             deps.store.append_log(job.id, log_lines(f"running on device {device.id} ({device.kind}, {device.arch})",
@@ -225,6 +229,8 @@ def hardware_stage(job: JobRecord, deps: WorkerDeps) -> StageOutcome:
                                          deps.stop)
             if run.device_error:
                 deps.devices.mark_unhealthy(deps.store, device, f"job {job.id}: {run.error}")
+            if built is not None and device.kind == like.kind:  # the same SDK: the build it took
+                run.build_seconds, run.build_cache_hit = built
     except NoDevice as error:
         raise StageUnavailable(str(error)) from None
     outcome = DeviceOutcome(run=run, outputs=typed_outputs(plan, run.outputs) if run.ok else {}, inputs=inputs)

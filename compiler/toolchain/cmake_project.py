@@ -103,11 +103,16 @@ def _project_key(main_cpp: bytes, lists: str, sdk: Sdk) -> str:
     return cache.key(main_cpp, lists, sdk.identity())
 
 
+def program_key(main_cpp: bytes, sdk: Sdk, kernel: str = "main") -> str:
+    """What a built host program depends on: main.cpp, the generated CMakeLists.txt and the SDK."""
+    return _project_key(main_cpp, cmakelists(kernel), sdk)
+
+
 def build_program(bundle_dir: Path, sdk: Sdk, *, kernel: str = "main", timeout_s: float = 600) -> tuple[Path, float, bool]:
     """Configure and build the generated project; (executable, seconds, cache_hit). Raises BuildError."""
     main_cpp = (Path(bundle_dir) / "main.cpp").read_bytes()
     lists = cmakelists(kernel)
-    key = _project_key(main_cpp, lists, sdk)
+    key = program_key(main_cpp, sdk, kernel)
     root = cache_root() / "metalium-programs" / key
     program = root / "bin" / PROGRAM_NAME
     if cache.intact(program):

@@ -141,9 +141,11 @@ class DeviceUnavailable(Exception):
 
 
 def run_bundle(artifacts: dict[str, bytes], inputs: dict[str, np.ndarray], device: Device, *,
-               workdir: Path | None = None, timeout_s: float = 300, device_fd: int | None = None) -> DeviceRun:
+               workdir: Path | None = None, timeout_s: float = 300, device_fd: int | None = None,
+               program: Path | None = None) -> DeviceRun:
     """Build main.cpp against the device's SDK, run it with `inputs` (float32 arrays by buffer name), read outputs.
-    `device_fd`: the emulated device's node, opened by whoever may (a sandboxed job cannot open it itself)."""
+    `device_fd`: the emulated device's node, opened by whoever may (a sandboxed job cannot open it itself);
+    `program`: main.cpp already built (a worker builds it apart, off the device's time)."""
     sdk = device.sdk()
     if sdk is None:
         raise DeviceUnavailable(f"device {device.id} has no TT-Metalium SDK: set TT_METAL_HOME to a tt-metal build")
@@ -159,7 +161,8 @@ def run_bundle(artifacts: dict[str, bytes], inputs: dict[str, np.ndarray], devic
         for name, array in inputs.items():
             np.save(input_dir / f"{name}.npy", np.ascontiguousarray(array, dtype=np.float32))
         try:
-            program, build_seconds, cached = build_program(kernels, sdk, kernel=kernel)
+            program, build_seconds, cached = (program, 0.0, True) if program else build_program(kernels, sdk,
+                                                                                              kernel=kernel)
         except BuildError as error:
             return DeviceRun(device.id, device.arch, sdk.name, {}, None, "", error.log, 0.0, 0.0, False,
                              error=str(error))

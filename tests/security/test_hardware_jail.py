@@ -18,6 +18,8 @@ import uuid
 import numpy as np
 import pytest
 
+from compiler.toolchain import cache
+from compiler.toolchain.emulate import runtime_root
 from tests.security.forging import compile_forgery, forging_kernel, genuine_compile
 from tests.service.conftest import Proc, Service, base_env, private_db, redis_url  # noqa: F401  (a fixture)
 
@@ -25,7 +27,7 @@ ARCH = "wormhole_b0"
 SECRET = f"worker-secret-{uuid.uuid4().hex}"
 
 
-def canary(canary_dir, root_only, shared_cache) -> bytes:
+def canary(canary_dir, root_only, shared_cache, programs) -> bytes:
     """A static constructor that tries everything a program loaded as the worker could, and prints what it got."""
     return f'''extern "C" int printf(const char*, ...);
 extern "C" int system(const char*);
@@ -47,6 +49,9 @@ static int tilefarm_canary = [] {{
     void* poison = fopen("{shared_cache}/kernels/poison.so", "w");
     printf("CANARY shared kernel cache: %s\\n", poison ? "written" : "refused");
     if (poison) {{ fputs("poison", poison); fclose(poison); }}
+    void* program = fopen("{programs}/poison", "w");
+    printf("CANARY device program cache: %s\\n", program ? "written" : "refused");
+    if (program) {{ fputs("poison", program); fclose(program); }}
     return 0;
 }}();
 '''.encode()
@@ -64,6 +69,8 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
     root_only.chmod(0o600)
     shared_cache = workdir / "hardware-kernel-cache"  # the hardware worker's own kernel cache (TTEMU_CACHE_DIR)
     (shared_cache / "kernels").mkdir(parents=True)
+    caches = workdir / "hardware-cache"  # the hardware worker's build caches (the emulator runtime: the machine's)
+    (caches / "device-programs").mkdir(parents=True)
     env = base_env(TILEFARM_BROKER_URL=private_db(redis_url), TILEFARM_DATA_DIR=str(workdir / "data"),
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
                    TILEFARM_TEST_SECRET=SECRET)
@@ -72,7 +79,8 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
     service.start_worker()
     hardware = Proc([sys.executable, "-m", "celery", "-A", "farm.celery_app", "worker", "-Q", f"hardware.{ARCH}",
                      "-c", "1", "--pool", "prefork", "--loglevel", "INFO", "-n", f"hw-{uuid.uuid4().hex[:6]}@%h"],
-                    {**env, "TILEFARM_DEVICES_CONFIG": str(config), "TTEMU_CACHE_DIR": str(shared_cache)},
+                    {**env, "TILEFARM_DEVICES_CONFIG": str(config), "TTEMU_CACHE_DIR": str(shared_cache),
+                     "TILEFARM_CACHE_DIR": str(caches), "TTEMU_RUNTIME_DIR": str(runtime_root())},
                     workdir / "hardware.log")
     service.procs.append(hardware)
     deadline = time.time() + 60
@@ -80,6 +88,7 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
         assert hardware.process.poll() is None and time.time() < deadline, hardware.tail()
         time.sleep(0.1)
     service.root_only, service.shared_cache, service.hardware = root_only, shared_cache, hardware
+    service.programs = caches / "device-programs"
     yield service
     service.stop()
     __import__("redis").Redis.from_url(env["TILEFARM_BROKER_URL"]).flushdb()
@@ -89,7 +98,8 @@ def test_a_forged_kernel_runs_jailed_and_its_job_fails(farm, canary_dir):
     answer, files = genuine_compile(ARCH)
     _, doubled = genuine_compile(ARCH, scale=2.0)  # the compute kernel of C = 2 * A
     reader = answer["artifacts"]["reader.cpp"]
-    forged_compile = compile_forgery(answer, files, reader_cpp=canary(canary_dir, farm.root_only, farm.shared_cache)
+    forged_compile = compile_forgery(answer, files, reader_cpp=canary(canary_dir, farm.root_only, farm.shared_cache,
+                                                                      farm.programs)
                                      + files[reader], compute_cpp=doubled[answer["artifacts"]["compute.cpp"]])
     forged_verify = (json.dumps({"ok": True, "passed": True, "verification": "PASS", "first_mismatch": None,
                                  "report": {"ok": True, "outputs": []}}), {})
@@ -110,13 +120,24 @@ def test_a_forged_kernel_runs_jailed_and_its_job_fails(farm, canary_dir):
     assert not list(canary_dir.iterdir()), "the kernel wrote outside the sandbox"
     assert SECRET not in printed + log and "secret: (none)" in printed, printed
     assert farm.root_only.read_text().strip() not in printed + log and "root-only file: (unreadable)" in printed
-    assert "shared kernel cache: refused" in printed, printed
-    assert not (farm.shared_cache / "kernels" / "poison.so").exists()
+    assert "shared kernel cache: refused" in printed and "device program cache: refused" in printed, printed
+    assert not (farm.shared_cache / "kernels" / "poison.so").exists() and not (farm.programs / "poison").exists()
 
     assert job["status"] == "failed", job
     assert job["stages"][-1]["name"] == "hardware" and job["stages"][-1]["state"] == "failed", job["stages"]
     assert job["device_run"]["exit_status"] == 0 and job["device_run"]["device"] == "emu-wh-0"
     assert "refused the sandboxed verify's answer" in job["error"] or "do not match" in job["error"], job["error"]
+
+    # the host program was built apart (no job code ran there) and kept, sealed, where no job writes: the next job
+    # with that main.cpp (any kernels) runs it without building
+    (entry,) = [p for p in farm.programs.iterdir() if p.is_dir()]
+    assert cache.intact(entry / "tilefarm_program") and not job["device_run"]["build_cache_hit"]
+    honest = farm.client.post("/v1/jobs", json={
+        "source": forging_kernel({}), "filename": "forge.py", "stages": ["compile", "hardware"],
+        "target": {"arch": ARCH}, "inputs": {"A": {"shape": [64, 64], "dtype": "float32", "data": a.tolist()}}})
+    again = farm.wait(honest.json()["id"], timeout=300)
+    assert again["status"] == "succeeded", again["error"]
+    assert again["device_run"]["build_cache_hit"] and again["verification"]["passed"], again
 
 
 def test_a_cached_kernel_the_preprocessor_refuses_never_reaches_a_device(tmp_path):

@@ -27,9 +27,9 @@ a child can run are in ops.py; prefault.py keeps copy-on-write faults off the jo
 """
 from workers.sandbox.answers import ForgedAnswer
 from workers.sandbox.client import (SandboxConfig, SandboxResult, Zygote, check_kernels, compile_source,
-                                    emulate, header_check, limits_for, run_on_device, verify, zygote_for)
+                                    device_program, emulate, header_check, limits_for, run_on_device, verify, zygote_for)
 from workers.sandbox.protocol import Limits, SandboxError, SandboxInterrupted, SandboxTimeout
 
 __all__ = ["ForgedAnswer", "Limits", "SandboxConfig", "SandboxError", "SandboxInterrupted", "SandboxResult", "SandboxTimeout", "Zygote",
-           "check_kernels", "compile_source", "emulate", "header_check", "limits_for", "run_on_device", "verify",
+           "check_kernels", "compile_source", "device_program", "emulate", "header_check", "limits_for", "run_on_device", "verify",
            "zygote_for"]

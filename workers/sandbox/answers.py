@@ -383,6 +383,28 @@ def referenced(value: dict, files: dict[str, bytes], plan: dict
             {n: t.intermediate for n, t in answer.tolerances.items() if t.intermediate})
 
 
+MAX_PROGRAM_BYTES = 64 * 1024 * 1024
+
+
+class BuiltProgram(_Answer):
+    ok: Literal[True]
+    build_seconds: Seconds
+
+
+def built_program(value: dict, files: dict[str, bytes]) -> tuple[Failed | BuiltProgram, bytes]:
+    """(answer, the executable) of a device program's build: one ELF file, named program."""
+    answer = failed_or("build_device_program", BuiltProgram, value, files)
+    if isinstance(answer, Failed):
+        return answer, b""
+    if set(files) != {"program"}:
+        raise ForgedAnswer("build_device_program", "a build answers exactly one file, program")
+    program = files["program"]
+    if not program.startswith(b"\x7fELF") or len(program) > MAX_PROGRAM_BYTES:
+        raise ForgedAnswer("build_device_program", f"its program is not an executable of at most {MAX_PROGRAM_BYTES} "
+                                                   "bytes")
+    return answer, program
+
+
 class DeviceRan(_Answer):
     """compiler.toolchain.device.DeviceRun as the run_on_device op answers it (its outputs come as files)."""
     device: Short

@@ -359,6 +359,7 @@ def run_on_device(settings, *, artifacts: dict[str, bytes], inputs: dict, device
     plan = answers.plan_of(artifacts["tt.plan.json"])
     files = {f"artifact-{name}": data for name, data in artifacts.items()}
     files.update({f"{name}.npy": _npy(array) for name, array in inputs.items()})
+    files["program"], build_seconds, build_cache_hit = device_program(settings, artifacts, plan, device, stop)
     started = time.time()
     result = zygote_for(settings).run("run_on_device", {"device": device.to_dict(), "timeout_s": timeout_s},
                                       limits_for(settings, "hardware"), files, stop=stop,
@@ -368,8 +369,43 @@ def run_on_device(settings, *, artifacts: dict[str, bytes], inputs: dict, device
         raise _error_from(answer.error, "hardware")
     run = answer.run
     return DeviceRun(run.device, run.arch, run.sdk, outputs, run.exit_status, run.stdout, run.stderr,
-                     run.wall_seconds, run.build_seconds, run.build_cache_hit, run.device_error, run.error,
+                     run.wall_seconds, build_seconds, build_cache_hit, run.device_error, run.error,
                      run.started_at, run.finished_at)
+
+
+def device_program(settings, artifacts: dict[str, bytes], plan: dict, device, stop=None) -> tuple[bytes, float, bool]:
+    """(main.cpp built against `device`'s SDK, seconds, whether it came from the cache). Built in a child of its
+    own that runs no code of the job's (main.cpp is the host program of the plan: answers.check_program), before
+    the device is needed, and kept in the machine's cache (device-programs/<sha256 of main.cpp, the CMake project
+    and the SDK>, sealed), which no job can write: the device runs of every job with that main.cpp take it from
+    there. A name of its own: entries of the metalium-programs cache were built where jobs' kernels ran as root."""
+    from compiler.toolchain import cache
+    from compiler.toolchain.cmake_project import PROGRAM_NAME, program_key
+    from compiler.toolchain.device import DeviceUnavailable
+    from compiler.toolchain.emulate import cache_root
+    from compiler.errors import CompileError
+
+    sdk = device.sdk()
+    if sdk is None:
+        raise DeviceUnavailable(f"device {device.id} has no TT-Metalium SDK: set TT_METAL_HOME to a tt-metal build")
+    answers.check_program(artifacts, plan)
+    path = cache_root() / "device-programs" / program_key(artifacts["main.cpp"], sdk, plan["kernel"]) / PROGRAM_NAME
+    if cache.intact(path):
+        return path.read_bytes(), 0.0, True
+    result = zygote_for(settings).run("build_device_program", {"device": device.to_dict()},
+                                      limits_for(settings, "hardware"),
+                                      {"artifact-main.cpp": artifacts["main.cpp"],
+                                       "artifact-tt.plan.json": artifacts["tt.plan.json"]}, stop=stop)
+    answer, program = answers.built_program(result.value, result.files)
+    if isinstance(answer, answers.Failed):
+        raise CompileError(f"building the host program against the {sdk.name} SDK failed: {answer.error.message}",
+                           stage="hardware", hint="a tilefarm code-generation bug; please report this kernel")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    built = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    built.write_bytes(program)
+    built.chmod(0o755)
+    cache.publish(built, path)
+    return program, answer.build_seconds, False
 
 
 def _device_request(device) -> dict | None:

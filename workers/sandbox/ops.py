@@ -262,9 +262,14 @@ def _op_run_on_device(args: dict, work: Path) -> dict:
 
     artifacts = _artifacts(work)
     device = Device(**args["device"])
+    program = None
+    if (work / "in" / "program").exists():  # built apart (build_device_program), off the device's time
+        program = work / "tmp" / "program"
+        program.write_bytes((work / "in" / "program").read_bytes())
+        program.chmod(0o755)
     try:
         run = run_bundle(artifacts, _read_inputs(work), device, workdir=work / "tmp" / "device",
-                         timeout_s=float(args["timeout_s"]),
+                         timeout_s=float(args["timeout_s"]), program=program,
                          device_fd=args.get("device_fd") if device.kind == "emulated" else None)  # a card: its path
     except DeviceUnavailable as error:
         return {"ok": False, "error": {"stage": "hardware", "message": str(error)[:8000]}}
@@ -275,6 +280,32 @@ def _op_run_on_device(args: dict, work: Path) -> dict:
                                 "wall_seconds": run.wall_seconds, "build_seconds": run.build_seconds,
                                 "build_cache_hit": run.build_cache_hit, "device_error": run.device_error,
                                 "error": run.error, "started_at": run.started_at, "finished_at": run.finished_at}}
+
+
+def _op_build_device_program(args: dict, work: Path) -> dict:
+    """main.cpp built with the generated CMake project against the device's SDK, as out/program. No code of the
+    job's runs here: main.cpp is the host program of the plan (answers.check_program), and the kernels are not
+    compiled (the JIT does that when the program runs, in the device run's own child)."""
+    import json
+    import shutil
+    import tempfile
+
+    from compiler.toolchain.cmake_project import BuildError, build_program
+    from compiler.toolchain.device import Device
+
+    sdk = Device(**args["device"]).sdk()
+    if sdk is None:
+        return {"ok": False, "error": {"stage": "hardware", "message": "no TT-Metalium SDK to build with: set "
+                                                                       "TT_METAL_HOME to a tt-metal build"}}
+    plan = json.loads((work / "in" / "artifact-tt.plan.json").read_bytes())
+    bundle = Path(tempfile.mkdtemp(dir=work / "tmp"))
+    (bundle / "main.cpp").write_bytes((work / "in" / "artifact-main.cpp").read_bytes())
+    try:
+        program, seconds, _ = build_program(bundle, sdk, kernel=plan.get("kernel", "main"))
+    except BuildError as error:
+        return {"ok": False, "error": {"stage": "hardware", "message": f"{error}\n{error.log[-6000:]}"}}
+    shutil.copyfile(program, work / "out" / "program")
+    return {"ok": True, "build_seconds": seconds}
 
 
 def _op_header_check(args: dict, work: Path) -> dict:
@@ -294,5 +325,5 @@ def _op_check_kernels(args: dict, work: Path) -> dict:
 
 OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,
        "header_check": _op_header_check, "verify": _op_verify, "check_kernels": _op_check_kernels,
-       "run_on_device": _op_run_on_device}
+       "build_device_program": _op_build_device_program, "run_on_device": _op_run_on_device}
 
