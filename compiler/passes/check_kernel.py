@@ -62,6 +62,8 @@ class KernelChecker:
         self.reads: list[tuple] = []   # (call, dst Region, src Region, loop stack)
         self.writes: list[tuple] = []
         self.compute_dsts: dict[str, object] = {}   # L1 buffer -> first compute op writing it
+        self.writers: dict[str, list] = {}          # L1 buffer -> the tile ops writing it so far, in order
+        self.mask_tiles: set[str] = set()           # tiles written by index masks
         self.read_dsts: dict[str, object] = {}
         self.analyzer = tvm.sym.Analyzer()
         self.params = {str(p.name): p for p in func.params}
@@ -114,15 +116,16 @@ class KernelChecker:
             raise self.error(p, f"parameter `{name}` has dtype {p.dtype}; supported: {', '.join(DATA_FORMATS)}")
 
     def _infer_tile_axes(self, body):
-        """A DRAM tensor's tiles span the axes its regions slice (extent > 1); the last two by default. A tensor of
-        rank > 2 sliced along one axis only, copied from or into a column (row) tile, is a column (row) per batch."""
+        """A DRAM tensor's tiles span the axes its regions slice (extent > 1); the last two by default. A tensor
+        sliced along one axis only, copied from or into a column (row) tile, is a column (row) per batch: a (B, H, S)
+        log-sum-exp, a [B, M] output written a row per block (`T.copy(r, R[by, bx * block_M])`)."""
         spans: dict[str, set] = {}
         vector: dict[str, set] = {}
 
         def visit(call):
             regions = [region_of(a) for a in call.args]
             for r in regions:
-                if r is not None and r.name in self.params and len(r.extents) > 2:
+                if r is not None and r.name in self.params and len(r.extents) >= 2:
                     spans.setdefault(r.name, set()).add(tuple(a for a, e in enumerate(r.extents) if e != 1))
                     if op_name(call) == "copy":
                         other = [o for o in regions if o is not None and o is not r]
@@ -141,6 +144,8 @@ class KernelChecker:
             elif len(used) == 1:
                 (a,) = used
                 kinds = vector.get(name, set())
+                if rank == 2 and 1 in p.shape:    # a row or a column already: its natural tiles
+                    kinds = set()
                 if kinds == {"col"}:
                     axes = (a, UNIT)
                 elif kinds == {"row"}:
@@ -239,6 +244,7 @@ class KernelChecker:
         name = check_mask(self.func, loop, self.analyzer)
         if name not in self.allocs:
             raise self.error(loop, f"`{name}` is not allocated in this kernel")
+        self.mask_tiles.add(name)
         self._compute_dst(loop, Region(self.allocs[name].buffer, (), ()))
 
     # ---- tile primitives ----------------------------------------------------------------------------
@@ -332,8 +338,32 @@ class KernelChecker:
                              hint=f"allocate the result as a column, e.g. T.alloc_local(({m}, 1), ...)")
         if tuple(dst.extents) != dst.shape:
             raise self.error(call, f"T.tile.{name} must write the whole column `{dst.name}` {dst.shape}")
-        if src.extents[0] % TILE or dst.shape[0] % TILE:
-            raise self.error(call, f"T.tile.{name}: the reduced rows ({src.extents[0]}) must be a multiple of {TILE}")
+        if src.extents[1] % TILE and not self._padding_kept_out(name, src.name):
+            raise self.error(call, f"T.tile.{name} over a row of {src.extents[1]} values, which ends inside a tile: "
+                                   f"the tile's padding columns of `{src.name}` would take part",
+                             hint="reduce a copy whose padding is the identity: T.tile.keep(copy, src, row mask of "
+                                  "1 / 0)" + (" then add a row mask of 0 / -inf" if name == "max" else "") +
+                                  ", the masks written by element loops `T.if_then_else(j < n, ...)`")
+
+    def _padding_kept_out(self, name: str, buffer: str) -> bool:
+        """Is the padding of a tile the reduction's identity? A staging tile's is zero (the reader zero-fills past a
+        tensor's end), as is a copy of one, and keep(x, mask) makes it zero when the mask is an index mask (its
+        padding is its false value, 0); adding an index mask of 0 / -inf after that makes it -inf for a max."""
+        writers = self.writers.get(buffer, [])
+        if name == "sum" and buffer in self.read_dsts:
+            return True
+        if name == "sum" and writers and all(op_name(w) in ("copy", "cast") and not is_transposed(w)
+                                             and region_of(w.args[1]).name in self.read_dsts for w in writers):
+            return True
+        if name == "sum" and len(writers) == 1 and op_name(writers[0]) == "mul":   # an index mask times DRAM data
+            operands = {r.name for r in (region_of(a) for a in writers[0].args[1:3]) if r is not None}
+            if operands & self.mask_tiles and operands - self.mask_tiles <= set(self.read_dsts):
+                return True
+        names = [op_name(w) for w in writers]
+        masks = [region_of(w.args[2]) for w in writers if op_name(w) in ("keep", "add")]
+        if not masks or any(m is None or m.name not in self.mask_tiles for m in masks):
+            return False
+        return names == ["keep"] if name == "sum" else names == ["keep", "add"]
 
     def _compute_source(self, call, r):
         if r.scope == "global":
@@ -346,6 +376,7 @@ class KernelChecker:
             raise self.error(call, f"`{dst.name}` is filled from DRAM and also written by {what}; "
                                    "use a separate local tile for computed values")
         self.compute_dsts.setdefault(dst.name, call)
+        self.writers.setdefault(dst.name, []).append(call)
 
     def _gemm(self, call, d):
         a, b, c = region_of(call.args[1]), region_of(call.args[2]), region_of(call.args[3])
@@ -461,10 +492,14 @@ class KernelChecker:
                 if ext % TILE and not self.analyzer.can_prove(start + ext >= dim):
                     raise self.error(call, f"{where}: extent {ext} is not a multiple of {TILE} and the region does "
                                            f"not reach the end of the buffer ({dim})")
-                if view.batch > 1 and dim % TILE:
-                    raise self.error(call, f"{where}: a batched tensor's tile axes must be multiples of {TILE} "
-                                           f"(`{r.name}` is {tuple(view.shape)})",
-                                     hint="pad the sequence / feature length to a multiple of 32")
+                padded = -(-dim // TILE) * TILE
+                if view.batch > 1 and dim % TILE and not self.analyzer.can_prove(start + ext <= padded):
+                    # each matrix of the batch is padded to whole tiles on its own: a page past its last tile is
+                    # the next matrix's first
+                    raise self.error(call, f"{where}: the region [{start}, {start} + {ext}) may pass the end of "
+                                           f"each matrix of `{r.name}` {tuple(view.shape)}, padded to {padded} "
+                                           f"along this axis", hint=f"use blocks that end by {padded} (a block "
+                                           f"size that divides {padded}, or one block covering the axis)")
             else:
                 if ext != 1:
                     raise self.error(call, f"{where}: a region fixes one index of each batch axis (extent 1), got "

@@ -124,7 +124,7 @@ def test_factory_using_torch_fails_at_the_use():
     ("T.atomic_add", "T.atomic_add(C_l[0, 0], 1)"),
     ("T.get_thread_binding", "T.get_thread_binding()"),
     ("T.reduce_max", "T.reduce_max(C_l, C_l, dim=1)"),
-    ("column reductions are not supported", "T.reduce_sum(A_s, C_l, dim=0)"),
+    ("reduces along dim=1 (each row) or dim=0 (each column)", "T.reduce_sum(A_s, C_l, dim=2)"),
 ])
 def test_constructs_outside_the_subset_are_located_and_named(construct, call):
     source = src(f'''
@@ -777,7 +777,7 @@ def test_gpu_hints_are_accepted_and_noted_in_the_log():
     ("T.get_thread_binding()", "T.get_thread_binding"),
     ("x = T.alloc_var(\"float32\") + 1", "a T.alloc_var variable is read before a value is assigned"),
     ("T.no_such_thing(C_l)", "T.no_such_thing"),
-    ("T.reduce_sum(A_s, C_l, dim=0)", "column reductions"),
+    ("T.reduce_sum(A_s, C_l, dim=2)", "reduces along dim=1 (each row) or dim=0"),
     ("y = undefined_name + 1", "not defined here"),
     ("y = [1][5]", "the kernel factory's Python failed"),
 ])

@@ -5,8 +5,14 @@ TileLang reduces `buffer` (M, N) along `dim` into `out` (a 1-D (M,) fragment: a 
 """
 from __future__ import annotations
 
+import math
+
 from .diagnostics import fail
-from .recorder import TileOp, as_region, set_orientation
+from .elementwise import render_value
+from .expr import Cmp, Const, Select, Var, wrap
+from .recorder import ElementStore, Region, TileOp, as_region, set_orientation
+
+TILE = 32
 
 
 def lower_reduce(rec, kind, buffer, out, dim, clear, location) -> None:
@@ -15,12 +21,14 @@ def lower_reduce(rec, kind, buffer, out, dim, clear, location) -> None:
         fail(f"T.reduce_{kind} takes whole buffers or sliced regions", location=location)
     if len(src.extents) != 2:
         fail(f"T.reduce_{kind} of a {len(src.extents)}-D buffer; reduce a 2-D tile", location=location)
-    if not isinstance(dim, int) or dim % 2 != 1:
-        fail(f"T.reduce_{kind}(..., dim={dim}): column reductions are not supported",
-             hint="reduce along dim=1 (each row) into a 1-D (block_M,) fragment", location=location)
+    if not isinstance(dim, int) or dim not in (0, 1, -1, -2):
+        fail(f"T.reduce_{kind}(..., dim={dim}): a 2-D tile reduces along dim=1 (each row) or dim=0 (each column)",
+             location=location)
     if src.buffer.scope == "global":
         fail(f"T.reduce_{kind} reads the global buffer `{src.buffer.name}` directly; T.copy it into a tile first",
              location=location)
+    if dim % 2 == 0:
+        return _column_reduction(rec, kind, src, dst, clear, location)
     rows = src.extents[0]
     if dst.buffer.vector:
         set_orientation(dst.buffer, "col", f"the destination of T.reduce_{kind}")
@@ -31,5 +39,54 @@ def lower_reduce(rec, kind, buffer, out, dim, clear, location) -> None:
         fail(f"T.reduce_{kind}: reducing `{src.buffer.name}` {tuple(src.extents)} along dim=1 needs a "
              f"({rows},) destination, got `{dst.buffer.name}` {tuple(dst.extents)}", location=location)
     kwargs = {"axes": -1} if clear else {"axes": -1, "accum": True}
-    rec.emit(TileOp(kind, (dst, src), kwargs), location)
+    rec.emit(TileOp(kind, (dst, _without_padding(rec, kind, src, location)), kwargs), location)
+
+
+def _column_reduction(rec, kind, src: Region, dst: Region, clear: bool, location) -> None:
+    """dim=0: the device reduces rows, so the tile is transposed (the unpacker's transpose_wh), reduced along its
+    rows into a column, and the column transposed into the destination, a row of per-column values."""
+    rows, cols = src.extents
+    if dst.buffer.vector:
+        set_orientation(dst.buffer, "row", f"the destination of T.reduce_{kind}(..., dim=0)")
+        if tuple(dst.extents) != (cols,):
+            fail(f"T.reduce_{kind}: reducing `{src.buffer.name}` {tuple(src.extents)} along dim=0 needs a "
+                 f"({cols},) destination, got `{dst.buffer.name}` {tuple(dst.extents)}", location=location)
+    elif tuple(dst.extents) != (1, cols):
+        fail(f"T.reduce_{kind}: reducing `{src.buffer.name}` {tuple(src.extents)} along dim=0 needs a "
+             f"({cols},) destination, got `{dst.buffer.name}` {tuple(dst.extents)}", location=location)
+    dtype = "float32"
+    flipped = Region(rec.temp((cols, rows), dtype, "local", location), (wrap(0), wrap(0)), (cols, rows))
+    rec.emit(TileOp("cast", (flipped, src), {"transpose": True}), location)
+    column = Region(rec.temp((cols, 1), dtype, "local", location), (wrap(0), wrap(0)), (cols, 1))
+    rec.emit(TileOp(kind, (column, _without_padding(rec, kind, flipped, location)), {"axes": -1}), location)
+    if clear:
+        rec.emit(TileOp("cast", (dst, column), {"transpose": True}), location)
+        return
+    row = Region(rec.temp((1, cols), dtype, "local", location), (wrap(0), wrap(0)), (1, cols))
+    rec.emit(TileOp("cast", (row, column), {"transpose": True}), location)
+    rec.emit(TileOp("add" if kind == "sum" else "maximum", (dst, dst, row)), location)
+
+
+def _without_padding(rec, kind, src: Region, location) -> Region:
+    """A row whose length is not a multiple of 32 ends in a tile's padding columns, which hold whatever the ops
+    before computed there (exp(0 - m), ...) and take part in the device's reduction: the source is reduced as a
+    copy whose padding is 0 (a sum) or -inf (a max). The mask rows are index masks (`j < n` is false in the
+    padding). A staging tile read from DRAM has zeros there already: its sum needs no copy."""
+    rows, cols = src.extents
+    if cols % TILE == 0 or kind == "sum" and src.buffer.filled_from_dram and src.buffer not in rec.aliases:
+        return src
+
+    def row_mask(inside, outside):
+        buf = rec.temp((1, cols), "float32", "local", location)
+        j = Var(rec.fresh("j_pad", "m"), "parallel", cols)
+        value = Select(Cmp("<", j, Const(cols)), Const(inside), Const(outside))
+        region = Region(buf, (wrap(0), wrap(0)), (1, cols))
+        rec.emit(ElementStore(region, (j,), lambda: render_value(value, {j: j.name})), location)
+        return region
+
+    copy = Region(rec.temp((rows, cols), "float32", "local", location), (wrap(0), wrap(0)), (rows, cols))
+    rec.emit(TileOp("keep", (copy, src, row_mask(1.0, 0.0))), location)
+    if kind == "max":
+        rec.emit(TileOp("add", (copy, copy, row_mask(0.0, -math.inf))), location)
+    return copy
 

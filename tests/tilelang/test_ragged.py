@@ -1,0 +1,146 @@
+"""Ragged shapes beyond 2-D and small reductions: batched tensors whose row or feature axis is not a multiple of 32
+(each matrix of the batch padded on its own), a reduced 1-D vector written into a row of a [B, M] output
+(`T.copy(r, R[by, bx * block_M])`), reductions over a row that ends inside a tile (the padding kept out of them) and
+`T.reduce_*(..., dim=0)`. Each against NumPy on both archs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.errors import CompileError
+from schemas.target import TargetConfig
+
+from .test_frontend import error_of, line_of, run_kernel, src
+
+ARCHS = ("wormhole_b0", "blackhole")
+
+BATCHED_SOFTMAX = src('''
+    @tilelang.jit
+    def batched_softmax(B=2, S=40, N=24, block_M=32):
+        @T.prim_func
+        def main(X: T.Tensor((B, S, N), T.float32), P: T.Tensor((B, S, N), T.float32),
+                 RowMax: T.Tensor((B, S), T.float32)):
+            with T.Kernel(T.ceildiv(S, block_M), B) as (bx, by):
+                x = T.alloc_fragment((block_M, N), T.float32)
+                m = T.alloc_fragment((block_M,), T.float32)
+                l = T.alloc_fragment((block_M,), T.float32)
+                T.copy(X[by, bx * block_M, 0], x)
+                T.reduce_max(x, m, dim=1)
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = T.exp(x[i, j] - m[i])
+                T.reduce_sum(x, l, dim=1)
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = x[i, j] / l[i]
+                T.copy(x, P[by, bx * block_M, 0])
+                T.copy(m, RowMax[by, bx * block_M])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_batched_ragged_softmax_and_its_row_maxima_in_a_b_by_m_output(arch):
+    _, outcome = run_kernel(BATCHED_SOFTMAX, "batched_softmax", seed=31, target=TargetConfig(arch=arch))
+    x = outcome.inputs["X"].astype(np.float64)
+    row_max = x.max(axis=2)
+    e = np.exp(x - row_max[..., None])
+    np.testing.assert_allclose(outcome.outputs["RowMax"], row_max, rtol=2e-3, atol=1e-3)   # the FPU reads TF32
+    np.testing.assert_allclose(outcome.outputs["P"], e / e.sum(axis=2, keepdims=True), rtol=5e-3, atol=1e-4)
+    assert outcome.passed, outcome.verification.render()
+
+
+NEGATIVE_ROWS = src('''
+    @T.prim_func
+    def main(X: T.Tensor((2, 40, 24), "float32"), R: T.Tensor((2, 40), "float32")):
+        with T.Kernel(2, 2) as (bx, by):
+            x = T.alloc_fragment((32, 24), "float32")
+            r = T.alloc_fragment((32,), "float32")
+            T.copy(X[by, bx * 32, 0], x)
+            for i, j in T.Parallel(32, 24):
+                x[i, j] = x[i, j] - 4.0                                 # every value negative
+            T.reduce_max(x, r, dim=1)
+            T.copy(r, R[by, bx * 32])
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_max_over_a_row_that_ends_inside_a_tile_ignores_the_padding(arch):
+    _, outcome = run_kernel(NEGATIVE_ROWS, seed=32, target=TargetConfig(arch=arch))
+    want = outcome.inputs["X"].astype(np.float64).max(axis=2) - 4.0
+    assert (want < 0).all()
+    np.testing.assert_allclose(outcome.outputs["R"], want, rtol=2e-3, atol=2e-3)
+    assert outcome.passed, outcome.verification.render()
+
+
+BATCHED_GEMM = src('''
+    @tilelang.jit
+    def batched_gemm(B=2, M=40, N=48, K=24, block_M=64, block_N=64):
+        @T.prim_func
+        def main(A: T.Tensor((B, M, K), T.bfloat16), W: T.Tensor((B, K, N), T.bfloat16),
+                 C: T.Tensor((B, M, N), T.float32)):
+            with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), B) as (bx, by, bz):
+                a = T.alloc_shared((block_M, K), T.bfloat16)
+                w = T.alloc_shared((K, block_N), T.bfloat16)
+                c = T.alloc_fragment((block_M, block_N), T.float32)
+                T.copy(A[bz, by * block_M, 0], a)
+                T.copy(W[bz, 0, bx * block_N], w)
+                T.gemm(a, w, c, clear_accum=True)
+                T.copy(c, C[bz, by * block_M, bx * block_N])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_batched_gemm_with_ragged_rows_columns_and_depth(arch):
+    _, outcome = run_kernel(BATCHED_GEMM, "batched_gemm", seed=33, target=TargetConfig(arch=arch))
+    a, w = (outcome.inputs[n].astype(np.float64) for n in ("A", "W"))
+    np.testing.assert_allclose(outcome.outputs["C"], a @ w, rtol=2e-2, atol=3e-2)   # bf16 at the default fidelity
+    assert outcome.passed, outcome.verification.render()
+
+
+COLUMN_REDUCTIONS = src('''
+    @tilelang.jit
+    def column_stats(M=40, N=48):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), T.float32), S: T.Tensor((N,), T.float32), Mx: T.Tensor((N,), T.float32),
+                 Y: T.Tensor((M, N), T.float32)):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((M, N), T.float32)
+                s = T.alloc_fragment((N,), T.float32)
+                mx = T.alloc_fragment((N,), T.float32)
+                T.copy(X, x)
+                for i, j in T.Parallel(M, N):
+                    x[i, j] = T.exp(x[i, j])
+                T.reduce_sum(x, s, dim=0)
+                T.fill(mx, 1.5)
+                T.reduce_max(x, mx, dim=0, clear=False)
+                for i, j in T.Parallel(M, N):
+                    x[i, j] = x[i, j] / s[j]
+                T.copy(s, S)
+                T.copy(mx, Mx)
+                T.copy(x, Y)
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_column_reductions(arch):
+    _, outcome = run_kernel(COLUMN_REDUCTIONS, "column_stats", seed=34, target=TargetConfig(arch=arch))
+    e = np.exp(outcome.inputs["X"].astype(np.float64))
+    np.testing.assert_allclose(outcome.outputs["S"], e.sum(axis=0), rtol=2e-3)
+    np.testing.assert_allclose(outcome.outputs["Mx"], np.maximum(e.max(axis=0), 1.5), rtol=2e-3)
+    np.testing.assert_allclose(outcome.outputs["Y"], e / e.sum(axis=0), rtol=5e-3, atol=1e-5)
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_a_block_that_passes_the_end_of_each_padded_matrix_is_located():
+    source = src('''
+        @T.prim_func
+        def main(X: T.Tensor((2, 70, 32), "float32"), Y: T.Tensor((2, 70, 32), "float32")):
+            with T.Kernel(2, 2) as (bx, by):
+                x = T.alloc_shared((64, 32), "float32")
+                T.copy(X[by, bx * 64, 0], x)
+                T.copy(x, Y[by, bx * 64, 0])
+    ''')
+    err = error_of(source)
+    assert isinstance(err, CompileError) and "padded to 96" in err.message and "`X` axis 1" in err.message
+    assert err.location.line == line_of(source, "T.copy(X[by, bx * 64, 0], x)")
