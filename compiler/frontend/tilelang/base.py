@@ -7,6 +7,24 @@ from __future__ import annotations
 from .diagnostics import fail
 
 TILE_DTYPES = ("float16", "bfloat16", "float32")
+# dtypes a TileLang kernel may name that have no Tenstorrent tile format: refused where they are declared
+LOW_BIT = ("int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+           "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn")
+
+
+def unmappable(dtype: str, what: str) -> str | None:
+    """Why a tensor or tile of this dtype cannot be declared (None: it can)."""
+    if dtype in TILE_DTYPES:
+        return None
+    if dtype in LOW_BIT:
+        return (f"{what} is {dtype}, which has no Tenstorrent tile format: tiles hold float32, bfloat16 or float16 "
+                "(and the block formats bfp8/bfp4, shared exponents that do not represent {dtype} values exactly)"
+                ).replace("{dtype}", dtype)
+    return f"{what} is {dtype}; Tenstorrent tiles hold float32, bfloat16 or float16"
+
+
+LOW_BIT_HINT = ("dequantize on the host (or in the kernel that produces it) to bfloat16 or float16 and declare that; "
+                "per-channel scales are an ordinary float tensor")
 _ALIASES = {"float": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32",
             "double": "float64", "int": "int32"}
 
@@ -61,4 +79,4 @@ def dtype_name(dtype) -> str:
 def is_dtype_text(text: str) -> bool:
     """A string that names a dtype tilefarm knows (used to type factory parameters)."""
     name = _ALIASES.get(text, text)
-    return name in TILE_DTYPES or name in ("float64", "int32", "int8", "int16", "int64", "uint8", "uint32", "bool")
+    return name in TILE_DTYPES or name in LOW_BIT or name in ("float64", "int32", "int16", "int64", "uint32", "bool")

@@ -25,7 +25,7 @@ import symtable
 from dataclasses import dataclass, field
 
 from ...errors import CompileError, SourceLocation
-from .base import Missing
+from .base import LOW_BIT_HINT, Missing, unmappable
 from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
 from .language import (PrimFuncDef, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not, kernel_or,
                        reset_const_values, serial, set_const_values)
@@ -424,7 +424,8 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
                     set(inspect.signature(_factory_of(built, entry_node, entry_loc)).parameters)
                 params = {k: v for k, v in params.items() if k not in scalars or k in taken}
                 kernel = _build(built, entry_node, params, filename, entry_loc)
-                traced = _trace_prim_func(kernel, entry_node.name, names, filename, scalars)
+                traced = _trace_prim_func(kernel, entry_node.name, names, filename, scalars,
+                                          parameter_positions(tree, filename))
             return TracedKernel(*traced, notes=tuple(notes))
         except CompileError:
             raise
@@ -502,11 +503,25 @@ def _scalar_argument(name: str, spec, scalars: dict, def_loc: SourceLocation):
                            location=def_loc) from None
 
 
-def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str, scalars: dict | None = None) -> tuple:
+def parameter_positions(tree: ast.Module, filename: str) -> dict[int, dict[str, SourceLocation]]:
+    """Every function's parameters where they are written, keyed by the function's first line (its first
+    decorator's, as a code object counts it): a parameter's error points at its name."""
+    out: dict[int, dict[str, SourceLocation]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            out[first] = {a.arg: _loc(filename, a.lineno, a.col_offset + 1)
+                          for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+    return out
+
+
+def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str, scalars: dict | None = None,
+                     parameter_locations: dict | None = None) -> tuple:
     fn = kernel.fn
     code = fn.__code__
     def_loc = _loc(filename, code.co_firstlineno, None)
     rec = Recorder(filename, names)
+    params_at = parameter_locations.get(code.co_firstlineno, {}) if parameter_locations else {}
     annotations = getattr(fn, "__annotations__", {})
     buffers = []
     for name, p in inspect.signature(fn).parameters.items():
@@ -520,6 +535,10 @@ def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str
         if not isinstance(spec, TensorSpec):
             raise CompileError(f"prim_func parameter `{name}` must be annotated `T.Tensor((rows, cols), dtype)`",
                                stage=STAGE, location=def_loc)
+        why = unmappable(spec.dtype, f"prim_func parameter `{name}`")
+        if why:
+            raise CompileError(why, stage=STAGE, hint=LOW_BIT_HINT,
+                               location=params_at.get(name) or spec.location or def_loc)
         buffers.append(rec.add_param(name, spec.shape(), spec.dtype, spec.location))
     token = activate(rec)
     try:

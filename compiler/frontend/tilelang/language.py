@@ -11,7 +11,7 @@ import operator
 import types
 
 from ... import registry
-from .base import Missing, Names, dtype_name
+from .base import LOW_BIT, LOW_BIT_HINT, Missing, Names, dtype_name, unmappable
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
 from .expr import (Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, fold_constant, index_arith, is_index,
@@ -141,7 +141,11 @@ def empty(shape, dtype="float32"):
     location = user_location()
     dims = _shape(shape, "T.empty")
     rec = current()
-    return rec.add_param(rec.target_name(location), dims, dtype_name(dtype), location)
+    name = rec.target_name(location)
+    why = unmappable(dtype_name(dtype), f"the output `{name or 'T.empty'}`")
+    if why:
+        fail(why, hint=LOW_BIT_HINT)
+    return rec.add_param(name, dims, dtype_name(dtype), location)
 
 
 def bind_tensor(name: str, value, spec):
@@ -165,6 +169,9 @@ def bind_tensor(name: str, value, spec):
                 fail(f"`{name}` is {value!r} but the kernel declares shape {tuple(number(d) for d in spec.dims)}")
     shape = spec.shape()
     rec = current()
+    why = unmappable(spec.dtype, f"tensor `{name}`")
+    if why:
+        fail(why, hint=LOW_BIT_HINT)
     return rec.add_param(name, shape, spec.dtype, user_location())
 
 
@@ -752,9 +759,8 @@ class _Language(types.ModuleType):
         return _Unsupported(name)
 
 
-DTYPES = {name: DType(name) for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
-                                         "int64", "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3",
-                                         "float8_e5m2")}
+DTYPES = {name: DType(name) for name in ("float16", "bfloat16", "float32", "float64", "int16", "int32", "int64",
+                                         "uint16", "uint32", "uint64", "bool", *LOW_BIT)}
 
 
 def build_module() -> types.ModuleType:

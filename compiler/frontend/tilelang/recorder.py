@@ -16,7 +16,7 @@ import contextvars
 from dataclasses import dataclass, field
 
 from ...errors import SourceLocation
-from .base import dtype_name
+from .base import LOW_BIT_HINT, dtype_name, unmappable
 from .diagnostics import fail
 from .expr import DType, Expr, Load, Var, affine, constant_int, float_text, fold_constant, render_int, wrap
 
@@ -467,7 +467,11 @@ class Recorder:
         if len(shape) not in (1, 2):
             fail(f"a {len(shape)}-D tile {tuple(shape)}; the Tenstorrent backend takes 2-D tiles and 1-D vectors",
                  location=location)
-        return self.new_buffer(self.target_name(location), shape, dtype, scope, location, "tile")
+        name = self.target_name(location)
+        why = unmappable(dtype_name(dtype), f"the tile `{name or 'allocated here'}`")
+        if why:
+            fail(why, hint=LOW_BIT_HINT, location=location)
+        return self.new_buffer(name, shape, dtype, scope, location, "tile")
 
     def new_buffer(self, wanted, shape, dtype, scope, location, fallback) -> Buffer:
         buf = Buffer(self.fresh(wanted, fallback), shape, dtype_name(dtype), scope, location)
