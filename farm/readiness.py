@@ -42,13 +42,34 @@ def _write(path: Path, entry: dict) -> None:
 
 
 def mark(data_dir: Path, *, warm: bool, detail: str, seconds: float, steps: list[dict] | None = None) -> None:
-    """This process's state (atomically replaced)."""
-    _write(_marker(data_dir), {"host": socket.gethostname(), "pid": os.getpid(), "warm": warm, "detail": detail,
-                               "warm_up_s": round(seconds, 3), "since": time.time(), "steps": steps or []})
+    """This process's state (atomically replaced); `parent` is the worker's main process, which takes its work."""
+    _write(_marker(data_dir), {"host": socket.gethostname(), "pid": os.getpid(), "parent": os.getppid(), "warm": warm,
+                               "detail": detail, "warm_up_s": round(seconds, 3), "since": time.time(),
+                               "steps": steps or []})
+
+
+def _beat_file(data_dir: Path, host: str | None = None, pid: int | None = None) -> Path:
+    return Path(data_dir) / FOLDER / f"{host or socket.gethostname()}-{pid or os.getpid()}.beat"
+
+
+def beat(data_dir: Path) -> None:
+    """This process runs (a stopped or hung one stops beating): its beat file's time is now. A pool process beats
+    from its start, the worker's main process once its consumer takes work (workers/tasks.py)."""
+    path = _beat_file(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def beating(data_dir: Path, host: str, pid: int, within_s: float, now: float | None = None) -> bool:
+    try:
+        return (time.time() if now is None else now) - _beat_file(data_dir, host, pid).stat().st_mtime <= within_s
+    except OSError:
+        return False
 
 
 def clear(data_dir: Path) -> None:
     _marker(data_dir).unlink(missing_ok=True)
+    _beat_file(data_dir).unlink(missing_ok=True)
 
 
 def _load_times(data_dir: Path) -> dict[str, float]:
@@ -172,8 +193,10 @@ def _alive(entry: dict) -> bool:
         return True
 
 
-def workers(data_dir: Path) -> list[dict]:
-    """The worker processes that said how they are, live ones only (a killed one's marker is passed over)."""
+def workers(data_dir: Path, beat_within_s: float | None = None) -> list[dict]:
+    """The worker processes that said how they are, live ones only (a killed one's marker is passed over). With
+    `beat_within_s`, each says whether it is taking work (`beating`): it and its worker's main process beat within
+    that many seconds (neither stopped, hung or gone)."""
     found = []
     for path in sorted((Path(data_dir) / FOLDER).glob("*.json")):
         if path.name == TIMES:
@@ -183,5 +206,8 @@ def workers(data_dir: Path) -> list[dict]:
         except (OSError, ValueError):
             continue
         if isinstance(entry, dict) and _alive(entry):
+            if beat_within_s is not None:
+                entry["beating"] = all(beating(data_dir, entry.get("host", ""), pid, beat_within_s)
+                                       for pid in (entry.get("pid"), entry.get("parent")))
             found.append(entry)
     return found

@@ -43,6 +43,7 @@ def _warm_up(**_) -> None:
     no task's time limit runs during a warm-up, and the worker takes no token before its pool is warm
     (WarmPoolFirst). A warm-up that outlasts warm_up_limit_s is left to go on in the background."""
     settings = deps().settings
+    _beat(settings)  # this pool process runs; its worker's main process beats once it takes work (/readyz)
     warming = threading.Thread(target=_become_warm, args=(settings,), name="warm-up", daemon=True)
     warming.start()
     warming.join(settings.warm_up_limit_s)
@@ -75,6 +76,22 @@ class WarmPoolFirst(bootsteps.StartStopStep):
                 log.info("taking no work until the pool has warmed up (processes %s)", cold)
                 said = True
             time.sleep(0.1)
+
+
+def _beat(settings, stop: threading.Event | None = None) -> None:
+    """Beat (farm/readiness.py) every heartbeat_s from a thread of this process, until `stop` (or the process ends)."""
+    stop = stop or threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                readiness.beat(settings.data_dir)
+            except OSError as error:  # a full or read-only disk: /readyz says not ready, the work goes on
+                log.warning("readiness heartbeat: %s", error)
+            if stop.wait(settings.heartbeat_s):
+                return
+
+    threading.Thread(target=beat, name="readiness-heartbeat", daemon=True).start()
 
 
 def _running(pid: int) -> bool:
@@ -248,9 +265,16 @@ def _start_reconciler(**_) -> None:
     threading.Thread(target=reconcile, name="reconcile", daemon=True).start()
 
 
+@worker_ready.connect
+def _taking_work(**_) -> None:
+    """The consumer runs: the worker's main process beats from now on (a pool process's readiness needs it)."""
+    _beat(get_settings(), _stop_heartbeat)
+
+
 @worker_shutdown.connect
 def _stop(**_) -> None:
     _stop_heartbeat.set()
+    readiness.clear(get_settings().data_dir)  # the main process's beat
 
 
 @worker_shutting_down.connect

@@ -46,6 +46,7 @@ def _worker_view(entry: dict) -> dict:
     it took and what it is expected to take), with about how long is left."""
     left = readiness.seconds_left(entry)
     return {"host": entry.get("host"), "pid": entry.get("pid"), "warm": bool(entry.get("warm")),
+            "taking_work": bool(entry.get("beating")),
             "detail": entry.get("detail"), "warm_up_s": entry.get("warm_up_s"), "since": rfc3339(entry["since"]),
             "seconds_left": None if entry.get("warm") or left is None else round(left, 1),
             "steps": [{k: step.get(k) for k in ("name", "state", "seconds", "expected_s")}
@@ -63,17 +64,26 @@ def readyz(store: StoreDep, queue: QueueDep, settings: SettingsDep) -> dict:
             checks[name] = "ok"
         except Exception as error:
             checks[name] = f"{type(error).__name__}: {error}"
-    found = readiness.workers(settings.data_dir)
-    warm = [w for w in found if w.get("warm")]
+    # a worker counts when warm and beating: it and its main process ran within the last 3 heartbeats (a SIGSTOPped
+    # or hung worker is not ready, however warm it was)
+    silent_s = 3 * settings.heartbeat_s
+    found = readiness.workers(settings.data_dir, beat_within_s=silent_s)
+    warm = [w for w in found if w.get("warm") and w.get("beating")]
+    stalled = [f"{w['host']} pid {w['pid']}" for w in found if w.get("warm") and not w.get("beating")]
     failed = [f"{w['host']} pid {w['pid']}: {w['detail']}" for w in found
               if not w.get("warm") and not any(s.get("state") in ("pending", "running") for s in w.get("steps") or [])]
-    checks["workers"] = f"{len(warm)} warm" + (f"; warm-up failed: {'; '.join(failed)}" if failed else "")
+    checks["workers"] = f"{len(warm)} warm" + (
+        f"; not taking work (no heartbeat for {silent_s:g} s): {', '.join(stalled)}" if stalled else "") + (
+        f"; warm-up failed: {'; '.join(failed)}" if failed else "")
     workers = [_worker_view(w) for w in found]
     # embedded: the service's own worker must be warm; distributed: workers come and go on other hosts (informative)
     wanted = settings.embedded and settings.embedded_workers > 0
     if any(checks[name] != "ok" for name in ("store", "broker")) or (wanted and not warm):
         detail = "not ready"
-        if wanted and not warm:
+        if wanted and not warm and stalled:
+            detail = (f"not ready: the worker is not taking work (no heartbeat for {silent_s:g} s: stopped, hung or "
+                      "starting its consumer)")
+        elif wanted and not warm:
             running = [f"{step['name']} ({i + 1}/{len(w['steps'])})" for w in workers
                        for i, step in enumerate(w["steps"]) if step["state"] == "running"]
             left = [w["seconds_left"] for w in workers if w["seconds_left"] is not None]
@@ -81,7 +91,7 @@ def readyz(store: StoreDep, queue: QueueDep, settings: SettingsDep) -> dict:
                 f": {running[0]}" if running else "") + (f", about {min(left):.0f} s left" if left else "")
         raise Problem(503, detail, type_="/problems/unavailable", checks=checks, workers=workers,
                       headers={"Retry-After": "1"})
-    return {"status": "ready", "checks": checks, "workers": [w for w in workers if w["warm"]]}
+    return {"status": "ready", "checks": checks, "workers": [w for w in workers if w["warm"] and w["taking_work"]]}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

@@ -2,8 +2,11 @@
 sandbox and built the emulator runtime; a job sent earlier waits queued and is taken once the worker is warm."""
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
+from pathlib import Path
 
 import httpx
 
@@ -61,3 +64,29 @@ def test_ready_means_warm_and_early_jobs_wait_queued(tmp_path):
     # the console said what was going on, then that it is ready
     console = (tmp_path / "api.log").read_text()
     assert "tilefarm: warming up 1/7: import the compiler" in console and "tilefarm: ready at http://" in console, console[-3000:]
+
+
+def test_a_stopped_worker_is_not_ready_and_ready_again_when_it_runs(tmp_path):
+    """/readyz is a heartbeat of a worker taking work: the embedded worker's main process (which takes the work) or
+    its pool process (which runs it) SIGSTOPped makes it 'not ready' within three heartbeats, SIGCONT ready again."""
+    from tests.service.test_resilience import until
+
+    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data"), TILEFARM_HEARTBEAT_S="0.5"), tmp_path)
+    service.start_api([sys.executable, "-m", "tilefarm", "serve", "--port", str(service.port)])
+    try:
+        pool = service.client.get("/readyz").json()["workers"][0]["pid"]
+        main = int(Path(f"/proc/{pool}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert b"celery" in Path(f"/proc/{main}/cmdline").read_bytes()
+        for pid in (main, pool):
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                stopped = until(lambda: (r := service.client.get("/readyz")).status_code == 503 and r, 60,
+                                f"pid {pid} is stopped but /readyz still says ready")
+                assert "not taking work" in stopped.json()["detail"], stopped.text
+                assert stopped.json()["workers"][0]["taking_work"] is False
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            until(lambda: service.client.get("/readyz").status_code == 200, 60, f"pid {pid} runs but is not ready")
+        assert service.wait(service.submit(fresh_kernel())["id"])["status"] == "succeeded"
+    finally:
+        service.stop()
