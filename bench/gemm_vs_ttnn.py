@@ -14,11 +14,17 @@ and output, default blocking, timing-only runs on the emulator; DRAM reads from 
 
 Both archs at 8x8 cores (the ttnn host program's grid); Blackhole also at tilefarm's default 13x10 grid; Wormhole
 also with the output kept block-sharded in L1 (`l1_shard`), beside GEMM_FLOPS' rows with in0 and out in L1.
+The ratio is reported twice (issue 26.4): against ttnn's kernels at the config ttnn's benchmark picks, and against
+ttnn's kernels given tilefarm's block structure (`ttnn_at_blocks`: tilefarm's per-core block, K step and matmul call
+shape read off the compiled program, as a MatmulConfig: per_core and out block = tilefarm's block, in0_block_w =
+its K step in tiles, out subblock = its matmul_block rt x ct, packer L1 accumulation) - what of the difference is
+the blocking and what is the kernels. bench/gemm_sensitivity.py moves every fitted or estimated constant.
 Usage: python bench/gemm_vs_ttnn.py [--quick]   (--quick: 1024^3 and 2048^3 on wormhole_b0 only)
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -29,8 +35,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from compiler import api  # noqa: E402
 from compiler.toolchain import emulate  # noqa: E402
+from compiler.toolchain.verification import zero_inputs  # noqa: E402
 from schemas.target import TargetConfig  # noqa: E402
-from timing_model import SUBBLOCKS, Runner, benchmark_config  # noqa: E402
+from tests.emulator.test_ttnn_kernels import MatmulConfig  # noqa: E402
+from timing_model import FIDELITY, SUBBLOCKS, Runner, benchmark_config  # noqa: E402
 
 GEMM = ROOT / "examples" / "tilelang" / "matmul.py"
 # (n, in0_block_w_div, num_out_blocks_h, num_out_blocks_w): test_benchmark.py's bf16 rows at tt-metal b7c30ff06218
@@ -48,11 +56,11 @@ def ttnn_fp32_dest(cfg):
     return dataclasses.replace(cfg, fp32_dest_acc_en=True, out_subblock_h=sh, out_subblock_w=sw)
 
 
-def ttnn_us(runner: Runner, cfg, arch: str) -> tuple[float | None, str]:
+def ttnn_us(runner: Runner, cfg, arch: str, overrides: dict | None = None) -> tuple[float | None, str]:
     """Modelled device time of ttnn's kernels (us); halves in0_block_w while the CBs do not fit L1."""
     while True:
         try:
-            result = runner.matmul(cfg, timing_only=True, arch=arch)
+            result = runner.matmul(cfg, timing_only=True, arch=arch, cost_overrides=overrides)
         except emulate.EmulationError as err:
             if err.kind == "host-api" and "L1" in err.message and cfg.in0_block_w % 2 == 0:
                 cfg = dataclasses.replace(cfg, in0_block_w=cfg.in0_block_w // 2)
@@ -63,23 +71,57 @@ def ttnn_us(runner: Runner, cfg, arch: str) -> tuple[float | None, str]:
         return timing["device_cycles"] / timing["clock_ghz"] / 1000, note
 
 
-def tilefarm_run(n: int, accum: str, arch: str, fidelity: str, grid, l1_shard=()) -> dict:
-    source = GEMM.read_text()
+def tilefarm_compile(n: int, accum: str, arch: str, fidelity: str, grid, l1_shard=()):
     target = TargetConfig(arch=arch, math_fidelity=fidelity, core_grid=grid, l1_shard=list(l1_shard))
     params = {"A": f"bfloat16[{n},{n}]", "B": f"bfloat16[{n},{n}]", "dtype": "bfloat16", "accum_dtype": accum}
-    compiled = api.compile_source(source, filename=GEMM.name, entry="matmul", target=target, params=params)
-    outcome = api.emulate(compiled.artifacts, target=target, source=source, filename=GEMM.name,
-                          entry=compiled.entry, params=params, timing_only=True)
+    return api.compile_source(GEMM.read_text(), filename=GEMM.name, entry="matmul", target=target, params=params)
+
+
+def tilefarm_run(n: int, accum: str, arch: str, fidelity: str, grid, l1_shard=()) -> dict:
+    compiled = tilefarm_compile(n, accum, arch, fidelity, grid, l1_shard)
+    target = TargetConfig(arch=arch, math_fidelity=fidelity, core_grid=grid, l1_shard=list(l1_shard))
+    outcome = api.emulate(compiled.artifacts, target=target, timing_only=True)
     return api.profile(compiled.artifacts, outcome.report)
+
+
+def tilefarm_us(compiled, arch: str, work: Path, overrides: dict | None = None) -> float:
+    """Modelled device time (us) of a compiled tilefarm program, timing-only, under the cost table with
+    `overrides` (the kernels stay as compiled)."""
+    bundle = work / "bundle"
+    bundle.mkdir(parents=True, exist_ok=True)
+    for name, data in compiled.artifacts.items():
+        (bundle / name).write_bytes(data)
+    result = emulate.run_program(bundle, zero_inputs(compiled.plan), work / "run", arch=arch, timeout_s=3600,
+                                 timing_only=True, cost_overrides=overrides)
+    timing = result.report["timing"]
+    return timing["device_cycles"] / timing["clock_ghz"] / 1000
+
+
+def ttnn_at_blocks(compiled, n: int, fidelity: str, fp32_dest: bool) -> MatmulConfig:
+    """ttnn's 2-D multicast matmul given tilefarm's block structure: the per-core block and K step of the A and B
+    circular buffers (tiles [rows, cols]) and the output run of its matmul_block calls (rt x ct, from the compute
+    kernel's matmul_block_init(in0, in1, transpose, ct, rt, kt)), as the program config's per_core / out block,
+    in0_block_w and out subblock."""
+    cbs = {cb["buffer"]: cb for cb in compiled.plan["circular_buffers"]}
+    (per_m, k_tiles), (_, per_n) = cbs["A_shared"]["tiles"], cbs["B_shared"]["tiles"]
+    compute = compiled.artifacts["compute.cpp"].decode()
+    call = re.search(r"matmul_block_init\(\s*\w+,\s*\w+,\s*\d+,\s*(\d+),\s*(\d+),\s*(\d+)\)", compute)
+    ct, rt = int(call.group(1)), int(call.group(2))
+    gx, gy = compiled.plan["core_grid"]
+    return MatmulConfig(n, n, n, (gx, gy), in0_block_w=k_tiles, out_subblock_h=rt, out_subblock_w=ct,
+                        per_core_m=per_m, per_core_n=per_n, out_block_h=per_m, out_block_w=per_n,
+                        packer_l1_acc=True, math_fidelity=FIDELITY[fidelity], math_approx_mode=True, no_data=True,
+                        fp32_dest_acc_en=fp32_dest)
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     archs = ["wormhole_b0"] if quick else ["wormhole_b0", "blackhole"]
     shapes = SHAPES[:2] if quick else SHAPES
-    print("| arch | n^3 | fidelity | accumulator | ttnn model us | tilefarm us (8x8) | tilefarm / ttnn | "
-          "ttnn measured us | tilefarm util | tilefarm DRAM read / min | ttnn config |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| arch | n^3 | fidelity | accumulator | ttnn (own config) us | ttnn (tilefarm's blocks) us | "
+          "tilefarm us (8x8) | tilefarm / ttnn own | tilefarm / ttnn at tilefarm's blocks | ttnn measured us | "
+          "tilefarm util | tilefarm DRAM read / min | ttnn own config | tilefarm's blocks |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(Path(tmp))
         for arch in archs:
@@ -88,31 +130,36 @@ def main() -> None:
                     base = benchmark_config(n, n, n, div, bh, bw, fidelity)
                     for accum, cfg in (("bfloat16", base), ("float32", ttnn_fp32_dest(base))):
                         ttnn, note = ttnn_us(runner, cfg, arch)
+                        compiled = tilefarm_compile(n, accum, arch, fidelity, (8, 8))
+                        blocks = ttnn_at_blocks(compiled, n, fidelity, accum == "float32")
+                        ttnn_blocks, blocks_note = ttnn_us(runner, blocks, arch)
                         prof = tilefarm_run(n, accum, arch, fidelity, (8, 8))
                         ours = prof["device_time_ns"] / 1000
                         ratio = f"{ours / ttnn:.2f}" if ttnn else "-"
+                        ratio_blocks = f"{ours / ttnn_blocks:.2f}" if ttnn_blocks else "-"
                         measured = MEASURED_US.get((n, fidelity)) if arch == "wormhole_b0" and accum == "bfloat16" \
                             else None
                         print(f"| {arch} | {n} | {fidelity} | {accum} | {f'{ttnn:.1f}' if ttnn else 'not run'} | "
-                              f"{ours:.1f} | {ratio} | {measured if measured else '-'} | "
-                              f"{prof['matrix_utilization']:.1%} | {prof['dram_read_ratio']:.2f}x | {note} |",
-                              flush=True)
+                              f"{f'{ttnn_blocks:.1f}' if ttnn_blocks else 'not run'} | "
+                              f"{ours:.1f} | {ratio} | {ratio_blocks} | {measured if measured else '-'} | "
+                              f"{prof['matrix_utilization']:.1%} | {prof['dram_read_ratio']:.2f}x | {note} | "
+                              f"per core {blocks.per_core_m}x{blocks.per_core_n}, {blocks_note} |", flush=True)
             if arch == "wormhole_b0":   # the output sharded in L1 (GEMM_FLOPS' fastest rows keep in0 and out in L1)
                 for n, fidelity in ((1024, "HiFi4"), (2048, "HiFi2"), (2048, "HiFi4")):
                     for accum in ("bfloat16", "float32"):
                         prof = tilefarm_run(n, accum, arch, fidelity, (8, 8), l1_shard=["C"])
                         measured = MEASURED_L1_US.get((n, fidelity)) if accum == "bfloat16" else None
-                        print(f"| {arch}, C in L1 | {n} | {fidelity} | {accum} | - | "
-                              f"{prof['device_time_ns'] / 1000:.1f} | - | {measured or '-'} (in0 and out L1) | "
+                        print(f"| {arch}, C in L1 | {n} | {fidelity} | {accum} | - | - | "
+                              f"{prof['device_time_ns'] / 1000:.1f} | - | - | {measured or '-'} (in0 and out L1) | "
                               f"{prof['matrix_utilization']:.1%} | "
-                              f"{prof['dram_read_ratio']:.2f}x | - |", flush=True)
+                              f"{prof['dram_read_ratio']:.2f}x | - | - |", flush=True)
             if arch == "blackhole":
                 for n, *_ in shapes:
                     for accum in ("bfloat16", "float32"):
                         prof = tilefarm_run(n, accum, arch, "HiFi2", None)
-                        print(f"| blackhole (default grid) | {n} | HiFi2 | {accum} | - | "
-                              f"{prof['device_time_ns'] / 1000:.1f} ({prof['cores_used']} cores) | - | - | "
-                              f"{prof['matrix_utilization']:.1%} | {prof['dram_read_ratio']:.2f}x | - |", flush=True)
+                        print(f"| blackhole (default grid) | {n} | HiFi2 | {accum} | - | - | "
+                              f"{prof['device_time_ns'] / 1000:.1f} ({prof['cores_used']} cores) | - | - | - | "
+                              f"{prof['matrix_utilization']:.1%} | {prof['dram_read_ratio']:.2f}x | - | - |", flush=True)
 
 
 if __name__ == "__main__":

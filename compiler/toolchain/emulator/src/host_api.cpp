@@ -473,7 +473,7 @@ std::string deadlock_report(const std::vector<std::unique_ptr<KernelRun>>& runs,
             msg += "\n  " + r->who() + ": finished";
             continue;
         }
-        msg += "\n  " + r->who() + ": blocked in " + r->blocked_call + " at " + r->where();
+        msg += "\n  " + r->who() + ": blocked in " + r->blocked_call() + " at " + r->where();
         const Wait& w = r->wait;
         switch (w.kind) {
             case Wait::Kind::CbFront:

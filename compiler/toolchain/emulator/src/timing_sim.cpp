@@ -152,6 +152,15 @@ struct SimStream {
     std::uint64_t tile_products = 0;
     std::map<std::uint32_t, double> cb_wait;
     std::unordered_map<LineKey, LineStat, LineHash> lines;
+    // a direct-mapped cache in front of `lines` (every event charges its line; most streams run a few dozen lines)
+    std::array<std::pair<LineKey, LineStat*>, 64> line_cache{};
+    LineStat& line(const Event& e) {
+        auto& slot = line_cache[e.line & 63];
+        if (slot.second && slot.first.file == e.file && slot.first.line == e.line) return *slot.second;
+        LineStat& stat = lines[LineKey{e.file, e.line}];  // node-based: the reference stays valid
+        slot = {LineKey{e.file, e.line}, &stat};
+        return stat;
+    }
     Timeline timeline;
 };
 
@@ -345,6 +354,13 @@ private:
         SimStream& s = streams_[static_cast<std::size_t>(id)];
         if (s.in_heap || s.done) return;
         s.in_heap = true;
+        // the stream's next events are read when it is popped: fetch them now (hundreds of streams each advance a
+        // few events per turn, too many for the hardware prefetcher to follow)
+        if (s.pc < s.events->size()) {
+            const char* next = reinterpret_cast<const char*>(s.events->data() + s.pc);
+            __builtin_prefetch(next);
+            __builtin_prefetch(next + 64);
+        }
         heap_.push({t, id});
     }
     void park(int id, std::uint64_t k) {
@@ -364,7 +380,7 @@ private:
         if (cycles <= 0) return;
         s.timeline.add(s.clock, s.clock + cycles, cat);
         s.time[cat] += cycles;
-        LineStat& l = s.lines[LineKey{e.file, e.line}];
+        LineStat& l = s.line(e);
         if (cat == kBusyCat)
             l.busy += cycles;
         else
@@ -449,7 +465,7 @@ private:
         CoreSim& cs = cores_[static_cast<std::size_t>(s.core)];
         const bool cost_after = e.kind == Ev::UnpackOp || e.kind == Ev::MathOp || e.kind == Ev::PackOp;
         if (!s.cost_paid) {
-            s.lines[LineKey{e.file, e.line}].calls += 1;
+            s.line(e).calls += 1;
             if (!cost_after) charge(s, e, e.cost, kBusyCat);
             s.cost_paid = true;
         }
