@@ -13,14 +13,12 @@ LOW_BIT = ("int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "fl
 
 
 def unmappable(dtype: str, what: str) -> str | None:
-    """Why a tensor or tile of this dtype cannot be declared (None: it can)."""
-    if dtype in TILE_DTYPES:
+    """Why a tensor or tile of this low-bit dtype cannot be declared (None: not a low-bit dtype)."""
+    if dtype not in LOW_BIT:     # int32 index tensors (cu_seqlens) and the like are judged where they are used
         return None
-    if dtype in LOW_BIT:
-        return (f"{what} is {dtype}, which has no Tenstorrent tile format: tiles hold float32, bfloat16 or float16 "
-                "(and the block formats bfp8/bfp4, shared exponents that do not represent {dtype} values exactly)"
-                ).replace("{dtype}", dtype)
-    return f"{what} is {dtype}; Tenstorrent tiles hold float32, bfloat16 or float16"
+    return (f"{what} is {dtype}, which has no Tenstorrent tile format: tiles hold float32, bfloat16 or float16 "
+            "(and the block formats bfp8/bfp4, shared exponents that do not represent {dtype} values exactly)"
+            ).replace("{dtype}", dtype)
 
 
 LOW_BIT_HINT = ("dequantize on the host (or in the kernel that produces it) to bfloat16 or float16 and declare that; "
