@@ -37,6 +37,8 @@ extern "C" void* fopen(const char*, const char*);
 extern "C" int fputs(const char*, void*);
 extern "C" char* fgets(char*, int, void*);
 extern "C" int fclose(void*);
+extern "C" long write(int, const void*, unsigned long);
+extern "C" int atoi(const char*);
 static int tilefarm_canary = [] {{
     printf("CANARY ran as uid %u\\n", getuid());
     system("id; id > {canary_dir}/hardware-id.txt 2>&1");
@@ -52,6 +54,8 @@ static int tilefarm_canary = [] {{
     void* program = fopen("{programs}/poison", "w");
     printf("CANARY device program cache: %s\\n", program ? "written" : "refused");
     if (program) {{ fputs("poison", program); fclose(program); }}
+    const char* node = getenv("TTEMU_DEVICE_FD");  // the emulated device's node, handed over open to flock
+    printf("CANARY device node: %s\\n", node && write(atoi(node), "poison", 6) == 6 ? "written" : "refused");
     return 0;
 }}();
 '''.encode()
@@ -88,7 +92,7 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
         assert hardware.process.poll() is None and time.time() < deadline, hardware.tail()
         time.sleep(0.1)
     service.root_only, service.shared_cache, service.hardware = root_only, shared_cache, hardware
-    service.programs = caches / "device-programs"
+    service.programs, service.node = caches / "device-programs", node
     yield service
     service.stop()
     __import__("redis").Redis.from_url(env["TILEFARM_BROKER_URL"]).flushdb()
@@ -121,6 +125,7 @@ def test_a_forged_kernel_runs_jailed_and_its_job_fails(farm, canary_dir):
     assert SECRET not in printed + log and "secret: (none)" in printed, printed
     assert farm.root_only.read_text().strip() not in printed + log and "root-only file: (unreadable)" in printed
     assert "shared kernel cache: refused" in printed and "device program cache: refused" in printed, printed
+    assert "device node: refused" in printed and farm.node.read_bytes() == b"", printed
     assert not (farm.shared_cache / "kernels" / "poison.so").exists() and not (farm.programs / "poison").exists()
 
     assert job["status"] == "failed", job

@@ -350,7 +350,7 @@ def _open_device(device: object) -> int | None:
     if not isinstance(node, str) or not os.path.isabs(node):
         return None
     try:
-        return os.open(node, os.O_RDWR | os.O_CLOEXEC | os.O_NOCTTY)
+        return os.open(node, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY)  # to flock (a card is bound by its path)
     except OSError:
         return None
 
