@@ -11,8 +11,9 @@ ties A_s's rows to A's rows, tiled by the grid index `by` in blocks of 64.
 index v with E its buffers' extent, v appears nowhere else (not in a batch index, a trip count or a mask), its
 buffers are always used whole, and E is a whole number of tiles. A grid index v then counts ceil(dim / E')
 blocks; a serial loop's index (the K loop) its trip count -- for the K loop only when its body merely accumulates
-(gemm with beta=1, accumulating sums and maxima into buffers nothing else in the loop reads), so that merging
-iterations changes nothing but the rounding. The rewrite changes the grid extents, the loop trip counts, the
+(gemm with beta=1, accumulating sums and maxima into buffers nothing else in the loop reads), or when one step over
+twice the block leaves what the loop carries as two steps do, evaluated on a small model of the body (merge_steps.py:
+flash attention's online softmax), so that merging iterations changes nothing but the rounding. The rewrite changes the grid extents, the loop trip counts, the
 DRAM regions' starts and extents and the shapes of the tile buffers.
 
 **Choice.** Blocks as large as L1 allows with one block per core: the last grid axis is dealt to core columns and
@@ -41,6 +42,7 @@ from ..layout import UNIT, view_of
 from ..cost_model import matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
+from .merge_steps import steps_merge
 from .tensorize.emit import dst_group
 from .. import attrs, registry
 
@@ -87,6 +89,7 @@ class Analysis:
         self.reads_by_var: dict = {}
         self.reads: list = []                # (global buffer, vars its region depends on)
         self.gemms: list = []                # (destination, A, B) buffer names of every gemm
+        self.calls: list = []                # every tile op, in program order
 
     # -- union-find over (buffer, axis)
     def key(self, name: str, axis: int):
@@ -145,6 +148,7 @@ class Analysis:
                         self.uses.append((v, "trip", None))
                 self.walk(stmts_of(s.body), loops + [s])
             elif isinstance(s, tirx.TilePrimitiveCall):
+                self.calls.append(s)
                 for loop in loops:
                     self.loop_calls.setdefault(loop.loop_var, []).append(s)
                 self.call(s)
@@ -316,10 +320,24 @@ class Tiling:
                 c.fixed.append(f"loop `{var.name}` does not walk the axis from 0 in {count} steps")
                 return
             reason = self.accumulation_only(loop, c)
+            if reason and self.steps_merge(loop, c):
+                reason = None      # not mere accumulation, but two steps still equal one (an online softmax)
             if reason:
                 c.fixed.append(reason)
                 return
         c.var = var
+
+    def steps_merge(self, loop, c: AxisClass) -> bool:
+        """Does one step of twice the block leave the loop's carried buffers as two steps do? (merge_steps.py)"""
+        calls = self.a.loop_calls.get(loop.loop_var, [])
+        if not calls or any(isinstance(s, tirx.For) for s in stmts_of(loop.body)):
+            return False
+        root = self.a.find(c.members[0])
+        inside = {id(call) for call in calls}
+        read_after = {r.name for call in self.a.calls if id(call) not in inside
+                      for r in (region_of(a) for a in call.args[1:]) if r is not None}
+        return steps_merge(calls, self.a.buffers, lambda name, axis: self.a.find(self.a.key(name, axis)) == root,
+                           read_after)
 
     def accumulation_only(self, loop, c: AxisClass) -> str | None:
         """Why iterations of `loop` cannot be merged (None: its body only accumulates over the class)."""
@@ -652,7 +670,7 @@ class Chooser:
             c = self.t.classes[roots[0]]
             b = blocks.get(roots[0], c.block)
             lines.append(f"loop `{v.name}`: {c.dim} elements in steps of {c.block} -> {b} "
-                         f"({ceil_div(c.dim, b)} steps; merged steps only accumulate)")
+                         f"({ceil_div(c.dim, b)} steps; merged steps leave the same results)")
         for v in self.a.loops:
             if lookup(self.t.by_var, v) is None and _driven(self.t, v):
                 lines.append(f"loop `{v.name}`: steps as written ({_why_fixed(self.t, v)})")

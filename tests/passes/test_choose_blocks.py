@@ -1,6 +1,7 @@
 """TTChooseBlocks: the kernel is re-tiled to blocks chosen from the problem -- a small GEMM split to fill the grid,
 a large one given a block per core and a longer K step within L1 -- and left as written where re-tiling would
-change what it computes (an online-softmax loop, a trip count or a mask that uses the block index)."""
+change what it computes (a loop whose steps do not merge, a trip count or a mask that uses the block index); an
+online softmax's key loop is re-tiled (its steps merge)."""
 from __future__ import annotations
 
 from tvm import tirx
@@ -161,3 +162,79 @@ def test_a_block_index_used_elsewhere_keeps_its_blocks():
     func = run(choose_blocks, before)["main"]
     assert_ir_equal(func.body, before.body)
     assert "grid axis `bx`: 4 blocks as written (`bx` is also used as a trip" in explain(func)
+
+
+def test_online_softmax_steps_merge():
+    """The whole online softmax (running maximum, the rescale exp(c (m_prev - m)) of the running sum and of the
+    output, exp(c (s - m)) @ v): one step over 2n keys leaves m, l and acc as two steps over n do, so the key loop
+    is re-tiled like a GEMM's K loop (at least 8 steps: 64 key tiles in steps of 8). Without the rescale of the
+    running sum and output (alpha times 0: each step forgets the previous ones) the steps do not merge."""
+    def tile(shape, dtype="float32", role="compute", scope="local"):
+        return {"role": role, "scope": scope, "shape": shape, "dtype": dtype}
+
+    def kernel(rescale: bool):
+        buffers = {"Q": {**tile([2048, 64], "float16", "input", "global"), "tile_axes": [0, 1]},
+                   "K": {**tile([2048, 64], "float16", "input", "global"), "tile_axes": [0, 1]},
+                   "V": {**tile([2048, 64], "float16", "input", "global"), "tile_axes": [0, 1]},
+                   "O": {**tile([2048, 64], "float32", "output", "global"), "tile_axes": [0, 1]},
+                   "q": tile([64, 64], "float16", "staging", "shared"),
+                   "k": tile([64, 64], "float16", "staging", "shared"),
+                   "v": tile([64, 64], "float16", "staging", "shared"),
+                   "s": tile([64, 64]), "p": tile([64, 64], "float16"), "acc": tile([64, 64]), "m": tile([64, 1]),
+                   "m_prev": tile([64, 1]), "alpha": tile([64, 1]), "l": tile([64, 1]), "l_part": tile([64, 1])}
+        scale = 1.0 if rescale else 0.0
+
+        @T.prim_func
+        def before(Q: T.Buffer((2048, 64), "float16"), K: T.Buffer((2048, 64), "float16"),
+                   V: T.Buffer((2048, 64), "float16"), O: T.Buffer((2048, 64), "float32")):
+            T.func_attr({"tt.grid": {"vars": ["bq"], "extents": [32]}, "tt.buffers": buffers,
+                         "tt.target": pending_target(math_fidelity="HiFi2")})
+            T.device_entry()
+            bq = T.cta_id([32])
+            q = T.alloc_shared((64, 64), "float16")
+            k = T.alloc_shared((64, 64), "float16")
+            v = T.alloc_shared((64, 64), "float16")
+            s = T.alloc_local((64, 64), "float32")
+            p = T.alloc_local((64, 64), "float16")
+            acc = T.alloc_local((64, 64), "float32")
+            m = T.alloc_local((64, 1), "float32")
+            m_prev = T.alloc_local((64, 1), "float32")
+            alpha = T.alloc_local((64, 1), "float32")
+            l = T.alloc_local((64, 1), "float32")
+            l_part = T.alloc_local((64, 1), "float32")
+            T.tile.copy(q, Q[bq * 64:bq * 64 + 64, 0:64])
+            T.tile.zero(acc)
+            T.tile.zero(l)
+            T.tile.fill(m, T.float32(-1e30))
+            for kb in range(32):
+                T.tile.copy(k, K[kb * 64:kb * 64 + 64, 0:64])
+                T.tile.zero(s)
+                T.tile.gemm(s, q, k, s, transpose_B=True, beta=1.0)
+                T.tile.copy(m_prev, m)
+                T.tile.max(m, s, -1, True)
+                T.tile.sub(alpha, m_prev, m)
+                T.tile.mul(alpha, alpha, T.float32(0.125))
+                T.tile.exp(alpha, alpha)
+                T.tile.mul(alpha, alpha, T.float32(scale))
+                T.tile.sub(s, s, m)
+                T.tile.mul(s, s, T.float32(0.125))
+                T.tile.exp(s, s)
+                T.tile.sum(l_part, s, -1, False)
+                T.tile.mul(l, l, alpha)
+                T.tile.add(l, l, l_part)
+                T.tile.copy(p, s)
+                T.tile.mul(acc, acc, alpha)
+                T.tile.copy(v, V[kb * 64:kb * 64 + 64, 0:64])
+                T.tile.gemm(acc, p, v, acc, beta=1.0)
+            T.tile.copy(O[bq * 64:bq * 64 + 64, 0:64], acc)
+        return before
+
+    merged = run(choose_blocks, kernel(rescale=True))["main"]
+    assert "loop `kb`: 2048 elements in steps of 64 -> 256 (8 steps; merged steps leave the same results)" \
+        in explain(merged)
+    assert list(merged.attrs["tt.buffers"]["k"]["shape"]) == [256, 64]
+    assert list(merged.attrs["tt.buffers"]["s"]["shape"])[1] == 256
+
+    kept = run(choose_blocks, kernel(rescale=False))["main"]
+    assert "loop `kb`: steps as written (loop `kb` carries values other than accumulations" in explain(kept)
+    assert list(kept.attrs["tt.buffers"]["k"]["shape"]) == [64, 64]
