@@ -138,3 +138,35 @@ def test_keep_of_a_scalar_mask_is_refused_at_the_call():
         compile_source(TIRX_KEEP_SCALAR, filename="k.py")
     assert "T.tile.keep takes two tile regions" in info.value.message
     assert info.value.location.line == TIRX_KEEP_SCALAR.splitlines().index("    T.tile.keep(b, a, 1.0)") + 1
+
+
+CHECK_INF = src('''
+    @tilelang.jit
+    def check_inf(M=32, N=32):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32), Z: T.Tensor((M, N), T.float32)):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((M, N), T.float32)
+                y = T.alloc_fragment((M, N), T.float32)
+                z = T.alloc_fragment((M, N), T.float32)
+                T.copy(X, x)
+                for i, j in T.Parallel(M, N):
+                    y[i, j] = T.if_then_else(x[i, j] == -T.infinity(T.float32), 0, x[i, j])
+                    z[i, j] = T.if_then_else(T.And(x[i, j] != T.infinity(T.float32), x[i, j] > -T.infinity("float32")),
+                                             1.0, 0.0) + T.if_then_else(x[i, j] < T.infinity(T.float32), 2.0, 0.0)
+                T.copy(y, Y)
+                T.copy(z, Z)
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_comparisons_with_infinity(arch):
+    """FlashAttention-3's check_inf: `m == -inf` (x - (-inf) would be NaN at x = -inf)."""
+    x = np.random.default_rng(8).standard_normal((32, 32)).astype(np.float32)
+    x[0, :6] = [-np.inf, np.inf, -3.4028235e38, 3.4028235e38, 0.0, -0.0]
+    x[5] = -np.inf
+    _, outcome = run(CHECK_INF, "check_inf", {"X": x}, arch)
+    np.testing.assert_array_equal(outcome.outputs["Y"], np.where(x == -np.inf, 0, x))
+    want_z = np.where((x != np.inf) & (x > -np.inf), 1.0, 0.0) + np.where(x < np.inf, 2.0, 0.0)
+    np.testing.assert_array_equal(outcome.outputs["Z"], want_z.astype(np.float32))

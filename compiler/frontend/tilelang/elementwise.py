@@ -30,6 +30,12 @@ BINARY = {**registry.binary_of_tilelang(),     # + - * max min -> add sub mul ma
           "keep": "keep"}                       # a where a condition's 0/1 value is 1, else 0 (data selects)
 ZERO_TEST = {">": "gtz", ">=": "gez", "<": "ltz", "<=": "lez", "==": "eqz", "!=": "nez"}
 FLIPPED = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "==": "==", "!=": "!="}
+FLT_MAX = 3.4028234663852886e38
+# (op, against +inf?) -> the same test against the largest finite value, or (constant truth, None) on non-NaN values
+INFINITE_TEST = {("==", False): ("<", -FLT_MAX), ("<=", False): ("<", -FLT_MAX), ("!=", False): (">=", -FLT_MAX),
+                 (">", False): (">=", -FLT_MAX), (">=", False): (1, None), ("<", False): (0, None),
+                 ("==", True): (">", FLT_MAX), (">=", True): (">", FLT_MAX), ("!=", True): ("<=", FLT_MAX),
+                 ("<", True): ("<=", FLT_MAX), ("<=", True): (1, None), (">", True): (0, None)}
 UNARY = registry.unary_of_tilelang()           # T.exp ... -> the unary tile op
 ELEMENT_FUNCTIONS = registry.tilelang_function_names()
 
@@ -295,6 +301,13 @@ class StoreLowering:
             op = e.op
             if self.is_scalar(a) and not self.is_scalar(b):
                 a, b, op = b, a, FLIPPED[op]
+            if self.is_scalar(b) and math.isinf(self.scalar(b)):
+                # x - inf is NaN at x = inf: compare with the largest finite value instead (check_inf's
+                # `m == -inf`); the difference keeps its sign where it overflows
+                op, limit = INFINITE_TEST[(op, self.scalar(b) > 0)]
+                if limit is None:
+                    return Const(float(op))
+                b = Const(limit)
             x = a if self.is_scalar(b) and self.scalar(b) == 0.0 else Bin("-", a, b)
             return Call(ZERO_TEST[op], (x,))
         if isinstance(e, Logic):
