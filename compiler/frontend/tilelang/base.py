@@ -21,8 +21,21 @@ def unmappable(dtype: str, what: str) -> str | None:
             ).replace("{dtype}", dtype)
 
 
+def untileable(dtype: str, what: str) -> str | None:
+    """Why a tile or an output of this dtype cannot be made (None: it can): low-bit ones as unmappable() says,
+    integer and float64 ones because no tile holds them."""
+    if dtype in TILE_DTYPES:
+        return None
+    return unmappable(dtype, what) or f"{what} is {dtype}; Tenstorrent tiles hold float32, bfloat16 or float16"
+
+
 LOW_BIT_HINT = ("dequantize on the host (or in the kernel that produces it) to bfloat16 or float16 and declare that; "
                 "per-channel scales are an ordinary float tensor")
+
+
+def tile_dtype_hint(dtype: str) -> str:
+    return LOW_BIT_HINT if dtype in LOW_BIT else ("integer values such as indices are exact in float32 tiles below "
+                                                  "2^24: compute and store them as float32")
 _ALIASES = {"float": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32",
             "double": "float64", "int": "int32"}
 

@@ -326,12 +326,11 @@ class StoreLowering:
         c = self.condition(e.cond)
         a, b = self.normalize(e.a), self.normalize(e.b)
         ka, kb = self.fold_or_none(a), self.fold_or_none(b)
-        finite = (lambda k: k is not None and math.isfinite(k))
         if ka == 1.0 and kb == 0.0:
             return c
-        if finite(ka) and kb == 0.0:
+        if _finite(ka) and kb == 0.0:
             return Bin("*", c, a)
-        if ka == 0.0 and finite(kb):
+        if ka == 0.0 and _finite(kb):
             return Bin("*", Call("eqz", (c,)), b)
         kept = [Bin("keep", x, m) for x, k, m in ((a, ka, c), (b, kb, Call("eqz", (c,)))) if k != 0.0]
         return kept[0] if len(kept) == 1 else Bin("+", *kept)
@@ -640,6 +639,10 @@ def render_value(e, names: dict) -> str:
     if isinstance(e, Call):
         fail(f"`{describe(e)}` of an index is outside tilefarm's TileLang subset")
     return render_int(e)
+
+
+def _finite(k) -> bool:
+    return k is not None and math.isfinite(k)
 
 
 def _fold(op: str, a: float, b: float) -> float:

@@ -16,7 +16,7 @@ import contextvars
 from dataclasses import dataclass, field
 
 from ...errors import SourceLocation
-from .base import LOW_BIT_HINT, dtype_name, unmappable
+from .base import dtype_name, tile_dtype_hint, untileable
 from .diagnostics import fail
 from .expr import DType, Expr, Load, Var, affine, constant_int, float_text, fold_constant, render_int, wrap
 
@@ -468,9 +468,9 @@ class Recorder:
             fail(f"a {len(shape)}-D tile {tuple(shape)}; the Tenstorrent backend takes 2-D tiles and 1-D vectors",
                  location=location)
         name = self.target_name(location)
-        why = unmappable(dtype_name(dtype), f"the tile `{name or 'allocated here'}`")
+        why = untileable(dtype_name(dtype), f"the tile `{name or 'allocated here'}`")
         if why:
-            fail(why, hint=LOW_BIT_HINT, location=location)
+            fail(why, hint=tile_dtype_hint(dtype_name(dtype)), location=location)
         return self.new_buffer(name, shape, dtype, scope, location, "tile")
 
     def new_buffer(self, wanted, shape, dtype, scope, location, fallback) -> Buffer:
