@@ -144,3 +144,38 @@ def test_a_block_that_passes_the_end_of_each_padded_matrix_is_located():
     err = error_of(source)
     assert isinstance(err, CompileError) and "padded to 96" in err.message and "`X` axis 1" in err.message
     assert err.location.line == line_of(source, "T.copy(X[by, bx * 64, 0], x)")
+
+
+ROW_AT_A_TIME = src('''
+    @tilelang.jit
+    def center_rows(M=64, D=96, blk_m=32):
+        @T.prim_func
+        def main(X: T.Tensor((M, D), T.float32), Mean: T.Tensor((M,), T.float32), Y: T.Tensor((M, D), T.float32)):
+            with T.Kernel(M // blk_m) as bx:
+                x = T.alloc_shared((1, D), T.float32)
+                y = T.alloc_fragment((1, D), T.float32)
+                s = T.alloc_fragment((1,), T.float32)
+                for k in T.serial(blk_m):
+                    row = bx * blk_m + k
+                    T.copy(X[row, 0], x)
+                    m = Mean[row]
+                    for i, j in T.Parallel(1, D):
+                        y[i, j] = x[i, j] - m
+                    T.reduce_sum(y, s, dim=1)
+                    for i, j in T.Parallel(1, D):
+                        y[i, j] = y[i, j] - s[0] * 0.25
+                    T.copy(y, Y[row, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_row_at_a_time_with_one_element_of_a_vector(arch):
+    """LayerNorm backward's shape: one row of X per step (a tensor read a row at a time is a stack of rows), its
+    mean `Mean[row]` one element of a vector at a computed index, a one-row reduction used as a single value."""
+    _, outcome = run_kernel(ROW_AT_A_TIME, "center_rows", seed=35, target=TargetConfig(arch=arch))
+    x, mean = outcome.inputs["X"].astype(np.float64), outcome.inputs["Mean"].astype(np.float64)
+    y = x - mean[:, None]
+    y = y - y.sum(axis=1, keepdims=True) * 0.25
+    np.testing.assert_allclose(outcome.outputs["Y"], y, rtol=2e-3, atol=5e-3)
+    assert outcome.passed, outcome.verification.render()

@@ -439,10 +439,11 @@ class StoreLowering:
         buf, k = e.buffer, e.indices[0]
         length = buf.shape[0]
         height = self.shape[0]
-        if height % 32:
+        if height % 32 and height > 1:
             self.fail(f"`{describe(e)}`: one element of `{buf.name}` at a computed index is used in a store of "
                       f"{height} row(s); tilefarm spreads it down a column of whole tiles",
-                      hint="use it in a T.Parallel whose first extent is a multiple of 32 (per-row values)")
+                      hint="use it in a T.Parallel whose first extent is 1 (a row at a time) or a multiple of 32 "
+                           "(per-row values)")
         if length > 32 and length % 32:
             self.fail(f"`{describe(e)}`: one element of `{buf.name}` ({length} elements) is read at a computed index; "
                       "tilefarm reads it from the 32-element chunk that holds it, so the vector's length must be at "
