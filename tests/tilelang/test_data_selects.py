@@ -170,3 +170,73 @@ def test_comparisons_with_infinity(arch):
     np.testing.assert_array_equal(outcome.outputs["Y"], np.where(x == -np.inf, 0, x))
     want_z = np.where((x != np.inf) & (x > -np.inf), 1.0, 0.0) + np.where(x < np.inf, 2.0, 0.0)
     np.testing.assert_array_equal(outcome.outputs["Z"], want_z.astype(np.float32))
+
+
+KEY_PADDING_ATTENTION = src('''
+    @tilelang.jit
+    def masked_attention(batch=2, seq_q=64, seq_kv=128, dim=64, block_M=32, block_N=64, scale=0.125):
+        dtype, accum = T.bfloat16, T.float32
+
+        @T.prim_func
+        def main(Q: T.Tensor((batch, seq_q, dim), dtype), K: T.Tensor((batch, seq_kv, dim), dtype),
+                 V: T.Tensor((batch, seq_kv, dim), dtype), KeyMask: T.Tensor((batch, seq_kv), accum),
+                 O: T.Tensor((batch, seq_q, dim), accum)):
+            with T.Kernel(seq_q // block_M, batch) as (bx, bz):
+                q = T.alloc_shared((block_M, dim), dtype)
+                k_s = T.alloc_shared((block_N, dim), dtype)
+                v_s = T.alloc_shared((block_N, dim), dtype)
+                s = T.alloc_fragment((block_M, block_N), accum)
+                p = T.alloc_fragment((block_M, block_N), dtype)
+                o = T.alloc_fragment((block_M, dim), accum)
+                m = T.alloc_fragment((block_M,), accum)
+                m_prev = T.alloc_fragment((block_M,), accum)
+                alpha = T.alloc_fragment((block_M,), accum)
+                l = T.alloc_fragment((block_M,), accum)
+                l_blk = T.alloc_fragment((block_M,), accum)
+                T.copy(Q[bz, bx * block_M, 0], q)
+                T.fill(o, 0)
+                T.fill(l, 0)
+                T.fill(m, -T.infinity(accum))
+                for k in T.Pipelined(seq_kv // block_N, num_stages=2):
+                    T.copy(K[bz, k * block_N, 0], k_s)
+                    T.copy(V[bz, k * block_N, 0], v_s)
+                    T.clear(s)
+                    T.gemm(q, k_s, s, transpose_B=True)
+                    for i, j in T.Parallel(block_M, block_N):
+                        s[i, j] = T.if_then_else(KeyMask[bz, k * block_N + j] != 0, s[i, j] * scale, -T.infinity(accum))
+                    T.copy(m, m_prev)
+                    T.reduce_max(s, m, dim=1, clear=False)
+                    for i in T.Parallel(block_M):
+                        alpha[i] = T.exp(m_prev[i] - m[i])
+                    for i, j in T.Parallel(block_M, block_N):
+                        s[i, j] = T.exp(s[i, j] - m[i])
+                    T.reduce_sum(s, l_blk, dim=1)
+                    for i in T.Parallel(block_M):
+                        l[i] = l[i] * alpha[i] + l_blk[i]
+                    for i, j in T.Parallel(block_M, dim):
+                        o[i, j] = o[i, j] * alpha[i]
+                    T.copy(s, p)
+                    T.gemm(p, v_s, o)
+                for i, j in T.Parallel(block_M, dim):
+                    o[i, j] = o[i, j] / l[i]
+                T.copy(o, O[bz, bx * block_M, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_attention_with_a_key_padding_mask_tensor(arch):
+    """A [batch, seq_kv] key-padding mask read a row per batch (`KeyMask[bz, k * block_N + j]`) in an online
+    softmax: the masked keys take no weight."""
+    rng = np.random.default_rng(12)
+    bf16 = (lambda a: a.astype(ml_dtypes.bfloat16).astype(np.float32))
+    q, k, v = (bf16(rng.standard_normal((2, n, 64))) for n in (64, 128, 128))
+    key_mask = np.ones((2, 128), np.float32)
+    key_mask[0, 88:] = 0.0                       # padding at the end of the first sequence
+    key_mask[1, ::3] = 0.0                       # and scattered keys of the second
+    _, outcome = run(KEY_PADDING_ATTENTION, "masked_attention", {"Q": q, "K": k, "V": v, "KeyMask": key_mask}, arch)
+    s = np.einsum("bqd,bkd->bqk", q.astype(np.float64), k) * 0.125
+    s = np.where(key_mask[:, None, :] != 0, s, -np.inf)
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    want = np.einsum("bqk,bkd->bqd", p / p.sum(axis=2, keepdims=True), v)
+    np.testing.assert_allclose(outcome.outputs["O"], want, rtol=2e-2, atol=2e-2)
