@@ -229,8 +229,7 @@ def test_attention_with_a_key_padding_mask_tensor(arch):
     """A [batch, seq_kv] key-padding mask read a row per batch (`KeyMask[bz, k * block_N + j]`) in an online
     softmax: the masked keys take no weight."""
     rng = np.random.default_rng(12)
-    bf16 = (lambda a: a.astype(ml_dtypes.bfloat16).astype(np.float32))
-    q, k, v = (bf16(rng.standard_normal((2, n, 64))) for n in (64, 128, 128))
+    q, k, v = (rng.standard_normal((2, n, 64)).astype(ml_dtypes.bfloat16).astype(np.float32) for n in (64, 128, 128))
     key_mask = np.ones((2, 128), np.float32)
     key_mask[0, 88:] = 0.0                       # padding at the end of the first sequence
     key_mask[1, ::3] = 0.0                       # and scattered keys of the second
