@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     job_lease_s: float = Field(default=30.0, gt=0, description=(
         "A running job's lease, renewed every heartbeat_s by its worker: a job whose lease runs out lost its worker "
         "and is run again once (or failed) by the other workers' sweep."))
+    store_outage_s: float = Field(default=300.0, ge=0, description=(
+        "How long a worker running a job waits for an unreachable job store (Redis restarting) before the job's "
+        "next write fails: the job goes on meanwhile and keeps its lease (every lease starts afresh after an outage)."))
     warm_up_limit_s: float = Field(default=600.0, gt=0, description=(
         "How long a worker's pool process may warm up (compiler import, sandbox zygote, emulator runtime) before it "
         "takes work anyway; no token is taken and no time limit runs while it warms up."))

@@ -103,20 +103,50 @@ class LeaseWatch:
         return found
 
 
+def _unreachable(error: Exception) -> bool:
+    """The job store is down or restarting (Redis: connection refused or lost, no answer in time, loading its data)."""
+    try:
+        from redis.exceptions import ConnectionError as Unreachable, TimeoutError as NoAnswer
+    except ImportError:  # embedded mode: SQLite waits for its own locks
+        return False
+    return isinstance(error, (Unreachable, NoAnswer))
+
+
 class Fenced:
     """The job store as one lease holder may write it: a change to its job is applied only while the lease is its
-    own. Everything else passes through."""
+    own. Everything else passes through. Every call waits out a store outage of up to `patience_s` (Redis restarting):
+    the worker goes on with its job and writes what it did once the store is back, still under its lease (a sweeper
+    gives every lease a fresh start after an outage), instead of failing the job or leaving it to be run again."""
 
-    def __init__(self, store, job_id: str, holder: str):
+    def __init__(self, store, job_id: str, holder: str, patience_s: float = 0.0, log=None):
         self._store, self._job_id, self._holder = store, job_id, holder
+        self._patience_s, self._log = patience_s, log
+
+    def _patiently(self, call: Callable, *args, **kwargs):
+        deadline, pause = time.monotonic() + self._patience_s, 0.2
+        while True:
+            try:
+                return call(*args, **kwargs)
+            except Exception as error:
+                if not _unreachable(error) or time.monotonic() + pause > deadline:
+                    raise
+                if self._log is not None and pause == 0.2:
+                    self._log.warning("job %s: the job store is unreachable (%s); waiting up to %g s for it",
+                                      self._job_id, error, self._patience_s)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def mutate(self, job_id, fn, log=None):
         if job_id != self._job_id:
-            return self._store.mutate(job_id, fn, log)
-        return self._store.mutate(job_id, lambda job: fn(job) if job.lease_holder == self._holder else None, log)
+            return self._patiently(self._store.mutate, job_id, fn, log)
+        return self._patiently(self._store.mutate, job_id,
+                               lambda job: fn(job) if job.lease_holder == self._holder else None, log)
 
     def __getattr__(self, name):
-        return getattr(self._store, name)
+        found = getattr(self._store, name)
+        if not callable(found):
+            return found
+        return lambda *args, **kwargs: self._patiently(found, *args, **kwargs)
 
 
 class Keeper:

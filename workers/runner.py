@@ -450,7 +450,8 @@ def _phase(job_id: str, deps: WorkerDeps, phase: tuple[str, ...],
     if job is None:
         yield None, deps
         return
-    own = dataclasses.replace(deps, store=leases.Fenced(deps.store, job_id, holder))
+    own = dataclasses.replace(deps, store=leases.Fenced(deps.store, job_id, holder,
+                                                        patience_s=deps.settings.store_outage_s, log=log))
     with leases.Keeper(deps.store, job_id, holder, deps.settings.job_lease_s, deps.settings.heartbeat_s, log) as lease:
         yield _run_stages(job, own, phase, lease), own
 

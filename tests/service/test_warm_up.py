@@ -52,7 +52,7 @@ def warm_markers(data_dir: Path) -> list[bool]:
 def test_a_warm_up_longer_than_the_hard_limit_takes_no_token(private_redis, tmp_path):
     stack = Service(base_env(TILEFARM_BROKER_URL=private_redis, TILEFARM_DATA_DIR=str(tmp_path / "data"),
                              TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
-                             TILEFARM_JOB_LEASE_S="3", **LIMITS), tmp_path)
+                             **LIMITS), tmp_path)
     stack.start_api()
     zygote = None
     try:
