@@ -4,6 +4,7 @@
 `T.reduce_*(..., dim=0)`. Each against NumPy on both archs."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -178,4 +179,45 @@ def test_a_row_at_a_time_with_one_element_of_a_vector(arch):
     y = x - mean[:, None]
     y = y - y.sum(axis=1, keepdims=True) * 0.25
     np.testing.assert_allclose(outcome.outputs["Y"], y, rtol=2e-3, atol=5e-3)
+    assert outcome.passed, outcome.verification.render()
+
+
+DERIVED_REDUCTIONS = src('''
+    @tilelang.jit
+    def stats(M=64, N=48):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), T.bfloat16), Mn: T.Tensor((M,), T.float32), Amax: T.Tensor((M,), T.float32),
+                 Asum: T.Tensor((M,), T.float32), Cmin: T.Tensor((N,), T.float32)):
+            with T.Kernel(M // 32) as bx:
+                x = T.alloc_fragment((32, N), T.float32)
+                mn = T.alloc_fragment((32,), T.float32)
+                am = T.alloc_fragment((32,), T.float32)
+                asum = T.alloc_fragment((32,), T.float32)
+                cmin = T.alloc_fragment((N,), T.float32)
+                T.copy(X[bx * 32, 0], x)
+                T.reduce_min(x, mn, dim=1)
+                T.fill(am, 0.5)
+                T.reduce_absmax(x, am, dim=1, clear=False)
+                T.reduce_abssum(x, asum, dim=1)
+                T.fill(cmin, 0.25)
+                T.reduce_min(x, cmin, dim=0, clear=False)
+                T.copy(mn, Mn[bx * 32])
+                T.copy(am, Amax[bx * 32])
+                T.copy(asum, Asum[bx * 32])
+                if bx == 0:
+                    T.copy(cmin, Cmin)
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_reduce_min_absmax_abssum(arch):
+    """T.reduce_min (-max(-x)), T.reduce_absmax, T.reduce_abssum (|x| = max(x, -x)), along rows of 48 values (a
+    row ending inside a tile) and, for min, along columns with clear=False."""
+    _, outcome = run_kernel(DERIVED_REDUCTIONS, "stats", seed=36, target=TargetConfig(arch=arch))
+    x = outcome.inputs["X"].astype(ml_dtypes.bfloat16).astype(np.float64)     # X is bf16 on the device
+    np.testing.assert_array_equal(outcome.outputs["Mn"], x.min(axis=1))
+    np.testing.assert_array_equal(outcome.outputs["Amax"], np.maximum(np.abs(x).max(axis=1), 0.5))
+    np.testing.assert_allclose(outcome.outputs["Asum"], np.abs(x).sum(axis=1), rtol=2e-3)
+    np.testing.assert_array_equal(outcome.outputs["Cmin"], np.minimum(x[:32].min(axis=0), 0.25))
     assert outcome.passed, outcome.verification.render()

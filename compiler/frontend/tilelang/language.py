@@ -600,6 +600,43 @@ def _reduce(kind):
 reduce_max, reduce_sum = _reduce("max"), _reduce("sum")
 
 
+def _derived_reduce(name: str, pre: str, kind: str, negate_result: bool):
+    """T.reduce_min / reduce_absmax / reduce_abssum from the device's two reductions: min(x) = -max(-x),
+    absmax(x) = max(|x|), abssum(x) = sum(|x|), with |x| = max(x, -x)."""
+    def reduce(buffer, out, dim=-1, clear=True):
+        rec = current()
+        location = user_location()
+        rec.require_kernel(f"T.{name}")
+        src, dst = as_region(buffer, f"T.{name} source"), as_region(out, f"T.{name} destination")
+        if src.extents is None or dst.extents is None:
+            fail(f"T.{name} takes whole buffers or sliced regions")
+        if src.buffer.scope == "global":
+            fail(f"T.{name} reads the global buffer `{src.buffer.name}` directly; T.copy it into a tile first")
+        shape = src.shape2d()
+        flipped = Region(rec.temp(shape, "float32", "local", location), (wrap(0), wrap(0)), shape)
+        rec.emit(TileOp("mul", (flipped, src, scalar_text(-1.0, "float32"))), location)
+        if pre == "abs":
+            rec.emit(TileOp("maximum", (flipped, flipped, src)), location)
+        if not negate_result:
+            lower_reduce(rec, kind, flipped, dst, number(dim), clear, location)
+            return
+        result = rec.temp(tuple(dst.extents), "float32", "local", location, like=dst.buffer)
+        whole = Region(result, tuple(wrap(0) for _ in result.shape), result.shape)
+        lower_reduce(rec, kind, flipped, whole, number(dim), True, location)
+        if clear:
+            rec.emit(TileOp("mul", (dst, whole, scalar_text(-1.0, "float32"))), location)
+        else:
+            rec.emit(TileOp("mul", (whole, whole, scalar_text(-1.0, "float32"))), location)
+            rec.emit(TileOp("minimum", (dst, dst, whole)), location)
+    reduce.__name__ = name
+    return reduce
+
+
+reduce_min = _derived_reduce("reduce_min", "negate", "max", True)
+reduce_absmax = _derived_reduce("reduce_absmax", "abs", "max", False)
+reduce_abssum = _derived_reduce("reduce_abssum", "abs", "sum", False)
+
+
 # ---- GPU-only hints: accepted, noted in the compile log -----------------------------------------------------------
 def _hint(name, why):
     def accept(*args, **kwargs):
@@ -741,7 +778,7 @@ class _Unsupported:
         why = _WHY.get(self._name)
         fail(f"T.{self._name} is outside tilefarm's TileLang subset" + (f": {why}" if why else ""),
              hint="supported: T.Kernel, T.alloc_shared/alloc_fragment/alloc_local, T.copy, T.gemm, T.clear, T.fill, "
-                  "T.Pipelined, T.serial, T.Parallel (element-wise, masks), T.reduce_max/reduce_sum, T.ceildiv, "
+                  "T.Pipelined, T.serial, T.Parallel (element-wise, masks), T.reduce_max/sum/min/absmax/abssum, T.ceildiv, "
                   f"T.max/min, T.{'/'.join(ELEMENT_FUNCTIONS)}, T.cast, T.if_then_else")
 
     __call__ = __getitem__ = __iter__ = __bool__ = __enter__ = _fail
@@ -771,7 +808,8 @@ def build_module() -> types.ModuleType:
         Pipelined=Pipelined, serial=serial, Serial=serial, Parallel=Parallel, Persistent=Persistent,
         alloc_shared=alloc_shared, alloc_var=alloc_var,
         alloc_fragment=alloc_fragment, alloc_local=alloc_local, copy=copy, gemm=gemm, clear=clear, fill=fill,
-        reduce_max=reduce_max, reduce_sum=reduce_sum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
+        reduce_max=reduce_max, reduce_sum=reduce_sum, reduce_min=reduce_min, reduce_absmax=reduce_absmax,
+        reduce_abssum=reduce_abssum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
         max=max, min=min, **{fn: _unary(fn) for fn in ELEMENT_FUNCTIONS}, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,
         max_value=max_value, And=And, Or=Or, Not=Not, dtype=dtype, dynamic=dynamic, symbolic=symbolic,
         const=const, empty=empty, match_buffer=match_buffer, use_swizzle=use_swizzle, annotate_layout=annotate_layout,
