@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
+import sys
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import redis
@@ -32,7 +35,8 @@ def descendants(pid: int) -> list[int]:
 
 
 def zygote_of(worker: Proc) -> int | None:
-    """The sandbox zygote a pool process of this worker is starting (the first one: not a child it forked)."""
+    """The sandbox zygote a pool process of this worker (or of `tilefarm serve`'s) is starting (the first one: not a
+    child it forked)."""
     for pid in descendants(worker.process.pid):
         try:
             if b"workers.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes():
@@ -80,3 +84,34 @@ def test_a_warm_up_longer_than_the_hard_limit_takes_no_token(private_redis, tmp_
                 pass
         stack.stop()
         redis.Redis.from_url(private_redis).flushdb()
+
+
+def test_embedded_a_warm_up_longer_than_the_hard_limit_takes_no_token(tmp_path):
+    """The same in embedded mode (`tilefarm serve`: SQLite broker, a pool without an event loop): the API answers and
+    takes jobs while its worker warms up; the worker takes none of their tokens until it is warm."""
+    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data"), TILEFARM_HEARTBEAT_S="0.5", **LIMITS), tmp_path)
+    api = Proc([sys.executable, "-m", "tilefarm", "serve", "--port", str(service.port)], service.env, tmp_path / "api.log")
+    service.procs.append(api)
+    zygote = None
+    try:
+        zygote = until(lambda: zygote_of(api), 120, "no sandbox zygote started")
+        os.kill(zygote, signal.SIGSTOP)
+        stopped = time.time()
+        assert warm_markers(tmp_path / "data") == [False], "the warm-up ended before the zygote was stopped"
+        jobs = [service.submit(unique(kernel("gemm.py")))["id"] for _ in range(3)]
+        until(lambda: time.time() > stopped + HARD_LIMIT_S + 3, 60, "")  # a warm-up longer than a task's hard limit
+        with closing(sqlite3.connect(tmp_path / "data" / "broker.sqlite", timeout=30)) as db:
+            waiting = dict(db.execute("SELECT visible, COUNT(*) FROM kombu_message GROUP BY visible").fetchall())
+        assert waiting == {1: 3}, f"a token was taken before the worker was warm: {waiting}"
+        os.kill(zygote, signal.SIGCONT)
+        for job_id in jobs:
+            final = service.wait(job_id, timeout=HARD_LIMIT_S + 60)
+            assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        assert "Hard time limit" not in api.log.read_text(errors="replace")
+    finally:
+        if zygote is not None:
+            try:
+                os.kill(zygote, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        service.stop()
