@@ -1,12 +1,20 @@
-"""Low-bit declarations: int8 / fp8 / fp4 tensors and tiles have no Tenstorrent tile format (tiles hold float32,
-bfloat16 or float16; the block formats bfp8/bfp4 share an exponent per 16 values and do not hold int8 or fp8 values
-exactly). Each is refused where it is declared -- the parameter's name, the output's, the tile's -- at file:line:col,
-naming it."""
+"""Low-bit tensors: int8 / uint8 / int4 / fp8 / fp4 values are all bfloat16 values exactly (at most 8 significant
+bits, exponents within bfloat16's range), so a low-bit input is read as bfloat16 -- the host converts it exactly --
+and W8A16 or FP8 GEMMs compute on the values they declare. What would round to a low-bit format (a low-bit output,
+a computed low-bit tile, T.cast to int8/fp8 in a T.Parallel) is refused where it is written, naming it; integer
+outputs and tiles (int32 indices) where they are declared."""
 from __future__ import annotations
 
+import ml_dtypes
+import numpy as np
 import pytest
 
+from compiler.api import compile_source, emulate
+from schemas.target import TargetConfig
+
 from .test_frontend import error_of, line_of, src
+
+ARCHS = ("wormhole_b0", "blackhole")
 
 
 def column_of(source: str, line_needle: str, word: str) -> int:
@@ -14,23 +22,49 @@ def column_of(source: str, line_needle: str, word: str) -> int:
     return line.index(word) + 1
 
 
-@pytest.mark.parametrize("dtype", ["T.int8", "T.float8_e4m3fn", "T.float8_e5m2", '"int8"', '"uint8"'])
-def test_a_low_bit_parameter_is_refused_at_its_name(dtype):
-    source = src(f'''
+def run(source: str, entry: str, inputs: dict, arch: str):
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename="k.py", entry=entry, target=target)
+    outcome = emulate(result.artifacts, target=target, inputs=inputs, source=source, filename="k.py", entry=entry)
+    assert outcome.passed, outcome.verification.render()
+    return result, outcome
+
+
+W8A16 = src('''
+    @tilelang.jit
+    def w8a16(M=64, N=64, K=96, block_K=32):
         @T.prim_func
-        def main(A: T.Tensor((64, 64), "float16"),
-                 Wq: T.Tensor((64, 64), {dtype}), C: T.Tensor((64, 64), "float32")):
+        def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.int8), Scale: T.Tensor((N,), T.float16),
+                 C: T.Tensor((M, N), T.float32)):
             with T.Kernel(1) as bx:
-                c = T.alloc_fragment((64, 64), "float32")
-                T.copy(Wq, c)
+                a = T.alloc_shared((M, block_K), T.float16)
+                b = T.alloc_shared((block_K, N), T.int8)
+                w = T.alloc_shared((block_K, N), T.float16)
+                c = T.alloc_fragment((M, N), T.float32)
+                T.clear(c)
+                for k in T.Pipelined(K // block_K, num_stages=2):
+                    T.copy(A[0, k * block_K], a)
+                    T.copy(B[k * block_K, 0], b)
+                    for i, j in T.Parallel(block_K, N):
+                        w[i, j] = T.cast(b[i, j], T.float16) * Scale[j]
+                    T.gemm(a, w, c)
                 T.copy(c, C)
-    ''')
-    err = error_of(source)
-    name = dtype.strip('"').removeprefix("T.")
-    assert f"prim_func parameter `Wq` is {name}, which has no Tenstorrent tile format" in err.message
-    assert (err.location.file, err.location.line) == ("k.py", line_of(source, "Wq: T.Tensor"))
-    assert err.location.col == column_of(source, "Wq: T.Tensor", "Wq")
-    assert "bfloat16 or float16" in err.hint
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_w8a16_gemm_with_per_channel_scales(arch):
+    rng = np.random.default_rng(40)
+    a = rng.standard_normal((64, 96)).astype(np.float16)
+    b = rng.integers(-128, 128, (96, 64)).astype(np.int8)
+    b[0, :4] = [-128, 127, 0, -1]
+    scale = (rng.random(64) * 0.02 + 0.001).astype(np.float16)
+    result, outcome = run(W8A16, "w8a16", {"A": a, "B": b, "Scale": scale}, arch)
+    w = (b.astype(np.float32) * scale.astype(np.float32)).astype(np.float16)    # the fp16 tile the kernel makes
+    want = a.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_allclose(outcome.outputs["C"], want, rtol=1e-2, atol=2e-2)
+    assert "`B` is int8: read as bfloat16" in result.log
 
 
 FP8_GEMM = src('''
@@ -49,17 +83,44 @@ FP8_GEMM = src('''
                 T.copy(C_local, C[by * block_M, bx * block_N])
         return gemm_fp8
 ''')
+FP8_PARAMS = {"M": 64, "N": 64, "K": 64, "block_M": 32, "block_N": 32, "block_K": 32}
 
 
-def test_an_fp8_gemm_factory_is_refused_at_its_first_fp8_parameter():
-    err = error_of(FP8_GEMM, entry="matmul", params={"M": 64, "N": 64, "K": 64, "block_M": 32, "block_N": 32,
-                                                     "block_K": 32})
-    assert "prim_func parameter `A` is float8_e4m3fn" in err.message
-    assert err.location.line == line_of(FP8_GEMM, "def gemm_fp8(")
-    assert err.location.col == column_of(FP8_GEMM, "def gemm_fp8(", "A: T.Tensor")
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("fp8", ["float8_e4m3fn", "float8_e5m2"])
+def test_an_fp8_gemm_reads_its_fp8_values_exactly(arch, fp8):
+    rng = np.random.default_rng(41)
+    fmt = getattr(ml_dtypes, fp8)
+    a, b = (rng.standard_normal((64, 64)).astype(fmt).astype(np.float32) for _ in range(2))   # fp8 values
+    target = TargetConfig(arch=arch, math_fidelity="HiFi4")
+    source = FP8_GEMM.replace("dtype=T.float8_e4m3fn", f"dtype=T.{fp8}")
+    result = compile_source(source, filename="k.py", entry="matmul", params=FP8_PARAMS, target=target)
+    outcome = emulate(result.artifacts, target=target, inputs={"A": a, "B": b}, source=source, filename="k.py",
+                      entry="matmul", params=FP8_PARAMS)
+    assert outcome.passed, outcome.verification.render()
+    # products of fp8 values are exact in fp32; the sums round
+    np.testing.assert_allclose(outcome.outputs["C"], a.astype(np.float64) @ b.T.astype(np.float64),
+                               rtol=1e-5, atol=1e-4)
 
 
-def test_an_int8_tile_and_an_fp8_output_are_refused_where_they_are_made():
+@pytest.mark.parametrize("dtype", ["T.int8", "T.float8_e4m3fn", '"uint8"'])
+def test_a_low_bit_output_is_refused_where_it_is_written(dtype):
+    source = src(f'''
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float16"), Q: T.Tensor((64, 64), {dtype})):
+            with T.Kernel(1) as bx:
+                a = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, a)
+                T.copy(a, Q)
+    ''')
+    err = error_of(source)
+    name = dtype.strip('"').removeprefix("T.")
+    assert f"`Q` (an output) is {name}: writing it means rounding to {name}" in err.message
+    assert (err.location.line, err.location.col) == (line_of(source, "T.copy(a, Q)"),
+                                                    column_of(source, "T.copy(a, Q)", "T.copy"))
+
+
+def test_computing_into_a_low_bit_tile_or_casting_to_one_is_refused_where_it_happens():
     tile = src('''
         @T.prim_func
         def main(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float16")):
@@ -69,8 +130,22 @@ def test_an_int8_tile_and_an_fp8_output_are_refused_where_they_are_made():
                 T.copy(a_q, C)
     ''')
     err = error_of(tile)
-    assert "the tile `a_q` is int8" in err.message and err.location.line == line_of(tile, "a_q = T.alloc_shared")
-    assert err.location.col == column_of(tile, "a_q = T.alloc_shared", "T.alloc_shared")
+    assert "`a_q` is int8: writing it means rounding to int8" in err.message
+    assert err.location.line == line_of(tile, "T.copy(A, a_q)")
+
+    cast = src('''
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1) as bx:
+                a = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, a)
+                for i, j in T.Parallel(64, 64):
+                    a[i, j] = T.cast(T.cast(a[i, j] * 16.0, T.float8_e4m3fn), T.float32)
+                T.copy(a, C)
+    ''')
+    err = error_of(cast)
+    assert "rounds a data value to float8_e4m3fn" in err.message
+    assert err.location.line == line_of(cast, "a[i, j] = T.cast(")
 
     eager = src('''
         @tilelang.jit
@@ -85,7 +160,8 @@ def test_an_int8_tile_and_an_fp8_output_are_refused_where_they_are_made():
             return Y
     ''')
     err = error_of(eager, entry="quantize", params={"X": "float16[64,64]"})
-    assert "the output `Y` is float8_e5m2" in err.message and err.location.line == line_of(eager, "Y = T.empty")
+    assert "the output `Y` is float8_e5m2: writing it means rounding" in err.message
+    assert err.location.line == line_of(eager, "Y = T.empty")
     assert err.location.col == column_of(eager, "Y = T.empty", "T.empty")
 
 

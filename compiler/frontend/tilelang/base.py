@@ -7,35 +7,43 @@ from __future__ import annotations
 from .diagnostics import fail
 
 TILE_DTYPES = ("float16", "bfloat16", "float32")
-# dtypes a TileLang kernel may name that have no Tenstorrent tile format: refused where they are declared
+# dtypes a TileLang kernel may name that have no Tenstorrent tile format: read exactly as bfloat16, never written
 LOW_BIT = ("int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
            "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn")
 
 
-def unmappable(dtype: str, what: str) -> str | None:
-    """Why a tensor or tile of this low-bit dtype cannot be declared (None: not a low-bit dtype)."""
-    if dtype not in LOW_BIT:     # int32 index tensors (cu_seqlens) and the like are judged where they are used
+def declared_as(dtype: str) -> str:
+    """The tile dtype a declared dtype is stored in: every low-bit value (int8, uint8, int4, fp8, fp4, e8m0) is a
+    bfloat16 exactly (at most 8 significant bits, exponents within bfloat16's range), so low-bit inputs are read as
+    bfloat16 tiles; the host converts them exactly."""
+    return "bfloat16" if dtype in LOW_BIT else dtype
+
+
+def unwritable(dtype: str, what: str) -> str | None:
+    """Why a low-bit output cannot be written (None: not low-bit): the device would have to round to it."""
+    if dtype not in LOW_BIT:
         return None
-    return (f"{what} is {dtype}, which has no Tenstorrent tile format: tiles hold float32, bfloat16 or float16 "
-            "(and the block formats bfp8/bfp4, shared exponents that do not represent {dtype} values exactly)"
-            ).replace("{dtype}", dtype)
+    return (f"{what} is {dtype}: writing it means rounding to {dtype}, which no Tenstorrent tile format or "
+            "packer does (low-bit inputs are read exactly, as bfloat16)")
 
 
 def untileable(dtype: str, what: str) -> str | None:
-    """Why a tile or an output of this dtype cannot be made (None: it can): low-bit ones as unmappable() says,
-    integer and float64 ones because no tile holds them."""
-    if dtype in TILE_DTYPES:
+    """Why a tile or an output of this dtype cannot be made (None: it can): integer and float64 ones because no
+    tile holds them (low-bit ones are read as bfloat16: declared_as)."""
+    if dtype in TILE_DTYPES or dtype in LOW_BIT:
         return None
-    return unmappable(dtype, what) or f"{what} is {dtype}; Tenstorrent tiles hold float32, bfloat16 or float16"
+    return f"{what} is {dtype}; Tenstorrent tiles hold float32, bfloat16 or float16"
 
 
-LOW_BIT_HINT = ("dequantize on the host (or in the kernel that produces it) to bfloat16 or float16 and declare that; "
-                "per-channel scales are an ordinary float tensor")
+LOW_BIT_HINT = ("write the result as bfloat16 or float16 (quantized values stay exact in them) and convert it where "
+                "it is consumed")
 
 
 def tile_dtype_hint(dtype: str) -> str:
     return LOW_BIT_HINT if dtype in LOW_BIT else ("integer values such as indices are exact in float32 tiles below "
                                                   "2^24: compute and store them as float32")
+
+
 _ALIASES = {"float": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32",
             "double": "float64", "int": "int32"}
 

@@ -35,6 +35,16 @@ def note(message: str) -> None:
         notes.append(text)
 
 
+def note_at(message: str, location: SourceLocation | None) -> None:
+    """A note at a location known already (a parameter's)."""
+    notes = _notes.get()
+    if notes is None:
+        return
+    text = f"{location}: note: {message}" if location else f"note: {message}"
+    if text not in notes:
+        notes.append(text)
+
+
 def frame_location(frame, filename: str) -> SourceLocation:
     line, col = frame.f_lineno, None
     try:

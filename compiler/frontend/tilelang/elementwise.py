@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from ... import registry
+from .base import LOW_BIT
 from .diagnostics import fail
 from .expr import (Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, describe, float_text,
                    fold_binary, fold_constant, render_int, walk, wrap)
@@ -281,7 +282,13 @@ class StoreLowering:
                            "T.cast, T.if_then_else")
         if isinstance(e, Cast):
             x = self.normalize(e.x)
-            return Const(self.scalar(x)) if self.is_scalar(x) else Cast(e.dtype, x)
+            if self.is_scalar(x):
+                return Const(self.scalar(x))
+            if str(e.dtype).startswith(("int", "uint", "bool")) or str(e.dtype) in LOW_BIT:
+                self.fail(f"`{describe(e)}` rounds a data value to {e.dtype}; tiles hold float32, bfloat16 or "
+                          "float16 and the device does not round to integer or low-bit formats",
+                          hint="keep the value in a float dtype")
+            return Cast(e.dtype, x)
         self.fail(f"`{describe(e)}` in a T.Parallel body is outside tilefarm's TileLang subset")
 
     @staticmethod

@@ -25,7 +25,7 @@ import symtable
 from dataclasses import dataclass, field
 
 from ...errors import CompileError, SourceLocation
-from .base import LOW_BIT_HINT, Missing, unmappable
+from .base import Missing
 from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
 from .language import (PrimFuncDef, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not, kernel_or,
                        reset_const_values, serial, set_const_values)
@@ -535,11 +535,7 @@ def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str
         if not isinstance(spec, TensorSpec):
             raise CompileError(f"prim_func parameter `{name}` must be annotated `T.Tensor((rows, cols), dtype)`",
                                stage=STAGE, location=def_loc)
-        why = unmappable(spec.dtype, f"prim_func parameter `{name}`")
-        if why:
-            raise CompileError(why, stage=STAGE, hint=LOW_BIT_HINT,
-                               location=params_at.get(name) or spec.location or def_loc)
-        buffers.append(rec.add_param(name, spec.shape(), spec.dtype, spec.location))
+        buffers.append(rec.add_param(name, spec.shape(), spec.dtype, params_at.get(name) or spec.location))
     token = activate(rec)
     try:
         result = fn(*buffers)

@@ -11,7 +11,7 @@ import operator
 import types
 
 from ... import registry
-from .base import LOW_BIT, LOW_BIT_HINT, Missing, Names, dtype_name, tile_dtype_hint, unmappable, untileable
+from .base import LOW_BIT, Missing, Names, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
 from .expr import (Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, fold_constant, index_arith, is_index,
@@ -142,7 +142,8 @@ def empty(shape, dtype="float32"):
     dims = _shape(shape, "T.empty")
     rec = current()
     name = rec.target_name(location)
-    why = untileable(dtype_name(dtype), f"the output `{name or 'T.empty'}`")
+    why = untileable(dtype_name(dtype), f"the output `{name or 'T.empty'}`") or \
+        unwritable(dtype_name(dtype), f"the output `{name or 'T.empty'}`")
     if why:
         fail(why, hint=tile_dtype_hint(dtype_name(dtype)))
     return rec.add_param(name, dims, dtype_name(dtype), location)
@@ -169,9 +170,6 @@ def bind_tensor(name: str, value, spec):
                 fail(f"`{name}` is {value!r} but the kernel declares shape {tuple(number(d) for d in spec.dims)}")
     shape = spec.shape()
     rec = current()
-    why = unmappable(spec.dtype, f"tensor `{name}`")
-    if why:
-        fail(why, hint=LOW_BIT_HINT)
     return rec.add_param(name, shape, spec.dtype, user_location())
 
 

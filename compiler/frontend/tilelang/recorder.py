@@ -16,8 +16,8 @@ import contextvars
 from dataclasses import dataclass, field
 
 from ...errors import SourceLocation
-from .base import dtype_name, tile_dtype_hint, untileable
-from .diagnostics import fail
+from .base import LOW_BIT_HINT, declared_as, dtype_name, tile_dtype_hint, untileable, unwritable
+from .diagnostics import fail, note_at
 from .expr import DType, Expr, Load, Var, affine, constant_int, float_text, fold_constant, render_int, wrap
 
 _active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("tilelang_recorder", default=None)
@@ -66,6 +66,7 @@ class Buffer:
         self.name, self.shape, self._dtype, self.scope, self.location = name, tuple(shape), dtype, scope, location
         self.filled_from_dram = False
         self.orientation = Orientation() if len(self.shape) == 1 else None
+        self.declared: str | None = None     # a low-bit dtype the buffer was declared with (stored as bfloat16)
 
     def __repr__(self):
         return f"<{self.scope} buffer {self.name} {self.shape} {self._dtype}>"
@@ -313,7 +314,12 @@ class Recorder:
 
     # ---- structure ----------------------------------------------------------------------------------------
     def add_param(self, name: str, shape, dtype: str, location) -> Buffer:
-        buf = Buffer(self.fresh(name, "arg"), shape, dtype, "global", location)
+        """A tensor argument; a low-bit one (int8, fp8, ...) is read as the bfloat16 it is exactly."""
+        buf = Buffer(self.fresh(name, "arg"), shape, declared_as(dtype), "global", location)
+        if dtype != buf._dtype:
+            buf.declared = dtype
+            note_at(f"`{name}` is {dtype}: read as bfloat16, which holds every {dtype} value exactly (twice the "
+                    "bytes in DRAM)", location)
         self.params.append(buf)
         return buf
 
@@ -346,8 +352,21 @@ class Recorder:
     def emit(self, item, location: SourceLocation | None):
         """`item`: a TileOp, an ElementStore, or a line of text."""
         if isinstance(item, TileOp):
+            self.check_low_bit_write(item, location)
             item = self.versioned(item, location)
         self.lines.append((self.depth, item, location))
+
+    def check_low_bit_write(self, op: TileOp, location) -> None:
+        """A low-bit buffer (read as bfloat16) may be filled from DRAM, never computed into or written out."""
+        dst = op.args[0] if op.args else None
+        if not isinstance(dst, Region) or dst.buffer.declared is None:
+            return
+        src = op.args[1] if len(op.args) > 1 else None
+        if op.name == "copy" and isinstance(src, Region) and src.buffer.scope == "global" and \
+                dst.buffer.scope != "global" and (src.buffer.declared or src.buffer._dtype) == dst.buffer.declared:
+            return
+        what = f"`{dst.buffer.name}`" + (" (an output)" if dst.buffer.scope == "global" else "")
+        fail(unwritable(dst.buffer.declared, what), hint=LOW_BIT_HINT, location=location)
 
     def versioned(self, op: TileOp, location) -> TileOp:
         """A tile filled from DRAM and then computed on (`A_s[i, j] *= s[i]`, common in TileLang) is two buffers:
@@ -468,10 +487,14 @@ class Recorder:
             fail(f"a {len(shape)}-D tile {tuple(shape)}; the Tenstorrent backend takes 2-D tiles and 1-D vectors",
                  location=location)
         name = self.target_name(location)
-        why = untileable(dtype_name(dtype), f"the tile `{name or 'allocated here'}`")
+        dtype = dtype_name(dtype)
+        why = untileable(dtype, f"the tile `{name or 'allocated here'}`")
         if why:
-            fail(why, hint=tile_dtype_hint(dtype_name(dtype)), location=location)
-        return self.new_buffer(name, shape, dtype, scope, location, "tile")
+            fail(why, hint=tile_dtype_hint(dtype), location=location)
+        buf = self.new_buffer(name, shape, declared_as(dtype), scope, location, "tile")
+        if dtype != buf._dtype:
+            buf.declared = dtype
+        return buf
 
     def new_buffer(self, wanted, shape, dtype, scope, location, fallback) -> Buffer:
         buf = Buffer(self.fresh(wanted, fallback), shape, dtype_name(dtype), scope, location)
