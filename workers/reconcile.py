@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from farm.queue import COMPILE_QUEUE, TaskQueue, queue_of
+from farm.queue import TaskQueue, queue_of
 from schemas.jobs import JobRecord
 from schemas.logs import log_lines
 from workers import leases
-
 
 
 @dataclass
@@ -64,10 +63,12 @@ class Reconciler:
         waiting = {job.id: job for job in self.store.active_jobs()
                    if job.status == "queued" and not job.cancel_requested}
         listed: set[str] = set()
-        for queue in sorted({COMPILE_QUEUE} | {queue_of(job) for job in waiting.values()}):
+        for queue in sorted({queue_of(job) for job in waiting.values()}):
             _, fifos = self.store.fair_waiting(queue)
             in_queue = {job_id for ids in fifos.values() for job_id in ids} & waiting.keys()
             listed |= in_queue
+            if not in_queue:  # nothing waits here: no need to ask the broker
+                continue
             missing = len(in_queue) - self.queue.tokens_waiting(queue)
             for _ in range(missing):
                 self.queue.send_token(queue)
