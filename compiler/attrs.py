@@ -244,6 +244,7 @@ SOURCE_FILE = Attr[str]("tt.source_file", str, "the user's file name, for diagno
 ENTRY = Attr[str]("tt.entry", str, "the kernel (or TileLang factory) compiled")
 PIPELINE_STAGES = Attr[int]("tt.pipeline_stages", int, "TileLang's num_stages: the input CBs' depth")
 LOGICAL_SHAPES = Attr[dict]("tt.logical_shapes", dict[str, list[int]], "1-D user tensors the kernel sees as 2-D")
+DECLARED_DTYPES = Attr[dict]("tt.declared_dtypes", dict[str, str], "low-bit user tensors the kernel reads as bfloat16")
 TARGET = Attr[TargetAttr]("tt.target", TargetAttr, "the target, its defaults resolved")
 GRID = Attr[GridAttr]("tt.grid", GridAttr, "the launch grid's variables and extents")
 BUFFERS = Attr[dict]("tt.buffers", dict[str, BufferAttr], "every buffer: role, scope, shape, dtype")
@@ -265,7 +266,7 @@ COMPILE_TIME_ARGS = Attr[list]("tt.compile_time_args", list[CompileTimeArgAttr],
 COMPUTE_CONFIG = Attr[ComputeConfigAttr]("tt.compute_config", ComputeConfigAttr, "the compute kernel's ComputeConfig")
 VERIFICATION = Attr[VerificationAttr]("tt.verification", VerificationAttr, "what TTVerifyProgram checked")
 
-ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, TARGET, GRID, BUFFERS, CONSTANTS,
+ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, DECLARED_DTYPES, TARGET, GRID, BUFFERS, CONSTANTS,
                          ACCUMULATE, SERIAL_GROUP, BLOCKING,
                          LAYOUT_DESC, CB_CONFIG, CORE_GRID, CORE_RANGES, WORK_PARTITION, MULTICAST, KERNEL_ROLE,
                          RUNTIME_ARGS, COMPILE_TIME_ARGS, COMPUTE_CONFIG, VERIFICATION)

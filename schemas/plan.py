@@ -106,6 +106,10 @@ class BufferPlan(_Strict):
     accumulate: bool = Field(default=False, description="an output the kernel adds into (TileLang's T.atomic_add): "
                              "its starting contents are given like an input's and the result is the sum")
     dtype: Literal["float32", "bfloat16", "float16"]
+    declared_dtype: Literal["int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz",
+                            "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"] | None = Field(
+        default=None, description="a low-bit tensor as the kernel declares it, stored as `dtype` (bfloat16 holds each "
+                                  "of its values exactly); inputs are values of it")
     data_format: DataFormat
     layout: Literal["interleaved", "block_sharded"]
     memory: Literal["DRAM", "L1"]

@@ -63,6 +63,7 @@ def build_plan(mod) -> dict:
     work = dict(attrs.WORK_PARTITION.get(compute))
     work["cores"] = [dict(core, blocks=blocks_of(core)) for core in work["cores"]]
     logical = attrs.LOGICAL_SHAPES.get(compute, {}) or {}
+    declared = attrs.DECLARED_DTYPES.get(compute, {}) or {}
     buffers = []
     for name, info in attrs.BUFFERS.get(compute).items():
         if info["scope"] != "global":
@@ -77,6 +78,8 @@ def build_plan(mod) -> dict:
                  "tile_axes": tile_axes, "padded_shape": lay["padded_shape"], "tiles": lay["tiles"],
                  "dram_pages": lay["pages"], "page_bytes": lay["page_bytes"],
                  "size_bytes": lay["pages"] * lay["page_bytes"]}
+        if name in declared:
+            entry["declared_dtype"] = declared[name]
         if "generator" in info:
             entry["generator"] = info["generator"]
         if info.get("accumulate"):

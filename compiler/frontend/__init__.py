@@ -57,6 +57,8 @@ def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None
             func = attrs.PIPELINE_STAGES.on(func, traced.pipeline_stages)
         if traced.logical_shapes:   # 1-D vectors are rows or columns in the TIRx; their users pass 1-D arrays
             func = attrs.LOGICAL_SHAPES.on(func, traced.logical_shapes)
+        if traced.declared_dtypes:
+            func = attrs.DECLARED_DTYPES.on(func, traced.declared_dtypes)
         loaded.func = func
         return loaded
     if params:

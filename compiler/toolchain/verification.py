@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import CompileError
@@ -42,7 +43,24 @@ def given_buffers(plan: dict) -> list[dict]:
 
 def random_inputs(plan: dict, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {b["name"]: rng.uniform(-1.0, 1.0, size=b["shape"]).astype(np.float32) for b in given_buffers(plan)}
+    return {b["name"]: _random(rng, b) for b in given_buffers(plan)}
+
+
+def _random(rng, buffer: dict) -> np.ndarray:
+    """Uniform in [-1, 1); a low-bit tensor's values of its declared dtype (integers over their range, fp8/fp4
+    values rounded from a normal spread)."""
+    declared, shape = buffer.get("declared_dtype"), buffer["shape"]
+    if declared is None:
+        return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+    if declared.startswith(("int", "uint")):
+        info = np.iinfo(getattr(np, declared)) if declared in ("int8", "uint8") else \
+            (-8, 8) if declared == "int4" else (0, 16)
+        low, high = (info.min, info.max + 1) if isinstance(info, np.iinfo) else info
+        return rng.integers(low, high, size=shape).astype(np.float32)
+    spread = rng.standard_normal(size=shape)
+    if declared == "float8_e8m0fnu":     # unsigned powers of two (block scales)
+        spread = np.exp2(np.round(spread * 4))
+    return spread.astype(getattr(ml_dtypes, declared)).astype(np.float32)
 
 
 def zero_inputs(plan: dict) -> dict[str, np.ndarray]:

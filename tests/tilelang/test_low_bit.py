@@ -183,3 +183,23 @@ def test_an_integer_output_is_refused_at_its_declaration():
     assert "the output `indices` is int32" in err.message and "float32 tiles below 2^24" in err.hint
     assert err.location.line == line_of(source, "indices = T.empty")
     assert err.location.col == column_of(source, "indices = T.empty", "T.empty")
+
+
+def test_random_verification_inputs_are_values_of_the_declared_dtype():
+    from compiler.api import compile_source as compile_kernel
+    from compiler.api import emulate as run_emulator
+
+    result = compile_kernel(W8A16, filename="k.py", entry="w8a16")
+    plan = __import__("json").loads(result.artifacts["tt.plan.json"])
+    declared = {b["name"]: b.get("declared_dtype") for b in plan["buffers"]}
+    assert declared == {"A": None, "B": "int8", "Scale": None, "C": None}
+    outcome = run_emulator(result.artifacts, source=W8A16, filename="k.py", entry="w8a16", seed=3)
+    b = outcome.inputs["B"]
+    assert (b == np.round(b)).all() and b.min() >= -128 and b.max() <= 127 and len(np.unique(b)) > 100
+    assert outcome.passed, outcome.verification.render()
+
+    fp8 = compile_kernel(FP8_GEMM, filename="k.py", entry="matmul", params=FP8_PARAMS)
+    outcome = run_emulator(fp8.artifacts, source=FP8_GEMM, filename="k.py", entry="matmul", params=FP8_PARAMS)
+    a = outcome.inputs["A"]
+    np.testing.assert_array_equal(a.astype(ml_dtypes.float8_e4m3fn).astype(np.float32), a)
+    assert outcome.passed, outcome.verification.render()

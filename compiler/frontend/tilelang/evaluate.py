@@ -52,6 +52,7 @@ class TracedKernel:
     line_map: dict[int, SourceLocation]         # generated line -> the user's file:line:col
     pipeline_stages: int                        # max T.Pipelined num_stages (0: none)
     logical_shapes: dict = field(default_factory=dict)   # parameter -> the user's shape where the TIRx one differs
+    declared_dtypes: dict = field(default_factory=dict)  # low-bit parameter -> its dtype (read as bfloat16)
     notes: tuple = ()                           # `file:line:col: note: ...` for the compile log
 
 
@@ -640,4 +641,4 @@ def _finish(rec: Recorder, entry: str, def_loc: SourceLocation) -> tuple:
     if rec.kernel_state == "open":
         raise CompileError("the T.Kernel block did not finish", stage=STAGE, location=def_loc)
     text, line_map = rec.render(entry, def_loc)
-    return entry, text, line_map, rec.stages, rec.logical_shapes()
+    return entry, text, line_map, rec.stages, rec.logical_shapes(), rec.declared_dtypes()

@@ -547,6 +547,11 @@ class Recorder:
                 line(item.text() if isinstance(item, TileOp) else item, location, depth + 1)
         return "\n".join(out) + "\n", where
 
+    def declared_dtypes(self) -> dict[str, str]:
+        """Low-bit parameters (read as bfloat16) and the dtype the user declared: their verification inputs are
+        drawn from that dtype's values."""
+        return {b.name: b.declared for b in self.params if b.declared}
+
     def logical_shapes(self) -> dict[str, list[int]]:
         """Parameters whose user-facing shape differs from the generated TIRx one (1-D vectors)."""
         return {b.name: list(b.shape) for b in self.params if b.vector}
