@@ -62,12 +62,31 @@ def init_kind(name: str) -> str | None:
 class _Hoister:
     def __init__(self, formats: dict[int, str]):
         self.formats = formats
+        # memos keyed by id() (the statements are kept alive beside their answers): loops nest and every level's
+        # fixed point re-walks its body
+        self._elided: dict = {}
+        self._kinds: dict = {}
+        self._specs: dict = {}
+        self._inits: dict = {}
+
+    def spec(self, node):
+        """ops.intrinsic_of, once per node."""
+        if id(node) not in self._specs:
+            self._specs[id(node)] = (node, ops.intrinsic_of(node))
+        return self._specs[id(node)][1]
 
     # ---- what an init sets ----------------------------------------------------------------------------------------
     def init_of(self, stmt) -> tuple[str, tuple] | None:
         """(kind, key) of an init statement: the key is what the engine ends up configured as (CB arguments by
         their data format: the emulator and the LLKs configure by format)."""
-        found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
+        if id(stmt) in self._inits:
+            return self._inits[id(stmt)][1]
+        answer = self._init_of(stmt)
+        self._inits[id(stmt)] = (stmt, answer)
+        return answer
+
+    def _init_of(self, stmt):
+        found = self.spec(stmt) if isinstance(stmt, tirx.Evaluate) else None
         if found is None:
             return None
         spec, args = found
@@ -114,7 +133,7 @@ class _Hoister:
             if len(inits) != 1 or kind in nested:
                 continue
             init = inits[0]
-            name = ops.intrinsic_of(init)[0].name
+            name = self.spec(init)[0].name
             if name in NEVER_MOVED or _uses_any(init, bound):
                 continue
             before = body[:next(k for k, s in enumerate(body) if s.same_as(init))]
@@ -128,24 +147,26 @@ class _Hoister:
         return tirx.SeqStmt(hoisted + [loop])
 
     def kinds_inside(self, stmt) -> set[str]:
+        if id(stmt) in self._kinds:
+            return self._kinds[id(stmt)][1]
         out: set[str] = set()
 
         def visit(node):
             found = self.init_of(node)
             if found is not None:
                 out.add(found[0])
-            spec = ops.intrinsic_of(node)
+            spec = self.spec(node)
             if spec is not None and spec[0].name in STARTUP:
                 out.update(KINDS)
         for node in _evaluates(stmt):
             visit(node)
+        self._kinds[id(stmt)] = (stmt, out)
         return out
 
-    @staticmethod
-    def kinds_used(stmt) -> set[str]:
+    def kinds_used(self, stmt) -> set[str]:
         out: set[str] = set()
         for node in _evaluates(stmt):
-            spec = ops.intrinsic_of(node)
+            spec = self.spec(node)
             if spec is not None:
                 out |= uses_kind(spec[0].name)
         return out
@@ -153,8 +174,14 @@ class _Hoister:
     # ---- 2. elision ------------------------------------------------------------------------------------------------
     def elide(self, stmt, state: dict) -> tuple[object, dict]:
         """(the statement without redundant inits, the configuration after it)."""
+        key = (id(stmt), tuple(sorted(state.items())))
+        if key not in self._elided:
+            self._elided[key] = (stmt, self._elide(stmt, state))
+        return self._elided[key][1]
+
+    def _elide(self, stmt, state: dict) -> tuple[object, dict]:
         if isinstance(stmt, tirx.Evaluate):
-            spec = ops.intrinsic_of(stmt)
+            spec = self.spec(stmt)
             if spec is not None and spec[0].name in STARTUP:
                 return stmt, {}
             found = self.init_of(stmt)
