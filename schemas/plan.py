@@ -138,6 +138,9 @@ class CircularBufferPlan(_Strict):
                                     "the accumulator's last K step packs into): one allocation, two views")
     shard_of: Identifier | None = Field(default=None, description="the L1-sharded tensor whose core's shard this "
                                                                    "CB's pages are (placed on it)")
+    tile_order: Literal["row_major", "column_major"] = Field(
+        default="row_major", description="the order of a block's tiles in the CB's pages: column by column for the "
+                                         "B operand of a transposed matmul (Q @ K^T's K), row by row otherwise")
 
 
 class RuntimeArg(_Strict):

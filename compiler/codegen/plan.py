@@ -89,6 +89,7 @@ def build_plan(mod) -> dict:
         buffers.append(entry)
     # a CB that shares another's L1 (an output CB over the accumulator it is packed from) adds no bytes
     cbs = [dict(c, shares_with=c.get("shares_with"), shard_of=c.get("shard_of"),
+                tile_order=c.get("tile_order", "row_major"),
                 total_bytes=0 if c.get("shares_with") is not None else c["page_bytes"] * c["num_pages"])
            for c in attrs.CB_CONFIG.get(compute)]
     multicast = multicast_plan(attrs.MULTICAST.get(compute, []) or [], {c["index"]: c for c in cbs})

@@ -70,6 +70,7 @@ class AxisClass:
     var: object = None                               # the index tiling it (grid or loop var)
     block: int = 0                                   # its block size in elements
     dim: int = 0
+    merged_by_model: bool = False                    # a loop's steps merge by evaluation, not mere accumulation
 
 
 class Analysis:
@@ -322,6 +323,7 @@ class Tiling:
             reason = self.accumulation_only(loop, c)
             if reason and self.steps_merge(loop, c):
                 reason = None      # not mere accumulation, but two steps still equal one (an online softmax)
+                c.merged_by_model = True
             if reason:
                 c.fixed.append(reason)
                 return
@@ -670,7 +672,8 @@ class Chooser:
             c = self.t.classes[roots[0]]
             b = blocks.get(roots[0], c.block)
             lines.append(f"loop `{v.name}`: {c.dim} elements in steps of {c.block} -> {b} "
-                         f"({ceil_div(c.dim, b)} steps; merged steps leave the same results)")
+                         f"({ceil_div(c.dim, b)} steps; merged steps "
+                         f"{'leave the same results' if c.merged_by_model else 'only accumulate'})")
         for v in self.a.loops:
             if lookup(self.t.by_var, v) is None and _driven(self.t, v):
                 lines.append(f"loop `{v.name}`: steps as written ({_why_fixed(self.t, v)})")

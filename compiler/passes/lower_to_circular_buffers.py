@@ -171,6 +171,31 @@ class Shards:
         return attrs.LAYOUT_DESC.on(func, layouts)
 
 
+def transposed_operands(func) -> set[str]:
+    """Staging tiles read from DRAM whose only use is the B operand of transposed gemms (attention's K in Q @ K^T):
+    their CB holds the tiles column by column, so the K-step's tiles of consecutive output columns are consecutive
+    pages and one matmul_block (transposing each tile as it unpacks it) computes a run of output columns, as ttnn's
+    SDPA reader lays K out."""
+    as_b_t: set[str] = set()
+    other: set[str] = set()
+
+    def visit(call):
+        name = op_name(call)
+        regions = [region_of(a) for a in call.args]
+        if name == "copy" and any(r is not None and r.scope == "global" for r in regions[:2]):
+            return
+        for k, r in enumerate(regions):
+            if r is None:
+                continue
+            if name == "gemm" and k == 2 and bool(call.args[5]) and not bool(call.args[4]):
+                as_b_t.add(r.name)
+            else:
+                other.add(r.name)
+    tvm_ffi.structural_walk(func.body, (tirx.TilePrimitiveCall, visit), order="pre")
+    staging = {n for n, info in attrs.BUFFERS.get(func).items() if info["role"] == "staging"}
+    return (as_b_t - other) & staging
+
+
 @tirx.transform.prim_func_pass(opt_level=0, name="TTLowerToCircularBuffers")
 def lower_to_circular_buffers(func, mod, ctx):
     target = attrs.TARGET.get(func)
@@ -197,6 +222,7 @@ def lower_to_circular_buffers(func, mod, ctx):
         return analyzer.simplify(row), analyzer.simplify(col)
 
     shards = Shards(func, page_origin, analyzer)
+    column_major = transposed_operands(func)
 
     def lower_copy(call):
         if op_name(call) != "copy":
@@ -223,10 +249,15 @@ def lower_to_circular_buffers(func, mod, ctx):
                 # own earlier writes of them have landed
                 cb["producer"] = "writer"
                 after_writes = [ops.call("write_barrier_before_read", cb["index"])]
+            if dst.name in column_major:
+                cb["tile_order"] = "column_major"
+
+            def page(tr, tc):
+                return tc * rows + tr if dst.name in column_major else tr * cols + tc
             return seq(after_writes + [
                 ops.call("cb_reserve_back", cb["index"], ntiles),
                 _tile_loops(rows, cols, lambda tr, tc: ops.call(
-                    "read_tile", cb["index"], tr * cols + tc, src.name, r0 + tr, c0 + tc)),
+                    "read_tile", cb["index"], page(tr, tc), src.name, r0 + tr, c0 + tc)),
                 ops.call("noc_async_read_barrier", cb["index"]),
                 ops.call("cb_push_back", cb["index"], ntiles),
                 ops.call("compute_receive", cb["index"], dst.name),

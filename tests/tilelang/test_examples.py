@@ -150,3 +150,25 @@ def test_causal_flag_given_as_text_changes_the_kernel():
                                   params={**base, "causal": flag}) for flag in ("true", "false", "1", "0", "False")}
     masked = {flag: any(b["role"] == "constant" for b in r.plan["buffers"]) for flag, r in plans.items()}
     assert masked == {"true": True, "false": False, "1": True, "0": False, "False": False}
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_attention_key_loop_merged_and_qk_as_block_matmuls(arch):
+    """Flash attention (unmodified, block_N=64) at 2048 keys: the online softmax's key loop is re-tiled to steps of
+    8 key tiles (the steps merge, TTChooseBlocks), K's CB holds its tiles column by column so Q @ K^T is one
+    matmul_block per K tile over a run of output columns (transposing each K tile), and the result verifies."""
+    path = EXAMPLES / "flash_attention.py"
+    source = path.read_text()
+    params = dict(batch=1, heads=1, seq_len=2048, dim=64, causal=False)
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename=str(path), entry="flash_attention", params=params, target=target)
+    explain = " ".join(result.plan["schedule"]["explain"])
+    assert "loop `kb`: 2048 elements in steps of 64 -> 256 (8 steps; merged steps leave the same results)" in explain
+    cbs = {cb["buffer"]: cb for cb in result.plan["circular_buffers"]}
+    assert cbs["k"]["tile_order"] == "column_major" and cbs["v"]["tile_order"] == "row_major"
+    compute = result.artifacts["compute.cpp"].decode()
+    assert "matmul_tiles" not in compute
+    assert "matmul_block_init(cb_q, cb_k, 1," in compute
+    outcome = emulate(result.artifacts, target=target, source=source, filename=str(path), entry="flash_attention",
+                      params=params, seed=5)
+    assert outcome.passed, outcome.verification.render()

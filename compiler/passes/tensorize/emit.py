@@ -521,7 +521,21 @@ class Emitter:
     def cb_src(self, buffer: str, i, j, bcast=None) -> Src:
         tz = self.tz
         cb = tz.cb_of(buffer)
-        return Src("cb", cb=cb, index=i * tz.tiles(buffer)[1] + j, bcast=bcast, fp32=tz.is_fp32(cb))
+        return Src("cb", cb=cb, index=self.page(buffer, i, j), bcast=bcast, fp32=tz.is_fp32(cb))
+
+    def page(self, buffer: str, i, j):
+        """Tile (i, j)'s page in the buffer's CB: row by row, or column by column for a transposed gemm operand
+        (TTLowerToCircularBuffers' tile_order)."""
+        rows, cols = self.tz.tiles(buffer)
+        return j * rows + i if self.column_major(buffer) else i * cols + j
+
+    def column_major(self, buffer: str) -> bool:
+        return self.tz.cbs[self.tz.cb_of(buffer)].get("tile_order") == "column_major"
+
+    def blockable(self, info) -> bool:
+        """Can the gemm run as matmul_block calls? B as stored, or transposed with its tiles column by column
+        (a run of output columns is then a run of B's pages)."""
+        return not bool(info.call.args[5]) or self.column_major(info.operands[1].region.name)
 
     def src(self, operand, i, j) -> Src:
         """An operand of the op at tile (i, j) of its destination region."""
@@ -607,10 +621,10 @@ class Emitter:
         start = [] if info.accumulates or fresh else self.strategies.fill(slot, 0.0)
 
         def a_index(kk):
-            return (ar + i) * a_cols + ac + kk
+            return self.page(a.name, ar + i, ac + kk)
 
         def b_index(kk):
-            return (br + j) * b_cols + bc + kk if transpose_b else (br + kk) * b_cols + bc + j
+            return self.page(b.name, br + j, bc + kk) if transpose_b else self.page(b.name, br + kk, bc + j)
         src_a = Src("cb", cb=ca)
         src_b = Src("cb", cb=cb)
         if tz.first_gemm is None:
@@ -619,8 +633,8 @@ class Emitter:
 
     def gemm_group(self, info, fresh: bool, rows_b: int, cols_b: int) -> list | None:
         """The window's group of DST slots as one matmul_block per K tile, when the group is an rt x ct rectangle of
-        the destination (whole rows, or a run within one row) and B is not transposed; None otherwise."""
-        if info.name != "gemm" or bool(info.call.args[5]) or self.group < 2 or (rows_b, cols_b) != info.grid:
+        the destination (whole rows, or a run within one row) and B is blockable; None otherwise."""
+        if info.name != "gemm" or not self.blockable(info) or self.group < 2 or (rows_b, cols_b) != info.grid:
             return None
         if cols_b % self.group == 0:
             rt, ct = 1, self.group
@@ -642,19 +656,24 @@ class Emitter:
         a, b = (o.region for o in info.operands)
         ca, cb = tz.cb_of(a.name), tz.cb_of(b.name)
         (ar, ac), (br, bc) = _tile_origin(a), _tile_origin(b)
-        a_cols, b_cols = tz.tiles(a.name)[1], tz.tiles(b.name)[1]
+        a_cols = tz.tiles(a.name)[1]
+        transpose_b = bool(info.call.args[5])
         if tz.first_gemm is None:
             tz.first_gemm = (ca, cb)
+        # B's tiles for consecutive output columns are consecutive pages: row-major B, or transposed B stored
+        # column by column (each tile transposed by the unpacker)
+        b_index = (lambda kk: self.page(b.name, br + j, bc + kk)) if transpose_b else \
+            (lambda kk: self.page(b.name, br + kk, bc + j))
         return self.strategies.gemm_block(
-            slot, Src("cb", cb=ca), Src("cb", cb=cb), -(-a.extents[1] // TILE), lambda kk: (ar + i) * a_cols + ac + kk,
-            lambda kk: (br + kk) * b_cols + bc + j, rt, ct, a_cols)
+            slot, Src("cb", cb=ca), Src("cb", cb=cb), -(-a.extents[1] // TILE), lambda kk: self.page(a.name, ar + i, ac + kk),
+            b_index, rt, ct, a_cols, transpose_b)
 
     def gemm_flat(self, info, fresh: bool, r0: int, c0: int, rows: int, cols: int, dst_cols: int) -> list | None:
         """A gemm in a flat window (its destination stays in DST for the whole window) whose destination spans
         whole rows of its buffer, as one matmul_block per K tile over the whole rt x ct destination (its DST slots
-        are consecutive and row-major, as matmul_block lays them out). None otherwise (B transposed, a part of
-        the rows, a single tile): a matmul_tiles per tile."""
-        if info.name != "gemm" or bool(info.call.args[5]) or rows * cols < 2 or cols != dst_cols or c0 != 0:
+        are consecutive and row-major, as matmul_block lays them out). None otherwise (B transposed as stored, a part
+        of the rows, a single tile): a matmul_tiles per tile."""
+        if info.name != "gemm" or not self.blockable(info) or rows * cols < 2 or cols != dst_cols or c0 != 0:
             return None
         base = self.base[info.dst.name] + r0 * dst_cols
         start = [] if info.accumulates or fresh else self.tile_loops(

@@ -6,7 +6,8 @@ a scalar. The strategies:
 
 - gemm: matmul_tiles over K into the destination slot (which holds C when accumulating); a group of DST slots
   that is an rt x ct rectangle of the output, row-major, gets one matmul_block per K tile instead (one LLK call
-  for rt*ct tile products: the per-call cost is what bounds small tile ops);
+  for rt*ct tile products: the per-call cost is what bounds small tile ops) -- for a transposed B too when its
+  CB holds the tiles column by column (the unpacker transposes each tile);
 - sum/max over the row: reduce_tile over the source row's tiles with the scaler CB (max starts from -inf);
 - add/sub/mul of two CB tiles: the FPU in one op, `*_tiles_bcast_{cols,rows,scalar}` for a broadcast second
   operand (16-bit data only: fp32 would lose bits in the FPU's 19-bit source registers);
@@ -167,13 +168,16 @@ class Strategies:
         return [ops.call("matmul_init", a.cb, b.cb, int(transpose_b)), loop]
 
     @staticmethod
-    def gemm_block(dst_slot, a: Src, b: Src, k_tiles: int, a_index, b_index, rt: int, ct: int, a_stride: int) -> list:
-        """DST[dst_slot + r*ct + c] += sum over kk of A[a_index(kk) + r*a_stride] @ B[b_index(kk) + c]."""
+    def gemm_block(dst_slot, a: Src, b: Src, k_tiles: int, a_index, b_index, rt: int, ct: int, a_stride: int,
+                   transpose_b: bool = False) -> list:
+        """DST[dst_slot + r*ct + c] += sum over kk of A[a_index(kk) + r*a_stride] @ B[b_index(kk) + c] (each B tile
+        transposed with `transpose_b`)."""
         kk = tirx.Var("kk", "int32") if k_tiles > 1 else i32(0)
-        step = ops.call("matmul_block", a.cb, b.cb, a_index(kk), b_index(kk), dst_slot, i32(0), i32(ct), i32(rt),
+        t = i32(int(transpose_b))
+        step = ops.call("matmul_block", a.cb, b.cb, a_index(kk), b_index(kk), dst_slot, t, i32(ct), i32(rt),
                         i32(a_stride))
         loop = tirx.For(kk, 0, k_tiles, tirx.ForKind.SERIAL, step) if k_tiles > 1 else step
-        return [ops.call("matmul_block_init", a.cb, b.cb, i32(0), i32(ct), i32(rt), i32(a_stride)), loop]
+        return [ops.call("matmul_block_init", a.cb, b.cb, t, i32(ct), i32(rt), i32(a_stride)), loop]
 
     def reduce(self, pool: str, dst_slot, src: Src, k_tiles: int, index, start: list) -> list:
         """dst = start (fill/load) then reduce_tile over the source row's k_tiles tiles (index(kt))."""
