@@ -70,21 +70,26 @@ def _lease_of(job: JobRecord) -> tuple:
 class LeaseWatch:
     """Which running jobs lost their worker, as one sweeper sees it: a lease that did not change for `lease_s` of the
     sweeper's own clock while it could read the store, or whose holder was a process of this host that is gone; a
-    job claimed before leases existed, `legacy_after_s` after it started. After the store was unreachable (forget():
-    a failed read, or one that took over half a lease, waiting out an outage) every lease gets `lease_s` again: the
-    renewals of live workers failed too."""
+    job claimed before leases existed, `legacy_after_s` after it started. Every lease gets `lease_s` again after the
+    store was unreachable (forget(): a failed read) or the sweeper could not look for over half a lease (stopped,
+    starved, or its read waited out an outage): the renewals of live workers may have failed or stopped with it."""
 
     def __init__(self, lease_s: float, legacy_after_s: float):
         self.lease_s, self.legacy_after_s = lease_s, legacy_after_s
         self._seen: dict[str, tuple[tuple, float]] = {}  # job id -> (its lease, when this watcher first saw it)
+        self._looked: float | None = None               # when this watcher last looked
 
     def forget(self) -> None:
         self._seen.clear()
+        self._looked = None
 
     def stale(self, jobs: Iterable[JobRecord], now: float | None = None) -> list[tuple[JobRecord, tuple]]:
         """The running jobs among `jobs` (just read from the store) whose worker is lost, each with the lease that
         went stale."""
         now = time.monotonic() if now is None else now
+        if self._looked is not None and now - self._looked > self.lease_s / 2:
+            self._seen.clear()  # what happened meanwhile is not known: every lease starts afresh
+        self._looked = now
         found, seen = [], {}
         for job in jobs:
             if job.status != "running":
@@ -207,11 +212,8 @@ class Keeper:
 
 def sweep(store, watch: LeaseWatch, *, requeue: Callable[[JobRecord], None]) -> list[str]:
     """Queue again (or fail) every running job whose worker is lost (`watch`). Returns the ids it changed."""
-    changed, asked = [], time.monotonic()
-    running = store.active_jobs()
-    if time.monotonic() - asked > watch.lease_s / 2:  # the store kept us waiting: it was down, renewals failed too
-        watch.forget()
-    for candidate, lease in watch.stale(running):
+    changed = []
+    for candidate, lease in watch.stale(store.active_jobs()):  # looked at once the read returned
         reaped = {}
         updated = store.mutate(candidate.id, lambda job: _reap(job, lease, reaped),
                                log=lambda job: _reaped_line(job, reaped.get("stage", "compile")))
