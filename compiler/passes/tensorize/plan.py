@@ -24,6 +24,7 @@ from tvm import tirx
 
 from ... import ops
 from ...ir import Region, is_transposed, op_name, region_of, scalar_of, stmts_of
+from ... import registry
 from ...registry import BINARY, REDUCE, UNARY
 from ...target import TILE
 
@@ -153,7 +154,10 @@ class Window:
             return False                   # packed at the end: a later write would change what was sent
         if not self.is_compute(info.dst.name):
             return False
-        scratch = max(self.scratch, 1 if info.name in BINARY else 0)
+        # binary ops keep a scratch slot for an operand; one whose SFPU call reads its second operand from the tile
+        # after its first (mask_tile: T.tile.keep) two adjacent ones
+        scratch = max(self.scratch, (1 if registry.TILE_OPS[info.name].sfpu.standard_call else 2)
+                      if info.name in BINARY else 0)
         buffers = self.dst_buffers([info.dst.name])
         grouped = not self.flat and info.whole and (self.grid is None or info.grid == self.grid)
         if grouped:

@@ -129,6 +129,8 @@ class Strategies:
             kind = BCAST_KIND[b.bcast]
             return [ops.call(f"{fpu}_bcast_{kind}_init", a.cb, b.cb),
                     ops.call(f"{fpu}_tiles_bcast_{kind}", a.cb, b.cb, a.index, b.index, dst_slot)]
+        if not op.sfpu.standard_call:
+            return self.next_slot_operand(op.sfpu, dst_slot, a, b, scratch)
         # SFPU: both operands in DST slots; a CB operand goes to the destination slot unless the destination is
         # the other operand, then to the scratch slot
         out, slots = [], []
@@ -142,23 +144,16 @@ class Strategies:
             self.scratch_used |= target is scratch
             out += self.load(s, target)
             slots.append(target)
-        if op.sfpu.standard_call:
-            return out + [ops.call(op.sfpu.init), ops.call(op.sfpu.call, slots[0], slots[1], dst_slot)]
-        return out + self.in_place(op.sfpu, dst_slot, slots, loaded=[s.kind != "dst" for s in (a, b)],
-                                   scratch=scratch)
+        return out + [ops.call(op.sfpu.init), ops.call(op.sfpu.call, slots[0], slots[1], dst_slot)]
 
-    def in_place(self, fn, dst_slot, slots: list, loaded: list, scratch) -> list:
-        """An SFPU function that writes its first operand's slot (mask_tile): computed where that operand may be
-        overwritten (a slot it was loaded into, or the destination), then moved to the destination."""
-        (a, b), out = slots, []
-        where = a
-        if not (loaded[0] or same_slot(a, dst_slot)):       # a live value: work on a copy of it
-            where = scratch if same_slot(b, dst_slot) else dst_slot
-            out += self.load(Src("dst", slot=a), where)
-        out += [ops.call(fn.init), ops.call(fn.call, where, b)]
-        if not same_slot(where, dst_slot):
-            out += self.load(Src("dst", slot=where), dst_slot)
-        return out
+    def next_slot_operand(self, fn, dst_slot, a: Src, b: Src, scratch) -> list:
+        """An SFPU function whose second operand is the DST tile after its first, which it overwrites (mask_tile:
+        the LLK reads the mask at dst_reg[32], whatever index it is given): the operands go to the window's two
+        scratch slots, the result to the destination."""
+        self.scratch_used = True
+        after = scratch + 1
+        return self.load(a, scratch) + self.load(b, after) + [ops.call(fn.init), ops.call(fn.call, scratch, after)] \
+            + self.load(Src("dst", slot=scratch), dst_slot)
 
     def gemm(self, dst_slot, a: Src, b: Src, transpose_b: bool, k_tiles: int, a_index, b_index) -> list:
         """dst += A @ B over k_tiles; a_index(kk) / b_index(kk) give the operand tiles."""
