@@ -108,20 +108,24 @@ class LeaseWatch:
         return found
 
 
-def _unreachable(error: Exception) -> bool:
-    """The job store is down or restarting (Redis: connection refused or lost, no answer in time, loading its data)."""
+def _unavailable(error: Exception) -> bool:
+    """The job store says "not now" (Redis: connection refused or lost, no answer in time, loading its data, out of
+    memory, read-only): the call may be made again (a job's writes set its state; one whose answer was lost with
+    the connection may count a counter twice)."""
     try:
-        from redis.exceptions import ConnectionError as Unreachable, TimeoutError as NoAnswer
+        from redis import exceptions
     except ImportError:  # embedded mode: SQLite waits for its own locks
         return False
-    return isinstance(error, (Unreachable, NoAnswer))
+    return isinstance(error, (exceptions.ConnectionError, exceptions.TimeoutError, exceptions.OutOfMemoryError,
+                              exceptions.ReadOnlyError))
 
 
 class Fenced:
     """The job store as one lease holder may write it: a change to its job is applied only while the lease is its
-    own. Everything else passes through. Every call waits out a store outage of up to `patience_s` (Redis restarting):
-    the worker goes on with its job and writes what it did once the store is back, still under its lease (a sweeper
-    gives every lease a fresh start after an outage), instead of failing the job or leaving it to be run again."""
+    own. Everything else passes through. Every call waits out a store outage of up to `patience_s` (Redis restarting
+    or out of memory): the worker goes on with its job and writes what it did once the store is back, still under its
+    lease (a sweeper gives every lease a fresh start after an outage), instead of failing the job or leaving it to be
+    run again."""
 
     def __init__(self, store, job_id: str, holder: str, patience_s: float = 0.0, log=None):
         self._store, self._job_id, self._holder = store, job_id, holder
@@ -133,10 +137,10 @@ class Fenced:
             try:
                 return call(*args, **kwargs)
             except Exception as error:
-                if not _unreachable(error) or time.monotonic() + pause > deadline:
+                if not _unavailable(error) or time.monotonic() + pause > deadline:
                     raise
                 if self._log is not None and pause == 0.2:
-                    self._log.warning("job %s: the job store is unreachable (%s); waiting up to %g s for it",
+                    self._log.warning("job %s: the job store is unavailable (%s); waiting up to %g s for it",
                                       self._job_id, error, self._patience_s)
             time.sleep(pause)
             pause = min(pause * 2, 2.0)

@@ -132,7 +132,7 @@ def test_a_stage_that_runs_through_a_redis_outage_is_kept_not_run_again(own_redi
         gate.open()
         # the stage reached the store during the outage: it waits for it (or, as before, the task failed)
         until(lambda: any(said in worker.log.read_text(errors="replace")
-                          for said in ("the job store is unreachable", "raised unexpected")), 60, worker.tail())
+                          for said in ("the job store is unavailable", "raised unexpected")), 60, worker.tail())
         until(lambda: time.time() > lease_until + 2, 60, "")  # the outage outlasts the lease
         own_redis.start()
         final = stack.wait(job_id, timeout=BOUND_S)
@@ -140,6 +140,34 @@ def test_a_stage_that_runs_through_a_redis_outage_is_kept_not_run_again(own_redi
         log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
         assert "previous attempt was lost" not in log and "internal error" not in log, log
     finally:
+        gate.open()
+        stack.stop()
+
+
+def test_a_stage_that_runs_while_redis_is_out_of_memory_is_kept_not_run_again(own_redis, tmp_path):
+    """Redis reaches its maxmemory (every write refused with OOM, reads still answered) while a job is held at the
+    start of its compile stage; let go, the stage's writes are refused, and so are its lease's renewals, for longer
+    than the lease. Once memory is freed the job succeeds on its first attempt (not failed, not run again)."""
+    gate = Gate(tmp_path / "hold", closed=True)
+    stack = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", tmp_path, **SHORT_LEASE)
+    server = redis.Redis(port=own_redis.port)
+    try:
+        worker = stack.start_worker(**gate.env)
+        job_id = stack.submit(unique(kernel("gemm.py")))["id"]
+        until(lambda: stack.client.get(f"/v1/jobs/{job_id}").json()["status"] == "running", 60, "never ran")
+        server.config_set("maxmemory", 1)  # below what it holds: out of memory, every write refused (noeviction)
+        lease_until = job_store(stack).get(job_id).lease_until
+        gate.open()
+        until(lambda: any(said in worker.log.read_text(errors="replace")
+                          for said in ("the job store is unavailable", "raised unexpected")), 60, worker.tail())
+        until(lambda: time.time() > lease_until + 2, 60, "")  # refused for longer than the lease
+        server.config_set("maxmemory", 0)
+        final = stack.wait(job_id, timeout=BOUND_S)
+        assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
+        assert "previous attempt was lost" not in log and "internal error" not in log, log
+    finally:
+        server.config_set("maxmemory", 0)
         gate.open()
         stack.stop()
 
