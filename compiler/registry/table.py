@@ -55,10 +55,13 @@ UNARY_MAX = Sfpu("UnaryMax", "unary_max_tile", "unary_max_tile_init", "compute_k
 UNARY_MIN = Sfpu("UnaryMin", "unary_min_tile", "unary_min_tile_init", "compute_kernel_api.h", "unary_param", SIMPLE,
                  "x < s ? x : s")
 
-# comparisons with zero (api/compute/eltwise_unary/comp.h): 1.0 where the test holds, 0.0 elsewhere
-_ZERO_TESTS = (("gtz", ">"), ("gez", ">="), ("ltz", "<"), ("lez", "<="), ("eqz", "=="), ("nez", "!="))
+# comparisons with zero (api/compute/eltwise_unary/comp.h): 1.0 where the test holds, 0.0 elsewhere. As the LLK
+# (ckernel_sfpu_comp.h) computes them: `v < 0` is the SFPU's sign test, so ltz/gez take -0.0 (and a NaN with its sign
+# bit set) as negative; gtz, lez, eqz and nez agree with IEEE comparisons on +-0
+_ZERO_TESTS = (("gtz", "x > 0.0f"), ("gez", "!std::signbit(x)"), ("ltz", "std::signbit(x)"), ("lez", "x <= 0.0f"),
+               ("eqz", "x == 0.0f"), ("nez", "x != 0.0f"))
 COMPARE_WITH_ZERO = {name: Sfpu(name.capitalize(), f"{name}_tile", f"{name}_tile_init", "eltwise_unary/comp.h", "unary",
-                                SIMPLE, f"x {op} 0.0f ? 1.0f : 0.0f") for name, op in _ZERO_TESTS}
+                                SIMPLE, f"{test} ? 1.0f : 0.0f") for name, test in _ZERO_TESTS}
 # mask_tile(data, mask): DST[data] = 0 where DST[mask] == 0, in place (a select's two halves are added)
 MASK = Sfpu("Mask", "mask_tile", "mask_tile_init", "mask.h", "binary", SIMPLE, "b == 0.0f ? 0.0f : a",
             standard_call=False, api=False)
@@ -109,11 +112,13 @@ TILE_OPS = (
     # keep(a, m): a where m != 0, else 0 -- T.if_then_else on data values is keep(a, c) + keep(b, eqz(c))
     TileOp("keep", "binary", lambda a, m: np.where(m != 0, a, np.float32(0)), lambda a, m: a if m != 0 else 0.0,
            tvm_builtin=False, sfpu=MASK),
-    *(TileOp(name, "unary", (lambda f: lambda x: f(x, 0).astype(np.float32))(getattr(np, ufunc)),
-             (lambda f: lambda x: float(f(x, 0)))(getattr(operator, fn)), tvm_builtin=False,
-             lowering=(COMPARE_WITH_ZERO[name],))
-      for name, ufunc, fn in (("gtz", "greater", "gt"), ("gez", "greater_equal", "ge"), ("ltz", "less", "lt"),
-                              ("lez", "less_equal", "le"), ("eqz", "equal", "eq"), ("nez", "not_equal", "ne"))),
+    *(TileOp(name, "unary", (lambda f: lambda x: f(x).astype(np.float32))(numpy_test),
+             (lambda f: lambda x: float(f(x)))(scalar_test), tvm_builtin=False, lowering=(COMPARE_WITH_ZERO[name],))
+      for name, numpy_test, scalar_test in (
+          ("gtz", lambda x: x > 0, lambda x: x > 0), ("lez", lambda x: x <= 0, lambda x: x <= 0),
+          ("eqz", lambda x: x == 0, lambda x: x == 0), ("nez", lambda x: x != 0, lambda x: x != 0),
+          ("ltz", np.signbit, lambda x: math.copysign(1.0, x) < 0),
+          ("gez", lambda x: ~np.signbit(x), lambda x: math.copysign(1.0, x) > 0))),
     TileOp("exp", "unary", np.exp, math.exp, tilelang=("exp",), affine=True, tvm_scalar="exp", lowering=(EXP,)),
     TileOp("exp2", "unary", np.exp2, lambda x: 2.0 ** x, tilelang=("exp2",), affine=True, tvm_scalar="exp2",
            lowering=(Scale(LN2), EXP)),                     # 2^x = e^(x ln 2)

@@ -316,6 +316,8 @@ class StoreLowering:
                     return Const(float(op))
                 b = Const(limit)
             x = a if self.is_scalar(b) and self.scalar(b) == 0.0 else Bin("-", a, b)
+            if op in ("<", ">="):      # the SFPU's ltz/gez test the sign bit (-0.0 < 0): x < 0 is -x > 0
+                x, op = Bin("*", x, Const(-1.0)), FLIPPED[op]
             return Call(ZERO_TEST[op], (x,))
         if isinstance(e, Logic):
             parts = [self.condition(x) for x in e.args]
