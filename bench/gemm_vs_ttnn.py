@@ -19,7 +19,7 @@ ttnn's kernels given tilefarm's block structure (`ttnn_at_blocks`: tilefarm's pe
 shape read off the compiled program, as a MatmulConfig: per_core and out block = tilefarm's block, in0_block_w =
 its K step in tiles, out subblock = its matmul_block rt x ct, packer L1 accumulation) - what of the difference is
 the blocking and what is the kernels. bench/gemm_sensitivity.py moves every fitted or estimated constant.
-Usage: python bench/gemm_vs_ttnn.py [--quick]   (--quick: 1024^3 and 2048^3 on wormhole_b0 only)
+Usage: python bench/gemm_vs_ttnn.py [--quick] [--n N]   (--quick: 1024^3 and 2048^3 on wormhole_b0 only; --n: one shape)
 """
 from __future__ import annotations
 
@@ -100,16 +100,18 @@ def tilefarm_us(compiled, arch: str, work: Path, overrides: dict | None = None) 
 def ttnn_at_blocks(compiled, n: int, fidelity: str, fp32_dest: bool) -> MatmulConfig:
     """ttnn's 2-D multicast matmul given tilefarm's block structure: the per-core block and K step of the A and B
     circular buffers (tiles [rows, cols]) and the output run of its matmul_block calls (rt x ct, from the compute
-    kernel's matmul_block_init(in0, in1, transpose, ct, rt, kt)), as the program config's per_core / out block,
-    in0_block_w and out subblock."""
+    kernel's matmul_block_init(in0, in1, transpose, ct, rt, kt)), as the program config's out block, in0_block_w
+    and out subblock."""
     cbs = {cb["buffer"]: cb for cb in compiled.plan["circular_buffers"]}
     (per_m, k_tiles), (_, per_n) = cbs["A_shared"]["tiles"], cbs["B_shared"]["tiles"]
     compute = compiled.artifacts["compute.cpp"].decode()
     call = re.search(r"matmul_block_init\(\s*\w+,\s*\w+,\s*\d+,\s*(\d+),\s*(\d+),\s*(\d+)\)", compute)
     ct, rt = int(call.group(1)), int(call.group(2))
     gx, gy = compiled.plan["core_grid"]
+    # ttnn gives each core one M x N slice of the grid; tilefarm's blocks are its out blocks (two or more per core
+    # when tilefarm's block is smaller than the slice)
     return MatmulConfig(n, n, n, (gx, gy), in0_block_w=k_tiles, out_subblock_h=rt, out_subblock_w=ct,
-                        per_core_m=per_m, per_core_n=per_n, out_block_h=per_m, out_block_w=per_n,
+                        per_core_m=n // 32 // gy, per_core_n=n // 32 // gx, out_block_h=per_m, out_block_w=per_n,
                         packer_l1_acc=True, math_fidelity=FIDELITY[fidelity], math_approx_mode=True, no_data=True,
                         fp32_dest_acc_en=fp32_dest)
 
@@ -118,6 +120,9 @@ def main() -> None:
     quick = "--quick" in sys.argv
     archs = ["wormhole_b0"] if quick else ["wormhole_b0", "blackhole"]
     shapes = SHAPES[:2] if quick else SHAPES
+    if "--n" in sys.argv:   # one shape only (e.g. --n 4096, the shape the claim is made at)
+        only = int(sys.argv[sys.argv.index("--n") + 1])
+        shapes = [s for s in shapes if s[0] == only]
     print("| arch | n^3 | fidelity | accumulator | ttnn (own config) us | ttnn (tilefarm's blocks) us | "
           "tilefarm us (8x8) | tilefarm / ttnn own | tilefarm / ttnn at tilefarm's blocks | ttnn measured us | "
           "tilefarm util | tilefarm DRAM read / min | ttnn own config | tilefarm's blocks |")
@@ -143,9 +148,10 @@ def main() -> None:
                               f"{f'{ttnn_blocks:.1f}' if ttnn_blocks else 'not run'} | "
                               f"{ours:.1f} | {ratio} | {ratio_blocks} | {measured if measured else '-'} | "
                               f"{prof['matrix_utilization']:.1%} | {prof['dram_read_ratio']:.2f}x | {note} | "
-                              f"per core {blocks.per_core_m}x{blocks.per_core_n}, {blocks_note} |", flush=True)
+                              f"out block {blocks.out_block_h}x{blocks.out_block_w}, {blocks_note} |", flush=True)
             if arch == "wormhole_b0":   # the output sharded in L1 (GEMM_FLOPS' fastest rows keep in0 and out in L1)
-                for n, fidelity in ((1024, "HiFi4"), (2048, "HiFi2"), (2048, "HiFi4")):
+                for n, fidelity in [(n, f) for n, f in ((1024, "HiFi4"), (2048, "HiFi2"), (2048, "HiFi4"))
+                                    if n in [s[0] for s in shapes]]:
                     for accum in ("bfloat16", "float32"):
                         prof = tilefarm_run(n, accum, arch, fidelity, (8, 8), l1_shard=["C"])
                         measured = MEASURED_L1_US.get((n, fidelity)) if accum == "bfloat16" else None

@@ -8,13 +8,16 @@ semaphore and NoC call and the replay, no arithmetic) of the shapes the targets 
   (examples/tilelang/flash_attention.py), non-causal and causal. Target: <= 60 s.
 
 Per case: the first run's wall time (the kernels' JIT objects may be cached by an earlier run: the column says how
-many kernels were compiled), then the median of the next runs' wall time (process start to report read), the
-emulator's run_seconds (launch to the replay's end), and the modelled device time (identical every run).
+many kernels were compiled), then the median of the next runs' wall time (compile, inputs, emulator process,
+report read), the CPU seconds of the child processes (user + sys: on a machine other jobs share, wall time
+measures the load as much as the model), the emulator's run_seconds (launch to the replay's end), and the modelled
+device time (identical every run).
 Usage: python bench/model_speed.py [--repeat N] [--quick]   (--quick: GEMM only)
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -56,18 +59,21 @@ def tilefarm(path: Path, entry: str, params: dict, target: TargetConfig, work: P
 
 
 def measure(label: str, once, repeat: int) -> str:
-    walls, runs = [], []
+    walls, runs, cpus = [], [], []
     report: dict = {}
     for _ in range(repeat + 1):
         t = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         report, run_seconds = once()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         walls.append(time.perf_counter() - t)
         runs.append(run_seconds)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     timing = report["timing"]
     device_us = timing["device_cycles"] / timing["clock_ghz"] / 1000
     jit = report.get("jit", {}).get("compiled", "-")
     return (f"| {label} | {walls[0]:.1f} (JIT {jit}) | {statistics.median(walls[1:]):.1f} | "
-            f"{statistics.median(runs[1:]):.1f} | {device_us:.1f} |")
+            f"{statistics.median(cpus[1:]):.1f} | {statistics.median(runs[1:]):.1f} | {device_us:.1f} |")
 
 
 def main() -> None:
@@ -75,8 +81,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    print("| timing-only run | first wall s | wall s (median) | emulator run s (median) | modelled device us |")
-    print("|---|---|---|---|---|")
+    print("| timing-only run | first wall s | wall s (median) | child CPU s (median) | emulator run s (median) | "
+          "modelled device us |")
+    print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         print(measure("ttnn matmul 4096^3 bf16 HiFi2, WH 8x8", ttnn_gemm(Runner(work)), args.repeat), flush=True)
