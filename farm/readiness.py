@@ -196,7 +196,8 @@ def _alive(entry: dict) -> bool:
 def workers(data_dir: Path, beat_within_s: float | None = None) -> list[dict]:
     """The worker processes that said how they are, live ones only (a killed one's marker is passed over). With
     `beat_within_s`, each says whether it is taking work (`beating`): it and its worker's main process beat within
-    that many seconds (neither stopped, hung or gone)."""
+    that many seconds (neither stopped, hung or gone); and whether that main process ever began to (`consuming`:
+    once its consumer started)."""
     found = []
     for path in sorted((Path(data_dir) / FOLDER).glob("*.json")):
         if path.name == TIMES:
@@ -209,5 +210,6 @@ def workers(data_dir: Path, beat_within_s: float | None = None) -> list[dict]:
             if beat_within_s is not None:
                 entry["beating"] = all(beating(data_dir, entry.get("host", ""), pid, beat_within_s)
                                        for pid in (entry.get("pid"), entry.get("parent")))
+                entry["consuming"] = _beat_file(data_dir, entry.get("host"), entry.get("parent")).exists()
             found.append(entry)
     return found

@@ -69,7 +69,9 @@ def readyz(store: StoreDep, queue: QueueDep, settings: SettingsDep) -> dict:
     silent_s = 3 * settings.heartbeat_s
     found = readiness.workers(settings.data_dir, beat_within_s=silent_s)
     warm = [w for w in found if w.get("warm") and w.get("beating")]
-    stalled = [f"{w['host']} pid {w['pid']}" for w in found if w.get("warm") and not w.get("beating")]
+    # (warm, but its main process never beat: its consumer is starting, still part of the warm-up)
+    stalled = [f"{w['host']} pid {w['pid']}" for w in found if w.get("warm") and not w.get("beating")
+               and w.get("consuming")]
     failed = [f"{w['host']} pid {w['pid']}: {w['detail']}" for w in found
               if not w.get("warm") and not any(s.get("state") in ("pending", "running") for s in w.get("steps") or [])]
     checks["workers"] = f"{len(warm)} warm" + (
@@ -81,8 +83,7 @@ def readyz(store: StoreDep, queue: QueueDep, settings: SettingsDep) -> dict:
     if any(checks[name] != "ok" for name in ("store", "broker")) or (wanted and not warm):
         detail = "not ready"
         if wanted and not warm and stalled:
-            detail = (f"not ready: the worker is not taking work (no heartbeat for {silent_s:g} s: stopped, hung or "
-                      "starting its consumer)")
+            detail = f"not ready: the worker is not taking work (no heartbeat for {silent_s:g} s: stopped or hung)"
         elif wanted and not warm:
             running = [f"{step['name']} ({i + 1}/{len(w['steps'])})" for w in workers
                        for i, step in enumerate(w["steps"]) if step["state"] == "running"]
