@@ -94,6 +94,7 @@ class OutputCheck:
     expected_value: float | None = None
     got_value: float | None = None
     message: str = ""
+    derivation: str = ""     # how the tolerance was derived from the ops on this output's path (precision.py)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -144,6 +145,7 @@ class VerificationReport:
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
+        lines += [f"  {o.name}: tolerance from {o.derivation}" for o in self.outputs if o.derivation]
         lines += [f"  first mismatch: {o.first_mismatch_text()}" for o in self.outputs if not o.ok]
         lines.append("PASS" if self.ok else "FAIL")
         return "\n".join(lines)
@@ -154,7 +156,7 @@ def _dtype_name(array: np.ndarray) -> str:
 
 
 def _check_one(name: str, expected: np.ndarray, got: np.ndarray | None, dtype: str, depth: int,
-               intermediate: str | None) -> OutputCheck:
+               intermediate: str | None, path=None) -> OutputCheck:
     exp = np.asarray(expected)
     check = OutputCheck(name=name, shape=tuple(exp.shape), dtype=dtype, ok=False, size=int(exp.size))
     if got is None:
@@ -169,7 +171,13 @@ def _check_one(name: str, expected: np.ndarray, got: np.ndarray | None, dtype: s
     g = got.astype(np.float64)
     finite = np.isfinite(e) & np.isfinite(g)
     scale = float(np.abs(e[finite]).max()) if finite.any() else 0.0
-    check.rtol, check.atol = tolerance_for(dtype, depth, intermediate, scale)
+    if path is None:
+        check.rtol, check.atol = tolerance_for(dtype, depth, intermediate, scale)
+    else:                    # the ops on this output's own path (compiler/precision.py)
+        check.derivation = path.explain(dtype)
+        carried = 0.0 if path.exact else path.terms()
+        check.rtol = 0.0 if path.exact else 2.0 * UNIT_ROUNDOFF[dtype] + carried
+        check.atol = 0.0 if path.exact else max(carried * scale, _SMALLEST_NORMAL[dtype])
 
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: those elements are judged below
         diff = np.where(finite, np.abs(g - e), 0.0)
@@ -197,12 +205,14 @@ def _check_one(name: str, expected: np.ndarray, got: np.ndarray | None, dtype: s
 
 def compare_outputs(expected: dict[str, np.ndarray], got: dict[str, np.ndarray], *, dtypes: dict[str, str],
                     reduction_depth: dict[str, int] | None = None,
-                    intermediate_dtypes: dict[str, str] | None = None) -> VerificationReport:
+                    intermediate_dtypes: dict[str, str] | None = None,
+                    paths: dict | None = None) -> VerificationReport:
     """Check every expected output against the device's; see the module docstring for the tolerances.
 
     ``dtypes`` maps output name -> the buffer's declared dtype ("float32", "float16", "bfloat16");
     ``reduction_depth`` maps output name -> K of the reduction behind it (1 for element-wise; default 1);
-    ``intermediate_dtypes`` overrides the format partial results are kept in on the device.
+    ``intermediate_dtypes`` overrides the format partial results are kept in on the device; ``paths`` (output
+    name -> compiler.precision.Path) derives an output's tolerance from the ops on its own path instead.
     """
     reduction_depth = reduction_depth or {}
     intermediate_dtypes = intermediate_dtypes or {}
@@ -210,5 +220,6 @@ def compare_outputs(expected: dict[str, np.ndarray], got: dict[str, np.ndarray],
     for name in expected:
         dtype = dtypes.get(name) or _dtype_name(expected[name])
         report.outputs.append(_check_one(name, expected[name], got.get(name), dtype,
-                                         reduction_depth.get(name, 1), intermediate_dtypes.get(name)))
+                                         reduction_depth.get(name, 1), intermediate_dtypes.get(name),
+                                         (paths or {}).get(name)))
     return report

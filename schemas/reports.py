@@ -180,6 +180,7 @@ class OutputCheck(_Part):
     expected_value: float | str | None = None
     got_value: float | str | None = None
     message: Message = ""
+    derivation: Message = ""
 
 
 class Verification(_Part):

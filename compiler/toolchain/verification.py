@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import CompileError
 from ..reference import numpy_dtype, run_reference
-from ..verify import UNIT_ROUNDOFF, VerificationReport, compare_outputs
+from ..precision import output_paths
+from ..verify import VerificationReport, compare_outputs
 from .emulate import EmulationError, run_program
 
 STAGE = "emulate"
@@ -81,50 +82,26 @@ def check_inputs(plan: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndar
         if list(array.shape) != wanted[name]["shape"]:
             raise CompileError(f"input `{name}` has shape {list(array.shape)}, the kernel expects {wanted[name]['shape']}",
                                stage=STAGE)
-        if not np.issubdtype(array.dtype, np.floating) and array.dtype.kind not in "iu":
-            raise CompileError(f"input `{name}` has dtype {array.dtype}; give numbers", stage=STAGE)
-        checked[name] = array.astype(np.float32)
+        checked[name] = as_numbers(name, array, wanted[name]["dtype"]).astype(np.float32)
     return checked
 
 
-def _tolerance_model(func, plan: dict) -> tuple[dict, dict]:
-    """Reduction depth and intermediate precision per output, read off the input kernel."""
-    import tvm
-    import tvm_ffi
-    from tvm import tirx
+def as_numbers(name: str, array: np.ndarray, dtype: str) -> np.ndarray:
+    """An input as numbers. `np.save` of an `ml_dtypes.bfloat16` array writes it as 2-byte raw values (`|V2`):
+    for a bfloat16 buffer those bytes are bfloat16, as the user meant them."""
+    import ml_dtypes
 
-    gemm_inputs: list[str] = []
-    computed: set[str] = set()        # tiles written by compute (not only filled from DRAM)
-    operands: list = []               # the gemms' operand buffers
-
-    def on_call(call):
-        dst = call.args[0].source if isinstance(call.args[0], tvm.ir.TensorRegion) else None
-        sources = [a.source for a in call.args[1:] if isinstance(a, tvm.ir.TensorRegion)]
-        if dst is not None and not (str(call.op.name) == "tirx.tile.copy" and sources
-                                    and str(sources[0].scope()) == "global"):
-            computed.add(str(dst.name))
-        if str(call.op.name) == "tirx.tile.gemm":
-            gemm_inputs.extend(str(a.source.dtype) for a in call.args[1:3])
-            operands.extend(a.source for a in call.args[1:3])
-        elif str(call.op.name) in ("tirx.tile.sum", "tirx.tile.max"):
-            # a row reduction is a K-deep sum like a matmul's: reduce_tile takes its operands through the FPU's
-            # source registers (TF32 for fp32 data), and so does every other read of a CB that feeds it (a CB is
-            # unpacked to DST in fp32 only if the FPU never reads it). Through exp (softmax) an absolute error
-            # e in x becomes a relative error e of the result, which the same sqrt(K) * u bound covers.
-            gemm_inputs.append(str(call.args[1].source.dtype))
-    tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, on_call)], order="pre")
-    outputs = [b for b in plan["buffers"] if b["role"] == "output"]
-    if not gemm_inputs:
-        return {b["name"]: 1 for b in outputs}, {}
-    depth = max(max(b["shape"]) for b in given_buffers(plan))
-    # fp32 matmul operands pass the FPU's 19-bit source registers (TF32), as on the device; an operand computed
-    # and rounded to 16 bits in the kernel (a backward pass's dS) may land on either side of a rounding boundary,
-    # half an ulp of its format per element, which the matmul sums like its own rounding
-    rounded = sorted({str(b.dtype) for b in operands if str(b.name) in computed and str(b.dtype) in
-                      ("float16", "bfloat16")}, key=lambda d: -UNIT_ROUNDOFF[d])
-    intermediate = rounded[0] if rounded else "tf32" if "float32" in gemm_inputs else None
-    return ({b["name"]: depth for b in outputs},
-            {b["name"]: intermediate for b in outputs if intermediate and b["dtype"] == "float32"})
+    if array.dtype == ml_dtypes.bfloat16 or np.issubdtype(array.dtype, np.floating) or array.dtype.kind in "iu":
+        return array
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and dtype == "bfloat16":
+        return array.view(ml_dtypes.bfloat16)
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2:
+        raise CompileError(f"input `{name}` holds 2-byte raw values ({array.dtype.str}: how np.save writes an "
+                           f"ml_dtypes.bfloat16 array), but the kernel declares `{name}` {dtype}: save it as {dtype} "
+                           f"(array.astype(np.{'float32' if dtype == 'float32' else dtype})) or declare it bfloat16",
+                           stage=STAGE)
+    raise CompileError(f"input `{name}` has dtype {array.dtype.str}; give numbers (float32, float16, bfloat16 or "
+                       "integers)", stage=STAGE)
 
 
 def _at_parameter(error: CompileError, inputs: dict, source: str | None, filename: str, entry: str | None,
@@ -193,10 +170,9 @@ def typed_outputs(plan: dict, outputs: dict[str, np.ndarray]) -> dict[str, np.nd
 
 
 def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *, filename: str = "kernel.py",
-                      entry: str | None = None, params: dict | None = None
-                      ) -> tuple[dict[str, np.ndarray], dict[str, int], dict[str, str]]:
+                      entry: str | None = None, params: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """What a program's outputs are held to: the NumPy reference of the input kernel run on `inputs` (each output in
-    its planned shape), and per output the reduction depth and intermediate precision of its tolerance. Evaluating
+    its planned shape), and per output the Path its tolerance is derived from (compiler/precision.py). Evaluating
     the kernel runs the user's Python: on a worker, only in the sandbox."""
     from ..frontend import load_kernel
 
@@ -206,22 +182,20 @@ def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *,
     ir_shapes = {str(p.name): tuple(int(d) for d in p.shape) for p in func.params}
     given = {name: np.asarray(a).reshape(ir_shapes.get(name, np.shape(a))) for name, a in inputs.items()}
     expected = {name: np.asarray(a).reshape(shapes.get(name, a.shape)) for name, a in run_reference(func, given).items()}
-    depth, intermediate = _tolerance_model(func, plan)
-    return expected, depth, intermediate
+    return expected, output_paths(func, plan)
 
 
 def compare_with_reference(plan: dict, expected: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
-                           depth: dict[str, int], intermediate: dict[str, str]) -> VerificationReport:
-    """The verdict: `outputs` against `expected` with the plan's dtypes (no user code runs here)."""
+                           paths: dict) -> VerificationReport:
+    """The verdict: `outputs` against `expected` with the plan's dtypes and each output's path (compiler/precision.py:
+    its tolerance from the ops on it). No user code runs here."""
     dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
-    return compare_outputs(expected, outputs, dtypes={k: dtypes[k] for k in expected},
-                           reduction_depth=depth, intermediate_dtypes=intermediate)
+    return compare_outputs(expected, outputs, dtypes={k: dtypes[k] for k in expected}, paths=paths)
 
 
 def verify_outputs(plan: dict, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray], source: str, *,
                    filename: str = "kernel.py", entry: str | None = None,
                    params: dict | None = None) -> VerificationReport:
     """Compare a program's outputs with the NumPy reference of the input kernel run on the same inputs."""
-    expected, depth, intermediate = reference_outputs(plan, inputs, source, filename=filename, entry=entry,
-                                                      params=params)
-    return compare_with_reference(plan, expected, outputs, depth, intermediate)
+    expected, paths = reference_outputs(plan, inputs, source, filename=filename, entry=entry, params=params)
+    return compare_with_reference(plan, expected, outputs, paths)

@@ -283,15 +283,17 @@ def gemm_plan(genuine):
 def test_a_reference_as_the_verify_op_gives_it_passes(gemm_plan):
     (output,) = [b for b in gemm_plan["buffers"] if b["role"] == "output"]
     depth = max(max(b["shape"]) for b in gemm_plan["buffers"] if b["role"] == "input")
-    value = {"ok": True, "tolerances": {output["name"]: {"depth": depth, "intermediate": "tf32"}}}
-    answer, expected, depths, intermediate = answers.referenced(
+    value = {"ok": True, "tolerances": {output["name"]: {"depth": depth, "intermediate": "tf32", "ops": ["tf32"]}}}
+    answer, expected, depths, paths = answers.referenced(
         value, {f"expected-{output['name']}.npy": _expected(tuple(output["shape"]))}, gemm_plan)
     assert isinstance(answer, answers.Referenced) and depths == {output["name"]: depth}
-    assert intermediate == {output["name"]: "tf32"} and expected[output["name"]].dtype == np.float64
+    path = paths[output["name"]]
+    assert (path.exact, path.depth, path.mid, path.ops) == (False, depth, "tf32", ("tf32",))
+    assert expected[output["name"]].dtype == np.float64
 
 
 @pytest.mark.parametrize("why", ["a verdict instead", "a depth the plan does not allow", "an unknown precision",
-                                 "a reference left out", "the wrong shape", "float32", "a pickle", "another output"])
+                                 "an op of no known precision", "too many ops", "a reference left out", "the wrong shape", "float32", "a pickle", "another output"])
 def test_a_forged_reference_is_refused(gemm_plan, why):
     """The verify op's answer could be written by the user's code: it carries a reference the worker compares
     with, in the plan's shapes, and a tolerance model the plan allows; a verdict of its own is refused (on main
@@ -306,6 +308,10 @@ def test_a_forged_reference_is_refused(gemm_plan, why):
         value["tolerances"][name]["depth"] = 1 << 20
     elif why == "an unknown precision":
         value["tolerances"][name]["intermediate"] = "float8"
+    elif why == "an op of no known precision":
+        value["tolerances"][name]["ops"] = ["tf32", "int4"]
+    elif why == "too many ops":      # each op loosens the tolerance by a rounding: a path has a bounded length
+        value["tolerances"][name]["ops"] = ["bfloat16"] * 1000
     elif why == "a reference left out":
         files = {}
     elif why == "the wrong shape":

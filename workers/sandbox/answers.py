@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from typing import Annotated, Literal
 
@@ -344,8 +345,12 @@ EXPECTED_FILE = re.compile(r"^expected-(?P<name>.+)\.npy$")
 
 
 class Tolerance(_Answer):
-    depth: Annotated[int, Field(ge=1, le=1 << 20)]
+    """An output's path (compiler/precision.py Path): what its tolerance is derived from."""
+    depth: Annotated[int, Field(ge=0, le=1 << 30)]
     intermediate: INTERMEDIATE | None = None
+    exact: bool = False
+    ops: list[INTERMEDIATE] = Field(default_factory=list, max_length=256)
+    stores: list[INTERMEDIATE] = Field(default_factory=list, max_length=64)
 
 
 class Referenced(_Answer):
@@ -355,11 +360,13 @@ class Referenced(_Answer):
 
 
 def referenced(value: dict, files: dict[str, bytes], plan: dict
-               ) -> tuple[Failed | Referenced, dict, dict[str, int], dict[str, str]]:
-    """(answer, expected arrays, depths, intermediates) of a verify op: the reference of every planned output, as
-    float64 arrays of its planned shape, and a tolerance model the plan allows: a depth of 1 (element-wise) or the
-    largest extent of the buffers the run is given (a reduction over it), as compiler.toolchain.verification's
-    _tolerance_model gives them. The verdict is the worker's own (compare_with_reference)."""
+               ) -> tuple[Failed | Referenced, dict, dict[str, int], dict]:
+    """(answer, expected arrays, depths, paths) of a verify op: the reference of every planned output, as float64
+    arrays of its planned shape, and each output's path (compiler.precision.Path) within what the plan allows: a
+    reduction no deeper than the elements of the largest buffer the run is given. The verdict is the worker's own
+    (compare_with_reference)."""
+    from compiler.precision import Path
+
     import numpy as np
 
     answer = failed_or("verify", Referenced, value, files)
@@ -373,14 +380,15 @@ def referenced(value: dict, files: dict[str, bytes], plan: dict
     if len(files) != len(shapes):
         raise ForgedAnswer("verify", "it leaves out the reference of an output")
     given = [b for b in plan["buffers"] if b["role"] == "input" or b.get("accumulate")]
-    depths = {1, max((max(b["shape"]) for b in given), default=1)}
+    deepest = max((math.prod(b["shape"]) for b in given), default=1)
     for name, tolerance in answer.tolerances.items():
-        if tolerance.depth not in depths:
-            raise ForgedAnswer("verify", f"{printable(name)}: a reduction depth of {tolerance.depth} (the plan allows "
-                                         f"{' or '.join(map(str, sorted(depths)))})")
+        if tolerance.depth > deepest:
+            raise ForgedAnswer("verify", f"{printable(name)}: a reduction depth of {tolerance.depth} (the plan's "
+                                         f"largest input has {deepest} elements)")
     expected = _arrays("verify", files, shapes, EXPECTED_FILE, np.float64)
-    return (answer, expected, {n: t.depth for n, t in answer.tolerances.items()},
-            {n: t.intermediate for n, t in answer.tolerances.items() if t.intermediate})
+    paths = {n: Path(t.exact, tuple(t.ops), t.depth, t.intermediate, tuple(t.stores))
+             for n, t in answer.tolerances.items()}
+    return answer, expected, {n: t.depth for n, t in answer.tolerances.items()}, paths
 
 
 MAX_PROGRAM_BYTES = 64 * 1024 * 1024

@@ -335,8 +335,8 @@ def _npy(array) -> bytes:
 def verify(settings, *, plan: bytes, inputs: dict, outputs: dict, source: str, filename: str, entry: str | None,
            params: dict | None, stop=None):
     """A device run's outputs against the reference of the user's kernel: the reference is built in the sandbox
-    (building it evaluates the user's source), the verdict here, from the validated reference arrays and tolerance
-    model (compiler.toolchain.verification.compare_with_reference): the sandbox's answer could be written by the
+    (building it evaluates the user's source), the verdict here, from the validated reference arrays and each output's
+    path (compiler.toolchain.verification.compare_with_reference): the sandbox's answer could be written by the
     user's code, so it never says whether the run passed. Returns a compiler.verify.VerificationReport."""
     from compiler.toolchain.verification import compare_with_reference
 
@@ -344,10 +344,10 @@ def verify(settings, *, plan: bytes, inputs: dict, outputs: dict, source: str, f
     files = {"artifact-tt.plan.json": plan, **{f"{name}.npy": _npy(a) for name, a in inputs.items()}}
     result = zygote_for(settings).run("verify", {"source": source, "filename": filename, "entry": entry,
                                                  "params": params or {}}, limits_for(settings, "emulate"), files, stop=stop)
-    answer, expected, depth, intermediate = answers.referenced(result.value, result.files, plan_dict)
+    answer, expected, _, paths = answers.referenced(result.value, result.files, plan_dict)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "hardware")
-    return compare_with_reference(plan_dict, expected, outputs, depth, intermediate)
+    return compare_with_reference(plan_dict, expected, outputs, paths)
 
 
 def run_on_device(settings, *, artifacts: dict[str, bytes], inputs: dict, device, timeout_s: float, stop=None):

@@ -240,15 +240,16 @@ def _op_verify(args: dict, work: Path) -> dict:
 
     plan = json.loads((work / "in" / "artifact-tt.plan.json").read_bytes())
     try:
-        expected, depth, intermediate = reference_outputs(plan, _read_inputs(work), args["source"],
-                                                          filename=args.get("filename", "kernel.py"),
-                                                          entry=args.get("entry"), params=args.get("params") or None)
+        expected, paths = reference_outputs(plan, _read_inputs(work), args["source"],
+                                            filename=args.get("filename", "kernel.py"), entry=args.get("entry"),
+                                            params=args.get("params") or None)
     except CompileError as error:
         return _compile_error(error)
     for name, array in expected.items():
         _save(work / "out" / f"expected-{name}.npy", np.ascontiguousarray(array, dtype=np.float64))
-    return {"ok": True, "tolerances": {name: {"depth": int(depth.get(name, 1)), "intermediate": intermediate.get(name)}
-                                       for name in expected}}
+    return {"ok": True, "tolerances": {name: {"depth": paths[name].depth, "intermediate": paths[name].mid,
+                                              "exact": paths[name].exact, "ops": list(paths[name].ops),
+                                              "stores": list(paths[name].stores)} for name in expected}}
 
 
 def _op_run_on_device(args: dict, work: Path) -> dict:

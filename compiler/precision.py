@@ -1,0 +1,208 @@
+"""Each output's tolerance from the operations on its own path (what `verify` holds a device run to).
+
+The input kernel's tile ops are walked in program order, and every buffer gets a Path: what has happened to its
+values since they left the kernel's inputs.
+
+- exact:       only copies, conversions, fills of given values so far. The device moves the same bits and rounds
+               a conversion as the reference does: such an output must be bit-exact (a copy one ulp off fails).
+- operations:  element-wise ops on the way, each one rounding in the compute format: fp32 DST takes FPU operands
+               through its TF32 source registers (2^-11), a 16-bit DST rounds each result to bfloat16 (2^-8).
+- depth, mid:  the deepest reduction or matmul on the way (K, times the iterations of the loops that accumulate
+               it) and the format its terms are rounded to: 2 * sqrt(K) * u (verify.py's model).
+- a narrowing store of an inexact value may round to the other side: one ulp of the stored dtype.
+
+An output's tolerance is built from its own path only: a softmax elsewhere in the kernel no longer loosens an
+exact residual add beside it. `Path.explain()` says how the tolerance was derived (shown in the report).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .registry import BINARY, REDUCE, UNARY
+from .verify import UNIT_ROUNDOFF
+
+_WIDTH = {"float32": 32, "tf32": 19, "float16": 16, "bfloat16": 16}
+
+
+@dataclass(frozen=True)
+class Path:
+    exact: bool = True
+    ops: tuple[str, ...] = ()        # the rounding format of each element-wise op on the way
+    depth: int = 0                   # K of the deepest reduction / matmul
+    mid: str | None = None           # the format its terms are rounded to
+    stores: tuple[str, ...] = ()     # narrowing stores of inexact values
+
+    def merge(self, *others: "Path") -> "Path":
+        paths = (self, *others)
+        deepest = max(paths, key=lambda p: (p.depth, UNIT_ROUNDOFF.get(p.mid or "float32", 0)))
+        ops = max((p.ops for p in paths), key=lambda o: sum(UNIT_ROUNDOFF[u] for u in o))
+        stores = max((p.stores for p in paths), key=lambda s: sum(UNIT_ROUNDOFF[u] for u in s))
+        return Path(all(p.exact for p in paths), ops, deepest.depth, deepest.mid, stores)
+
+    def op(self, unit: str) -> "Path":
+        return replace(self, exact=False, ops=self.ops + (unit,))
+
+    def terms(self) -> float:
+        """The relative error carried in, before the final store."""
+        accumulation = 2.0 * math.sqrt(self.depth) * UNIT_ROUNDOFF[self.mid] if self.depth and self.mid else 0.0
+        return sum(UNIT_ROUNDOFF[u] for u in self.ops) + sum(2 * UNIT_ROUNDOFF[u] for u in self.stores) + accumulation
+
+    def explain(self, out_dtype: str) -> str:
+        if self.exact:
+            return "copies and conversions only: bit-exact"
+        parts = []
+        if self.ops:
+            counted = {u: self.ops.count(u) for u in dict.fromkeys(self.ops)}
+            parts.append(" + ".join(f"{n} op{'s' if n > 1 else ''} rounding to {u} ({n}x2^-{-int(math.log2(UNIT_ROUNDOFF[u]))})"
+                                    for u, n in counted.items()))
+        if self.depth and self.mid:
+            parts.append(f"sums of {self.depth} terms in {self.mid} (2*sqrt({self.depth})*2^-"
+                         f"{-int(math.log2(UNIT_ROUNDOFF[self.mid]))})")
+        if self.stores:
+            parts.append(f"{len(self.stores)} intermediate store(s) to {'/'.join(dict.fromkeys(self.stores))}")
+        parts.append(f"the store to {out_dtype} (one ulp)")
+        return "; ".join(parts) + "; atol the same relative to the output's largest value"
+
+
+def _narrower(dst: str, src: str) -> bool:
+    return _WIDTH.get(dst, 32) < _WIDTH.get(src, 32)
+
+
+class PathWalk:
+    def __init__(self, func, fp32_dest: bool):
+        self.fp32_dest = fp32_dest
+        self.paths: dict[str, Path] = {}
+        self.globals = {str(p.name) for p in func.params}
+        self.dtypes: dict[str, str] = {}
+        self.trips: list[int] = []
+        self.fpu_read: set[str] = set()
+        tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, self.note_fpu)], order="pre")
+        self.walk(func.body)
+
+    @staticmethod
+    def region(arg):
+        return arg.source if isinstance(arg, tvm.ir.TensorRegion) else None
+
+    def note_fpu(self, call) -> None:
+        name = str(call.op.name).removeprefix("tirx.tile.")
+        if name == "gemm":
+            self.fpu_read.update(str(self.region(a).name) for a in call.args[1:3] if self.region(a) is not None)
+        elif name in REDUCE and self.region(call.args[1]) is not None:
+            self.fpu_read.add(str(self.region(call.args[1]).name))
+
+    def path(self, buf) -> Path:
+        name = str(buf.name)
+        self.dtypes[name] = str(buf.dtype)
+        return self.paths.get(name, Path())
+
+    def element_unit(self, operands) -> str:
+        """What one element-wise op rounds to: the FPU's TF32 operands for fp32 data in an fp32 DST, else the
+        16-bit DST's bfloat16 (float16 data in a float16 DST)."""
+        if self.fp32_dest:
+            return "tf32"
+        return "float16" if operands and all(str(b.dtype) == "float16" for b in operands) else "bfloat16"
+
+    def walk(self, stmt) -> None:
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                self.walk(s)
+        elif isinstance(stmt, tirx.For):
+            extent = stmt.extent
+            self.trips.append(int(extent.value) if isinstance(extent, tirx.IntImm) else 1)
+            self.walk(stmt.body)
+            self.trips.pop()
+        elif isinstance(stmt, tirx.TilePrimitiveCall):
+            self.call(stmt)
+        elif isinstance(stmt, tirx.IfThenElse):
+            self.walk(stmt.then_case)
+            if stmt.else_case is not None:
+                self.walk(stmt.else_case)
+        elif isinstance(stmt, tirx.BufferStore):      # an element store: an op on whatever it loads
+            loads = []
+            tvm_ffi.structural_walk(stmt.value, [(tvm.ir.expr.TensorLoad, lambda e: loads.append(e.source))],
+                                    order="pre")
+            old = self.path(stmt.buffer)
+            new = Path().merge(*(self.path(b) for b in loads)) if loads else Path()
+            self.paths[str(stmt.buffer.name)] = old.merge(new.op(self.element_unit(loads)) if loads else new)
+        else:
+            for name in ("body", "then_case", "else_case", "seq"):
+                sub = getattr(stmt, name, None)
+                if isinstance(sub, tirx.Stmt):
+                    self.walk(sub)
+
+    def call(self, call) -> None:
+        name = str(call.op.name).removeprefix("tirx.tile.")
+        dst = self.region(call.args[0])
+        if dst is None:
+            return
+        sources = [self.region(a) for a in call.args[1:] if self.region(a) is not None]
+        before = self.path(dst)
+        dst_dtype = str(dst.dtype)
+        if name in ("copy", "cast"):
+            src = sources[0]
+            p = self.path(src)
+            if str(src.dtype) == "float32" and str(src.name) in self.fpu_read and str(src.name) not in self.globals:
+                p = p.op("tf32")      # a CB the FPU reads is unpacked through the TF32 source registers
+            if _narrower(dst_dtype, str(src.dtype)) and not p.exact and str(dst.name) not in self.globals:
+                p = replace(p, stores=p.stores + (dst_dtype,))
+            new = p
+        elif name in ("fill", "zero"):
+            new = Path()
+        elif name == "gemm":
+            a, b = sources[0], sources[1]
+            k = int(call.args[1].region[1].extent) if not _flag(call, 4) else int(call.args[1].region[0].extent)
+            loops = math.prod(self.trips) if self.trips else 1
+            operand = "tf32" if "float32" in (str(a.dtype), str(b.dtype)) else None
+            mid = operand or ("float32" if self.fp32_dest else "bfloat16")
+            p = self.path(a).merge(self.path(b))
+            new = replace(p, exact=False, depth=max(p.depth, k * loops), mid=_wider_unit(p.mid, mid))
+            if _flag_value(call, 7) == 1.0:
+                new = new.merge(before)
+        elif name in REDUCE:
+            src = sources[0]
+            axes = [int(getattr(x, "value", x)) for x in call.args[2]] if len(call.args) > 2 else [-1]
+            k = math.prod(int(call.args[1].region[ax % len(call.args[1].region)].extent) for ax in axes)
+            accumulates = len(call.args) > 3 and _flag(call, 3)
+            loops = math.prod(self.trips) if accumulates and self.trips else 1
+            mid = "tf32" if str(src.dtype) == "float32" else ("float32" if self.fp32_dest else "bfloat16")
+            p = self.path(src)
+            new = replace(p, exact=False, depth=max(p.depth, k * loops), mid=_wider_unit(p.mid, mid))
+            if accumulates:
+                new = new.merge(before)
+        elif name in UNARY or name in BINARY:
+            p = Path().merge(*(self.path(s) for s in sources)) if sources else before
+            new = p.op(self.element_unit(sources))
+            if any(str(s.name) == str(dst.name) for s in sources):
+                new = new.merge(before)
+        else:
+            new = Path(exact=False).merge(*(self.path(s) for s in sources))
+        whole = all(isinstance(r.min, tirx.IntImm) and int(r.min) == 0 for r in call.args[0].region) and \
+            [int(r.extent) for r in call.args[0].region] == [int(d) for d in dst.shape]
+        self.paths[str(dst.name)] = new if whole else before.merge(new)
+
+
+def _flag(call, k: int) -> bool:
+    value = call.args[k] if len(call.args) > k else 0
+    return bool(int(getattr(value, "value", value)))
+
+
+def _flag_value(call, k: int) -> float:
+    value = call.args[k] if len(call.args) > k else 0.0
+    return float(getattr(value, "value", value))
+
+
+def _wider_unit(a: str | None, b: str) -> str:
+    return b if a is None or UNIT_ROUNDOFF[b] >= UNIT_ROUNDOFF[a] else a
+
+
+def output_paths(func, plan: dict) -> dict[str, Path]:
+    """The Path of every output of the input kernel (`plan`: its compiled plan, for the DST format)."""
+    fp32_dest = bool(plan.get("compute_config", {}).get("fp32_dest_acc_en", plan["target"].get("fp32_accumulation")))
+    walk = PathWalk(func, fp32_dest)
+    outputs = [b["name"] for b in plan["buffers"] if b["role"] == "output"]
+    return {name: walk.paths.get(name, Path()) for name in outputs}
