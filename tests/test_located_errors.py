@@ -112,3 +112,21 @@ def test_inputs_the_emulator_cannot_take_are_located_at_the_parameter():
 
 def line_of(text: str, needle: str) -> int:
     return next(n for n, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+NO_OUTPUT = '''import tilelang
+import tilelang.language as T
+
+
+@T.prim_func
+def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+    with T.Kernel(2, threads=128) as bx:
+        a = T.alloc_shared((32, 64), "float32")
+        T.copy(X[bx * 32:(bx + 1) * 32, 0:64], a)
+'''
+
+
+def test_a_kernel_writing_nothing_is_located_at_its_last_tensor():
+    error = error_of(NO_OUTPUT)
+    assert (error.location.line, error.location.col) == (6, 44), error.render()
+    assert "`Y`" in error.message and "T.copy(tile, Y[...])" in error.hint

@@ -116,10 +116,12 @@ def _safe_filename(name: str) -> str:
 
 def encode_array(array) -> InputArray:
     """A NumPy array (float32/float16/bfloat16/int) -> the API's input: little-endian bytes as base64."""
-    import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy)
+    import ml_dtypes
     import numpy as np
 
     array = np.ascontiguousarray(array)
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2:    # np.load of a saved ml_dtypes.bfloat16 array
+        array = array.view(ml_dtypes.bfloat16)
     dtype = array.dtype.name
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and sys.byteorder == "big"):
         array = array.byteswap().view(array.dtype.newbyteorder("<"))

@@ -16,6 +16,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
 
+from ..errors import CompileError
 from ..ir import Region, error_at, is_transposed, op_config, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, MatrixView, default_tile_axes
 from ..target import DATA_FORMATS, TILE
@@ -87,7 +88,11 @@ class KernelChecker:
         self._infer_tile_axes(body)
         self._walk(stmts_of(body))
         if not self.writes:
-            raise self.error(func, "the kernel writes no output buffer (no `T.tile.copy(Global[...], tile)`)")
+            # located at the parameter most likely meant as the output: the last one (TileLang's out_idx=[-1])
+            names = [str(p.name) for p in func.params]
+            raise CompileError(f"the kernel writes none of its tensors ({', '.join(f'`{n}`' for n in names)}): "
+                               f"nothing would come back from the device", stage=STAGE, subject=names[-1] if names
+                               else None, hint=f"write a result into an output, e.g. T.copy(tile, {names[-1] if names else 'Out'}[...])")
         roles = self._roles()
         check_coverage(self, roles)
         return {
