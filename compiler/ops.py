@@ -154,9 +154,16 @@ _OPS = [
     _op("reconfig_data_format", "cb cb", "reconfig_data_format({0}, {1})", {COMPUTE}, _C + "reconfig_data_format.h"),
     # reader: the reduce scaler tile (bf16 1.0 in the first row of each face), built in the CB page in L1
     _op("fill_reduce_scaler", "cb", "fill_reduce_scaler(get_write_ptr({0}))", DATAFLOW),
+    # page identity (the emulator checks it with TTEMU_PAGE_TAGS=1; nothing on a device): the tile just packed is for
+    # tile (row, col) of a DRAM tensor; CB position `index` holds tile (row, col) of a DRAM tensor, as read
+    _op("page_tag", "name expr expr", "TILEFARM_PAGE_TAG({0}, {1}, {2})", {COMPUTE}),
+    _op("page_expect", "cb expr name expr expr", "TILEFARM_PAGE_EXPECT({0}, {1}, {2}, {3}, {4})", {COMPUTE}),
     # markers between passes (no C++): tensorize turns them into the compute side of the CB protocol
-    _op("compute_receive", "cb name", "", {INTERNAL}),
-    _op("compute_send", "cb name expr expr expr expr", "", {INTERNAL}),
+    # compute_receive(cb, staging buffer, tensor, r0, c0): the staging tile's pages are tiles (r0.., c0..) of DRAM
+    # tensor `tensor` ("": of no tensor), row-major; compute_send(cb, buffer, sr0, sc0, rows, cols, tensor, r0, c0):
+    # compute packs that region of the buffer (tile origin sr0, sc0) for tiles (r0.., c0..) of `tensor`
+    _op("compute_receive", "cb name name expr expr", "", {INTERNAL}),
+    _op("compute_send", "cb name expr expr expr expr name expr expr", "", {INTERNAL}),
     _op("copy_dest_values_bf16", "expr expr", "copy_dest_values<DataFormat::Float16_b>({0}, {1})", {COMPUTE},
         _C + "copy_dest_values.h"),
 ]

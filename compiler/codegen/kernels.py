@@ -228,6 +228,8 @@ class KernelPrinter:
                      f"{INDENT}}}",
                      f"{INDENT}noc_async_write_barrier();",
                      "}"]
+        if self.used_ops & {"page_tag", "page_expect"}:
+            head += ["", *self.page_identity()]
         if "mcast_send" in self.used_ops:
             flush = f"{INDENT * 2}noc_async_writes_flushed();  // Blackhole: the data leaves before the flag\n" \
                 if attrs.TARGET.get(self.func)["arch"] == "blackhole" else ""
@@ -235,6 +237,29 @@ class KernelPrinter:
         if "mcast_receive" in self.used_ops:
             head += ["", *MCAST_RECEIVE.splitlines()]
         return "\n".join(head + ["", "void kernel_main() {", *prologue, *body, "}", ""])
+
+    def page_identity(self) -> list[str]:
+        """TILEFARM_PAGE_TAG / TILEFARM_PAGE_EXPECT: on the emulator, which DRAM page a packed tile is for and which
+        one a CB position must hold (a DRAM tensor's id is its creation index in main.cpp, its page the tile's index
+        in it, none outside it); on a device, nothing."""
+        buffers = attrs.BUFFERS.get(self.func)
+        tensors = [name for name, b in buffers.items() if b["scope"] == "global" and b["role"] != "unused"]
+        lines = ["// Page identity: the emulator checks every hand-off (TTEMU_PAGE_TAGS=1); a device ignores it.",
+                 "#ifdef TTEMU_EMULATOR",
+                 "#define TILEFARM_PAGE_TAG(t, row, col) ttemu::dev::page_tag(t##_id, t##_page(row, col), "
+                 "::ttemu::Site{__FILE__, __LINE__})",
+                 "#define TILEFARM_PAGE_EXPECT(cb, index, t, row, col) ttemu::dev::page_expect(cb, index, t##_id, "
+                 "t##_page(row, col), ::ttemu::Site{__FILE__, __LINE__})",
+                 "#else",
+                 "#define TILEFARM_PAGE_TAG(t, row, col) ((void)0)",
+                 "#define TILEFARM_PAGE_EXPECT(cb, index, t, row, col) ((void)0)",
+                 "#endif"]
+        for n, name in enumerate(tensors):
+            rows, cols = self.layouts[name]["tiles"]
+            lines += [f"constexpr uint32_t {name}_id = {n};",
+                      f"inline uint32_t {name}_page(uint32_t row, uint32_t col) {{ "
+                      f"return row < {rows} && col < {cols} ? row * {cols} + col : 0xffffffffu; }}"]
+        return lines
 
     def prologue(self) -> list[str]:
         lines = []

@@ -31,6 +31,7 @@ from ..target import DATA_FORMATS, TILE
 from .. import attrs
 
 STAGE = "check"
+WHOLE_FROM = 4      # masks of more tiles than this (the smallest DST) are written by one op, not tile by tile
 _COMPARE = {tirx.GE: (1, 0), tirx.GT: (1, -1), tirx.LE: (-1, 0), tirx.LT: (-1, -1)}   # sign, offset
 # (true, false) values -> the op combining the atoms' masks, for (and, or)
 _COMBINE = {(0.0, -math.inf): {"and": "add", "or": "maximum"}, (-math.inf, 0.0): {"and": "maximum", "or": "add"},
@@ -261,21 +262,24 @@ class MaskLowering:
                                   "tile_order": self.target["tile_order"]}
         return self.tables[key]
 
-    def staging(self, tiles: int):
-        """A staging tile of `tiles` pages (a column of 32x32 tiles) with its input CB."""
+    def staging(self, tiles: int, shape: tuple | None = None):
+        """A staging tile of `tiles` pages (a column of 32x32 tiles, or a tile grid of `shape`) with its input CB."""
         self.count += 1
         name = f"tt_mask_s{self.count}"
-        buf = tirx.decl_buffer((tiles * TILE, TILE), "float32", name, scope="shared")
+        shape = shape or (tiles * TILE, TILE)
+        grid = [-(-shape[0] // TILE), -(-shape[1] // TILE)]
+        buf = tirx.decl_buffer(shape, "float32", name, scope="shared")
         fmt = DATA_FORMATS["float32"]
-        index = max((c["index"] for c in self.cbs if c["role"] == "input"), default=-1) + 1
+        used = {c["index"] for c in self.cbs}
+        index = next((i for i in range(self.target["num_cbs"]) if i not in used), self.target["num_cbs"] + len(used))
         self.cbs.append({"index": index, "name": f"cb_{name}", "buffer": name, "role": "input",
                          "data_format": fmt.name, "dtype": "float32", "page_bytes": fmt.tile_bytes,
                          "num_pages": tiles * self.depth, "producer": "reader", "consumer": "compute",
-                         "tiles": [tiles, 1]})
-        self.buffers[name] = {"role": "staging", "scope": "shared", "shape": [tiles * TILE, TILE], "dtype": "float32"}
+                         "tiles": grid})
+        self.buffers[name] = {"role": "staging", "scope": "shared", "shape": list(shape), "dtype": "float32"}
         self.layouts[name] = {"memory": "L1", "data_format": fmt.name, "tile_shape": [TILE, TILE],
-                              "tile_bytes": fmt.tile_bytes, "shape": [tiles * TILE, TILE],
-                              "padded_shape": [tiles * TILE, TILE], "tiles": [tiles, 1]}
+                              "tile_bytes": fmt.tile_bytes, "shape": list(shape),
+                              "padded_shape": [d * TILE for d in grid], "tiles": grid}
         return buf, index
 
     # ---- lowering ----------------------------------------------------------------------------------------------
@@ -320,16 +324,38 @@ class MaskLowering:
                     entry = self.analyzer.simplify(tirx.max(tirx.min(offset, i32(atom.hi)), i32(atom.lo)) - atom.lo)
                     reads.append((tile, h, w, entry, atom))
         if not reads:
-            return fills
+            if len(fills) > WHOLE_FROM and len({_fill_value(f) for f in fills}) == 1:
+                return [_fill(region(target, [0, 0], [mask.rows, mask.cols]), _fill_value(fills[0]))]
+            if len(fills) <= WHOLE_FROM:
+                return fills
+        if len(fills) + len(reads) > WHOLE_FROM:
+            return self.whole_tiles(k, mask, target)
         stage, cb = self.staging(len(reads))
         reader = [ops.call("cb_reserve_back", cb, len(reads))]
         reader += [ops.call("read_tile", cb, n, self.table(atom, mask).name, entry, 0)
                    for n, (_, _, _, entry, atom) in enumerate(reads)]
         reader += [ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, len(reads)),
-                   ops.call("compute_receive", cb, stage.name)]
+                   ops.call("compute_receive", cb, stage.name, "", 0, 0)]
         moves = [tile_call("copy", tile, region(stage, [n * TILE, 0], [h, w]))
                  for n, (tile, h, w, _, _) in enumerate(reads)]
         return fills + reader + moves
+
+    def whole_tiles(self, k: int, mask: Mask, target) -> list:
+        """A mask of more tiles than the smallest DST holds, written by one op: every tile read from the atom's
+        table (a constant tile from its all-true or all-false entry) into a staging tile of the mask's shape, then
+        copied whole (tile by tile, each copy would be a DST window over a buffer that does not fit DST)."""
+        tiles = [(ti, tj) for ti in range(-(-mask.rows // TILE)) for tj in range(-(-mask.cols // TILE))]
+        stage, cb = self.staging(len(tiles), (mask.rows, mask.cols))
+        reader = [ops.call("cb_reserve_back", cb, len(tiles))]
+        for n, (ti, tj) in enumerate(tiles):
+            atom = mask.tile_atoms[(ti, tj)][k]
+            offset = self.analyzer.simplify(atom.d + TILE * (atom.a * ti + atom.b * tj))
+            entry = self.analyzer.simplify(tirx.max(tirx.min(offset, i32(atom.hi)), i32(atom.lo)) - atom.lo)
+            reader.append(ops.call("read_tile", cb, n, self.table(atom, mask).name, entry, 0))
+        reader += [ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, len(tiles)),
+                   ops.call("compute_receive", cb, stage.name, "", 0, 0)]
+        whole = [mask.rows, mask.cols]
+        return reader + [tile_call("copy", region(target, [0, 0], whole), region(stage, [0, 0], whole))]
 
     def run(self):
         found = []
@@ -343,6 +369,10 @@ class MaskLowering:
         func = tirx.PrimFunc(list(self.func.params) + self.new_params, body, attrs=self.func.attrs)
         return attrs.put(func, {attrs.BUFFERS: self.buffers, attrs.LAYOUT_DESC: self.layouts,
                                 attrs.CB_CONFIG: sorted(self.cbs, key=lambda c: c["index"])})
+
+
+def _fill_value(fill) -> float:
+    return 0.0 if fill.op.name.endswith("zero") else float(fill.args[1].value)
 
 
 def _fill(tile, value: float):

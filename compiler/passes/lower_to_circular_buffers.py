@@ -1,7 +1,7 @@
 """TTLowerToCircularBuffers: staging tiles become circular buffers, DRAM<->L1 tile copies become NoC page moves.
 
 - every shared tile filled from DRAM gets an input CB (c_0..), pages = tiles x cb_depth;
-- every output buffer gets an output CB (c_16..) that compute packs into and the writer drains;
+- every write-out into an output buffer gets an output CB (c_16..) that compute packs into and the writer drains;
 - `copy(A_s, A[...])`  -> reader: reserve all tiles, one noc read per tile page, barrier, push
                          + a `compute_receive` marker where compute must wait for them;
 - `copy(C[...], C_l)`  -> a `compute_send` marker (compute packs those tiles) + writer: per batch of up to 8 tiles
@@ -207,9 +207,11 @@ def lower_to_circular_buffers(func, mod, ctx):
 
     def cb_for(key: str, *, index_base: int, role: str, dtype: str, pages: int, buffer: str) -> dict:
         if key not in cbs:
-            used = [c["index"] for c in cbs.values() if c["role"] == role]
+            used = {c["index"] for c in cbs.values()}
+            index = next((i for i in [*range(index_base, target["num_cbs"]), *range(index_base)] if i not in used),
+                         target["num_cbs"] + len(used))     # over the device's count: TTVerifyProgram reports it
             fmt = DATA_FORMATS[dtype]
-            cbs[key] = {"index": index_base + len(used), "name": f"cb_{key}", "buffer": buffer, "role": role,
+            cbs[key] = {"index": index, "name": f"cb_{key}", "buffer": buffer, "role": role,
                         "data_format": fmt.name, "dtype": dtype, "page_bytes": fmt.tile_bytes, "num_pages": pages,
                         "producer": "reader" if role == "input" else "compute",
                         "consumer": "compute" if role == "input" else "writer"}
@@ -223,6 +225,14 @@ def lower_to_circular_buffers(func, mod, ctx):
 
     shards = Shards(func, page_origin, analyzer)
     column_major = transposed_operands(func)
+    write_outs: dict[str, int] = {}
+
+    def out_key(name: str) -> str:
+        """Each write-out into a tensor drains its own output CB: the writer takes a write-out's tiles in the order
+        compute packs them, whatever compute does for the tensor's other regions in between (two halves of a row
+        computed in one loop pack tile by tile, interleaved)."""
+        n = write_outs[name] = write_outs.get(name, -1) + 1
+        return name if n == 0 else f"{name}_{n}"
 
     def lower_copy(call):
         if op_name(call) != "copy":
@@ -237,7 +247,7 @@ def lower_to_circular_buffers(func, mod, ctx):
             cb["shard_of"] = src.name
             return seq([ops.call("cb_reserve_back", cb["index"], rows * cols),
                         ops.call("cb_push_back", cb["index"], rows * cols),
-                        ops.call("compute_receive", cb["index"], dst.name)])
+                        ops.call("compute_receive", cb["index"], dst.name, "", 0, 0)])
         if src.scope == "global":          # DRAM -> L1 staging tile: the reader's job
             ntiles = rows * cols
             cb = cb_for(dst.name, index_base=INPUT_CB_BASE, role="input", dtype=dst.dtype,
@@ -260,7 +270,7 @@ def lower_to_circular_buffers(func, mod, ctx):
                     "read_tile", cb["index"], page(tr, tc), src.name, r0 + tr, c0 + tc)),
                 ops.call("noc_async_read_barrier", cb["index"]),
                 ops.call("cb_push_back", cb["index"], ntiles),
-                ops.call("compute_receive", cb["index"], dst.name),
+                ops.call("compute_receive", cb["index"], dst.name, src.name, r0, c0),
             ])
         if dst.scope == "global" and dst.name in shards:   # into the core's own L1 shard
             shards.check(call, dst, rows, cols)
@@ -269,18 +279,18 @@ def lower_to_circular_buffers(func, mod, ctx):
             cb["shard_of"] = dst.name
             sr0, sc0 = (int(s) // TILE for s in src.starts)
             return seq([
-                ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols),
+                ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, "", 0, 0),
                 ops.call("cb_wait_front", cb["index"], rows * cols),
                 ops.call("cb_pop_front", cb["index"], rows * cols),
             ])
         if dst.scope == "global":          # L1/DST -> DRAM: compute packs, the writer drains
             batch = write_batch(rows * cols)
-            cb = cb_for(dst.name, index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype,
+            cb = cb_for(out_key(dst.name), index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype,
                         pages=2 * batch, buffer=dst.name)
             r0, c0 = page_origin(dst)
             sr0, sc0 = (int(s) // TILE for s in src.starts)
             return seq([
-                ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols),
+                ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, dst.name, r0, c0),
                 _write_batches(cb["index"], dst.name, r0, c0, rows, cols, batch),
             ])
         return call                        # L1 -> L1: a compute copy, tensorized later

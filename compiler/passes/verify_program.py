@@ -6,7 +6,9 @@
 - the CB protocol balances per block: each CB's producer reserves and pushes, and its consumer pops, the same
   number of pages (reader/compute/writer must agree or the device deadlocks), and the consumer waits for at least
   the pages it pops (a wait only tests that pages are there: waiting again for pages already waited for is legal,
-  as a grouped window does for each group of a buffer it updates in place).
+  as a grouped window does for each group of a buffer it updates in place);
+- every page a CB's consumer takes is the DRAM tile its producer made it for, where that can be decided
+  (hand_offs.py).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from .. import ops
 from ..errors import CompileError
 from ..ir import stmts_of
 from ..target import MAX_RUNTIME_ARGS
+from .hand_offs import verify_hand_offs
 from .partition_work import partition_problems
 from .. import attrs
 
@@ -101,6 +104,7 @@ def verify(mod) -> dict:
     if problems:
         raise CompileError("generated program failed verification: " + "; ".join(problems), stage=STAGE,
                            hint="this is a limit of the target or a compiler bug; the message says which")
+    verify_hand_offs(mod, cbs)
     return {"l1_bytes_per_core": l1, "cb_pages_per_block": balance}
 
 

@@ -257,8 +257,10 @@ def run_host_program(main_cpp: Path, inputs: dict[str, np.ndarray], workdir: Pat
     _write_inputs(inputs, input_dir)
     report_path = workdir / "report.json"
     report_path.unlink(missing_ok=True)
+    # page identity (emulator/src/page_tags.cpp): every hand-off of a tile checked, except when only timing
     run_env = {**child_env(), **kernel_compiler_env(), "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
-               "TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir()), **(env or {})}
+               "TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir()),
+               "TTEMU_PAGE_TAGS": "0" if timing_only else "1", **(env or {})}
     if timing or timing_only:
         run_env["TTEMU_COSTS"] = costs_env(arch, cost_overrides)
     if timing_only:

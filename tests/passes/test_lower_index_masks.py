@@ -53,7 +53,7 @@ def test_causal_mask_reads_diagonal_tiles_from_the_table():
     reader = [ops.call("cb_reserve_back", cb, 4)]
     reader += [ops.call("read_tile", cb, n, "tt_mask0", e, 0) for n, e in enumerate(entries)]
     reader += [ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, 4),
-               ops.call("compute_receive", cb, "tt_mask_s1")]
+               ops.call("compute_receive", cb, "tt_mask_s1", "", 0, 0)]
     def is_call(stmt, name):
         found = ops.intrinsic_of(stmt)
         return found is not None and found[0].name == name and int(found[1][0]) == cb

@@ -38,13 +38,13 @@ def test_rank4_region_reads_the_pages_of_its_matrix():
         _tile_loops(lambda tr, tc: ops.call("read_tile", 0, tr * 2 + tc, "Q", bz * 16 + by * 4 + bx * 2 + tr, tc)),
         ops.call("noc_async_read_barrier", 0),
         ops.call("cb_push_back", 0, 4),
-        ops.call("compute_receive", 0, "Q_s"),
+        ops.call("compute_receive", 0, "Q_s", "Q", bz * 16 + by * 4 + bx * 2, 0),
     ])
     assert_equal(seq(stmts[0:5]), read)
     # the writer drains the block's 4 tiles as one batch: one wait, four writes, one flush, one pop
     q = tirx.Var("q", "int32")
     write = seq([
-        ops.call("compute_send", 16, "O_l", 0, 0, 2, 2),
+        ops.call("compute_send", 16, "O_l", 0, 0, 2, 2, "O", bz * 16 + by * 4 + bx * 2, 0),
         ops.call("cb_wait_front", 16, 4),
         tirx.For(q, 0, 4, tirx.ForKind.SERIAL,
                  ops.call("write_tile", 16, q, "O", bz * 16 + by * 4 + bx * 2 + tirx.floordiv(q, 2), tirx.floormod(q, 2))),

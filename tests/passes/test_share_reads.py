@@ -43,14 +43,14 @@ def GEMM(A: T.Buffer((128, 96), "bfloat16"), B: T.Buffer((96, 64), "bfloat16"), 
             T.tt.read_tile(0, 0, "A", by, k)
             T.tt.noc_async_read_barrier(0)
             T.tt.cb_push_back(0, 1)
-            T.tt.compute_receive(0, "A_s")
+            T.tt.compute_receive(0, "A_s", "A", by, k)
             T.tt.cb_reserve_back(1, 1)
             T.tt.read_tile(1, 0, "B", k, bx)
             T.tt.noc_async_read_barrier(1)
             T.tt.cb_push_back(1, 1)
-            T.tt.compute_receive(1, "B_s")
+            T.tt.compute_receive(1, "B_s", "B", k, bx)
             T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
-        T.tt.compute_send(16, "C_l", 0, 0, 1, 1)
+        T.tt.compute_send(16, "C_l", 0, 0, 1, 1, "C", by, bx)
         T.tt.cb_wait_front(16, 1)
         T.tt.write_tile(16, 0, "C", by, bx)
         T.tt.noc_async_writes_flushed()
@@ -111,7 +111,7 @@ def test_gemm_shares_a_along_core_rows_and_b_down_core_columns():
                 else:
                     T.tt.mcast_receive(0, 0, 1, a_sender_x, a_sender_y)
                 T.tt.cb_push_back(0, 1)
-                T.tt.compute_receive(0, "A_s")
+                T.tt.compute_receive(0, "A_s", "A", by, k)
                 T.tt.cb_reserve_back(1, 1)
                 if b_role != 0:     # the column's sender reads B's page for the column
                     T.tt.read_tile(1, 0, "B", k, bx)
@@ -120,9 +120,9 @@ def test_gemm_shares_a_along_core_rows_and_b_down_core_columns():
                 else:
                     T.tt.mcast_receive(1, 2, 3, b_sender_x, b_sender_y)
                 T.tt.cb_push_back(1, 1)
-                T.tt.compute_receive(1, "B_s")
+                T.tt.compute_receive(1, "B_s", "B", k, bx)
                 T.tile.gemm(C_l, A_s, B_s, C_l, beta=1.0)
-            T.tt.compute_send(16, "C_l", 0, 0, 1, 1)
+            T.tt.compute_send(16, "C_l", 0, 0, 1, 1, "C", by, bx)
             T.tt.cb_wait_front(16, 1)
             T.tt.write_tile(16, 0, "C", by, bx)
             T.tt.noc_async_writes_flushed()
@@ -166,14 +166,14 @@ def rows_times_gamma(trip_count_depends_on_block: bool = False):
             T.tt.read_tile(0, 1, "X", bx, 1)
             T.tt.noc_async_read_barrier(0)
             T.tt.cb_push_back(0, 2)
-            T.tt.compute_receive(0, "x")
+            T.tt.compute_receive(0, "x", "X", bx, 0)
             for j in range(bx + 1 if trip_count_depends_on_block else 1):
                 T.tt.cb_reserve_back(1, 2)
                 T.tt.read_tile(1, 0, "g", 0, 0)
                 T.tt.read_tile(1, 1, "g", 0, 1)
                 T.tt.noc_async_read_barrier(1)
                 T.tt.cb_push_back(1, 2)
-                T.tt.compute_receive(1, "g_s")
+                T.tt.compute_receive(1, "g_s", "g", 0, 0)
     return before
 
 

@@ -54,20 +54,24 @@ def test_gemm_and_its_epilogue_share_one_dst_window():
     before, after = apply(GEMM_EPILOGUE, "TTTensorize")
     loop = next(s for s in block_body(before["main"]) if isinstance(s, tirx.For))
     k = loop.loop_var
+    by, bx = (next(b.var for b in block_body(before["main"]) if isinstance(b, tirx.Bind) and str(b.var.name) == n)
+              for n in ("by", "bx"))
     i32 = lambda v: tirx.IntImm("int32", v)   # noqa: E731
     expected = seq([
         ops.call("tile_regs_acquire"),
         tirx.For(k, 0, 2, tirx.ForKind.SERIAL, seq([
-            ops.call("cb_wait_front", 0, 1), ops.call("cb_wait_front", 1, 1),
+            ops.call("cb_wait_front", 0, 1), ops.call("page_expect", 0, i32(0), "A", by, k),   # A's tile (by, k)
+            ops.call("cb_wait_front", 1, 1), ops.call("page_expect", 1, i32(0), "B", k, bx),
             ops.call("matmul_init", 0, 1, 0), ops.call("matmul_tiles", 0, 1, i32(0), i32(0), i32(0)),
             ops.call("cb_pop_front", 0, 1), ops.call("cb_pop_front", 1, 1)])),
-        ops.call("cb_wait_front", 2, 1),
+        ops.call("cb_wait_front", 2, 1), ops.call("page_expect", 2, i32(0), "bias", by, bx),
         ops.call("copy_init", 2), ops.call("copy_tile", 2, i32(0), i32(1)),          # bias into the scratch slot
         ops.call("add_binary_tile_init"), ops.call("add_binary_tile", i32(0), i32(1), i32(0)),
         ops.call("unary_max_tile_init"), ops.call("unary_max_tile", i32(0), bits(0.0)),
         ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
         ops.call("pack_reconfig_data_format", 16), ops.call("cb_reserve_back", 16, 1),
-        ops.call("pack_tile", i32(0), 16, i32(0)), ops.call("cb_push_back", 16, 1),   # lands at page 0
+        ops.call("pack_tile", i32(0), 16, i32(0)), ops.call("page_tag", "C", by, bx),   # lands at page 0: C's (by, bx)
+        ops.call("cb_push_back", 16, 1),
         ops.call("tile_regs_release"),
         ops.call("cb_pop_front", 2, 1),
     ])

@@ -17,7 +17,7 @@ from ... import ops
 from ...ir import error_at, fresh_loop_vars, seq, stmts_of
 from ...target import DATA_FORMATS, dst_capacity
 from .emit import Emitter
-from .plan import Planner, WindowTooLarge, accesses, cb_resident, first_use, two_versions
+from .plan import LoopItem, Planner, Window, WindowTooLarge, accesses, cb_resident, first_use, two_versions
 from ... import attrs
 
 STAGE = "tensorize"
@@ -163,6 +163,7 @@ class Tensorizer:
         items = self.plan(rest) if items is None else items
         self.check_initialized(items)
         self.two_versions = two_versions(items)
+        self.grow_interleaved_rings(items)
         self.make_resident(sorted(cb_resident(items, lambda n: self.roles.get(n) == "compute", self.buffer_tiles()),
                                   key=list(self.buffers).index))
         emitter = Emitter(self)
@@ -190,6 +191,20 @@ class Tensorizer:
                   "unpack_to_dest_fp32_cbs": unpack_to_dest_fp32_cbs(seq(out), self.cbs) if self.fp32 else []}
         table = sorted(self.cbs.values(), key=lambda c: c["index"])
         return attrs.put(self.func.with_body(seq(out)), {attrs.COMPUTE_CONFIG: config, attrs.CB_CONFIG: table})
+
+    def grow_interleaved_rings(self, items) -> None:
+        """A grouped window packs its write-outs a group of tile positions at a time, interleaved (Y's first half
+        tile 0, its second half tile 0, ...), while the writer drains them one write-out after the other: every
+        write-out after a window's first is pushed whole before the writer takes its first page, so its output CB
+        holds the whole region (a ring of two batches would fill and stop compute while the writer waits for the
+        first write-out's next tiles)."""
+        for item in items:
+            if isinstance(item, LoopItem):
+                self.grow_interleaved_rings(item.body)
+            elif isinstance(item, Window) and not item.flat:
+                sends = [entry for entry in item.items if entry[0] == "send"]
+                for _, cb, _, _, _, rows, cols, _ in sends[1:]:
+                    self.cbs[cb]["num_pages"] = max(self.cbs[cb]["num_pages"], rows * cols)
 
     def hw_startup(self):
         outputs = sorted(c["index"] for c in self.cbs.values() if c["role"] == "output")

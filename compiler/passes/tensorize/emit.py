@@ -166,6 +166,25 @@ def _has_gemm(items) -> bool:
                for item in items if isinstance(item, tuple))
 
 
+def _plus(a, b):
+    """a + b, folded where both are constants or one is zero (the page identity's indices stay readable)."""
+    if isinstance(b, tirx.IntImm) and int(b) == 0:
+        return a
+    if isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm):
+        return i32(int(a) + int(b))
+    if isinstance(a, tirx.IntImm) and int(a) == 0:
+        return b
+    return a + b
+
+
+def page_tag(origin, i, j) -> list:
+    """The tile just packed is tile (i, j) of a write-out: for tile (r0 + i, c0 + j) of its DRAM tensor (the
+    emulator checks the writer writes it there)."""
+    if origin is None:
+        return []
+    return [ops.call("page_tag", origin.tensor, _plus(origin.r0, i), _plus(origin.c0, j))]
+
+
 class Emitter:
     def __init__(self, tz):
         self.tz = tz
@@ -258,16 +277,27 @@ class Emitter:
         if isinstance(item, SendFromCB):
             return self.send_from_cb(item.send)
         if isinstance(item, tuple) and item[0] == "receive":
-            return self.receive(item[1], pending)
+            return self.receive(item, pending)
         return [item]
 
-    def receive(self, cb: int, pending: dict) -> list:
+    def receive(self, receive: tuple, pending: dict) -> list:
+        cb, origin = receive[1], receive[3]
         out = []
         if cb in pending:        # the previous contents of this staging tile are done with: free them first
             out.append(ops.call("cb_pop_front", cb, pending.pop(cb)))
         rows, cols = self.tz.tiles(self.tz.cbs[cb]["buffer"])
         pending[cb] = rows * cols
-        return out + [ops.call("cb_wait_front", cb, rows * cols)]
+        out.append(ops.call("cb_wait_front", cb, rows * cols))
+        if origin is not None:   # the pages arrived in the order compute reads them (the emulator checks it)
+            column_major = self.tz.cbs[cb].get("tile_order") == "column_major"   # a transposed operand's staging
+
+            def position(i, j):
+                if column_major:
+                    return _plus(j * rows if rows > 1 else j, i)
+                return _plus(i * cols if cols > 1 else i, j)
+            out += self.tile_loops(rows, cols, lambda i, j: [ops.call(
+                "page_expect", cb, position(i, j), origin.tensor, _plus(origin.r0, i), _plus(origin.c0, j))])
+        return out
 
     @staticmethod
     def pop_all(pending: dict) -> list:
@@ -292,7 +322,7 @@ class Emitter:
         preload = [b for b in buffers if b in tz.resident and first_use(window_accesses.get(b, []), tz.tiles(b))[0]
                    != "write"]
         resident = [b for b in buffers if b in tz.resident]
-        fused, out_cb = self.fusable[id(w)] if id(w) in self.fuse_now else (None, None)
+        fused, out_cb, fused_origin = self.fusable[id(w)] if id(w) in self.fuse_now else (None, None, None)
         shared = out_cb in tz.aliases    # fused into an output CB over the accumulator's L1: the packer adds
         l1_acc = [b for b in preload if self.accumulates_in_l1(b, window_accesses.get(b, []), w)
                   and (b != fused or shared)]
@@ -323,7 +353,7 @@ class Emitter:
         if not w.flat:   # a grouped window waits for its staging tiles before it starts (the plan allows it);
             for item in w.items:   # the reader's and writer's statements in it stay in their order, before it
                 if item[0] == "receive":
-                    before += self.receive(item[1], pending)
+                    before += self.receive(item, pending)
                 elif item[0] == "stmt":
                     before.append(item[1])
         body = [ops.call("tile_regs_acquire")]
@@ -352,8 +382,9 @@ class Emitter:
                 body.append(ops.call("cb_reserve_back", target, at_once(b)))
             if b in l1_acc:
                 body.append(ops.call("pack_reconfig_l1_acc", self.l1_acc_flag(b, b in was_zero)))
-            body += self.positions(b, lambda slot, i, j, t=target, b=b: [ops.call("pack_tile", slot, t,
-                                                                                  self.page_of(b, i, j, b in in_place))])
+            body += self.positions(b, lambda slot, i, j, t=target, b=b: [
+                ops.call("pack_tile", slot, t, self.page_of(b, i, j, b in in_place)),
+                *(page_tag(fused_origin, i, j) if b == fused else [])])
             if b in l1_acc:
                 body.append(ops.call("pack_reconfig_l1_acc", i32(0)))
             if b in in_place:
@@ -391,7 +422,7 @@ class Emitter:
             if w is None:
                 continue
             _, out_cb, name = send.send[:3]
-            self.fusable[id(w)] = (name, out_cb)
+            self.fusable[id(w)] = (name, out_cb, send.send[-1])
             self.fused_sends.add(id(send))
             tz.used_up.add(name)
             if tz.cbs[tz.resident[name]]["data_format"] == tz.cbs[out_cb]["data_format"]:
@@ -401,7 +432,7 @@ class Emitter:
     def fusable_window(self, items: list, at: int, send: SendFromCB) -> Window | None:
         """The K loop's window whose last step can take over write-out `items[at]`, or None (find_fusions)."""
         tz = self.tz
-        _, out_cb, name, r0, c0, rows, cols = send.send
+        _, out_cb, name, r0, c0, rows, cols, _ = send.send
         if name not in tz.resident or name in tz.two_versions or (r0, c0, rows, cols) != (0, 0, *tz.tiles(name)) \
                 or out_cb in tz.aliases or any(_writes_to(other, out_cb) for other in items if other is not send):
             return None
@@ -477,7 +508,7 @@ class Emitter:
                 out += self.op(item[1])
             elif kind == "receive":
                 if self.w.flat:
-                    out += self.receive(item[1], local_pending)
+                    out += self.receive(item, local_pending)
             elif kind == "loop":
                 saved, self.top_level = self.top_level, False
                 body = self.window_items(item[2], pending, nested=True)
@@ -698,20 +729,21 @@ class Emitter:
 
     # ---- write-outs ---------------------------------------------------------------------------------------------------
     def pack_send(self, send) -> list:
-        _, out_cb, name, r0, c0, rows, cols = send
+        _, out_cb, name, r0, c0, rows, cols, origin = send
         grid_cols = self.tz.tiles(name)[1]
         head = [ops.call("pack_reconfig_data_format", out_cb)]
 
-        def pack(slot):
+        def pack(slot, i, j):   # tile (i, j) of the region written out
             return [ops.call("cb_reserve_back", out_cb, 1), ops.call("pack_tile", slot, out_cb, i32(0)),
-                    ops.call("cb_push_back", out_cb, 1)]
-        if not self.w.flat:
-            return head + self.positions(name, lambda slot, i, j: pack(slot))
-        return head + self.tile_loops(rows, cols, lambda i, j: pack(self.base[name] + (r0 + i) * grid_cols + c0 + j))
+                    *page_tag(origin, i, j), ops.call("cb_push_back", out_cb, 1)]
+        if not self.w.flat:     # the whole buffer
+            return head + self.positions(name, lambda slot, i, j: pack(slot, i, j))
+        return head + self.tile_loops(rows, cols, lambda i, j: pack(self.base[name] + (r0 + i) * grid_cols + c0 + j,
+                                                                    i, j))
 
     def send_from_cb(self, send) -> list:
         """A CB-resident buffer's region to an output CB, a DST-full of tiles at a time (copy in, pack out)."""
-        _, out_cb, name, r0, c0, rows, cols = send
+        _, out_cb, name, r0, c0, rows, cols, origin = send
         tz = self.tz
         grid_cols = tz.tiles(name)[1]
         cb = tz.cb_of(name)
@@ -731,7 +763,8 @@ class Emitter:
                     per_tile(ops.call("copy_tile", cb, (r0 + i) * grid_cols + c0 + j, slot)),
                     ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
                     ops.call("pack_reconfig_data_format", out_cb), ops.call("cb_reserve_back", out_cb, group),
-                    per_tile(ops.call("pack_tile", slot, out_cb, slot)), ops.call("cb_push_back", out_cb, group),
+                    per_tile(seq([ops.call("pack_tile", slot, out_cb, slot), *page_tag(origin, i, j)])),
+                    ops.call("cb_push_back", out_cb, group),
                     ops.call("tile_regs_release")])
         return [tirx.For(t, 0, rounds, tirx.ForKind.SERIAL, body) if rounds > 1 else body]
 

@@ -93,14 +93,29 @@ def op_info(call) -> OpInfo:
     return OpInfo(call, name, dst, operands, accumulates, tiles_of(dst.extents), whole)
 
 
+@dataclass(frozen=True)
+class Origin:
+    """The DRAM tiles a staging tile holds, or a write-out is for: tile (r0 + i, c0 + j) of `tensor` at tile (i, j)."""
+    tensor: str
+    r0: object
+    c0: object
+
+
+def _origin(args) -> Origin | None:
+    tensor = str(args[0].value)
+    return Origin(tensor, args[1], args[2]) if tensor else None
+
+
 def marker(stmt):
-    """("receive", cb, buffer) / ("send", cb, buffer, r0, c0, rows, cols) for the CB markers, else None."""
+    """("receive", cb, buffer, origin) / ("send", cb, buffer, r0, c0, rows, cols, origin) for the CB markers, else
+    None (origin: an Origin, or None for pages of no DRAM tensor)."""
     found = ops.intrinsic_of(stmt)
     if found and found[0].name == "compute_receive":
-        return ("receive", int(found[1][0]), str(found[1][1].value))
+        args = found[1]
+        return ("receive", int(args[0]), str(args[1].value), _origin(args[2:5]))
     if found and found[0].name == "compute_send":
         args = found[1]
-        return ("send", int(args[0]), str(args[1].value), *(int(x) for x in args[2:6]))
+        return ("send", int(args[0]), str(args[1].value), *(int(x) for x in args[2:6]), _origin(args[6:9]))
     return None
 
 
@@ -115,7 +130,7 @@ def has_compute(stmt) -> bool:
 # ---- windows --------------------------------------------------------------------------------------------------
 @dataclass
 class Window:
-    """Items: ("op", OpInfo) | ("receive", cb, buffer) | ("send", cb, buffer, r0, c0, rows, cols)
+    """Items: ("op", OpInfo) | ("receive", cb, buffer, origin) | ("send", cb, buffer, r0, c0, rows, cols, origin)
     | ("loop", For, [items])."""
     capacity: int
     buffer_tiles: dict
@@ -185,15 +200,16 @@ class Window:
                 self.staging_read.add(o.region.name)
 
     # -- markers
-    def try_receive(self, cb: int, buffer: str) -> bool:
+    def try_receive(self, receive: tuple) -> bool:
+        buffer = receive[2]
         if not self.flat and (buffer in self.staging_read or buffer in self.received):
             return False                   # a grouped window waits for its staging tiles before it starts
-        self.items.append(("receive", cb, buffer))
+        self.items.append(receive)
         self.received.add(buffer)
         return True
 
     def try_send(self, send: tuple) -> bool:
-        _, cb, name, r0, c0, rows, cols = send
+        _, cb, name, r0, c0, rows, cols, _ = send
         if name not in self.written:
             return False
         whole = (r0, c0, rows, cols) == (0, 0, *self.buffer_tiles[name])
@@ -201,7 +217,7 @@ class Window:
             if self.slots_needed(True, self.dst_buffers(), self.scratch) > self.capacity:
                 return False
             self.flat = True
-        self.items.append(("send", cb, name, r0, c0, rows, cols))
+        self.items.append(send)
         self.sent.add(name)
         return True
 
@@ -229,7 +245,7 @@ class Window:
         for s in stmts:
             m = marker(s)
             if m is not None and m[0] == "receive":
-                if not self.try_receive(m[1], m[2]):
+                if not self.try_receive(m):
                     return None
             elif m is not None:
                 return None                # a pack per iteration: the window would close inside the loop
@@ -269,7 +285,7 @@ class Planner:
         return Window(self.capacity, self.buffer_tiles, self.is_compute)
 
     def plan(self, stmts: list) -> list:
-        """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer) | a plain statement."""
+        """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer, origin) | a plain statement."""
         items, cur = [], None
 
         def close():
@@ -281,7 +297,7 @@ class Planner:
         for s in stmts:
             m = marker(s)
             if m is not None and m[0] == "receive":
-                if cur is not None and cur.try_receive(m[1], m[2]):
+                if cur is not None and cur.try_receive(m):
                     continue
                 close()
                 items.append(m)

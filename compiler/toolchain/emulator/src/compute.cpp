@@ -671,7 +671,10 @@ std::uint8_t* pack_target(KernelRun& run, std::uint32_t ocb, std::uint32_t pos, 
                     strformat("CB c_%u is %s but the packer is configured for c_%u (%s) by compute_kernel_hw_startup "
                               "or pack_reconfig_data_format",
                               ocb, fmt::name(format), cs.pack_cb, fmt::name(cb_format(run, cs.pack_cb, call))));
-    return core.l1 + c.base + (c.wr_page + pos) * c.page_size;
+    const std::uint32_t local = c.base + (c.wr_page + pos) * c.page_size;
+    cs.last_pack = local;
+    tags_clear(core, local);  // a packed page holds what the packer wrote; dev::page_tag may say which DRAM page
+    return core.l1 + local;
 }
 
 // The packer's output stage: ReLU, then (with L1 accumulation) the sum with the tile already in L1, in fp32,

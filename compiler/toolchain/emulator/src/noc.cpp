@@ -202,9 +202,17 @@ void dram_access(KernelRun& run, std::uint64_t encoded, std::uint8_t* l1, std::u
                                       buf->id, buf->num_pages, buf->page_size));
     }
     std::uint8_t* p = buf->data.data() + static_cast<std::size_t>(bank) * buf->extent() + off;
+    const std::uint32_t local = static_cast<std::uint32_t>(l1 - run.core->l1);
     for (std::uint64_t o = off / buf->aligned_page * buf->aligned_page; o < off + bytes; o += buf->aligned_page) {
         std::int64_t page = buf->page_at(bank, o);
-        if (page >= 0) buf->mark_pages(to_l1, static_cast<std::uint32_t>(page), 1);
+        if (page < 0) continue;
+        buf->mark_pages(to_l1, static_cast<std::uint32_t>(page), 1);
+        if (o < off || buf->sharded()) continue;  // page identity: whole pages of interleaved buffers
+        const std::uint32_t at = local + static_cast<std::uint32_t>(o - off);
+        if (to_l1)
+            tags_dram_read(run, at, *buf, static_cast<std::uint32_t>(page));
+        else
+            tags_dram_write(run, at, *buf, static_cast<std::uint32_t>(page), call());
     }
     if (to_l1) {
         std::memcpy(l1, p, bytes);
@@ -298,8 +306,10 @@ void noc_transfer(KernelRun& run, std::uint64_t remote, std::uint64_t local_addr
         check_noc_l1(run, other, addr, bytes, !reading, call);
         if (reading) {
             std::memmove(mine, other.l1 + addr, bytes);
+            tags_copy(other, addr, *run.core, local, bytes);
         } else {
             std::memmove(other.l1 + addr, mine, bytes);
+            tags_copy(*run.core, local, other, addr, bytes);
             notify_core(other);
         }
     };
@@ -379,7 +389,10 @@ std::uint32_t multicast(KernelRun& run, std::uint32_t local, std::uint64_t mcast
     const std::uint8_t* src = run.core->l1 + local;
     for (Core* c : cores) {
         if (c == run.core && !loopback) continue;
-        if (c->l1 + addr != src) std::memmove(c->l1 + addr, src, bytes);
+        if (c->l1 + addr != src) {
+            std::memmove(c->l1 + addr, src, bytes);
+            tags_copy(*run.core, local, *c, addr, bytes);
+        }
         notify_core(*c);
     }
     run.counters.noc_multicasts += 1;

@@ -149,6 +149,17 @@ struct L1Region {
     std::string what;  // "semaphores", "L1 buffer #3" (for messages)
 };
 
+// What an L1 page holds, for the page-identity check (page_tags.cpp, TTEMU_PAGE_TAGS=1): a DRAM page read into it
+// (Source), or the DRAM page the compute kernel packed it for (Destination, said by the kernel: dev::page_tag).
+struct PageTag {
+    enum class Kind : std::uint8_t { Source, Destination } kind = Kind::Source;
+    std::uint32_t buffer = 0;        // DeviceBuffer id
+    std::uint32_t page = 0;          // page of that buffer; kNoPage: a page of no DRAM page (padding, scratch)
+    const KernelRun* run = nullptr;  // who made it so, and where
+    Site site{};
+};
+inline constexpr std::uint32_t kNoPage = 0xffffffffu;
+
 struct Core {
     std::uint32_t x = 0, y = 0;
     std::uint8_t* l1 = nullptr;  // arch l1_bytes in this core's L1 window, zero-initialised; persists across programs
@@ -161,6 +172,8 @@ struct Core {
     // value of each L1 word at the first semaphore-style access of the current program (the timing replay's
     // starting values; guarded by mu)
     std::unordered_map<std::uint32_t, std::uint32_t> word_init;
+    std::unordered_map<std::uint32_t, PageTag> page_tags;  // L1 offset of a page -> what it holds (guarded by tag_mu)
+    std::mutex tag_mu;
     std::mutex mu;
     std::condition_variable cv;
     std::uint64_t window() const { return reinterpret_cast<std::uintptr_t>(l1); }
@@ -198,6 +211,7 @@ struct ComputeState {
     int pack_mask_cb = -1, pack_mask_dim = -1;  // reduce_init's packer edge mask (until reduce_uninit / another init)
     bool pack_l1_acc = false;                   // pack_reconfig_l1_acc(1): the packer adds DST to the tile in L1
     bool pack_relu = false;                     // pack_relu_config(ReluConfig::zero())
+    std::int64_t last_pack = -1;                // L1 offset of the page the last pack wrote (dev::page_tag names it)
 };
 
 enum class ThreadState : std::uint8_t { Running, Blocked, Done };
@@ -329,6 +343,14 @@ struct Device {
 };
 Device& device();
 bool device_open();
+
+// Page identity (page_tags.cpp): every hand-off of a tile through L1 checked against what its producer meant.
+bool page_tags_on();
+void tags_dram_read(KernelRun& run, std::uint32_t local, const DeviceBuffer& buf, std::uint32_t page);
+void tags_dram_write(KernelRun& run, std::uint32_t local, const DeviceBuffer& buf, std::uint32_t page,
+                     const std::string& call);
+void tags_copy(const Core& from, std::uint32_t from_addr, Core& to, std::uint32_t to_addr, std::uint32_t bytes);
+void tags_clear(Core& core, std::uint32_t local);
 
 // Errors ---------------------------------------------------------------------------------------------------
 // Raised inside a kernel thread: records the first error, aborts every kernel, unwinds the caller.

@@ -43,6 +43,11 @@ struct CbInterface {
         tiles_received, fifo_wr_tile_ptr;
 };
 CbInterface& cb_interface(std::uint32_t cb, Site site);
+// Page identity (TTEMU_PAGE_TAGS=1; no-ops otherwise): the page the last pack_tile wrote is for `page` of DRAM
+// buffer `buffer` (its creation index); CB position `index` from the front must hold `page` of `buffer`, as read
+// from DRAM. A writer or reader that moves another page there is an error naming both lines.
+void page_tag(std::uint32_t buffer, std::uint32_t page, Site site);
+void page_expect(std::uint32_t cb, std::uint32_t index, std::uint32_t buffer, std::uint32_t page, Site site);
 
 // NoC addresses. L1 addresses handed to kernels (CB pointers, semaphores) are host addresses inside the calling
 // core's L1 window, so kernels may dereference them as the RISC-V cores do; NoC calls also accept plain L1
