@@ -43,6 +43,10 @@ app.conf.update(
     broker_connection_retry=True,
     broker_connection_max_retries=None,
     worker_cancel_long_running_tasks_on_connection_loss=False,
+    # ... and a broker that answers "not now" (Redis out of memory or read-only: kombu's channel errors) too: the
+    # consumer reconnects instead of the worker dying ('Unrecoverable error: OutOfMemoryError' when it took a token
+    # it could not note as unacknowledged); a token lost so is sent again by the reconciler (workers/reconcile.py)
+    broker_channel_error_retry=True,
     # a pool process warms up (imports, sandbox zygote, emulator runtime) before it says it is up and takes a task,
     # so no task's time limit runs during a warm-up; the pool must not kill it meanwhile (its default is 4 s)
     worker_proc_alive_timeout=settings.warm_up_limit_s + 60,

@@ -172,6 +172,32 @@ def test_a_stage_that_runs_while_redis_is_out_of_memory_is_kept_not_run_again(ow
         stack.stop()
 
 
+def test_a_worker_survives_taking_tokens_while_redis_is_out_of_memory(own_redis, tmp_path):
+    """Tokens wait while Redis reaches its maxmemory; the worker takes one (Redis hands it over, but the worker cannot
+    note it as unacknowledged: OOM). The worker goes on (it reconnects instead of dying), and once memory is freed
+    every job ends."""
+    stack = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", tmp_path)
+    server = redis.Redis(port=own_redis.port)
+    try:
+        worker = stack.start_worker()
+        os.kill(worker.process.pid, signal.SIGSTOP)  # the worker's main process: it takes no token meanwhile
+        try:
+            jobs = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(2)]
+            server.config_set("maxmemory", 1)  # below what it holds: every write refused (noeviction)
+        finally:
+            os.kill(worker.process.pid, signal.SIGCONT)
+        until(lambda: "maxmemory" in worker.log.read_text(errors="replace"), 60, worker.tail())  # it took one
+        server.config_set("maxmemory", 0)
+        for job_id in jobs:
+            final = stack.wait(job_id, timeout=BOUND_S)
+            assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        assert worker.process.poll() is None, worker.tail()
+        assert "Unrecoverable error" not in worker.log.read_text(errors="replace")
+    finally:
+        server.config_set("maxmemory", 0)
+        stack.stop()
+
+
 def test_embedded_jobs_whose_tokens_were_lost_all_run_once(tmp_path):
     """Embedded mode (SQLite store and broker): while the first job is held running, the waiting tokens of the two
     behind it are lost; all three end, each run once."""
