@@ -42,7 +42,7 @@ from ..layout import UNIT, view_of
 from ..cost_model import matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
-from .merge_steps import steps_merge
+from .merge_steps import carried_buffers, steps_merge
 from .tensorize.emit import dst_group
 from .. import attrs, registry
 
@@ -258,6 +258,7 @@ class Tiling:
         self.a = analysis
         self.classes = analysis.classes()
         self.analyzer = tvm.sym.Analyzer()
+        self.carried: dict = {}              # class root -> the buffers its loop carries (steps merged by evaluation)
         for v, e in zip(analysis.grid_vars, analysis.grid_extents):
             self.analyzer.bind(v, tvm.ir.Range(0, e))
         for c in self.classes.values():
@@ -338,8 +339,11 @@ class Tiling:
         inside = {id(call) for call in calls}
         read_after = {r.name for call in self.a.calls if id(call) not in inside
                       for r in (region_of(a) for a in call.args[1:]) if r is not None}
-        return steps_merge(calls, self.a.buffers, lambda name, axis: self.a.find(self.a.key(name, axis)) == root,
-                           read_after)
+        if not steps_merge(calls, self.a.buffers, lambda name, axis: self.a.find(self.a.key(name, axis)) == root,
+                           read_after):
+            return False
+        self.carried[root] = carried_buffers(calls, read_after)
+        return True
 
     def accumulation_only(self, loop, c: AxisClass) -> str | None:
         """Why iterations of `loop` cannot be merged (None: its body only accumulates over the class)."""
@@ -454,10 +458,37 @@ class Chooser:
                 _, layout, blocks, unfitted = best
                 blocks = self.better_for_dst(layout, blocks, unfitted, grid_roots, k_roots, extents, depth, budget,
                                              shrink, cx, cy)
+                layout, blocks = self.wider_steps(layout, blocks, candidates, grid_roots, k_roots, extents, depth,
+                                                  budget, cx, cy)
                 deeper = [d for d in depths if d > depth and self.l1_bytes(blocks, d) <= budget]
                 return self.finish(blocks, extents, max(deeper, default=depth), layout, None)
         self.explain.append("no blocking of this kernel fits L1; keeping the kernel's own blocks")
         return self.as_written("as written")
+
+    def wider_steps(self, layout, blocks, candidates, grid_roots, k_roots, extents, depth, budget, cx, cy):
+        """For a loop whose steps merge by evaluation (an online softmax), which rescales everything it carries
+        every step (the whole output block: its width in tiles, about a score tile's work each), the blocks that
+        cost least by busiest core's rows x (key tiles + steps x carried width): the chosen ones, or smaller
+        blocks with steps at least twice the carried width."""
+        merged = [r for r in k_roots if self.t.classes[r].merged_by_model and r in self.t.carried]
+        if not merged:
+            return layout, blocks
+        width = max(ceil_div(self.buffers[name]["shape"][1], TILE) for r in merged for name in self.t.carried[r])
+
+        def cost(lay, bl):
+            rows = self.work(bl, grid_roots, extents, lay, cx, cy)[0]
+            return rows * sum(self.tiles(r) * (1 + width / (bl.get(r, self.t.classes[r].block) // TILE))
+                              for r in merged)
+        best = (cost(layout, blocks), layout, blocks)
+        min_step = 2 * width * TILE
+        for lay, unfitted in candidates:
+            fitted = self.fit(dict(unfitted), grid_roots, k_roots, depth, budget, True, min_step=min_step)
+            if fitted is not None and all(fitted.get(r, 0) >= min_step for r in merged) and cost(lay, fitted) < best[0]:
+                best = (cost(lay, fitted), lay, fitted)
+        if best[2] is not blocks:
+            self.explain.append(f"key steps of at least {2 * width} tiles (twice the {width} tiles the loop rescales "
+                                f"every step) on smaller blocks: {best[0] / cost(layout, blocks):.0%} of the work")
+        return best[1], best[2]
 
     def as_written(self, why: str):
         """The kernel's own blocks, with the deepest input buffering that fits L1 (the verifier reports a kernel that
@@ -584,13 +615,15 @@ class Chooser:
             total += calls * max(unpack, math)
         return total
 
-    def fit(self, blocks: dict, grid_roots, k_roots, depth: int, budget: int, shrink: bool) -> dict | None:
+    def fit(self, blocks: dict, grid_roots, k_roots, depth: int, budget: int, shrink: bool,
+            min_step: int | None = None) -> dict | None:
         """Shrink K steps down to MIN_K_STEP_TILES, then (with `shrink`) halve the largest block axis, until the
         CBs fit L1; K steps below MIN_K_STEP_TILES only when no block axis can shrink any more. (Each K step costs
         every DST group of the output block a round of fixed calls, so a 512 x 512 block with a one-tile K step
         is slower than two 512 x 256 blocks with 8-tile steps, although it reads DRAM less.)"""
         choices = self.k_choices(k_roots)
-        wide = [ks for ks in choices if all(v >= min(MIN_K_STEP_TILES * TILE, self.largest_k(k_roots)) for v in ks.values())]
+        least = min_step or MIN_K_STEP_TILES * TILE
+        wide = [ks for ks in choices if all(v >= min(least, self.largest_k(k_roots)) for v in ks.values())]
         for allowed in ((wide or choices, choices) if shrink else (wide or choices,)):
             trial_blocks = dict(blocks)
             while True:

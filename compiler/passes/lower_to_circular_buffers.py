@@ -22,7 +22,7 @@ from tvm import tirx
 from .. import ops
 from ..errors import CompileError
 from ..ir import error_at, op_name, region_of, seq
-from ..layout import view_of
+from ..layout import UNIT, view_of
 from ..target import DATA_FORMATS, TILE
 from .. import attrs
 
@@ -47,13 +47,16 @@ def _tile_loops(rows: int, cols: int, make) -> tirx.Stmt:
     return body
 
 
-def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int) -> tirx.Stmt:
+def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int, row_guard=None) -> tirx.Stmt:
     """The writer's side of a write-out: per batch, wait for its tiles, write them, flush once, free them."""
     def batch_body(tile_of):
         q = tirx.Var("q", "int32")
         index = q if batch > 1 else tirx.IntImm("int32", 0)
         tr, tc = tile_of(index)
         write = ops.call("write_tile", cb, index, name, r0 + tr, c0 + tc)
+        cond = row_guard(tr) if row_guard is not None else None
+        if cond is not None:
+            write = tirx.IfThenElse(cond, write, None)
         return seq([ops.call("cb_wait_front", cb, batch),
                     tirx.For(q, 0, batch, tirx.ForKind.SERIAL, write) if batch > 1 else write,
                     ops.call("noc_async_writes_flushed"),
@@ -234,6 +237,16 @@ def lower_to_circular_buffers(func, mod, ctx):
         n = write_outs[name] = write_outs.get(name, -1) + 1
         return name if n == 0 else f"{name}_{n}"
 
+    def row_guard(r, rows: int):
+        """A block that runs past the end of its tensor's row axis, in a tensor with batch axes: its last tiles
+        would be the next matrix's first ones in the flattened page view (TTPadTiles bounds that view only), so
+        tile row `tr` is moved only while it starts inside the axis. None when the blocks tile the axis exactly."""
+        view = view_of(buffers[r.name])
+        axis = view.tile_axes[0]
+        if axis == UNIT or view.batch <= 1 or view.shape[axis] % (rows * TILE) == 0:
+            return None
+        return lambda tr: r.starts[axis] + tr * TILE < view.shape[axis]
+
     def lower_copy(call):
         if op_name(call) != "copy":
             return call
@@ -264,10 +277,16 @@ def lower_to_circular_buffers(func, mod, ctx):
 
             def page(tr, tc):
                 return tc * rows + tr if dst.name in column_major else tr * cols + tc
+            guard = row_guard(src, rows)
+
+            def read(tr, tc):
+                stmt = ops.call("read_tile", cb["index"], page(tr, tc), src.name, r0 + tr, c0 + tc)
+                if guard is None:
+                    return stmt
+                return tirx.IfThenElse(guard(tr), stmt, ops.call("zero_tile", cb["index"], page(tr, tc)))
             return seq(after_writes + [
                 ops.call("cb_reserve_back", cb["index"], ntiles),
-                _tile_loops(rows, cols, lambda tr, tc: ops.call(
-                    "read_tile", cb["index"], page(tr, tc), src.name, r0 + tr, c0 + tc)),
+                _tile_loops(rows, cols, read),
                 ops.call("noc_async_read_barrier", cb["index"]),
                 ops.call("cb_push_back", cb["index"], ntiles),
                 ops.call("compute_receive", cb["index"], dst.name, src.name, r0, c0),
@@ -291,7 +310,7 @@ def lower_to_circular_buffers(func, mod, ctx):
             sr0, sc0 = (int(s) // TILE for s in src.starts)
             return seq([
                 ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, dst.name, r0, c0),
-                _write_batches(cb["index"], dst.name, r0, c0, rows, cols, batch),
+                _write_batches(cb["index"], dst.name, r0, c0, rows, cols, batch, row_guard(dst, rows)),
             ])
         return call                        # L1 -> L1: a compute copy, tensorized later
 

@@ -172,3 +172,22 @@ def test_attention_key_loop_merged_and_qk_as_block_matmuls(arch):
     outcome = emulate(result.artifacts, target=target, source=source, filename=str(path), entry="flash_attention",
                       params=params, seed=5)
     assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_attention_query_blocks_past_the_end_of_a_head(arch):
+    """1x10x2048x64: the chosen query blocks (5 tiles on Blackhole) do not tile a head's 64 rows, so the last block
+    of every head runs past it. Its tiles beyond the head are not the next head's first ones (the flattened page
+    view would have them be): they are zero-filled on read and dropped on write. Before, head h's last block
+    overwrote head h+1's first output rows."""
+    path = EXAMPLES / "flash_attention.py"
+    source = path.read_text()
+    params = dict(batch=1, heads=10, seq_len=2048, dim=64, causal=False)
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename=str(path), entry="flash_attention", params=params, target=target)
+    cbs = {cb["buffer"]: cb for cb in result.plan["circular_buffers"]}
+    if arch == "blackhole":
+        assert 64 % cbs["q"]["tiles"][0] != 0          # the case this test is about
+    outcome = emulate(result.artifacts, target=target, source=source, filename=str(path), entry="flash_attention",
+                      params=params, seed=7)
+    assert outcome.passed, outcome.verification.render()
