@@ -333,6 +333,13 @@ class StoreLowering:
         """T.if_then_else(cond, a, b) with a condition on data values: keep(a, c) + keep(b, not c), c the condition's
         0/1 value (each half is exactly its operand or zero, whatever the other holds: -inf, NaN)."""
         c = self.condition(e.cond)
+        if not self.is_leaf(c):     # computed once: both halves read it
+            shape = self.shape_of(c)
+            tmp = self.temp(shape, "float32")
+            saved, self.shape = self.shape, shape
+            self.compute(self.hoist(c, shape), tmp)
+            self.shape = saved
+            c = Hoisted(tmp, shape)
         a, b = self.normalize(e.a), self.normalize(e.b)
         ka, kb = self.fold_or_none(a), self.fold_or_none(b)
         if ka == 1.0 and kb == 0.0:
