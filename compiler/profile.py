@@ -1,5 +1,5 @@
 """profile.json: where a program's modelled device time goes, from the emulator's timing model (report["timing"],
-compiler/toolchain/emulator/src/timing_sim.cpp) and the plan.
+ttemu/src/timing_sim.cpp) and the plan.
 
     device time      the model's device cycles (kernels + program dispatch) at the arch's clock
     TRISC1 span      the math RISC's first start to its last end across cores: what Tenstorrent's device profiler

@@ -1,5 +1,5 @@
 """The documents a sandboxed step answers besides the plan: an emulated run's report.json (the emulator's counters,
-compiler/toolchain/emulator/src/host_api.cpp; its timing model, timing_sim.cpp; the verification against NumPy and
+ttemu/src/host_api.cpp; its timing model, timing_sim.cpp; the verification against NumPy and
 the wrapper's timings, compiler/toolchain/verification.py) and a compile's linemap.json (compiler/codegen/linemap.py).
 
 They come back from the sandbox, where the job's own code could have written them: each is held to its schema here

@@ -17,7 +17,7 @@ def test_ruff_finds_nothing():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-CPP = ROOT / "compiler" / "toolchain" / "emulator"
+CPP = ROOT / "ttemu"
 
 
 def test_the_emulators_cpp_is_clang_formatted():

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import COSTS, SFPU_FUNCTIONS, Sfpu
 
 ROOT = Path(__file__).resolve().parents[2]
-EMULATOR = ROOT / "compiler" / "toolchain" / "emulator"
+EMULATOR = ROOT / "ttemu"
 INCLUDE = EMULATOR / "include"
 DEF_FILE = INCLUDE / "ttemu" / "sfpu_ops.def"
 API_DIR = INCLUDE / "api" / "compute"

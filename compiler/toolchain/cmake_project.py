@@ -2,7 +2,7 @@
 
 The project is what tt-metal's programming examples do (`find_package(TT-Metalium REQUIRED)`, link `TT::Metalium`),
 so the same CMakeLists.txt builds against an installed SDK on a hardware worker and against
-compiler/toolchain/emulator/cmake (the emulator packaged with the same names) everywhere else.
+ttemu/cmake (the emulator packaged with the same names) everywhere else.
 
     sdk = emulated_sdk()                       # or metalium_sdk() on a machine with TT_METAL_HOME
     program = build_program(bundle_dir, sdk)   # cached by main.cpp + CMakeLists.txt + the SDK identity

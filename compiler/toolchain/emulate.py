@@ -1,4 +1,4 @@
-"""Build and run a generated TT-Metalium bundle on the functional emulator (compiler/toolchain/emulator).
+"""Build and run a generated TT-Metalium bundle on the functional emulator (ttemu/, its own package).
 
 The bundle holds reader.cpp, compute.cpp, writer.cpp and main.cpp. main.cpp is compiled with the host g++
 against the emulator's TT-Metalium headers and linked with libttemu; it runs as
@@ -25,16 +25,18 @@ from pathlib import Path
 
 import numpy as np
 
+import ttemu
+
 from ..cost_model import matmul_block_table
 from ..target import device_costs
 from . import cache
 from .environment import child_env
 from .locking import locked
 
-EMULATOR_DIR = Path(__file__).resolve().parent / "emulator"
+EMULATOR_DIR = ttemu.ROOT
 PROJECT_ROOT = Path(__file__).resolve().parents[2]           # where `compiler` is imported from
-INCLUDE_DIR = EMULATOR_DIR / "include"
-SOURCE_DIR = EMULATOR_DIR / "src"
+INCLUDE_DIR = ttemu.INCLUDE_DIR
+SOURCE_DIR = ttemu.SOURCE_DIR
 BUNDLE_FILES = ("reader.cpp", "compute.cpp", "writer.cpp", "main.cpp")
 ARCHES = ("wormhole_b0", "blackhole")
 

@@ -115,7 +115,8 @@ float bfp_decode(std::uint8_t datum, int shared_exp, int mantissa_bits) {
 // `faceorder` is the tile's 1024 datums in face order; 64 rows of 16 share an exponent each.
 static void unpack_bfp(const std::uint8_t* src, int mantissa_bits, float* faceorder) {
     for (int i = 0; i < kTileElems; ++i) {
-        std::uint8_t datum = mantissa_bits == 7 ? src[64 + i] : static_cast<std::uint8_t>((src[64 + i / 2] >> (4 * (i & 1))) & 0xfu);
+        std::uint8_t datum =
+            mantissa_bits == 7 ? src[64 + i] : static_cast<std::uint8_t>((src[64 + i / 2] >> (4 * (i & 1))) & 0xfu);
         faceorder[i] = bfp_decode(datum, src[i / 16], mantissa_bits);
     }
 }

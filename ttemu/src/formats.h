@@ -5,7 +5,15 @@
 #include <cstring>
 
 namespace ttemu::fmt {
-enum Format : std::uint8_t { Float32 = 0, Float16 = 1, Tf32 = 4, Float16_b = 5, Bfp8_b = 6, Bfp4_b = 7, Invalid = 0xff };
+enum Format : std::uint8_t {
+    Float32 = 0,
+    Float16 = 1,
+    Tf32 = 4,
+    Float16_b = 5,
+    Bfp8_b = 6,
+    Bfp4_b = 7,
+    Invalid = 0xff
+};
 constexpr int kTileElems = 1024;
 
 inline std::uint32_t bits_of(float f) {

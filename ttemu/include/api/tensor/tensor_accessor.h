@@ -23,14 +23,13 @@ struct TensorAccessor {
           is_dram_(TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>::is_dram),
           sharded_(TensorAccessorArgs<CTA_OFFSET, CRTA_OFFSET>::is_sharded) {}
 
-    std::uint64_t get_noc_addr(const std::uint32_t page_id, const std::uint32_t offset = 0,
-                               std::uint8_t noc = 0, TTEMU_SITE) const {
+    std::uint64_t get_noc_addr(const std::uint32_t page_id, const std::uint32_t offset = 0, std::uint8_t noc = 0,
+                               TTEMU_SITE) const {
         if (sharded_) ttemu::dev::unsupported("a TensorAccessor over a sharded buffer (page addressing)", ttemu_site);
         return ttemu::dev::dram_noc_addr(is_dram_, bank_base_address, page_size, page_id, offset);
     }
     // the NoC address of a page, checked against the buffer the accessor names (the object API's path)
-    std::uint64_t ttemu_checked_noc_addr(const std::uint32_t page_id, const std::uint32_t offset,
-                                         TTEMU_SITE) const {
+    std::uint64_t ttemu_checked_noc_addr(const std::uint32_t page_id, const std::uint32_t offset, TTEMU_SITE) const {
         if (sharded_) ttemu::dev::unsupported("a TensorAccessor over a sharded buffer (page addressing)", ttemu_site);
         return ttemu::dev::accessor_noc_addr(is_dram_, bank_base_address, page_size, page_id, offset);
     }

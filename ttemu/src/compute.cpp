@@ -199,9 +199,9 @@ void matmul_event(KernelRun& run, std::uint32_t in0, std::uint32_t in1, std::uin
     if (!run.trace) return;
     const double* terms = timing::matmul_block_terms(rt, ct);
     if (!terms)
-        kernel_fail("matmul-block", call,
-                    strformat("the timing model's cost table has no %u x %u matmul call (rt x ct up to 16 tiles)", rt,
-                              ct));
+        kernel_fail(
+            "matmul-block", call,
+            strformat("the timing model's cost table has no %u x %u matmul call (rt x ct up to 16 tiles)", rt, ct));
     const double unpack = terms[0] + terms[1] * cb_tile_bytes(run, in0) + terms[2] * cb_tile_bytes(run, in1);
     const double products = terms[4];
     const double math = terms[3] + products * timing::fpu_cycles(run.kernel->math_fidelity);

@@ -33,12 +33,16 @@ struct TensorAccessorArgs {
                   "ttemu: TensorAccessor args with runtime fields are not emulated");
     static constexpr std::uint32_t AlignedPageSize = get_ct_arg<CTA_OFFSET + 1>();
     static constexpr std::uint32_t RankCT = [] {
-        if constexpr (is_sharded) return get_ct_arg<CTA_OFFSET + 2>();
-        else return 0u;
+        if constexpr (is_sharded)
+            return get_ct_arg<CTA_OFFSET + 2>();
+        else
+            return 0u;
     }();
     static constexpr std::uint32_t NumBanksCT = [] {
-        if constexpr (is_sharded) return get_ct_arg<CTA_OFFSET + 3>() & 0x7fffffffu;
-        else return 0u;
+        if constexpr (is_sharded)
+            return get_ct_arg<CTA_OFFSET + 3>() & 0x7fffffffu;
+        else
+            return 0u;
     }();
     static constexpr std::uint32_t NumArgsCT = is_sharded ? 4 + 2 * RankCT + (NumBanksCT + 1) / 2 : 2;
 

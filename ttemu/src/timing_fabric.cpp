@@ -27,7 +27,9 @@ float Fabric::Ledger::get(std::int64_t bin, std::size_t lane) const {
 }
 
 Fabric::Fabric(const Costs& costs, int grid_x, int grid_y)
-    : c_(costs), grid_x_(grid_x), grid_y_(grid_y),
+    : c_(costs),
+      grid_x_(grid_x),
+      grid_y_(grid_y),
       noc_w_(std::max(1, static_cast<int>(costs.noc_grid.empty() ? grid_x + 2 : costs.noc_grid[0]))),
       noc_h_(std::max(1, static_cast<int>(costs.noc_grid.size() < 2 ? grid_y + 2 : costs.noc_grid[1]))) {
     const std::size_t banks = static_cast<std::size_t>(std::max(1.0, costs.dram_banks));
@@ -115,7 +117,8 @@ std::pair<double, double> Fabric::stream(double t, double bytes, double rate) {
             room = std::min(room, capacity - hops_[i].ledger->get(bin + shift[i], 0));
         if (room > 1e-9) {
             double moved = std::min(room, remaining);
-            for (std::size_t i = 0; i < hops_.size(); ++i) hops_[i].ledger->at(bin + shift[i])[0] += static_cast<float>(moved);
+            for (std::size_t i = 0; i < hops_.size(); ++i)
+                hops_[i].ledger->at(bin + shift[i])[0] += static_cast<float>(moved);
             if (first < 0) first = from;
             remaining -= moved;
             // within the bin the transfer moves at its rate, from the bin's share left to it

@@ -188,7 +188,8 @@ std::string json_escape(const std::string& s) {
 class Engine {
 public:
     explicit Engine(const std::vector<KernelRun*>& runs)
-        : c_(costs()), dev_(device()),
+        : c_(costs()),
+          dev_(device()),
           fabric_(c_, static_cast<int>(dev_.arch->grid_x), static_cast<int>(dev_.arch->grid_y)) {
         grid_x_ = dev_.arch->grid_x;
         cores_.resize(dev_.cores.size());
@@ -406,8 +407,8 @@ private:
         auto [left, done] = fabric_.write(noc, s.core, e.a, e.b, s.clock);
         s.writes_flushed = std::max(s.writes_flushed, left);
         s.last_write[noc] = std::max(s.last_write[noc], done);
-        s.writes_acked = std::max(s.writes_acked, done + fabric_.latency(noc, fabric_.endpoint_xy(e.a),
-                                                                         fabric_.core_xy(s.core)));
+        s.writes_acked =
+            std::max(s.writes_acked, done + fabric_.latency(noc, fabric_.endpoint_xy(e.a), fabric_.core_xy(s.core)));
     }
 
     void noc_mcast(SimStream& s, const Event& e) {

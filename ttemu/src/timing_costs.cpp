@@ -77,11 +77,8 @@ Costs load() {
         {"dispatch_ns", &c.dispatch_ns},
     };
     std::map<std::string, std::vector<double>*> lists = {
-        {"noc_grid", &c.noc_grid},
-        {"worker_noc_x", &c.worker_noc_x},
-        {"worker_noc_y", &c.worker_noc_y},
-        {"dram_noc_xy", &c.dram_noc_xy},
-        {"matmul_block", &c.matmul_block},
+        {"noc_grid", &c.noc_grid},       {"worker_noc_x", &c.worker_noc_x}, {"worker_noc_y", &c.worker_noc_y},
+        {"dram_noc_xy", &c.dram_noc_xy}, {"matmul_block", &c.matmul_block},
     };
     std::map<std::string, bool> seen;
     std::string text = env;
