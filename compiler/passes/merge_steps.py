@@ -95,7 +95,7 @@ def _run(calls: list, state: dict, model: _Model, inputs: dict, step: int) -> No
         name = op_name(call)
         regions = [region_of(a) for a in call.args]
         if _is_global_copy(name, regions):
-            dst, src = regions[0], regions[1]
+            dst = regions[0]
             if dst.scope == "global" or not _whole(dst):
                 raise _Unsupported("a write to DRAM in the loop")
             full = inputs[dst.name]

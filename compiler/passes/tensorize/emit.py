@@ -647,7 +647,6 @@ class Emitter:
         transpose_b = bool(info.call.args[5])
         ca, cb = tz.cb_of(a.name), tz.cb_of(b.name)
         (ar, ac), (br, bc) = _tile_origin(a), _tile_origin(b)
-        a_cols, b_cols = tz.tiles(a.name)[1], tz.tiles(b.name)[1]
         k_tiles = -(-a.extents[1] // TILE)
         start = [] if info.accumulates or fresh else self.strategies.fill(slot, 0.0)
 
