@@ -15,14 +15,17 @@ from pathlib import Path
 import pytest
 
 from tests.served import embedded_service, fresh_kernel, report_device
-from tests.service.conftest import DATA, REPO, base_env
+from tests.service.conftest import DATA, REPO, Gate, base_env
 
 TOKEN = "cli-secret-token"
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    with embedded_service(tmp_path_factory.mktemp("cli-service")) as running:
+    workdir = tmp_path_factory.mktemp("cli-service")
+    gate = Gate(workdir / "hold")      # open: stages run; held: a job waits at its first stage (cancel it there)
+    with embedded_service(workdir, **gate.env) as running:
+        running.gate = gate
         yield running
 
 
@@ -233,9 +236,10 @@ def test_resubmit_diff_and_cancel(service, tmp_path):
     same = tilefarm("diff", first_id, first_id, server=service.url)
     assert same.returncode == 0 and same.stdout == ""
 
-    slow = tilefarm("submit", str(write_kernel(tmp_path, "gemm_block64.py")), "--stages", "compile,check,emulate",
-                    server=service.url)
-    cancelled = tilefarm("cancel", slow.stdout.strip(), server=service.url)
+    with service.gate.held():     # the job cannot finish before the cancel reaches it (no race with the clock)
+        slow = tilefarm("submit", str(write_kernel(tmp_path, "gemm_block64.py")), "--stages", "compile,check,emulate",
+                        server=service.url)
+        cancelled = tilefarm("cancel", slow.stdout.strip(), server=service.url)
     assert cancelled.returncode == 0, cancelled.stderr
     assert cancelled.stdout.startswith(slow.stdout.strip()) and ("cancelled" in cancelled.stdout or
                                                                  "cancel requested" in cancelled.stdout)
