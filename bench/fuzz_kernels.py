@@ -63,7 +63,11 @@ def main() -> int:
                 print(f"  seed {result['seed']} {result['arch']} {result['family']}: {result['status']}: "
                       f"{result['detail'][:300]}", flush=True)
             if n % 50 == 0:
-                print(f"  {n}/{len(jobs)} in {time.perf_counter() - started:.0f} s", flush=True)
+                counts = Counter(r["status"] for r in results)
+                print(f"  {n}/{len(jobs)} in {time.perf_counter() - started:.0f} s: "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), flush=True)
+                if args.json:     # a batch cut short still leaves what it found
+                    args.json.write_text(json.dumps(sorted(results, key=lambda r: (r["seed"], r["arch"])), indent=1))
     statuses = Counter(r["status"] for r in results)
     print(f"\n{len(jobs)} programs ({stop - start} kernels x {len(arches)} arch) in {time.perf_counter() - started:.0f} s")
     for status in ("verified", "refused", "unlocated", "crash", "wrong", "disagree"):

@@ -100,6 +100,24 @@ def _descendants(pid: int) -> list[int]:
     return children + [d for c in children for d in _descendants(c)]
 
 
+def _zygotes(root: int) -> set[int]:
+    """The sandbox zygote processes under `root` (not the children they fork ahead of jobs, which share their
+    command line)."""
+    def is_zygote(pid: int) -> bool:
+        try:
+            return b"workers.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:  # ended meanwhile
+            return False
+
+    def parent(pid: int) -> int:
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            return 0
+
+    return {pid for pid in _descendants(root) if is_zygote(pid) and not is_zygote(parent(pid))}
+
+
 def _running(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -142,20 +160,7 @@ def test_the_sandbox_zygote_starts_with_the_worker_not_with_the_first_job(tmp_pa
     api = service.procs[0].process
 
     def zygotes() -> set[int]:
-        """The zygote processes (not the children they fork ahead of jobs, which share their command line)."""
-        def is_zygote(pid: int) -> bool:
-            try:
-                return b"workers.sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:  # ended meanwhile
-                return False
-
-        def parent(pid: int) -> int:
-            try:
-                return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                return 0
-
-        return {pid for pid in _descendants(api.pid) if is_zygote(pid) and not is_zygote(parent(pid))}
+        return _zygotes(api.pid)
 
     try:
         deadline = time.time() + 120
@@ -192,3 +197,24 @@ def test_embedded_sigkilled_worker_main_process_is_replaced_and_its_job_complete
     while (left := _broker_messages(broker)) != 0:
         assert time.time() < deadline, f"{left} message(s) left in the broker"
         time.sleep(0.05)
+
+
+def test_a_killed_sandbox_ends_its_job_and_the_jobs_after_it_run(gated_embedded):
+    """Issue 24.6, a sandbox kill: the zygote SIGKILLed while a job is in a stage. That job ends (failed, saying
+    why, or run again), never left running; the next job runs to the end in a sandbox started anew."""
+    service = gated_embedded
+    api = service.procs[0].process
+    with service.gate.held():
+        job = service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")
+        _held_running(service, job["id"])
+        killed = _zygotes(api.pid)
+        assert killed, "no sandbox zygote to kill"
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+    ended = service.wait(job["id"], timeout=180)
+    assert ended["status"] in ("failed", "succeeded"), ended
+    if ended["status"] == "failed":
+        assert ended.get("error"), ended
+    after = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"], timeout=180)
+    check_succeeded(after)
+    assert not killed & _zygotes(api.pid)
