@@ -11,6 +11,9 @@ reference evaluator. The families are the shapes real kernels are made of, and t
                of 32, the result written whole or in row halves;
 - `gemm`:      a GEMM with an epilogue (scale, ReLU, a residual), its output written whole, in column or row
                parts, in any order;
+- `columns`:   column reductions (dim=0) over a height that may not be a multiple of 32;
+- `masks`:     element-wise expressions under an index mask (causal, a column bound inside a tile, an
+               anti-diagonal), T.if_then_else(condition on indices, expression, 0);
 - `heads`:     a 4-D [batch, seq, heads, dim] tensor processed head by head in halves of the head dimension.
 
 Inputs are uniform in [-1, 1): every expression stays in a range where each op is well defined.
@@ -191,6 +194,71 @@ def _reduce(rng: random.Random, seed: int) -> Kernel:
     return kernel
 
 
+# ---- family: column reductions ----------------------------------------------------------------------------------------
+def _columns(rng: random.Random, seed: int) -> Kernel:
+    """T.reduce_*(..., dim=0) of an element-wise expression per column block, over a height that may not be a
+    multiple of 32 (the padding rows must not count)."""
+    M = rng.choice([32, 40, 64, 96, 100])
+    block_N = rng.choice([32, 64])
+    N = block_N * rng.choice([1, 2, 3])
+    pool = rng.choice(["sum", "max"])
+    din, dout = rng.choice(list(DTYPES)), rng.choice(["float32", "float32", "bfloat16"])
+    text, fn = _expr(rng, ["a[i, j]"], rng.choice([1, 2]))
+    lines = [f"a = T.alloc_shared(({M}, {block_N}), \"{din}\")",
+             f"e = T.alloc_fragment(({M}, {block_N}), T.float32)",
+             f"r = T.alloc_fragment(({block_N},), T.float32)",
+             f"T.copy(X[0:{M}, bx * {block_N}:(bx + 1) * {block_N}], a)",
+             f"for i, j in T.Parallel({M}, {block_N}):",
+             f"    e[i, j] = {text}",
+             f"T.reduce_{pool}(e, r, dim=0)",
+             f"T.copy(r, R[bx * {block_N}:(bx + 1) * {block_N}])"]
+    params = f"X: T.Tensor(({M}, {N}), \"{din}\"), R: T.Tensor(({N},), \"{dout}\")"
+    source = _wrap(seed, "k", params, f"T.ceildiv({N}, {block_N})", "bx", lines, out_idx=[1])
+    reduce = np.sum if pool == "sum" else np.max
+
+    def values(held):
+        return np.broadcast_to(fn([held["X"]]), held["X"].shape)
+
+    def bounds(held):   # TF32 operands through the FPU, as for row reductions
+        return {"R": 2.0 ** -10 * np.abs(values(held)).sum(axis=0)}
+    kernel = Kernel(seed, "columns", source, "k", {}, {"X": din, "R": dout}, ["R"],
+                    lambda held: {"R": reduce(values(held), axis=0)}, bounds=bounds)
+    kernel.tolerance["R"] = (2.0 ** -9, 0.0)
+    return kernel
+
+
+# ---- family: index masks ---------------------------------------------------------------------------------------------
+def _masks(rng: random.Random, seed: int) -> Kernel:
+    """y = T.if_then_else(condition on the element's indices, expression, 0): causal (global row >= column), a
+    column bound that cuts a tile, or an anti-diagonal of the block."""
+    block_M, block_N = rng.choice([32, 64]), rng.choice([32, 64, 128])
+    M, N = block_M * rng.choice([1, 2]), block_N * rng.choice([1, 2])
+    dt = rng.choice(list(DTYPES))
+    text, fn = _expr(rng, ["x[i, j]"], rng.choice([1, 2]))
+    kind = rng.choice(["causal", "column", "anti"])
+    bound = rng.randrange(1, N)
+    offset = rng.randrange(0, block_M + block_N)
+    cond = {"causal": f"by * {block_M} + i >= bx * {block_N} + j",
+            "column": f"bx * {block_N} + j < {bound}",
+            "anti": f"i + j >= {offset}"}[kind]
+    lines = [f"x = T.alloc_shared(({block_M}, {block_N}), \"{dt}\")",
+             f"y = T.alloc_fragment(({block_M}, {block_N}), T.float32)",
+             f"T.copy(X[by * {block_M}, bx * {block_N}], x)",
+             f"for i, j in T.Parallel({block_M}, {block_N}):",
+             f"    y[i, j] = T.if_then_else({cond}, {text}, 0.0)",
+             f"T.copy(y, Y[by * {block_M}, bx * {block_N}])"]
+    params = f"X: T.Tensor(({M}, {N}), \"{dt}\"), Y: T.Tensor(({M}, {N}), \"{dt}\")"
+    source = _wrap(seed, "k", params, f"T.ceildiv({N}, {block_N}), T.ceildiv({M}, {block_M})", "(bx, by)", lines,
+                   out_idx=[1])
+
+    def evaluate(held):
+        rows, cols = np.indices((M, N))
+        keep = {"causal": rows >= cols, "column": cols < bound,
+                "anti": rows % block_M + cols % block_N >= offset}[kind]
+        return {"Y": np.where(keep, np.broadcast_to(fn([held["X"]]), (M, N)), 0.0)}
+    return Kernel(seed, "masks", source, "k", {}, {"X": dt, "Y": dt}, ["Y"], evaluate)
+
+
 # ---- family: GEMM with an epilogue, its output in parts ------------------------------------------------------------------
 def _gemm(rng: random.Random, seed: int) -> Kernel:
     block_M, block_N, block_K = rng.choice([32, 64]), rng.choice([32, 64, 128]), rng.choice([32, 64])
@@ -287,8 +355,9 @@ def _heads(rng: random.Random, seed: int) -> Kernel:
     return Kernel(seed, "heads", source, "k", {}, {"Q": dt, "Out": dt}, ["Out"], evaluate)
 
 
-FAMILIES = {"parts": _parts, "reduce": _reduce, "gemm": _gemm, "heads": _heads}
-WEIGHTS = {"parts": 4, "reduce": 2, "gemm": 2, "heads": 2}
+FAMILIES = {"parts": _parts, "reduce": _reduce, "columns": _columns, "masks": _masks, "gemm": _gemm,
+            "heads": _heads}
+WEIGHTS = {"parts": 4, "reduce": 2, "columns": 1, "masks": 2, "gemm": 2, "heads": 2}
 
 
 def _wrap(seed: int, entry: str, params: str, grid: str, names: str, lines: list[str], out_idx: list[int]) -> str:
