@@ -257,7 +257,10 @@ class Spares:
             timed_out, killed = self._wait(spare, answer, stderr, stderr_read, stdin, started + limits.wall_s)
             _kill(spare)  # answered or not, nothing the job started outlives this point
             reply: dict = {"timed_out": timed_out, "killed": killed}
-            if answer.complete and "pid" in spare.namespaces:  # exit status 0; the teardown runs while we reply
+            # exit status 0; the teardown runs while we reply -- except a device run's: its program holds the
+            # device node's lock until every process of its namespace is gone, and the next job on that device
+            # opens the node as soon as we reply ('device ... is busy (held by another process)', exit 7)
+            if answer.complete and "pid" in spare.namespaces and not request.get("device"):
                 self.ending.append(spare)
                 reply["exit"] = 0
             else:
