@@ -155,7 +155,7 @@ def test_the_profile_reads_at_1280(open_page, service, jobs):
 def test_the_submit_page_offers_the_examples_and_every_target_field(open_page, service):
     page = open_page(DESKTOP)
     page.goto(f"{service.url}/submit")
-    page.wait_for_function("document.querySelectorAll('#example option').length > 10")
+    page.wait_for_function("() => document.querySelectorAll('#example option').length > 10")
     names = page.locator("#example option").all_inner_texts()
     assert "tilelang/gemm.py" in names and "gemm_ragged.py" in names
     page.select_option("#example", label="tilelang/gemm.py")
@@ -178,7 +178,7 @@ def test_the_submit_page_offers_the_examples_and_every_target_field(open_page, s
     assert job["target"]["l1_shard"] == ["C"]
     # edit and resubmit shows the same fields back
     page.goto(f"{service.url}/submit?from={job['id']}")
-    page.wait_for_function("document.querySelector('#submit-title').textContent === 'Edit and resubmit'")
+    page.wait_for_function("() => document.querySelector('#submit-title').textContent === 'Edit and resubmit'")
     assert page.input_value("select[name=blocking]") == "as_written" and page.input_value("input[name=l1_shard]") == "C"
     assert page.input_value("select[name=fp32_accumulation]") == "true"
 
