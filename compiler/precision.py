@@ -161,13 +161,13 @@ class PathWalk:
             mid = operand or ("float32" if self.fp32_dest else "bfloat16")
             p = self.path(a).merge(self.path(b))
             new = replace(p, exact=False, depth=max(p.depth, k * loops), mid=_wider_unit(p.mid, mid))
-            if _flag_value(call, 7) == 1.0:
+            if _flag(call, 7) == 1.0:
                 new = new.merge(before)
         elif name in REDUCE:
             src = sources[0]
             axes = [int(getattr(x, "value", x)) for x in call.args[2]] if len(call.args) > 2 else [-1]
             k = math.prod(int(call.args[1].region[ax % len(call.args[1].region)].extent) for ax in axes)
-            accumulates = len(call.args) > 3 and _flag(call, 3)
+            accumulates = bool(_flag(call, 3))
             loops = math.prod(self.trips) if accumulates and self.trips else 1
             mid = "tf32" if str(src.dtype) == "float32" else ("float32" if self.fp32_dest else "bfloat16")
             p = self.path(src)
@@ -186,13 +186,9 @@ class PathWalk:
         self.paths[str(dst.name)] = new if whole else before.merge(new)
 
 
-def _flag(call, k: int) -> bool:
+def _flag(call, k: int) -> float:
+    """Constant argument k of a tile op (a transpose or accumulate flag, gemm's beta); 0 when absent."""
     value = call.args[k] if len(call.args) > k else 0
-    return bool(int(getattr(value, "value", value)))
-
-
-def _flag_value(call, k: int) -> float:
-    value = call.args[k] if len(call.args) > k else 0.0
     return float(getattr(value, "value", value))
 
 

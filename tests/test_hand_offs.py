@@ -314,17 +314,21 @@ def page_moves(text: str, call: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if call in line]
 
 
+def mismatch_of(bundle: Path, tmp_path: Path, kernel: str, line: str, swapped: str) -> str:
+    """The page-mismatch message of the bundle with `line` of `kernel` replaced by `swapped`."""
+    assert swapped != line, line
+    x = np.random.default_rng(0).uniform(-1, 1, (64, 128)).astype(np.float32)
+    with pytest.raises(EmulationError) as info:
+        run_program(edited(bundle, tmp_path, kernel, line, swapped), {"X": x}, tmp_path / "run", timing=False)
+    assert info.value.kind == "page-mismatch", info.value.message
+    return info.value.message
+
+
 def test_a_writer_writing_pages_in_another_order_is_caught(halves_bundle, tmp_path):
     """The writer takes the first write-out's two tiles the other way round: the data would be silently wrong."""
     line = page_moves((halves_bundle / "writer.cpp").read_text(), "noc_async_write_page(")[0]
-    swapped = line.replace("* Y_tile_cols + q,", "* Y_tile_cols + 1 - q,")
-    assert swapped != line, line
-    bundle = edited(halves_bundle, tmp_path, "writer.cpp", line, swapped)
-    x = np.random.default_rng(0).uniform(-1, 1, (64, 128)).astype(np.float32)
-    with pytest.raises(EmulationError) as info:
-        run_program(bundle, {"X": x}, tmp_path / "run", timing=False)
-    message = info.value.message
-    assert info.value.kind == "page-mismatch", message
+    message = mismatch_of(halves_bundle, tmp_path, "writer.cpp", line,
+                          line.replace("* Y_tile_cols + q,", "* Y_tile_cols + 1 - q,"))
     assert "writer.cpp:" in message and "compute.cpp:" in message, message
     assert "packed it for page" in message, message
 
@@ -332,14 +336,8 @@ def test_a_writer_writing_pages_in_another_order_is_caught(halves_bundle, tmp_pa
 def test_a_reader_pushing_pages_in_another_order_is_caught(halves_bundle, tmp_path):
     line = page_moves((halves_bundle / "reader.cpp").read_text(), "noc_async_read_page(")[-1]
     loop_var = line.split("X_tile_cols + ")[1].split(",")[0]
-    swapped = line.replace(f"X_tile_cols + {loop_var},", f"X_tile_cols + 1 - {loop_var},")
-    assert swapped != line, line
-    bundle = edited(halves_bundle, tmp_path, "reader.cpp", line, swapped)
-    x = np.random.default_rng(0).uniform(-1, 1, (64, 128)).astype(np.float32)
-    with pytest.raises(EmulationError) as info:
-        run_program(bundle, {"X": x}, tmp_path / "run", timing=False)
-    message = info.value.message
-    assert info.value.kind == "page-mismatch", message
+    message = mismatch_of(halves_bundle, tmp_path, "reader.cpp", line,
+                          line.replace(f"X_tile_cols + {loop_var},", f"X_tile_cols + 1 - {loop_var},"))
     assert "reader.cpp:" in message and "compute.cpp:" in message and "expects page" in message, message
 
 

@@ -38,6 +38,7 @@ class Replay:
         self.last_pack: tuple[int, int] | None = None
         self.packed: dict[int, int] = {}     # pages packed since the CB's last push
         self.events = 0
+        self.analyzer = tvm.sym.Analyzer()
         body = func.body
         loops = [s for s in stmts_of(body) if isinstance(s, tirx.For)]
         self.run(loops[0].body if loops else body, {})
@@ -103,7 +104,7 @@ class Replay:
     def put(self, table: dict, cb: int, base: int, index, env: dict, tile: tuple) -> None:
         index = self.value(index, env)
         if not isinstance(index, tirx.IntImm):
-            index = tvm.sym.Analyzer().simplify(index)
+            index = self.analyzer.simplify(index)
             if not isinstance(index, tirx.IntImm):
                 raise Undecided("a page index that depends on the block")
         table.setdefault(cb, {})[base + int(index)] = tile

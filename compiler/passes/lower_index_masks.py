@@ -28,6 +28,7 @@ from tvm.ir import Op
 from .. import ops
 from ..ir import error_at, seq
 from ..target import DATA_FORMATS, TILE
+from .lower_to_circular_buffers import free_cb_index
 from .. import attrs
 
 STAGE = "check"
@@ -270,8 +271,7 @@ class MaskLowering:
         grid = [-(-shape[0] // TILE), -(-shape[1] // TILE)]
         buf = tirx.decl_buffer(shape, "float32", name, scope="shared")
         fmt = DATA_FORMATS["float32"]
-        used = {c["index"] for c in self.cbs}
-        index = next((i for i in range(self.target["num_cbs"]) if i not in used), self.target["num_cbs"] + len(used))
+        index = free_cb_index({c["index"] for c in self.cbs}, self.target["num_cbs"])
         self.cbs.append({"index": index, "name": f"cb_{name}", "buffer": name, "role": "input",
                          "data_format": fmt.name, "dtype": "float32", "page_bytes": fmt.tile_bytes,
                          "num_pages": tiles * self.depth, "producer": "reader", "consumer": "compute",

@@ -31,6 +31,13 @@ INPUT_CB_BASE, OUTPUT_CB_BASE = 0, 16
 WRITE_BATCH = 8          # output tiles per flush: the most a 16-bit half-sync DST holds
 
 
+def free_cb_index(used, count: int, preferred: int = 0) -> int:
+    """The first CB index not in `used` from `preferred` on (then from 0): TT's convention places inputs at c_0..,
+    outputs at c_16.., intermediates at c_24.., but a kernel with many values uses whatever is free. Past the
+    device's `count`: TTVerifyProgram reports it."""
+    return next((i for i in [*range(preferred, count), *range(preferred)] if i not in used), count + len(used))
+
+
 def write_batch(tiles: int) -> int:
     """The largest divisor of a region's tile count up to WRITE_BATCH."""
     return next(b for b in range(min(WRITE_BATCH, tiles), 0, -1) if tiles % b == 0)
@@ -210,9 +217,7 @@ def lower_to_circular_buffers(func, mod, ctx):
 
     def cb_for(key: str, *, index_base: int, role: str, dtype: str, pages: int, buffer: str) -> dict:
         if key not in cbs:
-            used = {c["index"] for c in cbs.values()}
-            index = next((i for i in [*range(index_base, target["num_cbs"]), *range(index_base)] if i not in used),
-                         target["num_cbs"] + len(used))     # over the device's count: TTVerifyProgram reports it
+            index = free_cb_index({c["index"] for c in cbs.values()}, target["num_cbs"], index_base)
             fmt = DATA_FORMATS[dtype]
             cbs[key] = {"index": index, "name": f"cb_{key}", "buffer": buffer, "role": role,
                         "data_format": fmt.name, "dtype": dtype, "page_bytes": fmt.tile_bytes, "num_pages": pages,

@@ -115,6 +115,9 @@ def _check() -> None:
             raise ValueError(f"op registry: binary tile op {op.name!r} needs sfpu")
         if op.kind in ("unary", "binary", "reduce") and op.numpy is None:
             raise ValueError(f"op registry: tile op {op.name!r} has no NumPy reference")
+        if not op.tvm_builtin and op.kind not in ("unary", "binary"):   # frontend/tile_primitives.py builds these
+            raise ValueError(f"op registry: {op.kind} tile op {op.name!r} is not TVM's: T.tile builders are "
+                             "derived for unary and binary ops only")
 
 
 _check()

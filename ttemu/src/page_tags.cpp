@@ -74,12 +74,13 @@ void tags_copy(const Core& from, std::uint32_t from_addr, Core& to, std::uint32_
     std::vector<std::pair<std::uint32_t, PageTag>> moved;
     {
         std::lock_guard<std::mutex> lk(const_cast<Core&>(from).tag_mu);
-        for (const auto& [addr, tag] : from.page_tags)
-            if (addr >= from_addr && addr < from_addr + bytes) moved.emplace_back(addr - from_addr + to_addr, tag);
+        // ordered by address: only the transfer's range is visited (a multicast per K step stays cheap)
+        for (auto it = from.page_tags.lower_bound(from_addr);
+             it != from.page_tags.end() && it->first < from_addr + bytes; ++it)
+            moved.emplace_back(it->first - from_addr + to_addr, it->second);
     }
     std::lock_guard<std::mutex> lk(to.tag_mu);
-    for (auto it = to.page_tags.begin(); it != to.page_tags.end();)
-        it = it->first >= to_addr && it->first < to_addr + bytes ? to.page_tags.erase(it) : std::next(it);
+    to.page_tags.erase(to.page_tags.lower_bound(to_addr), to.page_tags.lower_bound(to_addr + bytes));
     for (auto& [addr, tag] : moved) to.page_tags[addr] = tag;
 }
 

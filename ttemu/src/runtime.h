@@ -172,7 +172,7 @@ struct Core {
     // value of each L1 word at the first semaphore-style access of the current program (the timing replay's
     // starting values; guarded by mu)
     std::unordered_map<std::uint32_t, std::uint32_t> word_init;
-    std::unordered_map<std::uint32_t, PageTag> page_tags;  // L1 offset of a page -> what it holds (guarded by tag_mu)
+    std::map<std::uint32_t, PageTag> page_tags;  // L1 offset of a page -> what it holds (guarded by tag_mu)
     std::mutex tag_mu;
     std::mutex mu;
     std::condition_variable cv;

@@ -16,6 +16,7 @@ from tvm import tirx
 from ... import ops
 from ...ir import error_at, fresh_loop_vars, seq, stmts_of
 from ...target import DATA_FORMATS, dst_capacity
+from ..lower_to_circular_buffers import free_cb_index
 from .emit import Emitter
 from .plan import LoopItem, Planner, Window, WindowTooLarge, accesses, cb_resident, first_use, two_versions
 from ... import attrs
@@ -92,13 +93,7 @@ class Tensorizer:
         return index
 
     def free_index(self, preferred: int) -> int:
-        """The first unused CB index from `preferred` on (then from 0): TT's convention places inputs at c_0..,
-        outputs at c_16.., intermediates at c_24.., but a kernel with many values uses whatever is free."""
-        count = self.target["num_cbs"]
-        for index in [*range(preferred, count), *range(0, preferred)]:
-            if index not in self.cbs:
-                return index
-        return count + len(self.cbs)   # over the device's count: TTVerifyProgram reports it
+        return free_cb_index(self.cbs, self.target["num_cbs"], preferred)
 
     def scaler(self) -> int:
         """The reduce scaler CB (bf16 ones in each face's first row), an input the reader fills once."""
