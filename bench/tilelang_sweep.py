@@ -44,7 +44,8 @@ SIZES = {
     "seq_len": 128, "seq_q": 128, "seq_kv": 128, "dim": 64, "dim_qk": 64, "dim_v": 64, "head_kv": 2, "UQ": 128,
     "UKV": 128, "total_q": 128, "total_kv": 128, "max_seq_len": 128, "seqlen_q": 128, "seqlen_kv": 128,
     "N_CTX": 128, "kv_head_num": 2, "heads_kv": 2, "k_heads": 2, "h_q": 4, "h_kv": 2, "downsample_len": 2, "dllm_block": 32,
-    "block_H": 64, "softmax_scale": 0.125, "num_split": 2, "max_seqlen_kv": 128,
+    "block_H": 64, "softmax_scale": 0.125, "num_split": 2, "max_seqlen_kv": 128, "max_seqlen_q": 128,
+    "max_seqlen_k": 128, "total_seqlen_k": 128, "total_tokens": 128, "has_sink": True,
     "block_M": 64, "block_N": 64, "block_K": 32, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64,
     "blk_m": 32, "blk_k": 64, "split_k": 2, "num_stages": 2, "threads": 128, "thread_num": 128,
     "reduce_threads": 32, "streamk_tiles": 4, "enable_rasteration": False, "trans_A": False, "trans_B": False,
@@ -164,6 +165,19 @@ def upstream_cases(checkout: Path, dirs: tuple[str, ...]) -> list[Case]:
                 consts = {n for sub in ast.walk(fn) if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
                           and sub.func.attr == "const" and sub.args and isinstance(sub.args[0], ast.Constant)
                           for n in str(sub.args[0].value).replace(",", " ").split()}
+                # T.dynamic sizes and scalar kernel arguments (`max_seqlen_q: T.int32`) are given by name
+                for sub in ast.walk(fn):
+                    named = isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.args and \
+                        sub.func.attr in ("dynamic", "symbolic") and isinstance(sub.args[0], ast.Constant)
+                    size = SIZES.get(sub.args[0].value, SIZES.get(str(sub.args[0].value).upper())) if named else None
+                    if size is not None:       # `T.dynamic("m")`: the table's `m`, or its `M`
+                        values.setdefault(sub.args[0].value, size)
+                for sub in ast.walk(fn):
+                    if isinstance(sub, ast.FunctionDef) and sub is not fn:
+                        for a in sub.args.args:
+                            if a.arg in SIZES and isinstance(a.annotation, ast.Attribute) and \
+                                    a.annotation.attr.startswith("int"):
+                                values.setdefault(a.arg, SIZES[a.arg])
                 fixed = {k: v for k, v in module_ints.items() if k not in consts}   # sizes the file fixes itself
                 tensors = _tensor_params(fn, {**fixed, **dtype_defaults, **values})
                 values.update(tensors)

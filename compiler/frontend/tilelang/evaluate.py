@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from ...errors import CompileError, SourceLocation
 from .base import Missing
 from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
-from .language import (PrimFuncDef, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not, kernel_or,
-                       reset_const_values, serial, set_const_values)
+from .language import (PrimFuncDef, SizeVar, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not,
+                       kernel_or, reset_const_values, serial, set_const_values)
 from .params import scalar_annotation, type_params, type_value
 from .recorder import Buffer, Recorder, activate, active_recorder, deactivate
 from .shim import JitFactory, build_modules
@@ -213,9 +213,11 @@ def _is_eager(fn: ast.FunctionDef) -> bool:
 
 
 def _const_names(fn: ast.FunctionDef) -> set[str]:
+    """The sizes named by `T.const("M, N")` and `T.dynamic("m")` / `T.symbolic("m")` (given as --param m=VALUE)."""
     names = set()
     for sub in ast.walk(fn):
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "const" and \
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr in ("const", "dynamic", "symbolic") and \
                 sub.args and isinstance(sub.args[0], ast.Constant) and isinstance(sub.args[0].value, str):
             names |= {n for n in sub.args[0].value.replace(",", " ").split() if n}
     return names
@@ -423,10 +425,15 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
                 scalars = {k: v for k, v in params.items() if k in scalar_names}
                 taken = set() if isinstance(built, PrimFuncDef) else \
                     set(inspect.signature(_factory_of(built, entry_node, entry_loc)).parameters)
-                params = {k: v for k, v in params.items() if k not in scalars or k in taken}
-                kernel = _build(built, entry_node, params, filename, entry_loc)
-                traced = _trace_prim_func(kernel, entry_node.name, names, filename, scalars,
-                                          parameter_positions(tree, filename))
+                sizes = _dynamic_sizes(params, _const_names(entry_node) - taken, entry_loc)
+                params = {k: v for k, v in params.items() if (k not in scalars and k not in sizes) or k in taken}
+                size_token = set_const_values(sizes)
+                try:
+                    kernel = _build(built, entry_node, params, filename, entry_loc)
+                    traced = _trace_prim_func(kernel, entry_node.name, names, filename, scalars,
+                                              parameter_positions(tree, filename))
+                finally:
+                    reset_const_values(size_token)
             return TracedKernel(*traced, notes=tuple(notes))
         except CompileError:
             raise
@@ -437,6 +444,18 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
             raise _user_error(e, filename, entry_loc) from None
     finally:
         reset_user_file(tokens)
+
+
+def _dynamic_sizes(params: dict, names: set[str], entry_loc: SourceLocation) -> dict[str, int]:
+    """The T.dynamic / T.const sizes a request gives (`--param m=256`): the kernel is specialized on them."""
+    sizes = {k: v for k, v in params.items() if k in names}
+    for name, value in sizes.items():
+        if isinstance(value, str) and value.strip().isdigit():
+            value = sizes[name] = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise CompileError(f"size `{name}` (T.const / T.dynamic) must be a positive integer, got {value!r}", stage=STAGE,
+                               location=entry_loc)
+    return sizes
 
 
 def _factory_of(built, node: ast.FunctionDef, entry_loc: SourceLocation):
@@ -531,11 +550,18 @@ def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str
             closure = dict(zip(code.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
             spec = eval(spec, fn.__globals__, closure)  # noqa: S307 -- the user's own annotation, sandboxed
         if isinstance(spec, str) and not isinstance(spec, TensorSpec):
-            buffers.append(_scalar_argument(name, spec, scalars or {}, def_loc))
+            buffers.append(_scalar_argument(name, spec, scalars or {}, params_at.get(name) or def_loc))
             continue
         if not isinstance(spec, TensorSpec):
             raise CompileError(f"prim_func parameter `{name}` must be annotated `T.Tensor((rows, cols), dtype)`",
                                stage=STAGE, location=def_loc)
+        unbound = [d for d in spec.dims if isinstance(d, SizeVar) and d.value is None]
+        if unbound:
+            size = unbound[0]
+            raise CompileError(f"`{size.name}` ({size.spelling}) sizes prim_func parameter `{name}` but no value is "
+                               "given for it", stage=STAGE, location=params_at.get(name) or spec.location,
+                               hint=f"pass --param {size.name}=VALUE (API: `params`): tilefarm compiles the kernel "
+                                    "for that size")
         buffers.append(rec.add_param(name, spec.shape(), spec.dtype, params_at.get(name) or spec.location))
     token = activate(rec)
     try:
@@ -554,7 +580,7 @@ def _trace_eager(built, node: ast.FunctionDef, params: dict, filename: str, entr
     factory = _factory_of(built, node, entry_loc)
     consts = _const_names(node)
     signature = inspect.signature(factory)
-    const_values = {k: v for k, v in params.items() if k in consts and k not in signature.parameters}
+    const_values = _dynamic_sizes(params, consts - set(signature.parameters), entry_loc)
     given = dict(params)
     for name in _annotated_args(node):
         if name in signature.parameters:   # sizes given as T.const parameters instead of a tensor: its annotation's

@@ -26,8 +26,8 @@ class SizeVar:
     """`M, N = T.const("M, N")`: a size bound from a tensor argument's shape (or given as a parameter); it behaves
     as the int it is bound to."""
 
-    def __init__(self, name: str, value: int | None = None):
-        self.name, self.value = name, value
+    def __init__(self, name: str, value: int | None = None, spelling: str = "T.const"):
+        self.name, self.value, self.spelling = name, value, spelling
 
     def bind(self, value: int, what: str) -> None:
         if self.value is None:
@@ -37,7 +37,7 @@ class SizeVar:
 
     def get(self) -> int:
         if self.value is None:
-            fail(f"`{self.name}` (T.const) is used before a tensor argument's shape binds it",
+            fail(f"`{self.name}` ({self.spelling}) is used before a tensor argument's shape binds it",
                  hint=f"annotate a tensor argument with it (`A: T.Tensor(({self.name}, ...), dtype)`) first, or "
                       f"pass --param {self.name}=VALUE")
         return self.value
@@ -751,8 +751,14 @@ def dtype(name):
 
 
 def dynamic(name, dtype="int32"):
-    fail("symbolic shapes (T.dynamic / T.symbolic) are outside tilefarm's TileLang subset",
-         hint="pass sizes as factory parameters, or use T.const in an eager-JIT kernel")
+    """`M = T.dynamic("m")`: a size TileLang binds when the kernel is called. Here it is bound per compile: by a
+    tensor argument's shape (eager JIT) or by `--param m=VALUE`; each shape is its own (cached) compile."""
+    if not isinstance(name, str) or not name.isidentifier():
+        fail(f"T.dynamic takes the size's name as a string, got {name!r}")
+    if dtype_name(dtype) not in ("int32", "int64"):
+        fail(f"T.dynamic(`{name}`) has dtype {dtype_name(dtype)}; a size is int32 or int64")
+    given = _const_values.get() or {}
+    return SizeVar(name, given.get(name), "T.dynamic")
 
 
 symbolic = dynamic
