@@ -42,6 +42,11 @@ def given_buffers(plan: dict) -> list[dict]:
     return [b for b in plan["buffers"] if b["role"] == "input" or b.get("accumulate")]
 
 
+WIDE_INTEGERS = ("int16", "int32", "int64", "uint16", "uint32")   # integer inputs read as float32 tiles
+WIDE_SPREAD = 256          # random integer inputs in [-256, 256): offsets and lengths on both sides of block bounds
+FLOAT32_EXACT = 1 << 24    # every integer of smaller magnitude is a float32 exactly
+
+
 def random_inputs(plan: dict, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {b["name"]: _random(rng, b) for b in given_buffers(plan)}
@@ -53,6 +58,8 @@ def _random(rng, buffer: dict) -> np.ndarray:
     declared, shape = buffer.get("declared_dtype"), buffer["shape"]
     if declared is None:
         return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+    if declared in WIDE_INTEGERS:        # offsets and lengths (read as float32): small, so they cross block bounds
+        return rng.integers(0 if declared.startswith("u") else -WIDE_SPREAD, WIDE_SPREAD, size=shape).astype(np.float32)
     if declared.startswith(("int", "uint")):
         info = np.iinfo(getattr(np, declared)) if declared in ("int8", "uint8") else \
             (-8, 8) if declared == "int4" else (0, 16)
@@ -82,7 +89,13 @@ def check_inputs(plan: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndar
         if list(array.shape) != wanted[name]["shape"]:
             raise CompileError(f"input `{name}` has shape {list(array.shape)}, the kernel expects {wanted[name]['shape']}",
                                stage=STAGE)
-        checked[name] = as_numbers(name, array, wanted[name]["dtype"]).astype(np.float32)
+        numbers = as_numbers(name, array, wanted[name]["dtype"])
+        declared = wanted[name].get("declared_dtype")
+        if declared in WIDE_INTEGERS and numbers.size and (
+                np.abs(numbers.astype(np.float64)).max() >= FLOAT32_EXACT or (numbers != np.round(numbers)).any()):
+            raise CompileError(f"input `{name}` is {declared}, read as float32 tiles: its values must be integers "
+                               f"below 2^24 in magnitude", stage=STAGE)
+        checked[name] = numbers.astype(np.float32)
     return checked
 
 

@@ -19,8 +19,21 @@ def declared_as(dtype: str) -> str:
     return "bfloat16" if dtype in LOW_BIT else dtype
 
 
+# integer tensors a kernel reads as data (sequence offsets and lengths: `cu_seqlens[bz + 1] - cu_seqlens[bz]`): every
+# value below 2^24 in magnitude is a float32 exactly, so they are read as float32 tiles; the host refuses larger ones
+INTEGER_READS = ("int16", "int32", "int64", "uint16", "uint32")
+
+
+def read_as(dtype: str) -> str:
+    """The tile dtype a kernel argument of this dtype is read as (low-bit: bfloat16, integers: float32)."""
+    return "float32" if dtype in INTEGER_READS else declared_as(dtype)
+
+
 def unwritable(dtype: str, what: str) -> str | None:
-    """Why a low-bit output cannot be written (None: not low-bit): the device would have to round to it."""
+    """Why a low-bit or integer output cannot be written (None: it can): the device would have to round to it."""
+    if dtype in INTEGER_READS:
+        return (f"{what} is {dtype}: writing it means converting to integers, which no Tenstorrent tile format or "
+                "packer does (integer inputs are read exactly, as float32)")
     if dtype not in LOW_BIT:
         return None
     return (f"{what} is {dtype}: writing it means rounding to {dtype}, which no Tenstorrent tile format or "

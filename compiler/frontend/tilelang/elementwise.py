@@ -23,8 +23,8 @@ import math
 from ... import registry
 from .base import LOW_BIT
 from .diagnostics import fail
-from .expr import (Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, describe, float_text,
-                   fold_binary, fold_constant, render_int, walk, wrap)
+from .expr import (VARLEN_HINT, Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, data_loads,
+                   describe, float_text, fold_binary, fold_constant, read_at_run_time, render_int, walk, wrap)
 from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
 
 BINARY = {**registry.binary_of_tilelang(),     # + - * max min -> add sub mul maximum minimum
@@ -152,6 +152,9 @@ class StoreLowering:
                 continue
             v = used[0]
             rest = _without(idx, v)
+            if rest is None and data_loads(idx):
+                self.fail(read_at_run_time(f"`{describe(load)}`: the position on axis {axis}", data_loads(idx)),
+                          hint=VARLEN_HINT)
             if rest is None:
                 self.fail(f"`{describe(load)}`: axis {axis} must be indexed by `start + {v.name}` (one T.Parallel "
                           "variable, unit stride); transposed, strided or data-dependent indexing is outside "

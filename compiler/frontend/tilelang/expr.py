@@ -183,6 +183,24 @@ def walk(e):
         yield from walk(a)
 
 
+def data_loads(e) -> list:
+    """The elements of kernel arguments an expression reads (`cu_seqlens_q[bz]`): values known only at run time."""
+    return [x for x in walk(e) if isinstance(x, Load) and getattr(x.buffer, "scope", None) == "global"] \
+        if isinstance(e, Expr) else []
+
+
+VARLEN_HINT = ("give the batch padded to a common length (a [batch, max_seqlen, heads, dim] tensor), so that every "
+               "block's rows follow from its indices")
+
+
+def read_at_run_time(what: str, loads: list) -> str:
+    """The refusal of a position, extent or trip count that depends on values read from tensors (varlen kernels)."""
+    tensors = ", ".join(dict.fromkeys(f"`{x.buffer.name}`" for x in loads))
+    return (f"{what} depends on `{describe(loads[0])}`, read from {tensors} while the kernel runs; tilefarm places "
+            "DRAM reads and writes, and counts loop steps, from the block and loop indices and sizes known when the "
+            "kernel is built (variable-length batches indexed by offsets read from a tensor are not lowered)")
+
+
 def is_index(e) -> bool:
     """An integer expression of variables and integer constants (no loads, no floats)."""
     if isinstance(e, bool):

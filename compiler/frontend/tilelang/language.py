@@ -14,8 +14,8 @@ from ... import registry
 from .base import LOW_BIT, Missing, Names, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
-from .expr import (Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, fold_constant, index_arith, is_index,
-                   truth01, walk, wrap)
+from .expr import (VARLEN_HINT, Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, data_loads, describe,
+                   fold_constant, index_arith, is_index, read_at_run_time, truth01, walk, wrap)
 from .expr import Cast as CastExpr
 from .recorder import Buffer, Region, TileOp, active_recorder, as_region, current, fill_head, scalar_text, unify
 from .reduction import lower_reduce
@@ -664,6 +664,9 @@ def ceildiv(a, b):
         return -(-a // b)
     if is_index(wrap(a)) and isinstance(b, int) and b > 0:
         return (wrap(a) + (b - 1)) // b
+    loads = data_loads(wrap(a)) if not isinstance(a, (int, float)) else []
+    if loads:
+        fail(read_at_run_time(f"T.ceildiv({describe(wrap(a))}, {describe(wrap(b))})", loads), hint=VARLEN_HINT)
     fail("T.ceildiv takes integer sizes or block indices")
 
 

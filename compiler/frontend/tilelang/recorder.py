@@ -16,9 +16,10 @@ import contextvars
 from dataclasses import dataclass, field
 
 from ...errors import SourceLocation
-from .base import LOW_BIT_HINT, declared_as, dtype_name, tile_dtype_hint, untileable, unwritable
+from .base import INTEGER_READS, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
-from .expr import DType, Expr, Load, Var, affine, constant_int, float_text, fold_constant, render_int, wrap
+from .expr import (VARLEN_HINT, DType, Expr, Load, Var, affine, constant_int, data_loads, float_text, fold_constant,
+                   read_at_run_time, render_int, wrap)
 
 _active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("tilelang_recorder", default=None)
 _RESERVED = {"T", "range", "for", "in", "def", "if", "else", "return", "and", "or", "not", "is", "lambda", "None",
@@ -109,6 +110,10 @@ class Buffer:
                 start = 0 if k.start is None else k.start
                 stop = self.shape[axis] if k.stop is None else k.stop
                 diff = affine(wrap(stop) - wrap(start))
+                loads = data_loads(wrap(start)) + data_loads(wrap(stop))
+                if loads:
+                    fail(read_at_run_time(f"`{self.name}` axis {axis}: the slice's position", loads),
+                         hint=VARLEN_HINT)
                 if diff is None or diff[0]:
                     fail(f"`{self.name}` axis {axis}: the slice extent must be a constant")
                 starts.append(wrap(start))
@@ -314,9 +319,14 @@ class Recorder:
 
     # ---- structure ----------------------------------------------------------------------------------------
     def add_param(self, name: str, shape, dtype: str, location) -> Buffer:
-        """A tensor argument; a low-bit one (int8, fp8, ...) is read as the bfloat16 it is exactly."""
-        buf = Buffer(self.fresh(name, "arg"), shape, declared_as(dtype), "global", location)
-        if dtype != buf._dtype:
+        """A tensor argument; a low-bit one (int8, fp8, ...) is read as the bfloat16 it is exactly, an integer one
+        (int32 offsets, lengths) as float32, exact below 2^24."""
+        buf = Buffer(self.fresh(name, "arg"), shape, read_as(dtype), "global", location)
+        if dtype in INTEGER_READS:
+            buf.declared = dtype
+            note_at(f"`{name}` is {dtype}: read as float32, which holds its values exactly below 2^24 in magnitude "
+                    "(the host refuses larger ones)", location)
+        elif dtype != buf._dtype:
             buf.declared = dtype
             note_at(f"`{name}` is {dtype}: read as bfloat16, which holds every {dtype} value exactly (twice the "
                     "bytes in DRAM)", location)
@@ -366,7 +376,7 @@ class Recorder:
                 dst.buffer.scope != "global" and (src.buffer.declared or src.buffer._dtype) == dst.buffer.declared:
             return
         what = f"`{dst.buffer.name}`" + (" (an output)" if dst.buffer.scope == "global" else "")
-        fail(unwritable(dst.buffer.declared, what), hint=LOW_BIT_HINT, location=location)
+        fail(unwritable(dst.buffer.declared, what), hint=tile_dtype_hint(dst.buffer.declared), location=location)
 
     def versioned(self, op: TileOp, location) -> TileOp:
         """A tile filled from DRAM and then computed on (`A_s[i, j] *= s[i]`, common in TileLang) is two buffers:

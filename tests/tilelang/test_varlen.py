@@ -1,0 +1,118 @@
+"""Variable-length batches: int32 tensors (sequence offsets, lengths) read as data, exactly, as float32 tiles; what
+their values cannot yet do (place DRAM reads, count loop steps) is a located error naming the tensor. Against NumPy on
+both archs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.api import compile_source, emulate
+from compiler.errors import CompileError
+from schemas.target import TargetConfig
+
+from .test_frontend import error_of, line_of, run_kernel, src
+
+ARCHS = ("wormhole_b0", "blackhole")
+
+# per batch b: keep x where x * 64 is below that sequence's length (cu_seqlens[b + 1] - cu_seqlens[b]), else 0
+LENGTH_GATE = src('''
+    @tilelang.jit
+    def length_gate(batch=2, M=64, N=64, block_M=32):
+        @T.prim_func
+        def main(X: T.Tensor((batch, M, N), T.float32), cu_seqlens: T.Tensor([batch + 1], T.int32),
+                 Y: T.Tensor((batch, M, N), T.float32)):
+            with T.Kernel(M // block_M, batch) as (bx, bz):
+                x = T.alloc_fragment((block_M, N), T.float32)
+                seqlen = cu_seqlens[bz + 1] - cu_seqlens[bz]
+                T.copy(X[bz, bx * block_M, 0], x)
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = T.if_then_else(x[i, j] * 64 < seqlen, x[i, j], 0)
+                T.copy(x, Y[bz, bx * block_M, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_int32_offsets_are_read_exactly_as_data(arch):
+    _, outcome = run_kernel(LENGTH_GATE, "length_gate", seed=51, target=TargetConfig(arch=arch))
+    x, cu = outcome.inputs["X"].astype(np.float64), outcome.inputs["cu_seqlens"]
+    assert (cu == np.round(cu)).all() and np.abs(cu).max() < 2 ** 24
+    seqlen = (cu[1:] - cu[:-1]).astype(np.float64)
+    want = np.where(x * 64 < seqlen[:, None, None], x, 0.0)
+    assert 0 < (want != 0).sum() < want.size          # the seeded offsets keep some values and drop others
+    np.testing.assert_array_equal(outcome.outputs["Y"], want.astype(np.float32))
+    assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_given_offsets_past_float32_exactness_are_refused(arch):
+    target = TargetConfig(arch=arch)
+    result = compile_source(LENGTH_GATE, filename="k.py", entry="length_gate", target=target)
+    inputs = {"X": np.zeros((2, 64, 64), np.float32), "cu_seqlens": np.array([0, 40, 1 << 24], np.int32)}
+    with pytest.raises(CompileError) as info:
+        emulate(result.artifacts, target=target, inputs=inputs)
+    assert "input `cu_seqlens` is int32, read as float32 tiles: its values must be integers below 2^24" in \
+        info.value.message
+
+
+def test_an_int32_output_is_refused_where_it_is_written():
+    source = src('''
+        @T.prim_func
+        def main(X: T.Tensor((32, 32), T.float32), I: T.Tensor((32, 32), T.int32)):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((32, 32), T.float32)
+                T.copy(X, x)
+                T.copy(x, I)
+    ''')
+    err = error_of(source)
+    assert "`I` (an output) is int32: writing it means converting to integers" in err.message
+    assert err.location.line == line_of(source, "T.copy(x, I)")
+
+
+# the row offsets of a variable-length batch (TileLang's varlen attention)
+VARLEN_ROWS = src('''
+    @tilelang.jit
+    def varlen_rows(batch=2, UQ=128, dim=64, block_M=32, max_seqlen_q=64):
+        @T.prim_func
+        def main(Q: T.Tensor((UQ, dim), T.float16), cu_seqlens_q: T.Tensor([batch + 1], T.int32),
+                 O: T.Tensor((UQ, dim), T.float16)):
+            with T.Kernel(T.ceildiv(max_seqlen_q, block_M), batch) as (bx, bz):
+                q = T.alloc_shared((block_M, dim), T.float16)
+                q_start = cu_seqlens_q[bz]
+                T.copy(Q[q_start + bx * block_M:q_start + bx * block_M + block_M, :], q)
+                for i, d in T.Parallel(block_M, dim):
+                    O[q_start + bx * block_M + i, d] = q[i, d]
+        return main
+''')
+
+VARLEN_STEPS = src('''
+    @tilelang.jit
+    def varlen_steps(batch=2, UKV=128, dim=64, block_N=32):
+        @T.prim_func
+        def main(K: T.Tensor((UKV, dim), T.float16), cu_seqlens_k: T.Tensor([batch + 1], T.int32),
+                 S: T.Tensor((batch * 32, dim), T.float32)):
+            with T.Kernel(batch) as bz:
+                acc = T.alloc_fragment((block_N, dim), T.float32)
+                T.clear(acc)
+                kv_len = cu_seqlens_k[bz + 1] - cu_seqlens_k[bz]
+                for k in T.Pipelined(T.ceildiv(kv_len, block_N)):
+                    T.copy(K[k * block_N, 0], acc)
+                T.copy(acc, S[bz * 32, 0])
+        return main
+''')
+
+
+def test_rows_placed_by_offsets_read_from_a_tensor_are_a_located_error_naming_it():
+    err = error_of(VARLEN_ROWS, entry="varlen_rows")
+    assert "`Q` axis 0: the slice's position depends on `cu_seqlens_q[bz]`, read from `cu_seqlens_q` while the " \
+           "kernel runs" in err.message
+    line = line_of(VARLEN_ROWS, "T.copy(Q[q_start")
+    assert (err.location.line, err.location.col) == (line, VARLEN_ROWS.splitlines()[line - 1].index("Q[") + 1)
+    assert "[batch, max_seqlen, heads, dim]" in err.hint
+
+
+def test_a_trip_count_read_from_a_tensor_is_a_located_error_naming_it():
+    err = error_of(VARLEN_STEPS, entry="varlen_steps")
+    assert "T.ceildiv((cu_seqlens_k[(bz + 1)] - cu_seqlens_k[bz]), 32) depends on `cu_seqlens_k[(bz + 1)]`, read " \
+           "from `cu_seqlens_k` while the kernel runs" in err.message
+    assert err.location.line == line_of(VARLEN_STEPS, "T.Pipelined(T.ceildiv(kv_len")
