@@ -42,7 +42,9 @@ from ..layout import UNIT, view_of
 from ..cost_model import matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
-from .merge_steps import carried_buffers, steps_merge
+from .block_bounds import TripCount, extra_keys_masked, position_form, retiled_value
+from .lower_index_masks import _constant
+from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
 from .tensorize.emit import dst_group
 from .. import attrs, registry
 
@@ -91,6 +93,7 @@ class Analysis:
         self.reads: list = []                # (global buffer, vars its region depends on)
         self.gemms: list = []                # (destination, A, B) buffer names of every gemm
         self.calls: list = []                # every tile op, in program order
+        self.masks: list = []                # (element loop nest, its store, the serial loops around it)
 
     # -- union-find over (buffer, axis)
     def key(self, name: str, axis: int):
@@ -141,12 +144,12 @@ class Analysis:
                 self.grid_vars = list(d.def_ids)
                 self.grid_extents = [int(e) for e in d.extents]
             elif isinstance(s, tirx.For) and match_mask(s) is not None:
-                self.mask(s)
+                self.mask(s, loops)
             elif isinstance(s, tirx.For):
                 self.loops[s.loop_var] = s
                 for e in (s.min, s.extent):
                     for v in _vars(e):
-                        self.uses.append((v, "trip", None))
+                        self.uses.append((v, "trip", s.loop_var))
                 self.walk(stmts_of(s.body), loops + [s])
             elif isinstance(s, tirx.TilePrimitiveCall):
                 self.calls.append(s)
@@ -156,13 +159,13 @@ class Analysis:
             elif isinstance(s, tirx.SeqStmt):
                 self.walk(stmts_of(s), loops)
 
-    def mask(self, loop):
+    def mask(self, loop, loops):
+        """An index mask: its tile re-tiles with its classes when its value depends on their block indices only
+        through element positions (Tiling.check_masks)."""
         _, _, store = match_mask(loop)
-        name = str(store.buffer.name)
-        for axis in range(2):
-            self.fix(self.key(name, axis), f"`{name}` is written by an index mask")
+        self.masks.append((loop, store, list(loops)))
         for v in _vars(store.value):
-            self.uses.append((v, "mask", None))
+            self.uses.append((v, "mask", len(self.masks) - 1))
 
     def local(self, r, axis: int):
         return self.key(r.name, axis)
@@ -261,8 +264,12 @@ class Tiling:
         self.carried: dict = {}              # class root -> the buffers its loop carries (steps merged by evaluation)
         for v, e in zip(analysis.grid_vars, analysis.grid_extents):
             self.analyzer.bind(v, tvm.ir.Range(0, e))
+        self.trips: dict = {}                # loop var -> TripCount (False: none)
+        self.bounded: dict = {}              # loop var -> (trip, mask index, query root, key root)
+        self.mask_axes: dict = {}            # mask index -> [(element var, block var, block, root)]
         for c in self.classes.values():
             self.settle(c)
+        self.check_masks()
         self.by_var = {}
         for root, c in self.classes.items():
             if c.var is not None and not c.fixed:
@@ -301,11 +308,15 @@ class Tiling:
         if var is None or any(not self.analyzer.can_prove(d.start - var * block == 0) for d in c.drivers):
             c.fixed.append("a region start that is not index x block")
             return
+        is_grid = any(var.same_as(g) for g in self.a.grid_vars)
         for kind, key in self.uses_of(var):
+            if kind == "mask":
+                continue        # settled with every class's block index known (check_masks)
+            if kind == "trip" and is_grid and self.trip_of(key) is not None:
+                continue        # a key loop's trip count (check_masks: its mask must cover what re-tiling adds)
             if kind != "driver" or self.a.find(key) != self.a.find(c.members[0]):
                 c.fixed.append(f"`{var.name}` is also used as a {'batch index' if kind == 'batch' else kind}")
                 return
-        is_grid = any(var.same_as(g) for g in self.a.grid_vars)
         count = ceil_div(c.dim, block)
         if is_grid:
             extent = self.a.grid_extents[[g.same_as(var) for g in self.a.grid_vars].index(True)]
@@ -317,8 +328,10 @@ class Tiling:
                 return
         else:
             loop = next((f for lv, f in self.a.loops.items() if lv.same_as(var)), None)
-            if loop is None or not isinstance(loop.extent, tirx.IntImm) or int(loop.min) != 0 \
-                    or int(loop.extent) != count:
+            trip = None if loop is None else self.trip_of(loop.loop_var)
+            bounded = trip is not None      # steps past the axis' end read zero-filled keys, as written
+            if loop is None or not bounded and (not isinstance(loop.extent, tirx.IntImm) or int(loop.min) != 0
+                                                or int(loop.extent) != count):
                 c.fixed.append(f"loop `{var.name}` does not walk the axis from 0 in {count} steps")
                 return
             reason = self.accumulation_only(loop, c)
@@ -330,20 +343,111 @@ class Tiling:
                 return
         c.var = var
 
-    def steps_merge(self, loop, c: AxisClass) -> bool:
-        """Does one step of twice the block leave the loop's carried buffers as two steps do? (merge_steps.py)"""
+    def trip_of(self, loop_var) -> TripCount | None:
+        """The loop's trip count when it depends on one grid index (monotone), else None."""
+        hit = lookup(self.trips, loop_var)
+        if hit is None:
+            loop = lookup(self.a.loops, loop_var)
+            hit = (TripCount.of(loop, self.a.grid_vars, self.a.grid_extents) if loop is not None else None) or False
+            self.trips[loop_var] = hit
+        return hit or None
+
+    def loop_masks(self, loop) -> dict:
+        """The index masks directly in the loop's body: tile name -> (true value, false value)."""
+        out = {}
+        for mask_loop, store, loops in self.a.masks:
+            if loops and loops[-1].loop_var.same_as(loop.loop_var):
+                value = store.value
+                out[str(store.buffer.name)] = (_constant(value.args[1]), _constant(value.args[2]))
+        return out
+
+    def loop_model(self, loop, c: AxisClass):
+        """(calls, in-class predicate, buffers read after the loop, masks) for merge_steps' model, or None."""
         calls = self.a.loop_calls.get(loop.loop_var, [])
-        if not calls or any(isinstance(s, tirx.For) for s in stmts_of(loop.body)):
-            return False
+        masks = self.loop_masks(loop)
+        nested = [s for s in stmts_of(loop.body) if isinstance(s, tirx.For)]
+        if not calls or len(nested) != len(masks) or any(v is None for vs in masks.values() for v in vs):
+            return None
         root = self.a.find(c.members[0])
         inside = {id(call) for call in calls}
         read_after = {r.name for call in self.a.calls if id(call) not in inside
                       for r in (region_of(a) for a in call.args[1:]) if r is not None}
-        if not steps_merge(calls, self.a.buffers, lambda name, axis: self.a.find(self.a.key(name, axis)) == root,
-                           read_after):
+        return calls, (lambda name, axis: self.a.find(self.a.key(name, axis)) == root), read_after, masks
+
+    def steps_merge(self, loop, c: AxisClass) -> bool:
+        """Does one step of twice the block leave the loop's carried buffers as two steps do? (merge_steps.py)"""
+        model = self.loop_model(loop, c)
+        if model is None or not steps_merge(model[0], self.a.buffers, model[1], model[2], model[3]):
             return False
-        self.carried[root] = carried_buffers(calls, read_after)
+        self.carried[self.a.find(c.members[0])] = carried_buffers(model[0], model[2], model[3])
         return True
+
+    def check_masks(self):
+        """Masks and trip counts that use re-tileable block indices: a mask re-tiles when its value depends on them
+        only through element positions (block_bounds.position_form); a trip count when its loop has one such mask
+        and a step the mask wholly falses changes nothing (merge_steps.masked_step_is_null). Else the classes whose
+        index they use keep their blocks. Records self.bounded: loop var -> (trip, mask index, query root, key
+        root) for the choice's check on the whole grid (block_bounds.extra_keys_masked)."""
+        live = {r: c for r, c in self.classes.items() if c.var is not None and not c.fixed}
+
+        def fix_var(var, reason):
+            for c in live.values():
+                if c.var.same_as(var) and not c.fixed:
+                    c.fixed.append(reason)
+
+        self.mask_axes = {}
+        for n, (_, store, _) in enumerate(self.a.masks):
+            name = str(store.buffer.name)
+            variables, _, _ = match_mask(self.a.masks[n][0])
+            axes = []
+            for axis, index in enumerate(store.indices):
+                root = self.a.find(self.a.key(name, axis))
+                c = live.get(root)
+                if c is not None and not c.fixed:
+                    axes.append((index, c.var, c.block, root))
+            form = position_form(store.value, [a[:3] for a in axes]) if all(
+                isinstance(a[0], tirx.Var) for a in axes) else None
+            used = [v for v in _vars(store.value)]
+            if form is None:
+                for axis in range(len(store.indices)):
+                    c = live.get(self.a.find(self.a.key(name, axis)))
+                    if c is not None and not c.fixed:
+                        c.fixed.append(f"`{name}` is written by an index mask that does not re-tile")
+                for _, v, _, _ in axes:
+                    fix_var(v, f"`{name}`'s index mask uses `{v.name}` otherwise than in an element position")
+                for v in used:
+                    fix_var(v, f"`{name}`'s index mask uses `{v.name}`")
+                continue
+            for v in used:      # a block index of a class with no axis on the mask's tile
+                if not any(v.same_as(a[1]) for a in axes):
+                    fix_var(v, f"`{v.name}` is used in `{name}`'s index mask on none of its axes")
+            self.mask_axes[n] = axes
+        for loop_var, trip in list(self.trips.items()):
+            if not trip:
+                continue
+            loop = lookup(self.a.loops, loop_var)
+            key_root = next((r for r, c in live.items() if c.var.same_as(loop_var)), None)
+            query_root = next((r for r, c in live.items() if c.var.same_as(trip.grid_var)), None)
+            masks = [n for n, (_, _, loops) in enumerate(self.a.masks) if loops and loops[-1].loop_var.same_as(loop_var)]
+            if key_root is None and query_root is None:
+                continue
+            reason = None
+            if len(masks) != 1 or masks[0] not in self.mask_axes:
+                reason = (f"loop `{loop_var.name}`'s trip count uses `{trip.grid_var.name}` and its body has not one "
+                          "index mask")
+            elif key_root is None or query_root is None:
+                reason = f"loop `{loop_var.name}`'s trip count uses `{trip.grid_var.name}`, whose blocks stay"
+            else:
+                model = self.loop_model(loop, live[key_root])
+                if model is None or not masked_step_is_null(model[0], self.a.buffers, model[1], model[2], model[3]):
+                    reason = (f"a step of loop `{loop_var.name}` that its mask wholly hides may change what the loop "
+                              "carries")
+            if reason:
+                fix_var(trip.grid_var, reason)
+                if key_root is not None:
+                    live[key_root].fixed.append(reason)
+                continue
+            self.bounded[loop_var] = (trip, masks[0], query_root, key_root)
 
     def accumulation_only(self, loop, c: AxisClass) -> str | None:
         """Why iterations of `loop` cannot be merged (None: its body only accumulates over the class)."""
@@ -449,7 +553,7 @@ class Chooser:
             best = None
             for layout, blocks in candidates:
                 fitted = self.fit(dict(blocks), grid_roots, k_roots, depth, budget, shrink)
-                if fitted is None:
+                if fitted is None or not self.bounds_hold(fitted):
                     continue
                 work = self.work(fitted, grid_roots, extents, layout, cx, cy)
                 if best is None or work < best[0]:
@@ -464,6 +568,25 @@ class Chooser:
                 return self.finish(blocks, extents, max(deeper, default=depth), layout, None)
         self.explain.append("no blocking of this kernel fits L1; keeping the kernel's own blocks")
         return self.as_written("as written")
+
+    def bounds_hold(self, blocks: dict) -> bool:
+        """Every key loop whose trip count uses a re-tiled block index still reads what its rows need, and its mask
+        hides every key the re-tiling adds to a row (block_bounds.extra_keys_masked, over the whole grid)."""
+        for loop_var, (trip, n, query_root, key_root) in self.t.bounded.items():
+            q, k = self.t.classes[query_root], self.t.classes[key_root]
+            new_q, new_k = blocks.get(query_root, q.block), blocks.get(key_root, k.block)
+            if (new_q, new_k) == (q.block, k.block):
+                continue
+            _, store, _ = self.a.masks[n]
+            axes = self.t.mask_axes[n]
+            by_root = {a[3]: i for i, a in enumerate(axes)}
+            if query_root not in by_root or key_root not in by_root:
+                return False
+            condition, positions = position_form(store.value.args[0], [a[:3] for a in axes])
+            ordered = [positions[by_root[query_root]], positions[by_root[key_root]]]
+            if not extra_keys_masked(trip, q.block, new_q, k.block, new_k, q.dim, condition, ordered):
+                return False
+        return True
 
     def wider_steps(self, layout, blocks, candidates, grid_roots, k_roots, extents, depth, budget, cx, cy):
         """For a loop whose steps merge by evaluation (an online softmax), which rescales everything it carries
@@ -483,7 +606,8 @@ class Chooser:
         min_step = 2 * width * TILE
         for lay, unfitted in candidates:
             fitted = self.fit(dict(unfitted), grid_roots, k_roots, depth, budget, True, min_step=min_step)
-            if fitted is not None and all(fitted.get(r, 0) >= min_step for r in merged) and cost(lay, fitted) < best[0]:
+            if fitted is not None and all(fitted.get(r, 0) >= min_step for r in merged) and \
+                    cost(lay, fitted) < best[0] and self.bounds_hold(fitted):
                 best = (cost(lay, fitted), lay, fitted)
         if best[2] is not blocks:
             self.explain.append(f"key steps of at least {2 * width} tiles (twice the {width} tiles the loop rescales "
@@ -798,7 +922,40 @@ def retile(func, analysis: Analysis, tiling: Tiling, changes: dict, new_extents:
         new = buffer_for(s.buffer)
         return s if new is s.buffer else tirx.AllocBuffer(new)
 
+    masks = {}
+    for n, axes in tiling.mask_axes.items():
+        if any(root in changes for *_, root in axes):
+            masks[n] = axes
+
+    def mask(s, n):
+        """The mask's element loops over its re-tiled tile, its value at the re-tiled blocks' positions."""
+        nest, store, _ = analysis.masks[n]
+        axes = masks[n]
+        value = retiled_value(store.value, [a[:3] for a in axes], [changes.get(a[3], a[2]) for a in axes])
+        new = buffer_for(store.buffer)
+        variables, _, _ = match_mask(nest)
+        extents = []
+        for v in variables:
+            axis = next(k for k, index in enumerate(store.indices) if index.same_as(v))
+            extents.append(int(new.shape[axis]))
+        node = tirx.BufferStore(new, value, list(store.indices))
+        for v, e in reversed(list(zip(variables, extents))):
+            node = tirx.For(v, 0, tirx.IntImm("int32", e), tirx.ForKind.SERIAL, node)
+        return node
+
     def loop(s):
+        n = next((n for n in masks if analysis.masks[n][0].loop_var.same_as(s.loop_var)), None)
+        if n is not None:
+            return mask(s, n)
+        bound = lookup(tiling.bounded, s.loop_var)
+        if bound is not None:
+            trip, _, query_root, key_root = bound
+            if query_root in changes or key_root in changes:
+                q, k = tiling.classes[query_root], tiling.classes[key_root]
+                extent = trip.retiled(q.block, changes.get(query_root, q.block), k.block,
+                                      changes.get(key_root, k.block))
+                return tirx.For(s.loop_var, s.min, extent, s.kind, s.body, annotations=s.annotations)
+            return s
         hit = next(((c, b) for v, (c, b) in loops.items() if v.same_as(s.loop_var)), None)
         if hit is None:
             return s

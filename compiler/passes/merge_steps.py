@@ -12,6 +12,12 @@ functions. From one random state of the loop's buffers, the two steps over rando
 and the one merged step over the same data must leave every buffer the loop carries (read in the body before it is
 written there, or read after the loop) equal to 1e-9. Anything the model does not cover (parts of buffers, a
 transposed copy, a write to DRAM, an op outside the registry's element-wise, reduce and gemm ops) answers no.
+
+An index mask in the body (causal attention's `T.if_then_else(row >= col, 0, -inf)`) is an input of the model like
+the DRAM copies' data: each element at random its true or its false value (every row's first element true, so that
+no row of the first step is wholly masked). `masked_step_is_null` asks the question a trip count that depends on a
+block index needs: does a step whose mask is false everywhere leave what the loop carries unchanged? Then keys a
+re-tiled loop adds past a row's own trip count change nothing where the mask is false for them.
 """
 from __future__ import annotations
 
@@ -37,10 +43,10 @@ def _is_global_copy(name: str, regions: list) -> bool:
     return name == "copy" and any(r is not None and r.scope == "global" for r in regions[:2])
 
 
-def carried_buffers(calls: list, read_after: set[str]) -> set[str]:
+def carried_buffers(calls: list, read_after: set[str], masks: dict | None = None) -> set[str]:
     """Buffers the body reads before writing them (their value comes from the previous step), and buffers the body
-    writes that are read after the loop."""
-    written: set[str] = set()
+    writes that are read after the loop. An index mask's tile (`masks`) is written at the top of every step."""
+    written: set[str] = set(masks or {})
     carried: set[str] = set()
     for call in calls:
         name = op_name(call)
@@ -78,8 +84,15 @@ class _Model:
         return tuple(out)
 
 
-def _run(calls: list, state: dict, model: _Model, inputs: dict, step: int) -> None:
-    """One step of the body on `state` (buffer -> array), the DRAM copies taking their part of `inputs`."""
+def _run(calls: list, state: dict, model: _Model, inputs: dict, step: int, masks: dict | None = None) -> None:
+    """One step of the body on `state` (buffer -> array), the DRAM copies and the index masks taking their part of
+    `inputs`."""
+    for name in masks or {}:
+        full = inputs[name]
+        index = tuple(slice(step * n, (step + 1) * n) if model.axis_in_class(name, axis) else slice(None)
+                      for axis, n in enumerate(model.shape(name)))
+        state[name] = full[index].copy()
+
     def operand(arg):
         r = region_of(arg)
         if r is None:
@@ -143,31 +156,76 @@ def _run(calls: list, state: dict, model: _Model, inputs: dict, step: int) -> No
         state[dst.name] = np.broadcast_to(np.asarray(value, dtype=np.float64), shape).copy()
 
 
-def steps_merge(calls: list, buffers: dict, axis_in_class, read_after: set[str]) -> bool:
-    """Do two steps of the loop body `calls` equal one merged step? (module docstring)"""
+def _mask_input(rng, shape: tuple, values: tuple, axis_in_class, name: str, all_false: bool) -> np.ndarray:
+    true_value, false_value = values
+    if all_false:
+        return np.full(shape, false_value)
+    chosen = rng.uniform(size=shape) < 0.5
+    if axis_in_class(name, 1):
+        chosen[:, 0] = True
+    elif axis_in_class(name, 0):
+        chosen[0, :] = True
+    return np.where(chosen, true_value, false_value)
+
+
+def _setup(calls: list, buffers: dict, axis_in_class, read_after: set[str], masks: dict, rng):
+    carried = carried_buffers(calls, read_after, masks)
+    names = {r.name for call in calls for r in (region_of(a) for a in call.args)
+             if r is not None and r.scope != "global"} | set(masks)
+    if any(len(buffers[n]["shape"]) != 2 for n in names):
+        raise _Unsupported("a buffer that is not 2-D")
+    merged_model, split_model = _Model(buffers, axis_in_class, 2), _Model(buffers, axis_in_class, 1)
+    start = {n: rng.uniform(-1.0, 1.0, split_model.shape(n)) for n in names
+             if split_model.shape(n) == merged_model.shape(n)}
+    if any(b in carried and b not in start for b in names):
+        raise _Unsupported("a carried buffer along the class: its size changes with the step")
+    return carried, names, merged_model, split_model, start
+
+
+def steps_merge(calls: list, buffers: dict, axis_in_class, read_after: set[str], masks: dict | None = None) -> bool:
+    """Do two steps of the loop body `calls` equal one merged step? (module docstring) `masks`: the index masks the
+    body reads, buffer name -> (true value, false value)."""
+    masks = masks or {}
     try:
-        carried = carried_buffers(calls, read_after)
-        names = {r.name for call in calls for r in (region_of(a) for a in call.args)
-                 if r is not None and r.scope != "global"}
-        if any(len(buffers[n]["shape"]) != 2 for n in names):
-            return False
         rng = np.random.default_rng(27)
-        merged_model, split_model = _Model(buffers, axis_in_class, 2), _Model(buffers, axis_in_class, 1)
-        start = {n: rng.uniform(-1.0, 1.0, split_model.shape(n)) for n in names
-                 if split_model.shape(n) == merged_model.shape(n)}
+        carried, names, merged_model, split_model, start = _setup(calls, buffers, axis_in_class, read_after, masks,
+                                                                  rng)
         inputs = {}
         for call in calls:
             regions = [region_of(a) for a in call.args]
             if _is_global_copy(op_name(call), regions):
                 inputs[regions[0].name] = rng.uniform(-1.0, 1.0, merged_model.shape(regions[0].name))
-        if any(b in carried and b not in start for b in names):
-            return False           # a carried buffer along the class: its size changes with the step
+        for name, values in masks.items():
+            inputs[name] = _mask_input(rng, merged_model.shape(name), values, axis_in_class, name, False)
         two = {n: v.copy() for n, v in start.items()}
-        _run(calls, two, split_model, inputs, 0)
-        _run(calls, two, split_model, inputs, 1)
-        one = {n: v.copy() for n, v in start.items()}
-        _run(calls, one, merged_model, inputs, 0)
         with np.errstate(all="ignore"):
+            _run(calls, two, split_model, inputs, 0, masks)
+            _run(calls, two, split_model, inputs, 1, masks)
+            one = {n: v.copy() for n, v in start.items()}
+            _run(calls, one, merged_model, inputs, 0, masks)
             return all(np.allclose(two[b], one[b], rtol=1e-9, atol=1e-12) for b in carried)
+    except (_Unsupported, KeyError, ValueError, TypeError):
+        return False
+
+
+def masked_step_is_null(calls: list, buffers: dict, axis_in_class, read_after: set[str], masks: dict) -> bool:
+    """Does a step whose index masks are false everywhere leave every buffer the loop carries as it was? (From a
+    random finite state: a row that has seen keys before.)"""
+    if not masks:
+        return False
+    try:
+        rng = np.random.default_rng(28)
+        carried, names, _, split_model, start = _setup(calls, buffers, axis_in_class, read_after, masks, rng)
+        inputs = {}
+        for call in calls:
+            regions = [region_of(a) for a in call.args]
+            if _is_global_copy(op_name(call), regions):
+                inputs[regions[0].name] = rng.uniform(-1.0, 1.0, split_model.shape(regions[0].name))
+        for name, values in masks.items():
+            inputs[name] = _mask_input(rng, split_model.shape(name), values, axis_in_class, name, True)
+        after = {n: v.copy() for n, v in start.items()}
+        with np.errstate(all="ignore"):
+            _run(calls, after, split_model, inputs, 0, masks)
+            return all(np.allclose(after[b], start[b], rtol=1e-9, atol=1e-12) for b in carried)
     except (_Unsupported, KeyError, ValueError, TypeError):
         return False
