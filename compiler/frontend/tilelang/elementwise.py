@@ -184,6 +184,9 @@ class StoreLowering:
         if len(self.variables) == 2:
             missing = [v for v in self.variables if v.extent > 1 and not any(p is v for x in target.indices
                                                                               for p in _parallel_vars(x))]
+            if missing and target.buffer.reducer is not None and len(missing) == 1:
+                self.reducer_update(target, value, missing[0], dst, shape)
+                return
             if missing:
                 self.fail(f"`{describe(target)}` does not depend on `{missing[0].name}`: every element along it writes "
                           "the same place (a reduction written as a store)",
@@ -209,6 +212,31 @@ class StoreLowering:
             self.emit("copy", dst, tmp)
             return
         self.compute(value, dst)
+
+    def reducer_update(self, target: Load, value, along: Var, dst: Region, shape: tuple) -> None:
+        """`r[i] += x[i, j]` (a T.alloc_reducer, op "sum") or `r[i] = T.max(r[i], x[i, j])` (op "max") in a 2-D
+        T.Parallel: every j combines into r[i], which a GPU does through per-thread copies merged by
+        T.finalize_reducer. Here x is computed as a whole tile and reduced along j into r (accumulating)."""
+        kind = target.buffer.reducer
+        same = [isinstance(x, Load) and x.buffer is target.buffer and describe(x) == describe(target)
+                for x in args_of(value)] if isinstance(value, (Bin, Call)) else []
+        op = value.op if isinstance(value, Bin) else getattr(value, "fn", None)
+        if op != {"sum": "+", "max": "max"}[kind] or len(same) != 2 or sum(same) != 1:
+            form = f"{describe(target)} += value" if kind == "sum" else \
+                f"{describe(target)} = T.max({describe(target)}, value)"
+            self.fail(f"`{describe(target)}` is a T.alloc_reducer (op \"{kind}\") updated along `{along.name}` but "
+                      f"not as `{form}`")
+        term = args_of(value)[1 - same.index(True)]
+        full = list(shape)
+        axis = self.axis_of[along]
+        full[axis] = along.extent
+        full = tuple(full)
+        saved, self.shape = self.shape, full
+        tmp = self.temp(full, "float32")
+        self.compute(self.hoist(self.normalize(term), full), tmp)
+        self.shape = saved
+        from .reduction import lower_reduce
+        lower_reduce(self.rec, kind, tmp, dst, axis if len(self.variables) == 2 else 1, False, self.location)
 
     def op_count(self, e) -> int:
         """Tile ops evaluating `e` takes (casts are free: they round where the value is stored)."""

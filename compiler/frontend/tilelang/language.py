@@ -254,12 +254,12 @@ def _bound(x, what):
     return x
 
 
-def _loop(extent_or_start, stop=None, *, stages=None, what="T.serial"):
+def _loop(extent_or_start, stop=None, *, stages=None, what="T.serial", branch=None):
     start, end = (0, extent_or_start) if stop is None else (extent_or_start, stop)
     start, end = _bound(start, what), _bound(end, what)
     location = user_location()
     rec = current()
-    var = rec.open_loop(start, end, stages, location)
+    var = rec.open_loop(start, end, stages, location, branch=branch)
     yield var
     rec.close_loop()
 
@@ -282,7 +282,7 @@ def kernel_if(test, negate=False):
         fail(f"`if {test!r}:` depends on values read from tensors; a branch may depend on the block and loop "
              "indices and the factory's parameters only",
              hint="fold a data-dependent choice into the value: T.if_then_else(cond, a, b)")
-    return _loop(Const(1) - flag if negate else flag, what="`if`")
+    return _loop(Const(1) - flag if negate else flag, what="`if`", branch=(test, negate, flag))
 
 
 def _element_branch(test, negate):
@@ -436,6 +436,25 @@ def alloc_fragment(shape, dtype, scope="local.fragment"):
 
 def alloc_local(shape, dtype, scope="local"):
     return current().alloc(_shape(shape, "T.alloc_local"), dtype_name(dtype), "local", user_location())
+
+
+def alloc_reducer(shape, dtype, op="sum", replication=None):
+    """`r = T.alloc_reducer(shape, dtype, op)`: a fragment that the elements of a T.Parallel combine into
+    (`r[i] += x[i, j]`): each update is a whole-tile reduction along the index r does not have, accumulated into r,
+    so T.finalize_reducer has nothing left to do."""
+    location = user_location()
+    if op not in ("sum", "max"):
+        fail(f"T.alloc_reducer(op={op!r}) is outside tilefarm's TileLang subset: reducers sum or take the maximum",
+             hint="write a min reducer as the max of negated values")
+    buf = current().alloc(_shape(shape, "T.alloc_reducer"), dtype_name(dtype), "local", location)
+    buf.reducer = op
+    return buf
+
+
+def finalize_reducer(reducer):
+    """`T.finalize_reducer(r)`: merges a GPU's per-thread copies of r; every update already reduced into r."""
+    if not isinstance(reducer, Buffer) or reducer.reducer is None:
+        fail("T.finalize_reducer takes a buffer made by T.alloc_reducer")
 
 
 # ---- tile operations -------------------------------------------------------------------------------------------
@@ -814,7 +833,8 @@ def build_module() -> types.ModuleType:
         Tensor=_TensorType(), Buffer=_TensorType(), prim_func=prim_func, macro=macro, Kernel=Kernel,
         Pipelined=Pipelined, serial=serial, Serial=serial, Parallel=Parallel, Persistent=Persistent,
         alloc_shared=alloc_shared, alloc_var=alloc_var,
-        alloc_fragment=alloc_fragment, alloc_local=alloc_local, copy=copy, gemm=gemm, clear=clear, fill=fill,
+        alloc_fragment=alloc_fragment, alloc_local=alloc_local, alloc_reducer=alloc_reducer,
+        finalize_reducer=finalize_reducer, copy=copy, gemm=gemm, clear=clear, fill=fill,
         reduce_max=reduce_max, reduce_sum=reduce_sum, reduce_min=reduce_min, reduce_absmax=reduce_absmax,
         reduce_abssum=reduce_abssum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
         max=max, min=min, **{fn: _unary(fn) for fn in ELEMENT_FUNCTIONS}, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,

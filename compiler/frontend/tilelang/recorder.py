@@ -68,6 +68,7 @@ class Buffer:
         self.filled_from_dram = False
         self.orientation = Orientation() if len(self.shape) == 1 else None
         self.declared: str | None = None     # a low-bit dtype the buffer was declared with (stored as bfloat16)
+        self.reducer: str | None = None      # T.alloc_reducer's op ("sum" / "max"): updates along an index reduce
 
     def __repr__(self):
         return f"<{self.scope} buffer {self.name} {self.shape} {self._dtype}>"
@@ -293,6 +294,8 @@ class Recorder:
         self.depth = 0
         self.loops: list[tuple[int, int]] = []    # (depth, index of the `for` line)
         self.loop_fills: list[dict] = []            # per open loop: staging tile -> where it was filled from DRAM
+        self.loop_branches: list = []               # per open loop: (test, negate, flag) of an `if` branch, or None
+        self.closed_branch = None                   # the `if` branch closed last: (branch, its `for` line entry)
         self.filled_in_closed_loop: dict = {}       # staging tile -> where: filled inside a loop that has ended
         self.parallel: ParallelScope | None = None
         self.kernel_state = "before"          # before | open | closed
@@ -437,7 +440,7 @@ class Recorder:
     def op(self, name: str, *args, location=None, **kwargs):
         self.emit(TileOp(name, args, kwargs), location)
 
-    def open_loop(self, start, stop, stages, location):
+    def open_loop(self, start, stop, stages, location, branch=None):
         self.require_kernel("a loop")
         s, e = constant_int(start), constant_int(stop)
         if s is not None and e is not None and e <= s:
@@ -447,6 +450,7 @@ class Recorder:
         lo, hi = render_int(wrap(start), "a loop bound"), render_int(wrap(stop), "a loop bound")
         self.loops.append((self.depth, len(self.lines)))
         self.loop_fills.append({})
+        self.loop_branches.append(branch)
         if s is None:   # a start that depends on a block index (a causal backward's first key block): count from 0
             self.emit(f"for {var.name} in range({render_int(wrap(stop) - wrap(start), 'a loop bound')}):", location)
         else:
@@ -458,10 +462,51 @@ class Recorder:
 
     def close_loop(self):
         depth, index = self.loops.pop()
-        self.filled_in_closed_loop.update(self.loop_fills.pop())
+        fills, branch = self.loop_fills.pop(), self.loop_branches.pop()
         self.depth = depth
+        closed, self.closed_branch = self.closed_branch, None
         if index == len(self.lines) - 1:   # nothing recorded in the body: drop the loop
             self.lines.pop()
+            return
+        if branch is not None and branch[1] and closed is not None and self.merge_branch_fills(closed, branch[0], index):
+            return
+        self.filled_in_closed_loop.update(fills)
+        if branch is not None and not branch[1]:
+            self.closed_branch = (branch, self.lines[index])
+
+    def merge_branch_fills(self, then, else_test, else_index: int) -> bool:
+        """`if c: T.copy(K[a...], K_s) else: T.copy(K[b...], K_s)`: both branches only fill the same tiles from
+        DRAM, so the tiles are filled once, unconditionally, from the address the condition picks (start
+        c * a + (1 - c) * b on each axis where they differ): a tile the reader fills where it is used."""
+        (test, _, flag), entry = then
+        then_index = next((i for i, line in enumerate(self.lines) if line is entry), None)
+        if then_index is None or test is not else_test:
+            return False
+        then_body, else_body = self.lines[then_index + 1:else_index], self.lines[else_index + 1:]
+
+        def fills_only(body):
+            return all(isinstance(item, TileOp) and item.name == "copy" and not item.kwargs and
+                       isinstance(item.args[1], Region) and item.args[1].buffer.scope == "global" and
+                       item.args[0].buffer.scope != "global" for _, item, _ in body)
+        if len(then_body) != len(else_body) or not fills_only(then_body) or not fills_only(else_body):
+            return False
+        merged = []
+        for (_, a, location), (_, b, _) in zip(then_body, else_body):
+            (da, sa), (db, sb) = a.args, b.args
+            if da.key() != db.key() or sa.buffer is not sb.buffer or tuple(sa.extents) != tuple(sb.extents):
+                return False
+            starts = tuple(x if render_int(x) == render_int(y) else flag * x + (wrap(1) - flag) * y
+                           for x, y in zip(sa.starts, sb.starts))
+            merged.append((self.depth, TileOp("copy", (da, Region(sa.buffer, starts, sa.extents))), location))
+        del self.lines[then_index:]
+        for line in merged:
+            buf = line[1].args[0].buffer
+            self.filled_in_closed_loop.pop(buf, None)
+            self.filled_at[buf] = len(self.lines)
+            if self.loop_fills:
+                self.loop_fills[-1][buf] = f"line {line[2].line}" if line[2] and line[2].line else "a loop"
+            self.lines.append(line)
+        return True
 
     def open_parallel(self, extents, location) -> tuple:
         self.require_kernel("T.Parallel")
@@ -490,9 +535,7 @@ class Recorder:
 
     # ---- buffers ------------------------------------------------------------------------------------------
     def alloc(self, shape, dtype, scope, location) -> Buffer:
-        self.require_kernel("a buffer allocation")
-        if self.loops:
-            fail("allocate tiles at the top of the kernel, not inside a loop")
+        self.require_kernel("a buffer allocation")   # inside a loop too: each iteration's tile is the same L1 tile
         if len(shape) not in (1, 2):
             fail(f"a {len(shape)}-D tile {tuple(shape)}; the Tenstorrent backend takes 2-D tiles and 1-D vectors",
                  location=location)
