@@ -7,7 +7,11 @@ rt x ct tile products. Its cost is linear in what it moves and computes (compile
 
     unpack = unpack_call_cycles + unpack_instr_cycles x tiles unpacked
              + (in0 tiles x in0 tile bytes + in1 tiles x in1 tile bytes) / unpack_bytes_per_cycle
-    math   = tile products x (math_tile_cycles + fpu cycles at the fidelity)
+    math   = tile products x (math_tile_cycles x fidelity phases + fpu cycles at the fidelity)
+
+(the math MOP replays a tile's MVMULs once per fidelity phase: LoFi 1, HiFi2 2, HiFi3 3, HiFi4 4 phases; a block
+format's shared exponents reach the unpacker through a port of their own, so the emulator counts only a tile's datum
+bytes against the unpacker's rate)
 
 so for every call shape a DST holds the emulator is handed the five coefficients [unpack constant, per in0 byte, per
 in1 byte, math constant, products] (`matmul_block_terms`) and evaluates them against the call's CB formats and the
@@ -33,8 +37,9 @@ def matmul_block_cycles(costs: dict, rt: int, ct: int, in0_tile_bytes: float, in
                         fidelity: str) -> tuple[float, float]:
     """(unpack cycles, math cycles) of one call at `fidelity` (LoFi, HiFi2, HiFi3, HiFi4)."""
     unpack, per_in0, per_in1, math, products = matmul_block_terms(costs, rt, ct)
-    return (unpack + per_in0 * in0_tile_bytes + per_in1 * in1_tile_bytes,
-            math + products * float(costs[f"fpu_cycles_{fidelity.lower()}"]))
+    fpu = float(costs[f"fpu_cycles_{fidelity.lower()}"])
+    phases = fpu / float(costs["fpu_cycles_lofi"])
+    return (unpack + per_in0 * in0_tile_bytes + per_in1 * in1_tile_bytes, math * phases + products * fpu)
 
 
 def matmul_block_table(costs: dict) -> list[float]:

@@ -182,6 +182,14 @@ using timing::Ev;
 double cb_tile_bytes(const KernelRun& run, std::uint32_t cb) {
     return timing::tile_bytes(cb < kMaxCBs ? run.core->cbs[cb].format : fmt::Float16_b);
 }
+// What the unpacker fetches of a tile through its datum ports: a block format's 64 shared exponents come through a
+// port of their own ([ISA] L1.md, Unpackers: "plus another 128-bit read for BFP exponents"), so only the datums count
+// against the unpacker's L1 read rate.
+double cb_unpack_bytes(const KernelRun& run, std::uint32_t cb) {
+    const std::uint8_t format = cb < kMaxCBs ? run.core->cbs[cb].format : fmt::Float16_b;
+    const bool block_format = format == fmt::Bfp8_b || format == fmt::Bfp4_b;
+    return timing::tile_bytes(format) - (block_format ? fmt::kTileElems / 16 : 0);
+}
 // An FPU op: UNPACK reads `loads` tiles totalling `bytes`, MATH spends `math` cycles over `steps` steps.
 void fpu_event(KernelRun& run, double bytes, double loads, double math, std::uint32_t steps,
                std::uint32_t products = 0) {
@@ -193,6 +201,7 @@ void fpu_event(KernelRun& run, double bytes, double loads, double math, std::uin
     timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(timing::math_tile() * steps + math), f, steps,
                    products);
 }
+double fidelity_phases(const KernelRun& run);
 // A matmul call of rt x ct output tiles: its unpack and math cycles from the compiler's cost model (timing.h).
 void matmul_event(KernelRun& run, std::uint32_t in0, std::uint32_t in1, std::uint32_t rt, std::uint32_t ct,
                   const std::string& call) {
@@ -202,11 +211,13 @@ void matmul_event(KernelRun& run, std::uint32_t in0, std::uint32_t in1, std::uin
         kernel_fail(
             "matmul-block", call,
             strformat("the timing model's cost table has no %u x %u matmul call (rt x ct up to 16 tiles)", rt, ct));
-    const double unpack = terms[0] + terms[1] * cb_tile_bytes(run, in0) + terms[2] * cb_tile_bytes(run, in1);
+    const double unpack = terms[0] + terms[1] * cb_unpack_bytes(run, in0) + terms[2] * cb_unpack_bytes(run, in1);
     const double products = terms[4];
-    const double math = terms[3] + products * timing::fpu_cycles(run.kernel->math_fidelity);
+    // the math MOP replays a tile's 16 MVMULs once per fidelity phase ([LLK] llk_math_matmul.h: inner loop = phases),
+    // so the math thread's fixed cost per tile (terms[3]: math_tile_cycles x products) is paid per phase
+    const double math = terms[3] * fidelity_phases(run) + products * timing::fpu_cycles(run.kernel->math_fidelity);
     std::uint32_t f = run.trace->fpu_ops++;
-    const double bytes = (terms[1] * cb_tile_bytes(run, in0) + terms[2] * cb_tile_bytes(run, in1)) *
+    const double bytes = (terms[1] * cb_unpack_bytes(run, in0) + terms[2] * cb_unpack_bytes(run, in1)) *
                          timing::costs().unpack_bytes_per_cycle;
     const auto steps = static_cast<std::uint32_t>(products);
     timing::record(run, timing::kUnpack, Ev::UnpackOp, static_cast<float>(unpack), f, steps,
@@ -410,7 +421,7 @@ void transpose_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, S
     check_dst_index(run, idst, call);
     float a[1024];
     unpack_operand(run, cb, itile, false, a, call);
-    fpu_event(run, cb_tile_bytes(run, cb), 1, timing::costs().transpose_cycles_per_tile, 1);
+    fpu_event(run, cb_unpack_bytes(run, cb), 1, timing::costs().transpose_cycles_per_tile, 1);
     count(run, "transpose_tile");
     if (timing::math_skipped()) return;
     float* d = dst_tile(run, idst);
@@ -429,7 +440,7 @@ void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t 
     float a[1024], b[1024];
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
-    fpu_event(run, cb_tile_bytes(run, in0) + cb_tile_bytes(run, in1), 2,
+    fpu_event(run, cb_unpack_bytes(run, in0) + cb_unpack_bytes(run, in1), 2,
               timing::costs().eltwise_cycles_per_tile * (op == FpuOp::Mul ? fidelity_phases(run) : 1.0), 1);
     if (timing::math_skipped()) {
         count(run, name);
@@ -457,7 +468,7 @@ void binary_dest_reuse(FpuOp op, std::uint32_t in, std::uint32_t itile, std::uin
     check_dst_index(run, idst, call);
     float t[1024];
     unpack_operand(run, in, itile, true, t, call);
-    fpu_event(run, cb_tile_bytes(run, in), 1,
+    fpu_event(run, cb_unpack_bytes(run, in), 1,
               timing::costs().datacopy_cycles_per_tile +
                   timing::costs().eltwise_cycles_per_tile * (op == FpuOp::Mul ? fidelity_phases(run) : 1.0),
               1);
@@ -485,7 +496,7 @@ void copy_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site s
     bool to_dest_fp32 = run.compute->fp32_dest && (run.kernel->unpack_to_dest_fp32 >> cb & 1);
     float a[1024];
     unpack_operand(run, cb, itile, !to_dest_fp32, a, call);
-    fpu_event(run, cb_tile_bytes(run, cb), 1,
+    fpu_event(run, cb_unpack_bytes(run, cb), 1,
               transpose ? timing::costs().transpose_cycles_per_tile : timing::costs().datacopy_cycles_per_tile, 1);
     count(run, "copy_tile");
     if (timing::math_skipped()) return;
@@ -984,7 +995,7 @@ void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
     float a[1024], sc[1024];
     unpack_operand(run, icb, itile, true, a, call);
     unpack_operand(run, icb_scaler, itile_scaler, true, sc, call);
-    fpu_event(run, cb_tile_bytes(run, icb) + cb_tile_bytes(run, icb_scaler), 2, timing::costs().reduce_cycles_per_tile,
+    fpu_event(run, cb_unpack_bytes(run, icb) + cb_unpack_bytes(run, icb_scaler), 2, timing::costs().reduce_cycles_per_tile,
               1);
     if (timing::math_skipped()) {
         count(run, "reduce_tile");
@@ -1053,7 +1064,7 @@ void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std:
     float a[1024], b[1024];
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
-    fpu_event(run, cb_tile_bytes(run, in0) + cb_tile_bytes(run, in1), 2,
+    fpu_event(run, cb_unpack_bytes(run, in0) + cb_unpack_bytes(run, in1), 2,
               timing::costs().eltwise_cycles_per_tile * (op == FpuOp::BcastMul ? fidelity_phases(run) : 1.0), 1);
     if (timing::math_skipped()) {
         count(run, name);
