@@ -148,3 +148,30 @@ def extra_keys_masked(trip: TripCount, rows: int, new_rows: int, step: int, new_
         if np.any(cond & inside):
             return False
     return True
+
+
+def unmasked_steps(condition, positions: list, grid_var, rows: int, step: int, trip):
+    """U(v): how many of the first key steps of query block v its mask leaves wholly true, for a condition linear
+    in the positions `kp * p + kq * q + c >= 0` (or >, <=, <) with kp >= 0 > kq: true at every element of a step iff
+    at its corner (the block's first row, the step's last key). None for any other condition. Clamped to
+    [0, trip]: the loop `for k in range(trip)` splits into range(U) unmasked and range(U, trip) masked."""
+    compare = {tirx.GE: (1, 0), tirx.GT: (1, -1), tirx.LE: (-1, 0), tirx.LT: (-1, -1)}
+    if type(condition) not in compare:
+        return None
+    sign, offset = compare[type(condition)]
+    diff = (condition.a - condition.b) * sign + offset            # diff >= 0
+    analyzer = tvm.sym.Analyzer()
+    p, q = positions
+    zero = tirx.IntImm("int32", 0)
+    one = tirx.IntImm("int32", 1)
+    base = analyzer.simplify(substitute(diff, [(p, zero), (q, zero)]))
+    kp = analyzer.simplify(substitute(diff, [(p, one), (q, zero)]) - base)
+    kq = analyzer.simplify(substitute(diff, [(p, zero), (q, one)]) - base)
+    if not all(isinstance(x, tirx.IntImm) for x in (base, kp, kq)):
+        return None
+    kp, kq, c = int(kp), int(kq), int(base)
+    if kp < 0 or kq >= 0 or not analyzer.can_prove(diff - (kp * p + kq * q + c) == 0):
+        return None
+    x = grid_var * (kp * rows) + c                              # -kq * (last key) <= x
+    count = tirx.floordiv(tirx.floordiv(x, -kq) + 1, step)
+    return analyzer.simplify(tirx.max(tirx.min(count, trip), 0))

@@ -42,8 +42,8 @@ from ..layout import UNIT, view_of
 from ..cost_model import matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
-from .block_bounds import TripCount, extra_keys_masked, position_form, retiled_value
-from .lower_index_masks import _constant
+from .block_bounds import TripCount, extra_keys_masked, position_form, retiled_value, substitute, unmasked_steps
+from .lower_index_masks import _constant, region as mask_region
 from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
 from .tensorize.emit import dst_group
 from .. import attrs, registry
@@ -863,7 +863,7 @@ def _why_fixed(tiling: Tiling, var) -> str:
 # ---- the rewrite -------------------------------------------------------------------------------------------------
 def retile(func, analysis: Analysis, tiling: Tiling, changes: dict, new_extents: list[int]):
     """The kernel with class root -> new block (elements): grid extents, trip counts, regions, tile shapes."""
-    if not changes:
+    if not changes and not tiling.bounded:
         return func
     analyzer = tvm.sym.Analyzer()
     by_key = {}
@@ -949,13 +949,11 @@ def retile(func, analysis: Analysis, tiling: Tiling, changes: dict, new_extents:
             return mask(s, n)
         bound = lookup(tiling.bounded, s.loop_var)
         if bound is not None:
-            trip, _, query_root, key_root = bound
-            if query_root in changes or key_root in changes:
-                q, k = tiling.classes[query_root], tiling.classes[key_root]
-                extent = trip.retiled(q.block, changes.get(query_root, q.block), k.block,
-                                      changes.get(key_root, k.block))
-                return tirx.For(s.loop_var, s.min, extent, s.kind, s.body, annotations=s.annotations)
-            return s
+            trip, n, query_root, key_root = bound
+            q, k = tiling.classes[query_root], tiling.classes[key_root]
+            rows, step = changes.get(query_root, q.block), changes.get(key_root, k.block)
+            extent = trip.retiled(q.block, rows, k.block, step)
+            return split_diagonal(s, extent, n, rows, step, trip.grid_var)
         hit = next(((c, b) for v, (c, b) in loops.items() if v.same_as(s.loop_var)), None)
         if hit is None:
             return s
@@ -968,6 +966,41 @@ def retile(func, analysis: Analysis, tiling: Tiling, changes: dict, new_extents:
         parent, cur = exec_scope._SCOPE_BINDING_TO_PARENT_CUR[d.scope]
         extents = [tirx.IntImm("int32", e) for e in new_extents]
         return tirx.ScopeIdDefStmt(exec_scope.ScopeIdDef(list(d.def_ids), extents, parent, cur), span=s.span)
+
+    def split_diagonal(s, extent, n, rows, step, grid_var):
+        """for k in range(T'): body  ->  for k in range(U): body, its mask a fill of the true value;
+        for k' in range(U, T'): body  (U: the steps the mask leaves wholly true, block_bounds.unmasked_steps)."""
+        nest, store, _ = analysis.masks[n]
+        axes = tiling.mask_axes[n]
+        by_root = {a[3]: i for i, a in enumerate(axes)}
+        bound = tiling.bounded[next(v for v in tiling.bounded if v.same_as(s.loop_var))]
+        condition, positions = position_form(store.value.args[0], [a[:3] for a in axes])
+        ordered = [positions[by_root[bound[2]]], positions[by_root[bound[3]]]]
+        unmasked = unmasked_steps(condition, ordered, grid_var, rows, step, extent)
+        if unmasked is None:
+            return tirx.For(s.loop_var, s.min, extent, s.kind, s.body, annotations=s.annotations)
+        true_value = float(store.value.args[1].value)
+        new = buffer_for(store.buffer)
+        whole = mask_region(new, [0, 0], [int(d) for d in new.shape])
+
+        scope = analysis.calls[0].scope if analysis.calls else None
+        if true_value == 0.0:      # as the frontend writes T.fill(x, 0): zero(x, x) in the kernel's exec scope
+            fill = tirx.TilePrimitiveCall(whole, whole, op=tvm.ir.Op.get("tirx.tile.zero"), workspace={}, config={},
+                                          dispatch=None, scope=scope)
+        else:
+            fill = tirx.TilePrimitiveCall(whole, tirx.FloatImm("float32", true_value),
+                                          op=tvm.ir.Op.get("tirx.tile.fill"), workspace={}, config={}, dispatch=None,
+                                          scope=scope)
+
+        def unmask(node):
+            return fill if node.loop_var.same_as(nest.loop_var) else node
+        plain = tvm_ffi.structural_map(s.body, [(tirx.For, unmask)], order="post")
+        second = tirx.Var(s.loop_var.name, "int32")
+        masked = substitute(s.body, [(s.loop_var, second)])
+        return tirx.SeqStmt([
+            tirx.For(s.loop_var, 0, unmasked, s.kind, plain, annotations=s.annotations),
+            tirx.For(second, unmasked, analyzer.simplify(extent - unmasked), s.kind, masked,
+                     annotations=s.annotations)])
 
     body = tvm_ffi.structural_map(func.body, [(tvm.ir.TensorRegion, region), (tirx.AllocBuffer, alloc),
                                               (tirx.For, loop), (tirx.ScopeIdDefStmt, scope_id)], order="post")

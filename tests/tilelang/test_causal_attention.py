@@ -149,3 +149,28 @@ def test_extra_keys_checked_on_the_whole_grid():
     assert not TripCount.of(tirx.For(tirx.Var("kb", "int32"), 0, 16 - bq, tirx.ForKind.SERIAL, tirx.Evaluate(0)),
                             [bq], [16])                                       # not monotone
     del tvm
+
+
+def test_unmasked_steps_are_exactly_the_wholly_true_ones():
+    """U(v) for a causal mask and one shifted by an offset (queries after a prefix of keys): every step before U is
+    true at every (row, key) of the block, step U is not (unless U is the trip count)."""
+    from tvm import tirx
+
+    from compiler.passes.block_bounds import evaluate, unmasked_steps
+
+    bq = tirx.Var("bq", "int32")
+    p, q = tirx.Var("p", "int32"), tirx.Var("q", "int32")
+    for condition in (p >= q, q <= p + 100, p + 40 > q):
+        for rows, step in ((160, 256), (96, 64), (32, 128)):
+            blocks = 2048 // rows
+            trip = tirx.floordiv((bq + 1) * rows + step - 1 + 100, step)
+            u = unmasked_steps(condition, [p, q], bq, rows, step, trip)
+            for v in range(blocks):
+                count = int(evaluate(u, [(bq, np.int64(v))]))
+                total = int(evaluate(trip, [(bq, np.int64(v))]))
+                r = np.arange(v * rows, (v + 1) * rows)[:, None]
+                for k in range(min(count + 1, total)):
+                    keys = np.arange(k * step, (k + 1) * step)[None, :]
+                    whole = bool(np.all(evaluate(condition, [(p, r), (q, keys)])))
+                    assert whole == (k < count), (condition, rows, step, v, k, count)
+    assert unmasked_steps(p * p >= q, [p, q], bq, 64, 64, bq + 1) is None      # not linear: no split
