@@ -14,6 +14,7 @@ from .passes.apply_target_defaults import ApplyTargetDefaults
 from .passes.check_kernel import check_kernel
 from .passes.choose_blocks import choose_blocks
 from .passes.serialize_accumulation import serialize_accumulation
+from .passes.forward_copies import forward_copies
 from .passes.grid_to_persistent import grid_to_persistent
 from .passes.hoist_inits import hoist_inits
 from .passes.infer_layout import infer_layout
@@ -53,6 +54,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
         ],
         # compute lowered: DST windows of FPU/SFPU calls
         "LowerCompute": [
+            forward_copies,                # ops read a whole copy's source; a copy nothing reads is dropped
             tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
             hoist_inits,                   # engine inits out of loops, dropped where the engine is set already
         ],

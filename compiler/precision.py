@@ -23,7 +23,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .registry import BINARY, REDUCE, UNARY
+from .registry import BINARY, FPU_BINARY, REDUCE, UNARY
 from .verify import UNIT_ROUNDOFF
 
 _WIDTH = {"float32": 32, "tf32": 19, "float16": 16, "bfloat16": 16}
@@ -81,6 +81,8 @@ class PathWalk:
         self.dtypes: dict[str, str] = {}
         self.trips: list[int] = []
         self.fpu_read: set[str] = set()
+        self.in_loops: set[int] = set()      # tile ops inside a loop (their fp32 operands stay off the FPU)
+        tvm_ffi.structural_walk(func.body, [(tirx.For, self.note_loop)], order="pre")
         tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, self.note_fpu)], order="pre")
         self.walk(func.body)
 
@@ -88,12 +90,21 @@ class PathWalk:
     def region(arg):
         return arg.source if isinstance(arg, tvm.ir.TensorRegion) else None
 
+    def note_loop(self, loop) -> None:
+        tvm_ffi.structural_walk(loop.body, [(tirx.TilePrimitiveCall, lambda c: self.in_loops.add(id(c)))],
+                                order="pre")
+
     def note_fpu(self, call) -> None:
         name = str(call.op.name).removeprefix("tirx.tile.")
         if name == "gemm":
             self.fpu_read.update(str(self.region(a).name) for a in call.args[1:3] if self.region(a) is not None)
         elif name in REDUCE and self.region(call.args[1]) is not None:
             self.fpu_read.add(str(self.region(call.args[1]).name))
+        elif name in FPU_BINARY and id(call) not in self.in_loops:
+            # outside loops an add/sub/mul of fp32 CB tiles may run on the FPU (tensorize/strategies.py): its CBs
+            # then go through the source registers for every reader, copies too
+            self.fpu_read.update(str(r.name) for r in map(self.region, call.args[1:3])
+                                 if r is not None and str(r.dtype) == "float32")
 
     def path(self, buf) -> Path:
         name = str(buf.name)

@@ -191,7 +191,7 @@ class KernelPlan(_Strict):
     role: Literal["reader", "compute", "writer"]
     file: Literal["reader.cpp", "compute.cpp", "writer.cpp"]
     processor: Literal["RISCV_0", "RISCV_1", "TRISC0/1/2"]
-    noc: Literal["RISCV_0_default", "RISCV_1_default"] | None
+    noc: Literal["NOC_0", "NOC_1", "RISCV_0_default", "RISCV_1_default"] | None
     runtime_args: list[RuntimeArg]
     compile_time_args: list[CompileTimeArg]
     per_core_args: list[CoreArgs]

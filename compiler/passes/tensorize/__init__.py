@@ -45,6 +45,13 @@ def unpack_to_dest_fp32_cbs(body, cbs: dict) -> list[int]:
     return sorted(cb for cb in copied - fpu if cbs[cb]["data_format"] == "Float32")
 
 
+def overwritten_first(items, resident) -> set[str]:
+    """Resident buffers whose first access in the block writes them whole (not a T.clear, which the emitter drops
+    for a buffer still at its zero version): nothing reads their zero version, so its pages need no packing."""
+    return {name for name, acc in accesses(items).items()
+            if name in resident and acc[0][1] == "write" and acc[0][2].name != "zero"}
+
+
 class Tensorizer:
     def __init__(self, func, full_sync: bool):
         self.func = func
@@ -163,7 +170,8 @@ class Tensorizer:
                                   key=list(self.buffers).index))
         emitter = Emitter(self)
         body = emitter.items(items)
-        versions = [s for name in self.resident for s in self.zero_version(name, packed=name not in emitter.zero_unread)]
+        unread = emitter.zero_unread | overwritten_first(items, self.resident)
+        versions = [s for name in self.resident for s in self.zero_version(name, packed=name not in unread)]
         # an output CB sharing an accumulator's L1: the block's result pages are free only once the writer has
         # taken the previous block's (the accumulator's last step packs them); the accumulator ends the block empty
         versions = [ops.call("cb_reserve_back", out, self.cbs[out]["num_pages"]) for out in self.aliases] + versions

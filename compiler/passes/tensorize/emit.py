@@ -209,6 +209,8 @@ class Emitter:
         # resident buffers whose zero version nothing reads: their first toucher overwrites them in its loop's
         # first iteration (run() then gives them pages without packing zeros)
         self.zero_unread: set[str] = set()
+        self.read_old: dict = {}                # buffer -> the window's first op, which reads its old tiles from the CB
+        self.current = None                     # the op being lowered
 
     # ---- statement lists ------------------------------------------------------------------------------------
     def items(self, items: list, carry: bool = False) -> list:
@@ -327,6 +329,9 @@ class Emitter:
         l1_acc = [b for b in preload if self.accumulates_in_l1(b, window_accesses.get(b, []), w)
                   and (b != fused or shared)]
         preload = [b for b in preload if b not in l1_acc]
+        # an in-place FPU op first (x = x - max): it reads x's old pages from the CB itself, no load into DST first
+        self.read_old = {b: info for b in preload if (info := self.fpu_in_place_first(w, b)) is not None}
+        preload = [b for b in preload if b not in self.read_old]
         if w.flat:
             self.base, total = {}, 0
             for b in buffers:
@@ -367,8 +372,12 @@ class Emitter:
             self.touched.add(b)
         self.touched.update(l1_acc)   # their old value stays in L1: the packer adds the new sum to it
         for b in in_place:   # the old pages this acquire covers are in DST (or not needed): free them
-            body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
+            if b not in self.read_old:
+                body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
+        for b in in_place:   # read from the CB by the window's first op: free them once it has run
+            if b in self.read_old:
+                body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
         if fused is not None and not shared:
             _ring_of(tz.cbs[out_cb], self.group)   # the last step pushes the output a group at a time
@@ -408,6 +417,32 @@ class Emitter:
             else:
                 after.append(ops.call("cb_wait_front", cb, n))
         return before + body + after
+
+    def fpu_in_place_first(self, w: Window, buffer: str):
+        """The op of `w` that first touches `buffer`, when it updates `buffer` whole in place with the FPU reading
+        the old tile from its CB (an add/sub/mul of CB tiles, strategies.py): None otherwise."""
+        first = None
+        for item in w.items:
+            if item[0] == "loop":
+                found: dict = {}
+                _accesses(item[2], id(w), found)
+                if buffer in found:
+                    return None
+            elif item[0] == "op" and (item[1].dst.name == buffer or any(
+                    o.region is not None and o.region.name == buffer for o in item[1].operands)):
+                first = item[1]
+                break
+        if first is None or first.dst.name != buffer or first.name not in registry.FPU_BINARY or first.accumulates:
+            return None
+        mine = [o for o in first.operands if o.region is not None and o.region.name == buffer]
+        other = [o for o in first.operands if o.region is None or o.region.name != buffer]
+        if len(mine) != 1 or mine[0].bcast is not None or len(other) != 1 or other[0].region is None \
+                or other[0].region.name in w.written:
+            return None                        # a scalar or a value in DST: the op runs on the SFPU
+        fp32 = any(self.tz.is_fp32(self.tz.cb_of(name)) for name in (buffer, other[0].region.name))
+        if fp32 and self.loops:
+            return None                        # fp32 operands inside a loop stay on the SFPU (strategies.py)
+        return first
 
     def find_fusions(self, items: list) -> None:
         """T.copy(C_local, C) of a whole accumulator right after the K loop that accumulates it in L1 (and nothing
@@ -578,6 +613,8 @@ class Emitter:
         ri = r0 + (i if rows > 1 else 0)
         cj = c0 + (j if cols > 1 else 0)
         if r.name in self.base and not operand.fpu:
+            if self.read_old.get(r.name) is self.current:   # the old tile, still in the CB (fpu_in_place_first)
+                return self.preload_src(r.name, ri, cj)
             return Src("dst", slot=self.slot(r.name, ri * self.tz.tiles(r.name)[1] + cj), buffer=r.name)
         return self.cb_src(r.name, ri, cj, operand.bcast)
 
@@ -619,6 +656,8 @@ class Emitter:
 
     def lower(self, info, slot, i, j, fresh: bool) -> list:
         st, name = self.strategies, info.name
+        self.current = info
+        st.fp32_on_fpu = not self.loops and self.top_level   # once per block: one TF32 rounding (strategies.py)
         if name == "zero":
             return [] if fresh else st.fill(slot, 0.0)
         if name == "fill":

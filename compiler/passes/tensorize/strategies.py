@@ -10,7 +10,10 @@ a scalar. The strategies:
   CB holds the tiles column by column (the unpacker transposes each tile);
 - sum/max over the row: reduce_tile over the source row's tiles with the scaler CB (max starts from -inf);
 - add/sub/mul of two CB tiles: the FPU in one op, `*_tiles_bcast_{cols,rows,scalar}` for a broadcast second
-  operand (16-bit data only: fp32 would lose bits in the FPU's 19-bit source registers);
+  operand. fp32 operands are rounded to TF32 in the FPU's 19-bit source registers: that is the one rounding
+  compiler/precision.py counts for an element-wise op in an fp32 DST, so it is taken outside loops; inside a
+  loop the op may update a value the loop carries (`acc *= alpha`), where it would round once per iteration,
+  more than the one rounding the tolerance counts, so fp32 operands stay on the SFPU there;
 - everything else on the SFPU: operands from CBs are unpacked first (copy_tile, or unary_bcast for broadcasts),
   then `*_binary_tile`, `*_unary_tile` with a scalar, or a unary function in place;
 - copy/cast/fill/zero: unpack or fill into the destination slot.
@@ -73,6 +76,7 @@ class Strategies:
         self.fp32_dest = fp32_dest
         self.scaler_cb = scaler_cb            # callable: the reduce scaler CB index (created on first use)
         self.scratch_used = False             # set when a call loads an operand into the window's scratch slot
+        self.fp32_on_fpu = False              # fp32 CB operands may go through the FPU (set per op: outside loops)
 
     # ---- moving operands into DST ------------------------------------------------------------------------------
     def load(self, src: Src, slot) -> list:
@@ -121,7 +125,8 @@ class Strategies:
         op = registry.TILE_OPS[name]
         if a.bcast is not None and b.bcast is None and op.fpu and op.scalar_first is None:
             a, b = b, a                     # commutative: the broadcast operand goes second
-        if a.kind == "cb" and b.kind == "cb" and op.fpu and a.bcast is None and not (a.fp32 or b.fp32):
+        if a.kind == "cb" and b.kind == "cb" and op.fpu and a.bcast is None and \
+                (self.fp32_on_fpu or not (a.fp32 or b.fp32)):
             fpu = op.fpu
             if b.bcast is None:
                 return [ops.call(f"{fpu}_init", a.cb, b.cb), ops.call(f"{fpu}_tiles", a.cb, b.cb, a.index, b.index,
