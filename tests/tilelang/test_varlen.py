@@ -116,3 +116,35 @@ def test_a_trip_count_read_from_a_tensor_is_a_located_error_naming_it():
     assert "T.ceildiv((cu_seqlens_k[(bz + 1)] - cu_seqlens_k[bz]), 32) depends on `cu_seqlens_k[(bz + 1)]`, read " \
            "from `cu_seqlens_k` while the kernel runs" in err.message
     assert err.location.line == line_of(VARLEN_STEPS, "T.Pipelined(T.ceildiv(kv_len")
+
+
+# a ragged end given by a length read from a tensor: compared with data it lowers, compared with a position it does not
+LENGTH_MASK = src('''
+    @tilelang.jit
+    def length_mask(batch=2, N=64, block=32):
+        @T.prim_func
+        def main(X: T.Tensor((batch, N), T.float32), lengths: T.Tensor([batch], T.int32),
+                 Y: T.Tensor((batch, N), T.float32)):
+            with T.Kernel(N // block, batch) as (bx, bz):
+                x = T.alloc_fragment((block,), T.float32)
+                T.copy(X[bz, bx * block:bx * block + block], x)
+                for i in T.Parallel(block):
+                    x[i] = T.if_then_else(bx * block + i < lengths[bz], x[i], 0)
+                T.copy(x, Y[bz, bx * block:bx * block + block])
+        return main
+''')
+
+
+def test_a_position_compared_with_a_length_read_from_a_tensor_is_a_located_error_naming_it():
+    err = error_of(LENGTH_MASK, entry="length_mask")
+    assert "compares an element's position with `lengths[bz]`, read from `lengths` while the kernel runs" in \
+        err.message
+    assert err.location.line == line_of(LENGTH_MASK, "x[i] = T.if_then_else(bx * block + i < lengths[bz]")
+
+
+def test_a_position_used_as_data_is_a_located_error_in_the_users_names():
+    source = LENGTH_MASK.replace("T.if_then_else(bx * block + i < lengths[bz], x[i], 0)", "x[i] + (bx * block + i)")
+    err = error_of(source, entry="length_mask")
+    assert "is a value of element positions (T.Parallel and block indices)" in err.message
+    assert "bx" in err.message and "mask" not in err.message.split("is a value")[0]
+    assert err.location.line == line_of(source, "x[i] = x[i] + (bx * block + i)")

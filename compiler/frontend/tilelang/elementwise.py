@@ -273,6 +273,10 @@ class StoreLowering:
                 return Const(folded)
             if isinstance(e, (Cmp, Logic)):
                 self.fail(f"`{describe(e)}` is a condition; use it in T.if_then_else(cond, a, b)")
+            if not any(isinstance(x, (Cmp, Logic, Select)) for x in walk(e)):
+                self.fail(f"`{describe(e)}` is a value of element positions (T.Parallel and block indices); tilefarm "
+                          "computes positions only as masks, T.if_then_else(condition on indices, constant, "
+                          "constant), not as data")
             return Mask(e)
         if isinstance(e, Select):
             return self.select(e)
@@ -335,6 +339,14 @@ class StoreLowering:
                 return Const(1.0 if folded else 0.0)
             return Mask(Select(e, Const(1.0), Const(0.0)))
         if isinstance(e, Cmp):
+            for position, other in ((e.a, e.b), (e.b, e.a)):
+                loads = data_loads(other)
+                if not _has_load(position) and self.fold(position) is None and loads:
+                    tensors = ", ".join(dict.fromkeys(f"`{x.buffer.name}`" for x in loads))
+                    self.fail(f"`{describe(e)}` compares an element's position with `{describe(loads[0])}`, read "
+                              f"from {tensors} while the kernel runs; positions are compared only with sizes known "
+                              "when the kernel is built (an index mask is a table the host builds)",
+                              hint="compare data with data: give the positions as a tensor read beside the values")
             a, b = self.normalize(e.a), self.normalize(e.b)
             op = e.op
             if self.is_scalar(a) and not self.is_scalar(b):
