@@ -294,3 +294,65 @@ def test_ttnn_softmax_missing_named_arg_is_a_host_error_naming_it(run_ttnn):
     assert info.value.kind == "host-api"
     assert "SetNamedRuntimeArgs: kernel 'softmax.cpp' expects the argument 'start_ht', which was not given" in \
         info.value.message
+
+
+# ------------------------------------------------------------------------------------------- SDPA (flash attention)
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, b: int, nqh: int, nkh: int, s: int, d: int,
+              causal: bool) -> np.ndarray:
+    """softmax(Q K^T / sqrt(D) [+ causal mask]) V in float64, query head h reading K/V head h // (NQH / NKH)."""
+    q = q.reshape(b, nqh, s, d).astype(np.float64)
+    k = np.repeat(k.reshape(b, nkh, s, d).astype(np.float64), nqh // nkh, axis=1)
+    v = np.repeat(v.reshape(b, nkh, s, d).astype(np.float64), nqh // nkh, axis=1)
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
+    if causal:
+        scores = np.where(np.tril(np.ones((s, s), bool)), scores, -np.inf)
+    p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return ((p / p.sum(axis=-1, keepdims=True)) @ v).reshape(b * nqh * s, d)
+
+
+@pytest.mark.parametrize("arch, b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal", [
+    ("wormhole_b0", 1, 2, 2, 256, 64, 64, 64, (2, 2), False),   # 8 Q chunks on 4 cores: K/V chains of 2 cores
+    ("wormhole_b0", 1, 4, 2, 256, 64, 64, 64, (2, 2), True),    # GQA, causal: zigzag-balanced Q chunks
+    ("blackhole", 1, 4, 2, 256, 64, 64, 128, (2, 2), False),    # GQA, K chunk twice the Q chunk
+    ("blackhole", 2, 2, 2, 256, 64, 32, 64, (3, 2), True),      # batch 2, 16 Q chunks on 6 cores (3, 3, 3, 3, 2, 2)
+], ids=["wh-mha", "wh-gqa-causal", "bh-gqa", "bh-b2-causal"])
+def test_ttnn_sdpa_kernels_match_numpy_attention(run_ttnn, arch, b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal):
+    """ttnn 0.81.1's SDPA kernels (reader_interleaved with its K/V forwarding chains, writer_interleaved,
+    compute/sdpa.cpp's legacy loop in compute_common.hpp: online softmax over K chunks, the writer's lightweight
+    causal mask) on the emulator, unmodified, against float64 attention."""
+    rng = np.random.default_rng(13)
+    q = bf16(rng.standard_normal((b * nqh * s, d)).astype(np.float32))
+    k = bf16(rng.standard_normal((b * nkh * s, d)).astype(np.float32))
+    v = bf16(rng.standard_normal((b * nkh * s, d)).astype(np.float32))
+    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, 0, 0, 2]], np.float32)
+    result = run_ttnn("sdpa", {"q": q, "k": k, "v": v, "cfg": cfg}, arch=arch)
+    o = result.outputs["o"]
+    exact = attention(q, k, v, b, nqh, nkh, s, d, causal)
+    # bf16 scores, probabilities, statistics and running output (the legacy kernel's BF16 state): ~0.5% rel-L2
+    assert np.linalg.norm(o - exact) / np.linalg.norm(exact) < 0.012
+    assert np.abs(o - exact).max() < 0.06
+    # the other masking would be far off (the check can tell causal from not)
+    other = attention(q, k, v, b, nqh, nkh, s, d, not causal)
+    assert np.linalg.norm(o - other) / np.linalg.norm(other) > 0.2
+
+    # the data moved as the kernels move it: Q read once; one K and one V chunk read from DRAM per (Q chunk, K chunk)
+    # pair the kernel visits (causal: only chunks starting at or below the Q chunk's last row), except that a
+    # non-causal head spread over several cores (each on that head alone) reads its K/V once per Q chunk of one
+    # core and forwards it along the chain; every output tile written once
+    st, dt, sq, sk, nq = s // 32, d // 32, q_chunk // 32, k_chunk // 32, s // q_chunk
+    total, cores = b * nqh * nq, min(b * nqh * nq, grid[0] * grid[1])
+    starts = [i * (total // cores) + min(i, total % cores) for i in range(cores + 1)]
+    heads_of_core = [{g // nq for g in range(starts[i], starts[i + 1])} for i in range(cores)]
+    kv_tiles = 0
+    for head in range(b * nqh):
+        counts = [sum(1 for g in range(starts[i], starts[i + 1]) if g // nq == head) for i in range(cores)]
+        segments = [(i, n) for i, n in enumerate(counts) if n]
+        if causal:
+            kv_tiles += sum(-(-min((qc + 1) * sq, st) // sk) for qc in range(nq)) * sk * dt
+        elif len(segments) >= 2 and all(len(heads_of_core[i]) == 1 for i, _ in segments):
+            kv_tiles += max(n for _, n in segments) * st * dt
+        else:
+            kv_tiles += nq * st * dt
+    buffers = result.report["buffers"]
+    assert [x["bytes_read"] for x in buffers] == [b * nqh * st * dt * 2048, kv_tiles * 2048, kv_tiles * 2048, 0]
+    assert [x["bytes_written"] for x in buffers] == [0, 0, 0, b * nqh * st * dt * 2048]

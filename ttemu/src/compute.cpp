@@ -321,6 +321,7 @@ void fpu_init(FpuOp op, std::uint32_t icb0, std::uint32_t icb1, std::uint32_t tr
     cs.fpu_in0 = icb0;
     cs.fpu_in1 = icb1;
     cs.transpose = transpose;
+    cs.face_transpose = false;
     if (op != FpuOp::Reduce) cs.pack_mask_cb = -1;  // any non-reduce init restores the default packer mask
     config_event(run, {timing::kUnpack, timing::kMath}, timing::costs().init_fpu_cycles);
 }
@@ -329,7 +330,23 @@ void sfpu_init(SfpuOp op, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeInit, site, name);
     require_started(run, std::string(name) + "()");
     run.compute->sfpu = op;
+    run.compute->exp_scale = 1.0f;
+    run.compute->exp_approx = false;
     config_event(run, {timing::kMath}, timing::costs().init_sfpu_cycles);
+}
+
+void sfpu_exp_init(std::uint32_t scale_bits, bool approx, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeInit, site, name);
+    require_started(run, std::string(name) + "()");
+    run.compute->sfpu = SfpuOp::Exp;
+    run.compute->exp_scale = fmt::float_of(scale_bits);
+    run.compute->exp_approx = approx;
+    config_event(run, {timing::kMath}, timing::costs().init_sfpu_cycles);
+}
+
+void copy_face_transpose_init(std::uint32_t cb, const char* name, Site site) {
+    fpu_init(FpuOp::Copy, cb, cb, 0, name, site);
+    current_run()->compute->face_transpose = true;
 }
 
 void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
@@ -501,6 +518,14 @@ void copy_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site s
     count(run, "copy_tile");
     if (timing::math_skipped()) return;
     float* d = dst_tile(run, idst);
+    if (run.compute->face_transpose) {  // each 16x16 face transposed where it stands
+        for (int r = 0; r < 32; ++r)
+            for (int c = 0; c < 32; ++c) {
+                const int fr = r & ~15, fc = c & ~15;
+                d[r * 32 + c] = to_dst(*run.compute, a[(fr + (c & 15)) * 32 + fc + (r & 15)]);
+            }
+        return;
+    }
     for (int r = 0; r < 32; ++r)
         for (int c = 0; c < 32; ++c) d[r * 32 + c] = to_dst(*run.compute, transpose ? a[c * 32 + r] : a[r * 32 + c]);
 }
@@ -521,15 +546,17 @@ void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const c
                                             : strformat("%s(dst=%u)", name, idst);
     check_sfpu(run, op, call);
     check_dst_index(run, idst, call);
-    sfpu_event(run, sfpu_instructions(op));
+    sfpu_event(run, op == SfpuOp::Exp && run.compute->exp_approx ? timing::costs().sfpu_instr_exp_approx
+                                                                  : sfpu_instructions(op));
     if (timing::math_skipped()) {
         count(run, name);
         return;
     }
     float s = fmt::float_of(param_bits);
     float* d = dst_tile(run, idst);
+    const float in_scale = op == SfpuOp::Exp ? run.compute->exp_scale : 1.0f;  // exp_tile_init<true, scale>
     for (int e = 0; e < 1024; ++e) {
-        float x = d[e], v = x;
+        float x = d[e] * in_scale, v = x;
         switch (op) {
 #define TTEMU_SFPU_UNARY(Op, param, expr) \
     case SfpuOp::Op: v = (expr); break;
@@ -537,6 +564,47 @@ void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const c
             default: break;
         }
         d[e] = to_dst(*run.compute, v);
+    }
+    count(run, name);
+}
+
+void sfpu_unary_faces(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, std::uint32_t faces, bool check_init,
+                      bool approx, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
+    std::string call = strformat("%s(dst=%u)", name, idst);
+    if (check_init)
+        check_sfpu(run, op, call);
+    else
+        require_math(run, call);
+    check_dst_index(run, idst, call);
+    const int nfaces = __builtin_popcount(faces & 0xF);
+    // the SFPU visits 8 rows of 4 lanes per face-quarter: a face costs a quarter of a whole tile's rows
+    const bool approx_exp = op == SfpuOp::Exp && (check_init ? run.compute->exp_approx : approx);
+    sfpu_event(run, (approx_exp ? timing::costs().sfpu_instr_exp_approx : sfpu_instructions(op)) * nfaces / 4.0);
+    if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
+    float s = fmt::float_of(param_bits);
+    if (op == SfpuOp::Exp && check_init) s *= run.compute->exp_scale;  // exp_tile_init<true, scale>'s scale too
+    float* d = dst_tile(run, idst);
+    for (int f = 0; f < 4; ++f) {
+        if (!(faces >> f & 1)) continue;
+        for (int r = (f >> 1) * 16; r < (f >> 1) * 16 + 16; ++r)
+            for (int c = (f & 1) * 16; c < (f & 1) * 16 + 16; ++c) {
+                float x = d[r * 32 + c], v = x;
+                if (op == SfpuOp::Exp) {
+                    v = std::exp(x * s);
+                } else {
+                    switch (op) {
+#define TTEMU_SFPU_UNARY(Op, param, expr) \
+    case SfpuOp::Op: v = (expr); break;
+#include "ttemu/sfpu_ops.def"
+                        default: break;
+                    }
+                }
+                d[r * 32 + c] = to_dst(*run.compute, v);
+            }
     }
     count(run, name);
 }
@@ -590,6 +658,32 @@ void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t od
     case SfpuOp::Op: v = (expr); break;
 #include "ttemu/sfpu_ops.def"
             default: break;
+        }
+        d[e] = to_dst(*run.compute, v);
+    }
+    count(run, name);
+}
+
+void sfpu_binary_raw(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* name, Site site) {
+    KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
+    std::string call = strformat("%s(%u, %u, %u)", name, i0, i1, odst);
+    require_math(run, call);
+    check_dst_index(run, i0, call);
+    check_dst_index(run, i1, call);
+    check_dst_index(run, odst, call);
+    sfpu_event(run, timing::costs().sfpu_instr_simple + 1);  // two loads
+    if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
+    const float* a = dst_tile(run, i0);
+    const float* b = dst_tile(run, i1);
+    float* d = dst_tile(run, odst);
+    for (int e = 0; e < 1024; ++e) {
+        float x = a[e], y = b[e], v = 0;
+        switch (op) {
+            case SfpuOp::MaxBinary: v = y > x ? y : x; break;
+            default: dev::unsupported(name, site);
         }
         d[e] = to_dst(*run.compute, v);
     }
@@ -664,9 +758,17 @@ std::uint8_t* pack_target(KernelRun& run, std::uint32_t ocb, std::uint32_t pos, 
     std::lock_guard<std::mutex> lk(core.mu);
     format = cb_format(run, ocb, call);
     CircularBuffer& c = core.cbs[ocb];
-    if (c.producer != &run)
+    // In place: the packer writes at the CB's write pointer whether or not pages are reserved; on a full CB that
+    // is the front, so the compute kernel that both produces and consumes a CB may overwrite its produced pages
+    // (ttnn's *_inplace helpers and L1-accumulating updates: pack over the full CB, pop, reserve, push).
+    // Likewise it may pack into free pages it has not reserved (matmul_reduce: pop, pack, push).
+    const bool own = (c.producer == &run || c.consumer == &run) && (!c.consumer || c.consumer == &run) &&
+                     (!c.producer || c.producer == &run);
+    const bool in_place =
+        pos >= c.back_granted && own && c.num_pages && (c.used() == c.num_pages || pos < c.num_pages - c.used());
+    if (c.producer != &run && !in_place)
         kernel_fail("cb-role", call, strformat("packs into CB c_%u without cb_reserve_back on it", ocb));
-    if (pos >= c.back_granted)
+    if (pos >= c.back_granted && !in_place)
         kernel_fail("cb-out-of-range", call,
                     strformat("out-of-range CB access: writes tile position %u of CB c_%u, but only %u page(s) are "
                               "reserved by cb_reserve_back",

@@ -443,7 +443,9 @@ void kernel_thread(KernelRun* run) {
         run->kernel->entry();
         if (run->kernel->role == Role::Compute) {
             compute_finish_checks(*run);
-        } else if (run->unacked_writes) {
+        } else if (run->unsent_writes || run->unacked_dram_writes) {
+            // the firmware asserts at a kernel's end that every write was sent (ncrisck.cc / brisck.cc); writes to
+            // DRAM must also have landed, since the host may read them next
             kernel_fail("noc-barrier", "kernel_main returned",
                         strformat("%llu NoC write(s) were never confirmed: call noc_async_write_barrier() before "
                                   "the kernel ends",

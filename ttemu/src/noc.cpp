@@ -281,9 +281,11 @@ std::uint32_t rect_of(const std::vector<Core*>& cores) {
     return x0 | y0 << 8 | x1 << 16 | y1 << 24;
 }
 
-void count_write(KernelRun& run, int cb, std::uint32_t bytes) {
+void count_write(KernelRun& run, int cb, std::uint32_t bytes, bool dram = false) {
     if (cb >= 0) run.pending_write_cbs |= 1ull << cb;
     run.unacked_writes += 1;
+    run.unsent_writes += 1;
+    if (dram) run.unacked_dram_writes += 1;
     run.counters.noc_bytes_written += bytes;
     run.counters.noc_writes += 1;
 }
@@ -335,7 +337,7 @@ void noc_transfer(KernelRun& run, std::uint64_t remote, std::uint64_t local_addr
         run.counters.noc_bytes_read += bytes;
         run.counters.noc_reads += 1;
     } else {
-        count_write(run, cb, bytes);
+        count_write(run, cb, bytes, tag == kDramTag);
     }
     if (run.trace && record)
         timing::record(run, timing::kDataMovement, reading ? timing::Ev::NocRead : timing::Ev::NocWrite,
@@ -569,6 +571,7 @@ void inline_dw_write(std::uint64_t addr, std::uint32_t val, std::uint8_t be, std
     word_event(run, timing::Ev::WordWrite, core_index(to), l1, word_at(to, l1).load(), 0, noc);
     if (&to != run.core) notify_core(to);
     run.unacked_writes += 1;
+    run.unsent_writes += 1;
     run.counters.noc_bytes_written += 4;
     run.counters.noc_writes += 1;
     device().progress.fetch_add(1, std::memory_order_relaxed);
@@ -588,6 +591,7 @@ void noc_read_barrier(Site site) {
 void noc_writes_flushed(Site site) {
     KernelRun& run = enter(Api::NocWritesFlushed, site);
     run.pending_write_cbs = 0;
+    run.unsent_writes = 0;
     barrier_event(run, timing::Ev::WritesFlushed);
 }
 void noc_atomic_barrier(Site site) { barrier_event(enter(Api::NocAtomicBarrier, site), timing::Ev::WriteBarrier); }
@@ -596,6 +600,8 @@ void noc_write_barrier(Site site) {
     run.pending_write_cbs = 0;
     run.pending_inline_cbs = 0;
     run.unacked_writes = 0;
+    run.unsent_writes = 0;
+    run.unacked_dram_writes = 0;
     barrier_event(run, timing::Ev::WriteBarrier);
 }
 
@@ -704,6 +710,9 @@ void sem_set_remote(std::uint32_t l1_src, std::uint64_t dst, std::uint8_t noc, S
     Core* to = (dst & kTagMask) == kL1Tag ? &core_at_noc(dst, call) : nullptr;
     if (to) touch_word(*to, remote_offset(dst));
     noc_transfer(run, dst, l1_src, 4, false, noc, call, false);
+    // a semaphore signal may be a kernel's last act (ttnn's K/V chains relay one and return): its single 4-byte
+    // packet leaves at issue, so it does not count as an unsent write at the kernel's end
+    if (run.unsent_writes) run.unsent_writes -= 1;
     if (to)
         word_event(run, timing::Ev::WordWrite, core_index(*to), remote_offset(dst),
                    word_at(*to, remote_offset(dst)).load(), 0, noc);
@@ -729,7 +738,7 @@ void sem_set_multicast(std::uint32_t l1_src, std::uint64_t dst_mcast, std::uint3
     std::uint32_t value;
     std::memcpy(&value, run.core->l1 + local, 4);
     word_event(run, timing::Ev::WordWrite, rect, addr, value, kWordRect | (loopback ? kWordLoopback : 0), noc);
-    run.unacked_writes += 1;
+    run.unacked_writes += 1;  // (a semaphore signal: not an unsent write at the kernel's end, as sem_set_remote)
     run.counters.semaphore_ops += 1;
     device().progress.fetch_add(1, std::memory_order_relaxed);
 }

@@ -199,6 +199,9 @@ struct ComputeState {
     dev::FpuOp fpu = dev::FpuOp::None;
     std::uint32_t fpu_in0 = 0, fpu_in1 = 0, transpose = 0;
     dev::SfpuOp sfpu = dev::SfpuOp::None;
+    float exp_scale = 1.0f;                     // exp_tile_init<true, scale>'s input scale
+    bool exp_approx = false;                    // exp_tile_init<true>: the approximate exp
+    bool face_transpose = false;                // copy_tile transposes within each face
     Dst dst_state = Dst::Idle;
     std::uint32_t dst_capacity = 8;
     bool fp32_dest = false;
@@ -284,6 +287,9 @@ struct KernelRun {
     std::uint64_t pending_inline_cbs =
         0;                             // CBs written by unconfirmed noc_inline_dw_write (cleared by the write barrier)
     std::uint64_t unacked_writes = 0;  // cleared by noc_async_write_barrier
+    // what the firmware checks when a kernel ends: every write sent (noc_async_writes_flushed or a barrier); and
+    // writes to DRAM acknowledged (the host may read them next)
+    std::uint64_t unsent_writes = 0, unacked_dram_writes = 0;
     std::atomic<ThreadState> state{ThreadState::Running};
     // The call a blocked kernel is in, rendered only when a deadlock report asks (rendering it at every block cost
     // ~8% of an emulation): the describe callable lives in block_until's frame, which the kernel cannot leave while

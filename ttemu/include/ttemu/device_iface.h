@@ -140,6 +140,19 @@ void transpose_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, S
 void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const char* call, Site site);
 void sfpu_scalar(ScalarOp op, std::uint32_t idst, std::uint32_t param_bits, const char* call, Site site);
 void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* call, Site site);
+// An SFPU op on some faces of DST[idst] only (bit f of `faces` = face f: 0 top-left, 1 top-right, 2 bottom-left,
+// 3 bottom-right), as the LLK's VectorMode R / C / first-column variants visit them; Exp scales its input by the
+// fp32 `param_bits` first (exp(x * scale)). `check_init`: the op needs its own init in effect (false: the kernels'
+// own SFPI routines that bring their own constants); `approx`: the approximate variant's cost (Exp).
+void sfpu_unary_faces(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, std::uint32_t faces, bool check_init,
+                      bool approx, const char* call, Site site);
+// An SFPU binary op on DST tiles without an init check (kernels' own SFPI routines, e.g. ttnn's sdpa_max_sfpi)
+void sfpu_binary_raw(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* call, Site site);
+// exp_tile_init<approx, scale>: the approximate exp bakes `scale` (fp32 bits) into its constants, so every later
+// exp_tile computes exp(x * scale) until the next init (and costs the approximate exp's instructions)
+void sfpu_exp_init(std::uint32_t scale_bits, bool approx, const char* call, Site site);
+// copy with each 16x16 face transposed in place (llk_unpack_A_init(transpose_of_faces=false, within_face=true))
+void copy_face_transpose_init(std::uint32_t cb, const char* call, Site site);
 void tile_regs_acquire(Site site);
 void tile_regs_commit(Site site);
 void tile_regs_wait(Site site);

@@ -61,3 +61,4 @@ ALWI void sfpu_reduce_init(TTEMU_SITE) {
     ttemu::dev::unsupported("sfpu_reduce_init", ttemu_site);
 }
 }  // namespace ckernel
+#include "ttemu/sfpu_routines.h"

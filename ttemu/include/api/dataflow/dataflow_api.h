@@ -2,6 +2,8 @@
 // the caller's source location as a defaulted last parameter, see ttemu/device_iface.h).
 #pragma once
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include "ttemu/kernel_common.h"
 #include "api/tensor/tensor_accessor.h"
 
@@ -139,6 +141,18 @@ inline void noc_async_write_multicast_loopback_src(std::uint32_t src_local_l1_ad
     ttemu::dev::noc_write_multicast(src_local_l1_addr, dst_noc_addr_multicast, size, num_dests, true, noc,
                                     "noc_async_write_multicast_loopback_src", ttemu_site);
 }
+
+// Address-generator traits (internal/dataflow/dataflow_api_addrgen.h): kernels pick a page size by what the
+// generator offers (TensorAccessor: get_aligned_page_size(); the legacy InterleavedAddrGen: .page_size).
+template <typename, typename = void>
+inline constexpr bool has_page_size_v = false;
+template <typename T>
+inline constexpr bool has_page_size_v<T, std::void_t<decltype(std::declval<T>().page_size)>> = true;
+template <typename, typename = void>
+inline constexpr bool has_get_aligned_page_size_v = false;
+template <typename T>
+inline constexpr bool has_get_aligned_page_size_v<T, std::void_t<decltype(std::declval<T>().get_aligned_page_size())>> =
+    true;
 
 template <typename AddrGen, bool enable_noc_tracing = true>
 FORCE_INLINE void noc_async_read_page(const std::uint32_t id, const AddrGen& addrgen, std::uint32_t dst_local_l1_addr,
