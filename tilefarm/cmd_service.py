@@ -97,15 +97,17 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
             typer.echo(f"embedded worker {worker.stop()}", err=True)
 
 
-def worker(queues: str = typer.Option("compile", "-Q", "--queues", help="compile, hardware.<arch>, comma-separated"),
+def worker(queues: str = typer.Option(None, "-Q", "--queues", show_default=False,
+                                      help="Queues, comma-separated: compile (the default), hardware.<arch>"),
            concurrency: int = typer.Option(1, "-c", "--concurrency", help="Pool processes (each imports tvm once)"),
            pool: str = typer.Option("prefork", help="Celery pool"),
            hostname: str = typer.Option(None, "-n", "--hostname", help="Celery node name")) -> None:
     """Run a Celery worker (distributed mode needs TILEFARM_BROKER_URL=redis://...)."""
-    from service.embedded import worker_command
+    from farm.queue import COMPILE_QUEUE  # imported here, not for the option's default: `tilefarm --help` stays quick
     from farm.settings import get_settings
+    from service.embedded import worker_command
 
-    command = worker_command(queues, concurrency, pool, get_settings().log_level, hostname)
+    command = worker_command(queues or COMPILE_QUEUE, concurrency, pool, get_settings().log_level, hostname)
     os.execv(command[0], command)
 
 
