@@ -79,6 +79,17 @@ def _scaled(e, factor: float):
     return None
 
 
+def _common_factor(e):
+    """`x * c - y * c` -> `(x - y) * c` (and `+`): one multiply instead of two, and the difference of the raw values
+    is what a broadcast subtract on the matrix engine computes (the online softmax's `s * k - m * k`)."""
+    if isinstance(e, Bin) and e.op in "+-" and all(isinstance(x, Bin) and x.op == "*" for x in (e.a, e.b)):
+        ca, cb = e.a.b, e.b.b
+        if all(isinstance(c, Const) and isinstance(c.value, (int, float)) and not isinstance(c.value, bool)
+               for c in (ca, cb)) and float(ca.value) == float(cb.value):
+            return Bin("*", Bin(e.op, e.a.a, e.b.a), ca)
+    return e
+
+
 def _parallel_vars(e) -> list:
     return [x for x in walk(e) if isinstance(x, Var) and x.kind == "parallel"]
 
@@ -295,7 +306,7 @@ class StoreLowering:
                 return Bin("*", b, Const(-1.0))
             if e.op not in BINARY:
                 self.fail(f"`{e.op}` in a T.Parallel body is outside tilefarm's TileLang subset")
-            return Bin(e.op, a, b)
+            return _common_factor(Bin(e.op, a, b))
         if isinstance(e, Call):
             fn = e.fn
             if fn in registry.TILELANG_FUNCTIONS and len(e.args) == 1:
@@ -309,7 +320,7 @@ class StoreLowering:
             if fn in UNARY and UNARY[fn] == "exp2":
                 scaled = _scaled(x, math.log(2.0))
                 if scaled is not None:      # 2^(a*s - b*t) = e^(a ln2 * s - b ln2 * t): no tile op for the ln 2
-                    return Call(UNARY["exp"], (scaled,))
+                    return Call(UNARY["exp"], (_common_factor(scaled),))
             if fn in UNARY:
                 return Call(UNARY[fn], (x,))
             self.fail(f"T.{fn} in a T.Parallel body is outside tilefarm's TileLang subset",

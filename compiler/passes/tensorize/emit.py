@@ -10,6 +10,7 @@ arrive (hoisted before a grouped window) and popped when the statement list is d
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import tvm
 import tvm_ffi
@@ -18,7 +19,7 @@ from tvm import tirx
 from ... import ops, registry
 from ...ir import is_transposed, scalar_of, seq
 from ...target import TILE
-from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, first_use, tiles_of
+from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, first_use, fpu_in_place, tiles_of
 from .strategies import LOWEST, Src, Strategies, i32
 
 
@@ -196,6 +197,7 @@ class Emitter:
         # the items run once per block (outside any loop): zeroing them again is a no-op
         self.known_zero = {b for b in tz.resident if b not in tz.two_versions}
         self.loops: list = []                   # the enclosing plan loops, outermost first
+        self.fpu_in_place: set[str] = set()     # the current window's buffers rewritten in place through the FPU
         self.touched_cbs: dict[int, set | None] = {}   # id(item) -> _touches (items live as long as the emitter)
         self.cbs_touched: set[int] = set()      # CBs any item emitted so far in the block may touch
         self.all_touched = False
@@ -321,8 +323,8 @@ class Emitter:
         self.w = w
         window_accesses: dict = {}
         _accesses(w.items, id(w), window_accesses)
-        preload = [b for b in buffers if b in tz.resident and first_use(window_accesses.get(b, []), tz.tiles(b))[0]
-                   != "write"]
+        preload = [b for b in buffers if b in tz.resident
+                   and first_use(window_accesses.get(b, []), tz.tiles(b), in_dst=True)[0] != "write"]
         resident = [b for b in buffers if b in tz.resident]
         fused, out_cb, fused_origin = self.fusable[id(w)] if id(w) in self.fuse_now else (None, None, None)
         shared = out_cb in tz.aliases    # fused into an output CB over the accumulator's L1: the packer adds
@@ -371,12 +373,13 @@ class Emitter:
                 self.positions(b, lambda slot, i, j, b=b: self.strategies.load(self.preload_src(b, i, j), slot)))
             self.touched.add(b)
         self.touched.update(l1_acc)   # their old value stays in L1: the packer adds the new sum to it
+        self.fpu_in_place = fpu_in_place(w) & set(in_place)
         for b in in_place:   # the old pages this acquire covers are in DST (or not needed): free them
-            if b not in self.read_old:
+            if b not in self.read_old and b not in self.fpu_in_place:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
-        for b in in_place:   # read from the CB by the window's first op: free them once it has run
-            if b in self.read_old:
+        for b in in_place:   # read from the CB by the window's FPU op: free them once it has run
+            if b in self.read_old or b in self.fpu_in_place:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
         if fused is not None and not shared:
@@ -616,7 +619,12 @@ class Emitter:
             if self.read_old.get(r.name) is self.current:   # the old tile, still in the CB (fpu_in_place_first)
                 return self.preload_src(r.name, ri, cj)
             return Src("dst", slot=self.slot(r.name, ri * self.tz.tiles(r.name)[1] + cj), buffer=r.name)
-        return self.cb_src(r.name, ri, cj, operand.bcast)
+        src = self.cb_src(r.name, ri, cj, operand.bcast)
+        if operand.fpu and operand.bcast is None:
+            if r.name in self.fpu_in_place and not self.w.flat:   # this group's old pages are at the front
+                return Src("cb", cb=src.cb, index=self.q, fp32=src.fp32, fpu=True)
+            return replace(src, fpu=True)
+        return src
 
     # ---- one op -------------------------------------------------------------------------------------------------------
     def op(self, info) -> list:

@@ -53,7 +53,8 @@ class OpInfo:
 
     @property
     def reads_dst(self) -> bool:
-        return self.accumulates or any(o.region is not None and o.region.name == self.dst.name for o in self.operands)
+        return self.accumulates or any(o.region is not None and o.region.name == self.dst.name and not o.fpu
+                                       for o in self.operands)   # the FPU reads the old value from its CB
 
 
 def _bcast(src: tuple, dst: tuple) -> str | None:
@@ -143,6 +144,8 @@ class Window:
     grid: tuple | None = None
     flat: bool = False
     scratch: int = 0
+    carried: frozenset = frozenset()    # buffers some loop reads before it rewrites them (loop_carried)
+    reduced: frozenset = frozenset()    # buffers a matmul or reduction reads (through the FPU's source registers)
 
     def slots_needed(self, flat: bool, buffers: list, scratch: int) -> int:
         if flat:
@@ -161,7 +164,31 @@ class Window:
         return tuple(self.buffer_tiles[r.name]) == tuple(self.grid or ()) and all(int(s) == 0 for s in r.starts) \
             and tiles_of(r.extents) == tuple(self.grid or ())
 
+    def broadcast_on_fpu(self, info: OpInfo) -> None:
+        """A binary op with a broadcast operand whose other operand is in a CB (not computed in this window) runs on
+        the FPU in one call (`sub_tiles_bcast_cols`: no copy into DST, no broadcast into a scratch slot, one engine
+        init for every tile): that operand is read from its CB too. fp32 data passes the FPU's TF32 source
+        registers, so an fp32 operand goes this way only when a matmul or reduction of the kernel already reads
+        the same value through them (the online softmax's scores: their row max is taken by the FPU) and no loop
+        carries it from one trip to the next (a running accumulator stays on the SFPU, where the rounding would
+        compound trip after trip); any other fp32 value keeps its 24 bits."""
+        if info.name not in BINARY or not registry.TILE_OPS[info.name].fpu:
+            return
+        full = [o for o in info.operands if o.region is not None and o.bcast is None]
+        if len(full) != 1 or not any(o.bcast for o in info.operands):
+            return
+        if info.operands[0].bcast and registry.TILE_OPS[info.name].scalar_first is not None:
+            return          # `m - x`: the FPU's broadcast operand is the second one (strategies.binary)
+        name = full[0].region.name
+        tf32_already = name in self.reduced and name not in self.carried
+        full[0].fpu = name not in self.written and (not self.fp32(full[0].region) or tf32_already)
+
+    @staticmethod
+    def fp32(region: Region) -> bool:
+        return str(region.buffer.dtype) == "float32"
+
     def try_op(self, info: OpInfo) -> bool:
+        self.broadcast_on_fpu(info)
         for o in info.operands:
             if o.region is not None and o.fpu and o.region.name in self.written:
                 return False               # the FPU reads CBs: that value must be packed first
@@ -171,8 +198,11 @@ class Window:
             return False
         # binary ops keep a scratch slot for an operand; one whose SFPU call reads its second operand from the tile
         # after its first (mask_tile: T.tile.keep) two adjacent ones
+        # (none on the FPU, both operands from CBs; none with a scalar operand)
+        two_tiles = all(o.region is not None for o in info.operands) and \
+            not any(o.fpu and o.bcast is None for o in info.operands)
         scratch = max(self.scratch, (1 if registry.TILE_OPS[info.name].sfpu.standard_call else 2)
-                      if info.name in BINARY else 0)
+                      if info.name in BINARY and two_tiles else 0)
         buffers = self.dst_buffers([info.dst.name])
         grouped = not self.flat and info.whole and (self.grid is None or info.grid == self.grid)
         if grouped:
@@ -274,18 +304,65 @@ class LoopItem:
     body: list
 
 
+def loop_carried(stmts) -> set[str]:
+    """Buffers some loop among `stmts` reads before it overwrites them whole in its body: values carried from one
+    trip to the next."""
+    out: set[str] = set()
+
+    def first_reads(body, written: set) -> None:
+        for s in body:
+            if isinstance(s, tirx.For):
+                first_reads(stmts_of(s.body), written)
+                continue
+            if not isinstance(s, tirx.TilePrimitiveCall):
+                continue
+            info = op_info(s)
+            for o in info.operands:
+                if o.region is not None and o.region.name not in written:
+                    out.add(o.region.name)
+            if info.reads_dst and info.dst.name not in written:
+                out.add(info.dst.name)
+            if info.whole:
+                written.add(info.dst.name)
+
+    def visit(body) -> None:
+        for s in body:
+            if isinstance(s, tirx.For):
+                first_reads(stmts_of(s.body), set())
+                visit(stmts_of(s.body))
+    visit(stmts)
+    return out
+
+
+def reduced_operands(stmts) -> set[str]:
+    """Buffers a matmul or a reduction among `stmts` reads."""
+    out: set[str] = set()
+    for s in stmts:
+        if isinstance(s, tirx.For):
+            out |= reduced_operands(stmts_of(s.body))
+        elif isinstance(s, tirx.TilePrimitiveCall):
+            info = op_info(s)
+            if info.name == "gemm" or info.name in REDUCE:
+                out |= {o.region.name for o in info.operands if o.region is not None}
+    return out
+
+
 class Planner:
     def __init__(self, capacity: int, buffer_tiles: dict, roles: dict):
         self.capacity, self.buffer_tiles, self.roles = capacity, buffer_tiles, roles
+        self.carried: frozenset = frozenset()
+        self.reduced: frozenset = frozenset()
 
     def is_compute(self, name: str) -> bool:
         return self.roles.get(name) == "compute"
 
     def window(self) -> Window:
-        return Window(self.capacity, self.buffer_tiles, self.is_compute)
+        return Window(self.capacity, self.buffer_tiles, self.is_compute, carried=self.carried, reduced=self.reduced)
 
     def plan(self, stmts: list) -> list:
         """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer, origin) | a plain statement."""
+        self.carried = self.carried | frozenset(loop_carried(stmts))
+        self.reduced = self.reduced | frozenset(reduced_operands(stmts))
         items, cur = [], None
 
         def close():
@@ -339,7 +416,8 @@ class WindowTooLarge(Exception):
 
 # ---- where buffers live ---------------------------------------------------------------------------------------
 def _accesses(items, window_id, out: dict):
-    """buffer -> [(window id or None, "write" | "partial" | "read", call)] in program order."""
+    """buffer -> [(window id or None, "write" | "partial" | "read" | "cb_read", call)] in program order ("cb_read":
+    an op rewriting the buffer reads its old value through the FPU, from the CB, not from DST)."""
     for item in items:
         if isinstance(item, Window):
             _accesses(item.items, id(item), out)
@@ -351,7 +429,8 @@ def _accesses(items, window_id, out: dict):
             info = item[1]
             for o in info.operands:
                 if o.region is not None:
-                    out.setdefault(o.region.name, []).append((window_id, "read", info.call))
+                    kind = "cb_read" if o.fpu and o.bcast is None and o.region.name == info.dst.name else "read"
+                    out.setdefault(o.region.name, []).append((window_id, kind, info.call))
             kind = "read" if info.reads_dst else "write" if info.whole else "partial"
             out.setdefault(info.dst.name, []).append((window_id, kind, info))
         elif isinstance(item, tuple) and item[0] == "send":
@@ -366,13 +445,38 @@ def accesses(items) -> dict[str, list]:
     return out
 
 
-def _fpu_reads(items, out: set) -> set:
+def _fpu_reads(items, out: set, in_place: frozenset = frozenset()) -> set:
     for item in items:
         if item[0] == "op":
-            out |= {o.region.name for o in item[1].operands if o.fpu and o.region is not None}
+            out |= {o.region.name for o in item[1].operands if o.fpu and o.region is not None
+                    and not (o.region.name in in_place and _reads_own_tiles(item[1], o))}
         elif item[0] == "loop":
-            _fpu_reads(item[2], out)
+            _fpu_reads(item[2], out, in_place)
     return out
+
+
+def _reads_own_tiles(info: OpInfo, o: Operand) -> bool:
+    """The FPU operand is the op's own destination, tile for tile (`s = s - m`)."""
+    return o.bcast is None and o.region.name == info.dst.name and info.whole and \
+        tuple(o.region.extents) == tuple(info.dst.extents) and all(int(a) == 0 for a in o.region.starts)
+
+
+def fpu_in_place(w: "Window") -> set[str]:
+    """Buffers the window rewrites through the FPU tile for tile before anything else touches them: each group's
+    old pages are read by the FPU and then freed, and the new ones packed into the same ring (no second version)."""
+    out, seen = set(), set()
+    for item in w.items:
+        if item[0] == "loop":
+            return out
+        if item[0] != "op":
+            continue
+        info = item[1]
+        for o in info.operands:
+            if o.region is not None and o.region.name not in seen and o.fpu and _reads_own_tiles(info, o):
+                out.add(o.region.name)
+        seen |= {o.region.name for o in info.operands if o.region is not None} | {info.dst.name}
+    others = _fpu_reads(w.items, set(), frozenset(out))
+    return out - others
 
 
 def two_versions(items) -> set[str]:
@@ -382,21 +486,24 @@ def two_versions(items) -> set[str]:
     out = set()
     for item in items:
         if isinstance(item, Window):
-            out |= set(item.written) & _fpu_reads(item.items, set())
+            out |= set(item.written) & _fpu_reads(item.items, set(), frozenset(fpu_in_place(item)))
         elif isinstance(item, LoopItem):
             out |= two_versions(item.body)
     return out
 
 
-def first_use(acc: list, tiles: tuple) -> tuple:
+def first_use(acc: list, tiles: tuple, in_dst: bool = False) -> tuple:
     """The first access that is not part of writing the whole buffer: ("write", None) when writes cover every
-    tile before anything reads it (one whole write, or partial ones such as a mask tile by tile)."""
+    tile before anything reads it (one whole write, or partial ones such as a mask tile by tile). `in_dst`: only
+    reads of the value in DST count (a window need not load what the FPU reads from the CB)."""
     covered = set()
     for entry in acc:
         _, kind, op = entry
         if kind == "write":
             return "write", None
-        if kind == "read":
+        if kind == "cb_read" and in_dst:
+            continue
+        if kind in ("read", "cb_read"):
             return "read", entry
         r0, c0 = (int(s) // TILE for s in op.dst.starts)
         covered |= {(r0 + i, c0 + j) for i in range(op.grid[0]) for j in range(op.grid[1])}

@@ -13,7 +13,9 @@ a scalar. The strategies:
   operand. fp32 operands are rounded to TF32 in the FPU's 19-bit source registers: that is the one rounding
   compiler/precision.py counts for an element-wise op in an fp32 DST, so it is taken outside loops; inside a
   loop the op may update a value the loop carries (`acc *= alpha`), where it would round once per iteration,
-  more than the one rounding the tolerance counts, so fp32 operands stay on the SFPU there;
+  more than the one rounding the tolerance counts, so fp32 operands stay on the SFPU there,
+  except where the plan routed the operand through the FPU (plan.Window.broadcast_on_fpu: a value a matmul or
+  reduction already reads through the source registers and no loop carries: the online softmax's `s - m`);
 - everything else on the SFPU: operands from CBs are unpacked first (copy_tile, or unary_bcast for broadcasts),
   then `*_binary_tile`, `*_unary_tile` with a scalar, or a unary function in place;
 - copy/cast/fill/zero: unpack or fill into the destination slot.
@@ -58,6 +60,7 @@ class Src:
     value: float | None = None
     fp32: bool = False        # the CB holds fp32 data
     buffer: str | None = None  # the computed buffer a DST slot holds
+    fpu: bool = False         # the plan routes this CB operand through the FPU (plan.Window.broadcast_on_fpu)
 
 
 _ANALYZER = tvm.sym.Analyzer()
@@ -126,7 +129,7 @@ class Strategies:
         if a.bcast is not None and b.bcast is None and op.fpu and op.scalar_first is None:
             a, b = b, a                     # commutative: the broadcast operand goes second
         if a.kind == "cb" and b.kind == "cb" and op.fpu and a.bcast is None and \
-                (self.fp32_on_fpu or not (a.fp32 or b.fp32)):
+                (self.fp32_on_fpu or a.fpu or not (a.fp32 or b.fp32)):
             fpu = op.fpu
             if b.bcast is None:
                 return [ops.call(f"{fpu}_init", a.cb, b.cb), ops.call(f"{fpu}_tiles", a.cb, b.cb, a.index, b.index,

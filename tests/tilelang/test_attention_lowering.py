@@ -1,0 +1,62 @@
+"""How the online softmax of TileLang's flash attention is lowered (issue 27), checked against NumPy on both archs.
+
+- `exp2(s * k - m * k)` is `exp((s - m) * k ln2)`: the common scale is factored out (one multiply, not two);
+- the max-subtract `s - m` (m broadcast along the rows) is one FPU call per tile from s's CB
+  (`sub_tiles_bcast_cols`, fp32 through the TF32 source registers): no copy into DST, no broadcast into a scratch
+  slot, one engine init for the whole block;
+  which reads each group's old pages, frees them and packs the new ones into the same ring (one version in L1);
+- the running output `acc *= alpha`, a value the key loop carries from trip to trip, stays an fp32 SFPU multiply.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.api import compile_source, emulate
+from compiler.frontend import load_kernel
+from schemas.target import TargetConfig
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "flash_attention.py"
+PARAMS = {"batch": 1, "heads": 2, "seq_len": 128, "dim": 64, "causal": False}
+
+
+def attention(q, k, v):
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) / math.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.einsum("bhqk,bhkd->bhqd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+
+
+def test_a_common_scale_is_factored_out_of_the_exponent():
+    source = EXAMPLE.read_text()
+    script = load_kernel(source, str(EXAMPLE), entry="flash_attention", params=PARAMS).func.script()
+    scale = 1.0 / math.sqrt(PARAMS["dim"])     # log2(e) * ln 2
+    muls = [line for line in script.splitlines() if "T.tile.mul(s[" in line]
+    assert len(muls) == 1                                             # (s - m) * k, not s * k - m * k
+    assert math.isclose(float(muls[0].rsplit("T.float32(", 1)[1].rstrip(")")), scale, rel_tol=1e-6)
+    assert any("T.tile.sub(s[" in line and "m[" in line for line in script.splitlines())
+    assert "tl_tmp" not in "\n".join(line for line in script.splitlines() if "T.tile.sub(s[" in line)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_the_max_subtract_runs_on_the_fpu_and_the_carried_output_on_the_sfpu(arch):
+    source = EXAMPLE.read_text()
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=PARAMS, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    assert "sub_tiles_bcast_cols(cb_s, cb_m," in compute
+    assert "copy_tile(cb_s" not in compute.split("sub_bcast_cols_init(cb_s, cb_m);")[1].split("tile_regs_release")[0]
+    assert "unary_bcast<BroadcastType::COL>(cb_alpha" in compute and "mul_binary_tile(" in compute   # acc *= alpha
+    # s is rewritten in place: each group's old pages are read by the FPU, freed, and the new ones packed behind
+    (cb_s,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s"]
+    assert cb_s["num_pages"] == cb_s["tiles"][0] * cb_s["tiles"][1]
+    rng = np.random.default_rng(7)
+    shape = (PARAMS["batch"], PARAMS["heads"], PARAMS["seq_len"], PARAMS["dim"])
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
+    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
+                      filename=str(EXAMPLE), entry="flash_attention", params=PARAMS)
+    assert outcome.passed, outcome.verification.render()
+    want = attention(q, k, v)
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=4e-3)
