@@ -90,3 +90,26 @@ def test_an_ungiven_scalar_kernel_argument_points_at_the_parameter():
     err = error_of(SCALAR_ARGS, entry="shift", params={"bias": "1.5"})
     line = line_of(SCALAR_ARGS, "rows: T.int32")
     assert (err.location.line, err.location.col) == (line, SCALAR_ARGS.splitlines()[line - 1].index("rows") + 1)
+
+
+MODULE_LEVEL = src('''
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, 32), T.float32), Y: T.Tensor((M, 32), T.float32)):
+        with T.Kernel(T.ceildiv(M, 32)) as bx:
+            x = T.alloc_fragment((32, 32), T.float32)
+            T.copy(X[bx * 32, 0], x)
+            for i, j in T.Parallel(32, 32):
+                x[i, j] = T.max(x[i, j], 0)
+            T.copy(x, Y[bx * 32, 0])
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_module_level_symbolic_size_is_bound_by_its_parameter(arch):
+    result, outcome = run_kernel(MODULE_LEVEL, params={"M": "96"}, seed=43, target=TargetConfig(arch=arch))
+    assert [b["shape"] for b in result.plan["buffers"] if b["name"] == "Y"] == [[96, 32]]
+    np.testing.assert_array_equal(outcome.outputs["Y"], np.maximum(outcome.inputs["X"], 0))
+    err = error_of(MODULE_LEVEL)
+    assert "`M` (T.dynamic) sizes prim_func parameter `X` but no value is given for it" in err.message

@@ -212,7 +212,7 @@ def _is_eager(fn: ast.FunctionDef) -> bool:
     return False
 
 
-def _const_names(fn: ast.FunctionDef) -> set[str]:
+def _const_names(fn: ast.AST) -> set[str]:
     """The sizes named by `T.const("M, N")` and `T.dynamic("m")` / `T.symbolic("m")` (given as --param m=VALUE)."""
     names = set()
     for sub in ast.walk(fn):
@@ -425,7 +425,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
                 scalars = {k: v for k, v in params.items() if k in scalar_names}
                 taken = set() if isinstance(built, PrimFuncDef) else \
                     set(inspect.signature(_factory_of(built, entry_node, entry_loc)).parameters)
-                sizes = _dynamic_sizes(params, _const_names(entry_node) - taken, entry_loc)
+                sizes = _dynamic_sizes(params, _const_names(tree) - taken, entry_loc)   # T.dynamic at module level too
                 params = {k: v for k, v in params.items() if (k not in scalars and k not in sizes) or k in taken}
                 size_token = set_const_values(sizes)
                 try:
@@ -555,7 +555,7 @@ def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str
         if not isinstance(spec, TensorSpec):
             raise CompileError(f"prim_func parameter `{name}` must be annotated `T.Tensor((rows, cols), dtype)`",
                                stage=STAGE, location=def_loc)
-        unbound = [d for d in spec.dims if isinstance(d, SizeVar) and d.value is None]
+        unbound = [d for d in spec.dims if isinstance(d, SizeVar) and d.resolved() is None]
         if unbound:
             size = unbound[0]
             raise CompileError(f"`{size.name}` ({size.spelling}) sizes prim_func parameter `{name}` but no value is "

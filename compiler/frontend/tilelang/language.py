@@ -35,8 +35,14 @@ class SizeVar:
         elif self.value != value:
             fail(f"{what}: `{self.name}` is {value} here but was bound to {self.value} before")
 
-    def get(self) -> int:
+    def resolved(self) -> int | None:
+        """Its value; a T.dynamic made before the sizes were given (at module level) takes them when first used."""
         if self.value is None:
+            self.value = (_const_values.get() or {}).get(self.name)
+        return self.value
+
+    def get(self) -> int:
+        if self.resolved() is None:
             fail(f"`{self.name}` ({self.spelling}) is used before a tensor argument's shape binds it",
                  hint=f"annotate a tensor argument with it (`A: T.Tensor(({self.name}, ...), dtype)`) first, or "
                       f"pass --param {self.name}=VALUE")
