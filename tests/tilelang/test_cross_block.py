@@ -98,3 +98,110 @@ def test_if_without_else_filling_a_tile_used_after_it_stays_located():
     e = error_of(bad, entry="pick")
     assert e.location.line == line_of(bad, "acc[i, j] = acc[i, j] * 2.0 + k_s[i, j]")
     assert "`k_s` is read from DRAM inside a loop or an `if` branch" in e.message
+
+
+TWO_KERNELS = src('''
+    @tilelang.jit
+    def post(rows=128, cols=64, blk=32, dtype=T.float16, accum=T.float32):
+        @T.prim_func
+        def main(dQ: T.Tensor((2, rows, cols), accum), dK: T.Tensor((rows, cols), accum),
+                 dQ_out: T.Tensor((2, rows, cols), dtype), dK_out: T.Tensor((rows, cols), dtype)):
+            with T.Kernel(rows // blk, 2) as (bx, by):
+                T.copy(dQ[by, bx * blk:(bx + 1) * blk, :], dQ_out[by, bx * blk:(bx + 1) * blk, :])
+            with T.Kernel(rows // blk) as bx:
+                k = T.alloc_fragment((blk, cols), accum)
+                T.copy(dK[bx * blk, 0], k)
+                for i, j in T.Parallel(blk, cols):
+                    k[i, j] = k[i, j] * 3.0
+                T.copy(k, dK_out[bx * blk, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_two_kernels_in_one_prim_func_run_as_one_grid(arch):
+    result, outcome = run_kernel(TWO_KERNELS, "post", seed=33, target=TargetConfig(arch=arch))
+    dq, dk = outcome.inputs["dQ"], outcome.inputs["dK"]
+    np.testing.assert_array_equal(outcome.outputs["dQ_out"], dq.astype(np.float16).astype(np.float32))
+    np.testing.assert_allclose(outcome.outputs["dK_out"], (dk * 3.0).astype(np.float16).astype(np.float32),
+                               rtol=1e-3, atol=1e-3)
+    assert outcome.passed, outcome.verification.render()
+    assert result.plan["grid"]["extents"] == [12]       # 8 blocks of the first kernel, then 4 of the second
+
+
+SPLIT_COMBINE = src('''
+    @tilelang.jit
+    def split_sum(rows=64, cols=64, length=256, split=4, blk=32, dtype=T.float32):
+        chunk = length // split
+        @T.prim_func
+        def main(X: T.Tensor((rows, length), dtype), W: T.Tensor((rows, cols), dtype),
+                 Out: T.Tensor((rows, cols), dtype)):
+            partial = T.alloc_global((split, rows, cols), dtype)
+            with T.Kernel(rows // blk, split) as (bx, bs):       # split: each block sums its chunk of X's columns
+                x = T.alloc_shared((blk, chunk), dtype)
+                s = T.alloc_fragment((blk,), dtype)
+                p = T.alloc_fragment((blk, cols), dtype)
+                T.copy(X[bx * blk, bs * chunk], x)
+                T.reduce_sum(x, s, dim=1)
+                for i, j in T.Parallel(blk, cols):
+                    p[i, j] = s[i] * 0.5
+                T.copy(p, partial[bs, bx * blk:(bx + 1) * blk, :])
+            with T.Kernel(rows // blk) as bx:                    # combine: the splits' partials, then W
+                acc = T.alloc_fragment((blk, cols), dtype)
+                q = T.alloc_fragment((blk, cols), dtype)
+                w = T.alloc_shared((blk, cols), dtype)
+                T.clear(acc)
+                for k in T.serial(split):
+                    T.copy(partial[k, bx * blk:(bx + 1) * blk, :], q)
+                    for i, j in T.Parallel(blk, cols):
+                        acc[i, j] += q[i, j]
+                T.copy(W[bx * blk, 0], w)
+                for i, j in T.Parallel(blk, cols):
+                    acc[i, j] = acc[i, j] * w[i, j]
+                T.copy(acc, Out[bx * blk, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_split_partials_in_global_scratch_are_combined_by_a_second_kernel(arch):
+    _, outcome = run_kernel(SPLIT_COMBINE, "split_sum", seed=34, target=TargetConfig(arch=arch))
+    x, w = outcome.inputs["X"].astype(np.float64), outcome.inputs["W"].astype(np.float64)
+    sums = np.stack([x[:, s * 64:(s + 1) * 64].sum(axis=1) * 0.5 for s in range(4)])      # (split, rows)
+    np.testing.assert_allclose(outcome.outputs["Out"], sums.sum(axis=0)[:, None] * w, rtol=1e-2, atol=1e-2)  # the device's row sum: tf32-like
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_scratch_declared_inside_a_kernel_is_located():
+    bad = SPLIT_COMBINE.replace("        partial = T.alloc_global((split, rows, cols), dtype)\n", "").replace(
+        "            x = T.alloc_shared((blk, chunk), dtype)\n",
+        "            x = T.alloc_shared((blk, chunk), dtype)\n            partial = T.alloc_global((split, rows, cols), dtype)\n")
+    assert bad != SPLIT_COMBINE
+    e = error_of(bad, entry="split_sum")
+    assert e.location.line == line_of(bad, "partial = T.alloc_global")
+    assert "T.alloc_global inside a T.Kernel" in e.message
+
+
+ROW_AS_COLUMN = src('''
+    @tilelang.jit
+    def scale_rows(n=64, dtype=T.float32):
+        @T.prim_func
+        def main(A: T.Tensor((n, n), dtype), O: T.Tensor((n, n), dtype)):
+            with T.Kernel(1) as bx:
+                r = T.alloc_fragment((n,), dtype)
+                a = T.alloc_fragment((n, n), dtype)
+                T.copy(A, a)
+                T.reduce_max(a, r, dim=0)               # per-column maxima: r is laid out as a row
+                for i, j in T.Parallel(n, n):
+                    a[i, j] = a[i, j] * r[i]            # ... and read as per-row values
+                T.copy(a, O)
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_row_vector_read_as_per_row_values_is_transposed(arch):
+    _, outcome = run_kernel(ROW_AS_COLUMN, "scale_rows", seed=35, target=TargetConfig(arch=arch))
+    a = outcome.inputs["A"]
+    np.testing.assert_allclose(outcome.outputs["O"], a * a.max(axis=0)[:, None], rtol=1e-3, atol=1e-3)  # through the unpacker: tf32
+    assert outcome.passed, outcome.verification.render()

@@ -188,6 +188,8 @@ class StoreLowering:
     # ---- statements --------------------------------------------------------------------------------------------
     def store(self, target: Load, value) -> None:
         self.orient(target, value)
+        if len(self.variables) == 2:
+            value = self.reoriented(value)
         dst, shape = self.region(target)
         self.shape = shape
         if target.buffer.vector and len(self.variables) == 2 and 1 not in shape:
@@ -223,6 +225,37 @@ class StoreLowering:
             self.emit("copy", dst, tmp)
             return
         self.compute(value, dst)
+
+    def reoriented(self, e):
+        """A 1-D tile already laid out as a row (column) read where this store needs a column (row) -- per-row
+        values computed from a row of a 2-D tile, used down the rows (`o[i, j] += p[i, j] * scale[i]`): read from
+        a transposed copy of it."""
+        if isinstance(e, Load):
+            buf = e.buffer
+            used = _parallel_vars(e.indices[0]) if buf.vector and buf.scope != "global" else []
+            if not used or buf.orient is None:
+                return e
+            wanted = "col" if self.axis_of[used[0]] == 0 else "row"
+            if buf.orient == wanted:
+                return e
+            flipped = self.rec.temp((buf.shape[0],), "float32", "local", self.location)
+            set_orientation(flipped, wanted, "a transposed copy")
+            self.emit("cast", Region(flipped, (wrap(0),), buf.shape), Region(buf, (wrap(0),), buf.shape),
+                      transpose=True)
+            return Load(flipped, e.indices)
+        if isinstance(e, Bin):
+            return Bin(e.op, self.reoriented(e.a), self.reoriented(e.b))
+        if isinstance(e, Cmp):
+            return Cmp(e.op, self.reoriented(e.a), self.reoriented(e.b))
+        if isinstance(e, Select):
+            return Select(self.reoriented(e.cond), self.reoriented(e.a), self.reoriented(e.b))
+        if isinstance(e, Logic):
+            return Logic(e.op, tuple(self.reoriented(a) for a in e.args))
+        if isinstance(e, Call):
+            return Call(e.fn, tuple(self.reoriented(a) for a in e.args))
+        if isinstance(e, Cast):
+            return Cast(e.dtype, self.reoriented(e.x))
+        return e
 
     def reducer_update(self, target: Load, value, along: Var, dst: Region, shape: tuple) -> None:
         """`r[i] += x[i, j]` (a T.alloc_reducer, op "sum") or `r[i] = T.max(r[i], x[i, j])` (op "max") in a 2-D

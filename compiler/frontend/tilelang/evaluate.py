@@ -30,7 +30,7 @@ from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_locati
 from .language import (PrimFuncDef, SizeVar, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not,
                        kernel_or, reset_const_values, serial, set_const_values)
 from .params import scalar_annotation, type_params, type_value
-from .recorder import Buffer, Recorder, activate, active_recorder, deactivate
+from .recorder import Buffer, Recorder, SecondKernel, activate, active_recorder, deactivate
 from .shim import JitFactory, build_modules
 
 _TILELANG_IMPORT = re.compile(r"^\s*(import\s+tilelang\b|from\s+tilelang\b)", re.M)
@@ -537,10 +537,18 @@ def parameter_positions(tree: ast.Module, filename: str) -> dict[int, dict[str, 
 
 def _trace_prim_func(kernel: PrimFuncDef, entry: str, names: dict, filename: str, scalars: dict | None = None,
                      parameter_locations: dict | None = None) -> tuple:
+    try:
+        return _trace_prim_func_once(kernel, entry, names, filename, scalars, parameter_locations, False)
+    except SecondKernel:
+        return _trace_prim_func_once(kernel, entry, names, filename, scalars, parameter_locations, True)
+
+
+def _trace_prim_func_once(kernel: PrimFuncDef, entry: str, names: dict, filename: str, scalars, parameter_locations,
+                          fused: bool) -> tuple:
     fn = kernel.fn
     code = fn.__code__
     def_loc = _loc(filename, code.co_firstlineno, None)
-    rec = Recorder(filename, names)
+    rec = Recorder(filename, names, fused=fused)
     params_at = parameter_locations.get(code.co_firstlineno, {}) if parameter_locations else {}
     annotations = getattr(fn, "__annotations__", {})
     buffers = []

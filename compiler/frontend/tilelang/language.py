@@ -444,6 +444,25 @@ def alloc_local(shape, dtype, scope="local"):
     return current().alloc(_shape(shape, "T.alloc_local"), dtype_name(dtype), "local", user_location())
 
 
+def alloc_global(shape, dtype):
+    """`S = T.alloc_global(shape, dtype)`: DRAM scratch the kernels of the prim_func share (split-KV decoding's
+    partial outputs, read by its combine kernel). It is a tensor of the program (in the plan, beside the outputs),
+    and like an output several blocks add into (tt.accumulate) its blocks run in grid order on one core wherever
+    they share its tiles, so a read sees every earlier write of the tile."""
+    location = user_location()
+    rec = current()
+    if rec.kernel_state == "open":
+        fail("T.alloc_global inside a T.Kernel; declare the scratch before the kernels that share it")
+    dims = _shape(shape, "T.alloc_global")
+    name = rec.target_name(location) or "scratch"
+    why = untileable(dtype_name(dtype), f"the scratch `{name}`") or unwritable(dtype_name(dtype), f"the scratch `{name}`")
+    if why:
+        fail(why, hint=tile_dtype_hint(dtype_name(dtype)))
+    buf = rec.add_param(name, dims, dtype_name(dtype), location)
+    rec.accumulated.setdefault(buf, location)
+    return buf
+
+
 def alloc_reducer(shape, dtype, op="sum", replication=None):
     """`r = T.alloc_reducer(shape, dtype, op)`: a fragment that the elements of a T.Parallel combine into
     (`r[i] += x[i, j]`): each update is a whole-tile reduction along the index r does not have, accumulated into r,
@@ -793,7 +812,6 @@ symbolic = dynamic
 
 _WHY = {
     "atomic_max": "atomics have no counterpart between Tensix cores",
-    "alloc_global": "global scratch buffers are not supported",
     "get_thread_binding": "thread and warp indices do not exist on Tenstorrent (a block runs on one core)",
     "tvm_thread_allreduce": "warp-level intrinsics do not exist on Tenstorrent",
     "vectorized": "element loops outside T.Parallel are not supported",
@@ -839,7 +857,7 @@ def build_module() -> types.ModuleType:
         Tensor=_TensorType(), Buffer=_TensorType(), prim_func=prim_func, macro=macro, Kernel=Kernel,
         Pipelined=Pipelined, serial=serial, Serial=serial, Parallel=Parallel, Persistent=Persistent,
         alloc_shared=alloc_shared, alloc_var=alloc_var,
-        alloc_fragment=alloc_fragment, alloc_local=alloc_local, alloc_reducer=alloc_reducer,
+        alloc_fragment=alloc_fragment, alloc_local=alloc_local, alloc_reducer=alloc_reducer, alloc_global=alloc_global,
         finalize_reducer=finalize_reducer, copy=copy, gemm=gemm, clear=clear, fill=fill,
         reduce_max=reduce_max, reduce_sum=reduce_sum, reduce_min=reduce_min, reduce_absmax=reduce_absmax,
         reduce_abssum=reduce_abssum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,

@@ -283,9 +283,18 @@ def _store_condition(buffer, indices, predicates):
     return kept[0] if len(kept) == 1 else Logic("and", tuple(kept))
 
 
+class SecondKernel(Exception):
+    """A prim_func opens a second T.Kernel: it is traced again with its kernels fused into one grid."""
+
+
 class Recorder:
-    def __init__(self, filename: str, names_at: dict[int, list[str]]):
+    def __init__(self, filename: str, names_at: dict[int, list[str]], fused: bool = False):
         self.filename = filename
+        # several T.Kernel blocks in one prim_func: one 1-D grid, kernel after kernel (`fused_block`), each kernel's
+        # block indices decoded from it and its body run where the block is one of its own
+        self.fused = fused
+        self.fused_block: Var | None = None
+        self.kernel_offset = 0
         self.names_at = names_at            # line -> assignment / loop / with-as target names (for readable IR)
         self.params: list[Buffer] = []
         self.grid: tuple | None = None      # (vars, extents, location)
@@ -337,21 +346,58 @@ class Recorder:
         return buf
 
     def open_kernel(self, extents, location):
-        if self.kernel_state != "before":
-            fail("a second T.Kernel in one prim_func is outside tilefarm's TileLang subset")
+        if self.kernel_state == "closed" and not self.fused:
+            raise SecondKernel()
+        if self.kernel_state == "open":
+            fail("a T.Kernel inside another T.Kernel is outside tilefarm's TileLang subset")
         if not 1 <= len(extents) <= MAX_GRID_RANK:
             fail(f"T.Kernel with a {len(extents)}-D grid; tilefarm takes 1-D, 2-D or 3-D grids")
         for e in extents:
             if not isinstance(e, int) or isinstance(e, bool) or e <= 0:
                 fail(f"T.Kernel extents must be positive integers known when the kernel is built, got {extents}")
         defaults = ("bx", "by", "bz")
+        if self.fused:
+            return self.open_fused_kernel(extents, location)
         variables = tuple(Var(self.fresh(self.target_name(location, i), defaults[i]), "grid", e)
                           for i, e in enumerate(extents))
         self.grid = (variables, tuple(extents), location)
         self.kernel_state = "open"
         return variables[0] if len(variables) == 1 else variables
 
+    def open_fused_kernel(self, extents, location):
+        """Kernel after kernel in one grid: blocks [offset, offset + n) are this kernel's, its block indices decoded
+        from the grid's index (bx fastest), its body under a loop of one or no iteration. The blocks run in grid
+        order wherever they share a buffer (T.alloc_global scratch is tt.accumulate: TTSerializeAccumulation),
+        so a later kernel reads what an earlier one wrote, as a GPU's kernels in one stream do."""
+        from .expr import Bin, Cmp, Const, Logic, truth01
+        if self.fused_block is None:
+            self.fused_block = Var(self.fresh("block", "block"), "grid", 1)
+            self.grid = ((self.fused_block,), (1,), location)
+        g, offset = self.fused_block, self.kernel_offset
+        count = 1
+        for e in extents:
+            count *= e
+        # clamped into the kernel's own blocks: each decoded index provably inside its grid extent
+        local = Bin("min", Bin("max", g - offset, Const(0)), Const(count - 1)) if offset else \
+            Bin("min", g, Const(count - 1))
+        variables, stride = [], 1
+        for i, e in enumerate(extents):
+            index = local // stride if stride > 1 else local
+            variables.append(index % e if i < len(extents) - 1 else index)
+            stride *= e
+        self.kernel_offset = offset + count
+        g.extent = self.kernel_offset
+        self.grid = ((g,), (self.kernel_offset,), self.grid[2])
+        self.kernel_state = "open"
+        mine = truth01(Logic("and", (Cmp(">=", g, Const(offset)), Cmp("<", g, Const(offset + count)))))
+        self.open_loop(0, mine, None, location, name="in_kernel")
+        return variables[0] if len(variables) == 1 else tuple(variables)
+
     def close_kernel(self):
+        if self.fused:
+            if len(self.loops) != 1 or self.parallel:
+                fail("a loop was left early (break/continue/return); the subset has straight loops only")
+            self.close_loop()
         if self.loops or self.parallel:
             fail("a loop was left early (break/continue/return); the subset has straight loops only")
         self.kernel_state = "closed"
@@ -440,13 +486,13 @@ class Recorder:
     def op(self, name: str, *args, location=None, **kwargs):
         self.emit(TileOp(name, args, kwargs), location)
 
-    def open_loop(self, start, stop, stages, location, branch=None):
+    def open_loop(self, start, stop, stages, location, branch=None, name=None):
         self.require_kernel("a loop")
         s, e = constant_int(start), constant_int(stop)
         if s is not None and e is not None and e <= s:
             fail(f"the loop has no iterations ({s}..{e})")
         extent = (e - s) if s is not None and e is not None else wrap(stop) - wrap(start)
-        var = Var(self.fresh(self.target_name(location), "k"), "loop", extent)
+        var = Var(self.fresh(name or self.target_name(location), "k"), "loop", extent)
         lo, hi = render_int(wrap(start), "a loop bound"), render_int(wrap(stop), "a loop bound")
         self.loops.append((self.depth, len(self.lines)))
         self.loop_fills.append({})
