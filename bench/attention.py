@@ -13,7 +13,10 @@ Row kernels: modelled time, DRAM bytes moved (read + written) against the minimu
 output written once) and the time the minimum needs at the arch's DRAM bandwidth (banks x GB/s x measured
 efficiency, compiler/device_costs.json): memory-bound kernels should sit within 1.5x of it.
 
-Usage: .venv/bin/python bench/attention.py [--large] [--only SUBSTRING]   (--large adds BH 1x10x8192x128)
+ttnn (--ttnn): ttnn 0.81.1's softmax kernels from the wheel under our host program (tests/emulator/ttnn_programs/
+softmax.cpp), timing-only at the row kernels' shape, with bf16 and with fp32 intermediates (fp32_dest_acc_en).
+
+Usage: .venv/bin/python bench/attention.py [--large] [--only SUBSTRING] [--ttnn]   (--large adds BH 1x10x8192x128)
 """
 from __future__ import annotations
 
@@ -71,6 +74,31 @@ def run(file: str, entry: str, params: dict, arch: str) -> dict:
     return api.profile(compiled.artifacts, outcome.report)
 
 
+def ttnn_softmax_us(rows: int, cols: int, arch: str, fp32: bool) -> float:
+    """ttnn's softmax (the attention-optimized factory, no mask) on the whole grid, timing-only."""
+    import shutil
+    import tempfile
+
+    import numpy as np
+
+    from compiler.target import core_grid_for
+    from compiler.toolchain import emulate, sdk_headers
+    from schemas.target import TargetConfig
+
+    gx, gy = core_grid_for(TargetConfig(arch=arch))
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        shutil.copy(ROOT / "tests" / "emulator" / "ttnn_programs" / "softmax.cpp", work / "main.cpp")
+        shutil.copy(ROOT / "tests" / "emulator" / "bundles" / "common" / "npy_util.hpp", work / "npy_util.hpp")
+        x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+        cfg = np.array([[rows, cols, rows // 32, gx, gy, 1, int(fp32), 0, 0]], np.float32)
+        result = emulate.run_host_program(work / "main.cpp", {"x": x, "cfg": cfg}, work / "run", arch=arch,
+                                          env={"TT_METAL_HOME": str(sdk_headers.ensure_kernels())},
+                                          timeout_s=1200, timing_only=True)
+    timing = result.report["timing"]
+    return timing["device_cycles"] / timing["clock_ghz"] / 1000
+
+
 def attention_flops(p: dict) -> float:
     heads = p["heads"]
     flops = 4.0 * p["batch"] * heads * p["seq_len"] ** 2 * p["dim"]
@@ -88,6 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--large", action="store_true")
     parser.add_argument("--only", default="")
+    parser.add_argument("--ttnn", action="store_true", help="ttnn's softmax at the row kernels' shape")
     args = parser.parse_args()
 
     print("| arch | kernel | modelled us | TFLOP/s | TFLOP/s per core | matrix util | cores | ttnn |")
@@ -117,6 +146,10 @@ def main() -> None:
             us = p["device_time_ns"] / 1000
             print(f"| {arch} | {label} | {us:.1f} | {moved / 1e6:.2f} MB | {minimum / 1e6:.2f} MB | "
                   f"{moved / minimum:.2f}x | {floor_us:.1f} | {us / floor_us:.2f}x |", flush=True)
+            if args.ttnn and entry == "softmax":
+                bf16, fp32 = (ttnn_softmax_us(params["M"], params["N"], arch, f) for f in (False, True))
+                print(f"| {arch} | ttnn softmax (bf16 / fp32 intermediates) | {bf16:.1f} / {fp32:.1f} | | | | "
+                      f"{floor_us:.1f} | {bf16 / floor_us:.2f}x / {fp32 / floor_us:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

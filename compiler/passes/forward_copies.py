@@ -4,7 +4,9 @@
 reads `x_shared` instead, until `x` is written again or `x_shared` changes. When nothing reads the copy after that
 (`x` written whole again, or the block ends), the copy is dropped: no pass of copy_tile + pack over the block, and the
 FPU reads the staged 16-bit tiles as they are. The values are the same: the copy keeps the dtype or widens it
-exactly (bfloat16 / float16 -> float32).
+exactly (bfloat16 / float16 -> float32). A write-out of the copy (`T.copy(y, Y[...])` after `y = acc`) packs the
+source instead, also when the copy rounds to the output's dtype (the packer rounds the same way): the copy's DST slot
+is spared, so more tile positions share each engine init.
 
 Per block, at the top level of the block loop's body only (a value a nested loop carries is left alone); a statement
 that is not a tile op (a loop, a receive of new tiles, a write-out) and names either buffer ends the scan.
@@ -15,6 +17,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .. import ops
 from ..ir import op_name, region_of, seq, stmts_of
 from ..registry import REDUCE
 from .. import attrs
@@ -37,6 +40,14 @@ def _mentions(stmt, names: set[str]) -> bool:
     tvm_ffi.structural_walk(stmt, [((tvm.ir.TensorRegion, tvm.ir.expr.TensorLoad, tirx.BufferStore), buffer),
                                    (tvm.ir.StringImm, lambda s: found.append(str(s.value)))], order="pre")
     return any(name in names for name in found)
+
+
+def _send_of(stmt, name: str):
+    """(spec, args) of a write-out of buffer `name` (the compute_send marker), else None."""
+    found = ops.intrinsic_of(stmt)
+    if found is None or found[0].name != "compute_send" or str(found[1][1].value) != name:
+        return None
+    return found
 
 
 def _reads_destination(call) -> bool:
@@ -71,18 +82,28 @@ def forward(stmts: list, buffers: dict) -> list:
         info_d, info_s = buffers.get(dst.name), buffers.get(src.name) if src is not None else None
         if src is None or info_d is None or info_s is None or info_d["role"] != "compute" \
                 or info_s["scope"] == "global" or list(info_d["shape"]) != list(info_s["shape"]) \
-                or not _whole(dst, info_d["shape"]) or not _whole(src, info_s["shape"]) or dst.name == src.name \
-                or not (info_d["dtype"] == info_s["dtype"] or (info_s["dtype"], info_d["dtype"]) in EXACT_WIDENING):
+                or not _whole(dst, info_d["shape"]) or not _whole(src, info_s["shape"]) or dst.name == src.name:
             k += 1
             continue
+        exact = info_d["dtype"] == info_s["dtype"] or (info_s["dtype"], info_d["dtype"]) in EXACT_WIDENING
         x, s = call.args[0].source, call.args[1].source
         rewritten, unread = {}, False
         for j in range(k + 1, len(stmts)):
             other = stmts[j]
             if not isinstance(other, tirx.TilePrimitiveCall):
+                send = _send_of(other, dst.name)
+                if send is not None and info_s["role"] == "compute" and \
+                        (exact or buffers.get(str(send[1][6].value), {}).get("dtype") == info_d["dtype"]):
+                    # written out as it is, or rounded to the output's dtype, which the copy rounded to already:
+                    # the packer rounds the source's DST tiles into the output's pages the same way
+                    spec, args = send
+                    rewritten[j] = ops.call(spec.name, *(args[:1] + [src.name] + args[2:]))
+                    continue
                 if _mentions(other, {dst.name, src.name}):
                     break
                 continue
+            if not exact:
+                break                                  # a rounding copy is forwarded only to write-outs
             out = region_of(other.args[0])
             if out is not None and out.name == src.name:
                 break                                  # the source changes: later reads need the copy

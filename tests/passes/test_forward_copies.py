@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from tvm import tirx
 
+from compiler import ops
 from compiler.api import compile_source, emulate
 from compiler.ir import op_name, region_of
 from schemas.target import TargetConfig
@@ -76,6 +77,34 @@ def test_a_copy_read_after_its_source_changes_is_kept():
 def test_a_copy_written_out_is_kept_and_its_readers_before_take_the_source():
     _, after = apply(row_kernel("        T.tile.max(m, x, [-1], False)"), "TTForwardCopies")
     assert tile_ops(after["main"]) == [("copy", "x", ("A_s",)), ("max", "m", ("A_s",))]   # then x's write-out
+
+
+def test_a_write_out_of_a_rounding_copy_packs_its_source():
+    """y = acc (float32 -> bfloat16) then y written to a bfloat16 output: the write-out packs acc (the packer rounds
+    to bfloat16 as the copy did); to a float32 output the copy's rounding matters and it stays."""
+    def normalize(out_dtype):
+        return kernel(f'''
+    @T.prim_func
+    def main(A: T.Buffer((64, 128), "bfloat16"), C: T.Buffer((64, 128), "{out_dtype}")):
+        T.device_entry()
+        bx = T.cta_id([2])
+        A_s = T.alloc_shared((32, 128), "bfloat16")
+        acc = T.alloc_local((32, 128), "float32")
+        y = T.alloc_local((32, 128), "bfloat16")
+        T.tile.copy(A_s, A[bx * 32:bx * 32 + 32, 0:128])
+        T.tile.exp(acc, A_s)
+        T.tile.copy(y, acc)
+        T.tile.copy(C[bx * 32:bx * 32 + 32, 0:128], y)
+    ''')
+
+    def sends(func):
+        return [str(ops.intrinsic_of(s)[1][1].value) for s in block_body(func)
+                if ops.intrinsic_of(s) is not None and ops.intrinsic_of(s)[0].name == "compute_send"]
+
+    _, after = apply(normalize("bfloat16"), "TTForwardCopies")
+    assert tile_ops(after["main"]) == [("exp", "acc", ("A_s",))] and sends(after["main"]) == ["acc"]
+    _, after = apply(normalize("float32"), "TTForwardCopies")
+    assert ("copy", "y", ("acc",)) in tile_ops(after["main"]) and sends(after["main"]) == ["y"]
 
 
 @pytest.mark.parametrize("src_dtype, x_dtype", [("float16", "float32"), ("float32", "bfloat16")])

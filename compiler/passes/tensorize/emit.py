@@ -212,6 +212,7 @@ class Emitter:
         # first iteration (run() then gives them pages without packing zeros)
         self.zero_unread: set[str] = set()
         self.read_old: dict = {}                # buffer -> the window's first op, which reads its old tiles from the CB
+        self.read_later: dict[int, set] = {}    # id(top-level item) -> the buffers the items after it access
         self.current = None                     # the op being lowered
 
     # ---- statement lists ------------------------------------------------------------------------------------
@@ -221,6 +222,12 @@ class Emitter:
         out, pending = [], {}
         if not self.loops:
             self.find_fusions(items)
+            seen: set[str] = set()
+            for item in reversed(items):   # what the items after each one access, for dead_after()
+                self.read_later[id(item)] = set(seen)
+                found: dict = {}
+                _accesses([item], None, found)
+                seen |= set(found)
         for item in items:
             if id(item) in self.fused_sends:
                 continue
@@ -334,6 +341,11 @@ class Emitter:
         # an in-place FPU op first (x = x - max): it reads x's old pages from the CB itself, no load into DST first
         self.read_old = {b: info for b in preload if (info := self.fpu_in_place_first(w, b)) is not None}
         preload = [b for b in preload if b not in self.read_old]
+        # a value nothing reads after this window (the last op before a write-out): its new version stays in DST,
+        # not packed to its CB only to be popped at the block's end
+        dead = {b for b in resident if b not in tz.two_versions and b not in l1_acc and not self.loops
+                and b not in self.read_later.get(id(w), {b}) and (fused is None or b != fused)}
+        tz.used_up |= dead
         if w.flat:
             self.base, total = {}, 0
             for b in buffers:
@@ -385,6 +397,8 @@ class Emitter:
         if fused is not None and not shared:
             _ring_of(tz.cbs[out_cb], self.group)   # the last step pushes the output a group at a time
         for b in resident:
+            if b in dead:
+                continue
             cb = tz.resident[b]
             # fused: the final sums land in the output CB's pages (the accumulator's when they share L1, reserved
             # for the whole block at its start); the accumulator's own pages are used up
@@ -413,7 +427,7 @@ class Emitter:
             cb, n = tz.resident[b], tz.ntiles(b)
             if b in versioned:
                 after += [ops.call("cb_push_back", cb, n), ops.call("cb_pop_front", cb, n)]
-            if b == fused:
+            if b == fused or b in dead:
                 continue
             if b in in_place and not w.flat:
                 self.deferred[cb] = n
