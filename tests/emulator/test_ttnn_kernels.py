@@ -315,7 +315,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, b: int, nqh: int, nkh
     ("wormhole_b0", 1, 4, 2, 256, 64, 64, 64, (2, 2), True),    # GQA, causal: zigzag-balanced Q chunks
     ("blackhole", 1, 4, 2, 256, 64, 64, 128, (2, 2), False),    # GQA, K chunk twice the Q chunk
     ("blackhole", 2, 2, 2, 256, 64, 32, 64, (3, 2), True),      # batch 2, 16 Q chunks on 6 cores (3, 3, 3, 3, 2, 2)
-], ids=["wh-mha", "wh-gqa-causal", "bh-gqa", "bh-b2-causal"])
+    ("wormhole_b0", 1, 2, 2, 512, 32, 32, 64, (3, 3), False),   # chains of 4 and 5 cores, mixed counts (4 then 3s)
+], ids=["wh-mha", "wh-gqa-causal", "bh-gqa", "bh-b2-causal", "wh-long-chains"])
 def test_ttnn_sdpa_kernels_match_numpy_attention(run_ttnn, arch, b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal):
     """ttnn 0.81.1's SDPA kernels (reader_interleaved with its K/V forwarding chains, writer_interleaved,
     compute/sdpa.cpp's legacy loop in compute_common.hpp: online softmax over K chunks, the writer's lightweight

@@ -34,7 +34,7 @@
 // emulated yet).
 //
 // argv: <unused> <input dir> <output dir>. Inputs q.npy (B*NQH*S x D), k.npy and v.npy (B*NKH*S x D), cfg.npy =
-// [B, NQH, NKH, S, D, q_chunk, k_chunk, grid_x, grid_y, causal, streaming, no_data, fidelity]. Output o.npy
+// [B, NQH, NKH, S, D, q_chunk, k_chunk, grid_x, grid_y, causal, streaming, no_data, fidelity(, chains)]. Output o.npy
 // (B*NQH*S x D). no_data: run on unwritten buffers and read nothing back (timing runs of large shapes).
 #include <algorithm>
 #include <cmath>
@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     const uint32_t grid_x = c(7), grid_y = c(8);
     const bool is_causal = c(9) != 0, streaming = c(10) != 0, no_data = c(11) != 0;
     const uint32_t fidelity = c(12);
+    const bool chains = cfg.data.size() > 13 ? c(13) != 0 : true;  // 0: no K/V chains (every core reads from DRAM)
     if (S % q_chunk || S % k_chunk || D % 32 || NQH % NKH) {
         std::fprintf(stderr, "S must be a multiple of both chunks, D of 32, NQH of NKH\n");
         return 2;
@@ -131,7 +132,7 @@ int main(int argc, char** argv) {
         }
     auto physical = [&](uint32_t i) { return mesh->worker_core_from_logical_core(CoreCoord{i % grid_x, i / grid_x}); };
     std::vector<uint32_t> injector_x;
-    for (uint32_t head = 0; !is_causal && head < head_segments.size(); ++head) {
+    for (uint32_t head = 0; chains && !is_causal && head < head_segments.size(); ++head) {
         const auto& segs = head_segments[head];
         if (segs.size() < 2) continue;
         std::size_t start = segs.size();

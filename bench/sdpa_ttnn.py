@@ -1,0 +1,88 @@
+"""ttnn 0.81.1's own SDPA kernels (transformer/sdpa: reader_interleaved, writer_interleaved, compute/sdpa.cpp) on the
+emulator, unmodified, under our host program (tests/emulator/ttnn_programs/sdpa.cpp), timing-only, beside the P150
+op times of tt-metal's tech_reports/FlashAttention/SDPAPrecisionRecipes.md (issue 26.3). Nothing is fitted on these
+rows: the model is compiler/device_costs.json as it stands.
+
+Per row: the modelled device time (the last stream's end plus the launch), the TRISC1 span (the math RISC's first
+start to last end across cores, what the device profiler reports), TFLOP/s (non-causal 4 B H S^2 D; causal half of
+it), the matrix engine's share (ideal cycles at HiFi2 / the TRISC1 span), the published time and model / measured.
+
+The kernel path: compute/sdpa.cpp's legacy loop (compute_common.hpp's sdpa_standard, compile arg 24 = 0). The
+factory picks its streaming kernel (compute_streaming.hpp) where the QK subblock allows; that kernel's no-MOP matmul
+and block row-max reduce are not emulated yet (ttemu/README.md, Limits), so those rows compare a different kernel.
+
+Usage: .venv/bin/python bench/sdpa_ttnn.py [--only SUBSTRING]
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from compiler.toolchain import emulate, sdk_headers  # noqa: E402
+
+PROGRAM = ROOT / "tests" / "emulator" / "ttnn_programs" / "sdpa.cpp"
+NPY_UTIL = ROOT / "tests" / "emulator" / "bundles" / "common" / "npy_util.hpp"
+SOURCE = "tt-metal tech_reports/FlashAttention/SDPAPrecisionRecipes.md (P150, full grid 13x10)"
+HIFI2_CYCLES_PER_TILE = 32
+
+# (label, B, NQH, NKH, S, D, q_chunk, k_chunk, grid, causal, K/V chains (non-causal), published ms)
+ROWS = [
+    ("1x10x8192x128 Q256/K512", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False, True, 1.78),
+    ("1x10x8192x128 Q256/K512, no K/V chains", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False, False, 1.78),
+    ("1x10x8192x128 Q256/K512 causal", 1, 10, 10, 8192, 128, 256, 512, (13, 10), True, False, 1.96),
+    ("1x10x2048x128 Q256/K512", 1, 10, 10, 2048, 128, 256, 512, (13, 10), False, True, None),
+    ("1x10x2048x128 Q256/K512, no K/V chains", 1, 10, 10, 2048, 128, 256, 512, (13, 10), False, False, None),
+    ("1x10x2048x128 Q256/K512 causal", 1, 10, 10, 2048, 128, 256, 512, (13, 10), True, False, None),
+]
+
+
+def run_row(b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal, chains, workdir: Path) -> emulate.EmulationResult:
+    src = workdir / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROGRAM, src / "main.cpp")
+    shutil.copy(NPY_UTIL, src / "npy_util.hpp")
+    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, 0, 1, 2, chains]], np.float32)
+    return emulate.run_host_program(src / "main.cpp", {"cfg": cfg}, workdir / "run", arch="blackhole",
+                                    env={"TT_METAL_HOME": str(sdk_headers.ensure_kernels())}, timeout_s=3600,
+                                    timing_only=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    print("| case | model device us | model TRISC1 us | TFLOP/s | HiFi2 engine share | published ms | "
+          "model / measured | forced waits | run s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, b, nqh, nkh, s, d, qc, kc, grid, causal, chains, published in ROWS:
+        if args.only not in label:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            result = run_row(b, nqh, nkh, s, d, qc, kc, grid, causal, chains, Path(tmp))
+            seconds = time.perf_counter() - t0
+        timing = result.report["timing"]
+        ghz = timing["clock_ghz"]
+        device_us = timing["device_cycles"] / ghz / 1e3
+        trisc1_us = timing["trisc1_cycles"] / ghz / 1e3
+        flops = 4 * b * nqh * s * s * d / (2 if causal else 1)
+        products = 2 * b * nqh * (s // 32) * (s // 32) * (d // 32) / (2 if causal else 1)
+        ideal_cycles = products * HIFI2_CYCLES_PER_TILE / (grid[0] * grid[1])
+        ratio = f"{device_us / 1e3 / published:.2f}" if published else ""
+        print(f"| {label} | {device_us:.1f} | {trisc1_us:.1f} | {flops / device_us / 1e6:.1f} | "
+              f"{ideal_cycles / timing['trisc1_cycles']:.1%} | {published or ''} | {ratio} | "
+              f"{sum(p['forced_waits'] for p in timing['programs'])} | {seconds:.0f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
