@@ -36,3 +36,15 @@ def compiled():
                                             target=TargetConfig(arch=arch, **options))
         return _COMPILED[key]
     return get
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory):
+    """One `tilefarm serve` (embedded mode, default settings) per test process, for the modules that only submit
+    jobs and read them back (the CLI, the clients, the dashboard): its start is a worker warm-up (tvm, the sandbox
+    zygote compiling the examples, ~8 s of CPU), paid once, not once per module. A module whose tests need settings
+    of their own, or a service no other module touched, starts its own."""
+    from tests.served import embedded_service
+
+    with embedded_service(tmp_path_factory.mktemp("embedded")) as running:
+        yield running

@@ -18,7 +18,7 @@ from collections import defaultdict
 import pytest
 
 from tests.cli.test_client import tilefarm
-from tests.served import embedded_service, fresh_kernel
+from tests.served import fresh_kernel
 from tests.service.conftest import REPO, base_env
 
 GEMM = REPO / "examples" / "tilelang" / "gemm.py"
@@ -137,9 +137,8 @@ def test_ops_perf_csv_is_read_by_tt_perf_report(profiled, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    with embedded_service(tmp_path_factory.mktemp("cli-output-service")) as running:
-        yield running
+def service(embedded):
+    return embedded  # the test process's shared `tilefarm serve` (tests/conftest.py)
 
 
 def test_profile_of_a_service_job(service, tmp_path):

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from schemas.jobs import JobView
-from tests.served import embedded_service, fresh_kernel
+from tests.served import fresh_kernel
 from tests.service.conftest import REPO
 from tilefarm.client import ApiError, AsyncClient, AsyncJob, Client, ConnectionFailed, InvalidRequest, Job, JobFailed
 
@@ -19,9 +19,8 @@ PARAMS = {"M": 64, "N": 64, "K": 64, "block_M": 32, "block_N": 32, "dtype": "bfl
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    with embedded_service(tmp_path_factory.mktemp("client-service")) as running:
-        yield running
+def service(embedded):
+    return embedded  # the test process's shared `tilefarm serve` (tests/conftest.py)
 
 
 def operands(seed: int):

@@ -2,24 +2,18 @@
 verified on the emulator by the embedded worker; params are part of the cache key."""
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import Service, base_env
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tilelang"
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("tilelang-service")
-    svc = Service(base_env(TILEFARM_DATA_DIR=str(workdir / "data")), workdir)
-    svc.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(svc.port)])
-    yield svc
-    svc.stop()
+def service(embedded):
+    return embedded  # the test process's shared `tilefarm serve` (tests/conftest.py)
 
 
 @pytest.mark.parametrize("name,entry,params", [

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.served import embedded_service
 from tests.service.conftest import REPO
 
 CHROMIUM = "/usr/bin/chromium"
@@ -41,9 +40,8 @@ def browser(playwright_driver, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    with embedded_service(tmp_path_factory.mktemp("web-service")) as running:
-        yield running
+def service(embedded):
+    return embedded  # the test process's shared `tilefarm serve` (tests/conftest.py)
 
 
 def shot(page, name: str) -> Path:

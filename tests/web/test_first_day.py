@@ -9,7 +9,6 @@ import re
 import httpx
 import pytest
 
-from tests.served import embedded_service
 from tests.service.conftest import REPO
 from tests.web.conftest import shot
 from tests.web.test_first_hour import DESKTOP, PHONE, open_page  # noqa: F401  (a fixture)
@@ -48,12 +47,6 @@ WIDER_THAN_THE_SCREEN = """(width) => {
   }
   return {page: document.documentElement.scrollWidth, over: over.slice(0, 20)};
 }"""
-
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    with embedded_service(tmp_path_factory.mktemp("first-day")) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

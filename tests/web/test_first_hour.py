@@ -35,12 +35,6 @@ def open_page(playwright_driver, tmp_path):
     assert not errors, errors
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    with embedded_service(tmp_path_factory.mktemp("first-hour")) as running:
-        yield running
-
-
 def wait_status(page, status: str = "succeeded") -> None:
     page.wait_for_selector(f"#job-status[data-status='{status}']", timeout=JOB_TIMEOUT_MS)
 
