@@ -74,8 +74,9 @@ def _narrower(dst: str, src: str) -> bool:
 
 
 class PathWalk:
-    def __init__(self, func, fp32_dest: bool):
+    def __init__(self, func, fp32_dest: bool, fpu_rounds: bool = True):
         self.fp32_dest = fp32_dest
+        self.fpu_rounds = fpu_rounds         # fp32 data may go through the FPU's TF32 registers (fp32_on_fpu)
         self.paths: dict[str, Path] = {}
         self.globals = {str(p.name) for p in func.params}
         self.dtypes: dict[str, str] = {}
@@ -100,7 +101,7 @@ class PathWalk:
             self.fpu_read.update(str(self.region(a).name) for a in call.args[1:3] if self.region(a) is not None)
         elif name in REDUCE and self.region(call.args[1]) is not None:
             self.fpu_read.add(str(self.region(call.args[1]).name))
-        elif name in FPU_BINARY and id(call) not in self.in_loops:
+        elif name in FPU_BINARY and self.fpu_rounds and id(call) not in self.in_loops:
             # outside loops an add/sub/mul of fp32 CB tiles may run on the FPU (tensorize/strategies.py): its CBs
             # then go through the source registers for every reader, copies too
             self.fpu_read.update(str(r.name) for r in map(self.region, call.args[1:3])
@@ -207,9 +208,17 @@ def _wider_unit(a: str | None, b: str) -> str:
     return b if a is None or UNIT_ROUNDOFF[b] >= UNIT_ROUNDOFF[a] else a
 
 
+def fp32_on_fpu(output_dtypes) -> bool:
+    """Whether an element-wise op of fp32 CB tiles may run on the FPU, which reads them through its 19-bit (TF32)
+    source registers: only when every output is 16 bits or narrower, whose own rounding (bfloat16 2^-8, float16
+    2^-11) is at least TF32's 2^-11. A kernel with a float32 output keeps its fp32 arithmetic exact on the SFPU:
+    a user who writes float32 in and out gets float32 results."""
+    return all(_WIDTH.get(str(d), 32) <= 16 for d in output_dtypes)
+
+
 def output_paths(func, plan: dict) -> dict[str, Path]:
     """The Path of every output of the input kernel (`plan`: its compiled plan, for the DST format)."""
     fp32_dest = bool(plan.get("compute_config", {}).get("fp32_dest_acc_en", plan["target"].get("fp32_accumulation")))
-    walk = PathWalk(func, fp32_dest)
     outputs = [b["name"] for b in plan["buffers"] if b["role"] == "output"]
+    walk = PathWalk(func, fp32_dest, fp32_on_fpu([b["dtype"] for b in plan["buffers"] if b["role"] == "output"]))
     return {name: walk.paths.get(name, Path()) for name in outputs}

@@ -19,7 +19,7 @@ from ...target import DATA_FORMATS, dst_capacity
 from ..lower_to_circular_buffers import free_cb_index
 from .emit import Emitter
 from .plan import LoopItem, Planner, Window, WindowTooLarge, accesses, cb_resident, first_use, two_versions
-from ... import attrs
+from ... import attrs, precision
 
 STAGE = "tensorize"
 INTERMEDIATE_CB_BASE = 24  # TT convention: inputs c_0.., outputs c_16.., intermediates c_24..
@@ -64,6 +64,8 @@ class Tensorizer:
         self.full_sync = full_sync
         self.capacity = dst_capacity(self.fp32, full_sync)
         self.roles = {name: info["role"] for name, info in self.buffers.items()}
+        self.fp32_on_fpu = precision.fp32_on_fpu(info["dtype"] for info in self.buffers.values()
+                                                 if info["role"] == "output")
         self.resident: dict[str, int] = {}
         self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
         self.scaler_cb = None

@@ -679,7 +679,8 @@ class Emitter:
     def lower(self, info, slot, i, j, fresh: bool) -> list:
         st, name = self.strategies, info.name
         self.current = info
-        st.fp32_on_fpu = not self.loops and self.top_level   # once per block: one TF32 rounding (strategies.py)
+        # once per block: one TF32 rounding (strategies.py), and only where no output is wider than TF32 is exact
+        st.fp32_on_fpu = not self.loops and self.top_level and self.tz.fp32_on_fpu
         if name == "zero":
             return [] if fresh else st.fill(slot, 0.0)
         if name == "fill":
