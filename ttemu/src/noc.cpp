@@ -717,9 +717,12 @@ void sem_set_remote(std::uint32_t l1_src, std::uint64_t dst, std::uint8_t noc, S
     // a semaphore signal may be a kernel's last act (ttnn's K/V chains relay one and return): its single 4-byte
     // packet leaves at issue, so it does not count as an unsent write at the kernel's end
     if (run.unsent_writes) run.unsent_writes -= 1;
-    if (to)
-        word_event(run, timing::Ev::WordWrite, core_index(*to), remote_offset(dst),
-                   word_at(*to, remote_offset(dst)).load(), 0, noc);
+    if (to) {
+        // the value written is the source word's (re-reading the target could see the receiver's next set already)
+        std::uint32_t value;
+        std::memcpy(&value, run.core->l1 + local_offset(run, l1_src, call), 4);
+        word_event(run, timing::Ev::WordWrite, core_index(*to), remote_offset(dst), value, 0, noc);
+    }
     run.counters.semaphore_ops += 1;
 }
 
