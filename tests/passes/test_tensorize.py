@@ -189,3 +189,24 @@ def test_reading_an_uninitialized_tile_is_located_at_the_reader():
     with pytest.raises(CompileError) as info:
         apply(kernel(text.split("\n", 3)[3] if text.startswith("#") else text), "TTTensorize")
     assert "`C_l` is read before it is initialized" in info.value.message
+
+
+def test_a_copy_of_a_computed_value_moves_up_to_the_op_that_computes_it():
+    """`T.tile.cast(p, s)` after the row sum of s and l's update: moved to just after `exp(s)` (nothing between
+    touches p or writes s), where its window packs s's DST slots to p's CB as well (no copy, no slot of its own)."""
+    from compiler.passes.tensorize.plan import hoist_copies
+    from compiler.ir import op_name
+    before, _ = run_until(ATTENTION, "TTTensorize")
+    block = next(s for s in stmts_of(before["main"].body) if isinstance(s, tirx.For))
+    kloop = next(s for s in stmts_of(block.body) if isinstance(s, tirx.For))
+    body = stmts_of(kloop.body)
+    names = lambda stmts: [op_name(s) for s in stmts if isinstance(s, tirx.TilePrimitiveCall)]   # noqa: E731
+    moved, ids = hoist_copies(body)
+    assert len(ids) == 1 and sorted(map(id, moved)) == sorted(map(id, body))
+    old, new = names(body), names(moved)
+    assert old[old.index("cast") - 3:old.index("cast") + 1] == ["exp", "mul", "sum", "cast"]
+    assert new[new.index("cast") - 1:new.index("cast") + 3] == ["exp", "cast", "mul", "sum"]
+    items, _ = plan_of(ATTENTION)
+    loop = next(i for i in items if isinstance(i, LoopItem))
+    (window,) = [w for w in loop.body if isinstance(w, Window) and w.aliases]
+    assert window.aliases == {"p": "s"} and "p" in window.written and "p" not in window.dst_buffers()

@@ -346,9 +346,10 @@ class Emitter:
         dead = {b for b in resident if b not in tz.two_versions and b not in l1_acc and not self.loops
                 and b not in self.read_later.get(id(w), {b}) and (fused is None or b != fused)}
         tz.used_up |= dead
+        own = [b for b in buffers if b not in w.aliases]     # buffers with DST slots of their own
         if w.flat:
             self.base, total = {}, 0
-            for b in buffers:
+            for b in own:
                 self.base[b] = total
                 rows, cols = tz.tiles(b)
                 total += rows * cols
@@ -356,11 +357,13 @@ class Emitter:
             self.group, groups = 0, 1
         else:
             rows, cols = w.grid
-            self.group = dst_group(rows * cols, len(buffers), w.scratch, tz.capacity,
+            self.group = dst_group(rows * cols, len(own), w.scratch, tz.capacity,
                                          cols if _has_gemm(w.items) else None)
             groups = rows * cols // self.group
-            self.base = {b: k * self.group for k, b in enumerate(buffers)}
-            self.scratch = i32(len(buffers) * self.group)
+            self.base = {b: k * self.group for k, b in enumerate(own)}
+            self.scratch = i32(len(own) * self.group)
+        for alias, source in w.aliases.items():     # packed from its source's slots (Window.try_alias)
+            self.base[alias] = self.base[source]
         self.g = tirx.Var("g", "int32") if groups > 1 else i32(0)
         self.q = tirx.Var("q", "int32") if self.group > 1 else i32(0)
         self.top_level = True
@@ -643,6 +646,9 @@ class Emitter:
     # ---- one op -------------------------------------------------------------------------------------------------------
     def op(self, info) -> list:
         tz = self.tz
+        if info.dst.name in self.w.aliases:
+            self.touched.add(info.dst.name)
+            return []          # the copy is the packer's: its source's slots are packed to its CB as well
         dst = info.dst
         fresh = dst.name not in self.touched and self.top_level
         self.touched.add(dst.name)

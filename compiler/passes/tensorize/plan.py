@@ -146,6 +146,9 @@ class Window:
     scratch: int = 0
     carried: frozenset = frozenset()    # buffers some loop reads before it rewrites them (loop_carried)
     reduced: frozenset = frozenset()    # buffers a matmul or reduction reads (through the FPU's source registers)
+    aliases: dict = field(default_factory=dict)   # a copy's destination -> the buffer whose DST slots it packs
+    fp32_on_fpu: bool = True            # no output wider than TF32 is exact (precision.fp32_on_fpu)
+    hoisted: frozenset = frozenset()    # copies moved up to their source's window (hoist_copies): alias or close
 
     def slots_needed(self, flat: bool, buffers: list, scratch: int) -> int:
         if flat:
@@ -153,7 +156,7 @@ class Window:
         return len(buffers) + scratch
 
     def dst_buffers(self, extra: list = ()) -> list:
-        out = list(self.written)
+        out = [b for b in self.written if b not in self.aliases]
         for b in extra:
             if b not in out:
                 out.append(b)
@@ -180,15 +183,43 @@ class Window:
         if info.operands[0].bcast and registry.TILE_OPS[info.name].scalar_first is not None:
             return          # `m - x`: the FPU's broadcast operand is the second one (strategies.binary)
         name = full[0].region.name
-        tf32_already = name in self.reduced and name not in self.carried
+        tf32_already = name in self.reduced and name not in self.carried and self.fp32_on_fpu
         full[0].fpu = name not in self.written and (not self.fp32(full[0].region) or tf32_already)
 
     @staticmethod
     def fp32(region: Region) -> bool:
         return str(region.buffer.dtype) == "float32"
 
+    def try_alias(self, info: OpInfo) -> bool:
+        """A copy or cast of a whole value this window holds in DST, into a buffer it has not written: no copy and
+        no DST slot of its own, the packer writes the source's slots to the destination's CB too (converting the
+        format as it packs)."""
+        if info.name not in ("copy", "cast") or is_transposed(info.call) or not info.whole:
+            return False
+        src, dst = info.operands[0].region, info.dst
+        if src is None or src.name not in self.written or src.name in self.aliases or dst.name in self.written:
+            return False
+        if not self.is_compute(dst.name) or tuple(self.buffer_tiles[src.name]) != tuple(self.buffer_tiles[dst.name]):
+            return False
+        if tuple(src.extents) != tuple(src.shape) or any(int(a) != 0 for a in src.starts):
+            return False
+        if not self.flat and tuple(self.buffer_tiles[dst.name]) != tuple(self.grid or ()):
+            return False
+        self.items.append(("op", info))
+        self.aliases[dst.name] = src.name
+        self.written.append(dst.name)
+        return True
+
     def try_op(self, info: OpInfo) -> bool:
         self.broadcast_on_fpu(info)
+        shared = set(self.aliases) | set(self.aliases.values())
+        if info.dst.name in shared or any(o.region is not None and o.region.name in self.aliases
+                                          for o in info.operands):
+            return False                   # both are packed from the same slots after the window
+        if self.try_alias(info):
+            return True
+        if id(info.call) in self.hoisted:
+            return False                   # moved here to be packed from its source's slots; it cannot be
         for o in info.operands:
             if o.region is not None and o.fpu and o.region.name in self.written:
                 return False               # the FPU reads CBs: that value must be packed first
@@ -257,6 +288,7 @@ class Window:
         trial = copy.copy(self)
         trial.items, trial.written, trial.sent = [], list(self.written), set(self.sent)
         trial.staging_read, trial.received = set(self.staging_read), set(self.received)
+        trial.aliases = dict(self.aliases)
         if self.slots_needed(True, self.dst_buffers(), self.scratch) > self.capacity:
             return False
         trial.flat = True
@@ -267,6 +299,7 @@ class Window:
         self.items.append(("loop", loop, body))
         self.written, self.sent = trial.written, trial.sent
         self.staging_read, self.received, self.scratch = trial.staging_read, trial.received, trial.scratch
+        self.aliases = trial.aliases
         return True
 
     def absorb(self, stmts) -> list | None:
@@ -347,22 +380,58 @@ def reduced_operands(stmts) -> set[str]:
     return out
 
 
+def hoist_copies(stmts) -> tuple[list, list]:
+    """Each whole copy or cast of a computed value moved up to just after the op that computes it, past ops that
+    neither touch its destination nor write its source (the online softmax's `T.copy(s, p)` after the row sum of
+    s): it can then join that op's window and be packed from the same DST slots (Window.try_alias). Returns the
+    statements and the ids of the copies moved."""
+    out, moved = list(stmts), []
+    for k in range(len(out)):
+        s = out[k]
+        if not isinstance(s, tirx.TilePrimitiveCall):
+            continue
+        info = op_info(s)
+        if info.name not in ("copy", "cast") or is_transposed(info.call) or not info.whole \
+                or info.operands[0].region is None:
+            continue
+        src = info.operands[0].region.name
+        j = k - 1
+        while j >= 0 and isinstance(out[j], tirx.TilePrimitiveCall):
+            other = op_info(out[j])
+            if other.dst.name == src:
+                break
+            if other.dst.name == info.dst.name or info.dst.name in {o.region.name for o in other.operands
+                                                                     if o.region is not None}:
+                j = -1
+                break
+            j -= 1
+        if j >= 0 and isinstance(out[j], tirx.TilePrimitiveCall) and j < k - 1:
+            out.insert(j + 1, out.pop(k))
+            moved.append(id(s))
+    return out, moved
+
+
 class Planner:
-    def __init__(self, capacity: int, buffer_tiles: dict, roles: dict):
+    def __init__(self, capacity: int, buffer_tiles: dict, roles: dict, fp32_on_fpu: bool = True):
         self.capacity, self.buffer_tiles, self.roles = capacity, buffer_tiles, roles
+        self.fp32_on_fpu = fp32_on_fpu
         self.carried: frozenset = frozenset()
         self.reduced: frozenset = frozenset()
+        self.hoisted: frozenset = frozenset()
 
     def is_compute(self, name: str) -> bool:
         return self.roles.get(name) == "compute"
 
     def window(self) -> Window:
-        return Window(self.capacity, self.buffer_tiles, self.is_compute, carried=self.carried, reduced=self.reduced)
+        return Window(self.capacity, self.buffer_tiles, self.is_compute, carried=self.carried, reduced=self.reduced,
+                      hoisted=self.hoisted, fp32_on_fpu=self.fp32_on_fpu)
 
     def plan(self, stmts: list) -> list:
         """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer, origin) | a plain statement."""
         self.carried = self.carried | frozenset(loop_carried(stmts))
         self.reduced = self.reduced | frozenset(reduced_operands(stmts))
+        stmts, moved = hoist_copies(stmts)
+        self.hoisted = self.hoisted | frozenset(moved)
         items, cur = [], None
 
         def close():
