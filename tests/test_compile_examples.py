@@ -118,7 +118,7 @@ def test_runtime_args_match_between_host_and_kernels(compiled, path, arch):
         groups = [g["cb"] for g in plan["multicast"]]
         for host_arg, arg in zip(host_args, kernel["runtime_args"]):
             if arg["kind"] == "buffer_address":
-                assert host_arg == f"static_cast<uint32_t>({arg['buffer']}->address())"
+                assert host_arg == f"static_cast<uint32_t>(t_{arg['buffer']}->address())"
             elif arg["kind"] == "multicast":   # m[group][field]: the group of the arg's CB, the field's column
                 g, column = groups.index(arg["cb"]), MCAST_FIELDS.index(arg["field"])
                 if arg["field"].endswith(("_x", "_y")):

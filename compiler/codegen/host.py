@@ -50,7 +50,7 @@ def print_host(plan: dict) -> str:
         args = []
         for a in k["runtime_args"]:
             if a["kind"] == "buffer_address":
-                args.append(f"static_cast<uint32_t>({a['buffer']}->address())")
+                args.append(f"static_cast<uint32_t>(t_{a['buffer']}->address())")   # t_<name>: no clash with ours
             elif a["kind"] == "multicast":
                 args.append(_mcast_arg(a, groups))
             else:
