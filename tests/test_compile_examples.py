@@ -146,4 +146,4 @@ def test_runtime_args_match_between_host_and_kernels(compiled, path, arch):
         accessors = re.findall(r"TensorAccessorArgs<", src)
         assert len(accessors) == len(kernel["compile_time_args"])
         appended = re.findall(r"TensorAccessorArgs\(\*(\w+)\)\.append_to\(" + kernel["role"] + r"_compile_args\)", host)
-        assert appended == [a["buffer"] for a in kernel["compile_time_args"]]
+        assert appended == [f"t_{a['buffer']}" for a in kernel["compile_time_args"]]
