@@ -24,8 +24,9 @@ from ... import registry
 from .base import LOW_BIT
 from .diagnostics import fail
 from .expr import (VARLEN_HINT, Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, data_loads,
-                   describe, float_text, fold_binary, fold_constant, read_at_run_time, render_int, walk, wrap)
+                   describe, float_text, fold_binary, fold_constant, read_at_run_time, render_value, walk, wrap)
 from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
+from .reduction import lower_reduce
 
 BINARY = {**registry.binary_of_tilelang(),     # + - * max min -> add sub mul maximum minimum
           "keep": "keep"}                       # a where a condition's 0/1 value is 1, else 0 (data selects)
@@ -279,7 +280,6 @@ class StoreLowering:
         tmp = self.temp(full, "float32")
         self.compute(self.hoist(self.normalize(term), full), tmp)
         self.shape = saved
-        from .reduction import lower_reduce
         lower_reduce(self.rec, kind, tmp, dst, axis if len(self.variables) == 2 else 1, False, self.location)
 
     def op_count(self, e) -> int:
@@ -716,33 +716,6 @@ class Hoisted:
 
     def __init__(self, region: Region, shape: tuple):
         self.region, self.shape = region, shape
-
-
-def render_value(e, names: dict) -> str:
-    """TVMScript text of an index-only value (a mask): T.Parallel variables become the element loop's names."""
-    if isinstance(e, Var):
-        return names.get(e, e.name) if e.kind == "parallel" else e.name
-    if isinstance(e, Const):
-        if isinstance(e.value, float) or e.dtype not in (None, "int32"):
-            return float_text(e.value)
-        return str(e.value)
-    if isinstance(e, Bin):
-        if e.op in ("max", "min"):
-            return f"T.{e.op}({render_value(e.a, names)}, {render_value(e.b, names)})"
-        op = {"/": "/", "//": "//", "%": "%"}.get(e.op, e.op)
-        return f"({render_value(e.a, names)} {op} {render_value(e.b, names)})"
-    if isinstance(e, Cmp):
-        return f"({render_value(e.a, names)} {e.op} {render_value(e.b, names)})"
-    if isinstance(e, Logic):
-        args = [render_value(a, names) for a in e.args]
-        return {"and": "T.And", "or": "T.Or", "not": "T.Not"}[e.op] + f"({', '.join(args)})"
-    if isinstance(e, Select):
-        return f"T.if_then_else({render_value(e.cond, names)}, {render_value(e.a, names)}, {render_value(e.b, names)})"
-    if isinstance(e, Cast):
-        return f'T.Cast("{e.dtype}", {render_value(e.x, names)})'
-    if isinstance(e, Call):
-        fail(f"`{describe(e)}` of an index is outside tilefarm's TileLang subset")
-    return render_int(e)
 
 
 def _finite(k) -> bool:

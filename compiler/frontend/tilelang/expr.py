@@ -427,3 +427,30 @@ def float_text(value: float) -> str:
     if math.isnan(value):
         return 'T.float32("nan")'
     return f"T.float32({value!r})"
+
+
+def render_value(e, names: dict) -> str:
+    """TVMScript text of an index-only value (a mask): T.Parallel variables become the element loop's names."""
+    if isinstance(e, Var):
+        return names.get(e, e.name) if e.kind == "parallel" else e.name
+    if isinstance(e, Const):
+        if isinstance(e.value, float) or e.dtype not in (None, "int32"):
+            return float_text(e.value)
+        return str(e.value)
+    if isinstance(e, Bin):
+        if e.op in ("max", "min"):
+            return f"T.{e.op}({render_value(e.a, names)}, {render_value(e.b, names)})"
+        op = {"/": "/", "//": "//", "%": "%"}.get(e.op, e.op)
+        return f"({render_value(e.a, names)} {op} {render_value(e.b, names)})"
+    if isinstance(e, Cmp):
+        return f"({render_value(e.a, names)} {e.op} {render_value(e.b, names)})"
+    if isinstance(e, Logic):
+        args = [render_value(a, names) for a in e.args]
+        return {"and": "T.And", "or": "T.Or", "not": "T.Not"}[e.op] + f"({', '.join(args)})"
+    if isinstance(e, Select):
+        return f"T.if_then_else({render_value(e.cond, names)}, {render_value(e.a, names)}, {render_value(e.b, names)})"
+    if isinstance(e, Cast):
+        return f'T.Cast("{e.dtype}", {render_value(e.x, names)})'
+    if isinstance(e, Call):
+        fail(f"`{describe(e)}` of an index is outside tilefarm's TileLang subset")
+    return render_int(e)

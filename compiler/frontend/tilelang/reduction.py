@@ -8,8 +8,7 @@ from __future__ import annotations
 import math
 
 from .diagnostics import fail
-from .elementwise import render_value
-from .expr import Cmp, Const, Select, Var, wrap
+from .expr import Cmp, Const, Select, Var, render_value, wrap
 from .recorder import ElementStore, Region, TileOp, as_region, set_orientation
 
 TILE = 32
