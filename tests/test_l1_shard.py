@@ -43,7 +43,7 @@ def test_a_gemm_output_sharded_in_l1_verifies_and_writes_no_dram(arch, accum):
     assert plan["target"]["l1_shard"] == ["C"]
     assert any(cb["shard_of"] == "C" for cb in plan["circular_buffers"])
     main = compiled.artifacts["main.cpp"].decode()
-    assert "TensorMemoryLayout::BLOCK_SHARDED" in main and "set_globally_allocated_address(*C->" in main
+    assert "TensorMemoryLayout::BLOCK_SHARDED" in main and "set_globally_allocated_address(*t_C->" in main
     writer = compiled.artifacts["writer.cpp"].decode()
     assert "noc_async_write_page" not in writer and "accessor_C" not in writer and "cb_wait_front(cb_C," in writer
     profile = api.profile(compiled.artifacts, outcome.report)
