@@ -547,7 +547,7 @@ void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const c
     check_sfpu(run, op, call);
     check_dst_index(run, idst, call);
     sfpu_event(run, op == SfpuOp::Exp && run.compute->exp_approx ? timing::costs().sfpu_instr_exp_approx
-                                                                  : sfpu_instructions(op));
+                                                                 : sfpu_instructions(op));
     if (timing::math_skipped()) {
         count(run, name);
         return;
@@ -1097,8 +1097,8 @@ void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
     float a[1024], sc[1024];
     unpack_operand(run, icb, itile, true, a, call);
     unpack_operand(run, icb_scaler, itile_scaler, true, sc, call);
-    fpu_event(run, cb_unpack_bytes(run, icb) + cb_unpack_bytes(run, icb_scaler), 2, timing::costs().reduce_cycles_per_tile,
-              1);
+    fpu_event(run, cb_unpack_bytes(run, icb) + cb_unpack_bytes(run, icb_scaler), 2,
+              timing::costs().reduce_cycles_per_tile, 1);
     if (timing::math_skipped()) {
         count(run, "reduce_tile");
         return;

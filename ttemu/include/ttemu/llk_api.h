@@ -96,8 +96,9 @@ inline void llk_pack(std::uint32_t tile_index, std::uint32_t output, std::uint32
 template <ckernel::BroadcastType BType = ckernel::BroadcastType::NONE, bool acc_to_dest = false,
           ckernel::EltwiseBinaryReuseDestType binary_reuse_dest = ckernel::EltwiseBinaryReuseDestType::NONE,
           bool unpack_to_dest = false>
-inline void llk_unpack_A_init(const std::uint32_t transpose_of_faces = 0, const std::uint32_t within_face_16x16_transpose = 0,
-                              const std::uint32_t operand = 0, TTEMU_SITE) {
+inline void llk_unpack_A_init(const std::uint32_t transpose_of_faces = 0,
+                              const std::uint32_t within_face_16x16_transpose = 0, const std::uint32_t operand = 0,
+                              TTEMU_SITE) {
     static_assert(BType == ckernel::BroadcastType::NONE, "ttemu: llk_unpack_A_init with a broadcast is not emulated");
     if (transpose_of_faces) ttemu::dev::unsupported("llk_unpack_A_init with transpose_of_faces", ttemu_site);
     if (within_face_16x16_transpose)
@@ -121,7 +122,8 @@ inline void llk_math_eltwise_unary_sfpu_init(Init&&...) {}
 // here each routine the kernels name is an emulator function that does the same to DST.
 inline void _llk_math_eltwise_binary_sfpu_params_(void (*sfpu_func)(std::uint32_t, std::uint32_t, std::uint32_t),
                                                   std::uint32_t dst_index0, std::uint32_t dst_index1,
-                                                  std::uint32_t odst, ckernel::VectorMode mode = ckernel::VectorMode::RC) {
+                                                  std::uint32_t odst,
+                                                  ckernel::VectorMode mode = ckernel::VectorMode::RC) {
     sfpu_func(dst_index0, dst_index1, odst);
 }
 #define TTEMU_SFPU_EXPAND(...) __VA_ARGS__
@@ -134,8 +136,8 @@ namespace ckernel {
 // Tensix semaphores and stalls the three TRISCs synchronise with (ckernel.h): one thread runs the unpack, math and
 // pack programs in program order here, so a handshake between them is already ordered and these do nothing.
 namespace semaphore {
-constexpr std::uint32_t MATH_PACK = 1, UNPACK_TO_DEST = 2, UNPACK_OPERAND_SYNC = 3, PACK_DONE = 4,
-                        UNPACK_SYNC = 5, UNPACK_MATH_DONE = 6, MATH_DONE = 7, FPU_SFPU = 8;
+constexpr std::uint32_t MATH_PACK = 1, UNPACK_TO_DEST = 2, UNPACK_OPERAND_SYNC = 3, PACK_DONE = 4, UNPACK_SYNC = 5,
+                        UNPACK_MATH_DONE = 6, MATH_DONE = 7, FPU_SFPU = 8;
 }
 namespace p_stall {
 constexpr std::uint32_t NONE = 0, STALL_TDMA = 1, STALL_SYNC = 2, STALL_PACK = 4, STALL_UNPACK = 8, STALL_XMOV = 16,
