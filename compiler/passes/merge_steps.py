@@ -190,13 +190,7 @@ def steps_merge(calls: list, buffers: dict, axis_in_class, read_after: set[str],
         rng = np.random.default_rng(27)
         carried, names, merged_model, split_model, start = _setup(calls, buffers, axis_in_class, read_after, masks,
                                                                   rng)
-        inputs = {}
-        for call in calls:
-            regions = [region_of(a) for a in call.args]
-            if _is_global_copy(op_name(call), regions):
-                inputs[regions[0].name] = rng.uniform(-1.0, 1.0, merged_model.shape(regions[0].name))
-        for name, values in masks.items():
-            inputs[name] = _mask_input(rng, merged_model.shape(name), values, axis_in_class, name, False)
+        inputs = _random_inputs(calls, merged_model, masks, axis_in_class, rng, all_false=False)
         two = {n: v.copy() for n, v in start.items()}
         with np.errstate(all="ignore"):
             _run(calls, two, split_model, inputs, 0, masks)
@@ -208,6 +202,18 @@ def steps_merge(calls: list, buffers: dict, axis_in_class, read_after: set[str],
         return False
 
 
+def _random_inputs(calls: list, model, masks: dict, axis_in_class, rng, all_false: bool) -> dict:
+    """Random values for every tensor the body reads from DRAM, and the index masks (all false when `all_false`)."""
+    inputs = {}
+    for call in calls:
+        regions = [region_of(a) for a in call.args]
+        if _is_global_copy(op_name(call), regions):
+            inputs[regions[0].name] = rng.uniform(-1.0, 1.0, model.shape(regions[0].name))
+    for name, values in masks.items():
+        inputs[name] = _mask_input(rng, model.shape(name), values, axis_in_class, name, all_false)
+    return inputs
+
+
 def masked_step_is_null(calls: list, buffers: dict, axis_in_class, read_after: set[str], masks: dict) -> bool:
     """Does a step whose index masks are false everywhere leave every buffer the loop carries as it was? (From a
     random finite state: a row that has seen keys before.)"""
@@ -216,13 +222,7 @@ def masked_step_is_null(calls: list, buffers: dict, axis_in_class, read_after: s
     try:
         rng = np.random.default_rng(28)
         carried, names, _, split_model, start = _setup(calls, buffers, axis_in_class, read_after, masks, rng)
-        inputs = {}
-        for call in calls:
-            regions = [region_of(a) for a in call.args]
-            if _is_global_copy(op_name(call), regions):
-                inputs[regions[0].name] = rng.uniform(-1.0, 1.0, split_model.shape(regions[0].name))
-        for name, values in masks.items():
-            inputs[name] = _mask_input(rng, split_model.shape(name), values, axis_in_class, name, True)
+        inputs = _random_inputs(calls, split_model, masks, axis_in_class, rng, all_false=True)
         after = {n: v.copy() for n, v in start.items()}
         with np.errstate(all="ignore"):
             _run(calls, after, split_model, inputs, 0, masks)
