@@ -193,11 +193,14 @@ class Window:
     def try_alias(self, info: OpInfo) -> bool:
         """A copy or cast of a whole value this window holds in DST, into a buffer it has not written: no copy and
         no DST slot of its own, the packer writes the source's slots to the destination's CB too (converting the
-        format as it packs)."""
+        format as it packs). Not into a buffer this window has read: its slots would be the source's, so the read
+        (`t = y - t; y = t`) would see the new value."""
         if info.name not in ("copy", "cast") or is_transposed(info.call) or not info.whole:
             return False
         src, dst = info.operands[0].region, info.dst
         if src is None or src.name not in self.written or src.name in self.aliases or dst.name in self.written:
+            return False
+        if dst.name in accesses(self.items):
             return False
         if not self.is_compute(dst.name) or tuple(self.buffer_tiles[src.name]) != tuple(self.buffer_tiles[dst.name]):
             return False
