@@ -211,3 +211,53 @@ def test_a_declared_but_not_emulated_call_stops_at_its_line(make_bundle, run):
         run(bundle, {"x": X, "y": Y, "cfg": eltwise_cfg(cores=1)})
     assert info.value.kind == "unsupported"
     assert "compute kernel 'compute.cpp'" in info.value.message and "typecast_tile" in info.value.message
+
+
+def exp_approx_reference(x: np.ndarray, scale: float, clamp_negative: bool) -> np.ndarray:
+    """The LLK's approximate exp (ckernel_sfpu_exp.h, Schraudolph's method) as its SFPU instructions compute it, in
+    NumPy, independent of the emulator's code: the init's fp32 constants A * scale (A = 256 / ln 2) and -88.5 / scale;
+    ClampToNegative raises x to the latter; i = A * scale * x + 32500.818359375 rounded once to fp32 (exact here:
+    the test's inputs have 8 significant bits, so the float64 sum is exact), rounded to an integer with ties away
+    from zero (SFPSTOCHRND, round to nearest), clamped to 65535 unsigned (clamped) or to +-32767 keeping its sign,
+    and its magnitude shifted left 15 bits into the fp32 exponent and top mantissa bits. Returns the fp32 bits."""
+    a = np.float32(np.float32(256.0) * np.float32(1.4426950408889634)) * np.float32(scale)
+    x = np.asarray(x, np.float32)
+    if clamp_negative:
+        x = np.maximum(x, np.float32(-88.5) / np.float32(scale))
+    with np.errstate(invalid="ignore", over="ignore"):
+        i = (np.float64(a) * x.astype(np.float64) + 32500.818359375).astype(np.float32).astype(np.float64)
+        magnitude = np.where(np.isfinite(i) & (np.abs(i) < 65536), np.floor(np.abs(i) + 0.5), 65535)
+    bits = np.minimum(magnitude, 65535 if clamp_negative else 32767).astype(np.uint64) << 15
+    if not clamp_negative:
+        bits |= np.where((i < 0) & (magnitude > 0), 1 << 31, 0).astype(np.uint64)
+    return bits.astype(np.uint32)
+
+
+# bf16-representable inputs (8 significant bits: the reference's float64 MAD is exact) across the whole range the
+# algorithm distinguishes: below the clamp and the -88 underflow, [-20, 1] where attention's exponents live, the
+# saturation above ~0.72 (unclamped: int16) and ~89 / scale, and the infinities
+EXP_X = bf16(np.concatenate([
+    np.array([0.0, -0.0, -np.inf, np.inf, -88.5, -88.0, -87.25, -1000.0, 0.71875, 0.75, 1.0, 88.0, 90.0], np.float32),
+    -np.abs(RNG.standard_normal(500)).astype(np.float32) * 6.0,
+    RNG.uniform(-120.0, 100.0, 1024 - 13 - 500).astype(np.float32)]).reshape(32, 32))
+
+
+@pytest.mark.parametrize("scale, clamp", [(1.0, True), (1.0, False), (0.08838834764831845, True),
+                                          (0.08838834764831845, False)])
+def test_approximate_exp_is_the_llk_algorithm_bit_for_bit(make_bundle, run, scale, clamp):
+    """exp_tile_init<true, scale, clamping>() then exp_tile<true>: the emulator computes the LLK's Schraudolph exp
+    (the exponent and 8 mantissa bits), not libm's exp: every output bit equals the NumPy model of its instructions."""
+    clamping = "InputClamping::ClampToNegative" if clamp else "InputClamping::None"
+    init = f"copy_init(cb_x); exp_tile_init<true, {f32_bits(scale)}u, {clamping}>();"
+    bundle = make_bundle("eltwise", prepend={"compute.cpp": f"#define OP_INIT {init}\n"
+                                             f"#define OP_BODY copy_tile(cb_x, 0, 0); exp_tile<true, false, {clamping}>(0);"})
+    res = run(bundle, {"x": EXP_X, "y": EXP_X, "cfg": eltwise_cfg("fp32", "fp32", fp32_dest=True, unpack_fp32=True)})
+    assert res.report["error"] is None
+    got = res.outputs["z"].reshape(-1, 32, 32)[0].view(np.uint32)
+    np.testing.assert_array_equal(got, exp_approx_reference(EXP_X, scale, clamp))
+    # what it approximates: within the method's few percent of exp where the result is a normal number
+    want = np.exp(EXP_X.astype(np.float64) * np.float32(scale))
+    normal = (want > 1e-37) & (want < 1.9)
+    assert np.abs(got.view(np.float32)[normal] / want[normal] - 1).max() < 0.035
+    # and far from libm's exp, which the test would otherwise not tell apart
+    assert np.abs(got.view(np.float32)[normal] / want[normal] - 1).max() > 0.01

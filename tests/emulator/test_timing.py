@@ -144,6 +144,30 @@ def config(fidelity: int, **kw) -> MatmulConfig:
     return MatmulConfig(**base)
 
 
+def test_the_approximate_exp_costs_its_llk_instruction_count(make_bundle, run):
+    """exp_tile with the precise exp, then the LLK's approximate exp with and without its negative-input clamp: the
+    math thread's busy time drops by the instruction slots per SFPU row times 32 rows per tile, per tile."""
+    from compiler.registry import SFPU_FUNCTIONS
+    rng = np.random.default_rng(3)
+    x = bf16(rng.standard_normal((32 * 8, 64)).astype(np.float32))
+    precise = next(fn for fn in SFPU_FUNCTIONS if fn.call == "exp_tile").cost.value
+    variants = {"precise": ("exp_tile_init();", "exp_tile(0);", precise),
+                "clamped": ("exp_tile_init<true>();", "exp_tile<true>(0);", COSTS["sfpu_instr_exp_approx_clamped"]),
+                "unclamped": ("exp_tile_init<true, 0x3F800000u, InputClamping::None>();",
+                              "exp_tile<true, false, InputClamping::None, 32>(0, VectorMode::None);",
+                              COSTS["sfpu_instr_exp_approx"])}
+    busy = {}
+    for name, (init, call, _) in variants.items():
+        bundle = make_bundle("eltwise", prepend={"compute.cpp": f"#define OP_INIT copy_init(cb_x); {init}\n"
+                                                                f"#define OP_BODY copy_tile(cb_x, 0, 0); {call}"})
+        result = run(bundle, {"x": x, "y": x, "cfg": eltwise_cfg()})
+        busy[name] = sum(s["busy"] for s in program(result)["streams"] if s["risc"] == "TRISC1")
+    tiles = x.size // 1024
+    for name in ("clamped", "unclamped"):
+        saved = (busy["precise"] - busy[name]) / tiles
+        assert saved == pytest.approx(32 * (precise - variants[name][2]), rel=1e-3)
+
+
 def test_timing_only_gives_the_full_runs_device_time_and_the_model_is_deterministic(matmul):
     full = matmul(config(2))
     again = matmul(config(2))

@@ -329,8 +329,11 @@ def test_ttnn_sdpa_kernels_match_numpy_attention(run_ttnn, arch, b, nqh, nkh, s,
     result = run_ttnn("sdpa", {"q": q, "k": k, "v": v, "cfg": cfg}, arch=arch)
     o = result.outputs["o"]
     exact = attention(q, k, v, b, nqh, nkh, s, d, causal)
-    # bf16 scores, probabilities, statistics and running output (the legacy kernel's BF16 state): ~0.5% rel-L2
-    assert np.linalg.norm(o - exact) / np.linalg.norm(exact) < 0.012
+    # bf16 scores, probabilities, statistics and running output (the legacy kernel's BF16 state), and the factory's
+    # approximate exp (EXP_APPROX_MODE), emulated as the LLK computes it: each probability within 3.13% of exp (its
+    # Schraudolph error), the output's and the row sum's errors not cancelling: ~2.0-2.2% rel-L2 measured (0.5% with
+    # libm's exp in its place)
+    assert np.linalg.norm(o - exact) / np.linalg.norm(exact) < 0.035
     assert np.abs(o - exact).max() < 0.06
     # the other masking would be far off (the check can tell causal from not)
     other = attention(q, k, v, b, nqh, nkh, s, d, not causal)

@@ -8,8 +8,9 @@
 //  * Math is done in fp32; a matmul tile accumulates its 32 products in fp32 in k order, then adds to DST.
 //  * DST holds fp32 with fp32_dest_acc_en, otherwise every value written to DST is rounded to the 16-bit DST
 //    format: Float16 when compute_kernel_hw_startup's first input CB is Float16, else bf16 (RNE).
-//  * SFPU functions use libm (exp, log, sqrt, 1/x) in fp32, then the DST rounding above; math fidelity and
-//    approximation modes are not modelled (HiFi4, precise behaviour).
+//  * SFPU functions use libm (exp, log, sqrt, 1/x) in fp32, then the DST rounding above; math fidelity is not
+//    modelled (HiFi4). The approximate exp (exp_tile_init<true, scale, clamping>) computes what its LLK algorithm
+//    computes, bit for bit (exp_approx_llk below); the other approximation modes are not modelled.
 //  * pack_tile converts DST to the CB format with round-to-nearest-even.
 #include <algorithm>
 #include <cmath>
@@ -233,6 +234,11 @@ void sfpu_event(KernelRun& run, double instructions) {
     timing::record(run, timing::kMath, Ev::MathOp,
                    static_cast<float>(timing::math_tile() + c.sfpu_rows_per_tile * instructions), timing::kNone, 1);
 }
+// the approximate exp's SFPU instruction slots per 32-datum row: with the -88.5 sanitize pass or without
+double exp_approx_instructions(bool clamp_negative) {
+    const timing::Costs& c = timing::costs();
+    return clamp_negative ? c.sfpu_instr_exp_approx_clamped : c.sfpu_instr_exp_approx;
+}
 double sfpu_instructions(dev::SfpuOp op) {
     const timing::Costs& c = timing::costs();
     switch (op) {
@@ -331,16 +337,19 @@ void sfpu_init(SfpuOp op, const char* name, Site site) {
     require_started(run, std::string(name) + "()");
     run.compute->sfpu = op;
     run.compute->exp_scale = 1.0f;
+    run.compute->exp_scale_bits = 0x3F800000u;
     run.compute->exp_approx = false;
     config_event(run, {timing::kMath}, timing::costs().init_sfpu_cycles);
 }
 
-void sfpu_exp_init(std::uint32_t scale_bits, bool approx, const char* name, Site site) {
+void sfpu_exp_init(std::uint32_t scale_bits, bool approx, bool clamp_negative, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeInit, site, name);
     require_started(run, std::string(name) + "()");
     run.compute->sfpu = SfpuOp::Exp;
     run.compute->exp_scale = fmt::float_of(scale_bits);
+    run.compute->exp_scale_bits = scale_bits;
     run.compute->exp_approx = approx;
+    run.compute->exp_clamp_negative = clamp_negative;
     config_event(run, {timing::kMath}, timing::costs().init_sfpu_cycles);
 }
 
@@ -531,6 +540,72 @@ void copy_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site s
 }
 
 namespace {
+// SFPSTOCHRND, FP32 -> bounded sign-magnitude integer, rounding to nearest with ties away from zero ([ISA]
+// SFPSTOCHRND_FloatInt.md's functional model, the same on both archs): |x| < 0.5 -> 0, |x| >= 2^16 or NaN -> the
+// largest magnitude; `keep_sign` false takes the absolute value (the UINT16 mode).
+std::uint32_t sfpu_round_to_int(float v, bool keep_sign, std::uint32_t max_magnitude) {
+    const std::uint32_t c = fmt::bits_of(v);
+    std::uint32_t sign = keep_sign ? c & 0x80000000u : 0u;
+    const int exponent = static_cast<int>((c >> 23) & 0xFFu) - 127;
+    std::uint64_t magnitude;
+    if (exponent < -1) {
+        magnitude = 0;
+        sign = 0;
+    } else if (exponent >= 16) {
+        magnitude = max_magnitude;
+    } else {
+        magnitude = 0x800000u | (c & 0x7FFFFFu);
+        magnitude = exponent >= 0 ? magnitude << exponent : magnitude >> -exponent;
+        magnitude = (magnitude >> 23) + ((magnitude & 0x7FFFFFu) >= 0x400000u ? 1u : 0u);
+        if (magnitude > max_magnitude) magnitude = max_magnitude;
+        if (magnitude == 0) sign = 0;
+    }
+    return sign + static_cast<std::uint32_t>(magnitude);
+}
+
+// SFPMAD a * b + c: one rounding to nearest even, denormal inputs read as zero, a denormal result flushed to zero
+// ([ISA] SFPMAD.md; the hardware keeps the product in more than fp32 but not infinite precision: a fused
+// multiply-add can differ from it in the last bit of rare inputs)
+float sfpu_mad(float a, float b, float c) {
+    auto flush = [](float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; };
+    return flush(std::fma(flush(a), flush(b), flush(c)));
+}
+
+// The approximate exp of the LLK (ckernel_sfpu_exp.h, 0.81.1, the same on both archs: exp_init<true, scale,
+// clamping> and calculate_exponential<true, ...>), Schraudolph's method: an fp32's bits read as an integer grow
+// linearly with log2 of its value, so i = x * scale * 256/ln2 + (127 * 256 - 11.18) rounded to an integer, shifted
+// left 15 bits, is exp(x * scale) with the exponent and the top 8 mantissa bits (a linear interpolation of 2^f
+// between powers of two, biased down to split its error). Lane for lane what its SFPU instructions compute:
+// ClampToNegative first raises x to -88.5 / scale (SFPSWAP min/max, sign-magnitude order), then SFPMAD,
+// SFPSTOCHRND to an unsigned 16-bit magnitude and SFPSHFT by 15; without clamping, SFPSTOCHRND keeps the sign
+// (int16, sign-magnitude), SFPSHFT2 shifts by 15 and SFPSETSGN restores the sign, so x below about -88 / scale
+// gives a negative value (ttnn's kernels clear it with the packer's ReLU). The constants are the init's constexpr
+// fp32 arithmetic: A * scale and -88.5 / scale, each rounded once.
+float exp_approx_llk(float x, std::uint32_t scale_bits, bool clamp_negative) {
+    constexpr float kLn2Recip = 1.4426950408889634f;
+    constexpr float kA = 256.0f * kLn2Recip;
+    constexpr float kBMinusC = 32500.818359375f;
+    const float scale = fmt::float_of(scale_bits);
+    const float a = kA * scale;
+    if (clamp_negative) {
+        const float threshold = -88.5f / scale;
+        auto order = [](std::uint32_t u) {  // sign-magnitude -> two's complement order (SFPSWAP's SignMagIsSmaller)
+            return static_cast<std::int32_t>(u ^ (static_cast<std::uint32_t>(static_cast<std::int32_t>(u) >> 30) >> 1));
+        };
+        if (order(fmt::bits_of(x)) < order(fmt::bits_of(threshold))) x = threshold;
+        return fmt::float_of(sfpu_round_to_int(sfpu_mad(a, x, kBMinusC), false, 65535u) << 15);
+    }
+    const std::uint32_t r = sfpu_round_to_int(sfpu_mad(a, x, kBMinusC), true, 32767u);
+    return fmt::float_of((r & 0x80000000u) | ((r << 15) & 0x7FFFFFFFu));
+}
+
+// An SFPSTORE of the approximate exp's fp32 result to DST: exact in fp32 DST; a bf16 DST keeps the top 16 bits
+// (SFPSTORE truncates: ckernel_sfpu_exp.h's note on its bf16 path), float16 has room for its 8 mantissa bits
+float exp_approx_to_dst(const ComputeState& cs, float v) {
+    if (cs.fp32_dest || cs.dst16_format == fmt::Float16) return to_dst(cs, v);
+    return fmt::float_of(fmt::bits_of(v) & 0xFFFF0000u);
+}
+
 void check_sfpu(KernelRun& run, SfpuOp op, const std::string& call) {
     require_math(run, call);
     if (run.compute->sfpu != op)
@@ -546,14 +621,21 @@ void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const c
                                             : strformat("%s(dst=%u)", name, idst);
     check_sfpu(run, op, call);
     check_dst_index(run, idst, call);
-    sfpu_event(run, op == SfpuOp::Exp && run.compute->exp_approx ? timing::costs().sfpu_instr_exp_approx
-                                                                 : sfpu_instructions(op));
+    const ComputeState& cs = *run.compute;
+    const bool approx_exp = op == SfpuOp::Exp && cs.exp_approx;
+    sfpu_event(run, approx_exp ? exp_approx_instructions(cs.exp_clamp_negative) : sfpu_instructions(op));
     if (timing::math_skipped()) {
         count(run, name);
         return;
     }
     float s = fmt::float_of(param_bits);
     float* d = dst_tile(run, idst);
+    if (approx_exp) {
+        for (int e = 0; e < 1024; ++e)
+            d[e] = exp_approx_to_dst(cs, exp_approx_llk(d[e], cs.exp_scale_bits, cs.exp_clamp_negative));
+        count(run, name);
+        return;
+    }
     const float in_scale = op == SfpuOp::Exp ? run.compute->exp_scale : 1.0f;  // exp_tile_init<true, scale>
     for (int e = 0; e < 1024; ++e) {
         float x = d[e] * in_scale, v = x;
@@ -579,20 +661,30 @@ void sfpu_unary_faces(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, s
     check_dst_index(run, idst, call);
     const int nfaces = __builtin_popcount(faces & 0xF);
     // the SFPU visits 8 rows of 4 lanes per face-quarter: a face costs a quarter of a whole tile's rows
-    const bool approx_exp = op == SfpuOp::Exp && (check_init ? run.compute->exp_approx : approx);
-    sfpu_event(run, (approx_exp ? timing::costs().sfpu_instr_exp_approx : sfpu_instructions(op)) * nfaces / 4.0);
+    const ComputeState& cs = *run.compute;
+    const bool approx_exp = op == SfpuOp::Exp && (check_init ? cs.exp_approx : approx);
+    // exp_tile's approximate exp after its own init is the LLK's algorithm (which never reads scale_en's factor);
+    // the kernels' own approximate SFPI routines (exp_tile_first_column) and the pack thread's exp stay libm exp
+    const bool llk_approx = approx_exp && check_init;
+    sfpu_event(run, (approx_exp ? exp_approx_instructions(check_init ? cs.exp_clamp_negative : false)
+                                : sfpu_instructions(op)) *
+                        nfaces / 4.0);
     if (timing::math_skipped()) {
         count(run, name);
         return;
     }
     float s = fmt::float_of(param_bits);
-    if (op == SfpuOp::Exp && check_init) s *= run.compute->exp_scale;  // exp_tile_init<true, scale>'s scale too
+    if (op == SfpuOp::Exp && check_init) s *= cs.exp_scale;  // exp_tile_init<true, scale>'s scale too
     float* d = dst_tile(run, idst);
     for (int f = 0; f < 4; ++f) {
         if (!(faces >> f & 1)) continue;
         for (int r = (f >> 1) * 16; r < (f >> 1) * 16 + 16; ++r)
             for (int c = (f & 1) * 16; c < (f & 1) * 16 + 16; ++c) {
                 float x = d[r * 32 + c], v = x;
+                if (llk_approx) {
+                    d[r * 32 + c] = exp_approx_to_dst(cs, exp_approx_llk(x, cs.exp_scale_bits, cs.exp_clamp_negative));
+                    continue;
+                }
                 if (op == SfpuOp::Exp) {
                     v = std::exp(x * s);
                 } else {

@@ -199,9 +199,11 @@ struct ComputeState {
     dev::FpuOp fpu = dev::FpuOp::None;
     std::uint32_t fpu_in0 = 0, fpu_in1 = 0, transpose = 0;
     dev::SfpuOp sfpu = dev::SfpuOp::None;
-    float exp_scale = 1.0f;       // exp_tile_init<true, scale>'s input scale
-    bool exp_approx = false;      // exp_tile_init<true>: the approximate exp
-    bool face_transpose = false;  // copy_tile transposes within each face
+    float exp_scale = 1.0f;                      // exp_tile_init<true, scale>'s input scale
+    bool exp_approx = false;                     // exp_tile_init<true>: the approximate exp
+    bool exp_clamp_negative = true;              // its InputClamping::ClampToNegative (the -88.5 sanitize pass)
+    std::uint32_t exp_scale_bits = 0x3F800000u;  // exp_scale's fp32 bits (the approximate exp's constants)
+    bool face_transpose = false;                 // copy_tile transposes within each face
     Dst dst_state = Dst::Idle;
     std::uint32_t dst_capacity = 8;
     bool fp32_dest = false;

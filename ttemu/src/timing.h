@@ -37,7 +37,8 @@ struct Costs {
     double eltwise_cycles_per_tile = 8, datacopy_cycles_per_tile = 8, reduce_cycles_per_tile = 16,
            transpose_cycles_per_tile = 16;
     double sfpu_rows_per_tile = 32;
-    double sfpu_instr_exp_approx = 2.125;  // the approximate exp (exp_tile_init<true>), per 32-datum row
+    double sfpu_instr_exp_approx = 2.125;        // the approximate exp (exp_tile_init<true>), per 32-datum row
+    double sfpu_instr_exp_approx_clamped = 3.0;  // the same with InputClamping::ClampToNegative (its default)
     // SFPU instructions per 32-datum row of each SFPU function (the op registry's costs, ttemu/sfpu_ops.def)
 #define TTEMU_SFPU_COST(key, value) double key = value;
 #include "ttemu/sfpu_ops.def"

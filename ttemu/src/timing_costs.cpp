@@ -54,6 +54,7 @@ Costs load() {
         {"transpose_cycles_per_tile", &c.transpose_cycles_per_tile},
         {"sfpu_rows_per_tile", &c.sfpu_rows_per_tile},
         {"sfpu_instr_exp_approx", &c.sfpu_instr_exp_approx},
+        {"sfpu_instr_exp_approx_clamped", &c.sfpu_instr_exp_approx_clamped},
 #define TTEMU_SFPU_COST(key, value) {#key, &c.key},
 #include "ttemu/sfpu_ops.def"
         {"init_hw_startup_cycles", &c.init_hw_startup_cycles},

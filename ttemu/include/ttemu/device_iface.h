@@ -148,9 +148,10 @@ void sfpu_unary_faces(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, s
                       bool approx, const char* call, Site site);
 // An SFPU binary op on DST tiles without an init check (kernels' own SFPI routines, e.g. ttnn's sdpa_max_sfpi)
 void sfpu_binary_raw(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* call, Site site);
-// exp_tile_init<approx, scale>: the approximate exp bakes `scale` (fp32 bits) into its constants, so every later
-// exp_tile computes exp(x * scale) until the next init (and costs the approximate exp's instructions)
-void sfpu_exp_init(std::uint32_t scale_bits, bool approx, const char* call, Site site);
+// exp_tile_init<approx, scale, clamping>: the approximate exp bakes `scale` (fp32 bits) into its constants, so every
+// later exp_tile computes exp(x * scale) until the next init, with the LLK's algorithm (Schraudolph's, bit for bit:
+// compute.cpp's exp_approx_llk) and its instruction count; `clamp_negative`: InputClamping::ClampToNegative
+void sfpu_exp_init(std::uint32_t scale_bits, bool approx, bool clamp_negative, const char* call, Site site);
 // copy with each 16x16 face transposed in place (llk_unpack_A_init(transpose_of_faces=false, within_face=true))
 void copy_face_transpose_init(std::uint32_t cb, const char* call, Site site);
 void tile_regs_acquire(Site site);

@@ -20,7 +20,7 @@ inline void ttemu_init_reciprocal(TTEMU_SITE) {
     ttemu::dev::sfpu_init(ttemu::dev::SfpuOp::Recip, "sfpu_reciprocal_init", ttemu_site);
 }
 inline void ttemu_init_exponential(TTEMU_SITE) {
-    ttemu::dev::sfpu_exp_init(0x3F800000u, false, "exp_init", ttemu_site);
+    ttemu::dev::sfpu_exp_init(0x3F800000u, false, true, "exp_init", ttemu_site);
 }
 // x op scalar on the faces the vector mode selects (ckernel_sfpu_binop_with_scalar.h); `scalar` is fp32 bits
 template <bool approx, int binop_mode, int iterations = 8, bool is_fp32_dest_acc_en = false>

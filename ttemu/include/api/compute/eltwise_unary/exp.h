@@ -1,5 +1,7 @@
 // exp on DST (0.81.1 signatures). The approximate exp's init takes the input scale (fp32 bits) and bakes it into the
 // SFPU constants, so exp_tile computes exp(x * scale) after exp_tile_init<true, scale>(); the accurate one ignores it.
+// The approximate exp_tile computes the LLK's Schraudolph algorithm bit for bit (exponent and 8 mantissa bits: a few
+// percent off exp), with or without its negative-input clamp.
 // exp_tile's `scale` (bf16 bits) multiplies the input when scale_en. The vector mode picks the faces the LLK visits.
 // exp_packthread_*: the same exp run by the pack thread's SFPU (its own init, independent of the math thread's).
 #pragma once
@@ -22,7 +24,8 @@ inline thread_local std::uint32_t packthread_exp_scale = 0x3F800000;  // the pac
 template <bool approx = false, std::uint32_t scale = 0x3F800000,
           InputClamping input_clamping = InputClamping::ClampToNegative, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void exp_tile_init(TTEMU_SITE) {
-    ttemu::dev::sfpu_exp_init(approx ? scale : 0x3F800000u, approx, "exp_tile_init", ttemu_site);
+    ttemu::dev::sfpu_exp_init(approx ? scale : 0x3F800000u, approx, input_clamping == InputClamping::ClampToNegative,
+                              "exp_tile_init", ttemu_site);
 }
 template <bool approx = false, bool scale_en = false, InputClamping input_clamping = InputClamping::ClampToNegative,
           int iterations = 8, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
