@@ -80,6 +80,18 @@ inline void mcast_receive_block(uint32_t ready_sem, uint32_t valid_sem, uint32_t
 }"""
 
 
+READ_SCALAR = """// An element of an integer tensor (offsets, lengths: float32 tiles, exact below 2^24) read while the kernel runs:
+// the tile that holds it into L1, then the element from its 16x16 face.
+template <typename Accessor>
+inline int32_t read_scalar(const Accessor& tensor, uint32_t l1, uint32_t tile_cols, uint32_t row, uint32_t col) {
+    noc_async_read_page(row / 32 * tile_cols + col / 32, tensor, l1);
+    noc_async_read_barrier();
+    const uint32_t r = row % 32, c = col % 32;
+    const volatile tt_l1_ptr float* tile = reinterpret_cast<volatile tt_l1_ptr float*>(l1);
+    return static_cast<int32_t>(tile[(r / 16 * 2 + c / 16) * 256 + r % 16 * 16 + c % 16]);
+}"""
+
+
 class CodegenError(RuntimeError):
     """The IR holds something codegen cannot print: a compiler bug, never a user error."""
 
@@ -95,6 +107,8 @@ class KernelPrinter:
         self.taken: dict[str, object] = {}
         self.used_ops: set[str] = set()
         self.used_cbs: set[int] = set()
+        self.scalars: dict[str, str] = {}          # this statement's element reads: call -> its variable
+        self.scalars_declared: list[str] = []
 
     # ---- expressions -----------------------------------------------------------------------------------
     def var(self, v) -> str:
@@ -132,11 +146,31 @@ class KernelPrinter:
             return f"({self.expr(cond, 0)} ? {self.expr(a, 0)} : {self.expr(b, 0)})"
         if isinstance(e, tirx.Not):
             return f"!({self.expr(e.a)})"
+        if isinstance(e, tirx.Cast) and isinstance(e.value, tvm.ir.expr.TensorLoad) and str(e.ty).startswith("int"):
+            return self.expr(e.value, parent_prec)
+        if isinstance(e, tvm.ir.expr.TensorLoad) and str(e.source.scope()) == "global":
+            return self.scalar_read(e)
         found = ops.intrinsic_of(e)
         if found is not None and found[0].name == "runtime_arg":
             name = str(found[1][0].value)
             return f"get_arg_val<uint32_t>({self.runtime_args.index(name)})"
         raise CodegenError(f"cannot print expression {type(e).__name__}: {e}")
+
+    def scalar_read(self, load) -> str:
+        """One element of an integer tensor (held as float32 tiles) read while the kernel runs: its tile into this
+        kernel's scratch page, the element from its face (split_kernels gave the kernel the tensor's accessor)."""
+        if self.role == ops.COMPUTE or len(load.indices) != 2:
+            raise CodegenError(f"cannot print the element read {load} in the {self.role} kernel")
+        name = str(load.source.name)
+        scratch = next(c for c in self.cbs.values() if c["name"] == f"cb_tt_scalars_{self.role}")
+        self.used_cbs.add(scratch["index"])
+        self.used_ops.add("read_scalar")
+        row, col = (self.expr(i, 0) for i in load.indices)
+        call = f"read_scalar(accessor_{name}, tt_scalars_l1, {name}_tile_cols, {row}, {col})"
+        if call not in self.scalars:     # read once per statement (a clamp names its operand twice)
+            self.scalars[call] = f"{name}_{len(self.scalars_declared)}"
+            self.scalars_declared.append(f"const int32_t {self.scalars[call]} = {call};")
+        return self.scalars[call]
 
     def arg(self, kind: str, value) -> str:
         if kind == "cb":
@@ -177,8 +211,10 @@ class KernelPrinter:
         if self.role not in spec.roles:
             raise CodegenError(f"tt.{spec.name} may not appear in the {self.role} kernel")
         self.used_ops.add(spec.name)
+        self.scalars, before = {}, len(self.scalars_declared)
         rendered = [self.arg(k, a) for k, a in zip(spec.args, args)]
-        return [f"{pad}{_SPLICE.format(spec.cpp, *rendered)};"]
+        reads = [f"{pad}{line}" for line in self.scalars_declared[before:]]
+        return reads + [f"{pad}{_SPLICE.format(spec.cpp, *rendered)};"]
 
     # ---- whole kernel ------------------------------------------------------------------------------------
     def print(self) -> str:
@@ -211,6 +247,8 @@ class KernelPrinter:
                      f"{INDENT * 2}noc_async_read(zeros, l1_addr + offset, MEM_ZEROS_SIZE);",
                      f"{INDENT}}}",
                      "}"]
+        if "read_scalar" in self.used_ops:
+            head += ["", *READ_SCALAR.splitlines()]
         if "fill_reduce_scaler" in self.used_ops:
             head += ["",
                      "// The reduce scaler tile: bf16 1.0 in the first row of each 16x16 face, zeros elsewhere",
@@ -236,6 +274,9 @@ class KernelPrinter:
             head += ["", *MCAST_SEND.format(flush=flush).splitlines()]
         if "mcast_receive" in self.used_ops:
             head += ["", *MCAST_RECEIVE.splitlines()]
+        if "read_scalar" in self.used_ops:
+            prologue += [f"{INDENT}cb_reserve_back(cb_tt_scalars_{self.role}, 1);  // a page for the elements read below",
+                         f"{INDENT}const uint32_t tt_scalars_l1 = get_write_ptr(cb_tt_scalars_{self.role});"]
         return "\n".join(head + ["", "void kernel_main() {", *prologue, *body, "}", ""])
 
     def page_identity(self) -> list[str]:

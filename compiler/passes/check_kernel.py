@@ -515,6 +515,9 @@ class KernelChecker:
     # ---- buffers --------------------------------------------------------------------------------------
     def _roles(self) -> dict:
         read = {src.name for _, _, src, _ in self.reads}
+        # elements read while the kernel runs (`cu_seqlens_q[bz + 1]` in an index mask): the reader reads the tensor
+        tvm_ffi.structural_walk(self.func.body, [(tvm.ir.expr.TensorLoad, lambda x: read.add(str(x.source.name)))],
+                                order="pre")
         written = {dst.name for _, dst, _, _ in self.writes}
         roles = {}
         accumulated = set(attrs.ACCUMULATE.get(self.func, []))

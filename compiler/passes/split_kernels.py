@@ -243,6 +243,30 @@ def _buffers_moved(body) -> list[str]:
     return names
 
 
+def scalar_reads(body) -> list[str]:
+    """The tensors a data-movement kernel reads single elements of while it runs (`cu_seqlens_q[bz + 1]` in a page
+    index: a variable-length batch's offsets), in order of appearance."""
+    names = []
+
+    def visit(load):
+        name = str(load.source.name)
+        if str(load.source.scope()) == "global" and name not in names:
+            names.append(name)
+    tvm_ffi.structural_walk(body, [(tvm.ir.expr.TensorLoad, visit)], order="pre")
+    return names
+
+
+def scalar_scratch_cb(cbs: list[dict], role: str, num_cbs: int) -> dict:
+    """One float32 page of L1 where `role`'s kernel lands the tile that holds an element it reads (reserved once,
+    never pushed: the kernel's own scratch)."""
+    from .lower_to_circular_buffers import free_cb_index
+
+    index = free_cb_index({c["index"] for c in cbs}, num_cbs)
+    return {"index": index, "name": f"cb_tt_scalars_{role}", "buffer": f"tt_scalars_{role}", "role": "scratch",
+            "data_format": "Float32", "dtype": "float32", "page_bytes": 4096, "num_pages": 1, "producer": role,
+            "consumer": role, "tiles": [1, 1]}
+
+
 def _multicasts(body) -> bool:
     found = []
     tvm_ffi.structural_walk(body, (tirx.Evaluate, lambda s: found.append(1) if _call_name(s) == "mcast_send" else None),
@@ -267,7 +291,7 @@ def split_kernels(mod, ctx):
     param_order = [str(p.name) for p in func.params]
     mcast_cbs = {c["name"]: c["index"] for c in cbs}
     runtime_names = list(WORK_ARGS) + [f"{c['name']}_mcast_{f}" for c in cbs for f in MCAST_FIELDS]
-    kernels = {}
+    bodies = {}
     for role in ROLES:
         stmts = splitter.filter(stmts_of(func.body), role)
         if role == ops.WRITER:
@@ -278,12 +302,20 @@ def split_kernels(mod, ctx):
         if role == ops.WRITER or (role == ops.READER and _multicasts(body)):
             stmts.append(ops.call("noc_async_write_barrier"))   # every write confirmed before the kernel ends
             body = seq(stmts)
-        moved = sorted(_buffers_moved(body), key=param_order.index)
+        bodies[role] = body
+    scalars = {role: scalar_reads(body) if role != ops.COMPUTE else [] for role, body in bodies.items()}
+    for role in ROLES:
+        if scalars[role]:
+            cbs.append(scalar_scratch_cb(cbs, role, attrs.TARGET.get(func)["num_cbs"]))
+    kernels = {}
+    for role, body in bodies.items():
+        moved = sorted(set(_buffers_moved(body)) | set(scalars[role]), key=param_order.index)
         used = {str(v.name) for v in vars_used(body)}
         runtime_args = [{"name": f"{b}_addr", "kind": "buffer_address", "buffer": b} for b in moved] + \
                        [runtime_arg_entry(n, moved, mcast_cbs) for n in runtime_names if n in used]
         compile_args = [{"kind": "tensor_accessor", "buffer": b,
                          "words": [TENSOR_ACCESSOR_IS_DRAM, layouts[b]["page_bytes"]]} for b in moved]
         kernels[role] = attrs.put(func.with_body(body).with_attr("global_symbol", role), {
+            attrs.CB_CONFIG: cbs,
             attrs.KERNEL_ROLE: role, attrs.RUNTIME_ARGS: runtime_args, attrs.COMPILE_TIME_ARGS: compile_args})
     return tvm.IRModule(kernels, attrs=mod.attrs)

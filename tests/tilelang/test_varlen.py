@@ -118,7 +118,7 @@ def test_a_trip_count_read_from_a_tensor_is_a_located_error_naming_it():
     assert err.location.line == line_of(VARLEN_STEPS, "T.Pipelined(T.ceildiv(kv_len")
 
 
-# a ragged end given by a length read from a tensor: compared with data it lowers, compared with a position it does not
+# a ragged end given by a length read from a tensor, compared with an element's position
 LENGTH_MASK = src('''
     @tilelang.jit
     def length_mask(batch=2, N=64, block=32):
@@ -135,11 +135,55 @@ LENGTH_MASK = src('''
 ''')
 
 
-def test_a_position_compared_with_a_length_read_from_a_tensor_is_a_located_error_naming_it():
-    err = error_of(LENGTH_MASK, entry="length_mask")
-    assert "compares an element's position with `lengths[bz]`, read from `lengths` while the kernel runs" in \
-        err.message
-    assert err.location.line == line_of(LENGTH_MASK, "x[i] = T.if_then_else(bx * block + i < lengths[bz]")
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_position_compared_with_a_length_read_from_a_tensor_masks_by_the_value_read(arch):
+    # lengths not multiples of 32, one past the row, one negative: the reader reads lengths[bz] and picks the mask
+    # table's entry from it
+    lengths = np.array([40, 7, 64, -3], np.int32)
+    x = np.random.default_rng(5).uniform(-1, 1, (4, 64)).astype(np.float32)
+    source = LENGTH_MASK.replace("batch=2", "batch=4")
+    result = compile_source(source, filename="k.py", entry="length_mask", target=TargetConfig(arch=arch))
+    assert "read_scalar(accessor_lengths" in result.artifacts["reader.cpp"].decode()
+    outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), inputs={"X": x, "lengths": lengths},
+                      source=source, filename="k.py", entry="length_mask")
+    want = np.where(np.arange(64)[None, :] < lengths[:, None], x, 0.0)
+    np.testing.assert_array_equal(outcome.outputs["Y"], want.astype(np.float32))
+    assert outcome.passed, outcome.verification.render()
+
+
+# TileLang's varlen masks: rows past a sequence's end (cu_seqlens_q) and columns past its keys' end (cu_seqlens_k)
+VARLEN_MASK = src('''
+    @tilelang.jit
+    def varlen_mask(batch=3, M=96, N=64, block_M=32):
+        @T.prim_func
+        def main(S: T.Tensor((batch, M, N), T.float32), cu_seqlens_q: T.Tensor([batch + 1], T.int32),
+                 cu_seqlens_k: T.Tensor([batch + 1], T.int32), Y: T.Tensor((batch, M, N), T.float32)):
+            with T.Kernel(M // block_M, batch) as (bx, bz):
+                s = T.alloc_fragment((block_M, N), T.float32)
+                q_len = cu_seqlens_q[bz + 1] - cu_seqlens_q[bz]
+                k_len = cu_seqlens_k[bz + 1] - cu_seqlens_k[bz]
+                T.copy(S[bz, bx * block_M, 0], s)
+                for i, j in T.Parallel(block_M, N):
+                    s[i, j] = T.if_then_else(T.And(bx * block_M + i < q_len, j < k_len), s[i, j],
+                                             -T.infinity(T.float32))
+                T.copy(s, Y[bz, bx * block_M, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_rows_and_columns_past_run_time_sequence_ends_are_masked(arch):
+    cu_q = np.array([0, 45, 45, 130], np.int32)       # lengths 45, 0, 85 (past the block rows: all kept)
+    cu_k = np.array([0, 33, 97, 98], np.int32)        # lengths 33, 64, 1
+    s = np.random.default_rng(6).uniform(-1, 1, (3, 96, 64)).astype(np.float32)
+    target = TargetConfig(arch=arch)
+    result = compile_source(VARLEN_MASK, filename="k.py", entry="varlen_mask", target=target)
+    outcome = emulate(result.artifacts, target=target, inputs={"S": s, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k},
+                      source=VARLEN_MASK, filename="k.py", entry="varlen_mask")
+    q_len, k_len = np.diff(cu_q), np.diff(cu_k)
+    keep = (np.arange(96)[None, :, None] < q_len[:, None, None]) & (np.arange(64)[None, None, :] < k_len[:, None, None])
+    np.testing.assert_array_equal(outcome.outputs["Y"], np.where(keep, s, -np.inf).astype(np.float32))
+    assert outcome.passed, outcome.verification.render()
 
 
 def test_a_position_used_as_data_is_a_located_error_in_the_users_names():

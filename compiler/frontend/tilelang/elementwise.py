@@ -24,7 +24,8 @@ from ... import registry
 from .base import LOW_BIT
 from .diagnostics import fail
 from .expr import (VARLEN_HINT, Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, data_loads,
-                   describe, float_text, fold_binary, fold_constant, read_at_run_time, render_value, walk, wrap)
+                   describe, float_text, fold_binary, fold_constant, is_index, read_at_run_time, render_value, walk,
+                   wrap)
 from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
 from .reduction import lower_reduce
 
@@ -109,6 +110,29 @@ def _without(idx, v):
 
 def _has_load(e) -> bool:
     return any(isinstance(x, Load) for x in walk(e))
+
+
+def run_time_scalar(x) -> bool:
+    """`cu_seqlens_q[bz + 1]`: one element of an integer tensor at an index of block and loop indices, which the
+    reader reads while the kernel runs (a sequence's offset or length)."""
+    return isinstance(x, Load) and x.buffer.scope == "global" and x.buffer.vector and \
+        str(x.buffer.declared or "").startswith(("int", "uint")) and is_index(x.indices[0]) and not _parallel_vars(x.indices[0])
+
+
+def run_time_index(e) -> bool:
+    """An integer of indices and run-time scalars (`bx * 64 + i < cu_seqlens_q[bz + 1] - cu_seqlens_q[bz]`): a
+    condition on it is an index mask whose table entry the reader computes from the values it reads."""
+    if run_time_scalar(e):
+        return True
+    if isinstance(e, (Var, Const)):
+        return is_index(e)
+    if isinstance(e, Bin):
+        return e.op in ("+", "-", "*", "//", "%", "max", "min") and run_time_index(e.a) and run_time_index(e.b)
+    if isinstance(e, Cmp):
+        return run_time_index(e.a) and run_time_index(e.b)
+    if isinstance(e, Logic):
+        return all(run_time_index(a) for a in e.args)
+    return False
 
 
 class StoreLowering:
@@ -377,7 +401,7 @@ class StoreLowering:
     def condition(self, e):
         """A condition as its 0/1 value (the SFPU's comparisons with zero answer 1.0 / 0.0): `a > b` is gtz(a - b),
         T.And a product, T.Or a maximum, T.Not eqz; a condition on the indices alone is a mask tile."""
-        if not _has_load(e):
+        if not _has_load(e) or run_time_index(e):
             folded = self.fold(e)
             if folded is not None:
                 return Const(1.0 if folded else 0.0)
@@ -440,7 +464,7 @@ class StoreLowering:
 
     def select(self, e: Select):
         """T.if_then_else(cond, a, b) with a condition on indices: data through a mask tile."""
-        if _has_load(e.cond):
+        if _has_load(e.cond) and not run_time_index(e.cond):
             return self.data_select(e)
         a, b = self.normalize(e.a), self.normalize(e.b)
         ka, kb = self.fold_or_none(a), self.fold_or_none(b)

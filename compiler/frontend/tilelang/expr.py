@@ -453,4 +453,9 @@ def render_value(e, names: dict) -> str:
         return f'T.Cast("{e.dtype}", {render_value(e.x, names)})'
     if isinstance(e, Call):
         fail(f"`{describe(e)}` of an index is outside tilefarm's TileLang subset")
+    if isinstance(e, Load) and getattr(e.buffer, "scope", None) == "global" and e.buffer.vector:
+        # a run-time scalar (`cu_seqlens_q[bz + 1]`, an integer tensor held as float32 tiles): the reader reads it
+        k = render_int(e.indices[0])
+        at = f"0, {k}" if e.buffer.matrix_shape()[0] == 1 else f"{k}, 0"
+        return f'T.Cast("int32", {e.buffer.name}[{at}])'
     return render_int(e)
