@@ -195,10 +195,10 @@ def analyze(func, loop, analyzer) -> Mask:
     atoms = tile_atoms[tiles[0]]
     combine = None
     if len(atoms) > 1:
-        table = _COMBINE.get((true_value, false_value))
-        if table is None:
-            raise error(store, "a mask that combines conditions (T.And / T.Or) takes the values 0 / -inf or 1 / 0",
-                        hint="write the conditions as separate masks")
+        # all true gives the true value, any false the false one: with true > false an T.And is the atoms' minimum
+        # and a T.Or their maximum, the other way round with true < false (0 / -inf and 1 / 0 keep their add / mul)
+        table = _COMBINE.get((true_value, false_value)) or \
+            ({"and": "minimum", "or": "maximum"} if true_value > false_value else {"and": "maximum", "or": "minimum"})
         combine = table[kind]
     return Mask(store, written[0], written[1], tile_atoms, combine, true_value, false_value)
 

@@ -118,6 +118,49 @@ def test_a_trip_count_read_from_a_tensor_is_a_located_error_naming_it():
     assert err.location.line == line_of(VARLEN_STEPS, "T.Pipelined(T.ceildiv(kv_len")
 
 
+# TileLang's varlen attention scores: -1e9 where a query row is past its sequence's end, a key column past its keys'
+# end, or the key is after the query (aligned on the right); the conditions combine with `or` (T.Or)
+VARLEN_SCORES = src('''
+    @tilelang.jit
+    def varlen_scores(batch=2, M=64, N=96, block_M=32):
+        @T.prim_func
+        def main(S: T.Tensor((batch, M, N), T.float32), cu_seqlens_q: T.Tensor([batch + 1], T.int32),
+                 cu_seqlens_k: T.Tensor([batch + 1], T.int32), Y: T.Tensor((batch, M, N), T.float32)):
+            with T.Kernel(M // block_M, batch) as (bx, bz):
+                s = T.alloc_fragment((block_M, N), T.float32)
+                bias = T.alloc_fragment((block_M, N), T.float32)
+                q_len = cu_seqlens_q[bz + 1] - cu_seqlens_q[bz]
+                k_len = cu_seqlens_k[bz + 1] - cu_seqlens_k[bz]
+                offset = k_len - q_len
+                T.copy(S[bz, bx * block_M, 0], s)
+                for i, j in T.Parallel(block_M, N):
+                    bias[i, j] = T.if_then_else(T.Or(bx * block_M + i + offset < j,
+                                                     T.Or(bx * block_M + i >= q_len, j >= k_len)), -1e9, 0)
+                for i, j in T.Parallel(block_M, N):
+                    s[i, j] = s[i, j] + bias[i, j]
+                T.copy(s, Y[bz, bx * block_M, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_causal_varlen_scores_with_or_of_run_time_ends(arch):
+    cu_q = np.array([0, 37, 100], np.int32)           # lengths 37, 63
+    cu_k = np.array([0, 70, 81], np.int32)            # lengths 70, 11: offsets 33, -52
+    s = np.random.default_rng(7).uniform(-1, 1, (2, 64, 96)).astype(np.float32)
+    target = TargetConfig(arch=arch)
+    result = compile_source(VARLEN_SCORES, filename="k.py", entry="varlen_scores", target=target)
+    outcome = emulate(result.artifacts, target=target, inputs={"S": s, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k},
+                      source=VARLEN_SCORES, filename="k.py", entry="varlen_scores")
+    q_len, k_len = np.diff(cu_q)[:, None, None], np.diff(cu_k)[:, None, None]
+    i, j = np.arange(64)[None, :, None], np.arange(96)[None, None, :]
+    masked = (i + (k_len - q_len) < j) | (i >= q_len) | (j >= k_len)
+    want = (s.astype(np.float64) + np.where(masked, -1e9, 0.0)).astype(np.float32)
+    assert 0 < masked.sum() < masked.size
+    np.testing.assert_array_equal(outcome.outputs["Y"], want)
+    assert outcome.passed, outcome.verification.render()
+
+
 # a ragged end given by a length read from a tensor, compared with an element's position
 LENGTH_MASK = src('''
     @tilelang.jit
