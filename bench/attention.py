@@ -16,7 +16,11 @@ efficiency, compiler/device_costs.json): memory-bound kernels should sit within 
 ttnn (--ttnn): ttnn 0.81.1's softmax kernels from the wheel under our host program (tests/emulator/ttnn_programs/
 softmax.cpp), timing-only at the row kernels' shape, with bf16 and with fp32 intermediates (fp32_dest_acc_en).
 
-Usage: .venv/bin/python bench/attention.py [--large] [--only SUBSTRING] [--ttnn]   (--large adds BH 1x10x8192x128)
+--approx-exp: exp lowered to the LLK's approximate exp (TargetConfig.approx_exp; ttnn's SDPA runs its approximate
+exp by default), the attention rows only.
+
+Usage: .venv/bin/python bench/attention.py [--large] [--only SUBSTRING] [--ttnn] [--approx-exp]
+(--large adds BH 1x10x8192x128)
 """
 from __future__ import annotations
 
@@ -62,11 +66,11 @@ ROWS = [
 ]
 
 
-def run(file: str, entry: str, params: dict, arch: str) -> dict:
+def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False) -> dict:
     from compiler import api
     from schemas.target import TargetConfig
 
-    target = TargetConfig(arch=arch)
+    target = TargetConfig(arch=arch, approx_exp=approx_exp)
     source = (TILELANG / file).read_text()
     compiled = api.compile_source(source, filename=file, entry=entry, target=target, params=params)
     outcome = api.emulate(compiled.artifacts, target=target, source=source, filename=file, entry=compiled.entry,
@@ -117,6 +121,7 @@ def main() -> None:
     parser.add_argument("--large", action="store_true")
     parser.add_argument("--only", default="")
     parser.add_argument("--ttnn", action="store_true", help="ttnn's softmax at the row kernels' shape")
+    parser.add_argument("--approx-exp", action="store_true", help="attention with the LLK's approximate exp")
     args = parser.parse_args()
 
     print("| arch | kernel | modelled us | TFLOP/s | TFLOP/s per core | matrix util | cores | ttnn |")
@@ -125,7 +130,7 @@ def main() -> None:
         if args.only not in label:
             continue
         t0 = time.perf_counter()
-        p = run(file, entry, params, arch)
+        p = run(file, entry, params, arch, args.approx_exp)
         seconds = p["device_time_ns"] * 1e-9
         tflops = attention_flops(params) / seconds / 1e12
         print(f"| {arch} | {label} | {seconds * 1e6:.1f} | {tflops:.1f} | {tflops / p['cores_used']:.3f} | "

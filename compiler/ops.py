@@ -127,6 +127,10 @@ _OPS = [
     *[_op(call, "expr bits", f"{call}({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_unary/binop_with_scalar.h")
       for call in _BINOP_WITH_SCALAR],
     _op("fill_tile", "expr float", "fill_tile({0}, {1})", {COMPUTE}, _C + "eltwise_unary/fill.h"),
+    # the LLK's approximate exp (the target's approx_exp): its init bakes the input scale (fp32 bits) into its
+    # constants, then exp(x * scale) per tile, with the API's default negative-input clamp
+    _op("exp_approx_tile_init", "bits", "exp_tile_init<true, {0}>()", {COMPUTE}, _C + "eltwise_unary/exp.h"),
+    _op("exp_approx_tile", "expr", "exp_tile<true>({0})", {COMPUTE}, _C + "eltwise_unary/exp.h"),
     # DST[data] = 0 where DST[mask] == 0, in place on the data slot (T.tile.keep)
     _op("mask_tile", "expr expr", "mask_tile({0}, {1})", {COMPUTE}, _C + "mask.h"),
     _op("copy_dest_values_fp32", "expr expr", "copy_dest_values<DataFormat::Float32>({0}, {1})", {COMPUTE},

@@ -45,6 +45,7 @@ class PlanTarget(_Strict):
     blocking: Blocking
     math_fidelity: Fidelity
     fp32_accumulation: bool
+    approx_exp: bool = Field(default=False, description="exp lowered to the LLK's approximate exp")
     l1_shard: list[str] = Field(default_factory=list, description="tensors kept block-sharded in L1")
 
 

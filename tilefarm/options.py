@@ -58,6 +58,10 @@ TARGET_OPTIONS: dict[str, tuple[object, object]] = {
     "fp32_accumulation": (Optional[bool], typer.Option(None, "--fp32-accumulation/--no-fp32-accumulation",
                                                        help="fp32 DST accumulation [default: on when any tile of the "
                                                             "kernel is float32]", show_default=False)),
+    "approx_exp": (Optional[bool], typer.Option(None, "--approx-exp/--precise-exp",
+                                                help="exp with the LLK's approximate exp (within 3.13%, ~6x fewer "
+                                                     "SFPU instructions, ttnn SDPA's default) [default: precise]",
+                                                show_default=False)),
     "l1_shard": (List[str], typer.Option([], "--l1-shard", help="keep this tensor block-sharded in L1 (each core's "
                                                                  "shard is the block it computes or reads; no DRAM "
                                                                  "traffic for it); repeatable")),

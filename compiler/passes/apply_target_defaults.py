@@ -73,5 +73,6 @@ class ApplyTargetDefaults:
             "math_fidelity": fidelity,
             "math_fidelity_reason": why,
             "fp32_accumulation": bool(fp32),
+            "approx_exp": config.approx_exp,
             "l1_shard": list(config.l1_shard),
         })

@@ -6,6 +6,7 @@ wider than DST are processed a group of tile positions at a time."""
 from __future__ import annotations
 
 import struct
+import textwrap
 
 import pytest
 from tvm import tirx
@@ -17,7 +18,7 @@ from compiler.ir import seq, stmts_of
 from compiler.passes.split_kernels import Splitter
 from compiler.passes.tensorize.plan import LoopItem, Planner, Window, cb_resident
 
-from .helpers import apply, assert_equal, block_body, kernel, run_until
+from .helpers import HEADER, apply, assert_equal, block_body, kernel, run_until
 
 GEMM_EPILOGUE = kernel('''
 @T.prim_func
@@ -244,4 +245,40 @@ def test_a_copy_into_a_value_the_window_has_read_gets_its_own_slots():
     import textwrap
     text = HEADER + textwrap.dedent(READ_THEN_REPLACED["main"].script())
     outcome = emulate(compile_source(text, filename="k.py").artifacts, source=text, filename="k.py", seed=5)
+    assert outcome.passed, outcome.verification.render()
+
+
+def _exp_of_scaled(scale: float) -> str:
+    return HEADER + textwrap.dedent(f'''
+    @T.prim_func
+    def main(A: T.Buffer((32, 64), "float32"), C: T.Buffer((32, 64), "float32")):
+        T.device_entry()
+        bx = T.cta_id([1])
+        A_s = T.alloc_shared((32, 64), "float32")
+        t = T.alloc_local((32, 64), "float32")
+        T.tile.copy(A_s, A[0:32, 0:64])
+        T.tile.sub(t, A_s, T.float32(1.0))
+        T.tile.mul(t, t, T.float32({scale!r}))
+        T.tile.exp(t, t)
+        T.tile.copy(C[0:32, 0:64], t)
+    ''')
+
+
+@pytest.mark.parametrize("scale, folded", [(0.25, True), (-0.25, False)])
+def test_approx_exp_takes_a_positive_scale_into_its_init(scale, folded):
+    """With the target's approx_exp, `t = t * c; t = exp(t)` is one approximate exp whose init carries c (the LLK
+    computes exp(x * c) in the same instructions): no multiply. A negative c is not folded (the LLK's clamp raises x
+    to -88.5 / c, which only bounds x * c from below when c > 0): the multiply stays, the exp's scale is 1. Both
+    verify on the emulator, which computes the LLK's algorithm, within the tolerance precision.py derives for it."""
+    from compiler.api import compile_source, emulate
+    from schemas.target import TargetConfig
+    text = _exp_of_scaled(scale)
+    target = TargetConfig(approx_exp=True)
+    compute = compile_source(text, filename="k.py", target=target).artifacts["compute.cpp"].decode()
+    c_bits = f"{struct.unpack('<I', struct.pack('<f', scale))[0]:#010x}u"
+    assert ("mul_unary_tile(" not in compute) == folded
+    assert f"exp_tile_init<true, {c_bits if folded else '0x3f800000u'}>()" in compute
+    assert "exp_tile<true>(" in compute and "exp_tile_init()" not in compute
+    result = compile_source(text, filename="k.py", target=target)
+    outcome = emulate(result.artifacts, target=target, source=text, filename="k.py", seed=2)
     assert outcome.passed, outcome.verification.render()

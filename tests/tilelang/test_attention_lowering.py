@@ -62,3 +62,35 @@ def test_the_max_subtract_runs_on_the_fpu_and_the_carried_output_on_the_sfpu(arc
     assert outcome.passed, outcome.verification.render()
     want = attention(q, k, v)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=4e-3)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_approx_exp_folds_the_scale_into_the_llk_exp_and_verifies_within_its_error(arch):
+    """With the target's approx_exp, exp((s - m) * c) is the LLK's approximate exp with c baked into its init: no
+    SFPU multiply, no precise exp. The emulator computes that algorithm bit for bit, so the output carries its real
+    error (each probability within 3.13% of exp); verification counts it (precision.py), and the output stays close
+    to float64 attention, while the precise build is closer still."""
+    source = EXAMPLE.read_text()
+    precise = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=PARAMS,
+                             target=TargetConfig(arch=arch))
+    target = TargetConfig(arch=arch, approx_exp=True)
+    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=PARAMS, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    scale_bits = f"{np.float32(1.0 / math.sqrt(PARAMS['dim'])).view(np.uint32):#010x}u"
+    assert f"exp_tile_init<true, {scale_bits}>()" in compute
+    assert "exp_tile<true>(" in compute and "exp_tile(" not in compute and "exp_tile_init()" not in compute
+    assert "mul_unary_tile(" not in compute and "mul_unary_tile(" in precise.artifacts["compute.cpp"].decode()
+    assert result.plan["compute_config"]["math_approx_mode"] is True
+    rng = np.random.default_rng(7)
+    shape = (PARAMS["batch"], PARAMS["heads"], PARAMS["seq_len"], PARAMS["dim"])
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) * 2 for _ in range(3))
+    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
+                      filename=str(EXAMPLE), entry="flash_attention", params=PARAMS)
+    assert outcome.passed, outcome.verification.render()
+    (check,) = [o for o in outcome.verification.outputs if o.name == "O"]
+    assert "approximate exp" in check.derivation
+    want = attention(q, k, v)
+    got = outcome.outputs["O"].astype(np.float64)
+    exact = emulate(precise.artifacts, target=TargetConfig(arch=arch), inputs={"Q": q, "K": k, "V": v}).outputs["O"]
+    err, err_precise = (np.linalg.norm(x - want) / np.linalg.norm(want) for x in (got, exact.astype(np.float64)))
+    assert err < 0.03 and err_precise < err / 4     # the approximation is what the error is, and it is bounded

@@ -192,7 +192,7 @@ class Tensorizer:
         out = before + [self.hw_startup()] + setup + [loop] + teardown + after
         config = {"fp32_dest_acc_en": self.fp32, "dst_full_sync_en": self.full_sync,
                   "math_fidelity": self.target["math_fidelity"], "dst_capacity": self.capacity,
-                  "math_approx_mode": False,
+                  "math_approx_mode": bool(self.target.get("approx_exp")),
                   "unpack_to_dest_fp32_cbs": unpack_to_dest_fp32_cbs(seq(out), self.cbs) if self.fp32 else []}
         table = sorted(self.cbs.values(), key=lambda c: c["index"])
         return attrs.put(self.func.with_body(seq(out)), {attrs.COMPUTE_CONFIG: config, attrs.CB_CONFIG: table})

@@ -186,10 +186,38 @@ def page_tag(origin, i, j) -> list:
     return [ops.call("page_tag", origin.tensor, _plus(origin.r0, i), _plus(origin.c0, j))]
 
 
+def _same_region(a, b) -> bool:
+    return a is not None and b is not None and a.name == b.name and tuple(a.extents) == tuple(b.extents) and \
+        all(str(x) == str(y) for x, y in zip(a.starts, b.starts))
+
+
+def fold_exp_scales(items: list) -> list:
+    """With the approximate exp: `t = x * c` then `t = exp(t)` in place (c a positive constant) become one exp of x
+    with c folded into its init (exp_tile_init<true, c>: the LLK computes exp(x * c) in the same instructions), the
+    multiply's SFPU pass and its init gone. The multiply's value is overwritten by the exp right after it."""
+    out = []
+    for item in items:
+        prev = out[-1] if out else None
+        if item[0] == "op" and prev is not None and prev[0] == "op":
+            mul, op = prev[1], item[1]
+            lowering = registry.TILE_OPS[op.name].lowering if op.name in registry.UNARY else ()
+            tiles = [o for o in mul.operands if o.region is not None]
+            scalars = [o.scalar for o in mul.operands if o.region is None]
+            if mul.name == "mul" and lowering and getattr(lowering[-1], "call", None) == "exp_tile" and \
+                    len(tiles) == 1 and len(scalars) == 1 and scalars[0] is not None and scalars[0] > 0 and \
+                    tiles[0].bcast is None and op.operands[0].bcast is None and op.scale == 1.0 and \
+                    _same_region(op.dst, mul.dst) and _same_region(op.operands[0].region, mul.dst):
+                out[-1] = ("op", replace(op, dst=mul.dst, operands=[tiles[0]], scale=float(scalars[0]),
+                                         whole=mul.whole, grid=mul.grid))
+                continue
+        out.append(item)
+    return out
+
+
 class Emitter:
     def __init__(self, tz):
         self.tz = tz
-        self.strategies = Strategies(tz.fp32, tz.scaler)
+        self.strategies = Strategies(tz.fp32, tz.scaler, approx_exp=bool(tz.target.get("approx_exp")))
         # cb -> pages: a grouped window's in-place buffer is complete once its last group is packed; whoever reads it
         # next waits for it (cb_wait_front), unless that is a grouped window, which waits for each group's pages
         self.deferred: dict[int, int] = {}
@@ -557,6 +585,8 @@ class Emitter:
     def window_items(self, items, pending: dict, nested: bool) -> list:
         out = []
         local_pending = pending if not nested else {}
+        if self.strategies.approx_exp:
+            items = fold_exp_scales(items)
         for item in items:
             kind = item[0]
             if kind == "op":
@@ -699,7 +729,7 @@ class Emitter:
         if name in ("copy", "cast"):
             return st.copy(slot, self.src(info.operands[0], i, j))
         if name in registry.UNARY:
-            return st.unary(name, slot, self.src(info.operands[0], i, j))
+            return st.unary(name, slot, self.src(info.operands[0], i, j), info.scale)
         if name in registry.BINARY:
             a, b = (self.src(o, i, j) for o in info.operands)
             return st.binary(name, slot, a, b, self.scratch)

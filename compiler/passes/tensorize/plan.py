@@ -50,6 +50,7 @@ class OpInfo:
     accumulates: bool               # reads its destination's old value (gemm beta=1, reduce accum)
     grid: tuple[int, int]           # the destination region in tiles
     whole: bool                     # the destination region is the whole buffer
+    scale: float = 1.0              # a unary op's operand times this constant first (a folded multiply)
 
     @property
     def reads_dst(self) -> bool:

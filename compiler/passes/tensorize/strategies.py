@@ -46,6 +46,11 @@ def float_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
+def fp32(value: float) -> float:
+    """`value` rounded to float32 (as C++'s constexpr float arithmetic rounds it)."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
 def bits(value: float) -> tirx.IntImm:
     return tirx.IntImm("uint32", float_bits(value))
 
@@ -75,8 +80,9 @@ def same_slot(a, b) -> bool:
 
 
 class Strategies:
-    def __init__(self, fp32_dest: bool, scaler_cb):
+    def __init__(self, fp32_dest: bool, scaler_cb, approx_exp: bool = False):
         self.fp32_dest = fp32_dest
+        self.approx_exp = approx_exp          # exp on the LLK's approximate exp (the target's approx_exp)
         self.scaler_cb = scaler_cb            # callable: the reduce scaler CB index (created on first use)
         self.scratch_used = False             # set when a call loads an operand into the window's scratch slot
         self.fp32_on_fpu = False              # fp32 CB operands may go through the FPU (set per op: outside loops)
@@ -106,10 +112,25 @@ class Strategies:
         """DST[dst_slot] = the CB tile transposed (the unpacker swaps its faces and each face's rows and columns)."""
         return [ops.call("transpose_init", src.cb), ops.call("transpose_tile", src.cb, src.index, dst_slot)]
 
-    def unary(self, name: str, dst_slot, src: Src) -> list:
-        """The operand into the destination slot, then the op registry's SFPU steps on it in place."""
+    def unary(self, name: str, dst_slot, src: Src, scale: float = 1.0) -> list:
+        """The operand into the destination slot, then the op registry's SFPU steps on it in place. `scale`: a
+        constant the operand is multiplied by first (folded into the approximate exp's init; a multiply otherwise)."""
         out = self.load(src, dst_slot)
-        for step in registry.TILE_OPS[name].lowering:
+        steps = registry.TILE_OPS[name].lowering
+        if self.approx_exp and steps and getattr(steps[-1], "call", None) == "exp_tile":
+            # the approximate exp bakes its input scale into its constants (A * scale, -88.5 / scale, each one fp32
+            # rounding, as exp_init<true, scale> computes them): the Scale steps and `scale` cost nothing. Its clamp
+            # raises x to -88.5 / scale, so only a positive scale folds
+            factor = fp32(scale)
+            for step in steps[:-1]:
+                factor = fp32(factor * fp32(step.factor))
+            if factor > 0:
+                return out + [ops.call("exp_approx_tile_init", bits(factor)),
+                              ops.call("exp_approx_tile", dst_slot)]
+        if scale != 1.0:
+            fn, init = registry.TILE_OPS["mul"].scalar_call()
+            out += [ops.call(init), ops.call(fn, dst_slot, bits(scale))]
+        for step in steps:
             if isinstance(step, Scale):
                 fn, init = registry.TILE_OPS["mul"].scalar_call()
                 out += [ops.call(init), ops.call(fn, dst_slot, bits(step.factor))]
