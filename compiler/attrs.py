@@ -79,6 +79,7 @@ class TargetAttr(PlanTarget):
 class GridAttr(TypedDict):
     vars: list[str]
     extents: list[int]
+    triangular_axis: NotRequired[int | None]
 
 
 @DECLARED_ONLY

@@ -42,7 +42,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
         ],
         # its blocks dealt to cores: a persistent per-core loop
         "Distribute": [
-            partition_work,                # blocks -> cores (contiguous / strided / block)
+            partition_work,                # blocks -> cores (contiguous / strided / block / zigzag)
             grid_to_persistent,            # T.cta_id -> per-core loop over (start, count, stride...)
         ],
         # data movement lowered: circular buffers and NoC page reads/writes (tile ops still whole-tile)

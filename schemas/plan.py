@@ -58,6 +58,8 @@ class Schedule(_Strict):
 class Grid(_Strict):
     vars: list[Identifier]
     extents: list[int] = Field(min_length=1, max_length=3)
+    triangular_axis: int | None = Field(default=None, description="the grid axis whose index bounds a loop's trip "
+                                        "count (causal attention's query blocks): what the zigzag partition pairs")
 
 
 class CoreWork(_Strict):
@@ -71,7 +73,7 @@ class CoreWork(_Strict):
 
 
 class WorkPartition(_Strict):
-    policy: Literal["contiguous", "strided", "block"]
+    policy: PartitionPolicy
     blocks: int = Field(ge=1)
     grid: list[int]
     num_cores: int = Field(ge=1)

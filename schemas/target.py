@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Arch = Literal["wormhole_b0", "blackhole", "grayskull"]
-PartitionPolicy = Literal["contiguous", "strided", "block"]
+PartitionPolicy = Literal["contiguous", "strided", "block", "zigzag"]
 MathFidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
 Blocking = Literal["auto", "as_written"]
 
@@ -22,7 +22,8 @@ class TargetConfig(BaseModel):
     )
     partition: PartitionPolicy | None = Field(
         default=None, description="How blocks are dealt to cores; default: chosen with the blocking (`block` when cores "
-                                  "share reads along rows or columns, else `contiguous`).")
+                                  "share reads along rows or columns, `zigzag` when a grid index bounds a loop's trip "
+                                  "count (causal attention: block i with block n-1-i on one core), else `contiguous`).")
     cb_depth: int | None = Field(
         default=None, ge=1, le=8, description="Buffered blocks per input circular buffer (2 = double buffering); "
                                               "default: 2, or TileLang's num_stages, lowered where L1 is short.")

@@ -1,4 +1,5 @@
-"""Work partition: every block exactly once, per policy, for grids smaller and larger than the core grid."""
+"""Work partition: every block exactly once, per policy (zigzag along the last axis), for grids smaller and larger than
+the core grid."""
 from __future__ import annotations
 
 import math
@@ -11,7 +12,7 @@ GRIDS = [[1], [7], [64], [130], [5, 7], [16, 16], [3, 50]]
 CORE_GRIDS = [[8, 8], [13, 10], [1, 1], [3, 2]]
 
 
-@pytest.mark.parametrize("policy", ["contiguous", "strided", "block"])
+@pytest.mark.parametrize("policy", ["contiguous", "strided", "block", "zigzag"])
 @pytest.mark.parametrize("grid", GRIDS, ids=str)
 @pytest.mark.parametrize("core_grid", CORE_GRIDS, ids=str)
 def test_every_block_exactly_once(policy, grid, core_grid):
@@ -51,7 +52,7 @@ def test_strided_interleaves():
 
 
 # ---- the closed-form coverage check (TTVerifyProgram) against the blocks the cores really walk ------------------
-@pytest.mark.parametrize("policy", ["contiguous", "strided", "block"])
+@pytest.mark.parametrize("policy", ["contiguous", "strided", "block", "zigzag"])
 @pytest.mark.parametrize("grid", GRIDS + [[2, 3, 4], [4, 1, 9]], ids=str)
 @pytest.mark.parametrize("core_grid", CORE_GRIDS, ids=str)
 def test_closed_form_accepts_every_partition_the_compiler_makes(policy, grid, core_grid):
@@ -64,7 +65,7 @@ def _walked_exactly_once(cores, blocks) -> bool:
     return walked == list(range(blocks))
 
 
-@pytest.mark.parametrize("policy", ["contiguous", "strided", "block"])
+@pytest.mark.parametrize("policy", ["contiguous", "strided", "block", "zigzag"])
 def test_closed_form_agrees_with_walking_the_blocks_on_broken_partitions(policy):
     """Every single-field corruption of a real partition: the closed form and the walk agree on it."""
     grid, core_grid = [6, 10], [3, 2]
@@ -88,7 +89,7 @@ def test_a_huge_grid_is_checked_without_walking_it(monkeypatch):
     import compiler.passes.partition_work as partition_work
 
     grid = [100000, 100000]
-    plans = {policy: partition(policy, grid, [13, 10]) for policy in ("contiguous", "strided", "block")}
+    plans = {policy: partition(policy, grid, [13, 10]) for policy in ("contiguous", "strided", "block", "zigzag")}
     monkeypatch.setattr(partition_work, "blocks_of", lambda entry: pytest.fail("walked the blocks"))
     for policy, cores in plans.items():
         assert partition_problems(cores, math.prod(grid)) == [], policy

@@ -43,8 +43,8 @@ def parse_core_grid(text: str | None) -> tuple[int, int] | None:
 TARGET_OPTIONS: dict[str, tuple[object, object]] = {
     "arch": (str, typer.Option("wormhole_b0", "-t", "--target", help="wormhole_b0 | blackhole | grayskull",
                                show_default=True)),
-    "partition": (Optional[str], typer.Option(None, "--partition", help="contiguous | strided | block [default: "
-                                                                         "chosen with the blocking]")),
+    "partition": (Optional[str], typer.Option(None, "--partition", help="contiguous | strided | block | zigzag "
+                                                                         "[default: chosen with the blocking]")),
     "core_grid": (Optional[str], typer.Option(None, "--core-grid", help="at most this worker grid, e.g. 4x2")),
     "cb_depth": (Optional[int], typer.Option(None, "--cb-depth", help="buffered blocks per input circular buffer "
                                                                        "[default: 2, or TileLang's num_stages, lowered "

@@ -22,7 +22,10 @@ all blocks over all cores (`contiguous`) when the grid is one row or column; whi
 busiest core. A small problem is thus split finer (GEMM 256^3: 64 blocks of 32 x 32) and a large one gets bigger
 blocks (4096^3: 512 x 512 per core). The K step is the largest divisor of K's tiles that leaves at least 8 steps
 (a pipeline to hide the reads behind) and fits L1; if the blocks do not fit with a one-tile K step, the largest
-block axis is halved (more blocks per core) until they do. The user's core grid is an upper bound; `blocking:
+block axis is halved (more blocks per core) until they do. A key loop whose trip count grows with a grid index
+(causal attention: query block v sees keys up to its own end) weighs each block by its steps: smaller query blocks
+and the `zigzag` partition (block i with block n-1-i on one core) where that gives the busiest core fewer steps
+(Chooser.balanced). The user's core grid is an upper bound; `blocking:
 as_written` keeps the kernel's own blocks. Records `tt.blocking` (the choice and why) and resolves the target's
 partition and CB depth.
 """
@@ -45,6 +48,7 @@ from .lower_index_masks import match as match_mask
 from .block_bounds import TripCount, extra_keys_masked, position_form, retiled_value, substitute, unmasked_steps
 from .lower_index_masks import _constant, region as mask_region
 from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
+from .partition_work import blocks_of, partition
 from .tensorize.emit import dst_group
 from .. import attrs, registry
 
@@ -532,6 +536,11 @@ class Chooser:
             tiles = ceil_div(shape[0], TILE) * ceil_div(shape[1], TILE)
             copies = depth if info["role"] == "staging" else 1
             total += tiles * copies * fmt.tile_bytes
+        for _, store, _ in self.a.masks:     # an index mask's tiles come from a float32 table, staged like an input
+            name = str(store.buffer.name)
+            tiles = math.prod(ceil_div(blocks.get(self.a.find(self.a.key(name, axis)), self.buffers[name]["shape"][axis]),
+                                       TILE) for axis in range(2))
+            total += tiles * depth * DATA_FORMATS["float32"].tile_bytes
         return total
 
     def choose(self):
@@ -564,10 +573,82 @@ class Chooser:
                                              shrink, cx, cy)
                 layout, blocks = self.wider_steps(layout, blocks, candidates, grid_roots, k_roots, extents, depth,
                                                   budget, cx, cy)
+                layout, blocks = self.balanced(layout, blocks, grid_roots, k_roots, extents, depth, budget, cx, cy)
                 deeper = [d for d in depths if d > depth and self.l1_bytes(blocks, d) <= budget]
                 return self.finish(blocks, extents, max(deeper, default=depth), layout, None)
         self.explain.append("no blocking of this kernel fits L1; keeping the kernel's own blocks")
         return self.as_written("as written")
+
+    def carried_width(self, k_roots) -> int:
+        """Tiles across the widest buffer a merged-by-model loop (an online softmax) rescales every step."""
+        merged = [r for r in k_roots if self.t.classes[r].merged_by_model and r in self.t.carried]
+        return max((ceil_div(self.buffers[name]["shape"][1], TILE) for r in merged for name in self.t.carried[r]),
+                   default=0)
+
+    def triangular_cost(self, policy, blocks, grid_roots, extents, width, cx, cy) -> float:
+        """The busiest core's work when a key loop's trip count grows with a grid index: per block of r query
+        tiles doing T key steps of s tiles, r x (T x (s + width) + width) (every step: the score tiles plus the
+        rescale of the carried output; once per block its normalization), summed over the core's blocks."""
+        trip, _, query_root, key_root = next(iter(self.t.bounded.values()))
+        q, k = self.t.classes[query_root], self.t.classes[key_root]
+        new = self.new_extents(blocks, grid_roots, extents)
+        axis = self.triangular_axis()
+        rows, step = blocks.get(query_root, q.block), blocks.get(key_root, k.block)
+        steps = trip.new_values(q.block, rows, k.block, step, new[axis])
+        rt, st = ceil_div(rows, TILE), ceil_div(step, TILE)
+        per_block = rt * (steps * (st + width) + width)
+        inner = math.prod(new[axis + 1:])
+        return max((sum(float(per_block[b // inner % new[axis]]) for b in blocks_of(core))
+                    for core in partition(policy, new, [cx, cy], axis=axis)), default=0.0)
+
+    def balanced(self, layout, blocks, grid_roots, k_roots, extents, depth, budget, cx, cy):
+        """A key loop whose trip count grows with a grid index (causal attention: query block v sees keys up to its
+        own end, so the last blocks do n times the steps of the first): the query blocks, key steps and partition
+        whose busiest core does the least work (triangular_cost), among the chosen blocks and query blocks down to
+        half of them, key steps up to the chosen ones, dealt by the chosen layout or zigzag (query block i with
+        block n-1-i on one core: every core about the same number of steps)."""
+        policy = self.target["partition"]
+        if not self.t.bounded or policy not in (None, "zigzag") or self.triangular_axis() is None:
+            return layout, blocks
+        _, _, query_root, key_root = next(iter(self.t.bounded.values()))
+        if query_root not in grid_roots or query_root not in blocks and self.t.classes[query_root].fixed:
+            return layout, blocks
+        width = self.carried_width(k_roots)
+        policies = ["zigzag"] if policy == "zigzag" else [layout, "zigzag"]
+        rows0 = ceil_div(blocks.get(query_root, self.t.classes[query_root].block), TILE)
+        step0 = blocks.get(key_root, self.t.classes[key_root].block)
+        steps = [ks for ks in self.k_choices(k_roots) if ks.get(key_root, step0) <= step0] or [{}]
+        base = self.triangular_cost(layout, blocks, grid_roots, extents, width, cx, cy)
+        best = None
+        for rows in range(rows0, ceil_div(rows0, 2) - 1, -1):
+            for ks in steps:
+                trial = {**blocks, query_root: rows * TILE, **ks}
+                if self.l1_bytes(trial, depth) > budget or not self.bounds_hold(trial):
+                    continue
+                for p in policies:
+                    cost = self.triangular_cost(p, trial, grid_roots, extents, width, cx, cy)
+                    if best is None or cost < best[0]:
+                        best = (cost, p, trial)
+        if best is None:
+            return layout, blocks
+        cost, p, trial = best
+        if policy != "zigzag" and cost >= base:
+            return layout, blocks
+        loop_var = next(iter(self.t.bounded))
+        grid_var = self.a.grid_vars[self.triangular_axis()]
+        how = ("`zigzag` partition, query block i with block n-1-i on one core" if p == "zigzag" else
+               f"`{p}` partition")
+        self.explain.append(f"loop `{loop_var.name}`'s trip count grows with `{grid_var.name}` (a query block sees "
+                            f"keys up to its own end): {how}, {ceil_div(trial[query_root], TILE)}-tile query blocks; "
+                            f"the busiest core does {cost / base:.0%} of the key-step work it would with the "
+                            f"`{layout}` partition of {rows0}-tile blocks")
+        return p, trial
+
+    def triangular_axis(self) -> int | None:
+        """The grid axis whose index bounds a key loop's trip count (re-tiled with it: Tiling.bounded)."""
+        for trip, *_ in self.t.bounded.values():
+            return next(i for i, g in enumerate(self.a.grid_vars) if g.same_as(trip.grid_var))
+        return None
 
     def bounds_hold(self, blocks: dict) -> bool:
         """Every key loop whose trip count uses a re-tiled block index still reads what its rows need, and its mask
@@ -1033,6 +1114,9 @@ def choose_blocks(func, mod, ctx):
     target["partition"] = partition
     target["cb_depth"] = depth
     grid["extents"] = list(new_extents) if analysis.grid_vars else grid["extents"]
+    axis = chooser.triangular_axis()
+    if axis is not None:
+        grid["triangular_axis"] = axis
     blocking = {"mode": target["blocking"], "changed": bool(changes), "explain": lines,
                 "math_fidelity": f"{target['math_fidelity']}: {target.pop('math_fidelity_reason')}"}
     return attrs.put(func, {attrs.TARGET: target, attrs.GRID: grid, attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})

@@ -2,7 +2,12 @@
 
 Each core walks its blocks with one formula, whatever the policy:
     block = start + (i // row_len) * row_stride + (i % row_len) * stride,   for i in [0, count)
-contiguous: a run of consecutive blocks; strided: every num_cores-th block; block: a rectangle of the grid.
+contiguous: a run of consecutive blocks; strided: every num_cores-th block; block: a rectangle of the grid;
+zigzag: along one grid axis of n blocks (the axis whose index bounds a loop's trip count: causal attention's query
+blocks, where block i does about i + 1 key steps), runs of pairs (i, n-1-i) -- a low and a high block -- so that
+every core does about as many steps: two rows of the formula, blocks i..i+c-1 and n-i-c..n-1-i (one row when the
+run reaches the middle). A run stays within one line of the axis (the other axes' indices fixed); with more lines
+than cores, each core takes whole lines.
 """
 from __future__ import annotations
 
@@ -28,8 +33,50 @@ def _split(total: int, parts: int) -> list[tuple[int, int]]:
     return runs
 
 
-def partition(policy: str, grid: list[int], core_grid: list[int], group: int = 1) -> list[dict]:
-    """Each core's walk. `group` > 1 (contiguous only): runs of that many consecutive blocks stay on one core."""
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _zigzag(grid: list[int], core_grid: list[int], axis: int) -> list[dict]:
+    n = grid[axis]
+    stride = math.prod(grid[axis + 1:])
+    others = [(i, e) for i, e in enumerate(grid) if i != axis]
+    lines = math.prod(e for _, e in others)
+    pairs = ceil_div(n, 2)
+    cx, cy = core_grid
+    if lines > cx * cy:     # more lines than cores: whole lines per core (each line the same work)
+        return partition("contiguous", grid, core_grid, group=n if axis == len(grid) - 1 else 1)
+    runs = min(pairs, cx * cy // lines)     # runs of pairs per line: as many as the cores take
+    cores = []
+    for line in range(lines):
+        base, rest = 0, line          # the line's first block: the other axes' indices, row-major
+        for i, e in reversed(others):
+            base += (rest % e) * math.prod(grid[i + 1:])
+            rest //= e
+        sizes = [count for _, count in _split(pairs, runs)]
+        if n % 2:           # the last run holds the middle block alone, half a pair: give it the longer run
+            sizes.reverse()
+        for first, count in zip(itertools.accumulate([0] + sizes), sizes):
+            if count == 0:
+                continue
+            k = len(cores)
+            core = [k % cx, k // cx]
+            gap = n - 2 * first - count         # blocks between the run's low and high halves
+            if gap <= count:                    # the run reaches the middle: blocks first..n-1-first, one row
+                total = n - 2 * first
+                cores.append({"core": core, "start": base + first * stride, "count": total, "stride": stride,
+                              "row_len": total, "row_stride": 0})
+            else:
+                cores.append({"core": core, "start": base + first * stride, "count": 2 * count, "stride": stride,
+                              "row_len": count, "row_stride": gap * stride})
+    return cores
+
+
+def partition(policy: str, grid: list[int], core_grid: list[int], group: int = 1, axis: int | None = None) -> list[dict]:
+    """Each core's walk. `group` > 1 (contiguous only): runs of that many consecutive blocks stay on one core.
+    `axis`: the grid axis a zigzag partition pairs blocks along (default: the last)."""
+    if policy == "zigzag" and group == 1:
+        return _zigzag(grid, core_grid, len(grid) - 1 if axis is None else axis)
     if group > 1:
         if policy != "contiguous":
             raise CompileError(f"blocks in runs of {group} need the contiguous partition, not `{policy}`",
@@ -75,15 +122,36 @@ def blocks_of(entry: dict) -> list[int]:
 
 def _shape(entry: dict):
     """A core's walk as a rectangle of block numbers: ("rect", first, row length, rows, row stride) when its rows
-    are runs of consecutive blocks, or ("prog", first, stride, count) for one arithmetic progression."""
+    are runs of consecutive blocks, ("prog", first, stride, count) for one arithmetic progression, or ("rows",
+    [progressions]) for rows that are progressions of another stride (a zigzag partition along an outer axis)."""
     count, row_len = entry["count"], max(entry["row_len"], 1)
     if count == 0:
         return None
     if count <= row_len:
         return ("prog", entry["start"], entry["stride"] if count > 1 else 1, count)
+    if row_len == 1:
+        return ("prog", entry["start"], entry["row_stride"], count)
     if entry["stride"] == 1 and entry["row_stride"] >= row_len and count % row_len == 0:
         return ("rect", entry["start"], row_len, count // row_len, entry["row_stride"])
-    return ("prog-rows", entry)
+    rows = []
+    for first in range(0, count, row_len):
+        n = min(row_len, count - first)
+        rows.append(("prog", entry["start"] + (first // row_len) * entry["row_stride"],
+                     entry["stride"] if n > 1 else 1, n))
+    return ("rows", rows)
+
+
+def _span(shape) -> tuple[int, int]:
+    """The least and greatest block a walk visits."""
+    if shape[0] == "rows":
+        spans = [_span(p) for p in shape[1]]
+        return min(a for a, _ in spans), max(b for _, b in spans)
+    if shape[0] == "rect":
+        _, start, row_len, rows, row_stride = shape
+        return start, start + (rows - 1) * row_stride + row_len - 1
+    _, start, stride, count = shape
+    ends = (start, start + stride * (count - 1))
+    return min(ends), max(ends)
 
 
 def _ranges_overlap(a0: int, a1: int, b0: int, b1: int) -> bool:
@@ -123,16 +191,19 @@ def partition_problems(cores: list[dict], blocks: int) -> list[str]:
         shape = _shape(c)
         if shape is None:
             continue
-        if shape[0] == "prog-rows" or min(c["stride"], c["row_stride"]) < 0:
-            problems.append(f"core {c['core']}: a walk of strided rows cannot be verified")
+        progressions = shape[1] if shape[0] == "rows" else [shape] if shape[0] == "prog" else []
+        if any(p[2] < 0 for p in progressions) or shape[0] == "rect" and shape[4] < 0:
+            problems.append(f"core {c['core']}: a walk with a negative stride cannot be verified")
             continue
-        if shape[0] == "prog" and shape[2] == 0 and shape[3] > 1:
-            problems.append(f"core {c['core']} walks block {shape[1]} {shape[3]} times")
+        if any(p[2] == 0 and p[3] > 1 for p in progressions):
+            problems.append(f"core {c['core']} walks block {progressions[0][1]} more than once")
             continue
-        last = shape[1] + (shape[3] - 1) * (shape[4] if shape[0] == "rect" else shape[2]) + \
-            (shape[2] - 1 if shape[0] == "rect" else 0)
-        if shape[1] < 0 or last >= blocks:
-            problems.append(f"core {c['core']} walks blocks {shape[1]}..{last}, outside 0..{blocks - 1}")
+        if shape[0] == "rows" and any(_meet(a, b) for a, b in itertools.combinations(progressions, 2)):
+            problems.append(f"core {c['core']} walks a block more than once")
+            continue
+        first, last = _span(shape)
+        if first < 0 or last >= blocks:
+            problems.append(f"core {c['core']} walks blocks {first}..{last}, outside 0..{blocks - 1}")
         shapes.append((c["core"], shape))
     clash = _first_clash(shapes)
     if clash is not None:
@@ -167,6 +238,8 @@ def _first_clash(shapes: list) -> tuple | None:
 def _as_progressions(shape) -> list[tuple]:
     if shape[0] == "prog":
         return [shape]
+    if shape[0] == "rows":
+        return list(shape[1])
     _, start, row_len, rows, row_stride = shape
     return [("prog", start + r * row_stride, 1, row_len) for r in range(rows)]
 
@@ -212,8 +285,10 @@ def core_ranges(cores: list[dict]) -> list[list[list[int]]]:
 @tirx.transform.prim_func_pass(opt_level=0, name="TTPartitionWork")
 def partition_work(func, mod, ctx):
     target = attrs.TARGET.get(func)
-    grid = attrs.GRID.get(func)["extents"]
-    cores = partition(target["partition"], grid, target["core_grid"], attrs.SERIAL_GROUP.get(func, 1))
+    grid_attr = attrs.GRID.get(func)
+    grid = grid_attr["extents"]
+    cores = partition(target["partition"], grid, target["core_grid"], attrs.SERIAL_GROUP.get(func, 1),
+                      grid_attr.get("triangular_axis"))
     blocks = 1
     for e in grid:
         blocks *= e

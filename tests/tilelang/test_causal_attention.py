@@ -174,3 +174,40 @@ def test_unmasked_steps_are_exactly_the_wholly_true_ones():
                     whole = bool(np.all(evaluate(condition, [(p, r), (q, keys)])))
                     assert whole == (k < count), (condition, rows, step, v, k, count)
     assert unmasked_steps(p * p >= q, [p, q], bq, 64, 64, bq + 1) is None      # not linear: no split
+
+
+def work(result) -> dict:
+    return json.loads(result.artifacts["tt.plan.json"])["work"]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("case", [
+    # 5 query blocks (odd) on 2 cores: pair (0, 4) on one, pairs (1, 3) and the middle block 2 on the other
+    dict(params=dict(heads=1, seq_len=160, dim=32, block_M=32, block_N=32), core_grid=(2, 1), as_written=True,
+         blocks=[[0, 4], [1, 2, 3]]),
+    # 8 query blocks on 2 cores, two pairs each: blocks 0, 1 and 6, 7 (a walk of two rows), then 2..5
+    dict(params=dict(heads=2, seq_len=256, dim=32, block_M=32, block_N=32), core_grid=(4, 1), as_written=True,
+         blocks=[[0, 1, 6, 7], [2, 3, 4, 5], [8, 9, 14, 15], [10, 11, 12, 13]]),
+    # 2 x 4 query blocks on the whole grid (fewer blocks than cores): one pair per core on 4 cores
+    dict(params=dict(heads=2, seq_len=256, dim=64), core_grid=None, as_written=True,
+         blocks=[[0, 3], [1, 2], [4, 7], [5, 6]]),
+    # chosen by the compiler (auto blocking, no partition asked for): 4-tile query blocks paired on 2 cores
+    dict(params=dict(heads=1, seq_len=512, dim=64), core_grid=(2, 1), as_written=False, blocks=[[0, 3], [1, 2]]),
+], ids=["odd-blocks", "two-pairs-per-core", "fewer-blocks-than-cores", "chosen"])
+def test_zigzag_partition_matches_numpy(arch, case):
+    """Causal attention with query block i and block n-1-i on one core (the zigzag partition): every core walks the
+    blocks the plan lists and the output matches NumPy's causal attention."""
+    params = {"batch": 1, **case["params"], "causal": True}
+    target = TargetConfig(arch=arch, core_grid=case["core_grid"],
+                          **({"blocking": "as_written", "partition": "zigzag"} if case["as_written"] else {}))
+    source = (EXAMPLES / "flash_attention.py").read_text()
+    result, outcome = run_kernel(source, "flash_attention", params, seed=8, target=target)
+    plan = work(result)
+    assert plan["policy"] == "zigzag"
+    assert [c["blocks"] for c in plan["cores"]] == case["blocks"]
+    if not case["as_written"]:
+        assert any("`zigzag` partition, query block i with block n-1-i" in line for line in blocking(result))
+    ins = outcome.inputs
+    expected = causal_attention(ins["Q"], ins["K"], ins["V"], 1.0 / np.sqrt(params["dim"]))
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), expected, atol=2e-2, rtol=2e-2)
+    assert outcome.passed, outcome.verification.render()

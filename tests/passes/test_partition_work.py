@@ -1,0 +1,112 @@
+"""TTPartitionWork's zigzag policy: along the grid axis that bounds a key loop's trip count (causal attention's
+query blocks, block v doing about v + 1 key steps), each core takes a run of pairs (i, n-1-i), so every core does
+about as many steps; the walks fit the one per-core formula and are verified in closed form. TTChooseBlocks picks it
+for a triangular trip count and not for a rectangular one."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import tvm
+
+from compiler import attrs
+from compiler.frontend import load_kernel
+from compiler.passes.partition_work import blocks_of, partition, partition_problems, partition_work
+from compiler.pipeline import phase
+from schemas.target import TargetConfig
+
+from .helpers import run
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tilelang"
+
+
+def walks(cores: list[dict]) -> list[list[int]]:
+    return [blocks_of(c) for c in cores]
+
+
+@pytest.mark.parametrize("grid, core_grid", [([1, 2, 8], (8, 1)), ([1, 2, 9], (4, 1)), ([3, 13], (13, 10)),
+                                             ([2, 16], (4, 1)), ([7], (3, 1))])
+def test_zigzag_pairs_a_low_and_a_high_block(grid, core_grid):
+    """Every block once, verified in closed form; each core's key steps (block v: v + 1) within one pair's steps of
+    every other core's; with more blocks than cores, the contiguous partition's busiest core does more. (With fewer,
+    a pair is more than one block: TTChooseBlocks then weighs smaller blocks, test below.)"""
+    cores = partition("zigzag", grid, list(core_grid))
+    n, blocks = grid[-1], math.prod(grid)
+    assert sorted(b for walk in walks(cores) for b in walk) == list(range(blocks))
+    assert partition_problems(cores, blocks) == []
+    assert len(cores) <= core_grid[0] * core_grid[1]
+    steps = [sum(b % n + 1 for b in walk) for walk in walks(cores)]
+    assert max(steps) - min(steps) <= n + 1, steps
+    contiguous = [sum(b % n + 1 for b in walk) for walk in walks(partition("contiguous", grid, list(core_grid)))]
+    assert max(steps) < max(contiguous) or blocks <= core_grid[0] * core_grid[1]
+
+
+def test_zigzag_walks():
+    # one pair per core, the first core's walk a row of one block then a row n-1 blocks on
+    assert walks(partition("zigzag", [2, 8], [8, 1])) == [[0, 7], [1, 6], [2, 5], [3, 4], [8, 15], [9, 14],
+                                                          [10, 13], [11, 12]]
+    # odd: the middle block alone, on the core with the longer run (its half pair)
+    assert walks(partition("zigzag", [9], [2, 1])) == [[0, 1, 7, 8], [2, 3, 4, 5, 6]]
+    # two pairs per core: two rows of two consecutive blocks
+    assert partition("zigzag", [16], [4, 1])[0] == {"core": [0, 0], "start": 0, "count": 4, "stride": 1,
+                                                    "row_len": 2, "row_stride": 14}
+    # more lines (heads) than cores: whole lines per core
+    assert walks(partition("zigzag", [3, 4], [2, 1])) == [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_zigzag_along_an_outer_axis_walks_strided_rows():
+    """The paired axis first (stride 3): rows of blocks 3 apart, verified like any walk; a clash or a walk that
+    visits a block twice is found."""
+    cores = partition("zigzag", [8, 3], [6, 1], axis=0)
+    assert walks(cores)[:2] == [[0, 3, 18, 21], [6, 9, 12, 15]]
+    assert partition_problems(cores, 24) == []
+    clash = [dict(cores[0]), dict(cores[1], start=3)] + cores[2:]
+    assert any("walk a common block" in p for p in partition_problems(clash, 24))
+    twice = [dict(cores[0], row_stride=3)] + cores[1:]
+    assert any("more than once" in p for p in partition_problems(twice, 24))
+
+
+def legalized(causal: bool, arch: str = "wormhole_b0", core_grid=(2, 1)):
+    """examples/tilelang/flash_attention.py through the frontend, the Legalize phase and TTPartitionWork."""
+    config = TargetConfig(arch=arch, core_grid=core_grid)
+    params = {"batch": 1, "heads": 1, "seq_len": 512, "dim": 64, "causal": causal}
+    loaded = load_kernel((EXAMPLES / "flash_attention.py").read_text(), "flash_attention.py", "flash_attention",
+                         params, cores=core_grid[0] * core_grid[1])
+    func = attrs.put(loaded.func, {attrs.SOURCE_FILE: "flash_attention.py", attrs.ENTRY: loaded.entry})
+    mod = run(phase("Legalize", config), tvm.IRModule({"main": func}))
+    return run(partition_work, mod)["main"]
+
+
+def test_zigzag_is_chosen_for_a_triangular_trip_count_only():
+    causal = legalized(causal=True)
+    grid = attrs.GRID.get(causal)
+    assert grid["triangular_axis"] == 2                       # `bq`, the axis the key loop's trip count uses
+    work = attrs.WORK_PARTITION.get(causal)
+    assert work["policy"] == "zigzag"
+    assert walks(work["cores"]) == [[0, 3], [1, 2]]
+    assert any("`kb`'s trip count grows with `bq`" in line and "zigzag" in line
+               for line in attrs.BLOCKING.get(causal)["explain"])
+
+    rectangular = legalized(causal=False)
+    assert attrs.GRID.get(rectangular).get("triangular_axis") is None
+    assert attrs.WORK_PARTITION.get(rectangular)["policy"] != "zigzag"
+    assert not any("zigzag" in line for line in attrs.BLOCKING.get(rectangular)["explain"])
+
+
+def test_closed_form_agrees_with_walking_strided_rows():
+    """Every single-field corruption of a zigzag along an outer axis (rows of stride > 1): the closed form and the
+    walk agree."""
+    grid = [8, 3]
+    checked = 0
+    for k in range(len(partition("zigzag", grid, [6, 1], axis=0))):
+        for field in ("start", "count", "stride", "row_len", "row_stride"):
+            for delta in (-1, 1, 2, 3):
+                cores = partition("zigzag", grid, [6, 1], axis=0)
+                cores[k][field] += delta
+                if cores[k][field] < 0 or cores[k]["row_len"] < 1:
+                    continue
+                checked += 1
+                walked = sorted(b for c in cores for b in blocks_of(c)) == list(range(24))
+                assert (partition_problems(cores, 24) == []) == walked, (k, field, delta)
+    assert checked > 50
