@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from . import attrs
@@ -47,6 +48,13 @@ def fresh_loop_vars(func: tirx.PrimFunc) -> tirx.PrimFunc:
                         span=node.span)
 
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, loop), order="post"))
+
+
+def reads_at_run_time(expr) -> bool:
+    """An index that holds elements of tensors read while the kernel runs (`cu_seqlens_q[bz]`)."""
+    found = []
+    tvm_ffi.structural_walk(expr, [(tvm.ir.expr.TensorLoad, found.append)], order="pre")
+    return bool(found)
 
 
 def op_name(call: tirx.TilePrimitiveCall) -> str:

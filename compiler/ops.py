@@ -72,6 +72,11 @@ _OPS = [
     _op("read_tile", "cb expr name expr expr",
         "noc_async_read_page({3:p} * {2}_tile_cols + {4}, accessor_{2}, get_write_ptr({0}) + {1:p} * get_tile_size({0}))",
         DATAFLOW),
+    # 32 rows from a row read while the kernel runs (a variable-length batch's offset), built into one page:
+    # read_rows(cb, page, tensor, first row, the matrix's rows, its first page row, tile col, element bytes)
+    _op("read_rows", "cb expr name expr expr expr expr expr",
+        "read_rows(accessor_{2}, get_write_ptr({0}) + {1:p} * get_tile_size({0}), tt_scalars_l1 + 4096, {3}, {4}, "
+        "{5}, {2}_tile_cols, {6}, {7})", DATAFLOW),
     _op("zero_tile", "cb expr", "zero_fill_l1(get_write_ptr({0}) + {1:p} * get_tile_size({0}), get_tile_size({0}))",
         DATAFLOW),
     _op("noc_async_read_barrier", "cb", "noc_async_read_barrier()", DATAFLOW),

@@ -92,6 +92,39 @@ inline int32_t read_scalar(const Accessor& tensor, uint32_t l1, uint32_t tile_co
 }"""
 
 
+READ_ROWS = """// Rows [row, row + 32) of a tiled matrix (`rows` rows; its first tile row is page row `base`) in tile column
+// `col`, built into the page at `dst`: the (at most two) pages that hold them are read into `scratch`, then each
+// row's two 16-element halves are copied to their places in the faces. Rows outside [0, rows) are zeros
+// (TileLang's bounds-checked copy).
+template <typename Accessor>
+inline void read_rows(const Accessor& tensor, uint32_t dst, uint32_t scratch, int32_t row, int32_t rows,
+                      uint32_t base, uint32_t tile_cols, uint32_t col, uint32_t elem_bytes) {
+    const uint32_t tile_bytes = 1024 * elem_bytes, half_words = 16 * elem_bytes / 4;
+    const int32_t first = row < 0 ? -((31 - row) / 32) : row / 32;   // the tile row that holds `row`
+    for (int32_t k = 0; k < 2; ++k) {
+        const int32_t t = first + k;
+        if (t >= 0 && t * 32 < rows) {
+            noc_async_read_page((base + t) * tile_cols + col, tensor, scratch + k * tile_bytes);
+        }
+    }
+    noc_async_read_barrier();
+    for (int32_t r = 0; r < 32; ++r) {
+        const int32_t from_row = row + r;
+        const bool inside = from_row >= 0 && from_row < rows;
+        const int32_t k = inside ? from_row / 32 - first : 0, fr = inside ? from_row % 32 : 0;
+        for (int32_t h = 0; h < 2; ++h) {
+            volatile tt_l1_ptr uint32_t* to = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(
+                dst + ((r / 16 * 2 + h) * 256 + r % 16 * 16) * elem_bytes);
+            volatile tt_l1_ptr uint32_t* from = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(
+                scratch + k * tile_bytes + ((fr / 16 * 2 + h) * 256 + fr % 16 * 16) * elem_bytes);
+            for (uint32_t w = 0; w < half_words; ++w) {
+                to[w] = inside ? from[w] : 0u;
+            }
+        }
+    }
+}"""
+
+
 class CodegenError(RuntimeError):
     """The IR holds something codegen cannot print: a compiler bug, never a user error."""
 
@@ -249,6 +282,8 @@ class KernelPrinter:
                      "}"]
         if "read_scalar" in self.used_ops:
             head += ["", *READ_SCALAR.splitlines()]
+        if "read_rows" in self.used_ops:
+            head += ["", *READ_ROWS.splitlines()]
         if "fill_reduce_scaler" in self.used_ops:
             head += ["",
                      "// The reduce scaler tile: bf16 1.0 in the first row of each 16x16 face, zeros elsewhere",
@@ -275,7 +310,7 @@ class KernelPrinter:
         if "mcast_receive" in self.used_ops:
             head += ["", *MCAST_RECEIVE.splitlines()]
         if "read_scalar" in self.used_ops:
-            prologue += [f"{INDENT}cb_reserve_back(cb_tt_scalars_{self.role}, 1);  // a page for the elements read below",
+            prologue += [f"{INDENT}cb_reserve_back(cb_tt_scalars_{self.role}, 3);  // scratch for the elements and rows read below",
                          f"{INDENT}const uint32_t tt_scalars_l1 = get_write_ptr(cb_tt_scalars_{self.role});"]
         return "\n".join(head + ["", "void kernel_main() {", *prologue, *body, "}", ""])
 

@@ -17,7 +17,7 @@ from tvm import tirx
 from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
 
 from ..errors import CompileError
-from ..ir import Region, error_at, is_transposed, op_config, op_name, region_of, scalar_of, stmts_of
+from ..ir import Region, error_at, reads_at_run_time, is_transposed, op_config, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, MatrixView, default_tile_axes
 from ..target import DATA_FORMATS, TILE
 from .coverage import check_coverage
@@ -484,12 +484,34 @@ class KernelChecker:
             if ext % TILE and s + ext != dim:
                 raise self.error(call, f"{where}: extent {ext} is not a multiple of {TILE}")
 
+    def _check_run_time_rows(self, call, r: Region, axis: int, view, ext: int, where: str):
+        """Rows from a start read while the kernel runs (`Q[cu_seqlens_q[bz] + bx * 64:..., :]`): the reader builds
+        each tile from the rows it reads (lower_to_circular_buffers' read_rows); so far for reads of float rows."""
+        copy = op_name(call) == "copy" and region_of(call.args[1])
+        if not (copy and copy.name == r.name):
+            raise self.error(call, f"{where}: the region's position depends on values read while the kernel runs; "
+                                   "tilefarm reads whole rows from such positions (T.copy into a tile) but does not "
+                                   "write them or use them in other ops yet",
+                             hint="write the rows at positions of block and loop indices (a padded output)")
+        if axis != view.tile_axes[0]:
+            raise self.error(call, f"{where}: only the row position of a region may depend on values read while "
+                                   "the kernel runs (a variable-length batch's sequence offsets)")
+        if ext % TILE:
+            raise self.error(call, f"{where}: rows read from a position known at run time come in whole tiles; "
+                                   f"extent {ext} is not a multiple of {TILE}")
+        if str(r.buffer.dtype) not in ("float32", "bfloat16", "float16"):
+            raise self.error(call, f"{where}: rows read from a position known at run time are copied row by row; "
+                                   f"`{r.name}` is {r.buffer.dtype} (float32, bfloat16 or float16)")
+
     def _check_global_region(self, call, r: Region):
         view = self.views[r.name]
         if len(r.extents) != len(view.shape):
             raise self.error(call, f"region of `{r.name}` has {len(r.extents)} axes, the tensor has {len(view.shape)}")
         for axis, (start, ext, dim) in enumerate(zip(r.starts, r.extents, r.shape)):
             where = f"`{r.name}` axis {axis}"
+            if axis in view.tile_axes and reads_at_run_time(start):
+                self._check_run_time_rows(call, r, axis, view, ext, where)
+                continue
             if axis in view.tile_axes:
                 if not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0):
                     raise self.error(call, f"{where}: region start `{start}` is not a multiple of {TILE}",

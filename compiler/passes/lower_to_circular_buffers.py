@@ -21,7 +21,7 @@ from tvm import tirx
 
 from .. import ops
 from ..errors import CompileError
-from ..ir import error_at, op_name, region_of, seq
+from ..ir import Region, error_at, op_name, reads_at_run_time, region_of, seq
 from ..layout import UNIT, view_of
 from ..target import DATA_FORMATS, TILE
 from .. import attrs
@@ -282,6 +282,8 @@ def lower_to_circular_buffers(func, mod, ctx):
 
             def page(tr, tc):
                 return tc * rows + tr if dst.name in column_major else tr * cols + tc
+            if reads_at_run_time(src.starts[view_of(buffers[src.name]).tile_axes[0]]):
+                return seq(after_writes + run_time_rows(src, cb, rows, cols, page))
             guard = row_guard(src, rows)
 
             def read(tr, tc):
@@ -318,6 +320,24 @@ def lower_to_circular_buffers(func, mod, ctx):
                 _write_batches(cb["index"], dst.name, r0, c0, rows, cols, batch, row_guard(dst, rows)),
             ])
         return call                        # L1 -> L1: a compute copy, tensorized later
+
+    def run_time_rows(src, cb: dict, rows: int, cols: int, page) -> list:
+        """A region whose first row is read while the kernel runs (`Q[cu_seqlens_q[bz] + bx * 64:..., :]`): the
+        reader builds each page from the 32 rows it needs (read_rows: the pages that hold them, then row by row
+        into the faces; rows outside the matrix are zeros). No page identity: a page holds rows of two tiles."""
+        view = view_of(buffers[src.name])
+        row_axis = view.tile_axes[0]
+        base, c0 = page_origin(Region(src.buffer, tuple(tirx.IntImm("int32", 0) if a == row_axis else s
+                                                        for a, s in enumerate(src.starts)), src.extents))
+        elem = DATA_FORMATS[src.dtype].tile_bytes // (TILE * TILE)
+        first = src.starts[row_axis]
+
+        def read(tr, tc):
+            return ops.call("read_rows", cb["index"], page(tr, tc), src.name, first + tr * TILE,
+                            view.shape[row_axis], base, c0 + tc, elem)
+        return [ops.call("cb_reserve_back", cb["index"], rows * cols), _tile_loops(rows, cols, read),
+                ops.call("noc_async_read_barrier", cb["index"]), ops.call("cb_push_back", cb["index"], rows * cols),
+                ops.call("compute_receive", cb["index"], cb["buffer"], "", 0, 0)]
 
     body = tvm_ffi.structural_map(func.body, (tirx.TilePrimitiveCall, lower_copy), order="post")
     table = sorted(cbs.values(), key=lambda c: c["index"])

@@ -24,7 +24,7 @@ from .. import attrs
 ROLES = (ops.READER, ops.COMPUTE, ops.WRITER)
 PRODUCER_OPS = {"cb_reserve_back", "cb_push_back"}
 CONSUMER_OPS = {"cb_wait_front", "cb_pop_front"}
-MOVER_OPS = {"read_tile", "zero_tile", "noc_async_read_barrier", "mcast_send", "mcast_receive", "mcast_flag_valid",
+MOVER_OPS = {"read_tile", "read_rows", "zero_tile", "noc_async_read_barrier", "mcast_send", "mcast_receive", "mcast_flag_valid",
              "fill_reduce_scaler", "write_barrier_before_read"}
 TENSOR_ACCESSOR_IS_DRAM = 2  # TensorAccessorArgs config word for an interleaved DRAM buffer
 
@@ -235,7 +235,7 @@ def _buffers_moved(body) -> list[str]:
 
     def visit(stmt):
         found = ops.intrinsic_of(stmt)
-        if found and found[0].name in ("read_tile", "write_tile"):
+        if found and found[0].name in ("read_tile", "read_rows", "write_tile"):
             name = str(found[1][2].value)
             if name not in names:
                 names.append(name)
@@ -257,13 +257,14 @@ def scalar_reads(body) -> list[str]:
 
 
 def scalar_scratch_cb(cbs: list[dict], role: str, num_cbs: int) -> dict:
-    """One float32 page of L1 where `role`'s kernel lands the tile that holds an element it reads (reserved once,
-    never pushed: the kernel's own scratch)."""
+    """Three float32 pages of L1, the kernel's own scratch (reserved once, never pushed): where `role`'s kernel
+    lands the tile that holds an element it reads (page 0), and the two tiles that hold rows it builds a page from
+    (pages 1-2, read_rows)."""
     from .lower_to_circular_buffers import free_cb_index
 
     index = free_cb_index({c["index"] for c in cbs}, num_cbs)
     return {"index": index, "name": f"cb_tt_scalars_{role}", "buffer": f"tt_scalars_{role}", "role": "scratch",
-            "data_format": "Float32", "dtype": "float32", "page_bytes": 4096, "num_pages": 1, "producer": role,
+            "data_format": "Float32", "dtype": "float32", "page_bytes": 4096, "num_pages": 3, "producer": role,
             "consumer": role, "tiles": [1, 1]}
 
 

@@ -272,10 +272,39 @@ def truth01(e):
     return None if value is None else Bin("min", Bin("max", value * value, Const(0)), Const(1))   # nonzero -> 1
 
 
+class ScalarVar(Var):
+    """A run-time scalar (`cu_seqlens_q[bz]`: an element of an integer tensor at an index of block and loop indices)
+    as a term of an affine index: one object per element, so `q_start + 64 - q_start` cancels; its name is its
+    TVMScript text, rendered once the tensor's orientation is known."""
+
+    @property
+    def name(self):
+        return render_value(self.extent, {})
+
+    @name.setter
+    def name(self, value):
+        pass
+
+
+def scalar_var(load) -> "ScalarVar":
+    """The element's term, kept on its tensor (one per index text)."""
+    known = load.buffer.__dict__.setdefault("scalar_terms", {})
+    return known.setdefault(describe(load.indices[0]), ScalarVar("", "scalar", load))
+
+
+def is_scalar_load(e) -> bool:
+    """One element of an integer tensor at an index of block and loop indices (read while the kernel runs)."""
+    return isinstance(e, Load) and getattr(e.buffer, "scope", None) == "global" and e.buffer.vector and \
+        str(getattr(e.buffer, "declared", None) or "").startswith(("int", "uint")) and is_index(e.indices[0]) and \
+        not any(isinstance(x, Var) and x.kind == "parallel" for x in walk(e.indices[0]))
+
+
 def affine(e) -> tuple[dict, int] | None:
     """`e` as ({var: coef}, const) with integer coefficients, or None when it is not affine."""
     if isinstance(e, bool):
         return None
+    if is_scalar_load(e):
+        return {scalar_var(e): 1}, 0
     if isinstance(e, int):
         return {}, e
     if isinstance(e, Const):

@@ -19,7 +19,7 @@ from ...errors import SourceLocation
 from .base import INTEGER_READS, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
 from .expr import (VARLEN_HINT, DType, Expr, Load, Var, affine, constant_int, data_loads, float_text, fold_constant,
-                   read_at_run_time, render_int, wrap)
+                   is_scalar_load, read_at_run_time, render_int, wrap)
 
 _active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("tilelang_recorder", default=None)
 _RESERVED = {"T", "range", "for", "in", "def", "if", "else", "return", "and", "or", "not", "is", "lambda", "None",
@@ -111,8 +111,8 @@ class Buffer:
                 start = 0 if k.start is None else k.start
                 stop = self.shape[axis] if k.stop is None else k.stop
                 diff = affine(wrap(stop) - wrap(start))
-                loads = data_loads(wrap(start)) + data_loads(wrap(stop))
-                if loads:
+                loads = [x for x in data_loads(wrap(start)) + data_loads(wrap(stop)) if not is_scalar_load(x)]
+                if loads or (data_loads(wrap(start)) and affine(wrap(start)) is None):
                     fail(read_at_run_time(f"`{self.name}` axis {axis}: the slice's position", loads),
                          hint=VARLEN_HINT)
                 if diff is None or diff[0]:
