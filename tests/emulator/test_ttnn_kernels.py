@@ -310,22 +310,31 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, b: int, nqh: int, nkh
     return ((p / p.sum(axis=-1, keepdims=True)) @ v).reshape(b * nqh * s, d)
 
 
-@pytest.mark.parametrize("arch, b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal", [
-    ("wormhole_b0", 1, 2, 2, 256, 64, 64, 64, (2, 2), False),   # 8 Q chunks on 4 cores: K/V chains of 2 cores
-    ("wormhole_b0", 1, 4, 2, 256, 64, 64, 64, (2, 2), True),    # GQA, causal: zigzag-balanced Q chunks
-    ("blackhole", 1, 4, 2, 256, 64, 64, 128, (2, 2), False),    # GQA, K chunk twice the Q chunk
-    ("blackhole", 2, 2, 2, 256, 64, 32, 64, (3, 2), True),      # batch 2, 16 Q chunks on 6 cores (3, 3, 3, 3, 2, 2)
-    ("wormhole_b0", 1, 2, 2, 512, 32, 32, 64, (3, 3), False),   # chains of 4 and 5 cores, mixed counts (4 then 3s)
-], ids=["wh-mha", "wh-gqa-causal", "bh-gqa", "bh-b2-causal", "wh-long-chains"])
-def test_ttnn_sdpa_kernels_match_numpy_attention(run_ttnn, arch, b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal):
+@pytest.mark.parametrize("arch, b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal, streaming", [
+    ("wormhole_b0", 1, 2, 2, 256, 64, 64, 64, (2, 2), False, 0),   # 8 Q chunks on 4 cores: K/V chains of 2 cores
+    ("wormhole_b0", 1, 4, 2, 256, 64, 64, 64, (2, 2), True, 0),    # GQA, causal: zigzag-balanced Q chunks
+    ("blackhole", 1, 4, 2, 256, 64, 64, 128, (2, 2), False, 0),    # GQA, K chunk twice the Q chunk
+    ("blackhole", 2, 2, 2, 256, 64, 32, 64, (3, 2), True, 0),      # batch 2, 16 Q chunks on 6 cores (3, 3, 3, 3, 2, 2)
+    ("wormhole_b0", 1, 2, 2, 512, 32, 32, 64, (3, 3), False, 0),   # chains of 4 and 5 cores, mixed counts (4 then 3s)
+    # the streaming kernel (compute_streaming.hpp): no-MOP matmuls, block row-max reduce with the packer's trigger,
+    # block bcast-cols subtract, exp on the pack thread, SALAD corrections across K chunks
+    ("wormhole_b0", 1, 2, 2, 256, 64, 64, 64, (2, 2), False, 1),
+    ("blackhole", 1, 4, 2, 256, 64, 64, 128, (2, 2), False, 1),
+    ("blackhole", 2, 2, 2, 256, 64, 32, 64, (3, 2), True, 1),
+    ("wormhole_b0", 1, 4, 2, 256, 64, 64, 64, (2, 2), True, 1),
+], ids=["wh-mha", "wh-gqa-causal", "bh-gqa", "bh-b2-causal", "wh-long-chains",
+        "streaming-wh-mha", "streaming-bh-gqa", "streaming-bh-b2-causal", "streaming-wh-gqa-causal"])
+def test_ttnn_sdpa_kernels_match_numpy_attention(run_ttnn, arch, b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal,
+                                                 streaming):
     """ttnn 0.81.1's SDPA kernels (reader_interleaved with its K/V forwarding chains, writer_interleaved,
-    compute/sdpa.cpp's legacy loop in compute_common.hpp: online softmax over K chunks, the writer's lightweight
-    causal mask) on the emulator, unmodified, against float64 attention."""
+    compute/sdpa.cpp: the legacy loop in compute_common.hpp or the streaming one in compute_streaming.hpp, online
+    softmax over K chunks, the writer's lightweight causal mask) on the emulator, unmodified, against float64
+    attention."""
     rng = np.random.default_rng(13)
     q = bf16(rng.standard_normal((b * nqh * s, d)).astype(np.float32))
     k = bf16(rng.standard_normal((b * nkh * s, d)).astype(np.float32))
     v = bf16(rng.standard_normal((b * nkh * s, d)).astype(np.float32))
-    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, 0, 0, 2]], np.float32)
+    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, streaming, 0, 2]], np.float32)
     result = run_ttnn("sdpa", {"q": q, "k": k, "v": v, "cfg": cfg}, arch=arch)
     o = result.outputs["o"]
     exact = attention(q, k, v, b, nqh, nkh, s, d, causal)

@@ -228,11 +228,16 @@ void matmul_event(KernelRun& run, std::uint32_t in0, std::uint32_t in1, std::uin
 double fidelity_phases(const KernelRun& run) {
     return timing::fpu_cycles(run.kernel->math_fidelity) / timing::fpu_cycles(0);
 }
-void sfpu_event(KernelRun& run, double instructions) {
+// An SFPU call on the math thread, or on the pack thread (`stream` kPack: its own SFPU instructions on a DST section
+// the packer holds, busy time on that thread; the one SFPU serves both, which the model does not arbitrate).
+void sfpu_event(KernelRun& run, double instructions, timing::Stream stream = timing::kMath) {
     if (!run.trace) return;
     const timing::Costs& c = timing::costs();
-    timing::record(run, timing::kMath, Ev::MathOp,
-                   static_cast<float>(timing::math_tile() + c.sfpu_rows_per_tile * instructions), timing::kNone, 1);
+    const double cycles = timing::math_tile() + c.sfpu_rows_per_tile * instructions;
+    if (stream == timing::kPack)
+        timing::busy(run, timing::kPack, cycles);
+    else
+        timing::record(run, timing::kMath, Ev::MathOp, static_cast<float>(cycles), timing::kNone, 1);
 }
 // the approximate exp's SFPU instruction slots per 32-datum row: with the -88.5 sanitize pass or without
 double exp_approx_instructions(bool clamp_negative) {
@@ -392,8 +397,10 @@ void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
     count(run, "matmul_tiles");
 }
 
-// DST[idst + r*ct + c] += in0[i0 + r*kt] @ in1[i1 + c]: each in0 / in1 tile is unpacked once per call, and every
-// output tile sums its 32 products in fp32 before adding to DST, as matmul_tiles does.
+// DST[idst + r*ct + c] += in0[i0 + r*kt] @ in1[i1 + c*s]: each in0 / in1 tile is unpacked once per call, and every
+// output tile sums its 32 products in fp32 before adding to DST, as matmul_tiles does. s: the in1 column stride when
+// the unpacker streams in1 (ct >= rt: [LLK] llk_unpack_AB_matmul.h steps SrcA's address by TILE_SIZE_A, which
+// matmul_set_in1_column_stride widens), else 1 (in1 reused, its tile address computed per column).
 void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
                   bool transpose, std::uint32_t ct_dim, std::uint32_t rt_dim, std::uint32_t kt_dim, Site site) {
     KernelRun& run = compute_run(Api::ComputeMath, site, "matmul_block");
@@ -407,7 +414,8 @@ void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
     for (std::uint32_t r = 0; r < rt_dim; ++r) unpack_operand(run, in0, i0 + r * kt_dim, true, &a[r * 1024], call);
     for (std::uint32_t c = 0; c < ct_dim; ++c) {
         float* bt = &b[c * 1024];
-        unpack_operand(run, in1, i1 + c, true, bt, call);
+        const std::uint32_t stride = ct_dim >= rt_dim ? run.compute->in1_column_stride : 1;
+        unpack_operand(run, in1, i1 + c * stride, true, bt, call);
         if (!timing::math_skipped() && (transpose || run.compute->transpose)) {
             float t[1024];
             for (int y = 0; y < 32; ++y)
@@ -437,6 +445,16 @@ void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
             for (int e = 0; e < 1024; ++e) d[e] = to_dst(*run.compute, d[e] + acc[e]);
         }
     run.counters.tile_ops["matmul_block (tiles)"] += static_cast<std::uint64_t>(rt_dim) * ct_dim;
+}
+
+void matmul_in1_column_stride(std::uint32_t in1, std::uint32_t stride_tiles, Site site) {
+    KernelRun& run = compute_run(Api::ComputeConfig, site, "matmul_set_in1_column_stride");
+    std::string call = strformat("matmul_set_in1_column_stride(cb=%u, stride=%u)", in1, stride_tiles);
+    require_started(run, call);
+    cb_format(run, in1, call);
+    if (stride_tiles == 0) kernel_fail("matmul-block", call, "the column stride must be at least 1 tile");
+    run.compute->in1_column_stride = stride_tiles;
+    config_event(run, {timing::kUnpack}, timing::costs().reconfig_cycles);
 }
 
 void transpose_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site site) {
@@ -654,9 +672,12 @@ void sfpu_unary_faces(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, s
                       bool approx, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
     std::string call = strformat("%s(dst=%u)", name, idst);
+    // the kernels' own routines (no init check) run on whichever thread holds DST: the math thread inside
+    // tile_regs_acquire..commit, the pack thread after tile_regs_wait (exp_packthread_tile, ttnn's PACK((...)) calls)
+    const bool on_pack = !check_init && run.compute->dst_state == Dst::Waited;
     if (check_init)
         check_sfpu(run, op, call);
-    else
+    else if (!on_pack)
         require_math(run, call);
     check_dst_index(run, idst, call);
     const int nfaces = __builtin_popcount(faces & 0xF);
@@ -666,9 +687,11 @@ void sfpu_unary_faces(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, s
     // exp_tile's approximate exp after its own init is the LLK's algorithm (which never reads scale_en's factor);
     // the kernels' own approximate SFPI routines (exp_tile_first_column) and the pack thread's exp stay libm exp
     const bool llk_approx = approx_exp && check_init;
-    sfpu_event(run, (approx_exp ? exp_approx_instructions(check_init ? cs.exp_clamp_negative : false)
-                                : sfpu_instructions(op)) *
-                        nfaces / 4.0);
+    sfpu_event(
+        run,
+        (approx_exp ? exp_approx_instructions(check_init ? cs.exp_clamp_negative : false) : sfpu_instructions(op)) *
+            nfaces / 4.0,
+        on_pack ? timing::kPack : timing::kMath);
     if (timing::math_skipped()) {
         count(run, name);
         return;
@@ -898,16 +921,21 @@ void pack_out(ComputeState& cs, const float* tile, std::uint8_t format, std::uin
 
 namespace dev {
 
+// One packer call writes `pack_width` DST tiles (llk_pack_init's MOP width, 1 unless a kernel widens it) to
+// consecutive tiles of the CB: DST[idst + j] -> position + j.
 void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, bool out_of_order, Site site) {
     KernelRun& run = compute_run(Api::ComputePack, site, "pack_tile");
-    std::string call = strformat("pack_tile(dst=%u, cb=%u, out_index=%u)", idst, ocb, out_index);
-    require_started(run, call);
     ComputeState& cs = *run.compute;
+    const std::uint32_t width = cs.pack_width;
+    std::string call = width == 1 ? strformat("pack_tile(dst=%u, cb=%u, out_index=%u)", idst, ocb, out_index)
+                                  : strformat("pack_tile(dst=%u, cb=%u, out_index=%u; %u tiles per pack MOP)", idst,
+                                              ocb, out_index, width);
+    require_started(run, call);
     if (cs.dst_state != Dst::Waited)
         kernel_fail("dst-protocol", call,
                     std::string("pack_tile outside tile_regs_wait()..tile_regs_release() (DST is ") +
                         dst_state_name(cs.dst_state) + ")");
-    check_dst_index(run, idst, call);
+    check_dst_index(run, idst + width - 1, call);
     std::uint32_t pos;
     {
         std::lock_guard<std::mutex> lk(run.core->mu);
@@ -920,29 +948,41 @@ void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, b
                                   c.pack_seq));
         }
     }
-    std::uint8_t format;
-    std::uint8_t* dst = pack_target(run, ocb, pos, format, call);
+    std::vector<std::uint8_t*> targets(width);
+    std::uint8_t format = 0;
+    for (std::uint32_t j = 0; j < width; ++j) targets[j] = pack_target(run, ocb, pos + j, format, call);
     if (!out_of_order) {
         std::lock_guard<std::mutex> lk(run.core->mu);
-        ++run.core->cbs[ocb].pack_seq;
+        run.core->cbs[ocb].pack_seq += width;
     }
-    pack_event(run, ocb, 1);
-    if (timing::math_skipped()) {
-        count(run, "pack_tile");
-        return;
+    pack_event(run, ocb, width);
+    run.counters.tile_ops["pack_tile"] += width;
+    if (timing::math_skipped()) return;
+    for (std::uint32_t j = 0; j < width; ++j) {
+        const float* tile = dst_tile(run, idst + j);
+        float masked[1024];
+        if (cs.pack_mask_cb == static_cast<int>(ocb)) {  // reduce_init's edge mask: only the reduced datums are packed
+            for (int r = 0; r < 32; ++r)
+                for (int c = 0; c < 32; ++c) {
+                    bool keep = cs.pack_mask_dim == 0 ? c == 0 : cs.pack_mask_dim == 1 ? r == 0 : (r == 0 && c == 0);
+                    masked[r * 32 + c] = keep ? tile[r * 32 + c] : 0.0f;
+                }
+            tile = masked;
+        }
+        pack_out(cs, tile, format, targets[j]);
     }
-    const float* tile = dst_tile(run, idst);
-    float masked[1024];
-    if (cs.pack_mask_cb == static_cast<int>(ocb)) {  // reduce_init's edge mask: only the reduced datums are packed
-        for (int r = 0; r < 32; ++r)
-            for (int c = 0; c < 32; ++c) {
-                bool keep = cs.pack_mask_dim == 0 ? c == 0 : cs.pack_mask_dim == 1 ? r == 0 : (r == 0 && c == 0);
-                masked[r * 32 + c] = keep ? tile[r * 32 + c] : 0.0f;
-            }
-        tile = masked;
-    }
-    pack_out(cs, tile, format, dst);
-    count(run, "pack_tile");
+}
+
+// llk_pack_init(ocb, num_tiles): the packer MOP packs `num_tiles` tiles per call from then on
+void pack_width(std::uint32_t ocb, std::uint32_t num_tiles, Site site) {
+    KernelRun& run = compute_run(Api::ComputeConfig, site, "llk_pack_init");
+    std::string call = strformat("llk_pack_init(cb=%u, num_tiles=%u)", ocb, num_tiles);
+    require_started(run, call);
+    cb_format(run, ocb, call);
+    if (num_tiles == 0 || num_tiles > run.compute->dst_capacity)
+        kernel_fail("init", call, strformat("num_tiles must be 1 to %u (a DST section)", run.compute->dst_capacity));
+    run.compute->pack_width = num_tiles;
+    config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
 }
 
 void pack_l1_acc(bool enable, Site site) {
@@ -1225,6 +1265,92 @@ void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
     count(run, "reduce_tile");
 }
 
+// reduce_block_max_row_init: the unpacker and the math MOP for `block_ct` tiles per call ([LLK]
+// llk_math_reduce_custom.h: per tile, GMPOOLs over F0/F1 and F2/F3 into DST row 0 of faces 0 and 2, then one
+// transpose of those rows into column 0), the packer's row-reduce mask.
+void reduce_block_max_row_init(std::uint32_t ocb, std::uint32_t block_ct, Site site) {
+    KernelRun& run = compute_run(Api::ComputeInit, site, "reduce_block_max_row_init");
+    std::string call = strformat("reduce_block_max_row_init(ocb=%u, block_ct_dim=%u)", ocb, block_ct);
+    require_started(run, call);
+    if (block_ct == 0 || block_ct > 127) kernel_fail("init", call, "block_ct_dim must be 1 to 127");
+    ComputeState& cs = *run.compute;
+    cs.fpu = FpuOp::Reduce;
+    cs.reduce_pool = 2;
+    cs.reduce_dim = 0;
+    cs.reduce_block_ct = block_ct;
+    cs.face_transpose = false;
+    config_event(run, {timing::kUnpack, timing::kMath}, timing::costs().init_fpu_cycles);
+    pack_reduce_mask(0, static_cast<int>(ocb), site);
+}
+
+void reduce_block_max_row_uninit(Site site) {
+    KernelRun& run = compute_run(Api::ComputeInit, site, "reduce_block_max_row_uninit");
+    run.compute->reduce_block_ct = 0;
+    pack_reduce_mask(0, -1, site);
+}
+
+// DST[idst] column 0, row r = max(running[r], max over the block's tiles t and columns c of A_t[r][c] * scaler), with
+// running[r] what a face-transposed copy put in row 0 of face 0 (r < 16) or face 2 (r >= 16); columns 1-15 of faces
+// 0 and 2 come from the transpose's other source rows on hardware (not data of this op: zero here), faces 1 and 3
+// are left as they are. The scaler's face 0 row 0 weights the columns (ttnn fills it with 1.0).
+void reduce_block_max_row(std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t row_start, std::uint32_t idst,
+                          bool respect_trigger, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "reduce_block_max_row");
+    ComputeState& cs = *run.compute;
+    const std::uint32_t ct = cs.reduce_block_ct;
+    std::string call = strformat("reduce_block_max_row(icb=%u, icb_scaler=%u, row_start=%u, dst=%u, block_ct_dim=%u)",
+                                 icb, icb_scaler, row_start, idst, ct);
+    require_math(run, call);
+    if (cs.fpu != FpuOp::Reduce || ct == 0)
+        kernel_fail("init", call,
+                    "reduce_block_max_row_init must be in effect (the unpacker/FPU is configured by " +
+                        std::string(fpu_init_name(cs.fpu)) + ")");
+    check_dst_index(run, idst, call);
+    std::vector<float> a(static_cast<std::size_t>(ct) * 1024);
+    float sc[1024];
+    if (respect_trigger) {
+        // the unpacker reads pages the packer has pushed (cb_push_back_hold_wr_ptr) once the packer's semaphore
+        // post, which follows that push, lets it: the tiles must be pushed, not waited for
+        std::uint64_t needed;
+        {
+            Core& core = *run.core;
+            std::lock_guard<std::mutex> lk(core.mu);
+            cb_format(run, icb, call);
+            CircularBuffer& c = core.cbs[icb];
+            if (c.used() < row_start + ct)
+                kernel_fail("cb-out-of-range", call,
+                            strformat("reads tiles [%u, %u) of CB c_%u but only %u page(s) are pushed", row_start,
+                                      row_start + ct, icb, c.used()));
+            if (!c.consumer) c.consumer = &run;
+            needed = c.acked + row_start + ct;
+            c.front_granted = std::max(c.front_granted, row_start + ct);
+        }
+        if (run.trace)
+            timing::record(run, timing::kUnpack, Ev::CbWaitFront, static_cast<float>(timing::costs().sem_cycles),
+                           static_cast<std::uint32_t>(needed), icb);
+    }
+    for (std::uint32_t t = 0; t < ct; ++t) unpack_operand(run, icb, row_start + t, true, &a[t * 1024], call);
+    unpack_operand(run, icb_scaler, 0, true, sc, call);
+    // one unpack call streams the block and the scaler; one math MOP pools every tile, then one transpose
+    fpu_event(run, ct * cb_unpack_bytes(run, icb) + cb_unpack_bytes(run, icb_scaler), ct + 1.0,
+              timing::costs().reduce_cycles_per_tile * ct, 1);
+    count(run, "reduce_block_max_row");
+    if (timing::math_skipped()) return;
+    float* d = dst_tile(run, idst);
+    float running[32];
+    for (int r = 0; r < 32; ++r) running[r] = r < 16 ? d[r] : d[16 * 32 + (r - 16)];
+    for (int r = 0; r < 32; ++r) {
+        float acc = running[r];
+        for (std::uint32_t t = 0; t < ct; ++t)
+            for (int c = 0; c < 32; ++c) {
+                float v = a[t * 1024 + r * 32 + c] * sc[c & 15];
+                acc = v > acc ? v : acc;
+            }
+        d[r * 32] = to_dst(cs, acc);
+        for (int c = 1; c < 16; ++c) d[r * 32 + c] = 0.0f;
+    }
+}
+
 void bcast_init(FpuOp op, int bcast, std::uint32_t icb0, std::uint32_t icb1, const char* name, Site site) {
     fpu_init(op, icb0, icb1, 0, name, site);
     compute_run(Api::ComputeInit, site, name).compute->bcast = bcast;
@@ -1272,6 +1398,31 @@ void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std:
             d[r * 32 + c] = to_dst(*run.compute, v);
         }
     count(run, name);
+}
+
+void sub_bcast_cols_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
+                          std::uint32_t ct_dim, Site site) {
+    KernelRun& run = compute_run(Api::ComputeMath, site, "sub_tiles_bcast_cols_custom");
+    std::string call = strformat("sub_tiles_bcast_cols_custom(in0=%u, in1=%u, i0=%u, i1=%u, dst=%u, ct_dim=%u)", in0,
+                                 in1, i0, i1, idst, ct_dim);
+    require_math(run, call);
+    check_fpu(run, FpuOp::BcastSub, in0, in1, call);
+    check_bcast(run, 1, call);
+    if (ct_dim == 0) kernel_fail("init", call, "ct_dim must be at least 1");
+    check_dst_index(run, idst + ct_dim - 1, call);
+    std::vector<float> a(static_cast<std::size_t>(ct_dim) * 1024);
+    float b[1024];
+    for (std::uint32_t j = 0; j < ct_dim; ++j) unpack_operand(run, in0, i0 + j, true, &a[j * 1024], call);
+    unpack_operand(run, in1, i1, true, b, call);
+    fpu_event(run, ct_dim * cb_unpack_bytes(run, in0) + cb_unpack_bytes(run, in1), ct_dim + 1.0,
+              timing::costs().eltwise_cycles_per_tile * ct_dim, ct_dim);
+    run.counters.tile_ops["sub_tiles_bcast_cols_custom (tiles)"] += ct_dim;
+    if (timing::math_skipped()) return;
+    for (std::uint32_t j = 0; j < ct_dim; ++j) {
+        float* d = dst_tile(run, idst + j);
+        for (int r = 0; r < 32; ++r)
+            for (int c = 0; c < 32; ++c) d[r * 32 + c] = to_dst(*run.compute, a[j * 1024 + r * 32 + c] - b[r * 32]);
+    }
 }
 
 // DST[idst] = the tile broadcast along `bcast`. 32-bit CBs unpack straight to DST (no TF32 rounding), as the

@@ -188,6 +188,10 @@ std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView
     if (k.role == Role::Compute) {
         cmd.push_back("-DTTEMU_COMPUTE_KERNEL=1");
         cmd.push_back("-DUCK_CHLKC_MATH");  // the TRISC program kernels see (one thread runs unpack, math and pack)
+        // ...and the PACK program's own code paths: kernels guard pack-thread-only calls with it (ttnn's streaming
+        // SDPA packs its output tiles only `#ifdef TRISC_PACK`). TRISC_MATH / TRISC_UNPACK stay undefined: their
+        // guarded code is raw SFPI / Tensix instructions, which the emulator supplies through its own headers.
+        cmd.push_back("-DTRISC_PACK");
         cmd.push_back(strformat("-DTTEMU_DST_ACCUM_MODE=%d", k.fp32_dest_acc ? 1 : 0));
         cmd.push_back(strformat("-DTTEMU_DST_FULL_SYNC=%d", k.dst_full_sync ? 1 : 0));
         cmd.push_back(strformat("-DTTEMU_MATH_FIDELITY=%d", k.math_fidelity));

@@ -198,6 +198,9 @@ struct ComputeState {
     std::uint32_t start_cbs[3] = {0, 0, 0};
     dev::FpuOp fpu = dev::FpuOp::None;
     std::uint32_t fpu_in0 = 0, fpu_in1 = 0, transpose = 0;
+    // matmul_set_in1_column_stride: tiles between the in1 tiles of adjacent output columns when the unpacker streams
+    // in1 (ct_dim >= rt_dim); the unpacker's SrcA address step, kept until set again
+    std::uint32_t in1_column_stride = 1;
     dev::SfpuOp sfpu = dev::SfpuOp::None;
     float exp_scale = 1.0f;                      // exp_tile_init<true, scale>'s input scale
     bool exp_approx = false;                     // exp_tile_init<true>: the approximate exp
@@ -211,7 +214,9 @@ struct ComputeState {
     std::vector<float> dst;         // 16 tiles x 1024, row-major within a tile
     bool warned_pack_index = false;
     std::uint32_t pack_cb = 0;                  // the CB whose format the packer is configured for
+    std::uint32_t pack_width = 1;               // tiles one pack call writes (llk_pack_init's num_tiles)
     int reduce_pool = -1, reduce_dim = -1;      // the reduce_init in effect
+    std::uint32_t reduce_block_ct = 0;          // reduce_block_max_row_init's block width (0: not in effect)
     int bcast = 0;                              // the broadcast dimension of the bcast init in effect
     int pack_mask_cb = -1, pack_mask_dim = -1;  // reduce_init's packer edge mask (until reduce_uninit / another init)
     bool pack_l1_acc = false;                   // pack_reconfig_l1_acc(1): the packer adds DST to the tile in L1

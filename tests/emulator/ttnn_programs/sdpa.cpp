@@ -30,8 +30,8 @@
 // Not reproduced: the causal prefix chains (kv chain modes 2 and 3), masks, padding, chunked prefill, windows,
 // attention sinks.
 // `streaming` selects the kernel's compute path (compile arg 24): 0 the legacy loop (compute_common.hpp's
-// sdpa_standard), 1 the streaming kernel (compute_streaming.hpp; its no-MOP matmul and custom reduce are not
-// emulated yet).
+// sdpa_standard), 1 the streaming kernel (compute_streaming.hpp's sdpa_standard_v2; as the factory sets it up: output
+// subblocks of at most 2 rows, a 1-tile reciprocal scratch CB at c_4).
 //
 // argv: <unused> <input dir> <output dir>. Inputs q.npy (B*NQH*S x D), k.npy and v.npy (B*NKH*S x D), cfg.npy =
 // [B, NQH, NKH, S, D, q_chunk, k_chunk, grid_x, grid_y, causal, streaming, no_data, fidelity(, chains)]. Output o.npy
@@ -50,12 +50,12 @@ using namespace tt;
 using namespace tt::tt_metal;
 
 namespace {
-std::pair<uint32_t, uint32_t> largest_subblock(uint32_t h, uint32_t w, uint32_t dst) {
+std::pair<uint32_t, uint32_t> largest_subblock(uint32_t h, uint32_t w, uint32_t dst, uint32_t max_h = UINT32_MAX) {
     constexpr std::pair<uint32_t, uint32_t> order[] = {{2, 4}, {4, 2}, {1, 8}, {8, 1}, {1, 7}, {7, 1}, {2, 3},
                                                        {3, 2}, {1, 6}, {6, 1}, {1, 5}, {5, 1}, {2, 2}, {1, 4},
                                                        {4, 1}, {1, 3}, {3, 1}, {1, 2}, {2, 1}, {1, 1}};
     for (auto [sh, sw] : order)
-        if (sh * sw <= dst && h % sh == 0 && w % sw == 0) return {sh, sw};
+        if (sh * sw <= dst && sh <= max_h && h % sh == 0 && w % sw == 0) return {sh, sw};
     return {1, 1};
 }
 constexpr uint32_t kInvalid = 0, kValid = 1;  // the kernels' semaphore values (hostdevcommon/common_values.hpp)
@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
     auto core_count = [&](uint32_t i) { return i < num_cores ? per_core + (i < extra ? 1 : 0) : 0u; };
 
     auto [qk_sub_h, qk_sub_w] = largest_subblock(Sq_chunk_t, Sk_chunk_t, dst_size);
-    auto [out_sub_h, out_sub_w] = largest_subblock(Sq_chunk_t, vDHt, dst_size);
+    // the streaming kernel's output subblocks are at most 2 rows (the factory's max_h)
+    auto [out_sub_h, out_sub_w] = largest_subblock(Sq_chunk_t, vDHt, dst_size, streaming ? 2 : UINT32_MAX);
     std::map<std::string, std::string> defines = {
         {"STATS_GRANULARITY", std::to_string(granularity(Sq_chunk_t, dst_size))},
         {"SUB_EXP_GRANULARITY", std::to_string(granularity(Sk_chunk_t, dst_size))},
@@ -196,6 +197,7 @@ int main(int argc, char** argv) {
     cb(cb_k, Sk_chunk_t * DHt * 2);
     cb(cb_v, Sk_chunk_t * vDHt * 2);
     if (is_causal) cb(cb_mask, 2);  // the lightweight causal mask: a -inf tile and a diagonal tile
+    if (streaming) cb(cb_sink, 1);  // the streaming kernel's 1-tile reciprocal scratch (c_4, the sink's id)
     cb(cb_identity, 1);
     cb(cb_col_identity, 1);
     cb(cb_qk, Sq_chunk_t * Sk_chunk_t);

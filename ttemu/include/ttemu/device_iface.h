@@ -128,9 +128,12 @@ void fpu_init(FpuOp op, std::uint32_t icb0, std::uint32_t icb1, std::uint32_t mo
 void sfpu_init(SfpuOp op, const char* call, Site site);
 void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
                   Site site);
-// matmul_block: DST[idst + r*ct_dim + c] += in0[i0 + r*kt_dim] @ in1[i1 + c]  (r < rt_dim, c < ct_dim)
+// matmul_block: DST[idst + r*ct_dim + c] += in0[i0 + r*kt_dim] @ in1[i1 + c*s]  (r < rt_dim, c < ct_dim; s = the
+// in1 column stride when ct_dim >= rt_dim, else 1)
 void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
                   bool transpose, std::uint32_t ct_dim, std::uint32_t rt_dim, std::uint32_t kt_dim, Site site);
+// matmul_set_in1_column_stride: the unpacker's step between in1 tiles of adjacent output columns
+void matmul_in1_column_stride(std::uint32_t in1, std::uint32_t stride_tiles, Site site);
 void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1,
                   std::uint32_t idst, Site site);
 // binary op with DST as one operand (binary_dest_reuse_tiles): `dst_is_a` puts DST in the first operand slot
@@ -159,6 +162,8 @@ void tile_regs_commit(Site site);
 void tile_regs_wait(Site site);
 void tile_regs_release(Site site);
 void pack_tile(std::uint32_t idst, std::uint32_t ocb, std::uint32_t out_index, bool out_of_order, Site site);
+// llk_pack_init(ocb, num_tiles): each later pack call writes num_tiles consecutive DST tiles to consecutive CB tiles
+void pack_width(std::uint32_t ocb, std::uint32_t num_tiles, Site site);
 void pack_reconfig(std::uint32_t ocb, const char* call, Site site);
 void pack_l1_acc(bool enable, Site site);
 void pack_relu(bool enable, Site site);
@@ -174,9 +179,21 @@ void reduce_uninit(Site site);
 // and set (ocb >= 0) or clear (ocb < 0) the packer's reduce mask (only the reduced edge of the tile is written)
 void reduce_math_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, Site site);
 void pack_reduce_mask(int dim, int ocb, Site site);
+// reduce_block_max_row (ttnn's streaming SDPA): the row maxima of `block_ct` tiles side by side, into column 0 of a
+// DST tile, combined with the running maxima a face-transposed copy left in row 0 of DST's faces 0 and 2.
+// `respect_trigger`: the unpacker waits on the packer's Tensix semaphore instead of a cb_wait_front, so the tiles need
+// only have been pushed.
+void reduce_block_max_row_init(std::uint32_t ocb, std::uint32_t block_ct, Site site);
+void reduce_block_max_row(std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t row_start, std::uint32_t idst,
+                          bool respect_trigger, Site site);
+void reduce_block_max_row_uninit(Site site);
 void bcast_init(FpuOp op, int bcast, std::uint32_t icb0, std::uint32_t icb1, const char* call, Site site);
 void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1,
                  std::uint32_t idst, const char* call, Site site);
+// sub_tiles_bcast_cols_custom: DST[idst + j] = in0[i0 + j] - column 0 of in1[i1] broadcast along rows, j < ct_dim,
+// in one unpack call (the bcast tile once, the in0 tiles streamed)
+void sub_bcast_cols_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::uint32_t i1, std::uint32_t idst,
+                          std::uint32_t ct_dim, Site site);
 void unary_bcast(int bcast, std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site site);
 // tilize / untilize: whole blocks of `ntiles` tiles between a row-major CB and a tiled CB
 void tilize_block(std::uint32_t icb, std::uint32_t ntiles, std::uint32_t ocb, Site site);

@@ -81,10 +81,14 @@ inline void llk_pack_relu_config(const ckernel::ReluConfig& config, TTEMU_SITE) 
         ttemu::dev::unsupported("llk_pack_relu_config with a threshold ReLU", ttemu_site);
     ttemu::dev::pack_relu(config.get_mode() == ckernel::ReluType::ZERO_RELU, ttemu_site);
 }
-// packer (re)configuration for `ocb` with a row of `num_tiles` tiles per MOP run: the emulator packs tile by tile
+// packer (re)configuration for `ocb` with a row of `num_tiles` tiles per MOP run: every later pack call (pack_tile,
+// llk_pack) writes that many consecutive DST tiles to consecutive tiles of the CB
 template <ckernel::PackMode pack_mode = ckernel::PackMode::Default, bool zero_output = false,
           bool skip_addrmod_config = false, bool skip_packer_strides = false>
-inline void llk_pack_init(const std::uint32_t pack_output, const std::uint32_t num_tiles = 1, TTEMU_SITE) {}
+inline void llk_pack_init(const std::uint32_t pack_output, const std::uint32_t num_tiles = 1, TTEMU_SITE) {
+    static_assert(pack_mode == ckernel::PackMode::Default, "ttemu: llk_pack_init is emulated for PackMode::Default");
+    ttemu::dev::pack_width(pack_output, num_tiles, ttemu_site);
+}
 // a raw pack of DST[tile_index] into `output` (at `output_tile_index` when out of order)
 template <bool is_fp32_dest_acc_en, bool out_of_order_output = false,
           ckernel::PackMode pack_mode = ckernel::PackMode::Default>

@@ -33,12 +33,15 @@ inline void calculate_recip_first_column(TTEMU_SITE) {
 }
 }  // namespace sfpu
 
-// exp((x) * scale) on the first column of DST[idst] (compute_common.hpp's exp_tile_first_column; scale in bf16 bits)
+// exp((x) * scale) on the first column of DST[idst] (compute_common.hpp's exp_tile_first_column; scale in bf16 bits).
+// compute_common.hpp defines it itself for the PACK build (TRISC_PACK), through experimental/llk_sfpu/ckernel_sfpu_sdpa.h.
+#if !defined(TRISC_PACK)
 template <bool approx, std::uint16_t scale_bf16, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void exp_tile_first_column(std::uint32_t idst, TTEMU_SITE) {
     ttemu::dev::sfpu_unary_faces(ttemu::dev::SfpuOp::Exp, idst, static_cast<std::uint32_t>(scale_bf16) << 16, 0x5,
                                  false, approx, "exp_tile_first_column", ttemu_site);
 }
+#endif
 // 1 / x on the first column of DST[idst]
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void recip_tile_first_column(std::uint32_t idst, TTEMU_SITE) {
