@@ -222,8 +222,9 @@ class Window:
             return False                   # both are packed from the same slots after the window
         if self.try_alias(info):
             return True
-        if id(info.call) in self.hoisted:
-            return False                   # moved here to be packed from its source's slots; it cannot be
+        if id(info.call) in self.hoisted and self.written:
+            return False                   # moved here to be packed from its source's slots; it cannot be (in a
+            # window of its own it is an ordinary copy: nothing between its old and new place touches either buffer)
         for o in info.operands:
             if o.region is not None and o.fpu and o.region.name in self.written:
                 return False               # the FPU reads CBs: that value must be packed first
