@@ -298,6 +298,9 @@ class Emitter:
             s = item.loop
             fused = [w for w in item.body if id(w) in self.fusable]
             self.loops.append(s)
+            # the waits still deferred here are for CBs the loop does not touch (flush(item) gave the others): they
+            # wait after the loop, not at the end of its body, which a loop of no trips never runs
+            outside, self.deferred = self.deferred, {}
             out = []
             if fused:   # all iterations but the last as they are; the last packs the result into the output CB
                 extent = int(s.extent)
@@ -312,6 +315,7 @@ class Emitter:
             else:
                 out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(self.items(item.body, carry=True))))
             self.loops.pop()
+            self.deferred = {**outside, **self.deferred}
             return out
         if isinstance(item, SendFromCB):
             return self.send_from_cb(item.send)
