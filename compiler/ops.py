@@ -77,6 +77,13 @@ _OPS = [
     _op("read_rows", "cb expr name expr expr expr expr expr",
         "read_rows(accessor_{2}, get_write_ptr({0}) + {1:p} * get_tile_size({0}), tt_scalars_l1 + 4096, {3}, {4}, "
         "{5}, {2}_tile_cols, {6}, {7})", DATAFLOW),
+    # values read while the kernel runs that compute needs (a run-time trip count): the reader writes them into a
+    # page, compute reads them from the page's front (api/compute/cb_api.h read_tile_value)
+    _op("write_value", "cb expr expr",
+        "reinterpret_cast<volatile tt_l1_ptr uint32_t*>(get_write_ptr({0}))[{1}] = static_cast<uint32_t>({2})",
+        DATAFLOW),
+    _op("read_value", "cb expr", "static_cast<int32_t>(read_tile_value({0}, 0, {1}))", {COMPUTE},
+        _C + "cb_api.h", returns="int32"),
     _op("zero_tile", "cb expr", "zero_fill_l1(get_write_ptr({0}) + {1:p} * get_tile_size({0}), get_tile_size({0}))",
         DATAFLOW),
     _op("noc_async_read_barrier", "cb", "noc_async_read_barrier()", DATAFLOW),

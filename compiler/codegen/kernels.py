@@ -179,11 +179,15 @@ class KernelPrinter:
             return f"({self.expr(cond, 0)} ? {self.expr(a, 0)} : {self.expr(b, 0)})"
         if isinstance(e, tirx.Not):
             return f"!({self.expr(e.a)})"
-        if isinstance(e, tirx.Cast) and isinstance(e.value, tvm.ir.expr.TensorLoad) and str(e.ty).startswith("int"):
-            return self.expr(e.value, parent_prec)
+        if isinstance(e, tirx.Cast) and str(e.ty).startswith("int") and (
+                isinstance(e.value, tvm.ir.expr.TensorLoad) or str(e.value.ty).startswith("int")):
+            return self.expr(e.value, parent_prec)      # an element read as an integer, or a handed-over value
         if isinstance(e, tvm.ir.expr.TensorLoad) and str(e.source.scope()) == "global":
             return self.scalar_read(e)
         found = ops.intrinsic_of(e)
+        if found is not None and found[0].name == "read_value":
+            self.used_ops.add("read_value")
+            return f"static_cast<int32_t>(read_tile_value({self.arg('cb', found[1][0])}, 0, {self.expr(found[1][1])}))"
         if found is not None and found[0].name == "runtime_arg":
             name = str(found[1][0].value)
             return f"get_arg_val<uint32_t>({self.runtime_args.index(name)})"
@@ -223,17 +227,24 @@ class KernelPrinter:
         pad = INDENT * depth
         if isinstance(s, tirx.SeqStmt):
             return [line for child in stmts_of(s) for line in self.stmt(child, depth)]
+        self.scalars, before = {}, len(self.scalars_declared)
+
+        def reads() -> list[str]:      # the elements this statement's own expressions read, declared before it
+            return [f"{pad}{line}" for line in self.scalars_declared[before:]]
         if isinstance(s, tirx.Bind):
-            return [f"{pad}const uint32_t {self.var(s.var)} = {self.expr(s.value)};"]
+            line = f"{pad}const uint32_t {self.var(s.var)} = {self.expr(s.value)};"
+            return reads() + [line]
         if isinstance(s, tirx.For):
             v = self.var(s.loop_var)
             lo = self.expr(s.min)
             hi = self.expr(s.extent) if lo == "0" else f"{lo} + {self.expr(s.extent, 4)}"
             if _has_clamp(s.extent):   # a trip count computed with signed min/max: compared as the unsigned it is
                 hi = f"static_cast<uint32_t>({hi})"
-            return [f"{pad}for (uint32_t {v} = {lo}; {v} < {hi}; ++{v}) {{", *self.stmt(s.body, depth + 1), f"{pad}}}"]
+            head = reads() + [f"{pad}for (uint32_t {v} = {lo}; {v} < {hi}; ++{v}) {{"]
+            return [*head, *self.stmt(s.body, depth + 1), f"{pad}}}"]
         if isinstance(s, tirx.IfThenElse):
-            lines = [f"{pad}if ({self.expr(s.condition)}) {{", *self.stmt(s.then_case, depth + 1)]
+            cond = self.expr(s.condition)
+            lines = reads() + [f"{pad}if ({cond}) {{", *self.stmt(s.then_case, depth + 1)]
             if s.else_case is not None:
                 lines += [f"{pad}}} else {{", *self.stmt(s.else_case, depth + 1)]
             return lines + [f"{pad}}}"]
@@ -244,10 +255,8 @@ class KernelPrinter:
         if self.role not in spec.roles:
             raise CodegenError(f"tt.{spec.name} may not appear in the {self.role} kernel")
         self.used_ops.add(spec.name)
-        self.scalars, before = {}, len(self.scalars_declared)
         rendered = [self.arg(k, a) for k, a in zip(spec.args, args)]
-        reads = [f"{pad}{line}" for line in self.scalars_declared[before:]]
-        return reads + [f"{pad}{_SPLICE.format(spec.cpp, *rendered)};"]
+        return reads() + [f"{pad}{_SPLICE.format(spec.cpp, *rendered)};"]
 
     # ---- whole kernel ------------------------------------------------------------------------------------
     def print(self) -> str:

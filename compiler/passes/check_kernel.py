@@ -11,6 +11,8 @@ by walking the blocks.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -232,11 +234,16 @@ class KernelChecker:
             known = {str(v.name) for v in self.grid_vars} | {str(lp.loop_var.name) for lp in self.loops}
             free = set()
             tvm_ffi.structural_walk(extent, (tirx.Var, lambda v: free.add(str(v.name))), order="pre")
-            if not free <= known:
+            read = set()      # elements read while the kernel runs (a variable-length batch's offsets)
+            tvm_ffi.structural_walk(extent, [(tvm.ir.expr.TensorLoad, lambda x: read.add(str(x.source.name)))],
+                                    order="pre")
+            if not free <= known | read:
                 raise self.error(s, f"loop `{s.loop_var.name}`: the trip count `{extent}` depends on "
                                     f"{', '.join(sorted(free - known))}; it may depend on block and loop indices only")
             bound = self.analyzer.const_int_bound(extent)
-            if bound.max_value < 0 or bound.max_value > 1 << 24:
+            if read:          # known when the block starts: the reader reads it, compute is handed it
+                bound = RUN_TIME_TRIP_BOUND
+            elif bound.max_value < 0 or bound.max_value > 1 << 24:
                 raise self.error(s, f"loop `{s.loop_var.name}`: the trip count `{extent}` is unbounded")
             upper = max(int(bound.max_value), 1)
         self.analyzer.bind(s.loop_var, tvm.ir.Range(int(s.min), int(s.min) + upper))
@@ -565,6 +572,10 @@ class KernelChecker:
             roles[name] = {"role": role, "scope": str(buf.scope()), "shape": [int(x) for x in buf.shape],
                            "dtype": str(buf.dtype)}
         return roles
+
+
+# a trip count read while the kernel runs, as the analyzer bounds it: any count a 2^16-tile tensor can have
+RUN_TIME_TRIP_BOUND = SimpleNamespace(max_value=1 << 16)
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTCheckKernel")

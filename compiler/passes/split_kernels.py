@@ -11,11 +11,14 @@ and tt.compile_time_args (TensorAccessor words per DRAM buffer); the input CBs' 
 """
 from __future__ import annotations
 
+import itertools
+
 import tvm
 import tvm_ffi
 from tvm import tirx
 
 from .. import ops
+from ..errors import CompileError
 from ..ir import seq, stmts_of
 from .partition_work import WORK_ARGS
 from .share_reads import FIELDS as MCAST_FIELDS
@@ -268,6 +271,76 @@ def scalar_scratch_cb(cbs: list[dict], role: str, num_cbs: int) -> dict:
             "consumer": role, "tiles": [1, 1]}
 
 
+def _block_loop(body):
+    """(the statements before, the persistent block loop, after) of a kernel body, or None without one."""
+    stmts = stmts_of(body)
+    at = next((k for k, s in enumerate(stmts) if isinstance(s, tirx.For)), None)
+    return None if at is None else (stmts[:at], stmts[at], stmts[at + 1:])
+
+
+def _leading_binds(stmts: list) -> list:
+    return list(itertools.takewhile(lambda s: isinstance(s, tirx.Bind), stmts))
+
+
+def hand_values_to_compute(bodies: dict, cbs: list[dict], num_cbs) -> tuple[dict, list[dict]]:
+    """Compute cannot read DRAM: the elements its loops count with (`T.ceildiv(cu_seqlens_k[bz + 1] -
+    cu_seqlens_k[bz], 64)`) are read by the reader at the start of each block and written into a page of their
+    own (one 32-bit word each); compute takes them from the page's front (read_tile_value) and frees the page at
+    the block's end."""
+    loads, keys = [], []
+
+    def key_of(load):
+        return str(load.source.name), tuple(tvm_ffi.structural_hash(i) for i in load.indices)
+
+    def collect(load):
+        if str(load.source.scope()) == "global" and key_of(load) not in keys:
+            keys.append(key_of(load))
+            loads.append(load)
+    tvm_ffi.structural_walk(bodies[ops.COMPUTE], [(tvm.ir.expr.TensorLoad, collect)], order="pre")
+    if not loads:
+        return bodies, cbs
+    compute, reader = _block_loop(bodies[ops.COMPUTE]), _block_loop(bodies[ops.READER])
+    if compute is None or reader is None:
+        raise CompileError("values read while the kernel runs are used outside the block loop", stage="codegen")
+    c_before, c_loop, c_after = compute
+    binds = _leading_binds(stmts_of(c_loop.body))
+    bound = {b.var.__chandle__() for b in binds}
+    for load in loads:
+        free = [v for v in vars_used(load) if isinstance(v, tirx.Var) and str(v.name) != str(load.source.name)]
+        if any(v.__chandle__() not in bound for v in free):
+            raise CompileError(f"`{load.source.name}` is read while the kernel runs at an index of an inner loop; "
+                               "compute is handed such values once per block (at block indices)", stage="codegen")
+    from .lower_to_circular_buffers import free_cb_index
+    index = free_cb_index({c["index"] for c in cbs}, num_cbs())
+    cbs = cbs + [{"index": index, "name": "cb_tt_values", "buffer": "tt_values", "role": "values",
+                  "data_format": "Float32", "dtype": "float32", "page_bytes": 4096, "num_pages": 2,
+                  "producer": ops.READER, "consumer": ops.COMPUTE, "tiles": [1, 1]}]
+    values = [tirx.Var(f"tt_value{k}", "int32") for k in range(len(loads))]
+
+    def substitute(load):
+        key = key_of(load) if str(load.source.scope()) == "global" else None
+        return values[keys.index(key)] if key in keys else load
+    rest = stmts_of(c_loop.body)[len(binds):]
+    rest = [tvm_ffi.structural_map(s, (tvm.ir.expr.TensorLoad, substitute)) for s in rest]
+    taken = [ops.call("cb_wait_front", index, 1)] + [tirx.Bind(v, ops.call_expr("read_value", index, k))
+                                                     for k, v in enumerate(values)]
+    c_body = seq(binds + taken + rest + [ops.call("cb_pop_front", index, 1)])
+    bodies[ops.COMPUTE] = seq(c_before + [tirx.For(c_loop.loop_var, c_loop.min, c_loop.extent, c_loop.kind, c_body,
+                                                   c_loop.thread_binding, c_loop.annotations)] + c_after)
+    r_before, r_loop, r_after = reader
+    r_stmts = stmts_of(r_loop.body)
+    r_binds = _leading_binds(r_stmts)
+    have = {b.var.__chandle__() for b in r_binds}
+    r_binds = r_binds + [b for b in binds if b.var.__chandle__() not in have]   # the block indices the loads use
+    r_binds.sort(key=lambda b: next((k for k, c in enumerate(binds) if c.var.same_as(b.var)), -1))
+    written = [ops.call("cb_reserve_back", index, 1)] + \
+        [ops.call("write_value", index, k, load) for k, load in enumerate(loads)] + [ops.call("cb_push_back", index, 1)]
+    r_body = seq(r_binds + written + r_stmts[len(_leading_binds(r_stmts)):])
+    bodies[ops.READER] = seq(r_before + [tirx.For(r_loop.loop_var, r_loop.min, r_loop.extent, r_loop.kind, r_body,
+                                                  r_loop.thread_binding, r_loop.annotations)] + r_after)
+    return bodies, cbs
+
+
 def _multicasts(body) -> bool:
     found = []
     tvm_ffi.structural_walk(body, (tirx.Evaluate, lambda s: found.append(1) if _call_name(s) == "mcast_send" else None),
@@ -304,10 +377,13 @@ def split_kernels(mod, ctx):
             stmts.append(ops.call("noc_async_write_barrier"))   # every write confirmed before the kernel ends
             body = seq(stmts)
         bodies[role] = body
+    def num_cbs() -> int:
+        return attrs.TARGET.get(func)["num_cbs"]
+    bodies, cbs = hand_values_to_compute(bodies, cbs, num_cbs)
     scalars = {role: scalar_reads(body) if role != ops.COMPUTE else [] for role, body in bodies.items()}
     for role in ROLES:
         if scalars[role]:
-            cbs.append(scalar_scratch_cb(cbs, role, attrs.TARGET.get(func)["num_cbs"]))
+            cbs.append(scalar_scratch_cb(cbs, role, num_cbs()))
     kernels = {}
     for role, body in bodies.items():
         moved = sorted(set(_buffers_moved(body)) | set(scalars[role]), key=param_order.index)

@@ -85,23 +85,6 @@ VARLEN_ROWS = src('''
         return main
 ''')
 
-VARLEN_STEPS = src('''
-    @tilelang.jit
-    def varlen_steps(batch=2, UKV=128, dim=64, block_N=32):
-        @T.prim_func
-        def main(K: T.Tensor((UKV, dim), T.float16), cu_seqlens_k: T.Tensor([batch + 1], T.int32),
-                 S: T.Tensor((batch * 32, dim), T.float32)):
-            with T.Kernel(batch) as bz:
-                acc = T.alloc_fragment((block_N, dim), T.float32)
-                T.clear(acc)
-                kv_len = cu_seqlens_k[bz + 1] - cu_seqlens_k[bz]
-                for k in T.Pipelined(T.ceildiv(kv_len, block_N)):
-                    T.copy(K[k * block_N, 0], acc)
-                T.copy(acc, S[bz * 32, 0])
-        return main
-''')
-
-
 def test_rows_written_at_offsets_read_from_a_tensor_are_a_located_error_naming_it():
     err = error_of(VARLEN_ROWS, entry="varlen_rows")
     assert "`O` axis 0: the region's position depends on values read while the kernel runs; tilefarm reads whole " \
@@ -156,11 +139,47 @@ def test_rows_read_from_offsets_read_from_a_tensor(arch, dtype, block_M):
         assert outcome.passed, outcome.verification.render()
 
 
-def test_a_trip_count_read_from_a_tensor_is_a_located_error_naming_it():
-    err = error_of(VARLEN_STEPS, entry="varlen_steps")
-    assert "T.ceildiv((cu_seqlens_k[(bz + 1)] - cu_seqlens_k[bz]), 32) depends on `cu_seqlens_k[(bz + 1)]`, read " \
-           "from `cu_seqlens_k` while the kernel runs" in err.message
-    assert err.location.line == line_of(VARLEN_STEPS, "T.Pipelined(T.ceildiv(kv_len")
+# split-KV decoding's inner loop: a sequence's keys from its offset, as many 32-row steps as its length takes (a trip
+# count read while the kernel runs: the reader reads it, compute is handed it), the rows past its end masked
+VARLEN_SUM = src('''
+    @tilelang.jit
+    def varlen_sum(batch=3, UKV=160, dim=64, block_N=32):
+        @T.prim_func
+        def main(K: T.Tensor((UKV, dim), T.float32), cu_seqlens_k: T.Tensor([batch + 1], T.int32),
+                 S: T.Tensor((batch * block_N, dim), T.float32)):
+            with T.Kernel(batch) as bz:
+                k_tile = T.alloc_shared((block_N, dim), T.float32)
+                acc = T.alloc_fragment((block_N, dim), T.float32)
+                T.clear(acc)
+                k_start = cu_seqlens_k[bz]
+                kv_len = cu_seqlens_k[bz + 1] - cu_seqlens_k[bz]
+                for k in T.Pipelined(T.ceildiv(kv_len, block_N)):
+                    T.copy(K[k_start + k * block_N:k_start + (k + 1) * block_N, :], k_tile)
+                    for i, j in T.Parallel(block_N, dim):
+                        acc[i, j] += T.if_then_else(k * block_N + i < kv_len, k_tile[i, j], 0)
+                T.copy(acc, S[bz * block_N, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_trip_count_read_from_a_tensor_is_handed_to_compute(arch):
+    target = TargetConfig(arch=arch)
+    result = compile_source(VARLEN_SUM, filename="k.py", entry="varlen_sum", target=target)
+    assert "read_tile_value(cb_tt_values" in result.artifacts["compute.cpp"].decode()
+    k = np.random.default_rng(9).uniform(-1, 1, (160, 64)).astype(np.float32)
+    # lengths 45, 0, 105 (four steps, the last one past the tensor's end); then 97, -10 (no step), 70
+    for cu in ([0, 45, 45, 150], [3, 100, 90, 160]):
+        cu = np.array(cu, np.int32)
+        outcome = emulate(result.artifacts, target=target, inputs={"K": k, "cu_seqlens_k": cu}, source=VARLEN_SUM,
+                          filename="k.py", entry="varlen_sum")
+        want = np.zeros((96, 64))
+        for b in range(3):
+            for row in range(max(cu[b + 1] - cu[b], 0)):
+                if cu[b] + row < 160:
+                    want[b * 32 + row % 32] += k[cu[b] + row]
+        np.testing.assert_allclose(outcome.outputs["S"], want, rtol=0, atol=1e-5)
+        assert outcome.passed, outcome.verification.render()
 
 
 # TileLang's varlen attention scores: -1e9 where a query row is past its sequence's end, a key column past its keys'

@@ -201,6 +201,16 @@ def read_at_run_time(what: str, loads: list) -> str:
             "kernel is built (variable-length batches indexed by offsets read from a tensor are not lowered)")
 
 
+def is_run_time_index(e) -> bool:
+    """An integer of block and loop indices and run-time scalars (`T.ceildiv(cu_seqlens_k[bz + 1] - cu_seqlens_k[bz],
+    64)`: a trip count read while the kernel runs)."""
+    if is_scalar_load(e):
+        return True
+    if isinstance(e, Bin):
+        return e.op in ("+", "-", "*", "//", "%", "max", "min") and is_run_time_index(e.a) and is_run_time_index(e.b)
+    return is_index(e)
+
+
 def is_index(e) -> bool:
     """An integer expression of variables and integer constants (no loads, no floats)."""
     if isinstance(e, bool):
@@ -371,7 +381,7 @@ def render_int(e, what: str = "index") -> str:
         if const or not terms:
             terms.append(str(const))
         return " + ".join(terms)
-    if isinstance(e, Bin) and is_index(e):
+    if isinstance(e, Bin) and is_run_time_index(e):
         a, b = render_int(e.a, what), render_int(e.b, what)
         if e.op in ("max", "min"):
             return f"T.{e.op}({a}, {b})"

@@ -15,7 +15,7 @@ from .base import LOW_BIT, Missing, Names, dtype_name, tile_dtype_hint, untileab
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
 from .expr import (VARLEN_HINT, Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, data_loads, describe,
-                   fold_constant, index_arith, is_index, read_at_run_time, truth01, walk, wrap)
+                   fold_constant, index_arith, is_index, is_run_time_index, read_at_run_time, truth01, walk, wrap)
 from .expr import Cast as CastExpr
 from .recorder import Buffer, Region, TileOp, active_recorder, as_region, current, fill_head, scalar_text, unify
 from .reduction import lower_reduce
@@ -247,7 +247,7 @@ class Kernel:
 def _bound(x, what):
     x = number(x)
     if isinstance(x, Expr):
-        if not is_index(x):
+        if not is_index(x) and not is_run_time_index(x):   # run-time trip counts: the reader reads their values
             arith = index_arith(x)   # conditions on the indices (T.if_then_else(bx < n, a, b)) as integer arithmetic
             if arith is None:
                 fail(f"{what} bound `{x!r}` is not an integer function of the block and loop indices",
@@ -708,6 +708,10 @@ def ceildiv(a, b):
         return -(-a // b)
     if is_index(wrap(a)) and isinstance(b, int) and b > 0:
         return (wrap(a) + (b - 1)) // b
+    if is_run_time_index(wrap(a)) and isinstance(b, int) and b > 0:
+        # a count read while the kernel runs (a sequence's length): a negative one counts no steps, as in TileLang,
+        # and the device divides it as the non-negative number it then is
+        return (Bin("max", wrap(a), Const(0)) + (b - 1)) // b
     loads = data_loads(wrap(a)) if not isinstance(a, (int, float)) else []
     if loads:
         fail(read_at_run_time(f"T.ceildiv({describe(wrap(a))}, {describe(wrap(b))})", loads), hint=VARLEN_HINT)

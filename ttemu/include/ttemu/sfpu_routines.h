@@ -5,6 +5,7 @@
 // "First column" routines visit the left two faces (VectorMode::C), which hold a row statistic's column 0.
 #pragma once
 #include "api/compute/common_globals.h"
+#include "api/compute/cb_api.h"
 #include "api/compute/eltwise_unary/exp.h"
 
 constexpr std::uint32_t TILE_HEIGHT = 32, TILE_WIDTH = 32;  // ckernel_defs.h
@@ -61,14 +62,5 @@ ALWI void softplus_tile_first_column(std::uint32_t idst, std::uint32_t beta, std
 // DST[out] = max(DST[in0], DST[in1]) elementwise (compute_common.hpp's sdpa_max_sfpi)
 inline void sdpa_max_sfpi(const std::uint32_t in0, const std::uint32_t in1, const std::uint32_t out) {
     ttemu::dev::sfpu_binary_raw(ttemu::dev::SfpuOp::MaxBinary, in0, in1, out, "sdpa_max_sfpi", {__FILE__, __LINE__});
-}
-// A 32-bit word of a tile at a CB's front, as the UNPACK thread reads it and hands MATH and PACK (cb_api.h)
-ALWI std::uint32_t read_tile_value(std::uint32_t cb_id, std::uint32_t tile_index, std::uint32_t element_offset,
-                                   TTEMU_SITE) {
-    const ttemu::dev::CbInterface& cb = ttemu::dev::cb_interface(cb_id, ttemu_site);
-    const std::uintptr_t byte_address =
-        (static_cast<std::uintptr_t>(cb.fifo_rd_ptr) + static_cast<std::uintptr_t>(cb.fifo_page_size) * tile_index)
-        << 4;
-    return reinterpret_cast<volatile std::uint32_t*>(byte_address)[element_offset];
 }
 }  // namespace ckernel
