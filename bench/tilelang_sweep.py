@@ -45,7 +45,7 @@ SIZES = {
     "UKV": 128, "total_q": 128, "total_kv": 128, "max_seq_len": 128, "seqlen_q": 128, "seqlen_kv": 128,
     "N_CTX": 128, "kv_head_num": 2, "heads_kv": 2, "k_heads": 2, "h_q": 4, "h_kv": 2, "downsample_len": 2, "dllm_block": 32,
     "block_H": 64, "softmax_scale": 0.125, "num_split": 2, "max_seqlen_kv": 128, "max_seqlen_q": 128,
-    "max_seqlen_k": 128, "total_seqlen_k": 128, "total_tokens": 128, "has_sink": True,
+    "max_seqlen_k": 128, "max_seqlen": 128, "total_seqlen_k": 128, "total_tokens": 128, "has_sink": True,
     "block_M": 64, "block_N": 64, "block_K": 32, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64,
     "blk_m": 32, "blk_k": 64, "split_k": 2, "num_stages": 2, "threads": 128, "thread_num": 128,
     "reduce_threads": 32, "streamk_tiles": 4, "enable_rasteration": False, "trans_A": False, "trans_B": False,

@@ -20,8 +20,11 @@ import ast
 import builtins
 import copy
 import inspect
+import keyword
+import os
 import re
 import symtable
+import types
 from dataclasses import dataclass, field
 
 from ...errors import CompileError, SourceLocation
@@ -335,13 +338,112 @@ def _leaves_the_branch(body: list) -> bool:
 
 
 # ---- execution --------------------------------------------------------------------------------------------------
-def _importer(modules: dict):
+def _statements_for(body: list, wanted: set[str], scopes: _Scopes) -> list[int]:
+    """Indices of the top-level statements that bind `wanted` and what those need, transitively (main guard never)."""
+    candidates = [k for k, s in enumerate(body) if not _is_main_guard(s)]
+    needed, wanted = set(), set(wanted)
+    changed = True
+    while changed:
+        changed = False
+        for k in candidates:
+            if k not in needed and scopes.binds(body[k]) & wanted:
+                needed.add(k)
+                wanted |= scopes.needs(body[k])
+                changed = True
+    return sorted(needed)
+
+
+SIBLING_MAX_BYTES = 1 << 20
+
+
+class _Siblings:
+    """Modules beside the kernel's own file (`from block_causal_attention import LOG2_E, _check_dllm_block` in
+    block_causal_attention_varlen.py). Only when the kernel was read from a file on disk (the file named `filename`
+    holds exactly the source text: the CLI, the sweep): a request's source text names no directory of the host, and
+    the service's sandbox shows it none. Only plain module names, only regular files directly in that directory
+    (symbolic links that lead elsewhere are not followed). Each module is evaluated as the kernel's file is: only the
+    top-level statements the names taken from it need, with the same restricted importer and builtins."""
+
+    def __init__(self, text: str, filename: str):
+        self.dir = None
+        try:
+            path = os.path.realpath(filename)
+            if os.path.isfile(path) and os.path.getsize(path) <= SIBLING_MAX_BYTES:
+                with open(path, encoding="utf-8") as f:
+                    if f.read() == text:
+                        self.dir = os.path.dirname(path)
+        except (OSError, UnicodeDecodeError, ValueError):
+            self.dir = None
+        self.modules: dict[str, types.ModuleType] = {}
+        self.builtins: dict | None = None       # set by trace: the kernel file's restricted builtins
+
+    def path_of(self, name: str) -> str | None:
+        if self.dir is None or not name.isidentifier() or keyword.iskeyword(name):
+            return None
+        path = os.path.realpath(os.path.join(self.dir, name + ".py"))
+        try:
+            ok = os.path.dirname(path) == self.dir and os.path.isfile(path) and \
+                os.path.getsize(path) <= SIBLING_MAX_BYTES
+        except OSError:
+            ok = False
+        return path if ok else None
+
+    def load(self, name: str, path: str) -> types.ModuleType:
+        if name in self.modules:
+            return self.modules[name]
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        tree = ast.parse(text, filename=path)
+        module = _SiblingModule(name, tree, _Scopes(text, path, {}), path, self.builtins)
+        self.modules[name] = module
+        return module
+
+
+class _SiblingModule(types.ModuleType):
+    """A sibling module whose top-level statements run when a name is taken from it, only those that name needs."""
+
+    def __init__(self, name: str, tree: ast.Module, scopes: _Scopes, path: str, safe_builtins: dict):
+        super().__init__(name)
+        object.__setattr__(self, "_tf", {"tree": tree, "scopes": scopes, "path": path, "done": set()})
+        self.__dict__.update({"__file__": path, "__builtins__": safe_builtins})
+
+    def _tf_define(self, names) -> None:
+        tf = object.__getattribute__(self, "_tf")
+        body = tf["tree"].body
+        if "*" in names:
+            names = {n for k, s in enumerate(body) if not _is_main_guard(s) for n in tf["scopes"].binds(s)
+                     if not n.startswith("_")}
+        todo = [k for k in _statements_for(body, set(names), tf["scopes"]) if k not in tf["done"]]
+        if not todo:
+            return
+        tf["done"].update(todo)
+        module = _KernelIfs().visit(ast.Module(body=[copy.deepcopy(body[k]) for k in todo], type_ignores=[]))
+        exec(compile(ast.fix_missing_locations(module), tf["path"], "exec", dont_inherit=True), self.__dict__)  # noqa: S102
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        self._tf_define({attr})
+        try:
+            return self.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module `{self.__name__}` has no top-level name `{attr}`") from None
+
+
+def _importer(modules: dict, siblings: _Siblings | None = None):
     real_import = builtins.__import__
 
     def restricted_import(name, globals=None, locals=None, fromlist=(), level=0):
         if level:
             return Missing(name or ".", "relative imports are not available when compiling a single file")
         root = name.split(".")[0]
+        path = siblings.path_of(name) if siblings is not None and root not in REAL_MODULES and root != "tilelang" \
+            else None
+        if path is not None:
+            module = siblings.load(name, path)
+            if fromlist:
+                module._tf_define(set(fromlist))
+            return module
         if root == "tvm" and name == "tvm" and fromlist:   # `from tvm import DataType`: dtype helpers only
             return modules["tvm"]
         if root == "tilelang":
@@ -405,7 +507,9 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
         module = ast.fix_missing_locations(_BindAnnotations(entry_copy).visit(module))
     module = _KernelIfs().visit(module)
     safe_builtins = dict(vars(builtins))
-    safe_builtins["__import__"] = _importer(modules)
+    siblings = _Siblings(text, filename)
+    safe_builtins["__import__"] = _importer(modules, siblings)
+    siblings.builtins = safe_builtins
     safe_builtins["range"] = _kernel_range
     body_tensors: dict = {}    # tensors the eager body declares that are not factory arguments, filled per call
     namespace = {"__name__": "__tilelang_kernel__", "__file__": filename, "__builtins__": safe_builtins,
