@@ -322,8 +322,12 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, b: int, nqh: int, nkh
     ("blackhole", 1, 4, 2, 256, 64, 64, 128, (2, 2), False, 1),
     ("blackhole", 2, 2, 2, 256, 64, 32, 64, (3, 2), True, 1),
     ("wormhole_b0", 1, 4, 2, 256, 64, 64, 64, (2, 2), True, 1),
+    # Q chunks of 4 and 8 tiles: several QK row groups, each pushed with the write pointer held at the chunk start
+    ("blackhole", 1, 2, 2, 512, 64, 128, 256, (2, 2), True, 1),
+    ("wormhole_b0", 1, 2, 1, 512, 128, 256, 256, (2, 2), False, 1),
 ], ids=["wh-mha", "wh-gqa-causal", "bh-gqa", "bh-b2-causal", "wh-long-chains",
-        "streaming-wh-mha", "streaming-bh-gqa", "streaming-bh-b2-causal", "streaming-wh-gqa-causal"])
+        "streaming-wh-mha", "streaming-bh-gqa", "streaming-bh-b2-causal", "streaming-wh-gqa-causal",
+        "streaming-bh-row-groups-causal", "streaming-wh-row-groups-gqa-d128"])
 def test_ttnn_sdpa_kernels_match_numpy_attention(run_ttnn, arch, b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal,
                                                  streaming):
     """ttnn 0.81.1's SDPA kernels (reader_interleaved with its K/V forwarding chains, writer_interleaved,

@@ -311,7 +311,15 @@ void drain_cb_views(KernelRun& run) {
             return (ptr - base) / c.page_size;
         };
         if (v.fifo_rd_ptr != base + c.rd_page * c.page_size) c.rd_page = page_of(v.fifo_rd_ptr, "fifo_rd_ptr");
-        if (v.fifo_wr_ptr != base + c.wr_page * c.page_size) c.wr_page = page_of(v.fifo_wr_ptr, "fifo_wr_ptr");
+        if (v.fifo_wr_ptr != base + c.wr_page * c.page_size) {
+            const std::uint32_t page = page_of(v.fifo_wr_ptr, "fifo_wr_ptr");
+            // A producer that moves its write pointer back over pages it pushed (ttnn's cb_push_back_hold_wr_ptr:
+            // the pages are visible to the reader, the pointer stays at the block's start) writes from there again:
+            // its reserved window grows by those pages, as the hardware's pointer arithmetic allows.
+            const std::uint32_t back = (c.wr_page + c.num_pages - page) % c.num_pages;
+            if (c.producer == &run && back <= c.used()) c.back_granted += back;
+            c.wr_page = page;
+        }
     }
     run.cb_views.clear();
 }
