@@ -46,7 +46,7 @@ from ..cost_model import matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
 from .block_bounds import TripCount, extra_keys_masked, position_form, retiled_value, substitute, unmasked_steps
-from .lower_index_masks import _constant, region as mask_region
+from .lower_index_masks import _constant, region as mask_region, table_dtype
 from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
 from .partition_work import blocks_of, partition
 from .tensorize.emit import dst_group
@@ -536,11 +536,13 @@ class Chooser:
             tiles = ceil_div(shape[0], TILE) * ceil_div(shape[1], TILE)
             copies = depth if info["role"] == "staging" else 1
             total += tiles * copies * fmt.tile_bytes
-        for _, store, _ in self.a.masks:     # an index mask's tiles come from a float32 table, staged like an input
+        for _, store, _ in self.a.masks:     # an index mask's tiles come from a table, staged like an input
             name = str(store.buffer.name)
             tiles = math.prod(ceil_div(blocks.get(self.a.find(self.a.key(name, axis)), self.buffers[name]["shape"][axis]),
                                        TILE) for axis in range(2))
-            total += tiles * depth * DATA_FORMATS["float32"].tile_bytes
+            values = [_constant(v) for v in store.value.args[1:3]] if len(getattr(store.value, "args", ())) == 3 else []
+            dtype = table_dtype(*values) if values and None not in values else "float32"
+            total += tiles * depth * DATA_FORMATS[dtype].tile_bytes
         return total
 
     def choose(self):

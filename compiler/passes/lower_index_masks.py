@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -245,12 +246,13 @@ class MaskLowering:
         if key not in self.tables:
             name = f"tt_mask{len(self.tables)}"
             entries = atom.hi - atom.lo + 1
-            buf = tirx.decl_buffer((entries * TILE, TILE), "float32", name)
+            dtype = table_dtype(mask.true_value, mask.false_value)
+            buf = tirx.decl_buffer((entries * TILE, TILE), dtype, name)
             self.tables[key] = buf
             self.new_params.append(buf)
-            fmt = DATA_FORMATS["float32"]
+            fmt = DATA_FORMATS[dtype]
             self.buffers[name] = {"role": "constant", "scope": "global", "shape": [entries * TILE, TILE],
-                                  "dtype": "float32", "tile_axes": [0, 1],
+                                  "dtype": dtype, "tile_axes": [0, 1],
                                   "generator": {"kind": "affine_mask", "row_coef": atom.a, "col_coef": atom.b,
                                                 "first_offset": atom.lo, "entries": entries,
                                                 "true_value": _json_float(mask.true_value),
@@ -263,20 +265,22 @@ class MaskLowering:
                                   "tile_order": self.target["tile_order"]}
         return self.tables[key]
 
-    def staging(self, tiles: int, shape: tuple | None = None):
-        """A staging tile of `tiles` pages (a column of 32x32 tiles, or a tile grid of `shape`) with its input CB."""
+    def staging(self, tiles: int, mask: Mask, shape: tuple | None = None):
+        """A staging tile of `tiles` pages (a column of 32x32 tiles, or a tile grid of `shape`) with its input CB,
+        in the mask's table dtype."""
         self.count += 1
         name = f"tt_mask_s{self.count}"
         shape = shape or (tiles * TILE, TILE)
         grid = [-(-shape[0] // TILE), -(-shape[1] // TILE)]
-        buf = tirx.decl_buffer(shape, "float32", name, scope="shared")
-        fmt = DATA_FORMATS["float32"]
+        dtype = table_dtype(mask.true_value, mask.false_value)
+        buf = tirx.decl_buffer(shape, dtype, name, scope="shared")
+        fmt = DATA_FORMATS[dtype]
         index = free_cb_index({c["index"] for c in self.cbs}, self.target["num_cbs"])
         self.cbs.append({"index": index, "name": f"cb_{name}", "buffer": name, "role": "input",
-                         "data_format": fmt.name, "dtype": "float32", "page_bytes": fmt.tile_bytes,
+                         "data_format": fmt.name, "dtype": dtype, "page_bytes": fmt.tile_bytes,
                          "num_pages": tiles * self.depth, "producer": "reader", "consumer": "compute",
                          "tiles": grid})
-        self.buffers[name] = {"role": "staging", "scope": "shared", "shape": list(shape), "dtype": "float32"}
+        self.buffers[name] = {"role": "staging", "scope": "shared", "shape": list(shape), "dtype": dtype}
         self.layouts[name] = {"memory": "L1", "data_format": fmt.name, "tile_shape": [TILE, TILE],
                               "tile_bytes": fmt.tile_bytes, "shape": list(shape),
                               "padded_shape": [d * TILE for d in grid], "tiles": grid}
@@ -330,7 +334,7 @@ class MaskLowering:
                 return fills
         if len(fills) + len(reads) > WHOLE_FROM:
             return self.whole_tiles(k, mask, target)
-        stage, cb = self.staging(len(reads))
+        stage, cb = self.staging(len(reads), mask)
         reader = [ops.call("cb_reserve_back", cb, len(reads))]
         reader += [ops.call("read_tile", cb, n, self.table(atom, mask).name, entry, 0)
                    for n, (_, _, _, entry, atom) in enumerate(reads)]
@@ -345,7 +349,7 @@ class MaskLowering:
         table (a constant tile from its all-true or all-false entry) into a staging tile of the mask's shape, then
         copied whole (tile by tile, each copy would be a DST window over a buffer that does not fit DST)."""
         tiles = [(ti, tj) for ti in range(-(-mask.rows // TILE)) for tj in range(-(-mask.cols // TILE))]
-        stage, cb = self.staging(len(tiles), (mask.rows, mask.cols))
+        stage, cb = self.staging(len(tiles), mask, (mask.rows, mask.cols))
         reader = [ops.call("cb_reserve_back", cb, len(tiles))]
         for n, (ti, tj) in enumerate(tiles):
             atom = mask.tile_atoms[(ti, tj)][k]
@@ -369,6 +373,13 @@ class MaskLowering:
         func = tirx.PrimFunc(list(self.func.params) + self.new_params, body, attrs=self.func.attrs)
         return attrs.put(func, {attrs.BUFFERS: self.buffers, attrs.LAYOUT_DESC: self.layouts,
                                 attrs.CB_CONFIG: sorted(self.cbs, key=lambda c: c["index"])})
+
+
+def table_dtype(*values: float) -> str:
+    """bfloat16 when every value of the mask is one exactly (0, 1, -inf, ...: half the bytes of float32 to read and
+    stage, the same values once copied into the float32 tile), else float32."""
+    exact = all(np.float32(v).view(np.uint32) & 0xFFFF == 0 for v in values)
+    return "bfloat16" if exact else "float32"
 
 
 def _fill_value(fill) -> float:

@@ -98,3 +98,18 @@ def test_seq_of_markers_is_unchanged_without_masks():
     before, after = apply(mod, "TTLowerIndexMasks")
     assert after["main"].same_as(before["main"]) or assert_equal(after["main"].body, before["main"].body) is None
     assert seq is not None
+
+
+@pytest.mark.parametrize("values, dtype, fmt", [('T.float32(0), T.float32("-inf")', "bfloat16", "Float16_b"),
+                                                ("T.float32(1), T.float32(0)", "bfloat16", "Float16_b"),
+                                                ("T.float32(0), T.float32(-1e9)", "float32", "Float32")])
+def test_a_table_is_bfloat16_when_its_values_are(values, dtype, fmt):
+    """0 / -inf and 1 / 0 are exact in bfloat16: the table and its staging CB take half the bytes of float32 (the
+    copy into the float32 tile gives the same values); -1e9 is not (bfloat16 rounds it), so it stays float32."""
+    text = CAUSAL.replace('T.float32(0), T.float32("-inf")', values)
+    _, after = apply(kernel(text), "TTLowerIndexMasks")
+    func = after["main"]
+    assert func.attrs["tt.buffers"]["tt_mask0"]["dtype"] == dtype
+    assert func.attrs["tt.buffers"]["tt_mask_s1"]["dtype"] == dtype
+    stage = next(c for c in func.attrs["tt.cb_config"] if c["buffer"] == "tt_mask_s1")
+    assert stage["data_format"] == fmt and stage["dtype"] == dtype
