@@ -24,6 +24,7 @@ from .passes.pad_tiles import pad_tiles
 from .passes.partition_work import partition_work
 from .passes.share_reads import share_reads
 from .passes.split_kernels import split_kernels
+from .passes.stream_reads import stream_reads
 from .passes.tensorize import tensorize
 from .passes.verify_program import verify_program
 
@@ -57,6 +58,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
             forward_copies,                # ops read a whole copy's source; a copy nothing reads is dropped
             tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
             hoist_inits,                   # engine inits out of loops, dropped where the engine is set already
+            stream_reads,                  # waits at first use; a block's first pass starts on its first tiles
         ],
         # three kernels for the three RISC groups, checked against the device's limits
         "SplitKernels": [

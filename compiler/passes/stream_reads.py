@@ -1,0 +1,290 @@
+"""TTStreamReads: compute waits for a staging block's tiles where it first uses them, and its first pass over a
+block starts on the first tiles while the rest are still on their way.
+
+A plain read `reserve(c, n); for t in range(n): read_tile(c, t, ...); barrier(c); push(c, n)` hands compute the
+whole block at once, and compute waits for it (`cb_wait_front(c, n)`) where the read sits, above everything. A row
+kernel (layer norm, RMS norm, softmax) whose block is its core's only one then reads the whole row, and only then
+starts the first pass over it, and waits for gamma or beta, which only its last pass reads. Two rewrites, at each
+level of statements (the block loop's body):
+
+1. a staging CB's wait (and its page checks) moves down to the first statement that names the CB: moving a
+   consumer's wait later only lets it do more first, it cannot deadlock;
+2. streaming, as ttnn's norm readers push their input in blocks of tiles: when the first loop of compute that reads
+   c's tiles reads, in iteration g, only tiles below a*g + b (checked by evaluating every iteration's tile indices)
+   and reads no other block the reader is bringing in, the reader pushes c in batches (reserve / reads / barrier /
+   push per batch) and the loop waits at the top of each iteration for the tiles it reads (a cumulative
+   cb_wait_front only tests that pages are there, as tt-metal's reduce kernels use it). The whole block's wait and
+   page checks follow the loop, for the passes after it.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .. import attrs, ops
+from ..ir import seq, stmts_of
+from .hoist_inits import STARTUP, init_kind
+
+BATCH_BYTES = 16 * 1024     # bytes a streamed CB's reader has in flight before each barrier (8 bfloat16 tiles)
+UNROLL_LIMIT = 4096         # tile reads evaluated to prove a loop reads in order
+
+
+def _call(stmt):
+    return ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
+
+
+def _named(stmt, name: str, cb: int | None = None) -> bool:
+    found = _call(stmt)
+    return (found is not None and found[0].name == name
+            and (cb is None or (isinstance(found[1][0], tirx.IntImm) and int(found[1][0]) == cb)))
+
+
+def _int(e) -> int | None:
+    return int(e) if isinstance(e, tirx.IntImm) else None
+
+
+def plain_read(stmts: list, k: int):
+    """(cb, n, loop) when stmts[k:k+4] is `reserve(c, n); for t in range(n): read_tile(c, t, ...); barrier(c);
+    push(c, n)`, else None."""
+    if k + 3 >= len(stmts) or not _named(stmts[k], "cb_reserve_back"):
+        return None
+    cb, n = _int(_call(stmts[k])[1][0]), _int(_call(stmts[k])[1][1])
+    loop = stmts[k + 1]
+    if cb is None or n is None or not isinstance(loop, tirx.For) or _int(loop.min) != 0 or _int(loop.extent) != n:
+        return None
+    read = _call(loop.body)
+    if read is None or read[0].name != "read_tile" or _int(read[1][0]) != cb or not read[1][1].same_as(loop.loop_var):
+        return None
+    if not _named(stmts[k + 2], "noc_async_read_barrier", cb) or not _named(stmts[k + 3], "cb_push_back", cb):
+        return None
+    if _int(_call(stmts[k + 3])[1][1]) != n:
+        return None
+    return cb, n, loop
+
+
+def _wait_at(stmts: list, k: int):
+    """(cb, n, end) when stmts[k:end] is compute's `cb_wait_front(c, n)` and its page checks."""
+    found = _call(stmts[k])
+    if found is None or found[0].name != "cb_wait_front" or _int(found[1][0]) is None:
+        return None
+    cb, end = int(found[1][0]), k + 1
+    if end < len(stmts) and isinstance(stmts[end], tirx.For) and _named(stmts[end].body, "page_expect", cb):
+        end += 1
+    return cb, _int(found[1][1]), end
+
+
+def names_cb(stmt, cb: int) -> bool:
+    found = []
+
+    def visit(node):
+        call = _call(node)
+        if call is not None:
+            found.extend(1 for kind, a in zip(call[0].args, call[1]) if kind == "cb" and _int(a) == cb)
+    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, visit)], order="pre")
+    return bool(found)
+
+
+def tile_reads(call) -> list[tuple[int, object]] | None:
+    """(cb, tile index) of each tile a compute call unpacks; [] for a call that reads no tile (an init, a
+    reconfig); None for a call whose reads are not one tile per CB argument (matmul_block's runs)."""
+    spec, args = call
+    if (init_kind(spec.name) is not None or spec.name in STARTUP or spec.name == "reduce_uninit"
+            or spec.name.startswith(("tile_regs_", "page_"))):
+        return []
+    cbs = [k for k, kind in enumerate(spec.args) if kind == "cb"]
+    if not cbs:
+        return []
+    if spec.name.startswith("cb_") or spec.name == "pack_tile":
+        return [] if spec.name == "pack_tile" else None
+    if spec.name == "matmul_block" or cbs != list(range(len(cbs))) or len(spec.args) < 2 * len(cbs) \
+            or any(kind != "expr" for kind in spec.args[len(cbs):2 * len(cbs)]):
+        return None
+    return [(_int(args[k]), args[len(cbs) + k]) for k in cbs]
+
+
+class _Unroll:
+    """The largest tile index of CB `cb` each iteration of a loop reads, and the other CBs it reads."""
+
+    def __init__(self, cb: int):
+        self.cb = cb
+        self.others: set[int] = set()
+        self.count = 0
+        self.analyzer = tvm.sym.Analyzer()
+
+    def most(self, stmt, env: dict) -> int | None:
+        """The largest index of cb read (-1: none); raises ValueError where it cannot be decided."""
+        if isinstance(stmt, tirx.SeqStmt):
+            return max([self.most(s, env) for s in stmts_of(stmt)], default=-1)
+        if isinstance(stmt, tirx.For):
+            lo, extent = _int(stmt.min), _int(stmt.extent)
+            if lo is None or extent is None:
+                raise ValueError("a loop of unknown trip count")
+            return max([self.most(stmt.body, {**env, stmt.loop_var: tirx.IntImm("int32", k)})
+                        for k in range(lo, lo + extent)], default=-1)
+        call = _call(stmt)
+        if call is None:
+            raise ValueError("a statement that is not a call")
+        reads = tile_reads(call)
+        if reads is None:
+            if names_cb(stmt, self.cb):
+                raise ValueError(f"{call[0].name} reads the block other than one tile at a time")
+            reads = []
+        out = -1
+        for cb, index in reads:
+            if cb != self.cb:
+                self.others.add(cb)
+                continue
+            self.count += 1
+            if self.count > UNROLL_LIMIT:
+                raise ValueError("too many tiles")
+            value = self.analyzer.simplify(tvm_ffi.structural_map(
+                index, (tirx.Var, lambda v: env.get(v, v)), order="post"))
+            if _int(value) is None:
+                raise ValueError("a tile index that depends on the block")
+            out = max(out, int(value))
+        return out
+
+
+def in_order(loop: tirx.For, cb: int, n: int) -> tuple[int, int, set] | None:
+    """(a, b, other CBs read) when iteration g of `loop` reads tiles of cb below a*g + b <= n only (a > 0)."""
+    lo, extent = _int(loop.min), _int(loop.extent)
+    if lo != 0 or extent is None or extent < 2:
+        return None
+    unroll = _Unroll(cb)
+    try:
+        needs = [unroll.most(loop.body, {loop.loop_var: tirx.IntImm("int32", g)}) + 1 for g in range(extent)]
+    except ValueError:
+        return None
+    a, b = needs[1] - needs[0], needs[0]
+    if a <= 0 or b <= 0 or any(need > a * g + b for g, need in enumerate(needs)) or a * (extent - 1) + b > n:
+        return None
+    return a, b, unroll.others
+
+
+def _is_wait(stmt) -> bool:
+    return _named(stmt, "cb_wait_front") or (isinstance(stmt, tirx.For) and _named(stmt.body, "page_expect"))
+
+
+def _defer(stmts: list) -> list:
+    out = list(stmts)
+    k = 0
+    while k < len(out):
+        found = _wait_at(out, k)
+        if found is None:
+            k += 1
+            continue
+        cb, _, end = found
+        block, rest = out[k:end], out[end:]
+        use = next((j for j, s in enumerate(rest) if names_cb(s, cb)), len(rest))
+        while use and _is_wait(rest[use - 1]):
+            use -= 1                 # waits do not pass each other: each move passes work, so moves end
+        out = out[:k] + rest[:use] + block + rest[use:]
+        k = k if use else end        # what moved up is looked at again; the moved wait then sits above its use
+    return out
+
+
+def stream(stmts: list, capacity: dict[int, tuple[int, int]]) -> list:
+    """Streaming (rewrite 2) of each plain read at this level whose first reading loop takes its tiles in order."""
+    out = list(stmts)
+    for k in range(len(out)):
+        found = plain_read(out, k)
+        if found is None:
+            continue
+        cb, n, read_loop = found
+        wait = next((j for j in range(k + 4, len(out)) if _wait_at(out, j) and _wait_at(out, j)[0] == cb), None)
+        if wait is None or _wait_at(out, wait)[1] != n:
+            continue
+        _, _, end = _wait_at(out, wait)
+        first = next((j for j in range(end, len(out)) if _reads_tiles(out[j], cb)), None)
+        if first is None or not isinstance(out[first], tirx.For):
+            continue
+        order = in_order(out[first], cb, n)
+        if order is None or order[2] & (_read_cbs(out) - {cb}):     # another block still on its way
+            continue
+        a, b, _ = order
+        batch = _batch(n, a, *capacity.get(cb, (n, 2048)))
+        if batch is None:
+            continue
+        loop = out[first]
+        needed = tirx.Mul(tirx.IntImm("int32", a), loop.loop_var) + tirx.IntImm("int32", b) if a != 1 or b != 1 \
+            else loop.loop_var + tirx.IntImm("int32", 1)
+        streamed = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind,
+                            seq([ops.call("cb_wait_front", cb, needed)] + stmts_of(loop.body)))
+        out = (out[:k] + [_batched_read(read_loop, cb, n, batch)] + out[k + 4:wait] + out[end:first] + [streamed]
+               + out[wait:end] + out[first + 1:])
+        return stream(out, capacity)     # indices moved: look again (each read streams once)
+    return out
+
+
+def _reads_tiles(stmt, cb: int) -> bool:
+    """Whether stmt unpacks tiles of cb (or names it in a call that is not an init)."""
+    found = []
+
+    def visit(node):
+        call = _call(node)
+        if call is None:
+            return
+        reads = tile_reads(call)
+        if reads is None:
+            found.append(names_cb(node, cb))
+        else:
+            found.append(any(c == cb for c, _ in reads))
+    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, visit)], order="pre")
+    return any(found)
+
+
+def _batch(n: int, a: int, capacity: int, page_bytes: int) -> int | None:
+    """Tiles per pushed batch: a divisor of n and of the CB's pages (no batch wraps the ring), at least BATCH_BYTES
+    (a barrier per batch waits for a whole DRAM round trip: smaller batches leave the NoC idle; measured on the
+    row kernels at 2048x1024, 2 tiles a batch cost 10-30%) and at least what one iteration of the loop reads."""
+    for b in range(max(a, -(-BATCH_BYTES // page_bytes)), n):
+        if n % b == 0 and capacity % b == 0:
+            return b
+    return None
+
+
+def _batched_read(loop: tirx.For, cb: int, n: int, batch: int) -> tirx.For:
+    read = _call(loop.body)[1]
+    outer, inner = tirx.Var("tb", "int32"), tirx.Var("q", "int32")
+    tile = outer * tirx.IntImm("int32", batch) + inner
+    args = [tvm_ffi.structural_map(a, (tirx.Var, lambda v: tile if v.same_as(loop.loop_var) else v), order="post")
+            if isinstance(a, tvm.ir.expr.Expr) else a for a in read[2:]]
+    reads = tirx.For(inner, tirx.IntImm("int32", 0), tirx.IntImm("int32", batch), tirx.ForKind.SERIAL,
+                     ops.call("read_tile", cb, inner, *args))
+    body = seq([ops.call("cb_reserve_back", cb, batch), reads, ops.call("noc_async_read_barrier", cb),
+                ops.call("cb_push_back", cb, batch)])
+    return tirx.For(outer, tirx.IntImm("int32", 0), tirx.IntImm("int32", n // batch), tirx.ForKind.SERIAL, body)
+
+
+def _read_cbs(stmts: list) -> set[int]:
+    """The CBs read from DRAM at this level (their reads are in flight while compute runs)."""
+    out = set()
+    for s in stmts:
+        found = []
+        tvm_ffi.structural_walk(s, [(tirx.Evaluate, lambda node: found.append(_call(node)))], order="pre")
+        out |= {int(c[1][0]) for c in found if c is not None and c[0].name in ("read_tile", "mcast_receive")}
+    return out
+
+
+def rewrite(stmt, capacity: dict[int, tuple[int, int]]):
+    if isinstance(stmt, tirx.SeqStmt):
+        stmts = [rewrite(s, capacity) for s in stmts_of(stmt)]
+        return seq(stream(_defer(stmts), capacity))
+    if isinstance(stmt, tirx.For):
+        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, rewrite(stmt.body, capacity),
+                        stmt.thread_binding, stmt.annotations, span=stmt.span)
+    if isinstance(stmt, tirx.IfThenElse):
+        return tirx.IfThenElse(stmt.condition, rewrite(stmt.then_case, capacity),
+                               rewrite(stmt.else_case, capacity) if stmt.else_case is not None else None)
+    return stmt
+
+
+def stream_reads_in(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    capacity = {int(c["index"]): (int(c["num_pages"]), int(c["page_bytes"])) for c in attrs.CB_CONFIG.get(func)}
+    return func.with_body(rewrite(func.body, capacity))
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TTStreamReads")
+def stream_reads(func, mod, ctx):
+    return stream_reads_in(func)
