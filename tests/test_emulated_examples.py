@@ -37,7 +37,7 @@ def test_example_verifies(compiled, path, arch):
         sorted(tuple(c["core"]) for c in plan["work"]["cores"])
 
 
-@pytest.mark.parametrize("policy", ["strided", "block"])
+@pytest.mark.parametrize("policy", ["strided", "block", "zigzag"])
 def test_partition_policies_verify(policy):
     path = ROOT / "examples" / "gemm_bf16_blocks.py"
     config = TargetConfig(arch="wormhole_b0", partition=policy, core_grid=(3, 2), blocking="as_written")
