@@ -642,6 +642,44 @@ def _reduce(kind):
 reduce_max, reduce_sum = _reduce("max"), _reduce("sum")
 
 
+def cumsum(src, dst=None, dim=0, reverse=False):
+    """`T.cumsum(x, dim=1)`: running sums along a tile axis, as a matmul with a triangular 0/1 matrix (exact in every
+    tile format): along rows x @ U with U[j, k] = (j <= k) (reversed: j >= k), along columns L @ x with
+    L[i, k] = (k <= i) (reversed: k >= i); the matrix engine accumulates in fp32."""
+    rec = current()
+    location = user_location()
+    rec.require_kernel("T.cumsum")
+    s = as_region(src, "T.cumsum source")
+    d = s if dst is None else as_region(dst, "T.cumsum destination")
+    if s.extents is None or d.extents is None:
+        fail("T.cumsum takes a whole buffer or a sliced region")
+    if s.buffer.scope == "global" or d.buffer.scope == "global":
+        fail("T.cumsum works on tiles of the block; T.copy the global tensor into a tile first")
+    dim = number(dim)
+    if len(s.extents) != 2 or dim not in (0, 1, -1, -2):
+        fail(f"T.cumsum along dim={dim} of a {len(s.extents)}-D region is outside tilefarm's TileLang subset: "
+             "a 2-D tile, dim 0 or 1", hint="a vector can be given as a (1, n) or (n, 1) tile")
+    rows, cols = s.shape2d()
+    along_rows = dim in (1, -1)
+    n = cols if along_rows else rows
+    tri = rec.temp((n, n), "bfloat16", "local", location)
+    j, k = rec.open_parallel((n, n), location)
+    if along_rows:
+        tri[j, k] = if_then_else((j >= k) if reverse else (j <= k), 1.0, 0.0)
+    else:
+        tri[j, k] = if_then_else((k >= j) if reverse else (k <= j), 1.0, 0.0)
+    lower_parallel(rec, rec.close_parallel())
+    whole = Region(tri, (wrap(0), wrap(0)), (n, n))
+    shape = (rows, cols)
+    acc = Region(rec.temp(shape, "float32", "local", location), (wrap(0), wrap(0)), shape)
+    rec.emit(TileOp("zero", (acc,)), location)
+    if along_rows:
+        rec.emit(TileOp("gemm", (acc, s, whole, acc), {"beta": "1.0"}), location)
+    else:
+        rec.emit(TileOp("gemm", (acc, whole, s, acc), {"beta": "1.0"}), location)
+    rec.emit(TileOp("copy", (d, acc)), location)
+
+
 def _derived_reduce(name: str, pre: str, kind: str, negate_result: bool):
     """T.reduce_min / reduce_absmax / reduce_abssum from the device's two reductions: min(x) = -max(-x),
     absmax(x) = max(|x|), abssum(x) = sum(|x|), with |x| = max(x, -x)."""
@@ -832,7 +870,7 @@ class _Unsupported:
         why = _WHY.get(self._name)
         fail(f"T.{self._name} is outside tilefarm's TileLang subset" + (f": {why}" if why else ""),
              hint="supported: T.Kernel, T.alloc_shared/alloc_fragment/alloc_local, T.copy, T.gemm, T.clear, T.fill, "
-                  "T.Pipelined, T.serial, T.Parallel (element-wise, masks), T.reduce_max/sum/min/absmax/abssum, T.ceildiv, "
+                  "T.Pipelined, T.serial, T.Parallel (element-wise, masks), T.reduce_max/sum/min/absmax/abssum, T.cumsum, T.ceildiv, "
                   f"T.max/min, T.{'/'.join(ELEMENT_FUNCTIONS)}, T.cast, T.if_then_else")
 
     __call__ = __getitem__ = __iter__ = __bool__ = __enter__ = _fail
@@ -864,7 +902,7 @@ def build_module() -> types.ModuleType:
         alloc_fragment=alloc_fragment, alloc_local=alloc_local, alloc_reducer=alloc_reducer, alloc_global=alloc_global,
         finalize_reducer=finalize_reducer, copy=copy, gemm=gemm, clear=clear, fill=fill,
         reduce_max=reduce_max, reduce_sum=reduce_sum, reduce_min=reduce_min, reduce_absmax=reduce_absmax,
-        reduce_abssum=reduce_abssum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
+        reduce_abssum=reduce_abssum, cumsum=cumsum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
         max=max, min=min, **{fn: _unary(fn) for fn in ELEMENT_FUNCTIONS}, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,
         max_value=max_value, And=And, Or=Or, Not=Not, dtype=dtype, dynamic=dynamic, symbolic=symbolic,
         const=const, empty=empty, match_buffer=match_buffer, use_swizzle=use_swizzle, annotate_layout=annotate_layout,
