@@ -191,6 +191,17 @@ def test_compare_leads_with_what_changed(open_page, service, jobs):
     code = [name for name in files if name in ("compute.cpp", "reader.cpp", "writer.cpp", "main.cpp", "tt.plan.json")]
     assert code and files[:len(code)] == code  # the generated program before any other artifact
     assert not any(re.search(r"\b\d+(\.\d+)? ?ms\b", text) for text in page.locator("#diff-files").all_inner_texts())
+    # a long diff is drawn up to its first 2000 lines and says how many it left out (two blockings' profile.json
+    # differ in ~10^5 lines: drawn whole, the page took a loaded browser over 30 s to paint)
+    compared = service.client.get(f"/v1/jobs/{first['id']}/diff/{second['id']}").json()
+    long = {f["name"]: len(f["diff"].removesuffix("\n").split("\n")) for f in compared["code"] + compared["files"]
+            if f["diff"]}
+    shown = page.locator(".diff-file").evaluate_all(
+        "els => els.map(e => [e.dataset.file, e.querySelectorAll('.ln:not(.fold)').length, e.querySelector('[data-left-out]')?.dataset.leftOut])")
+    assert any(lines > 2000 for lines in long.values()), long  # the case this guards is in this comparison
+    for name, drawn, left_out in shown:
+        if name in long:
+            assert drawn == min(long[name], 2000) and int(left_out or 0) == max(0, long[name] - 2000), (name, drawn, left_out)
     shot(page, "32-compare")
 
 

@@ -271,13 +271,20 @@ function renderDiff(container, ops, lang, context = 3) {
   return { added, removed };
 }
 
-// a unified diff (text) as coloured lines
+// a unified diff (text) as coloured lines, at most MAX_DIFF_LINES of them: a diff of two wholly different artifacts
+// (two blockings' profile.json: ~114k lines) drawn whole made the compare page a DOM of 116k rows that took a
+// loaded browser longer than 30 s to paint; the rest is one line saying how much was left out
+const MAX_DIFF_LINES = 2000;
 function renderUnified(container, patch, lang) {
-  show(container, patch.replace(/\n$/, "").split("\n").map((line) => {
+  const lines = patch.replace(/\n$/, "").split("\n"), left = lines.length - MAX_DIFF_LINES;
+  const rows = lines.slice(0, MAX_DIFF_LINES).map((line) => {
     const cls = line.startsWith("+++") || line.startsWith("---") ? "head" : line.startsWith("@@") ? "hunk" : line[0] === "+" ? "add" : line[0] === "-" ? "del" : "";
     const body = cls === "head" || cls === "hunk" ? h("code", null, line) : codeOf(highlightLine(line.slice(1), lang));
     return h("div", { class: `ln ${cls}` }, h("i", null, cls === "add" || cls === "del" ? line[0] : ""), body);
-  }));
+  });
+  if (left > 0) rows.push(h("div", { class: "ln fold", "data-left-out": left }, h("i"),
+    h("code", null, `… ${left} more line${left > 1 ? "s" : ""} of this diff not shown (download both bundles to compare)`)));
+  show(container, rows);
 }
 
 // ---------- the dashboard session (every page): the token goes to the server once, which keeps it in an HttpOnly,
