@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,17 +27,34 @@ def playwright_driver():
         yield driver
 
 
-@pytest.fixture
-def browser(playwright_driver, tmp_path):
-    """A fresh profile per test (its own user-data-dir: no cookies or cache carried over)."""
-    context = playwright_driver.chromium.launch_persistent_context(
-        str(tmp_path / "profile"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-        viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+@pytest.fixture(scope="module")
+def chromium(playwright_driver):
+    """One Chromium per module; each test gets a context of its own (fresh_context): a browser start is the
+    largest cost of a dashboard test, a context is cheap and shares nothing with another one."""
+    browser = playwright_driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    yield browser
+    browser.close()
+
+
+@contextmanager
+def fresh_context(chromium, **options):
+    """A new browser context (its own cookies, storage and cache, as a fresh profile: nothing carried over from
+    another test); an uncaught exception in our JS on any of its pages fails the test."""
+    context = chromium.new_context(**options)
     errors: list[str] = []
     context.on("weberror", lambda error: errors.append(str(error.error)))
-    yield context
-    context.close()
-    assert not errors, errors  # an uncaught exception in our JS fails the test
+    try:
+        yield context
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+@pytest.fixture
+def browser(chromium):
+    """A fresh context per test (no cookies or cache carried over)."""
+    with fresh_context(chromium, viewport={"width": 1400, "height": 1000}, accept_downloads=True) as context:
+        yield context
 
 
 @pytest.fixture(scope="module")

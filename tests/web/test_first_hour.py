@@ -4,12 +4,13 @@ positions, /docs offline (phone width, element by element: test_first_day.py).""
 from __future__ import annotations
 
 import re
+from contextlib import ExitStack
 
 import pytest
 
 from tests.served import embedded_service, fresh_kernel
 from tests.service.conftest import REPO, Gate
-from tests.web.conftest import CHROMIUM, CHROMIUM_ARGS, shot
+from tests.web.conftest import fresh_context, shot
 
 JOB_TIMEOUT_MS = 120_000
 TILELANG_GEMM = (REPO / "examples" / "tilelang" / "gemm.py").read_text()
@@ -17,22 +18,15 @@ DESKTOP, PHONE = {"width": 1280, "height": 900}, {"width": 390, "height": 844}
 
 
 @pytest.fixture
-def open_page(playwright_driver, tmp_path):
-    """open_page(viewport) -> a page in a fresh profile of that size (uncaught JS errors fail the test)."""
-    contexts, errors = [], []
+def open_page(chromium):
+    """open_page(viewport) -> a page in a fresh context of that size (uncaught JS errors fail the test)."""
+    with ExitStack() as contexts:
+        def make(viewport: dict):
+            context = contexts.enter_context(fresh_context(chromium, viewport=viewport, is_mobile=viewport is PHONE,
+                                                           has_touch=viewport is PHONE))
+            return context.new_page()
 
-    def make(viewport: dict):
-        context = playwright_driver.chromium.launch_persistent_context(
-            str(tmp_path / f"profile{len(contexts)}"), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport=viewport, is_mobile=viewport is PHONE, has_touch=viewport is PHONE)
-        context.on("weberror", lambda error: errors.append(str(error.error)))
-        contexts.append(context)
-        return context.new_page()
-
-    yield make
-    for context in contexts:
-        context.close()
-    assert not errors, errors
+        yield make
 
 
 def wait_status(page, status: str = "succeeded") -> None:
