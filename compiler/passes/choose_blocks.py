@@ -55,6 +55,8 @@ from .. import attrs, registry
 MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
 MIN_K_STEP_TILES = 4          # a K step shorter than this is taken only when the blocks cannot shrink any more
 OUTPUT_CB_TILES = 16          # an output CB streams a few tiles at a time (2 x a write batch of <= 8)
+SCORE_TILE_CYCLES = 1000      # compute cycles of one score tile of an online-softmax step (QK^T, exp, row max and
+                              # sum, its share of P @ V): the model's BH 1x10x2048x128 causal kernel, ~1000-1350
 ELEMENTWISE = registry.ELEMENTWISE
 
 
@@ -588,9 +590,11 @@ class Chooser:
                    default=0)
 
     def triangular_cost(self, policy, blocks, grid_roots, extents, width, cx, cy) -> float:
-        """The busiest core's work when a key loop's trip count grows with a grid index: per block of r query
-        tiles doing T key steps of s tiles, r x (T x (s + width) + width) (every step: the score tiles plus the
-        rescale of the carried output; once per block its normalization), summed over the core's blocks."""
+        """The busiest core's cycles when a key loop's trip count grows with a grid index: per block of r query
+        tiles doing T key steps of s tiles, r x (T x (s + width) + width) score tiles of compute (every step: the
+        score tiles plus the rescale of the carried output; once per block its normalization) at SCORE_TILE_CYCLES
+        each, and T steps of the loop's DRAM tiles (K and V) at the core's share of the DRAM bandwidth
+        (read_cycles); a core's reads overlap its compute, so the larger of the two sums over its blocks."""
         trip, _, query_root, key_root = next(iter(self.t.bounded.values()))
         q, k = self.t.classes[query_root], self.t.classes[key_root]
         new = self.new_extents(blocks, grid_roots, extents)
@@ -598,10 +602,36 @@ class Chooser:
         rows, step = blocks.get(query_root, q.block), blocks.get(key_root, k.block)
         steps = trip.new_values(q.block, rows, k.block, step, new[axis])
         rt, st = ceil_div(rows, TILE), ceil_div(step, TILE)
-        per_block = rt * (steps * (st + width) + width)
+        compute = rt * (steps * (st + width) + width) * SCORE_TILE_CYCLES
+        cores = partition(policy, new, [cx, cy], axis=axis)
+        reads = steps * self.step_tiles(key_root, blocks) * self.read_cycles(cx * cy)
         inner = math.prod(new[axis + 1:])
-        return max((sum(float(per_block[b // inner % new[axis]]) for b in blocks_of(core))
-                    for core in partition(policy, new, [cx, cy], axis=axis)), default=0.0)
+        worst = 0.0
+        for core in cores:
+            mine = [b // inner % new[axis] for b in blocks_of(core)]
+            worst = max(worst, float(sum(compute[v] for v in mine)), float(sum(reads[v] for v in mine)))
+        return worst
+
+    def step_tiles(self, key_root, blocks: dict) -> int:
+        """DRAM tiles one step of the key loop reads: its staging buffers along the key class (K and V)."""
+        total = 0
+        for name, axis in self.t.classes[key_root].members:
+            info = self.buffers[name]
+            if info["role"] == "staging":
+                total += math.prod(ceil_div(blocks.get(self.a.find(self.a.key(name, a)), info["shape"][a]), TILE)
+                                   for a in range(2))
+        return total
+
+    def read_cycles(self, cores: int) -> float:
+        """Cycles a core waits for one 16-bit tile from DRAM with the device's DRAM bandwidth (compiler/
+        device_costs.json) shared evenly by `cores` cores -- those of the grid: a core left idle does not make the
+        others read faster (each one's NoC requests and latency bound it long before); 0 without a cost table."""
+        try:
+            costs = device_costs(self.target["arch"])
+        except CompileError:
+            return 0.0
+        per_cycle = costs["dram_banks"] * costs["dram_bank_gbps"] * costs["dram_efficiency"] / costs["clock_ghz"]
+        return DATA_FORMATS["bfloat16"].tile_bytes * max(cores, 1) / per_cycle
 
     def balanced(self, layout, blocks, grid_roots, k_roots, extents, depth, budget, cx, cy):
         """A key loop whose trip count grows with a grid index (causal attention: query block v sees keys up to its
@@ -642,7 +672,7 @@ class Chooser:
                f"`{p}` partition")
         self.explain.append(f"loop `{loop_var.name}`'s trip count grows with `{grid_var.name}` (a query block sees "
                             f"keys up to its own end): {how}, {ceil_div(trial[query_root], TILE)}-tile query blocks; "
-                            f"the busiest core does {cost / base:.0%} of the key-step work it would with the "
+                            f"the busiest core's key steps take {cost / base:.0%} of the cycles they would with the "
                             f"`{layout}` partition of {rows0}-tile blocks")
         return p, trial
 
