@@ -143,7 +143,7 @@ def test_rows_read_from_offsets_read_from_a_tensor(arch, dtype, block_M):
 # count read while the kernel runs: the reader reads it, compute is handed it), the rows past its end masked
 VARLEN_SUM = src('''
     @tilelang.jit
-    def varlen_sum(batch=3, UKV=160, dim=64, block_N=32):
+    def varlen_sum(batch=3, UKV=160, dim=64, block_N=32, max_steps=3):
         @T.prim_func
         def main(K: T.Tensor((UKV, dim), T.float32), cu_seqlens_k: T.Tensor([batch + 1], T.int32),
                  S: T.Tensor((batch * block_N, dim), T.float32)):
@@ -153,7 +153,7 @@ VARLEN_SUM = src('''
                 T.clear(acc)
                 k_start = cu_seqlens_k[bz]
                 kv_len = cu_seqlens_k[bz + 1] - cu_seqlens_k[bz]
-                for k in T.Pipelined(T.ceildiv(kv_len, block_N)):
+                for k in T.Pipelined(T.min(T.ceildiv(kv_len, block_N), max_steps)):
                     T.copy(K[k_start + k * block_N:k_start + (k + 1) * block_N, :], k_tile)
                     for i, j in T.Parallel(block_N, dim):
                         acc[i, j] += T.if_then_else(k * block_N + i < kv_len, k_tile[i, j], 0)
@@ -168,14 +168,14 @@ def test_a_trip_count_read_from_a_tensor_is_handed_to_compute(arch):
     result = compile_source(VARLEN_SUM, filename="k.py", entry="varlen_sum", target=target)
     assert "read_tile_value(cb_tt_values" in result.artifacts["compute.cpp"].decode()
     k = np.random.default_rng(9).uniform(-1, 1, (160, 64)).astype(np.float32)
-    # lengths 45, 0, 105 (four steps, the last one past the tensor's end); then 97, -10 (no step), 70
+    # lengths 45, 0, 105 (four steps, capped at three); then 97 (four, capped), -10 (no step), 70
     for cu in ([0, 45, 45, 150], [3, 100, 90, 160]):
         cu = np.array(cu, np.int32)
         outcome = emulate(result.artifacts, target=target, inputs={"K": k, "cu_seqlens_k": cu}, source=VARLEN_SUM,
                           filename="k.py", entry="varlen_sum")
         want = np.zeros((96, 64))
         for b in range(3):
-            for row in range(max(cu[b + 1] - cu[b], 0)):
+            for row in range(min(max(cu[b + 1] - cu[b], 0), 3 * 32)):   # at most max_steps = 3 steps
                 if cu[b] + row < 160:
                     want[b * 32 + row % 32] += k[cu[b] + row]
         np.testing.assert_allclose(outcome.outputs["S"], want, rtol=0, atol=1e-5)
@@ -221,6 +221,48 @@ def test_causal_varlen_scores_with_or_of_run_time_ends(arch):
     masked = (i + (k_len - q_len) < j) | (i >= q_len) | (j >= k_len)
     want = (s.astype(np.float64) + np.where(masked, -1e9, 0.0)).astype(np.float32)
     assert 0 < masked.sum() < masked.size
+    np.testing.assert_array_equal(outcome.outputs["Y"], want)
+    assert outcome.passed, outcome.verification.render()
+
+
+# the same scores as TileLang's examples write them: Python's `or` and a conditional expression on kernel conditions
+VARLEN_SCORES_PY = src('''
+    @tilelang.jit
+    def varlen_scores(batch=2, M=64, N=96, block_M=32, is_causal=True):
+        @T.prim_func
+        def main(S: T.Tensor((batch, M, N), T.float32), cu_seqlens_q: T.Tensor([batch + 1], T.int32),
+                 cu_seqlens_k: T.Tensor([batch + 1], T.int32), Y: T.Tensor((batch, M, N), T.float32)):
+            with T.Kernel(M // block_M, batch) as (bx, bz):
+                s = T.alloc_fragment((block_M, N), T.float32)
+                q_len = cu_seqlens_q[bz + 1] - cu_seqlens_q[bz]
+                k_len = cu_seqlens_k[bz + 1] - cu_seqlens_k[bz]
+                offset = k_len - q_len
+                T.copy(S[bz, bx * block_M, 0], s)
+                for i, j in T.Parallel(block_M, N):
+                    s[i, j] = s[i, j] + T.if_then_else(
+                        (bx * block_M + i + offset < j) or (bx * block_M + i >= q_len or j >= k_len), -1e9, 0)
+                for i, j in T.Parallel(block_M, N):
+                    s[i, j] = 0 if is_causal and not bx * block_M + i + offset >= 0 else s[i, j]
+                T.copy(s, Y[bz, bx * block_M, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_python_or_not_and_conditional_expressions_on_kernel_conditions(arch):
+    cu_q = np.array([0, 37, 100], np.int32)           # lengths 37, 63
+    cu_k = np.array([0, 70, 81], np.int32)            # lengths 70, 11: offsets 33, -52 (rows 0..51 see nothing)
+    s = np.random.default_rng(10).uniform(-1, 1, (2, 64, 96)).astype(np.float32)
+    target = TargetConfig(arch=arch)
+    result = compile_source(VARLEN_SCORES_PY, filename="k.py", entry="varlen_scores", target=target)
+    outcome = emulate(result.artifacts, target=target, inputs={"S": s, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k},
+                      source=VARLEN_SCORES_PY, filename="k.py", entry="varlen_scores")
+    q_len, k_len = np.diff(cu_q)[:, None, None], np.diff(cu_k)[:, None, None]
+    i, j = np.arange(64)[None, :, None], np.arange(96)[None, None, :]
+    masked = (i + (k_len - q_len) < j) | (i >= q_len) | (j >= k_len)
+    want = (s.astype(np.float64) + np.where(masked, -1e9, 0.0)).astype(np.float32)
+    want = np.where(i + (k_len - q_len) < 0, np.float32(0), want)
+    assert (want == 0).any()
     np.testing.assert_array_equal(outcome.outputs["Y"], want)
     assert outcome.passed, outcome.verification.render()
 

@@ -31,7 +31,7 @@ from ...errors import CompileError, SourceLocation
 from .base import Missing
 from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
 from .language import (PrimFuncDef, SizeVar, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not,
-                       kernel_or, reset_const_values, serial, set_const_values)
+                       kernel_or, kernel_select, reset_const_values, serial, set_const_values)
 from .params import scalar_annotation, type_params, type_value
 from .recorder import Buffer, Recorder, SecondKernel, activate, active_recorder, deactivate
 from .shim import JitFactory, build_modules
@@ -254,6 +254,7 @@ class _BindAnnotations(ast.NodeTransformer):
 
 # ---- `if` on kernel values ----------------------------------------------------------------------------------------
 IF, AND, OR, NOT = "__tilefarm_if__", "__tilefarm_and__", "__tilefarm_or__", "__tilefarm_not__"
+SELECT = "__tilefarm_select__"
 
 
 _BODIES = ("body", "orelse", "finalbody", "handlers")     # the fields of a statement that hold statements
@@ -321,6 +322,35 @@ class _KernelTest(ast.NodeTransformer):
         if isinstance(node.op, ast.Not):
             return ast.copy_location(ast.Call(ast.Name(NOT, ast.Load()), [node.operand], []), node)
         return node
+
+
+class _KernelExprs(_KernelTest):
+    """Inside a @T.prim_func body, every expression's `and` / `or` / `not` and `a if c else b`: Python's own result on
+    Python values, T.And / T.Or / T.Not and T.if_then_else on kernel conditions (`T.if_then_else(i >= q_len or
+    j >= k_len, -1e9, 0)`, as TVMScript parses them)."""
+
+    def __init__(self):
+        self.inside = False
+
+    def visit_FunctionDef(self, node):  # noqa: N802
+        outer = self.inside
+        self.inside = outer or any(ast.unparse(d).split("(")[0].endswith("prim_func") for d in node.decorator_list)
+        self.generic_visit(node)
+        self.inside = outer
+        return node
+
+    def visit_BoolOp(self, node):  # noqa: N802
+        return super().visit_BoolOp(node) if self.inside else self.generic_visit(node)
+
+    def visit_UnaryOp(self, node):  # noqa: N802
+        return super().visit_UnaryOp(node) if self.inside else self.generic_visit(node)
+
+    def visit_IfExp(self, node):  # noqa: N802
+        self.generic_visit(node)
+        if not self.inside:
+            return node
+        thunks = [ast.Lambda(ast.arguments([], [], None, [], [], None, []), v) for v in (node.body, node.orelse)]
+        return ast.copy_location(ast.Call(ast.Name(SELECT, ast.Load()), [node.test] + thunks, []), node)
 
 
 def _leaves_the_branch(body: list) -> bool:
@@ -506,6 +536,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
                           and s.lineno == entry_node.lineno)
         module = ast.fix_missing_locations(_BindAnnotations(entry_copy).visit(module))
     module = _KernelIfs().visit(module)
+    module = ast.fix_missing_locations(_KernelExprs().visit(module))
     safe_builtins = dict(vars(builtins))
     siblings = _Siblings(text, filename)
     safe_builtins["__import__"] = _importer(modules, siblings)
@@ -514,7 +545,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
     body_tensors: dict = {}    # tensors the eager body declares that are not factory arguments, filled per call
     namespace = {"__name__": "__tilelang_kernel__", "__file__": filename, "__builtins__": safe_builtins,
                  BIND: bind_tensor, BODY_TENSOR: lambda name: body_tensors.get(name, TensorArg(None, None)),
-                 IF: kernel_if, AND: kernel_and, OR: kernel_or, NOT: kernel_not}
+                 IF: kernel_if, AND: kernel_and, OR: kernel_or, NOT: kernel_not, SELECT: kernel_select}
     notes: list[str] = []
     tokens = set_user_file(filename, notes)
     try:

@@ -334,6 +334,15 @@ def kernel_or(*thunks):
     return _short_circuit("or", thunks)
 
 
+def kernel_select(test, then, orelse):
+    """`a if test else b` in a kernel body: a Python value picks a branch as Python does, a kernel condition is
+    T.if_then_else(test, a, b) (each element takes its own branch, as each GPU thread would)."""
+    test = _truthy(test)
+    if not isinstance(test, Expr):
+        return then() if test else orelse()
+    return if_then_else(test, then(), orelse())
+
+
 def kernel_not(value):
     value = _truthy(value)
     return Logic("not", (value,)) if isinstance(value, Expr) else not value
@@ -770,7 +779,7 @@ def _minmax(fn, a, b):
     a, b = number(a), number(b)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return builtins.max(a, b) if fn == "max" else builtins.min(a, b)
-    if is_index(wrap(a)) and is_index(wrap(b)):
+    if is_run_time_index(wrap(a)) and is_run_time_index(wrap(b)):   # indices, or values read while the kernel runs
         return Bin(fn, wrap(a), wrap(b))
     return Call(fn, (wrap(a), wrap(b)))
 
