@@ -7,11 +7,12 @@ setup:
 serve: setup
 	.venv/bin/tilefarm serve
 
-# two test processes (pytest-xdist), a test file each at a time: module-scoped servers stay in one process
+# two test processes (pytest-xdist), a test file each at a time: module-scoped servers stay in one process; the
+# longest files first (tests/conftest.py orders them by tests/file_seconds.json)
 PYTEST_WORKERS ?= 2
 
 test: setup
-	.venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup
 	.venv/bin/python bench/run_all.py

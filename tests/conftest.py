@@ -48,3 +48,26 @@ def embedded(tmp_path_factory):
 
     with embedded_service(tmp_path_factory.mktemp("embedded")) as running:
         yield running
+
+
+FILE_SECONDS = Path(__file__).resolve().parent / "file_seconds.json"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest files first. `make test` hands whole files to its two processes in collection order
+    (--dist loadfile --no-loadscope-reorder; xdist's own reorder, most tests first, left the few-but-long service and
+    browser files for last, one process running them alone at the end). The seconds are a full run's
+    (tests/file_seconds.json, scripts/file_seconds.py from `pytest --junitxml`); a file not measured yet goes first.
+    The order within a file is kept, and every process collects the same order (xdist requires it)."""
+    import json
+
+    measured = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
+    first_seen: dict[str, int] = {}
+    for item in items:
+        first_seen.setdefault(item.nodeid.split("::")[0], len(first_seen))
+
+    def key(item) -> tuple[float, int]:
+        path = item.nodeid.split("::")[0]
+        return -measured.get(path, float("inf")), first_seen[path]
+
+    items.sort(key=key)  # stable: a file's tests keep their order
