@@ -85,6 +85,16 @@ VARLEN_ROWS = src('''
         return main
 ''')
 
+def test_a_run_time_offset_inside_a_product_or_a_minimum_is_a_located_error():
+    source = VARLEN_SUM.replace("T.Pipelined(T.min(T.ceildiv(kv_len, block_N), max_steps))",
+                                "T.Pipelined(T.min(kv_len // block_N, 1), T.ceildiv(kv_len, block_N))")
+    err = error_of(source, entry="varlen_sum")
+    assert "`K` axis 0: the slice's position" in err.message
+    assert "uses values read while the kernel runs in a product, a division or T.min / T.max" in err.message
+    line = line_of(source, "T.copy(K[k_start")
+    assert (err.location.line, err.location.col) == (line, source.splitlines()[line - 1].index("K[") + 1)
+
+
 def test_rows_written_at_offsets_read_from_a_tensor_are_a_located_error_naming_it():
     err = error_of(VARLEN_ROWS, entry="varlen_rows")
     assert "`O` axis 0: the region's position depends on values read while the kernel runs; tilefarm reads whole " \

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ...errors import SourceLocation
 from .base import INTEGER_READS, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
-from .expr import (VARLEN_HINT, DType, Expr, Load, Var, affine, constant_int, data_loads, float_text, fold_constant,
+from .expr import (VARLEN_HINT, DType, Expr, Load, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
                    is_scalar_load, read_at_run_time, render_int, wrap)
 
 _active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("tilelang_recorder", default=None)
@@ -112,9 +112,14 @@ class Buffer:
                 stop = self.shape[axis] if k.stop is None else k.stop
                 diff = affine(wrap(stop) - wrap(start))
                 loads = [x for x in data_loads(wrap(start)) + data_loads(wrap(stop)) if not is_scalar_load(x)]
-                if loads or (data_loads(wrap(start)) and affine(wrap(start)) is None):
+                if loads:
                     fail(read_at_run_time(f"`{self.name}` axis {axis}: the slice's position", loads),
                          hint=VARLEN_HINT)
+                if data_loads(wrap(start)) and affine(wrap(start)) is None:
+                    fail(f"`{self.name}` axis {axis}: the slice's position `{describe(wrap(start))}` uses values read "
+                         "while the kernel runs in a product, a division or T.min / T.max; tilefarm reads rows at "
+                         "such a value plus block and loop indices times constants",
+                         hint="write the position as offset + index * size (`q_start + k * block_N`)")
                 if diff is None or diff[0]:
                     fail(f"`{self.name}` axis {axis}: the slice extent must be a constant")
                 starts.append(wrap(start))
