@@ -229,6 +229,87 @@ def fp32_on_fpu(output_dtypes) -> bool:
     return all(_WIDTH.get(str(d), 32) <= 16 for d in output_dtypes)
 
 
+def fpu_readable(func, output_dtypes: dict[str, str]) -> frozenset[str]:
+    """The fp32 values the FPU may read from their CBs in a kernel with a float32 output (where fp32_on_fpu is
+    False). The FPU reads through its 19-bit (TF32) source registers, and a CB it reads is read that way by every
+    reader (no UnpackToDestFp32: copies too). So a value qualifies when nothing read from its CB (the FPU op's own
+    result included) reaches an output wider than 16 bits, except through a matmul or reduction, which reads fp32
+    through TF32 anyway. A whole write-out right after the ops that compute the value is packed from their DST
+    slots (tensorize's Window.try_send), not read from the CB. Layer norm: `centered` and `inv` feed bfloat16 y, and
+    float32 rstd only through the variance's reduction and inv's own window: the FPU may read them; `x = x * s`
+    written to a float32 output may not. `func`: the tensorize pass's input (tile ops, CB write-out markers)."""
+    flows: dict[str, set[str]] = {}      # value -> values computed from it (any way)
+    from_cb: dict[str, set[str]] = {}    # value -> values computed from it as read from its CB
+    names: set[str] = set(output_dtypes)
+
+    def add(src: str, dst: str, packed_from_dst: bool = False) -> None:
+        flows.setdefault(src, set()).add(dst)
+        if not packed_from_dst:
+            from_cb.setdefault(src, set()).add(dst)
+        names.update((src, dst))
+
+    def visit(stmts: list) -> None:
+        last_dst = None
+        for stmt in stmts:
+            if isinstance(stmt, tirx.SeqStmt):
+                visit(list(stmt.seq))
+                last_dst = None
+            elif isinstance(stmt, tirx.TilePrimitiveCall):
+                regions = [a.source for a in stmt.args if isinstance(a, tvm.ir.TensorRegion)]
+                name = str(stmt.op.name).removeprefix("tirx.tile.")
+                for src in regions[1:]:
+                    if not ((name in REDUCE or name == "gemm") and str(src.dtype) == "float32"):
+                        # `inv = inv + eps` right after inv's last op reads it in DST, not from its CB
+                        add(str(src.name), str(regions[0].name), packed_from_dst=str(src.name) == last_dst)
+                last_dst = str(regions[0].name) if regions else None
+            elif isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tvm.ir.Call) \
+                    and str(getattr(stmt.value.op, "name", "")) == "tirx.tt.compute_send":
+                args = stmt.value.args
+                buffer, tensor = str(args[1].value), str(args[6].value)
+                whole = all(isinstance(a, tirx.IntImm) and int(a) == 0 for a in args[2:4])
+                add(buffer, tensor, packed_from_dst=whole and buffer == last_dst)
+            elif isinstance(stmt, tirx.BufferStore):
+                loads: list = []
+                tvm_ffi.structural_walk(stmt.value, [(tvm.ir.expr.TensorLoad, lambda e: loads.append(e.source))],
+                                        order="pre")
+                for b in loads:
+                    add(str(b.name), str(stmt.buffer.name))
+                last_dst = None
+            elif isinstance(stmt, tirx.IfThenElse):
+                visit([stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else []))
+                last_dst = None
+            elif not isinstance(stmt, (tirx.Evaluate, tirx.Bind)):
+                inner = getattr(stmt, "body", None)
+                if isinstance(inner, tirx.Stmt):
+                    visit([inner])
+                    if _has_tile_ops(inner):
+                        last_dst = None      # a reader's or writer's loop joins the open window (Planner.plan)
+
+    visit([func.body])
+    reaches_wide = {name for name, dtype in output_dtypes.items() if _WIDTH.get(str(dtype), 32) > 16}
+    changed = True
+    while changed:                       # backwards over the flows to a fixed point
+        changed = False
+        for src, dsts in flows.items():
+            if src not in reaches_wide and dsts & reaches_wide:
+                reaches_wide.add(src)
+                changed = True
+    wide_outputs = {name for name, dtype in output_dtypes.items() if _WIDTH.get(str(dtype), 32) > 16}
+    return frozenset(name for name in names
+                     if name not in wide_outputs and not (from_cb.get(name, set()) & reaches_wide))
+
+
+def _has_tile_ops(stmt) -> bool:
+    found: list = []
+    tvm_ffi.structural_walk(stmt, [(tirx.TilePrimitiveCall, found.append)], order="pre")
+    return bool(found)
+
+
+def may_round(readable: frozenset[str] | None, names) -> bool:
+    """Whether the FPU may read these fp32 values (`readable`: fpu_readable's set; None: any)."""
+    return readable is None or all(name in readable for name in names)
+
+
 def output_paths(func, plan: dict) -> dict[str, Path]:
     """The Path of every output of the input kernel (`plan`: its compiled plan, for the DST format)."""
     fp32_dest = bool(plan.get("compute_config", {}).get("fp32_dest_acc_en", plan["target"].get("fp32_accumulation")))

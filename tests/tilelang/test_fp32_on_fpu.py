@@ -3,6 +3,8 @@ registers; that rounding is taken only when every output is 16 bits or narrower 
 TF32's). A kernel that writes float32 keeps float32 arithmetic. Against NumPy on both archs."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -49,4 +51,47 @@ def test_a_bfloat16_output_lets_the_fpu_read_tf32(arch):
     x, s = outcome.inputs["X"].astype(np.float64), outcome.inputs["s"].astype(np.float64)
     got = np.asarray(outcome.outputs["Y"], dtype=np.float64)
     np.testing.assert_allclose(got, x * s[None, :], rtol=2 ** -8 + 2 ** -10, atol=1e-6)  # bf16's rounding dominates
+    assert outcome.passed, outcome.verification.render()
+
+
+MIXED = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 96), "float32"), s: T.Tensor((96,), "float32"), Y: T.Tensor((64, 96), "bfloat16"),
+             Z: T.Tensor((64, 96), "float32")):
+        with T.Kernel(2) as bx:
+            x = T.alloc_fragment((32, 96), "float32")
+            y = T.alloc_fragment((32, 96), "bfloat16")
+            z = T.alloc_fragment((32, 96), "float32")
+            T.copy(X[bx * 32, 0], x)
+            for i, j in T.Parallel(32, 96):
+                y[i, j] = x[i, j] * s[j]
+            for i, j in T.Parallel(32, 96):
+                z[i, j] = x[i, j] * s[j]
+            T.copy(y, Y[bx * 32, 0])
+            T.copy(z, Z[bx * 32, 0])
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_value_reaching_a_float32_output_stays_off_the_fpu(arch):
+    """x reaches float32 Z beside bfloat16 Y: the FPU reads no x (a CB the FPU reads is read through TF32 by its
+    copies too), and Z is NumPy's float32 multiply bit for bit."""
+    result, outcome = run_kernel(MIXED, seed=3, target=TargetConfig(arch=arch))
+    assert "_tiles_bcast_rows(cb_x," not in compute_source(result)
+    x, s = outcome.inputs["X"], outcome.inputs["s"]
+    np.testing.assert_array_equal(outcome.outputs["Z"], (x * s[None, :]).astype(np.float32))
+    assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_layer_norm_scales_on_the_fpu_beside_float32_statistics(arch):
+    """Layer norm's centered and inv reach bfloat16 y, and float32 rstd only through the variance's reduction and
+    inv's own window (rstd is packed from inv's DST slots, not copied from its CB): y's `centered * inv` runs on
+    the FPU from their CBs, and rstd is NumPy's 1 / sqrt(var + eps) of the kernel's own variance."""
+    source = (Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "layer_norm.py").read_text()
+    result, outcome = run_kernel(source, entry="layer_norm", params={"rows": 64, "cols": 256}, seed=3,
+                                 target=TargetConfig(arch=arch))
+    compute = compute_source(result)
+    assert "mul_tiles_bcast_cols(cb_centered, cb_inv" in compute, compute
+    assert "copy_tile(cb_inv" not in compute, compute
     assert outcome.passed, outcome.verification.render()

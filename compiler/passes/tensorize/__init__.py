@@ -64,8 +64,9 @@ class Tensorizer:
         self.full_sync = full_sync
         self.capacity = dst_capacity(self.fp32, full_sync)
         self.roles = {name: info["role"] for name, info in self.buffers.items()}
-        self.fp32_on_fpu = precision.fp32_on_fpu(info["dtype"] for info in self.buffers.values()
-                                                 if info["role"] == "output")
+        outputs = {name: info["dtype"] for name, info in self.buffers.items() if info["role"] == "output"}
+        # None: every fp32 value may go through the FPU; else the values that may (precision.fpu_readable)
+        self.fp32_on_fpu = None if precision.fp32_on_fpu(outputs.values()) else precision.fpu_readable(func, outputs)
         self.resident: dict[str, int] = {}
         self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
         self.scaler_cb = None

@@ -16,7 +16,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ... import ops, registry
+from ... import ops, precision, registry
 from ...ir import is_transposed, scalar_of, seq
 from ...target import TILE
 from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, first_use, fpu_in_place, tiles_of
@@ -719,8 +719,10 @@ class Emitter:
     def lower(self, info, slot, i, j, fresh: bool) -> list:
         st, name = self.strategies, info.name
         self.current = info
-        # once per block: one TF32 rounding (strategies.py), and only where no output is wider than TF32 is exact
-        st.fp32_on_fpu = not self.loops and self.top_level and self.tz.fp32_on_fpu
+        # once per block: one TF32 rounding (strategies.py), and only of values no float32 output sees rounded
+        st.fp32_on_fpu = not self.loops and self.top_level and precision.may_round(
+            self.tz.fp32_on_fpu, [o.region.name for o in info.operands
+                                  if o.region is not None and str(o.region.buffer.dtype) == "float32"])
         if name == "zero":
             return [] if fresh else st.fill(slot, 0.0)
         if name == "fill":

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from tvm import tirx
 
-from ... import ops
+from ... import ops, precision
 from ...ir import Region, is_transposed, op_name, region_of, scalar_of, stmts_of
 from ... import registry
 from ...registry import BINARY, REDUCE, UNARY
@@ -148,7 +148,7 @@ class Window:
     carried: frozenset = frozenset()    # buffers some loop reads before it rewrites them (loop_carried)
     reduced: frozenset = frozenset()    # buffers a matmul or reduction reads (through the FPU's source registers)
     aliases: dict = field(default_factory=dict)   # a copy's destination -> the buffer whose DST slots it packs
-    fp32_on_fpu: bool = True            # no output wider than TF32 is exact (precision.fp32_on_fpu)
+    fp32_on_fpu: frozenset | None = None   # fp32 values the FPU may read (None: any; precision.fpu_readable)
     hoisted: frozenset = frozenset()    # copies moved up to their source's window (hoist_copies): alias or close
 
     def slots_needed(self, flat: bool, buffers: list, scratch: int) -> int:
@@ -184,7 +184,7 @@ class Window:
         if info.operands[0].bcast and registry.TILE_OPS[info.name].scalar_first is not None:
             return          # `m - x`: the FPU's broadcast operand is the second one (strategies.binary)
         name = full[0].region.name
-        tf32_already = name in self.reduced and name not in self.carried and self.fp32_on_fpu
+        tf32_already = name in self.reduced and name not in self.carried and precision.may_round(self.fp32_on_fpu, [name])
         full[0].fpu = name not in self.written and (not self.fp32(full[0].region) or tf32_already)
 
     @staticmethod
@@ -417,7 +417,7 @@ def hoist_copies(stmts) -> tuple[list, list]:
 
 
 class Planner:
-    def __init__(self, capacity: int, buffer_tiles: dict, roles: dict, fp32_on_fpu: bool = True):
+    def __init__(self, capacity: int, buffer_tiles: dict, roles: dict, fp32_on_fpu: frozenset | None = None):
         self.capacity, self.buffer_tiles, self.roles = capacity, buffer_tiles, roles
         self.fp32_on_fpu = fp32_on_fpu
         self.carried: frozenset = frozenset()
@@ -438,12 +438,15 @@ class Planner:
         stmts, moved = hoist_copies(stmts)
         self.hoisted = self.hoisted | frozenset(moved)
         items, cur = [], None
+        postponed: list = []      # write-outs of values the open window does not write: after it closes
 
         def close():
             nonlocal cur
             if cur is not None and cur.items:
                 items.append(cur)
             cur = None
+            items.extend(postponed)
+            postponed.clear()
 
         for s in stmts:
             m = marker(s)
@@ -455,10 +458,18 @@ class Planner:
             elif m is not None:
                 if cur is not None and cur.try_send(m):
                     continue
+                if cur is not None and cur.items:
+                    # copied from its CB once the window closes (nothing the window does writes it: an op writing
+                    # it closes the window first), so a later write-out of the window's own value still joins it
+                    # and is packed from DST (layer norm: rstd from inv's slots, mean from its CB after)
+                    postponed.append(SendFromCB(m))
+                    continue
                 close()
                 items.append(SendFromCB(m))
             elif isinstance(s, tirx.TilePrimitiveCall):
                 info = op_info(s)
+                if postponed and info.dst.name in {p.send[2] for p in postponed}:
+                    close()
                 if cur is not None and cur.try_op(info):
                     continue
                 close()
