@@ -40,7 +40,7 @@ from tvm import tirx
 from tvm.tirx import exec_scope
 
 from ..errors import CompileError
-from ..ir import ceil_div, is_transposed, op_name, region_of, scalar_of, stmts_of
+from ..ir import ceil_div, is_transposed, op_name, reads_at_run_time, region_of, scalar_of, stmts_of
 from ..layout import UNIT, view_of
 from ..cost_model import matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
@@ -309,6 +309,9 @@ class Tiling:
             return
         if all(isinstance(d.start, tirx.IntImm) and int(d.start) == 0 for d in c.drivers):
             c.fixed.append("the whole axis in one block")
+            return
+        if any(reads_at_run_time(d.start) for d in c.drivers):
+            c.fixed.append("a region start read while the kernel runs")
             return
         var = next((v for d in c.drivers for v in _vars(d.start)), None)
         if var is None or any(not self.analyzer.can_prove(d.start - var * block == 0) for d in c.drivers):

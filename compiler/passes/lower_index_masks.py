@@ -145,6 +145,12 @@ def analyze(func, loop, analyzer) -> Mask:
                            "x + mask, x * mask)")
 
     def flatten(c):
+        if isinstance(c, tirx.Not) and isinstance(c.a, (tirx.And, tirx.Or, tirx.Not)):   # De Morgan: an `else:`
+            inner = c.a
+            if isinstance(inner, tirx.Not):
+                return flatten(inner.a)
+            flip = tirx.Or if isinstance(inner, tirx.And) else tirx.And
+            return flatten(flip(tirx.Not(inner.a), tirx.Not(inner.b)))
         if isinstance(c, (tirx.And, tirx.Or)):
             kind = "and" if isinstance(c, tirx.And) else "or"
             parts = []

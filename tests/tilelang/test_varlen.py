@@ -277,6 +277,39 @@ def test_python_or_not_and_conditional_expressions_on_kernel_conditions(arch):
     assert outcome.passed, outcome.verification.render()
 
 
+# an element `if` on a run-time length and a column bound, with an `else:` (its mask is the negated T.And: De Morgan)
+ELSE_MASK = src('''
+    @tilelang.jit
+    def else_mask(batch=2, N=64, block=32):
+        @T.prim_func
+        def main(X: T.Tensor((batch, 32, N), T.float32), lengths: T.Tensor([batch], T.int32),
+                 Y: T.Tensor((batch, 32, N), T.float32)):
+            with T.Kernel(N // block, batch) as (bx, bz):
+                x = T.alloc_fragment((32, block), T.float32)
+                T.copy(X[bz, 0, bx * block], x)
+                for i, j in T.Parallel(32, block):
+                    if i < lengths[bz] and bx * block + j < 40:
+                        x[i, j] = x[i, j] * 2
+                    else:
+                        x[i, j] = -1.0
+                T.copy(x, Y[bz, 0, bx * block])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_an_element_if_else_on_a_run_time_length_and_a_column_bound(arch):
+    x = np.random.default_rng(11).uniform(-1, 1, (2, 32, 64)).astype(np.float32)
+    lengths = np.array([13, 40], np.int32)
+    target = TargetConfig(arch=arch)
+    result = compile_source(ELSE_MASK, filename="k.py", entry="else_mask", target=target)
+    outcome = emulate(result.artifacts, target=target, inputs={"X": x, "lengths": lengths}, source=ELSE_MASK,
+                      filename="k.py", entry="else_mask")
+    keep = (np.arange(32)[None, :, None] < lengths[:, None, None]) & (np.arange(64)[None, None, :] < 40)
+    np.testing.assert_array_equal(outcome.outputs["Y"], np.where(keep, x * 2, -1.0).astype(np.float32))
+    assert outcome.passed, outcome.verification.render()
+
+
 # a ragged end given by a length read from a tensor, compared with an element's position
 LENGTH_MASK = src('''
     @tilelang.jit

@@ -136,7 +136,7 @@ class Tensorizer:
                 continue
             kind, entry = first_use(acc, tuple(self.tiles(name)))
             if kind == "read" and entry[2] is not None:
-                raise self.error(entry[2].call, f"`{name}` is read before it is initialized",
+                raise self.error(getattr(entry[2], "call", entry[2]), f"`{name}` is read before it is initialized",
                                  hint=f"start with T.tile.zero({name}) or T.tile.fill({name}, ...)")
 
     def zero_version(self, name: str, packed: bool = True) -> list:
