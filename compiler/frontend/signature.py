@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from . import pyast
 from .source import _is_prim_func
 
 _BUFFER_CALLS = {"Buffer", "Tensor"}
@@ -98,7 +99,7 @@ def _factory_env(factory: ast.FunctionDef, params: dict) -> dict:
 def static_signature(text: str, entry: str | None = None, params: dict | None = None) -> Signature | None:
     """The entry kernel's buffers as declared, or None when they cannot be known without running the source."""
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except (SyntaxError, ValueError):
         return None
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}

@@ -10,6 +10,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from . import pyast
 from .. import registry
 from ..errors import CompileError, SourceLocation
 from .allowlist import check_source
@@ -56,7 +57,7 @@ def prepare(text: str, filename: str = "kernel.py", entry: str | None = None) ->
         raise CompileError("the source file is empty", stage=STAGE, location=_loc(filename, None, None),
                            hint="write a @T.prim_func kernel")
     try:
-        tree = ast.parse(text, filename=filename)
+        tree = pyast.parse(text, filename)
     except SyntaxError as e:  # IndentationError is a SyntaxError
         raise CompileError(f"invalid syntax: {e.msg}", stage=STAGE,
                            location=_loc(filename, e.lineno, e.offset)) from None

@@ -28,6 +28,7 @@ import types
 from dataclasses import dataclass, field
 
 from ...errors import CompileError, SourceLocation
+from .. import pyast
 from .base import Missing
 from .diagnostics import STAGE, reset_user_file, set_user_file, traceback_location
 from .language import (PrimFuncDef, SizeVar, TensorArg, TensorSpec, bind_tensor, kernel_and, kernel_if, kernel_not,
@@ -423,7 +424,7 @@ class _Siblings:
             return self.modules[name]
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        tree = ast.parse(text, filename=path)
+        tree = pyast.parse(text, path)
         module = _SiblingModule(name, tree, _Scopes(text, path, {}), path, self.builtins)
         self.modules[name] = module
         return module
@@ -448,7 +449,7 @@ class _SiblingModule(types.ModuleType):
             return
         tf["done"].update(todo)
         module = _KernelIfs().visit(ast.Module(body=[copy.deepcopy(body[k]) for k in todo], type_ignores=[]))
-        exec(compile(ast.fix_missing_locations(module), tf["path"], "exec", dont_inherit=True), self.__dict__)  # noqa: S102
+        exec(pyast.compile_tree(ast.fix_missing_locations(module), tf["path"]), self.__dict__)  # noqa: S102
 
     def __getattr__(self, attr):
         if attr.startswith("__"):
@@ -521,7 +522,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
     the target's worker count (a persistent kernel asks for it)."""
     params = dict(params or {})
     try:
-        tree = ast.parse(text, filename=filename)
+        tree = pyast.parse(text, filename)
     except SyntaxError as e:
         raise CompileError(f"invalid syntax: {e.msg}", stage=STAGE, location=_loc(filename, e.lineno, e.offset)) from None
     entry_node = _select_entry(tree, entry, filename)
@@ -550,7 +551,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
     tokens = set_user_file(filename, notes)
     try:
         try:
-            exec(compile(module, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 -- sandboxed by the caller
+            exec(pyast.compile_tree(module, filename), namespace)  # noqa: S102 -- sandboxed by the caller
             built = namespace[entry_node.name]
             names = _target_names(tree)
             if eager:
