@@ -17,6 +17,7 @@ import tvm
 from tvm import tirx
 
 from ..ir import compile_expr
+from ..layout import UNIT
 
 MAX_ENUMERATED_WRITES = 1 << 16
 
@@ -164,10 +165,14 @@ def _enumerate(ck, name: str, view, writes) -> None:
         rt, ct = view.region_tiles(dst.extents)
         limit_r, limit_c = view.page_grid
         ng = len(ck.grid_vars)
+        # in a batched view a block's tile rows past its own matrix's end are not written (the writer's row guard,
+        # TTLowerToCircularBuffers): they would be the next matrix's first rows
+        per_matrix = view.tile_rows if view.batch > 1 and view.tile_axes[0] != UNIT else limit_r
         for vals in itertools.product(*[range(e) for e in extents]):
             block = vals[:ng]
             r0, c0 = origin[0](vals), origin[1](vals)
-            for tr in range(max(r0, 0), min(r0 + rt, limit_r)):
+            matrix_end = (r0 // per_matrix + 1) * per_matrix
+            for tr in range(max(r0, 0), min(r0 + rt, limit_r, matrix_end)):
                 for tc in range(max(c0, 0), min(c0 + ct, limit_c)):
                     prev = owner.setdefault((tr, tc), block)
                     if prev != block:
