@@ -7,7 +7,7 @@ from __future__ import annotations
 from celery import Celery
 from kombu import Queue
 
-from farm.queue import COMPILE_QUEUE, RUN_JOB, RUN_NEXT, queue_names
+from farm.queue import COMPILE_QUEUE, RUN_NEXT, queue_names
 from farm.settings import get_settings
 
 settings = get_settings()
@@ -25,7 +25,7 @@ app = Celery("tilefarm", broker=settings.effective_broker_url, backend=settings.
 app.conf.update(
     task_queues=[Queue(name) for name in queue_names()],
     task_default_queue=COMPILE_QUEUE,
-    task_routes={RUN_JOB: {"queue": COMPILE_QUEUE}, RUN_NEXT: {"queue": COMPILE_QUEUE}},
+    task_routes={RUN_NEXT: {"queue": COMPILE_QUEUE}},
     # tokens name their queue when sent (farm/queue.py: hardware tokens go to their arch's queue)
     task_serializer="json", accept_content=["json"], result_serializer="json",
     task_ignore_result=True,                 # job state lives in the job store, not in Celery results

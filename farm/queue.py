@@ -1,6 +1,6 @@
 """Queueing, in one place: the queues' names, how a job joins one.
 
-Who owns what (the decision; README, "Teams, keys, quotas, fair share"): the job store owns the queues. Each queue
+Who owns what (the decision, written down in README.md, "Who owns queueing"): the job store owns the queues. Each queue
 (compile, hardware.<arch>) is a set of per-team FIFOs served round-robin, so fair share across teams, a job's place
 in line and a queue's depth are the store's (farm/store/base.py FairQueues); a token's claim remembers the job it took
 and a running job's lease says whether its worker is alive (workers/leases.py). Celery, over Redis or the embedded
@@ -8,7 +8,9 @@ SQLite broker, is the engine that carries tokens, "run the next job of queue Q",
 hands a lost worker's token to another (acks late). A token names no job. Tokens can be lost where jobs cannot (a
 task killed before it took a job, a dead worker's messages deleted, a publish that never happened): the workers'
 reconciler (workers/reconcile.py) counts the tokens waiting for each queue, as the broker's transport counts them
-(tokens_waiting: no broker's tables or lists are read here), and sends one for every waiting job beyond them.
+(tokens_waiting: no broker's tables or lists are read here), and sends one for every waiting job beyond them. It
+is the one recovery path, in both modes (an embedded service starting after a run that died sends nothing itself:
+service/embedded.py recover), and every job it queues again goes through `enqueue` like a new one.
 
 The Celery app is given, not imported: farm/celery_app.py reads the settings when it is imported (and takes its
 queue names from here), so the API imports it only when it first sends.
@@ -30,8 +32,8 @@ if TYPE_CHECKING:
     from schemas.jobs import JobRecord
 
 COMPILE_QUEUE = "compile"
-# the tasks a message may name (workers/tasks.py): a compile or a hardware queue's token, and a job run by its id
-RUN_NEXT, RUN_NEXT_HARDWARE, RUN_JOB = "tilefarm.run_next", "tilefarm.run_next_hardware", "tilefarm.run_job"
+# the tasks a message may name (workers/tasks.py): a compile or a hardware queue's token; none names a job
+RUN_NEXT, RUN_NEXT_HARDWARE = "tilefarm.run_next", "tilefarm.run_next_hardware"
 BROKER_TIMEOUT_S = 2  # how long a look at the broker may wait for it (a stopped Redis must not hold a round)
 PUBLISH_RETRY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.2, "interval_max": 0.4}
 
@@ -90,10 +92,6 @@ class TaskQueue:
                 return connection.default_channel.queue_declare(queue=queue, passive=True).message_count
             except ChannelError:  # a queue nothing was ever sent to
                 return 0
-
-    def submit(self, job_id: str) -> None:
-        """Run this very job (recovery after the embedded service restarted); queued jobs go through `enqueue`."""
-        self._send(RUN_JOB, [job_id], COMPILE_QUEUE)
 
     def _broker_redis(self):
         if self._redis is None:

@@ -76,19 +76,16 @@ def _now() -> str:
     return datetime.datetime.now().isoformat(sep=" ")
 
 
-def release_unacknowledged(path: str, delete: bool = False) -> int:
+def release_unacknowledged(path: str) -> int:
     """Messages delivered to a worker that is gone (killed before it acknowledged them): visible again, in their
-    place in the queue, for the next worker (as a Redis visibility timeout would) - or, with `delete`, removed
-    (the service's start-up re-queues every unfinished job itself). Only for when no consumer is alive."""
+    place in the queue, for the next worker (as a Redis visibility timeout would). Only for when no consumer is
+    alive: the supervisor before it starts the next worker, the service's start-up (service/embedded.py)."""
     if not os.path.exists(path):
         return 0
     with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as db:
         db.executescript(_SCHEMA)
-        if delete:
-            count = db.execute("DELETE FROM kombu_message WHERE visible = 0").rowcount
-        else:
-            count = db.execute("UPDATE kombu_message SET visible = 1 WHERE visible = 0").rowcount
-    if count and not delete:
+        count = db.execute("UPDATE kombu_message SET visible = 1 WHERE visible = 0").rowcount
+    if count:
         Doorbell.beside(path).ring(b"")
     return count
 

@@ -10,8 +10,7 @@ import subprocess
 import sys
 import threading
 
-from schemas.logs import log_lines
-from farm.queue import COMPILE_QUEUE, TaskQueue
+from farm.queue import COMPILE_QUEUE
 from farm.settings import Settings
 from farm.store import ArtifactStore, open_store
 from farm.sqlite_broker import release_unacknowledged
@@ -90,17 +89,13 @@ class LocalWorker:
 
 
 def recover(settings: Settings) -> int:
-    """A previous embedded run that died leaves active jobs whose messages may be lost: queue them again.
-
-    Safe because tasks are idempotent: a duplicate delivery of a finished job does nothing.
+    """Start-up after a previous embedded run died: what its worker had taken is put back as the supervisor puts back
+    a dead worker's (LocalWorker): its unacknowledged tokens go back to the queue, in their place; its scratch files
+    go. Nothing is sent from here: the jobs the run left unfinished are the reconciler's (workers/reconcile.py, in the
+    worker this service starts), the one recovery path in both modes (README, "Who owns queueing"): a running job
+    whose worker is gone is queued again once (or failed), every waiting job gets a token, one in no FIFO is listed
+    again, each through TaskQueue.enqueue (its team's FIFO, fair share). Returns how many jobs were left unfinished.
     """
-    from farm.celery_app import app  # the settings are read when it is imported: not before serve set them
-
-    store, queue = open_store(settings), TaskQueue(settings, app)
     ArtifactStore(settings.data_dir).sweep_tmp(older_than_s=0)
-    release_unacknowledged(settings.embedded_broker_path, delete=True)  # their jobs are among those re-queued
-    active = [job for job in store.active_jobs() if not (job.status == "queued" and job.stage == "hardware")]
-    for job in active:
-        store.append_log(job.id, log_lines("service restarted: job queued again", level="WARN"))
-        queue.submit(job.id)
-    return len(active)
+    release_unacknowledged(settings.embedded_broker_path)
+    return len(open_store(settings).active_jobs())

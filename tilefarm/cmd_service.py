@@ -78,9 +78,9 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
     if settings.embedded:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         os.environ["TILEFARM_DATA_DIR"] = str(settings.data_dir.resolve())  # the worker must see the same files
-        recovered = recover(settings)
-        if recovered:
-            typer.echo(f"re-queued {recovered} unfinished job(s)")
+        unfinished = recover(settings)
+        if unfinished:
+            _say(f"{unfinished} job(s) left unfinished by the last run: the worker's reconciler runs them (again)")
         url = f"http://{settings.host}:{settings.port}"
         if settings.embedded_workers:
             worker = LocalWorker(settings)

@@ -12,6 +12,9 @@ main process):
 - a queued job in no FIFO on two rounds in a row (a token's worker took it out and never claimed it) is put back
   in its team's FIFO, with a token.
 
+The one recovery path (README.md, "Who owns queueing"): the embedded service, starting after a run that died, only
+hands the dead worker's unacknowledged tokens back (service/embedded.py recover) and leaves its jobs to these rounds.
+
 Idempotent: which attempt runs a job is decided by the store's claim and lease (runner._claim), never by how many
 tokens there are. A round that cannot read the store or the broker changes nothing and forgets what it saw (a lease
 watched through an outage starts afresh).

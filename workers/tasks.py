@@ -20,7 +20,7 @@ from farm.store import ArtifactStore, open_store
 from workers import leases, runner
 from workers.reconcile import Reconciler
 from farm.celery_app import app
-from farm.queue import RUN_JOB, RUN_NEXT, RUN_NEXT_HARDWARE, TaskQueue, hardware_arch, hardware_queue
+from farm.queue import RUN_NEXT, RUN_NEXT_HARDWARE, TaskQueue, hardware_arch, hardware_queue
 
 log = logging.getLogger("tilefarm.worker")
 _deps: dict[int, runner.WorkerDeps] = {}
@@ -153,8 +153,7 @@ class JobRequest(Request):
     def on_timeout(self, soft, timeout):
         super().on_timeout(soft, timeout)
         if not soft:
-            fair = self.task_name in (run_next.name, run_next_hardware.name)  # args are [queue]: look the job up
-            job_id = deps().store.fair_claimed(self.id) if fair else self.args[0]
+            job_id = deps().store.fair_claimed(self.id)  # a token names its queue: the job is the one it took
             if job_id:
                 runner.fail(job_id, deps(), f"hard time limit of {timeout:g} s exceeded; the job was killed")
 
@@ -171,12 +170,6 @@ tokens = TaskQueue(get_settings(), app)
 def queue_hardware(job: JobRecord, store=None) -> None:
     """Fair share on the device queue too (farm/queue.py)."""
     tokens.enqueue(store or deps().store, job, hardware_queue(job.target.arch))
-
-
-@app.task(name=RUN_JOB, bind=True, base=JobTask)
-def run_job(self, job_id: str) -> None:
-    """Run one given job (recovery re-sends these)."""
-    runner.run_job(job_id, deps(), queue_hardware=queue_hardware, task_id=self.request.id)
 
 
 @app.task(name=RUN_NEXT, bind=True, base=JobTask)

@@ -11,6 +11,7 @@ import uuid
 import pytest
 from celery import Celery
 
+from farm.store import RedisJobStore
 from tests.service.conftest import Gate, Service, base_env, kernel, private_redis  # noqa: F401  (fixtures)
 from tests.service.test_resilience import until
 
@@ -36,6 +37,10 @@ def stack(private_redis, tmp_path):
     import redis
 
     redis.Redis.from_url(url).flushdb()
+
+
+def store_of(service) -> RedisJobStore:
+    return RedisJobStore(service.env["TILEFARM_BROKER_URL"], service.env["TILEFARM_KEY_PREFIX"])
 
 
 def running(service, job_id: str) -> dict:
@@ -66,10 +71,13 @@ def test_a_job_whose_worker_vanished_is_run_again_exactly_once(stack):
     for job_id in waiting:  # the jobs queued behind it were never lost
         job = stack.wait(job_id, timeout=60)
         assert job["status"] == "succeeded" and job["attempts"] == 1
-    # the vanished worker's message comes back one day (Redis' visibility timeout): it changes nothing
+    # the vanished worker's token comes back one day (Redis' visibility timeout): it resumes the job it had taken,
+    # which has ended, and changes nothing
     broker = Celery(broker=stack.env["TILEFARM_BROKER_URL"])
-    duplicate = broker.send_task("tilefarm.run_job", args=[first], queue="compile").id
-    until(lambda: f"tilefarm.run_job[{duplicate}] succeeded" in worker.log.read_text(errors="replace"), 60,
+    duplicate = lost["worker"]["task_id"]
+    assert store_of(stack).fair_claimed(duplicate) == first
+    broker.send_task("tilefarm.run_next", args=["compile"], queue="compile", task_id=duplicate)
+    until(lambda: f"tilefarm.run_next[{duplicate}] succeeded" in worker.log.read_text(errors="replace"), 60,
           "the duplicate was not handled")
     again = stack.client.get(f"/v1/jobs/{first}").json()
     assert {k: again[k] for k in ("status", "attempts", "finished_at", "stages", "worker")} == \
