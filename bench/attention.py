@@ -13,8 +13,9 @@ Row kernels: modelled time, DRAM bytes moved (read + written) against the minimu
 output written once) and the time the minimum needs at the arch's DRAM bandwidth (banks x GB/s x measured
 efficiency, compiler/device_costs.json): memory-bound kernels should sit within 1.5x of it.
 
-ttnn (--ttnn): ttnn 0.81.1's softmax kernels from the wheel under our host program (tests/emulator/ttnn_programs/
-softmax.cpp), timing-only at the row kernels' shape, with bf16 and with fp32 intermediates (fp32_dest_acc_en).
+ttnn (--ttnn): ttnn 0.81.1's softmax and layer norm / RMS norm kernels from the wheel under our host programs
+(tests/emulator/ttnn_programs/softmax.cpp, layernorm.cpp), timing-only at the row kernels' shape, with bf16 and with
+fp32 intermediates (fp32_dest_acc_en).
 
 --approx-exp: exp lowered to the LLK's approximate exp (TargetConfig.approx_exp; ttnn's SDPA runs its approximate
 exp by default), the attention rows only.
@@ -80,27 +81,51 @@ def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False
 
 def ttnn_softmax_us(rows: int, cols: int, arch: str, fp32: bool) -> float:
     """ttnn's softmax (the attention-optimized factory, no mask) on the whole grid, timing-only."""
-    import shutil
-    import tempfile
-
     import numpy as np
 
     from compiler.target import core_grid_for
-    from compiler.toolchain import emulate, sdk_headers
     from schemas.target import TargetConfig
 
     gx, gy = core_grid_for(TargetConfig(arch=arch))
+    x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+    cfg = np.array([[rows, cols, rows // 32, gx, gy, 1, int(fp32), 0, 0]], np.float32)
+    return ttnn_program(arch, "softmax", {"x": x, "cfg": cfg})[0]
+
+
+def ttnn_norm(rows: int, cols: int, arch: str, rms: bool, fp32: bool) -> tuple[float, int]:
+    """ttnn's layer norm (gamma and beta) or RMS norm (gamma), the interleaved multi-core factory, timing-only:
+    (us, DRAM bytes moved)."""
+    import numpy as np
+
+    from compiler.target import core_grid_for
+    from schemas.target import TargetConfig
+
+    gx, gy = core_grid_for(TargetConfig(arch=arch))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    gamma, beta = (rng.standard_normal((1, cols)).astype(np.float32) for _ in range(2))
+    eps = 1e-6 if rms else 1e-5
+    cfg = np.array([[rows, cols, gx, gy, int(rms), int(fp32), 1, 1, eps]], np.float32)
+    return ttnn_program(arch, "layernorm", {"x": x, "gamma": gamma, "beta": beta, "cfg": cfg})
+
+
+def ttnn_program(arch: str, program: str, inputs: dict) -> tuple[float, int]:
+    """One of tests/emulator/ttnn_programs run timing-only on ttnn's kernels from the wheel: (us, DRAM bytes)."""
+    import shutil
+    import tempfile
+
+    from compiler.toolchain import emulate, sdk_headers
+
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        shutil.copy(ROOT / "tests" / "emulator" / "ttnn_programs" / "softmax.cpp", work / "main.cpp")
+        shutil.copy(ROOT / "tests" / "emulator" / "ttnn_programs" / f"{program}.cpp", work / "main.cpp")
         shutil.copy(ROOT / "tests" / "emulator" / "bundles" / "common" / "npy_util.hpp", work / "npy_util.hpp")
-        x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
-        cfg = np.array([[rows, cols, rows // 32, gx, gy, 1, int(fp32), 0, 0]], np.float32)
-        result = emulate.run_host_program(work / "main.cpp", {"x": x, "cfg": cfg}, work / "run", arch=arch,
+        result = emulate.run_host_program(work / "main.cpp", inputs, work / "run", arch=arch,
                                           env={"TT_METAL_HOME": str(sdk_headers.ensure_kernels())},
                                           timeout_s=1200, timing_only=True)
     timing = result.report["timing"]
-    return timing["device_cycles"] / timing["clock_ghz"] / 1000
+    moved = sum(b["bytes_read"] + b["bytes_written"] for b in result.report["buffers"])
+    return timing["device_cycles"] / timing["clock_ghz"] / 1000, moved
 
 
 def attention_flops(p: dict) -> float:
@@ -155,6 +180,14 @@ def main() -> None:
                 bf16, fp32 = (ttnn_softmax_us(params["M"], params["N"], arch, f) for f in (False, True))
                 print(f"| {arch} | ttnn softmax (bf16 / fp32 intermediates) | {bf16:.1f} / {fp32:.1f} | | | | "
                       f"{floor_us:.1f} | {bf16 / floor_us:.2f}x / {fp32 / floor_us:.2f}x |", flush=True)
+            if args.ttnn and entry in ("layer_norm", "rms_norm"):
+                rows, cols = ((int(n) for n in params["X"].split("[")[1].rstrip("]").split(","))
+                              if entry == "rms_norm" else (params["rows"], params["cols"]))
+                (bf16, moved), (fp32, _) = (ttnn_norm(rows, cols, arch, entry == "rms_norm", f) for f in (False, True))
+                what = "RMS norm, gamma" if entry == "rms_norm" else "layer norm, gamma and beta"
+                print(f"| {arch} | ttnn {what} (bf16 / fp32 intermediates) | {bf16:.1f} / {fp32:.1f} | "
+                      f"{moved / 1e6:.2f} MB | | {moved / minimum:.2f}x | {floor_us:.1f} | "
+                      f"{bf16 / floor_us:.2f}x / {fp32 / floor_us:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

@@ -296,6 +296,42 @@ def test_ttnn_softmax_missing_named_arg_is_a_host_error_naming_it(run_ttnn):
         info.value.message
 
 
+# ------------------------------------------------------------------------------------ layer norm / RMS norm (Metal 2.0)
+@pytest.mark.parametrize("arch, shape, grid, rms, fp32_dest", [
+    ("wormhole_b0", (64, 256), (2, 2), False, True),    # one tile row per core, two cores idle (no kernels there)
+    ("blackhole", (96, 256), (2, 1), False, False),     # three tile rows on two cores, bf16 intermediates
+    ("wormhole_b0", (64, 384), (1, 1), True, False),    # RMS norm, Wt 12 in blocks of 6 (bf16 intermediates: 8 max)
+    ("blackhole", (64, 256), (2, 2), True, True),       # RMS norm, fp32 DST
+], ids=["layernorm-wh-fp32", "layernorm-bh-bf16-uneven", "rmsnorm-wh-bf16", "rmsnorm-bh-fp32"])
+def test_ttnn_layernorm_metal2_kernels_match_numpy(run_ttnn, arch, shape, grid, rms, fp32_dest):
+    """ttnn 0.81.1's interleaved layer norm / RMS norm kernels (reader_unary_interleaved_ln, the two-pass
+    compute/layernorm.cpp, gamma and beta fused) on the emulator, unmodified, against float64."""
+    rng = np.random.default_rng(5)
+    x = bf16(rng.standard_normal(shape).astype(np.float32) + 0.5)
+    gamma, beta = (bf16(rng.standard_normal((1, shape[1])).astype(np.float32)) for _ in range(2))
+    eps = 1e-5
+    cfg = np.array([[*shape, *grid, int(rms), int(fp32_dest), 1, 1, eps]], np.float32)
+    result = run_ttnn("layernorm", {"x": x, "gamma": gamma, "beta": beta, "cfg": cfg}, arch=arch)
+    y = result.outputs["y"]
+    x64 = x.astype(np.float64)
+    if rms:
+        exact = x64 / np.sqrt((x64 ** 2).mean(axis=1, keepdims=True) + eps) * gamma
+    else:
+        exact = (x64 - x64.mean(axis=1, keepdims=True)) / np.sqrt(x64.var(axis=1, keepdims=True) + eps) * gamma + beta
+    # bf16 output (2^-9 relative); with bf16 intermediates each of x - E[x], its square, the variance, rsqrt and the
+    # two products is rounded to bf16 too: a handful of 2^-9 roundings, relative to the values (up to ~4)
+    tol = 0.008 if fp32_dest else 0.03
+    assert np.abs(y - exact).max() <= tol * (np.abs(exact).max() + 1)
+    assert np.abs(y - exact).mean() <= tol / 4
+    # the data moved as the program moves it: X read once, gamma (and beta) read by every core with work, Y written
+    tiles, wt = shape[0] * shape[1] // 1024, shape[1] // 32
+    cores = min(shape[0] // 32, grid[0] * grid[1])
+    buffers = result.report["buffers"]
+    weights = 1 if rms else 2
+    assert sum(b["bytes_read"] for b in buffers) == tiles * 2048 + weights * cores * wt * 2048
+    assert sum(b["bytes_written"] for b in buffers) == tiles * 2048
+
+
 # ------------------------------------------------------------------------------------------- SDPA (flash attention)
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, b: int, nqh: int, nkh: int, s: int, d: int,
               causal: bool) -> np.ndarray:
