@@ -4,16 +4,18 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ttemu/common_types.h"
+
 namespace ttemu::fmt {
-enum Format : std::uint8_t {
-    Float32 = 0,
-    Float16 = 1,
-    Tf32 = 4,
-    Float16_b = 5,
-    Bfp8_b = 6,
-    Bfp4_b = 7,
-    Invalid = 0xff
-};
+// The formats the emulator packs and unpacks, as a CB keeps its format (one byte): tt::DataFormat's own values. That
+// enum (ttemu/common_types.h) is the only list of data formats, shared by host programs and device kernels.
+constexpr std::uint8_t code(tt::DataFormat format) { return static_cast<std::uint8_t>(format); }
+constexpr std::uint8_t Float32 = code(tt::DataFormat::Float32);
+constexpr std::uint8_t Float16 = code(tt::DataFormat::Float16);
+constexpr std::uint8_t Tf32 = code(tt::DataFormat::Tf32);
+constexpr std::uint8_t Float16_b = code(tt::DataFormat::Float16_b);
+constexpr std::uint8_t Bfp8_b = code(tt::DataFormat::Bfp8_b);
+constexpr std::uint8_t Bfp4_b = code(tt::DataFormat::Bfp4_b);
 constexpr int kTileElems = 1024;
 
 inline std::uint32_t bits_of(float f) {
