@@ -227,3 +227,41 @@ def test_a_killed_sandbox_ends_its_job_and_the_jobs_after_it_run(tmp_path):
     finally:
         gate.open()
         service.stop()
+
+
+def test_serve_started_again_after_it_died_runs_what_it_left(tmp_path):
+    """`tilefarm serve` and its worker SIGKILLed together (nothing stopped in order) while a job runs and another
+    waits; serve started again on the same data runs both to the end, each once more at most: the running one
+    again (attempt 2), the waiting one once. Its start-up sends nothing (service/embedded.py recover): the worker's
+    reconciler takes the jobs up, through their team's queue."""
+    gate = Gate(tmp_path / "hold", closed=True)
+    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data"), TILEFARM_HEARTBEAT_S="0.5", **gate.env),
+                      tmp_path)
+    serve = [sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)]
+    service.start_api(serve)
+    try:
+        lost = service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"]
+        pool_pid = _held_running(service, lost)["worker"]["pid"]
+        waiting = service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"]
+        worker_pid = int(Path(f"/proc/{pool_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        api = service.procs[0].process
+        os.kill(api.pid, signal.SIGKILL)
+        os.killpg(worker_pid, signal.SIGKILL)  # the worker runs in a session of its own: main process, pool, zygote
+        api.wait(30)
+        deadline = time.time() + 30
+        while _running(pool_pid) or _running(worker_pid):
+            assert time.time() < deadline, "the dead run's worker is still there"
+            time.sleep(0.05)
+        gate.open()
+        service.start_api(serve)
+        said = service.procs[-1].log.read_text(errors="replace")
+        assert "2 job(s) left unfinished by the last run" in said, said[-2000:]
+        again = service.wait(lost, timeout=120)
+        check_succeeded(again)
+        assert again["attempts"] == 2 and again["worker"]["pid"] != pool_pid
+        after = service.wait(waiting, timeout=120)
+        check_succeeded(after)
+        assert after["attempts"] == 1
+    finally:
+        gate.open()
+        service.stop()
