@@ -103,7 +103,11 @@ class FairQueues(ABC):
     """Fair share: each queue holds per-team FIFOs served round-robin. A broker message is only a token ("run the
     next job of this queue"); which job it runs is decided when a worker takes it, so a burst from one team
     waits behind one job of each other team, not behind the whole burst. The token's job is remembered
-    (claimed), so a redelivered token (worker lost) resumes the same job."""
+    (claimed), so a redelivered token (worker lost) resumes the same job.
+
+    The rule, the same on both backends (tests/service/test_queue_position.py holds them to it): a team joins the
+    end of the rotation when a job of its joins its empty FIFO; a pop takes the oldest job of the team at the head
+    of the rotation, which goes to the end if more of its jobs wait and leaves the rotation if none do."""
 
     @abstractmethod
     def fair_push(self, queue: str, team: str, job_id: str) -> None: ...

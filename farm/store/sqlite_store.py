@@ -35,7 +35,16 @@ CREATE INDEX IF NOT EXISTS fair_pending_queue_team ON fair_pending(queue, team, 
 CREATE TABLE IF NOT EXISTS fair_cursor (queue TEXT PRIMARY KEY, team TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS fair_claimed (token TEXT PRIMARY KEY, job_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS quarantine (id TEXT PRIMARY KEY, team TEXT, status TEXT, data, reason TEXT NOT NULL, at REAL NOT NULL);
-""",)
+""", """
+CREATE TABLE IF NOT EXISTS fair_rotation (seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, team TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS fair_rotation_queue_team ON fair_rotation(queue, team);
+INSERT INTO fair_rotation(queue, team)
+  SELECT p.queue, p.team FROM (SELECT DISTINCT queue, team FROM fair_pending) p
+  LEFT JOIN fair_cursor c ON c.queue = p.queue
+  WHERE NOT EXISTS (SELECT 1 FROM fair_rotation r WHERE r.queue = p.queue AND r.team = p.team)
+  ORDER BY p.queue, p.team <= COALESCE(c.team, ''), p.team;
+DROP TABLE IF EXISTS fair_cursor;
+""")
 
 
 class _SqliteSubscription(Subscription):
@@ -331,25 +340,28 @@ class SqliteJobStore(JobStore):
         return int(row[0]) if row else 0
 
     def fair_push(self, queue, team, job_id):
+        """The job joins its team's FIFO; a team with nothing waiting joins the rotation at its end (farm/store/base.py
+        FairQueues: the rule both backends keep)."""
         with self._tx() as db:
             db.execute("INSERT INTO fair_pending(queue, team, job_id) VALUES (?, ?, ?)", (queue, team, job_id))
+            db.execute("INSERT OR IGNORE INTO fair_rotation(queue, team) VALUES (?, ?)", (queue, team))
 
     def fair_pop(self, queue, token):
-        """Round-robin in team-name order: the first team after the last one served that has a job waiting."""
         with self._tx() as db:
-            row = db.execute("SELECT team FROM fair_cursor WHERE queue = ?", (queue,)).fetchone()
-            after = row[0] if row else ""
-            (team,) = db.execute("SELECT MIN(team) FROM fair_pending WHERE queue = ? AND team > ?", (queue, after)).fetchone()
-            if team is None:
-                (team,) = db.execute("SELECT MIN(team) FROM fair_pending WHERE queue = ?", (queue,)).fetchone()
-            if team is None:
-                return None
-            seq, job_id = db.execute("SELECT seq, job_id FROM fair_pending WHERE queue = ? AND team = ? ORDER BY seq "
-                                     "LIMIT 1", (queue, team)).fetchone()
-            db.execute("DELETE FROM fair_pending WHERE seq = ?", (seq,))
-            db.execute("INSERT OR REPLACE INTO fair_cursor VALUES (?, ?)", (queue, team))
-            db.execute("INSERT OR REPLACE INTO fair_claimed VALUES (?, ?)", (token, job_id))
-            return job_id
+            while (head := db.execute("SELECT seq, team FROM fair_rotation WHERE queue = ? ORDER BY seq LIMIT 1",
+                                      (queue,)).fetchone()) is not None:
+                seq, team = head
+                db.execute("DELETE FROM fair_rotation WHERE seq = ?", (seq,))
+                waiting = db.execute("SELECT seq, job_id FROM fair_pending WHERE queue = ? AND team = ? ORDER BY seq "
+                                     "LIMIT 2", (queue, team)).fetchall()
+                if len(waiting) > 1:  # more of the team's jobs wait: it goes to the end of the rotation
+                    db.execute("INSERT INTO fair_rotation(queue, team) VALUES (?, ?)", (queue, team))
+                if waiting:
+                    (job_seq, job_id) = waiting[0]
+                    db.execute("DELETE FROM fair_pending WHERE seq = ?", (job_seq,))
+                    db.execute("INSERT OR REPLACE INTO fair_claimed VALUES (?, ?)", (token, job_id))
+                    return job_id
+            return None
 
     def fair_claimed(self, token):
         row = self.db.execute("SELECT job_id FROM fair_claimed WHERE token = ?", (token,)).fetchone()
@@ -357,13 +369,11 @@ class SqliteJobStore(JobStore):
 
     def fair_waiting(self, queue):
         db = self.db
-        row = db.execute("SELECT team FROM fair_cursor WHERE queue = ?", (queue,)).fetchone()
-        after = row[0] if row else ""
         fifos: dict[str, list[str]] = {}
         for team, job_id in db.execute("SELECT team, job_id FROM fair_pending WHERE queue = ? ORDER BY seq", (queue,)):
             fifos.setdefault(team, []).append(job_id)
-        teams = sorted(fifos)  # fair_pop serves in team-name order, starting after the last team served
-        rotation = [t for t in teams if t > after] + [t for t in teams if t <= after]
+        rotation = [team for (team,) in db.execute("SELECT team FROM fair_rotation WHERE queue = ? ORDER BY seq",
+                                                    (queue,))]
         return rotation, fifos
 
     def heartbeat(self, device):
