@@ -16,6 +16,11 @@ throughput at Q256/K512 in its one-core table); its causal 1.96 ms is the stream
 Per row also: each TRISC's busy share of its own span, averaged over cores (UNPACK / MATH / PACK), which says which
 thread bounds the kernel under the model.
 
+Two rows that are not the factory's 8192 configuration: one core (the report's per-core throughput table, 1.99
+TFLOP/s for the streaming kernel at Q256/K512, D128, K 8192, given as the op time of 1x1x8192x128), which compares
+the compute alone; and a head-aligned work split (each head's Q chunks on its own 13 cores, the host program's
+cfg[14]), a what-if that removes the cores working on two heads, which read one head's K/V from DRAM tile by tile.
+
 Usage: .venv/bin/python bench/sdpa_ttnn.py [--only SUBSTRING]
 """
 from __future__ import annotations
@@ -38,6 +43,9 @@ PROGRAM = ROOT / "tests" / "emulator" / "ttnn_programs" / "sdpa.cpp"
 NPY_UTIL = ROOT / "tests" / "emulator" / "bundles" / "common" / "npy_util.hpp"
 SOURCE = "tt-metal tech_reports/FlashAttention/SDPAPrecisionRecipes.md (P150, full grid 13x10)"
 HIFI2_CYCLES_PER_TILE = 32
+# the report's one-core throughput of the streaming ("legacy") kernel at Q256/K512, as the op time of 1x1x8192x128
+ONE_CORE_TFLOPS = 1.99
+ONE_CORE_FLOPS = 4 * 8192 * 8192 * 128
 
 # (label, B, NQH, NKH, S, D, q_chunk, k_chunk, grid, causal, K/V chains (non-causal), streaming, published ms)
 ROWS = [
@@ -48,16 +56,26 @@ ROWS = [
     ("1x10x8192x128 Q256/K512 (K/V chains), legacy loop", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False, True, 0,
      1.78),
     ("1x10x8192x128 Q256/K512 causal, legacy loop", 1, 10, 10, 8192, 128, 256, 512, (13, 10), True, False, 0, 1.96),
+    # one core (the report's per-core throughput table: the streaming kernel at Q256/K512, D128, K 8192, 1.99 TFLOP/s
+    # per core with K/V in L1; here K/V come from DRAM, which one core's reader keeps ahead of compute)
+    ("1x1x8192x128 Q256/K512, one core", 1, 1, 1, 8192, 128, 256, 512, (1, 1), False, False, 1,
+     ONE_CORE_FLOPS / ONE_CORE_TFLOPS / 1e9),
+    # a what-if split, not the streaming factory's: each head's 32 Q chunks on its own 13 cores (no core on two
+    # heads, every core in its head's K/V chain), as the report says of the recipes' factory ("Up to one batch/head
+    # per core, each head's Q chunks run on a chain of cores that forwards K/V"), which its STANDARD 1.78 ms ran
+    ("1x10x8192x128 Q256/K512 (K/V chains), head-aligned split", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False,
+     True, 1, 1.78, True),
 ]
 
 
 def run_row(b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal, chains, streaming,
-            workdir: Path) -> emulate.EmulationResult:
+            workdir: Path, head_aligned: bool = False) -> emulate.EmulationResult:
     src = workdir / "src"
     src.mkdir(parents=True, exist_ok=True)
     shutil.copy(PROGRAM, src / "main.cpp")
     shutil.copy(NPY_UTIL, src / "npy_util.hpp")
-    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, streaming, 1, 2, chains]], np.float32)
+    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, streaming, 1, 2, chains, head_aligned]],
+                   np.float32)
     return emulate.run_host_program(src / "main.cpp", {"cfg": cfg}, workdir / "run", arch="blackhole",
                                     env={"TT_METAL_HOME": str(sdk_headers.ensure_kernels())}, timeout_s=3600,
                                     timing_only=True)
@@ -70,12 +88,13 @@ def main() -> None:
     print("| case | model device us | model TRISC1 us | TFLOP/s | HiFi2 engine share | UNPACK / MATH / PACK busy | "
           "published ms | model / measured | forced waits | run s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for label, b, nqh, nkh, s, d, qc, kc, grid, causal, chains, streaming, published in ROWS:
+    for label, b, nqh, nkh, s, d, qc, kc, grid, causal, chains, streaming, published, *aligned in ROWS:
         if args.only not in label:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            result = run_row(b, nqh, nkh, s, d, qc, kc, grid, causal, chains, streaming, Path(tmp))
+            result = run_row(b, nqh, nkh, s, d, qc, kc, grid, causal, chains, streaming, Path(tmp),
+                             head_aligned=bool(aligned and aligned[0]))
             seconds = time.perf_counter() - t0
         timing = result.report["timing"]
         ghz = timing["clock_ghz"]
@@ -85,8 +104,9 @@ def main() -> None:
         products = 2 * b * nqh * (s // 32) * (s // 32) * (d // 32) / (2 if causal else 1)
         ideal_cycles = products * HIFI2_CYCLES_PER_TILE / (grid[0] * grid[1])
         ratio = f"{device_us / 1e3 / published:.2f}" if published else ""
+        shown = f"{published:.3g}" if published else ""
         print(f"| {label} | {device_us:.1f} | {trisc1_us:.1f} | {flops / device_us / 1e6:.1f} | "
-              f"{ideal_cycles / timing['trisc1_cycles']:.1%} | {thread_busy(timing)} | {published or ''} | {ratio} | "
+              f"{ideal_cycles / timing['trisc1_cycles']:.1%} | {thread_busy(timing)} | {shown} | {ratio} | "
               f"{sum(p['forced_waits'] for p in timing['programs'])} | {seconds:.0f} |",
               flush=True)
 

@@ -34,8 +34,8 @@
 // subblocks of at most 2 rows, a 1-tile reciprocal scratch CB at c_4).
 //
 // argv: <unused> <input dir> <output dir>. Inputs q.npy (B*NQH*S x D), k.npy and v.npy (B*NKH*S x D), cfg.npy =
-// [B, NQH, NKH, S, D, q_chunk, k_chunk, grid_x, grid_y, causal, streaming, no_data, fidelity(, chains)]. Output o.npy
-// (B*NQH*S x D). no_data: run on unwritten buffers and read nothing back (timing runs of large shapes).
+// [B, NQH, NKH, S, D, q_chunk, k_chunk, grid_x, grid_y, causal, streaming, no_data, fidelity(, chains(, head_aligned))].
+// Output o.npy (B*NQH*S x D). no_data: run on unwritten buffers and read nothing back (timing runs of large shapes).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -88,11 +88,30 @@ int main(int argc, char** argv) {
     // work: contiguous ranges of the flat B * NQH * q_num_chunks Q chunks
     const uint32_t total_q = B * NQH * q_num_chunks;
     const uint32_t num_cores = std::min(total_q, grid_x * grid_y);
-    const uint32_t per_core = total_q / num_cores, extra = total_q % num_cores;
-    const uint32_t max_q_per_core = per_core + (extra ? 1 : 0);
     const bool zigzag = is_causal;
-    auto core_start = [&](uint32_t i) { return i * per_core + std::min(i, extra); };
-    auto core_count = [&](uint32_t i) { return i < num_cores ? per_core + (i < extra ? 1 : 0) : 0u; };
+    // head_aligned (non-causal what-if, not the factory's split): each head's Q chunks over its own run of
+    // grid / heads cores, so no core works on two heads and every core is in its head's K/V chain
+    const bool head_aligned = cfg.data.size() > 14 && c(14) != 0 && !is_causal && total_q >= grid_x * grid_y &&
+                              grid_x * grid_y >= B * NQH;
+    std::vector<uint32_t> starts(grid_x * grid_y, 0), counts(grid_x * grid_y, 0);
+    if (head_aligned) {
+        const uint32_t heads = B * NQH, cores_per_head = grid_x * grid_y / heads;
+        const uint32_t per = q_num_chunks / cores_per_head, more = q_num_chunks % cores_per_head;
+        for (uint32_t h = 0; h < heads; ++h)
+            for (uint32_t j = 0; j < cores_per_head; ++j) {
+                starts[h * cores_per_head + j] = h * q_num_chunks + j * per + std::min(j, more);
+                counts[h * cores_per_head + j] = per + (j < more ? 1 : 0);
+            }
+    } else {
+        const uint32_t per_core = total_q / num_cores, extra = total_q % num_cores;
+        for (uint32_t i = 0; i < num_cores; ++i) {
+            starts[i] = i * per_core + std::min(i, extra);
+            counts[i] = per_core + (i < extra ? 1 : 0);
+        }
+    }
+    const uint32_t max_q_per_core = *std::max_element(counts.begin(), counts.end());
+    auto core_start = [&](uint32_t i) { return starts[i]; };
+    auto core_count = [&](uint32_t i) { return i < num_cores ? counts[i] : 0u; };
 
     auto [qk_sub_h, qk_sub_w] = largest_subblock(Sq_chunk_t, Sk_chunk_t, dst_size);
     // the streaming kernel's output subblocks are at most 2 rows (the factory's max_h)
