@@ -503,12 +503,26 @@ class KernelChecker:
         if axis != view.tile_axes[0]:
             raise self.error(call, f"{where}: only the row position of a region may depend on values read while "
                                    "the kernel runs (a variable-length batch's sequence offsets)")
+        self._check_shifted_rows(call, r, ext, where, "from a position known at run time")
+
+    @staticmethod
+    def _read_into_tile(call, r: Region) -> bool:
+        copy = op_name(call) == "copy" and region_of(call.args[1])
+        return bool(copy) and copy.name == r.name and region_of(call.args[0]).scope != "global"
+
+    @staticmethod
+    def _written_from_tile(call, r: Region) -> bool:
+        copy = op_name(call) == "copy" and region_of(call.args[0])
+        return bool(copy) and copy.name == r.name and region_of(call.args[1]).scope != "global"
+
+    def _check_shifted_rows(self, call, r: Region, ext: int, where: str, position: str):
+        """Rows the reader copies one by one into the tiles it builds (read_rows)."""
         if ext % TILE:
-            raise self.error(call, f"{where}: rows read from a position known at run time come in whole tiles; "
-                                   f"extent {ext} is not a multiple of {TILE}")
+            raise self.error(call, f"{where}: rows read {position} come in whole tiles; extent {ext} is not a "
+                                   f"multiple of {TILE}")
         if str(r.buffer.dtype) not in ("float32", "bfloat16", "float16"):
-            raise self.error(call, f"{where}: rows read from a position known at run time are copied row by row; "
-                                   f"`{r.name}` is {r.buffer.dtype} (float32, bfloat16 or float16)")
+            raise self.error(call, f"{where}: rows read {position} are copied row by row; `{r.name}` is "
+                                   f"{r.buffer.dtype} (float32, bfloat16 or float16)")
 
     def _check_global_region(self, call, r: Region):
         view = self.views[r.name]
@@ -518,6 +532,21 @@ class KernelChecker:
             where = f"`{r.name}` axis {axis}"
             if axis in view.tile_axes and reads_at_run_time(start):
                 self._check_run_time_rows(call, r, axis, view, ext, where)
+                continue
+            if axis == view.tile_axes[0] and self._read_into_tile(call, r) and \
+                    not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0):
+                # rows from a start between tile boundaries (`Q[b, hid * 2:hid * 2 + 64, :]`, a GQA head group):
+                # built by the reader row by row, as for a start read while the kernel runs
+                self._check_shifted_rows(call, r, ext, where, f"from `{start}`, not a multiple of {TILE},")
+                continue
+            if axis == view.tile_axes[0] and self._written_from_tile(call, r) and \
+                    not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0):
+                # rows written from a start between tile boundaries (a vector into row `sid` of a scratch): the
+                # writer writes each row's two 16-element halves into its faces (write_rows)
+                if str(r.buffer.dtype) not in ("float32", "bfloat16", "float16"):
+                    raise self.error(call, f"{where}: rows written from `{start}`, not a multiple of {TILE}, are "
+                                           f"written row by row; `{r.name}` is {r.buffer.dtype} (float32, bfloat16 "
+                                           "or float16)", hint="tile regions must start on 32-element tile boundaries")
                 continue
             if axis in view.tile_axes:
                 if not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0):

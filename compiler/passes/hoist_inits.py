@@ -32,7 +32,7 @@ KINDS = ("fpu", "sfpu", "unpack", "pack")
 FPU_OPS = ("matmul_tiles", "matmul_block", "copy_tile", "transpose_tile", "add_tiles", "sub_tiles", "mul_tiles",
            "reduce_tile_sum", "reduce_tile_max")
 NOT_ENGINE = ("cb_", "tile_regs_", "runtime_arg", "pack_reconfig_l1_acc", "read_tile", "write_tile", "noc_", "mcast_",
-              "zero_tile", "fill_reduce_scaler", "compute_", "write_barrier", "page_")
+              "write_rows", "zero_tile", "fill_reduce_scaler", "compute_", "write_barrier", "page_")
 
 
 def uses_kind(name: str) -> set[str]:

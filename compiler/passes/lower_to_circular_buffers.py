@@ -54,13 +54,16 @@ def _tile_loops(rows: int, cols: int, make) -> tirx.Stmt:
     return body
 
 
-def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int, row_guard=None) -> tirx.Stmt:
-    """The writer's side of a write-out: per batch, wait for its tiles, write them, flush once, free them."""
+def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int, row_guard=None,
+                   write_page=None) -> tirx.Stmt:
+    """The writer's side of a write-out: per batch, wait for its tiles, write them, flush once, free them.
+    `write_page(index, tr, tc)`: the write of the page at `index` (default: the whole tile (r0 + tr, c0 + tc))."""
     def batch_body(tile_of):
         q = tirx.Var("q", "int32")
         index = q if batch > 1 else tirx.IntImm("int32", 0)
         tr, tc = tile_of(index)
-        write = ops.call("write_tile", cb, index, name, r0 + tr, c0 + tc)
+        write = ops.call("write_tile", cb, index, name, r0 + tr, c0 + tc) if write_page is None else \
+            write_page(index, tr, tc)
         cond = row_guard(tr) if row_guard is not None else None
         if cond is not None:
             write = tirx.IfThenElse(cond, write, None)
@@ -245,10 +248,15 @@ def lower_to_circular_buffers(func, mod, ctx):
     def row_guard(r, rows: int):
         """A block that runs past the end of its tensor's row axis, in a tensor with batch axes: its last tiles
         would be the next matrix's first ones in the flattened page view (TTPadTiles bounds that view only), so
-        tile row `tr` is moved only while it starts inside the axis. None when the blocks tile the axis exactly."""
+        tile row `tr` is moved only while it starts inside the axis. None when the blocks tile the axis exactly (a
+        start that is a multiple of the block, in an axis the block divides; `32 * sid + 64 * k` with 64-row blocks
+        is not one: its last block passes the end)."""
         view = view_of(buffers[r.name])
         axis = view.tile_axes[0]
-        if axis == UNIT or view.batch <= 1 or view.shape[axis] % (rows * TILE) == 0:
+        if axis == UNIT or view.batch <= 1:
+            return None
+        block = rows * TILE
+        if view.shape[axis] % block == 0 and analyzer.can_prove(tirx.floormod(r.starts[axis], block) == 0):
             return None
         return lambda tr: r.starts[axis] + tr * TILE < view.shape[axis]
 
@@ -282,7 +290,7 @@ def lower_to_circular_buffers(func, mod, ctx):
 
             def page(tr, tc):
                 return tc * rows + tr if dst.name in column_major else tr * cols + tc
-            if reads_at_run_time(src.starts[view_of(buffers[src.name]).tile_axes[0]]):
+            if shifted_rows(src):   # rows from a start between tile boundaries, known when the kernel runs or not
                 return seq(after_writes + run_time_rows(src, cb, rows, cols, page))
             guard = row_guard(src, rows)
 
@@ -313,13 +321,39 @@ def lower_to_circular_buffers(func, mod, ctx):
             batch = write_batch(rows * cols)
             cb = cb_for(out_key(dst.name), index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype,
                         pages=2 * batch, buffer=dst.name)
-            r0, c0 = page_origin(dst)
             sr0, sc0 = (int(s) // TILE for s in src.starts)
+            if shifted_rows(dst):
+                return seq([ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, "", 0, 0),
+                             _write_batches(cb["index"], dst.name, 0, 0, rows, cols, batch,
+                                            write_page=rows_writer(dst, cb))])
+            r0, c0 = page_origin(dst)
             return seq([
                 ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, dst.name, r0, c0),
                 _write_batches(cb["index"], dst.name, r0, c0, rows, cols, batch, row_guard(dst, rows)),
             ])
         return call                        # L1 -> L1: a compute copy, tensorized later
+
+    def shifted_rows(r) -> bool:
+        """A region whose first row is not on a tile boundary (TTCheckKernel accepted it for a row-by-row move)."""
+        row_axis = view_of(buffers[r.name]).tile_axes[0]
+        return row_axis != UNIT and (reads_at_run_time(r.starts[row_axis])
+                                     or not analyzer.can_prove(tirx.floormod(r.starts[row_axis], TILE) == 0))
+
+    def rows_writer(dst, cb: dict):
+        """The writer's write of page (tr, tc) of a region whose first row is between tile boundaries: its rows go
+        one by one into the tiles that hold them (write_rows); no page identity, a page's rows land in two tiles."""
+        view = view_of(buffers[dst.name])
+        row_axis = view.tile_axes[0]
+        base, c0 = page_origin(Region(dst.buffer, tuple(tirx.IntImm("int32", 0) if a == row_axis else s
+                                                        for a, s in enumerate(dst.starts)), dst.extents))
+        elem = DATA_FORMATS[dst.dtype].tile_bytes // (TILE * TILE)
+        first, extent = dst.starts[row_axis], dst.extents[row_axis]
+
+        def write(index, tr, tc):
+            count = tirx.min(tirx.IntImm("int32", extent) - tr * TILE, TILE) if extent % TILE else TILE
+            return ops.call("write_rows", cb["index"], index, dst.name, first + tr * TILE, count,
+                            view.shape[row_axis], base, c0 + tc, elem)
+        return write
 
     def run_time_rows(src, cb: dict, rows: int, cols: int, page) -> list:
         """A region whose first row is read while the kernel runs (`Q[cu_seqlens_q[bz] + bx * 64:..., :]`): the

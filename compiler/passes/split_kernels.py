@@ -104,7 +104,7 @@ class Splitter:
             return self.cbs[int(args[0])]["consumer"]
         if spec.name in MOVER_OPS:
             return self.cbs[int(args[0])]["producer"]
-        if spec.name == "write_tile":
+        if spec.name in ("write_tile", "write_rows"):
             return self.cbs[int(args[0])]["consumer"]
         (role,) = tuple(spec.roles)
         return role
@@ -238,12 +238,24 @@ def _buffers_moved(body) -> list[str]:
 
     def visit(stmt):
         found = ops.intrinsic_of(stmt)
-        if found and found[0].name in ("read_tile", "read_rows", "write_tile"):
+        if found and found[0].name in ("read_tile", "read_rows", "write_tile", "write_rows"):
             name = str(found[1][2].value)
             if name not in names:
                 names.append(name)
     tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
     return names
+
+
+def _moves_rows(body) -> bool:
+    """The kernel builds pages from rows it reads (read_rows: the two pages that hold them land in its scratch)."""
+    found = []
+
+    def visit(stmt):
+        op = ops.intrinsic_of(stmt)
+        if op and op[0].name == "read_rows":
+            found.append(stmt)
+    tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
+    return bool(found)
 
 
 def scalar_reads(body) -> list[str]:
@@ -382,7 +394,7 @@ def split_kernels(mod, ctx):
     bodies, cbs = hand_values_to_compute(bodies, cbs, num_cbs)
     scalars = {role: scalar_reads(body) if role != ops.COMPUTE else [] for role, body in bodies.items()}
     for role in ROLES:
-        if scalars[role]:
+        if scalars[role] or (role != ops.COMPUTE and _moves_rows(bodies[role])):
             cbs.append(scalar_scratch_cb(cbs, role, num_cbs()))
     kernels = {}
     for role, body in bodies.items():

@@ -73,14 +73,32 @@ def l1_overflow(cbs: list[dict], l1: int, target: dict) -> CompileError:
              f"(TileLang: T.Pipelined's num_stages)")
 
 
+def cb_overflow(cbs: list[dict], target: dict) -> CompileError:
+    """More tile values than the core has circular buffers: said by kind, located at the first value left without
+    one (a buffer of the user's, or the scratch tile made for one of their lines)."""
+    kinds: dict[str, int] = {}
+    for c in cbs:
+        kinds[c["role"]] = kinds.get(c["role"], 0) + 1
+    over = sorted((c for c in cbs if c["index"] >= target["num_cbs"]), key=lambda c: c["index"])
+    named = [c["buffer"] for c in over if c["role"] in ("intermediate", "input", "output")] or \
+        [c["buffer"] for c in cbs if c["role"] == "intermediate"]
+    counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    return CompileError(
+        f"the program keeps {len(cbs)} tile values in circular buffers ({counted}) but {target['arch']} has "
+        f"{target['num_cbs']}; tilefarm gives each value its own CB for the whole block (no reuse between values "
+        f"that are never live together yet): `{named[0]}` and {len(over) - 1} more have none",
+        stage=STAGE, subject=named[0] if named else None,
+        hint="compute fewer intermediate values per block (one T.Parallel body instead of several), or run the "
+             "prim_func's kernels as separate programs")
+
+
 def verify(mod) -> dict:
     compute = mod["compute"]
     target = attrs.TARGET.get(compute)
     cbs = attrs.CB_CONFIG.get(compute)
     problems = []
     if len(cbs) > target["num_cbs"] or any(c["index"] >= target["num_cbs"] for c in cbs):
-        problems.append(f"{len(cbs)} circular buffers (max index {max(c['index'] for c in cbs)}) exceed the "
-                        f"{target['num_cbs']} CBs of {target['arch']}")
+        raise cb_overflow(cbs, target)
     l1 = sum(c["page_bytes"] * c["num_pages"] for c in cbs if c.get("shares_with") is None)   # shared L1 once
     if l1 > target["l1_available_for_cbs"]:
         raise l1_overflow(cbs, l1, target)

@@ -27,7 +27,7 @@ from .expr import (VARLEN_HINT, Bin, Call, Cast, Cmp, Const, Load, Logic, Select
                    describe, float_text, fold_binary, fold_constant, is_index, read_at_run_time, render_value, walk,
                    wrap)
 from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
-from .reduction import lower_reduce
+from .reduction import lower_reduce, pick_row, row_at_index
 
 BINARY = {**registry.binary_of_tilelang(),     # + - * max min -> add sub mul maximum minimum
           "keep": "keep"}                       # a where a condition's 0/1 value is 1, else 0 (data selects)
@@ -545,6 +545,14 @@ class StoreLowering:
         if self.is_element_of_vector(e):
             return self.select_element(e)
         region, shape = self.region(e)
+        if region.buffer.scope != "global" and row_at_index(region):   # `x[k, i]`: row k of an L1 tile
+            row = self.temp((1, region.extents[1]), "float32")
+            pick_row(self.rec, region, row, self.location)
+            if tuple(shape) == (1, region.extents[1]):
+                return row
+            column = self.temp(shape, "float32")
+            self.emit("cast", column, row, transpose=True)
+            return column
         if self.transposed(e):   # staged in its own orientation, then transposed tile by tile into a scratch tile
             staged = self.stage(region, tuple(reversed(shape)))
             tmp = self.temp(shape, e.buffer.dtype)

@@ -18,7 +18,7 @@ from .expr import (VARLEN_HINT, Bin, Call, Const, DType, Expr, Load, Logic, Sele
                    fold_constant, index_arith, is_index, is_run_time_index, read_at_run_time, truth01, walk, wrap)
 from .expr import Cast as CastExpr
 from .recorder import Buffer, Region, TileOp, active_recorder, as_region, current, fill_head, scalar_text, unify
-from .reduction import lower_reduce
+from .reduction import lower_reduce, pick_row, row_at_index
 
 
 # ---- sizes ---------------------------------------------------------------------------------------------------------
@@ -522,6 +522,8 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         return
     elif s.buffer.scope == "global":
         d.buffer.filled_from_dram = True
+    elif row_at_index(s):
+        return pick_row(rec, s, d, location)
     rec.emit(TileOp("copy", (d, s)), location)
 
 

@@ -614,11 +614,45 @@ class Recorder:
             return buf
         return self.new_buffer(None, tuple(extents), dtype, scope, location, f"tl_tmp{self.temp_count}")
 
+    def orient_vector_writes(self) -> None:
+        """A 1-D vector copied into a slice along one axis of a tensor that another region slices along two (per-row
+        values written into row `sid` of a [num_split, seqlen] scratch the combine reads in blocks:
+        `T.copy(logsum, glse[bid, hid, sid, m * bm:(m + 1) * bm])`): the tensor's tiles span the two axes (TTCheckKernel),
+        so the vector is a row of its tiles when it runs along their columns and a column when it runs along their
+        rows. A vector of the other orientation is transposed into a scratch tile first (transpose_wh on the device)."""
+        tiled: dict[Buffer, tuple] = {}
+        for _, item, _ in self.lines:
+            for a in item.args if isinstance(item, TileOp) else ():
+                if isinstance(a, Region) and a.extents is not None and a.buffer.scope == "global" and not a.buffer.vector:
+                    sliced = tuple(k for k, e in enumerate(a.extents) if e != 1)
+                    if len(sliced) == 2:
+                        tiled.setdefault(a.buffer, sliced)
+        if not tiled:
+            return
+        lines = []
+        for depth, item, location in self.lines:
+            if isinstance(item, TileOp) and item.name == "copy" and not item.kwargs and len(item.args) == 2:
+                dst, src = item.args
+                if isinstance(dst, Region) and isinstance(src, Region) and dst.buffer in tiled and src.buffer.vector:
+                    sliced = [k for k, e in enumerate(dst.extents) if e != 1]
+                    axes = tiled[dst.buffer]
+                    if len(sliced) == 1 and sliced[0] in axes:
+                        want = "row" if sliced[0] == axes[1] else "col"
+                        if src.buffer.orient != want:
+                            n = src.extents[0]
+                            tmp = self.temp((1, n) if want == "row" else (n, 1), dst.buffer._dtype, "local", location)
+                            whole = Region(tmp, (wrap(0), wrap(0)), tmp.shape)
+                            lines.append((depth, TileOp("cast", (whole, src), {"transpose": True}), location))
+                            item = TileOp("copy", (dst, whole))
+            lines.append((depth, item, location))
+        self.lines = lines
+
     # ---- output -------------------------------------------------------------------------------------------------
     def render(self, name: str, def_location: SourceLocation | None) -> tuple[str, dict[int, SourceLocation]]:
         """The TVMScript text and a map from its 1-based line numbers to the user's locations."""
         if self.kernel_state == "before":
             fail(f"the prim_func `{name}` has no `with T.Kernel(...)` block", location=def_location)
+        self.orient_vector_writes()
         out: list[str] = []
         where: dict[int, SourceLocation] = {}
 

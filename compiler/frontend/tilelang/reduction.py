@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from .diagnostics import fail
-from .expr import Cmp, Const, Select, Var, render_value, wrap
+from .expr import Cmp, Const, Logic, Select, Var, constant_int, render_value, wrap
 from .recorder import ElementStore, Region, TileOp, as_region, set_orientation
 
 TILE = 32
@@ -89,3 +89,23 @@ def _without_padding(rec, kind, src: Region, location) -> Region:
         rec.emit(TileOp("add", (copy, copy, row_mask(0.0, -math.inf))), location)
     return copy
 
+
+def row_at_index(r: Region) -> bool:
+    """One row of a 2-D tile at an index the kernel computes (`lse_local[k, :]` in a loop over k)."""
+    return not r.buffer.vector and len(r.extents) == 2 and r.extents[0] == 1 and r.buffer.shape[0] > 1 \
+        and constant_int(r.starts[0]) is None
+
+
+def pick_row(rec, s: Region, d: Region, location) -> None:
+    """`T.copy(x[k, :], row)`: a tile's rows are not addressable one at a time on the device, so the row is picked
+    arithmetically: a mask keeps row k of the tile (the others become 0) and a column sum leaves it alone."""
+    rows, cols = s.buffer.shape[0], s.extents[1]
+    whole = Region(s.buffer, (wrap(0), s.starts[1]), (rows, cols))
+    i = Var(rec.fresh("i_row", "m"), "parallel", rows)
+    at = s.starts[0]
+    keep = Select(Logic("and", (Cmp(">=", i, at), Cmp("<", i, at + 1))), Const(1.0), Const(0.0))
+    mask = Region(rec.temp((rows, 1), "float32", "local", location), (wrap(0), wrap(0)), (rows, 1))
+    rec.emit(ElementStore(mask, (i,), lambda: render_value(keep, {i: i.name})), location)
+    kept = Region(rec.temp((rows, cols), "float32", "local", location), (wrap(0), wrap(0)), (rows, cols))
+    rec.emit(TileOp("keep", (kept, whole, mask)), location)
+    lower_reduce(rec, "sum", kept, d, 0, True, location)
