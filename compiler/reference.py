@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from typing import Any, Callable
 
 import ml_dtypes
@@ -116,20 +117,22 @@ def _binary_expr(name: str, is_int: bool) -> Callable[[Any, Any], Any]:
         return _int_div_trunc if is_int else (lambda a, b: a / b)
     if name == "Mod":
         return (lambda a, b: a - _int_div_trunc(a, b) * b) if is_int else math.fmod
+    # the operator module's functions are Python's own operators without a Python frame per call (the element-wise
+    # loops of a T.Parallel body evaluate millions of these)
     table: dict[str, Callable[[Any, Any], Any]] = {
-        "Add": lambda a, b: a + b,
-        "Sub": lambda a, b: a - b,
-        "Mul": lambda a, b: a * b,
-        "FloorDiv": (lambda a, b: a // b) if is_int else (lambda a, b: math.floor(a / b)),
-        "FloorMod": (lambda a, b: a % b),
+        "Add": operator.add,
+        "Sub": operator.sub,
+        "Mul": operator.mul,
+        "FloorDiv": operator.floordiv if is_int else (lambda a, b: math.floor(a / b)),
+        "FloorMod": operator.mod,
         "Min": min,
         "Max": max,
-        "EQ": lambda a, b: a == b,
-        "NE": lambda a, b: a != b,
-        "LT": lambda a, b: a < b,
-        "LE": lambda a, b: a <= b,
-        "GT": lambda a, b: a > b,
-        "GE": lambda a, b: a >= b,
+        "EQ": operator.eq,
+        "NE": operator.ne,
+        "LT": operator.lt,
+        "LE": operator.le,
+        "GT": operator.gt,
+        "GE": operator.ge,
         "And": lambda a, b: bool(a) and bool(b),
         "Or": lambda a, b: bool(a) or bool(b),
     }
@@ -206,6 +209,9 @@ class _Translator:
             except KeyError:
                 raise ReferenceInterpreterError(f"unsupported expression {kind}: {e}") from None
             a, b = self.expr(e.a), self.expr(e.b)
+            if type(e.b).__name__ == "IntImm":  # `i + 1`, `j < 32`: one closure call fewer per evaluation
+                b_value = b(None)
+                return lambda st: op(a(st), b_value)
             return lambda st: op(a(st), b(st))
         raise ReferenceInterpreterError(f"unsupported expression {kind}: {e}")
 
@@ -251,8 +257,10 @@ class _Translator:
         if not isinstance(r, tvm.ir.TensorRegion):
             raise ReferenceInterpreterError(f"expected a buffer region, got {type(r).__name__}: {r}")
         src = r.source
+        extents = [x.extent for x in r.region]
+        constant = [int(x.value) for x in extents] if all(type(x).__name__ == "IntImm" for x in extents) else None
         return _Region(
-            _key(src), src.name, [self.expr(x.min) for x in r.region], [self.expr(x.extent) for x in r.region]
+            _key(src), src.name, [self.expr(x.min) for x in r.region], [self.expr(x) for x in extents], constant
         )
 
     def operand(self, a: Any) -> Callable[[_State], np.ndarray | np.float32]:
@@ -267,18 +275,30 @@ class _Translator:
 class _Region:
     """A buffer region with its bounds as closures; reads zero-fill, writes clip to the buffer."""
 
-    def __init__(self, buf_key: int, name: str, mins: list[_Expr], extents: list[_Expr]) -> None:
+    def __init__(self, buf_key: int, name: str, mins: list[_Expr], extents: list[_Expr],
+                 constant_extents: list[int] | None = None) -> None:
         self.buf_key, self.name, self.mins, self.extents = buf_key, name, mins, extents
+        self.constant_extents = constant_extents  # when every extent is a literal (the usual tile): not re-evaluated
 
     def bounds(self, st: _State) -> tuple[np.ndarray, list[int], list[int]]:
         arr = st.buffers.get(self.buf_key)
         if arr is None:
             raise ReferenceInterpreterError(f"buffer {self.name!r} used before it is allocated")
         mins = [int(m(st)) for m in self.mins]
-        exts = [int(x(st)) for x in self.extents]
+        exts = self.constant_extents or [int(x(st)) for x in self.extents]
         if len(mins) != arr.ndim:
             raise ReferenceInterpreterError(f"region of {self.name!r} has {len(mins)} dims, buffer has {arr.ndim}")
         return arr, mins, exts
+
+    @staticmethod
+    def _inside(arr: np.ndarray, mins: list[int], exts: list[int]) -> tuple | None:
+        """The buffer slices of a region wholly inside its buffer and not empty (the common case), else None."""
+        slices = []
+        for m, e, n in zip(mins, exts, arr.shape):
+            if m < 0 or e <= 0 or m + e > n:
+                return None
+            slices.append(slice(m, m + e))
+        return tuple(slices)
 
     @staticmethod
     def _clip(arr: np.ndarray, mins: list[int], exts: list[int]) -> tuple[tuple, tuple] | None:
@@ -296,6 +316,9 @@ class _Region:
 
     def read(self, st: _State) -> np.ndarray:
         arr, mins, exts = self.bounds(st)
+        inside = self._inside(arr, mins, exts)
+        if inside is not None:
+            return arr[inside].astype(np.float32)  # a new float32 array, as the zero-filled copy below
         out = np.zeros(exts, dtype=np.float32)
         clipped = self._clip(arr, mins, exts)
         if clipped is not None:
@@ -306,11 +329,15 @@ class _Region:
     def write(self, st: _State, values: Any) -> None:
         arr, mins, exts = self.bounds(st)
         values = _fit(np.asarray(values, dtype=np.float32), tuple(exts), self.name)
+        inside = self._inside(arr, mins, exts)
+        if inside is not None:
+            arr[inside] = values.astype(arr.dtype, copy=False)  # the single rounding to the buffer dtype
+            return
         clipped = self._clip(arr, mins, exts)
         if clipped is None:
             return  # wholly outside: the write is dropped
         buf_sl, tile_sl = clipped
-        arr[buf_sl] = values[tile_sl].astype(arr.dtype)  # the single rounding to the buffer dtype
+        arr[buf_sl] = values[tile_sl].astype(arr.dtype, copy=False)  # the single rounding to the buffer dtype
 
 
 def _fit(values: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
@@ -406,7 +433,7 @@ def _unary_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
         if bias is not None:
             x = x + bias(st)
         with np.errstate(all="ignore"):  # inf/NaN are legitimate results, not errors
-            dst.write(st, fn(np.asarray(x, np.float32)).astype(np.float32))
+            dst.write(st, fn(np.asarray(x, np.float32)).astype(np.float32, copy=False))
 
     return unary
 
@@ -420,7 +447,7 @@ def _binary_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
 
     def binary(st: _State) -> None:
         with np.errstate(all="ignore"):
-            dst.write(st, fn(lhs(st), rhs(st)).astype(np.float32))
+            dst.write(st, fn(lhs(st), rhs(st)).astype(np.float32, copy=False))
 
     return binary
 
@@ -446,7 +473,7 @@ def _gemm_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
             result = alpha * (a @ b)
             if beta != 0:  # BLAS convention: C is not read when beta == 0
                 result = result + beta * _fit(_as_matrix(acc(st), "C"), result.shape, "C")
-        dst.write(st, result.astype(np.float32))
+        dst.write(st, result.astype(np.float32, copy=False))
 
     return gemm
 
@@ -488,7 +515,7 @@ def _reduce(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
         x = src(st)
         norm = tuple(sorted({a % x.ndim for a in axes}))
         with np.errstate(all="ignore"):
-            result = reduce_fn(x, axis=norm, keepdims=True).astype(np.float32)
+            result = reduce_fn(x, axis=norm, keepdims=True).astype(np.float32, copy=False)
             if accum:
                 result = combine(_fit(dst.read(st), result.shape, dst.name), result)
         dst.write(st, result)
@@ -697,7 +724,23 @@ def _store(tr: _Translator, s: Any) -> _Stmt:
             return  # out of bounds: dropped, as for tile writes
         arr[idx] = np.asarray(value(st)).astype(arr.dtype)
 
-    return store
+    if len(indices) != 2:
+        return store
+    row, col = indices
+
+    def store_2d(st: _State) -> None:  # the element loops of a T.Parallel(i, j) body: the same, without generators
+        arr = st.buffers[key]
+        i, j = int(row(st)), int(col(st))
+        rows, cols = arr.shape
+        if i < 0 or i >= rows or j < 0 or j >= cols:
+            return
+        v = value(st)
+        if type(v) is float and arr.dtype == np.float32:
+            arr[i, j] = v  # a Python float into float32: the same C double -> float rounding as astype
+        else:
+            arr[i, j] = np.asarray(v).astype(arr.dtype)
+
+    return store_2d
 
 
 # ------------------------------------------------------------------------------------------ entry point
