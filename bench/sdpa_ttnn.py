@@ -47,12 +47,19 @@ HIFI2_CYCLES_PER_TILE = 32
 ONE_CORE_TFLOPS = 1.99
 ONE_CORE_FLOPS = 4 * 8192 * 8192 * 128
 
-# (label, B, NQH, NKH, S, D, q_chunk, k_chunk, grid, causal, K/V chains (non-causal), streaming, published ms)
+# (label, B, NQH, NKH, S, D, q_chunk, k_chunk, grid, causal, K/V chains (non-causal: forwarding chains; causal: the
+# reader's prefix chains, kv_chain_mode 2), streaming, published ms)
 ROWS = [
     ("1x10x8192x128 Q256/K512 (K/V chains)", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False, True, 1, 1.78),
     ("1x10x8192x128 Q256/K512 causal", 1, 10, 10, 8192, 128, 256, 512, (13, 10), True, False, 1, 1.96),
+    # the reader's causal prefix chains under our own linking rule (the factory's causal chain builder is not in the
+    # wheel): per head, the cores whose Q range starts in it, in core order
+    ("1x10x8192x128 Q256/K512 causal, prefix chains (our rule)", 1, 10, 10, 8192, 128, 256, 512, (13, 10), True, True,
+     1, 1.96),
     ("1x10x2048x128 Q256/K512 (K/V chains)", 1, 10, 10, 2048, 128, 256, 512, (13, 10), False, True, 1, None),
     ("1x10x2048x128 Q256/K512 causal", 1, 10, 10, 2048, 128, 256, 512, (13, 10), True, False, 1, None),
+    ("1x10x2048x128 Q256/K512 causal, prefix chains (our rule)", 1, 10, 10, 2048, 128, 256, 512, (13, 10), True, True,
+     1, None),
     ("1x10x8192x128 Q256/K512 (K/V chains), legacy loop", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False, True, 0,
      1.78),
     ("1x10x8192x128 Q256/K512 causal, legacy loop", 1, 10, 10, 8192, 128, 256, 512, (13, 10), True, False, 0, 1.96),
@@ -74,8 +81,8 @@ def run_row(b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal, chains, streaming
     src.mkdir(parents=True, exist_ok=True)
     shutil.copy(PROGRAM, src / "main.cpp")
     shutil.copy(NPY_UTIL, src / "npy_util.hpp")
-    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, streaming, 1, 2, chains, head_aligned]],
-                   np.float32)
+    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, streaming, 1, 2, chains and not causal,
+                     head_aligned, chains and causal]], np.float32)
     return emulate.run_host_program(src / "main.cpp", {"cfg": cfg}, workdir / "run", arch="blackhole",
                                     env={"TT_METAL_HOME": str(sdk_headers.ensure_kernels())}, timeout_s=3600,
                                     timing_only=True)

@@ -432,3 +432,36 @@ def test_ttnn_sdpa_head_aligned_split_matches_numpy(run_ttnn, arch):
     buffers = result.report["buffers"]
     assert [x["bytes_read"] for x in buffers] == [b * nqh * st * dt * 2048, kv_tiles * 2048, kv_tiles * 2048, 0]
     assert [x["bytes_written"] for x in buffers] == [0, 0, 0, b * nqh * st * dt * 2048]
+
+
+@pytest.mark.parametrize("arch, streaming", [("wormhole_b0", 1), ("blackhole", 1), ("blackhole", 0)])
+def test_ttnn_sdpa_causal_prefix_chains_match_numpy(run_ttnn, arch, streaming):
+    """The reader's causal K/V prefix chains (kv_chain_mode 2, host program cfg[15]): per head the cores whose Q range
+    starts in it, in core order. 16 zigzag Q chunks on 4 cores (4 each: head 0 on cores 0-1, head 1 on 2-3). Output
+    against float64 causal attention; K/V read from DRAM: for its i-th chunk a core gets from the previous core the
+    prefix both i-th chunks need when its own chunk is in the heavy half, and reads the rest itself."""
+    b, nqh, nkh, s, d, q_chunk, k_chunk, grid = 1, 2, 2, 512, 64, 64, 64, (2, 2)
+    rng = np.random.default_rng(31)
+    q = bf16(rng.standard_normal((b * nqh * s, d)).astype(np.float32))
+    k = bf16(rng.standard_normal((b * nkh * s, d)).astype(np.float32))
+    v = bf16(rng.standard_normal((b * nkh * s, d)).astype(np.float32))
+    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, 1, streaming, 0, 2, 1, 0, 1]], np.float32)
+    result = run_ttnn("sdpa", {"q": q, "k": k, "v": v, "cfg": cfg}, arch=arch)
+    o, exact = result.outputs["o"], attention(q, k, v, b, nqh, nkh, s, d, True)
+    assert np.linalg.norm(o - exact) / np.linalg.norm(exact) < 0.035
+    assert np.abs(o - exact).max() < 0.06
+
+    nq, st, dt, sq, sk = s // q_chunk, s // 32, d // 32, q_chunk // 32, k_chunk // 32
+    zigzag = [p // 2 if p % 2 == 0 else nq - 1 - p // 2 for p in range(nq)]  # a head's chunk at each position
+    needed = [-(-min((c + 1) * sq, st) // sk) for c in range(nq)]              # K chunks each Q chunk reads
+    per_core = b * nqh * nq // (grid[0] * grid[1])
+    kv_chunks = 0
+    for head in range(b * nqh):
+        cores = [[zigzag[p] for p in range(j * per_core, (j + 1) * per_core)] for j in range(nq // per_core)]
+        for j, chunks in enumerate(cores):
+            for i, c in enumerate(chunks):
+                received = min(needed[c], needed[cores[j - 1][i]]) if j > 0 and c >= nq // 2 else 0
+                kv_chunks += needed[c] - received
+    assert kv_chunks < b * nqh * sum(needed)  # the chains save reads
+    buffers = result.report["buffers"]
+    assert [x["bytes_read"] for x in buffers][1:3] == [kv_chunks * sk * dt * 2048] * 2

@@ -27,14 +27,17 @@
 //     the injector reads K/V from DRAM, every other core receives each chunk from the previous one and forwards it
 //     while the next core still has Q chunks of the head (unicast; the factory multicasts only when every chain
 //     lies in one row with equal counts).
-// Not reproduced: the causal prefix chains (kv chain modes 2 and 3), masks, padding, chunked prefill, windows,
-// attention sinks.
+//   - causal (cfg[15] on): the reader's causal K/V prefix chains (kv_chain_mode 2, the reader forwards): per head,
+//     the cores whose Q range starts in it, in core order (our own rule from the reader's contract; the 0.81.1
+//     factory's causal chain builder is not in the wheel, so which cores it links is not known here).
+// Not reproduced: the writer-forwarding chain mode 3, masks, padding, chunked prefill, windows, attention sinks.
 // `streaming` selects the kernel's compute path (compile arg 24): 0 the legacy loop (compute_common.hpp's
 // sdpa_standard), 1 the streaming kernel (compute_streaming.hpp's sdpa_standard_v2; as the factory sets it up: output
 // subblocks of at most 2 rows, a 1-tile reciprocal scratch CB at c_4).
 //
 // argv: <unused> <input dir> <output dir>. Inputs q.npy (B*NQH*S x D), k.npy and v.npy (B*NKH*S x D), cfg.npy =
-// [B, NQH, NKH, S, D, q_chunk, k_chunk, grid_x, grid_y, causal, streaming, no_data, fidelity(, chains(, head_aligned))].
+// [B, NQH, NKH, S, D, q_chunk, k_chunk, grid_x, grid_y, causal, streaming, no_data, fidelity(, chains(,
+// head_aligned(, causal_chains)))].
 // Output o.npy (B*NQH*S x D). no_data: run on unwritten buffers and read nothing back (timing runs of large shapes).
 #include <algorithm>
 #include <cmath>
@@ -89,6 +92,8 @@ int main(int argc, char** argv) {
     const uint32_t total_q = B * NQH * q_num_chunks;
     const uint32_t num_cores = std::min(total_q, grid_x * grid_y);
     const bool zigzag = is_causal;
+    // causal prefix chains (reader kv_chain_mode 2: the reader forwards): cfg[15]
+    const bool causal_chains = is_causal && cfg.data.size() > 15 && c(15) != 0;
     // head_aligned (non-causal what-if, not the factory's split): each head's Q chunks over its own run of
     // grid / heads cores, so no core works on two heads and every core is in its head's K/V chain
     const bool head_aligned = cfg.data.size() > 14 && c(14) != 0 && !is_causal && total_q >= grid_x * grid_y &&
@@ -139,7 +144,8 @@ int main(int argc, char** argv) {
     // K/V forwarding chains (non-causal). A core's heads: the (head, chunk count) runs of its flat range.
     struct Segment { uint32_t core, count; };
     struct Chain { bool participates = false, injector = false, sink = false; uint32_t batch = 0, head = 0;
-                   CoreCoord prev{0, 0}, next{0, 0}; uint32_t next_q = 0; };
+                   CoreCoord prev{0, 0}, next{0, 0}; uint32_t next_q = 0;
+                   uint32_t prev_start = 0, prev_count = 0, next_start = 0; };
     std::vector<Chain> chain(num_cores);
     std::vector<uint32_t> heads_of_core(num_cores, 0);
     std::vector<std::vector<Segment>> head_segments(B * NQH);
@@ -197,9 +203,41 @@ int main(int argc, char** argv) {
             }
         }
     }
-    const uint32_t sem_sender = is_causal ? 0 : CreateSemaphore(program, cores, kInvalid);
-    const uint32_t sem_receiver = is_causal ? 0 : CreateSemaphore(program, cores, kInvalid);
-    const uint32_t sem_valid = is_causal ? 0 : CreateSemaphore(program, cores, kValid);
+    // Causal prefix chains: the cores whose range starts in a head, in core order, each core's first segment (the
+    // run of its range in that head) its link; for its i-th chunk a core receives from the previous core the K/V
+    // prefix both its and the previous core's i-th chunks need (when its own is a heavy zigzag chunk) and forwards
+    // to the next core what both need (when the next core's is heavy): the reader's kv_chain_mode 2 rules.
+    for (uint32_t head = 0; causal_chains && head < B * NQH; ++head) {
+        std::vector<uint32_t> members;
+        for (uint32_t i = 0; i < num_cores; ++i)
+            if (core_count(i) && core_start(i) / q_num_chunks == head) members.push_back(i);
+        if (members.size() < 2) continue;
+        auto first_run = [&](uint32_t i) {
+            return std::min(core_start(i) + core_count(i), (head + 1) * q_num_chunks) - core_start(i);
+        };
+        for (std::size_t k = 0; k < members.size(); ++k) {
+            Chain& c = chain[members[k]];
+            c.participates = true;
+            c.batch = head / NQH;
+            c.head = head % NQH;
+            c.injector = k == 0;
+            c.sink = k + 1 == members.size();
+            if (k > 0) {
+                c.prev = physical(members[k - 1]);
+                c.prev_start = core_start(members[k - 1]);
+                c.prev_count = first_run(members[k - 1]);
+            }
+            if (k + 1 < members.size()) {
+                c.next = physical(members[k + 1]);
+                c.next_q = first_run(members[k + 1]);
+                c.next_start = core_start(members[k + 1]);
+            }
+        }
+    }
+    const bool sems = !is_causal || causal_chains;
+    const uint32_t sem_sender = sems ? CreateSemaphore(program, cores, kInvalid) : 0;
+    const uint32_t sem_receiver = sems ? CreateSemaphore(program, cores, kInvalid) : 0;
+    const uint32_t sem_valid = sems ? CreateSemaphore(program, cores, kValid) : 0;
     auto cb = [&](uint8_t id, uint32_t tiles) {
         CreateCircularBuffer(program, cores,
                              CircularBufferConfig(tiles * tile_bytes, {{id, DataFormat::Float16_b}})
@@ -234,7 +272,7 @@ int main(int argc, char** argv) {
     std::vector<uint32_t> reader_ct = {B, NQH, NKH, NVH, Skt, valid_Sqt, valid_Skt, DHt, vDHt, Sq_chunk_t, q_num_chunks,
                                        Sk_chunk_t, k_num_chunks, num_cores, is_causal, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                        qk_sub_h, 0, streaming, sem_sender, sem_receiver, sem_valid, 0, zigzag, 0,
-                                       0, 0, 2, 0};
+                                       causal_chains ? 2u : 0u, 0, 2, 0};
     TensorAccessorArgs(*q_buf).append_to(reader_ct);
     TensorAccessorArgs(*k_buf).append_to(reader_ct);
     TensorAccessorArgs(*v_buf).append_to(reader_ct);
@@ -282,7 +320,7 @@ int main(int argc, char** argv) {
                                              static_cast<uint32_t>(k_buf->address()),
                                              static_cast<uint32_t>(v_buf->address()), 0, 0, 0, 0,
                                              /*num_phases*/ 1, 0, 0};
-        if (!is_causal) {  // chain metadata
+        if (!is_causal || causal_chains) {  // chain metadata
             const Chain c = i < num_cores ? chain[i] : Chain{};
             reader_args.insert(reader_args.end(),
                                {uint32_t(c.participates), uint32_t(c.injector), uint32_t(c.sink), c.batch, c.head,
@@ -291,6 +329,11 @@ int main(int argc, char** argv) {
         }
         reader_args.push_back(start);
         reader_args.push_back(count);
+        if (causal_chains) {  // the four window args it skips, then the causal chain tail
+            const Chain c = i < num_cores ? chain[i] : Chain{};
+            reader_args.insert(reader_args.end(),
+                               {0, 0, 0, 0, c.prev_start, c.prev_count, c.next_start, /*chain_heads_per_group*/ 1});
+        }
         SetRuntimeArgs(program, reader, core, reader_args);
         SetRuntimeArgs(program, writer, core,
                        {static_cast<uint32_t>(o_buf->address()), 1, 0, 0, 0, 0, 0, start, count, 0, 0, 0, 0, 0, 0, 0});
