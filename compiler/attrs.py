@@ -102,6 +102,7 @@ class BufferAttr(TypedDict):
     tile_axes: NotRequired[list[int]]         # from TTInferLayout on
     generator: NotRequired[MaskGeneratorAttr]
     accumulate: NotRequired[bool]             # an output its blocks add into (tt.accumulate)
+    row_offsets: NotRequired[int]             # an integer tensor whose elements place rows of a matrix this tall
 
 
 @DECLARED_ONLY

@@ -99,12 +99,13 @@ _OPS = [
     _op("write_tile", "cb expr name expr expr",
         "noc_async_write_page({3:p} * {2}_tile_cols + {4}, accessor_{2}, get_read_ptr({0}) + {1:p} * get_tile_size({0}))",
         {WRITER}),
-    # rows written from a row between tile boundaries (a vector into row `sid` of a tile): each of a page's first
-    # `count` rows goes to its place in the faces of the tile that holds its row, two 16-element halves per row:
-    # write_rows(cb, page, tensor, first row, count, the matrix's rows, its first page row, tile col, element bytes)
-    _op("write_rows", "cb expr name expr expr expr expr expr expr",
-        "write_rows(accessor_{2}, get_read_ptr({0}) + {1:p} * get_tile_size({0}), {3}, {4}, {5}, {6}, {2}_tile_cols, "
-        "{7}, {8})", {WRITER}),
+    # rows written row by row (from a first row between tile boundaries, or read while the kernel runs; only those
+    # kept by a guard): the page's rows [begin, end), each row's two 16-element halves into the DRAM tile that holds
+    # it. write_rows(cb, page, tensor, first row, begin, end, the matrix's rows, its first page
+    # row, tile col, element bytes)
+    _op("write_rows", "cb expr name expr expr expr expr expr expr expr",
+        "write_rows(accessor_{2}, get_read_ptr({0}) + {1:p} * get_tile_size({0}), {3}, {4}, {5}, {6}, {7}, "
+        "{2}_tile_cols, {8}, {9})", {WRITER}),
     _op("noc_async_writes_flushed", "", "noc_async_writes_flushed()", {WRITER}),
     _op("noc_async_write_barrier", "", "noc_async_write_barrier()", DATAFLOW),
     # before a read of pages this kernel wrote earlier (an accumulated output): the writes must have landed

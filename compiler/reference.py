@@ -393,15 +393,31 @@ _BINARY = {name: registry.TILE_OPS[name].numpy for name in registry.names("binar
 _UNARY_WITH_AFFINE = {name for name in _UNARY if registry.TILE_OPS[name].affine}
 
 
-def _copy_op(tr: _Translator, name: str, dst: "_Region", args: list, transpose: bool = False) -> _Stmt:
+def _copy_op(tr: _Translator, name: str, dst: "_Region", args: list, transpose: bool = False, row_begin=None,
+             row_end=None) -> _Stmt:
     """``copy``/``cast(dst, src)``: the source widened to float32, rounded once into dst's dtype; with
-    ``transpose=True`` (a 2-D copy) dst is the source's transpose."""
+    ``transpose=True`` (a 2-D copy) dst is the source's transpose; with ``row_begin`` / ``row_end`` only the
+    region's rows (its first axis longer than 1) in [row_begin, row_end) are written, the others keep their
+    values."""
     if len(args) < 2:
         raise ReferenceInterpreterError(f"{name} needs (dst, src)")
     src = tr.operand(args[1])
     if transpose:
         return lambda st: dst.write(st, _as_matrix(src(st), "the transposed source").T)
-    return lambda st: dst.write(st, src(st))
+    if row_begin is None and row_end is None:
+        return lambda st: dst.write(st, src(st))
+
+    def bounded(st: _State) -> None:
+        shape = dst.shape(st)
+        values = _fit(np.asarray(src(st), dtype=np.float32), shape, dst.name)
+        spanned = [a for a, e in enumerate(shape) if e != 1]     # the region's rows: its first axis of extent > 1
+        axis = spanned[0] if spanned else len(shape) - 2
+        kept = np.arange(shape[axis])
+        kept = (kept >= (int(row_begin(st)) if row_begin is not None else 0)) & \
+            (kept < (int(row_end(st)) if row_end is not None else shape[axis]))
+        kept = kept.reshape([shape[axis] if a == axis else 1 for a in range(len(shape))])
+        dst.write(st, np.where(kept, values, dst.read(st)))
+    return bounded
 
 
 def _zero_op(tr: _Translator, name: str, dst: "_Region", args: list) -> _Stmt:
@@ -491,7 +507,8 @@ def _tile_op(tr: _Translator, call: Any) -> _Stmt:
     unknown = sorted(set(config) - set(known))
     if unknown:   # an option the interpreter would silently ignore changes what the op computes
         raise ReferenceInterpreterError(f"tile op {name}: unsupported option(s) {', '.join(unknown)}")
-    return build(tr, name, tr.region(args[0]), args, **{k: _const_bool(v) for k, v in config.items()})
+    options = {k: tr.expr(v) if k in _ROW_BOUNDS else _const_bool(v) for k, v in config.items()}
+    return build(tr, name, tr.region(args[0]), args, **options)
 
 
 _REDUCE = {name: (registry.TILE_OPS[name].numpy, registry.TILE_OPS[name].combine)
@@ -532,7 +549,8 @@ _TILE_OPS: dict[str, Callable[..., _Stmt]] = {
 
 
 # the options (TilePrimitiveCall config) each tile op takes: flags passed to its builder as keywords
-_TILE_OP_CONFIG: dict[str, tuple[str, ...]] = {"copy": ("transpose",), "cast": ("transpose",)}
+_TILE_OP_CONFIG: dict[str, tuple[str, ...]] = {"copy": ("transpose", "row_begin", "row_end"), "cast": ("transpose",)}
+_ROW_BOUNDS = ("row_begin", "row_end")   # index expressions (values read while the kernel runs), not flags
 
 
 # ------------------------------------------------------------------------------------------ statements

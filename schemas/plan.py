@@ -108,6 +108,9 @@ class BufferPlan(_Strict):
     generator: MaskGenerator | None = Field(default=None, description="constant buffers: how the host fills them")
     accumulate: bool = Field(default=False, description="an output the kernel adds into (TileLang's T.atomic_add): "
                              "its starting contents are given like an input's and the result is the sum")
+    row_offsets: int | None = Field(default=None, description=(
+        "an integer tensor whose elements the kernel adds to row positions of a matrix with this many rows (a "
+        "variable-length batch's sequence offsets, cu_seqlens): random inputs are non-decreasing from 0 to at most it"))
     dtype: Literal["float32", "bfloat16", "float16"]
     declared_dtype: Literal["int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz",
                             "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"] | None = Field(

@@ -125,14 +125,16 @@ inline void read_rows(const Accessor& tensor, uint32_t dst, uint32_t scratch, in
 }"""
 
 
-WRITE_ROWS = """// The first `count` rows of the page at `src` written to rows [row, row + count) of a tiled matrix (`rows` rows; its
-// first tile row is page row `base`) in tile column `col`: each row's two 16-element halves go to their places in the
-// faces of the tile that holds it (a NoC write of 16 x elem_bytes each). Rows outside [0, rows) are not written
-// (TileLang's bounds-checked copy); the rest of each tile keeps what other writes put there.
+WRITE_ROWS = """// Rows [begin, end) of the page at `src` (rows of a block of a tiled matrix: `rows` rows, its first tile row is
+// page row `base`, tile column `col`) to rows row + begin .. of the matrix, row by row: each row's two 16-element
+// halves into their places in the faces of the DRAM tile that holds it. Rows outside [0, rows) are not written
+// (TileLang's bounds-checked store); the rest of each tile keeps what other writes put there (the next
+// sequence's rows, another core's). A half-row is 32 or 64 bytes at a multiple of 32 bytes in both tiles: NoC
+// writes to DRAM need 16-byte alignment (NOC_DRAM_WRITE_ALIGNMENT_BYTES on Wormhole and Blackhole).
 template <typename Accessor>
-inline void write_rows(const Accessor& tensor, uint32_t src, int32_t row, int32_t count, int32_t rows, uint32_t base,
-                       uint32_t tile_cols, uint32_t col, uint32_t elem_bytes) {
-    for (int32_t r = 0; r < count; ++r) {
+inline void write_rows(const Accessor& tensor, uint32_t src, int32_t row, int32_t begin, int32_t end, int32_t rows,
+                       uint32_t base, uint32_t tile_cols, uint32_t col, uint32_t elem_bytes) {
+    for (int32_t r = begin < 0 ? 0 : begin; r < end && r < 32; ++r) {
         const int32_t to_row = row + r;
         if (to_row < 0 || to_row >= rows) {
             continue;

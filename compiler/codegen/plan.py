@@ -89,6 +89,8 @@ def build_plan(mod) -> dict:
             entry["generator"] = info["generator"]
         if info.get("accumulate"):
             entry["accumulate"] = True
+        if "row_offsets" in info:
+            entry["row_offsets"] = info["row_offsets"]
         if "shard" in lay:
             entry["shard"] = lay["shard"]
         buffers.append(entry)

@@ -33,7 +33,9 @@ REDUCE_OPS = registry.REDUCE
 SUPPORTED_OPS = registry.SUPPORTED
 # keyword options a tile op takes: `T.tile.cast(dst, src, transpose=True)` is dst = src^T (the text form of a transposed
 # copy: TVMScript's parser insists that a copy's two regions have one shape)
-OP_OPTIONS = {"copy": ("transpose",), "cast": ("transpose",)}
+# `T.tile.copy(O[...], tile, row_begin=b, row_end=e)` writes only the region's rows [b, e) (a guarded store of a
+# variable-length batch)
+OP_OPTIONS = {"copy": ("transpose", "row_begin", "row_end"), "cast": ("transpose",)}
 MAX_BLOCKS = 1 << 20          # block ids are runtime args; the plan lists every core's blocks
 
 _UNSUPPORTED_STMT = {
@@ -440,6 +442,14 @@ class KernelChecker:
             self._same_or_broadcast(call, dst, src)
         if dst.scope == "global" and src.scope == "global":
             raise self.error(call, "T.tile.copy between two global buffers; stage through a shared tile")
+        bounded = [k for k in ("row_begin", "row_end") if k in (call.config or {})]
+        if bounded and dst.scope != "global":
+            raise self.error(call, f"T.tile.copy's {bounded[0]} bounds the rows written to a tensor in DRAM; "
+                                   f"`{dst.name}` is a tile")
+        if bounded and str(dst.buffer.dtype) not in ("float32", "bfloat16", "float16"):
+            raise self.error(call, f"`{dst.name}`: rows kept by a bound known at run time are written row by row "
+                                   f"(two 16-element half-rows per row); `{dst.name}` is {dst.buffer.dtype} "
+                                   "(float32, bfloat16 or float16)")
         if src.scope == "global":
             if dst.dtype != src.dtype:
                 raise self.error(call, f"T.tile.copy from `{src.name}` ({src.dtype}) into `{dst.name}` ({dst.dtype}): "
@@ -494,12 +504,12 @@ class KernelChecker:
     def _check_run_time_rows(self, call, r: Region, axis: int, view, ext: int, where: str):
         """Rows from a start read while the kernel runs (`Q[cu_seqlens_q[bz] + bx * 64:..., :]`): the reader builds
         each tile from the rows it reads (lower_to_circular_buffers' read_rows); so far for reads of float rows."""
-        copy = op_name(call) == "copy" and region_of(call.args[1])
-        if not (copy and copy.name == r.name):
+        copy = op_name(call) == "copy" and [region_of(a) for a in call.args[:2]]
+        if not (copy and r.name in [c.name for c in copy if c is not None]):
             raise self.error(call, f"{where}: the region's position depends on values read while the kernel runs; "
-                                   "tilefarm reads whole rows from such positions (T.copy into a tile) but does not "
-                                   "write them or use them in other ops yet",
-                             hint="write the rows at positions of block and loop indices (a padded output)")
+                                   "tilefarm reads and writes whole rows at such positions (T.copy between a tile and "
+                                   "DRAM) but does not use them in other ops yet",
+                             hint="copy the rows into a tile first")
         if axis != view.tile_axes[0]:
             raise self.error(call, f"{where}: only the row position of a region may depend on values read while "
                                    "the kernel runs (a variable-length batch's sequence offsets)")

@@ -100,6 +100,7 @@ class Analysis:
         self.gemms: list = []                # (destination, A, B) buffer names of every gemm
         self.calls: list = []                # every tile op, in program order
         self.masks: list = []                # (element loop nest, its store, the serial loops around it)
+        self.row_bound_vars: list = []       # variables of a guarded write's row bounds (copy's row_begin / row_end)
 
     # -- union-find over (buffer, axis)
     def key(self, name: str, axis: int):
@@ -187,7 +188,13 @@ class Analysis:
                 for axis in range(len(r.extents)):
                     self.fix(self.local(r, axis), f"`{r.name}` is used in parts")
         if name == "copy" and any(r is not None and r.scope == "global" for r in regions[:2]):
-            return self.dram_copy(regions[0], regions[1])
+            bounds = [v for k, v in (call.config or {}).items() if str(k) in ("row_begin", "row_end")]
+            self.dram_copy(regions[0], regions[1])
+            if bounds:   # rows counted from the region's start by the block's indices: the blocks stay as written
+                for axis in range(len(regions[0].extents)):
+                    self.fix(self.key(regions[0].name, axis), f"`{regions[0].name}` is written by rows up to a bound")
+                self.row_bound_vars.extend(v for b in bounds for v in _vars(b))
+            return None
         dst = regions[0]
         if name == "gemm":
             a, b = regions[1], regions[2]
@@ -404,6 +411,8 @@ class Tiling:
                 if c.var.same_as(var) and not c.fixed:
                     c.fixed.append(reason)
 
+        for v in self.a.row_bound_vars:
+            fix_var(v, f"a guarded write's row bound uses `{v.name}`")
         self.mask_axes = {}
         for n, (_, store, _) in enumerate(self.a.masks):
             name = str(store.buffer.name)

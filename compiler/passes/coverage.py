@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import tvm
 from tvm import tirx
 
-from ..ir import compile_expr
+from ..ir import compile_expr, reads_at_run_time
 from ..layout import UNIT
 
 MAX_ENUMERATED_WRITES = 1 << 16
@@ -97,10 +97,18 @@ def check_coverage(ck, roles: dict) -> None:
         if info["role"] != "output" or info.get("accumulate"):
             continue    # an accumulated output's tiles are added into by every block that reaches them, in order
         writes = by_output.get(name, [])
+        if any(_placed_at_run_time(w) for w in writes):
+            continue    # rows placed or kept by values read while the kernel runs (a variable-length batch's)
         view = ck.views[name]
         if len(writes) == 1 and _closed_form(ck, name, view, writes[0]):
             continue
         _enumerate(ck, name, view, writes)
+
+
+def _placed_at_run_time(write) -> bool:
+    call, dst, _src, _loops = write
+    return any(reads_at_run_time(s) for s in dst.starts) or \
+        any(str(k) in ("row_begin", "row_end") for k in (call.config or {}))
 
 
 def _variables(ck, loops) -> tuple[list, list[int]] | None:

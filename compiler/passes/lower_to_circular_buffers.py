@@ -322,10 +322,11 @@ def lower_to_circular_buffers(func, mod, ctx):
             cb = cb_for(out_key(dst.name), index_base=OUTPUT_CB_BASE, role="output", dtype=dst.dtype,
                         pages=2 * batch, buffer=dst.name)
             sr0, sc0 = (int(s) // TILE for s in src.starts)
-            if shifted_rows(dst):
+            bounds = {str(k): v for k, v in (call.config or {}).items() if str(k) in ("row_begin", "row_end")}
+            if bounds or shifted_rows(dst):
                 return seq([ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, "", 0, 0),
-                             _write_batches(cb["index"], dst.name, 0, 0, rows, cols, batch,
-                                            write_page=rows_writer(dst, cb))])
+                            _write_batches(cb["index"], dst.name, 0, 0, rows, cols, batch,
+                                           write_page=rows_writer(dst, cb, bounds))])
             r0, c0 = page_origin(dst)
             return seq([
                 ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, dst.name, r0, c0),
@@ -339,21 +340,15 @@ def lower_to_circular_buffers(func, mod, ctx):
         return row_axis != UNIT and (reads_at_run_time(r.starts[row_axis])
                                      or not analyzer.can_prove(tirx.floormod(r.starts[row_axis], TILE) == 0))
 
-    def rows_writer(dst, cb: dict):
-        """The writer's write of page (tr, tc) of a region whose first row is between tile boundaries: its rows go
-        one by one into the tiles that hold them (write_rows); no page identity, a page's rows land in two tiles."""
-        view = view_of(buffers[dst.name])
-        row_axis = view.tile_axes[0]
-        base, c0 = page_origin(Region(dst.buffer, tuple(tirx.IntImm("int32", 0) if a == row_axis else s
-                                                        for a, s in enumerate(dst.starts)), dst.extents))
-        elem = DATA_FORMATS[dst.dtype].tile_bytes // (TILE * TILE)
-        first, extent = dst.starts[row_axis], dst.extents[row_axis]
+    row_offsets: dict[str, int] = {}
 
-        def write(index, tr, tc):
-            count = tirx.min(tirx.IntImm("int32", extent) - tr * TILE, TILE) if extent % TILE else TILE
-            return ops.call("write_rows", cb["index"], index, dst.name, first + tr * TILE, count,
-                            view.shape[row_axis], base, c0 + tc, elem)
-        return write
+    def note_row_offsets(first, rows: int) -> None:
+        """The integer tensors whose elements place rows of a `rows`-row matrix (`cu_seqlens_q[bz] + bx * 64`): a
+        variable-length batch's sequence offsets, which random inputs make non-decreasing from 0 to at most `rows`."""
+        def visit(load):
+            name = str(load.source.name)
+            row_offsets[name] = min(row_offsets.get(name, rows), rows)
+        tvm_ffi.structural_walk(first, [(tvm.ir.expr.TensorLoad, visit)], order="pre")
 
     def run_time_rows(src, cb: dict, rows: int, cols: int, page) -> list:
         """A region whose first row is read while the kernel runs (`Q[cu_seqlens_q[bz] + bx * 64:..., :]`): the
@@ -365,6 +360,7 @@ def lower_to_circular_buffers(func, mod, ctx):
                                                         for a, s in enumerate(src.starts)), src.extents))
         elem = DATA_FORMATS[src.dtype].tile_bytes // (TILE * TILE)
         first = src.starts[row_axis]
+        note_row_offsets(first, view.shape[row_axis])
 
         def read(tr, tc):
             return ops.call("read_rows", cb["index"], page(tr, tc), src.name, first + tr * TILE,
@@ -373,9 +369,35 @@ def lower_to_circular_buffers(func, mod, ctx):
                 ops.call("noc_async_read_barrier", cb["index"]), ops.call("cb_push_back", cb["index"], rows * cols),
                 ops.call("compute_receive", cb["index"], cb["buffer"], "", 0, 0)]
 
+    def rows_writer(dst, cb: dict, bounds: dict):
+        """The writer's write of page (tr, tc) of a region written row by row (write_rows: each row's two 16-element
+        halves into the DRAM tile that holds it): its first row is between tile boundaries (a vector into row `sid`
+        of a tile) or read while the kernel runs (`O[cu_seqlens_q[bz] + bx * 64:..., :]`), or a guard keeps only the
+        region's rows [row_begin, row_end) (`if bx * 64 + i < q_len:`). No page identity: a page's rows land in two
+        tiles. Rows, not tiles: a DRAM tile at a sequence's end also holds the next sequence's rows, which another
+        core writes; reading the tile back to merge them (a read-modify-write) would race with that core."""
+        view = view_of(buffers[dst.name])
+        row_axis = view.tile_axes[0]
+        base, c0 = page_origin(Region(dst.buffer, tuple(tirx.IntImm("int32", 0) if a == row_axis else s
+                                                        for a, s in enumerate(dst.starts)), dst.extents))
+        elem = DATA_FORMATS[dst.dtype].tile_bytes // (TILE * TILE)
+        first, extent = dst.starts[row_axis], tirx.IntImm("int32", dst.extents[row_axis])
+        note_row_offsets(first, view.shape[row_axis])
+        begin = bounds.get("row_begin", tirx.IntImm("int32", 0))
+        end = tirx.min(bounds["row_end"], extent) if "row_end" in bounds else extent
+
+        def write(index, tr, tc):
+            return ops.call("write_rows", cb["index"], index, dst.name, first + tr * TILE, begin - tr * TILE,
+                            end - tr * TILE, view.shape[row_axis], base, c0 + tc, elem)
+        return write
+
     body = tvm_ffi.structural_map(func.body, (tirx.TilePrimitiveCall, lower_copy), order="post")
     table = sorted(cbs.values(), key=lambda c: c["index"])
     for c in table:
         c["tiles"] = layouts[c["buffer"]]["tiles"] if c["role"] == "input" else None
     func = shards.record(func)
+    if row_offsets:
+        buffers = {name: dict(info, row_offsets=row_offsets[name]) if name in row_offsets else info
+                   for name, info in attrs.BUFFERS.get(func).items()}
+        func = attrs.BUFFERS.on(func, buffers)
     return attrs.CB_CONFIG.on(func.with_body(body), table)

@@ -294,6 +294,20 @@ def _leading_binds(stmts: list) -> list:
     return list(itertools.takewhile(lambda s: isinstance(s, tirx.Bind), stmts))
 
 
+def _in_dependency_order(binds: list) -> list:
+    """Bindings reordered (stably) so that each comes after the bindings of the variables its value uses: the block
+    indices taken from compute's block (`by = block / 2 % 4`) after the reader's own `block = ...`."""
+    pending, out, done = list(binds), [], set()
+    defined = {b.var.__chandle__() for b in binds}
+    while pending:
+        ready = next((b for b in pending if all(v.__chandle__() in done or v.__chandle__() not in defined
+                                                for v in vars_used(b.value) if isinstance(v, tirx.Var))), pending[0])
+        pending.remove(ready)
+        out.append(ready)
+        done.add(ready.var.__chandle__())
+    return out
+
+
 def hand_values_to_compute(bodies: dict, cbs: list[dict], num_cbs) -> tuple[dict, list[dict]]:
     """Compute cannot read DRAM: the elements its loops count with (`T.ceildiv(cu_seqlens_k[bz + 1] -
     cu_seqlens_k[bz], 64)`) are read by the reader at the start of each block and written into a page of their
@@ -345,6 +359,7 @@ def hand_values_to_compute(bodies: dict, cbs: list[dict], num_cbs) -> tuple[dict
     have = {b.var.__chandle__() for b in r_binds}
     r_binds = r_binds + [b for b in binds if b.var.__chandle__() not in have]   # the block indices the loads use
     r_binds.sort(key=lambda b: next((k for k, c in enumerate(binds) if c.var.same_as(b.var)), -1))
+    r_binds = _in_dependency_order(r_binds)
     written = [ops.call("cb_reserve_back", index, 1)] + \
         [ops.call("write_value", index, k, load) for k, load in enumerate(loads)] + [ops.call("cb_push_back", index, 1)]
     r_body = seq(r_binds + written + r_stmts[len(_leading_binds(r_stmts)):])

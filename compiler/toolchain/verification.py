@@ -58,6 +58,8 @@ def _random(rng, buffer: dict) -> np.ndarray:
     declared, shape = buffer.get("declared_dtype"), buffer["shape"]
     if declared is None:
         return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+    if declared in WIDE_INTEGERS and buffer.get("row_offsets") is not None:
+        return _row_offsets(rng, shape, buffer["row_offsets"])
     if declared in WIDE_INTEGERS:        # offsets and lengths (read as float32): small, so they cross block bounds
         return rng.integers(0 if declared.startswith("u") else -WIDE_SPREAD, WIDE_SPREAD, size=shape).astype(np.float32)
     if declared.startswith(("int", "uint")):
@@ -69,6 +71,18 @@ def _random(rng, buffer: dict) -> np.ndarray:
     if declared == "float8_e8m0fnu":     # unsigned powers of two (block scales)
         spread = np.exp2(np.round(spread * 4))
     return spread.astype(getattr(ml_dtypes, declared)).astype(np.float32)
+
+
+def _row_offsets(rng, shape, rows: int) -> np.ndarray:
+    """Sequence offsets into a `rows`-row matrix (a tensor the kernel adds to row positions, cu_seqlens): 0 first,
+    non-decreasing, the last between rows / 2 and rows, the others uniform below it (lengths not multiples of 32,
+    empty ones possible). Random values would place two sequences' rows on each other: blocks writing the same rows,
+    a race the GPU kernel has too."""
+    count = int(np.prod(shape))
+    last = int(rng.integers(rows // 2, rows + 1)) if count > 1 else 0
+    inner = np.sort(rng.integers(0, last + 1, size=max(count - 2, 0)))
+    values = np.concatenate([[0], inner, [last]])[:count] if count > 1 else np.zeros(count)
+    return values.reshape(shape).astype(np.float32)
 
 
 def zero_inputs(plan: dict) -> dict[str, np.ndarray]:

@@ -24,8 +24,8 @@ from ... import registry
 from .base import LOW_BIT
 from .diagnostics import fail
 from .expr import (VARLEN_HINT, Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, data_loads,
-                   describe, float_text, fold_binary, fold_constant, is_index, read_at_run_time, render_value, walk,
-                   wrap)
+                   describe, float_text, fold_binary, fold_constant, is_index, read_at_run_time, render_int,
+                   render_value, walk, wrap)
 from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
 from .reduction import lower_reduce, pick_row, row_at_index
 
@@ -54,6 +54,16 @@ class _TileFunctions:
 _TILE_FUNCTIONS = _TileFunctions()
 
 
+class _IndexText:
+    """An index expression as a tile op's option, rendered when the op is (once tensor orientations are known)."""
+
+    def __init__(self, expr):
+        self.expr = expr
+
+    def __str__(self):
+        return render_int(self.expr, "a row bound")
+
+
 class Mask:
     """An index-dependent value (no loads): written into a float32 tile by an element loop."""
 
@@ -62,8 +72,47 @@ class Mask:
 
 
 def lower_parallel(rec: Recorder, scope) -> None:
-    for buffer, indices, value, location in scope.stores:
+    for buffer, indices, value, location in _merged_branches(scope.stores):
         StoreLowering(rec, scope.variables, location).store(Load(buffer, indices), value)
+
+
+def _merged_branches(stores: list) -> list:
+    """`if c: t[i, j] = a` then `else: t[i, j] = b` (each element keeps its value where its branch is not taken:
+    Select(c, a, t) and Select(not c, b, t)) -> one store of Select(c, a, b), at the `if` branch's place, when
+    nothing between them reads or writes t: the element is written either way, so it is not read before it is
+    initialized (`if row < seq_len: q[i, d] = Q[start + row, d] else: q[i, d] = 0`, a guarded read)."""
+    out = list(stores)
+    k = 0
+    while k < len(out):
+        buffer, indices, value, location = out[k]
+        target = describe(Load(buffer, indices))
+        orelse = _kept_where_not(value, target)
+        if orelse is not None:
+            cond, b = orelse
+            for m in range(k - 1, -1, -1):
+                earlier = out[m]
+                then = earlier[2]
+                if earlier[0] is buffer:
+                    if describe(Load(buffer, earlier[1])) == target and isinstance(then, Select) and \
+                            describe(then.cond) == describe(cond) and \
+                            isinstance(then.b, Load) and describe(then.b) == target:
+                        out[m] = (buffer, earlier[1], Select(cond, then.a, b), earlier[3])
+                        del out[k]
+                        k -= 1
+                    break
+                if any(isinstance(x, Load) and x.buffer is buffer for x in walk(then)):
+                    break
+        k += 1
+    return out
+
+
+def _kept_where_not(value, target: str):
+    """Select(not c, b, target) -> (c, b), else None."""
+    if isinstance(value, Select) and isinstance(value.cond, Logic) and value.cond.op == "not" and \
+            isinstance(value.b, Load) and describe(value.b) == target and \
+            not any(isinstance(x, Load) and describe(x) == target for x in walk(value.a)):
+        return value.cond.args[0], value.a
+    return None
 
 
 def _scaled(e, factor: float):
@@ -229,6 +278,19 @@ class StoreLowering:
                 self.fail(f"`{describe(target)}` does not depend on `{missing[0].name}`: every element along it writes "
                           "the same place (a reduction written as a store)",
                           hint="reduce with T.reduce_sum / T.reduce_max into a 1-D fragment")
+        rows_kept = self.rows_kept(target, value)
+        if rows_kept is not None:   # `if bx * bm + i < q_len: O[q_start + bx * bm + i, d] = ...`: those rows only
+            value, kwargs = value.a, rows_kept
+            value = self.hoist(self.normalize(value), shape)
+            if isinstance(value, Load) and value.buffer.scope != "global" and not value.buffer.filled_from_dram \
+                    and self.shape_of(value) == shape:
+                self.emit("copy", dst, self.leaf(value), **kwargs)
+                return
+            narrow = dst.buffer.dtype in ("float16", "bfloat16") and self.op_count(value) > 1
+            tmp = self.temp(shape, "float32" if narrow else dst.buffer.dtype)
+            self.compute(value, tmp)
+            self.emit("copy", dst, tmp, **kwargs)
+            return
         value = self.normalize(value)
         value = self.hoist(value, shape)
         # an expression of several ops stored into a 16-bit tile is computed in float32 and rounded once, on the
@@ -250,6 +312,71 @@ class StoreLowering:
             self.emit("copy", dst, tmp)
             return
         self.compute(value, dst)
+
+    def rows_kept(self, target: Load, value) -> dict | None:
+        """A store into a matrix in DRAM under `if` conditions that bound its row only, by block and loop indices and
+        values read while the kernel runs (`if bx * bm + i < q_len: O[q_start + bx * bm + i, d] = ...`, a
+        variable-length batch's rows past its sequence's end): the copy's `row_begin` / `row_end` options, the rows
+        of the block it writes (the writer skips the others row by row; reading the rest of the tile back to keep
+        it would race with the blocks that write it). None for any other store (its `if` keeps each element's
+        value: a read-modify-write of the destination)."""
+        buf = target.buffer
+        if buf.scope != "global" or buf.vector or len(target.indices) < 2 or not isinstance(value, Select) \
+                or not isinstance(value.b, Load) or describe(value.b) != describe(target):
+            return None
+        row = next((v for v, axis in self.axis_of.items() if axis == 0), None)
+        row_axes = [k for k, idx in enumerate(target.indices) if any(p is row for p in _parallel_vars(idx))]
+        spanned = [k for k, idx in enumerate(target.indices) if _parallel_vars(idx)]
+        if row is None or row.extent < 2 or row_axes != spanned[:1]:
+            return None     # the bounds count rows along the region's first axis longer than 1 (the reference's)
+        row_index = target.indices[row_axes[0]]
+        cond = value.cond
+        atoms = cond.args if isinstance(cond, Logic) and cond.op == "and" else (cond,)
+        if not any(data_loads(a) for a in atoms) and not data_loads(row_index):
+            return None         # positions known when the kernel is built: the element mask does it
+        begins, ends = [], []
+        for a in atoms:
+            bound = self.row_bound(a, row)
+            if bound is None:
+                if data_loads(row_index):    # a read-modify-write of rows placed at run time races: say so
+                    self.fail(f"`{describe(target)}` is written at a row placed by values read while the kernel "
+                              f"runs under `if {describe(a)}`; such a store may be guarded by bounds on its row "
+                              "only (`if bx * block_M + i < seq_len:`, joined with `and`): the writer keeps or drops "
+                              "whole rows, a condition on columns or data would need the rest of the row read back",
+                              hint="mask the value instead (T.if_then_else) and write whole rows")
+                return None
+            op, value = bound
+            (ends if op == "end" else begins).append(value)
+        kwargs = {}
+        for key, bounds, pick in (("row_begin", begins, "max"), ("row_end", ends, "min")):
+            if bounds:
+                expr = bounds[0]
+                for b in bounds[1:]:
+                    expr = Bin(pick, expr, b)
+                kwargs[key] = _IndexText(expr)
+        return kwargs
+
+    @staticmethod
+    def row_bound(a, row) -> tuple[str, object] | None:
+        """`bx * bm + row < q_len` -> ("end", q_len - bx * bm); `row + off >= 0` -> ("begin", -off): a comparison of
+        the row with block and loop indices and run-time values, as a bound on the rows kept; None otherwise."""
+        if not isinstance(a, Cmp) or a.op not in ("<", "<=", ">", ">=") or \
+                not (run_time_index(a.a) and run_time_index(a.b)):
+            return None
+        form = affine(Bin("-", a.a, a.b))       # c * row + rest  (op)  0
+        if form is None:
+            return None
+        coefs, const = form
+        c = coefs.pop(row, 0)
+        if c not in (1, -1) or any(isinstance(v, Var) and v.kind == "parallel" for v in coefs):
+            return None
+        rest = Const(const)
+        for v, k in coefs.items():
+            rest = Bin("+", rest, Bin("*", v, Const(k)) if k != 1 else v)
+        bound = Bin("-", Const(0), rest) if c == 1 else rest       # row (op') bound
+        op = a.op if c == 1 else FLIPPED[a.op]
+        return {"<": ("end", bound), "<=": ("end", Bin("+", bound, Const(1))),
+                ">": ("begin", Bin("+", bound, Const(1))), ">=": ("begin", bound)}[op]
 
     def reoriented(self, e):
         """A 1-D tile already laid out as a row (column) read where this store needs a column (row) -- per-row
