@@ -128,9 +128,11 @@ class _Hoister:
                 by_kind.setdefault(found[0], []).append(s)
             elif not isinstance(s, tirx.Evaluate):
                 nested |= self.kinds_inside(s)
-        hoisted = []
+        hoisted, dropped = [], []
         for kind, inits in by_kind.items():
-            if len(inits) != 1 or kind in nested:
+            # several inits that all configure the engine the same way are one (copy_init of two fp32 CBs)
+            if kind in nested or (len(inits) != 1 and len({self.init_of(s)[1] for s in inits}) != 1) \
+                    or self.init_of(inits[0])[1] is None and len(inits) != 1:
                 continue
             init = inits[0]
             name = self.spec(init)[0].name
@@ -140,9 +142,10 @@ class _Hoister:
             if any(kind in self.kinds_used(s) for s in before):
                 continue                 # an op ahead of it in the body runs on the configuration from before
             hoisted.append(init)
+            dropped += inits
         if not hoisted:
             return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, seq(body))
-        rest = [s for s in body if not any(s.same_as(h) for h in hoisted)]
+        rest = [s for s in body if not any(s.same_as(h) for h in dropped)]
         loop = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, seq(rest))
         return tirx.SeqStmt(hoisted + [loop])
 

@@ -82,6 +82,37 @@ def test_group_loop_inits_hoisted_and_repeats_dropped():
     assert_ir_equal(run(hoist_inits, before)["main"], expected)
 
 
+def test_inits_that_configure_alike_are_hoisted_as_one():
+    """copy_init of two CBs of one data format in a group loop (acc and a broadcast tile, both fp32) set the same
+    configuration: one copy_init before the loop, none inside."""
+    @T.prim_func
+    def before():
+        T.func_attr({"tt.cb_config": CBS})
+        T.tt.hw_startup_unary(1, 24)
+        for g in range(4):
+            T.tt.tile_regs_acquire()
+            T.tt.copy_init(24)
+            T.tt.copy_tile(24, g, 0)
+            T.tt.copy_init(25)
+            T.tt.copy_tile(25, g, 1)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_release()
+
+    @T.prim_func
+    def expected():
+        T.func_attr({"tt.cb_config": CBS})
+        T.tt.hw_startup_unary(1, 24)
+        T.tt.copy_init(24)
+        for g in range(4):
+            T.tt.tile_regs_acquire()
+            T.tt.copy_tile(24, g, 0)
+            T.tt.copy_tile(25, g, 1)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_release()
+
+    assert_ir_equal(run(hoist_inits, before)["main"], expected)
+
+
 def test_alternating_inits_stay():
     """Two SFPU functions per tile, and an FPU op whose operand format changes every other step: every init the
     loop needs stays inside it; an init that depends on the loop is not moved."""

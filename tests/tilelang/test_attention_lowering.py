@@ -65,6 +65,34 @@ def test_the_max_subtract_runs_on_the_fpu_and_the_carried_output_on_the_sfpu(arc
 
 
 @pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_the_rescale_copies_broadcast_tiles_and_the_pv_matmul_accumulates_in_l1(arch):
+    """`acc *= alpha; acc += p @ v` over a key loop: the matmul gets a window of its own whose packer adds p @ v to
+    acc in L1 (pack_reconfig_l1_acc), a whole row of acc per matmul_block; alpha's column broadcast is made once per
+    key step (unary_bcast into a CB of its own) and the rescale copies it like acc, one unpacker configuration for
+    the whole window (no copy / broadcast switch per group); the l update loads l beside alpha, after the row sum."""
+    params = {"batch": 1, "heads": 2, "seq_len": 256, "dim": 128, "causal": False}
+    source = EXAMPLE.read_text()
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=params, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    pv = compute.index("matmul_block(cb_p, cb_v,")
+    assert compute.index("pack_reconfig_l1_acc(1);", pv) < compute.index("cb_pop_front(cb_v", pv)
+    assert compute.count("unary_bcast<BroadcastType::COL>(cb_alpha, ") == 1       # once per row, into its CB
+    rescale = compute[compute.index("copy_tile(cb_acc,"):compute.index("cb_pop_front(cb_alpha_bcast")]
+    assert "copy_tile(cb_alpha_bcast, " in rescale and "_init" not in rescale      # its inits before the group loop
+    assert any(c["buffer"] == "alpha_bcast" for c in result.plan["circular_buffers"])
+    key_loop = compute.index("for (uint32_t kb")
+    assert compute.index("copy_tile(cb_l, ", key_loop) > compute.index("reduce_tile<PoolType::SUM", key_loop)
+    rng = np.random.default_rng(11)
+    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
+    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
+                      filename=str(EXAMPLE), entry="flash_attention", params=params)
+    assert outcome.passed, outcome.verification.render()
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
 def test_approx_exp_folds_the_scale_into_the_llk_exp_and_verifies_within_its_error(arch):
     """With the target's approx_exp, exp((s - m) * c) is the LLK's approximate exp with c baked into its init: no
     SFPU multiply, no precise exp. The emulator computes that algorithm bit for bit, so the output carries its real

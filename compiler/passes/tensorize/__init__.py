@@ -70,6 +70,7 @@ class Tensorizer:
         self.resident: dict[str, int] = {}
         self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
         self.scaler_cb = None
+        self.broadcast_cbs: dict[str, int | None] = {}   # buffer -> its column broadcast's CB (broadcast_cb)
         self.first_gemm = None
         self.aliases: dict[int, int] = {}        # output CB -> the accumulator CB whose L1 it shares (emit.py)
         self.used_up: set[str] = set()           # accumulators whose last step packs into an output CB (emit.py)
@@ -112,6 +113,22 @@ class Tensorizer:
             self.scaler_cb = self.add_cb(index, "reduce_scaler", "cb_reduce_scaler", "bfloat16", 1, "input", "reader",
                                          [1, 1])
         return self.scaler_cb
+
+    def broadcast_cb(self, name: str) -> int | None:
+        """A CB for `name`'s column broadcast, one full tile per tile row of it (Emitter.broadcast_tiles), or None
+        when its pages do not fit the L1 the other CBs leave."""
+        if name not in self.broadcast_cbs:
+            tiles = self.tiles(name)
+            fmt = DATA_FORMATS[self.buffers[name]["dtype"]]
+            used = sum(c["page_bytes"] * c["num_pages"] for c in self.cbs.values() if c.get("shares_with") is None)
+            if used + tiles[0] * fmt.tile_bytes > self.target["l1_available_for_cbs"] \
+                    or self.free_index(INTERMEDIATE_CB_BASE) >= self.target["num_cbs"]:
+                self.broadcast_cbs[name] = None
+            else:
+                self.broadcast_cbs[name] = self.add_cb(self.free_index(INTERMEDIATE_CB_BASE), f"{name}_bcast",
+                                                       f"cb_{name}_bcast", self.buffers[name]["dtype"], tiles[0],
+                                                       "intermediate", "compute", [tiles[0], 1])
+        return self.broadcast_cbs[name]
 
     def make_resident(self, names) -> None:
         for name in names:

@@ -95,6 +95,12 @@ def _ring_of(cb: dict, group: int) -> None:
     cb["num_pages"] = ring * -(-cb["num_pages"] // ring)
 
 
+def _evaluates(stmts: list) -> list:
+    out: list = []
+    tvm_ffi.structural_walk(seq(stmts), [(tirx.Evaluate, out.append)], order="pre")
+    return out
+
+
 def _intrinsic_name(node) -> str | None:
     found = ops.intrinsic_of(node)
     return found[0].name if found is not None else None
@@ -242,6 +248,7 @@ class Emitter:
         self.read_old: dict = {}                # buffer -> the window's first op, which reads its old tiles from the CB
         self.read_later: dict[int, set] = {}    # id(top-level item) -> the buffers the items after it access
         self.current = None                     # the op being lowered
+        self.late_loads: dict[str, list] = {}   # buffer -> its preload, placed before the op that first reads it
 
     # ---- statement lists ------------------------------------------------------------------------------------
     def items(self, items: list, carry: bool = False) -> list:
@@ -360,6 +367,7 @@ class Emitter:
         was_zero = self.known_zero & set(buffers)
         self.known_zero.difference_update(buffers)
         self.w = w
+        self.broadcast_now: dict[str, int] = {}   # buffer -> its column broadcast's CB, for this window
         window_accesses: dict = {}
         _accesses(w.items, id(w), window_accesses)
         preload = [b for b in buffers if b in tz.resident
@@ -415,16 +423,24 @@ class Emitter:
             body += [ops.call("cb_wait_front", tz.resident[b], self.group) for b in in_place]
             for b in in_place:   # which is all a deferred wait for them was for
                 self.deferred.pop(tz.resident[b], None)
+        late = self.late_preloads(w, preload)
+        self.late_loads: dict[str, list] = {}
         for b in preload:
-            body += _hoist_leading_init(
+            load = _hoist_leading_init(
                 self.positions(b, lambda slot, i, j, b=b: self.strategies.load(self.preload_src(b, i, j), slot)))
+            if b in late:   # loaded (and its old pages freed) just before the op that first reads it
+                pop = [ops.call("cb_pop_front", tz.resident[b], at_once(b))] if b in in_place else []
+                self.late_loads[b] = load + pop
+            else:
+                body += load
             self.touched.add(b)
         self.touched.update(l1_acc)   # their old value stays in L1: the packer adds the new sum to it
         self.fpu_in_place = fpu_in_place(w) & set(in_place)
         for b in in_place:   # the old pages this acquire covers are in DST (or not needed): free them
-            if b not in self.read_old and b not in self.fpu_in_place:
+            if b not in self.read_old and b not in self.fpu_in_place and b not in self.late_loads:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
+        assert not self.late_loads, f"preloads never placed: {sorted(self.late_loads)}"
         for b in in_place:   # read from the CB by the window's FPU op: free them once it has run
             if b in self.read_old or b in self.fpu_in_place:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
@@ -457,7 +473,9 @@ class Emitter:
         if groups > 1:
             hoisted, body = _hoist_matmul_init(body)
             body = hoisted + [tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))]
-        after = []
+        if self.broadcast_now:
+            before = self.broadcast_tiles() + before
+        after = [ops.call("cb_pop_front", cb, tz.tiles(name)[0]) for name, cb in self.broadcast_now.items()]
         for b in resident:
             cb, n = tz.resident[b], tz.ntiles(b)
             if b in versioned:
@@ -469,6 +487,26 @@ class Emitter:
             else:
                 after.append(ops.call("cb_wait_front", cb, n))
         return before + body + after
+
+    def late_preloads(self, w: Window, preload: list) -> set[str]:
+        """Preloaded buffers of a grouped window whose first reader is a later op at the window's top level (`l = l *
+        alpha + l_part` after the row sum): loaded just before that op instead of first, so the load sits beside
+        the op's own operand loads (one unpacker configuration for both) rather than before the reduction."""
+        if w.flat:
+            return set()
+        out = set()
+        for b in preload:
+            for k, item in enumerate(w.items):
+                if item[0] == "loop" or item[0] == "send" and item[2] == b:
+                    break
+                if item[0] != "op":
+                    continue
+                info = item[1]
+                if info.dst.name == b or any(o.region is not None and o.region.name == b for o in info.operands):
+                    if k > 0 and any(other[0] == "op" for other in w.items[:k]):
+                        out.add(b)
+                    break
+        return out
 
     def fpu_in_place_first(self, w: Window, buffer: str):
         """The op of `w` that first touches `buffer`, when it updates `buffer` whole in place with the FPU reading
@@ -594,6 +632,11 @@ class Emitter:
         for item in items:
             kind = item[0]
             if kind == "op":
+                if not nested:
+                    info = item[1]
+                    names = {info.dst.name} | {o.region.name for o in info.operands if o.region is not None}
+                    for b in [b for b in self.late_loads if b in names]:
+                        out += self.late_loads.pop(b)
                 out += self.op(item[1])
             elif kind == "receive":
                 if self.w.flat:
@@ -670,6 +713,9 @@ class Emitter:
             if self.read_old.get(r.name) is self.current:   # the old tile, still in the CB (fpu_in_place_first)
                 return self.preload_src(r.name, ri, cj)
             return Src("dst", slot=self.slot(r.name, ri * self.tz.tiles(r.name)[1] + cj), buffer=r.name)
+        if operand.bcast == "col" and r.name in self.broadcast_now:
+            cb = self.broadcast_now[r.name]
+            return Src("cb", cb=cb, index=ri, fp32=self.tz.is_fp32(cb))
         src = self.cb_src(r.name, ri, cj, operand.bcast)
         if operand.fpu and operand.bcast is None:
             if r.name in self.fpu_in_place and not self.w.flat:   # this group's old pages are at the front
@@ -704,6 +750,9 @@ class Emitter:
             j = p if rows_b == 1 else (i32(0) if cols_b == 1 else tirx.floormod(p, cols_b))
             self.strategies.scratch_used = False
             lowered = self.lower(info, self.base[dst.name] + self.q, i, j, fresh)
+            if self.group > 1 and self.broadcast_once(info, lowered):
+                self.strategies.scratch_used = False
+                lowered = self.lower(info, self.base[dst.name] + self.q, i, j, fresh)
             if self.group > 1 and not self.strategies.scratch_used:
                 # each position's steps touch only its own slots: step by step over the group, so each engine
                 # init runs once per group instead of once per tile (TTHoistInits takes it out of the loop)
@@ -715,6 +764,54 @@ class Emitter:
         if block is not None:
             return block
         return self.tile_loops(rows, cols, at)
+
+    def broadcast_once(self, info, lowered: list) -> bool:
+        """An SFPU op of a grouped window in a loop that unpacks a computed column vector with a column broadcast into
+        its scratch slot (`acc *= alpha`: copy, broadcast and the op per group, two unpacker configurations a group,
+        every trip): the vector's broadcast tiles are made once before the window (broadcast_tiles), and the op
+        copies them as it copies its other operand, one configuration for the whole window. True when `lowered`
+        must be lowered again with them."""
+        tz = self.tz
+        if not self.loops:
+            return False
+        bcast_cbs = {int(args[0]) for spec, args in (ops.intrinsic_of(s) or (None, None) for s in _evaluates(lowered))
+                     if spec is not None and spec.name == "unary_bcast_cols"}
+        found = False
+        for o in info.operands:
+            name = o.region.name if o.region is not None else None
+            if o.bcast != "col" or name not in tz.resident or name in self.w.written or name in self.broadcast_now \
+                    or tz.resident[name] not in bcast_cbs or tz.tiles(name)[1] != 1 or name in tz.two_versions:
+                continue
+            cb = tz.broadcast_cb(name)
+            if cb is not None:
+                self.broadcast_now[name] = cb
+                found = True
+        return found
+
+    def broadcast_tiles(self) -> list:
+        """Each column vector of broadcast_now as full tiles in its CB (unary_bcast, packed), pushed and waited for."""
+        out = []
+        for name, bcast_cb in self.broadcast_now.items():
+            n = self.tz.tiles(name)[0]
+            cb = self.tz.resident[name]
+            group = max(g for g in range(1, min(n, self.tz.capacity) + 1) if n % g == 0)
+            t, q = tirx.Var("t", "int32"), tirx.Var("q", "int32")
+            first = t * group if n > group else i32(0)
+            p = first + q if group > 1 else first
+            slot = q if group > 1 else i32(0)
+
+            def per_tile(call):
+                return tirx.For(q, 0, group, tirx.ForKind.SERIAL, call) if group > 1 else call
+            body = seq([ops.call("tile_regs_acquire"), ops.call("unary_bcast_cols_init", cb),
+                        per_tile(ops.call("unary_bcast_cols", cb, p, slot)),
+                        ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
+                        ops.call("pack_reconfig_data_format", bcast_cb),
+                        per_tile(ops.call("pack_tile", slot, bcast_cb, p)),
+                        ops.call("tile_regs_release")])
+            out += [ops.call("cb_reserve_back", bcast_cb, n),
+                    tirx.For(t, 0, n // group, tirx.ForKind.SERIAL, body) if n > group else body,
+                    ops.call("cb_push_back", bcast_cb, n), ops.call("cb_wait_front", bcast_cb, n)]
+        return out
 
     def lower(self, info, slot, i, j, fresh: bool) -> list:
         st, name = self.strategies, info.name

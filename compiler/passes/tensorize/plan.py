@@ -230,6 +230,10 @@ class Window:
                 return False               # the FPU reads CBs: that value must be packed first
         if info.dst.name in self.sent:
             return False                   # packed at the end: a later write would change what was sent
+        if info.name == "gemm" and info.accumulates and not self.flat and self._updated_in_place(info.dst.name):
+            return False                   # (acc *= alpha; acc += p @ v) the matmul in a window of its own, the
+            # packer adding its product to the value in L1: each window keeps one engine configuration (no switch
+            # between copy, broadcast and matmul per group) and the matmul's groups are whole rows of it
         if not self.is_compute(info.dst.name):
             return False
         # binary ops keep a scratch slot for an operand; one whose SFPU call reads its second operand from the tile
@@ -255,6 +259,11 @@ class Window:
         self.flat = True
         self._take(info, scratch)
         return True
+
+    def _updated_in_place(self, name: str) -> bool:
+        """This window rewrites `name` from its own old value (`acc *= alpha`), not from nothing (`T.clear`)."""
+        return any(item[0] == "op" and item[1].dst.name == name and any(
+            o.region is not None and o.region.name == name for o in item[1].operands) for item in self.items)
 
     def _take(self, info: OpInfo, scratch: int):
         self.items.append(("op", info))
