@@ -31,6 +31,7 @@ from ..cost_model import matmul_block_table
 from ..target import device_costs
 from . import cache
 from .environment import child_env
+from .kernel_check import rules_digest
 from .locking import locked
 
 EMULATOR_DIR = ttemu.ROOT
@@ -190,7 +191,8 @@ def build_program(main_cpp: Path, workdir: Path) -> Path:
 def kernel_compiler_env() -> dict[str, str]:
     """What a program's kernel JIT needs to compile every kernel through the kernel check
     (compiler/toolchain/kernel_check.py): the launcher, and where the check's module is."""
-    launcher = [sys.executable, "-S", "-m", "compiler.toolchain.kernel_check"]  # -S: the check needs no site
+    # -S: the check needs no site. --rules: the JIT keys its cache on these words (kernel_check.rules_digest)
+    launcher = [sys.executable, "-S", "-m", "compiler.toolchain.kernel_check", f"--rules={rules_digest()}"]
     if any(any(c.isspace() for c in word) for word in launcher):
         raise EmulationError(f"the kernel check's launcher cannot be named in TTEMU_KERNEL_CC: {launcher[0]!r} holds "
                              "a space", kind="kernel-compile")

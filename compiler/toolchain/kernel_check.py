@@ -25,6 +25,7 @@ Two callers:
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
 import re
 import resource
@@ -423,12 +424,33 @@ def _compile_flags(command: Command) -> list[str]:
     return kept
 
 
+RULES_SOURCES = (Path(__file__), Path(__file__).with_name("environment.py"))  # what decides what the check does
+
+
+def rules_digest(sources: tuple[Path, ...] = RULES_SOURCES) -> str:
+    """The check's rules, named by the SHA-256 of the sources that decide them (this module and the environment it
+    gives the compiler): the launcher carries it, so the JIT's cache key changes whenever the check does."""
+    digest = hashlib.sha256()
+    for source in sources:
+        content = source.read_bytes()
+        digest.update(f"{source.name}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m compiler.toolchain.kernel_check CXX FLAGS... SOURCE -o OUTPUT`: the emulator's kernel JIT runs
-    every kernel compile through this (TTEMU_KERNEL_CC). Preprocess and check the files entered; compile the
-    checked text to assembly and check it; assemble exactly that."""
+    """`python -m compiler.toolchain.kernel_check --rules=DIGEST CXX FLAGS... SOURCE -o OUTPUT`: the emulator's
+    kernel JIT runs every kernel compile through this (TTEMU_KERNEL_CC). Preprocess and check the files entered;
+    compile the checked text to assembly and check it; assemble exactly that."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    named = argv.pop(0).removeprefix("--rules=") if argv and argv[0].startswith("--rules=") else None
+    if named != rules_digest():
+        print(f"tilefarm kernel check: the launcher names rules {named or '(none)'}, this check's are "
+              f"{rules_digest()}: a launcher of another tilefarm (its cached kernels were checked by other rules)",
+              file=sys.stderr)
+        return 2
     try:
-        command = Command.parse(list(sys.argv[1:] if argv is None else argv))
+        command = Command.parse(argv)
     except ValueError as error:
         print(f"tilefarm kernel check: {error}", file=sys.stderr)
         return 2

@@ -31,6 +31,21 @@ def test_second_run_hits_kernel_cache(make_bundle, run, tmp_path, monkeypatch):
     assert third.report["jit"]["compiled"] == 1 and third.report["jit"]["cache_hits"] == 2
 
 
+def test_objects_are_keyed_on_the_kernel_checks_launcher(make_bundle, run, tmp_path, monkeypatch):
+    """An object compiled through another launcher (the launcher names the check's rules: kernel_check.rules_digest)
+    is not taken from the cache: every kernel is checked and compiled again."""
+    monkeypatch.setenv("TTEMU_CACHE_DIR", str(tmp_path / "kcache"))
+    bundle = make_bundle("eltwise")
+    first = run(bundle, INPUTS)
+    assert first.report["jit"]["compiled"] == 3
+    launcher = emulate.kernel_compiler_env()
+    monkeypatch.setattr(emulate, "kernel_compiler_env",
+                        lambda: {**launcher, "TTEMU_KERNEL_CC": "env " + launcher["TTEMU_KERNEL_CC"]})
+    other = run(bundle, INPUTS)
+    assert other.report["jit"]["compiled"] == 3 and other.report["jit"]["cache_hits"] == 0, other.report["jit"]
+    np.testing.assert_array_equal(first.outputs["z"], other.outputs["z"])
+
+
 def test_program_and_runtime_builds_are_cached(make_bundle, tmp_path):
     bundle = make_bundle("eltwise")
     lib = emulate.build_runtime()

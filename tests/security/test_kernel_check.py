@@ -12,7 +12,7 @@ import secrets
 import numpy as np
 import pytest
 
-from compiler.toolchain import emulate
+from compiler.toolchain import emulate, kernel_check
 from farm.settings import Settings
 from schemas.target import TargetConfig
 from tests.security.forging import compile_forgery, forging_kernel, genuine_compile
@@ -148,3 +148,26 @@ def test_the_emulators_kernel_jit_refuses_the_trick(genuine, secret_file, tmp_pa
     assert refused.value.kind == "kernel-compile", refused.value
     assert "reader.cpp" in refused.value.message and "refused" in refused.value.message, refused.value.message
     assert secret_file.read_text().strip() not in str(refused.value) + refused.value.log
+
+
+def test_a_launcher_naming_other_rules_is_refused(capsys):
+    """The JIT's launcher names the check's rules; a launcher naming others (or none) compiles nothing."""
+    command = ["g++", "kernel.cpp", "-o", "kernel.so"]
+    for named in (["--rules=" + "0" * 64], []):
+        assert kernel_check.main([*named, *command]) == 2
+        assert "a launcher of another tilefarm" in capsys.readouterr().err
+
+
+def test_the_launcher_names_the_rules_its_check_holds(tmp_path):
+    """The rules' digest follows the check's sources byte for byte, and the emulator's launcher carries it, so the
+    JIT's object cache (keyed on the launcher's words) never serves an object another check let through."""
+    copies = []
+    for source in kernel_check.RULES_SOURCES:
+        copy = tmp_path / source.name
+        copy.write_bytes(source.read_bytes())
+        copies.append(copy)
+    assert kernel_check.rules_digest(tuple(copies)) == kernel_check.rules_digest()
+    copies[0].write_bytes(copies[0].read_bytes() + b"\n# one more rule\n")
+    assert kernel_check.rules_digest(tuple(copies)) != kernel_check.rules_digest()
+    launcher = emulate.kernel_compiler_env()["TTEMU_KERNEL_CC"].split()
+    assert launcher[-1] == f"--rules={kernel_check.rules_digest()}"
