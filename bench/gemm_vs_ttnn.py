@@ -19,7 +19,9 @@ ttnn's kernels given tilefarm's block structure (`ttnn_at_blocks`: tilefarm's pe
 shape read off the compiled program, as a MatmulConfig: per_core and out block = tilefarm's block, in0_block_w =
 its K step in tiles, out subblock = its matmul_block rt x ct, packer L1 accumulation) - what of the difference is
 the blocking and what is the kernels. bench/gemm_sensitivity.py moves every fitted or estimated constant.
-Usage: python bench/gemm_vs_ttnn.py [--quick] [--n N]   (--quick: 1024^3 and 2048^3 on wormhole_b0 only; --n: one shape)
+Usage: python bench/gemm_vs_ttnn.py [--quick] [--n N] [--shape ARCH M K N DIV]   (--quick: 1024^3 and 2048^3 on
+wormhole_b0 only; --n: one shape; --shape: one M x K x N shape, bf16 HiFi2 bf16 accumulator, tilefarm at its default
+grid against ttnn's kernels at the benchmark's DRAM config with in0_block_w_div DIV on the arch's full grid)
 """
 from __future__ import annotations
 
@@ -116,7 +118,32 @@ def ttnn_at_blocks(compiled, n: int, fidelity: str, fp32_dest: bool) -> MatmulCo
                         fp32_dest_acc_en=fp32_dest)
 
 
+def shape_row(arch: str, m: int, k: int, n: int, div: int) -> None:
+    """One non-cubic shape: device time and TRISC1 span of tilefarm (default grid and blocking) and of ttnn's
+    kernels at the benchmark's config (one out block per core)."""
+    grid = (8, 8) if arch == "wormhole_b0" else (13, 10)
+    target = TargetConfig(arch=arch, math_fidelity="HiFi2", core_grid=None if arch == "blackhole" else grid)
+    params = {"A": f"bfloat16[{m},{k}]", "B": f"bfloat16[{k},{n}]", "dtype": "bfloat16", "accum_dtype": "bfloat16"}
+    compiled = api.compile_source(GEMM.read_text(), filename=GEMM.name, entry="matmul", target=target, params=params)
+    prof = api.profile(compiled.artifacts, api.emulate(compiled.artifacts, target=target, timing_only=True).report)
+    cfg = benchmark_config(m, k, n, div, 1, 1, "HiFi2", grid=grid)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Runner(Path(tmp)).matmul(cfg, timing_only=True, arch=arch)
+    timing = result.report["timing"]
+    clock = timing["clock_ghz"] * 1000
+    ours, theirs = prof["device_time_ns"] / 1000, timing["device_cycles"] / clock
+    nocs = {kk["role"]: kk["noc"] for kk in compiled.plan["kernels"]}
+    print(f"| {arch} | {m}x{k}x{n} | {ours:.1f} | {prof['trisc1_span_ns'] / 1000:.1f} | "
+          f"{prof['matrix_utilization_trisc1']:.1%} | {theirs:.1f} | {timing['trisc1_cycles'] / clock:.1f} | "
+          f"{ours / theirs:.2f} | in0_block_w {cfg.in0_block_w}, subblock {cfg.out_subblock_h}x{cfg.out_subblock_w} | "
+          f"reader {nocs['reader']}, {prof['cores_used']} cores |", flush=True)
+
+
 def main() -> None:
+    if "--shape" in sys.argv:
+        i = sys.argv.index("--shape")
+        shape_row(sys.argv[i + 1], *(int(v) for v in sys.argv[i + 2:i + 6]))
+        return
     quick = "--quick" in sys.argv
     archs = ["wormhole_b0"] if quick else ["wormhole_b0", "blackhole"]
     shapes = SHAPES[:2] if quick else SHAPES

@@ -154,6 +154,7 @@ class BlockingAttr(TypedDict):
     changed: bool
     explain: list[str]
     math_fidelity: NotRequired[str]
+    compute_cycles: NotRequired[int]    # the busiest core's modelled matrix-engine cycles (a GEMM's blocks)
 
 
 @DECLARED_ONLY

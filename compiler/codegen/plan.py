@@ -7,30 +7,30 @@ from ..passes.partition_work import blocks_of
 from ..passes.share_reads import FIELDS as MCAST_FIELDS
 from ..version import COMPILER_VERSION
 from .. import attrs
+from ..errors import CompileError
+from ..target import device_costs
+from .noc_choice import choose_nocs
 
 # which RISC-V and NoC each kernel uses: tt-metal's ReaderDataMovementConfig / WriterDataMovementConfig, the reader
 # on NCRISC with the NoC preferred for DRAM reads (NoC 0: the responses of the banks in their two columns spread
 # over the rows), the writer on BRISC with the one preferred for DRAM writes (NoC 1) -- detail::
 # preferred_noc_for_dram_read / _write. The RISCs' own default NoCs are the other way round, and then a DRAM
-# read's responses and the writes share links (softmax 2048x1024 on Blackhole: busiest link 23.3 k cycles, 12.7 k)
-KERNEL_PLACEMENT = {
-    "reader": ("RISCV_1", "NOC_0"),
-    "writer": ("RISCV_0", "NOC_1"),
-    "compute": ("TRISC0/1/2", None),
-}
-KERNEL_NOC = {"reader": 0, "writer": 1}
+# read's responses and the writes share links (softmax 2048x1024 on Blackhole: busiest link 23.3 k cycles, 12.7 k).
+# A GEMM whose DRAM readers line up so that the default would load one link longer than the matrix engine works
+# swaps the two (noc_choice.py).
+KERNEL_PROCESSOR = {"reader": "RISCV_1", "writer": "RISCV_0", "compute": "TRISC0/1/2"}
 COORDINATE_FIELDS = {"sender_x": ("sender", "x"), "sender_y": ("sender", "y"), "start_x": ("start", "x"),
                      "start_y": ("start", "y"), "end_x": ("end", "x"), "end_y": ("end", "y")}
 
 
-def multicast_plan(groups: list[dict], cbs: dict) -> list[dict]:
+def multicast_plan(groups: list[dict], cbs: dict, nocs: dict) -> list[dict]:
     """tt.multicast with each group's mover and NoC: a multicast rectangle runs start -> end on NoC 0 and
     end -> start on NoC 1, so for a NoC 1 mover the corners are swapped here (logical coordinates; the host
     program turns them into NoC coordinates)."""
     out = []
     for g in groups:
         mover = cbs[g["cb"]]["producer"]
-        noc = KERNEL_NOC[mover]
+        noc = nocs[mover]
         cores = []
         for row in g["cores"]:
             c = dict(zip(("x", "y") + MCAST_FIELDS, row))
@@ -99,7 +99,17 @@ def build_plan(mod) -> dict:
                 tile_order=c.get("tile_order", "row_major"),
                 total_bytes=0 if c.get("shares_with") is not None else c["page_bytes"] * c["num_pages"])
            for c in attrs.CB_CONFIG.get(compute)]
-    multicast = multicast_plan(attrs.MULTICAST.get(compute, []) or [], {c["index"]: c for c in cbs})
+    verification = attrs.VERIFICATION.get(compute)
+    groups = attrs.MULTICAST.get(compute, []) or []
+    blocking = attrs.BLOCKING.get(compute)
+    target = attrs.TARGET.get(compute)
+    try:
+        costs = device_costs(target["arch"])
+    except CompileError:   # an architecture without a cost table: the default NoCs
+        costs = None
+    nocs, noc_reason = choose_nocs(costs, work["cores"], cbs, verification["cb_pages_per_block"], groups,
+                                   blocking.get("compute_cycles"))
+    multicast = multicast_plan(groups, {c["index"]: c for c in cbs}, nocs)
     by_cb = {g["cb"]: {tuple(c["core"]): c for c in g["cores"]} for g in multicast}
     kernels = []
     for role in ("reader", "compute", "writer"):
@@ -109,11 +119,13 @@ def build_plan(mod) -> dict:
         for core in work["cores"]:
             values = [arg_value(a, core, by_cb) for a in args]
             per_core.append({"core": core["core"], "values": values})
-        processor, noc = KERNEL_PLACEMENT[role]
-        kernels.append({"role": role, "file": f"{role}.cpp", "processor": processor, "noc": noc,
+        noc = f"NOC_{nocs[role]}" if role in nocs else None
+        kernels.append({"role": role, "file": f"{role}.cpp", "processor": KERNEL_PROCESSOR[role], "noc": noc,
                         "runtime_args": args, "compile_time_args": attrs.COMPILE_TIME_ARGS.get(func),
                         "per_core_args": per_core})
-    verification = attrs.VERIFICATION.get(compute)
+    schedule = schedule_of(blocking)
+    if noc_reason:
+        schedule["explain"].append(noc_reason)
     return {
         "schema_version": 1,
         "compiler": {"name": "tilefarm", "version": COMPILER_VERSION},
@@ -121,7 +133,7 @@ def build_plan(mod) -> dict:
         "source_file": attrs.SOURCE_FILE.get(compute),
         "target": attrs.TARGET.get(compute),
         "grid": attrs.GRID.get(compute),
-        "schedule": schedule_of(attrs.BLOCKING.get(compute)),
+        "schedule": schedule,
         "core_grid": attrs.CORE_GRID.get(compute),
         "core_ranges": attrs.CORE_RANGES.get(compute),
         "work": work,

@@ -518,6 +518,7 @@ class Chooser:
         self.target = attrs.TARGET.get(func)
         self.buffers = attrs.BUFFERS.get(func)
         self.explain: list[str] = []
+        self.compute_cycles: float | None = None
 
     def tiles(self, root) -> int:
         c = self.t.classes[root]
@@ -591,9 +592,19 @@ class Chooser:
                                                   budget, cx, cy)
                 layout, blocks = self.balanced(layout, blocks, grid_roots, k_roots, extents, depth, budget, cx, cy)
                 deeper = [d for d in depths if d > depth and self.l1_bytes(blocks, d) <= budget]
+                self.compute_cycles = self.gemm_cycles(blocks, grid_roots, extents, layout, cx, cy)
                 return self.finish(blocks, extents, max(deeper, default=depth), layout, None)
         self.explain.append("no blocking of this kernel fits L1; keeping the kernel's own blocks")
         return self.as_written("as written")
+
+    def gemm_cycles(self, blocks, grid_roots, extents, layout, cx, cy) -> float | None:
+        """The busiest core's modelled matrix-engine cycles for the chosen blocks: matmul_cycles per K tile x the
+        K tiles x the core's blocks (None without a gemm on the grid's axes); the plan weighs NoC traffic by it."""
+        cycles = self.matmul_cycles(blocks, grid_roots)
+        if cycles is None:
+            return None
+        k_tiles = max(self.tiles(self.a.find(self.a.key(a, 1))) for _, a, _ in self.a.gemms)
+        return cycles * k_tiles * self.work(blocks, grid_roots, extents, layout, cx, cy)[1]
 
     def carried_width(self, k_roots) -> int:
         """Tiles across the widest buffer a merged-by-model loop (an online softmax) rescales every step."""
@@ -1163,4 +1174,6 @@ def choose_blocks(func, mod, ctx):
         grid["triangular_axis"] = axis
     blocking = {"mode": target["blocking"], "changed": bool(changes), "explain": lines,
                 "math_fidelity": f"{target['math_fidelity']}: {target.pop('math_fidelity_reason')}"}
+    if chooser.compute_cycles is not None:
+        blocking["compute_cycles"] = round(chooser.compute_cycles)
     return attrs.put(func, {attrs.TARGET: target, attrs.GRID: grid, attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})

@@ -1,0 +1,84 @@
+"""Which NoC the reader and the writer use: tt-metal's default (the reader on NoC 0, the writer on NoC 1), or the
+other way round when the default's DRAM traffic would load one NoC link longer than the matrix engine works.
+
+A NoC routes a packet along X then Y (NoC 0: right, then down) or along Y then X (NoC 1: up, then left), wrapping
+round the torus. A DRAM read's data thus reaches its core along the core's column on NoC 0 and along its row on
+NoC 1. When the cores that read from DRAM all sit in one column (a 2-D GEMM's A senders: the first core of every
+row reads A's block and multicasts it along the row), NoC 0 brings all their reads down that one column's links,
+NoC 1 brings each along its own row; senders in one row (B's) the other way round. ttnn's 2-D matmul fixes its
+choice (in0 on NoC 1, in1 on NoC 0); here it is made from the program: the bytes every core's reads and writes
+move, spread evenly over the banks (interleaved pages), routed on each NoC (the emulator's routes, ttemu/src/
+timing_fabric.cpp), give the busiest link's cycles at the link rate of compiler/device_costs.json. The default
+stays unless its busiest link exceeds the busiest core's matrix-engine cycles (the block chooser's estimate,
+BlockingAttr.compute_cycles) and the swap lowers it: a link below the compute time is hidden by the pipeline, and
+moving traffic onto the multicast's own links is not free (Wormhole 4096^3: default 917 k link cycles under 1.17 M
+of compute, 1557 us; swapped 350 k, 1775 us).
+"""
+from __future__ import annotations
+
+DEFAULT = {"reader": 0, "writer": 1}
+SWAPPED = {"reader": 1, "writer": 0}
+
+
+def busiest_link_cycles(costs: dict, cores: list[dict], cbs: list[dict], pages: dict, senders: dict,
+                        nocs: dict) -> float:
+    """Cycles the busiest NoC link spends on the program's DRAM reads and writes with `nocs` (role -> NoC).
+    `cores`: the work partition's cores (logical [x, y], blocks); `pages`: CB name -> pages moved per block;
+    `senders`: CB index -> the cores that read a multicast CB's blocks (the others receive them)."""
+    width, height = (int(v) for v in costs["noc_grid"])
+    xs, ys = costs["worker_noc_x"], costs["worker_noc_y"]
+    flat = costs["dram_noc_xy"]
+    banks = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+    load: dict = {}
+
+    def route(noc: int, a: tuple, b: tuple, nbytes: float) -> None:
+        x, y = a
+        if noc == 0:
+            while x != b[0]:
+                load[(0, x, y, 0)] = load.get((0, x, y, 0), 0.0) + nbytes
+                x = (x + 1) % width
+            while y != b[1]:
+                load[(0, x, y, 1)] = load.get((0, x, y, 1), 0.0) + nbytes
+                y = (y + 1) % height
+        else:
+            while y != b[1]:
+                load[(1, x, y, 1)] = load.get((1, x, y, 1), 0.0) + nbytes
+                y = (y - 1) % height
+            while x != b[0]:
+                load[(1, x, y, 0)] = load.get((1, x, y, 0), 0.0) + nbytes
+                x = (x - 1) % width
+
+    for core in cores:
+        here = (int(xs[core["core"][0]]), int(ys[core["core"][1]]))
+        for cb in cbs:
+            reads = cb["role"] == "input" and cb["producer"] in nocs and cb["buffer"] != "reduce_scaler"
+            writes = cb["role"] == "output" and cb["consumer"] in nocs
+            if not (reads or writes) or cb["name"] not in pages:
+                continue
+            if cb["index"] in senders and tuple(core["core"]) not in senders[cb["index"]]:
+                continue
+            moved = pages[cb["name"]]["cb_push_back" if reads else "cb_pop_front"]
+            per_bank = moved * cb["page_bytes"] * len(core["blocks"]) / len(banks)
+            for bank in banks:
+                if reads:
+                    route(nocs[cb["producer"]], bank, here, per_bank)
+                else:
+                    route(nocs[cb["consumer"]], here, bank, per_bank)
+    return max(load.values(), default=0.0) / float(costs["noc_bytes_per_cycle"])
+
+
+def choose_nocs(costs: dict | None, cores: list[dict], cbs: list[dict], pages: dict, multicast: list[dict],
+                compute_cycles: float | None) -> tuple[dict, str | None]:
+    """(role -> NoC, the reason when it is not the default)."""
+    if not costs or not compute_cycles or "noc_grid" not in costs:
+        return DEFAULT, None
+    senders = {g["cb"]: {tuple(c[:2]) for c in g["cores"] if c[2]} for g in multicast}
+    default = busiest_link_cycles(costs, cores, cbs, pages, senders, DEFAULT)
+    if default <= compute_cycles:
+        return DEFAULT, None
+    swapped = busiest_link_cycles(costs, cores, cbs, pages, senders, SWAPPED)
+    if swapped >= default:
+        return DEFAULT, None
+    return SWAPPED, (f"NoC: the reader on NoC 1, the writer on NoC 0: the DRAM traffic's busiest link "
+                     f"{swapped / 1000:.0f} k cycles, {default / 1000:.0f} k the other way round (the matrix "
+                     f"engine's ~{compute_cycles / 1000:.0f} k)")

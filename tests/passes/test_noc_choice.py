@@ -1,0 +1,71 @@
+"""codegen/noc_choice.py: the reader's and writer's NoCs from the DRAM traffic's busiest link against the matrix
+engine's cycles. Hand-built layouts with link loads counted by hand, and two compiled GEMMs."""
+import json
+from pathlib import Path
+
+import pytest
+
+from compiler import api
+from compiler.codegen.noc_choice import DEFAULT, SWAPPED, busiest_link_cycles, choose_nocs
+from schemas.target import TargetConfig
+
+GEMM = Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "matmul.py"
+
+# a 4 x 4 NoC torus, one DRAM bank at (0, 0), workers at NoC x 1..2, y 1..2; 64 bytes a cycle per link
+COSTS = {"noc_grid": [4, 4], "worker_noc_x": [1, 2], "worker_noc_y": [1, 2], "dram_noc_xy": [0, 0],
+         "noc_bytes_per_cycle": 64}
+CORES = [{"core": [x, y], "blocks": [0]} for y in range(2) for x in range(2)]
+# one input CB on the reader: 8 pages of 1024 bytes a block; only the cores of logical column 0 read it (the senders)
+CBS = [{"index": 0, "name": "cb_A", "buffer": "A_s", "role": "input", "producer": "reader", "consumer": "compute",
+        "page_bytes": 1024}]
+PAGES = {"cb_A": {"cb_push_back": 8, "cb_pop_front": 8}}
+SENDERS = {0: {(0, 0), (0, 1)}}
+GROUPS = [{"cb": 0, "cores": [[0, 0, 1], [1, 0, 0], [0, 1, 1], [1, 1, 0]]}]
+
+
+def test_link_loads_counted_by_hand():
+    # every core reads its 8 KiB from the bank at (0,0): NoC 0 (right, then down) takes all four through the link
+    # (0,0)->(1,0), NoC 1 (up, then left) all four up the link (0,0)->(0,3): 32 KiB = 512 cycles either way
+    assert busiest_link_cycles(COSTS, CORES, CBS, PAGES, {}, DEFAULT) == pytest.approx(4 * 8192 / 64)
+    assert busiest_link_cycles(COSTS, CORES, CBS, PAGES, {}, SWAPPED) == pytest.approx(4 * 8192 / 64)
+    # only the two senders of logical column 0 read: 16 KiB through each of those links
+    assert busiest_link_cycles(COSTS, CORES, CBS, PAGES, SENDERS, DEFAULT) == pytest.approx(2 * 8192 / 64)
+
+
+def test_senders_in_a_row_want_the_noc_that_ends_down_their_columns():
+    # banks at (0,1) and (0,2), the senders of logical row 0 at NoC (1,1) and (2,1) read 4 KiB from each. NoC 0:
+    # along the bank's row then down the sender's column: link (0,1)->(1,1) carries bank 1's 2 x 4 KiB, (0,2)->(1,2)
+    # bank 2's: 8 KiB = 128 cycles. NoC 1: up column 0 then left along row 1: the link (0,1)->(3,1) carries all
+    # four transfers, 16 KiB = 256 cycles
+    costs = dict(COSTS, dram_noc_xy=[0, 1, 0, 2])
+    cbs = [dict(CBS[0], producer="writer")]      # on the writer: NoC 1 by default
+    senders = {0: {(0, 0), (1, 0)}}
+    groups = [{"cb": 0, "cores": [[0, 0, 1], [1, 0, 1], [0, 1, 0], [1, 1, 0]]}]
+    assert busiest_link_cycles(costs, CORES, cbs, PAGES, senders, DEFAULT) == pytest.approx(16384 / 64)
+    assert busiest_link_cycles(costs, CORES, cbs, PAGES, senders, SWAPPED) == pytest.approx(8192 / 64)
+    assert choose_nocs(costs, CORES, cbs, PAGES, groups, 1000) == (DEFAULT, None)   # hidden behind the compute
+    nocs, why = choose_nocs(costs, CORES, cbs, PAGES, groups, 200)
+    assert nocs == SWAPPED and "NoC 1" in why
+    assert choose_nocs(costs, CORES, cbs, PAGES, groups, None) == (DEFAULT, None)   # no GEMM estimate
+    # the same senders on the reader: the default is already the better one
+    assert choose_nocs(costs, CORES, CBS, PAGES, groups, 50) == (DEFAULT, None)
+
+
+@pytest.mark.parametrize("arch,m,k,n,reader_noc", [
+    ("blackhole", 2560, 4992, 4992, "NOC_1"),     # A's senders in one column: their reads would share its links
+    ("wormhole_b0", 4096, 4096, 4096, "NOC_0"),   # the default's busiest link is under the compute
+])
+def test_compiled_gemm_noc_choice(arch, m, k, n, reader_noc):
+    grid = None if arch == "blackhole" else (8, 8)
+    target = TargetConfig(arch=arch, math_fidelity="HiFi2", core_grid=grid)
+    params = {"A": f"bfloat16[{m},{k}]", "B": f"bfloat16[{k},{n}]", "dtype": "bfloat16", "accum_dtype": "bfloat16"}
+    compiled = api.compile_source(GEMM.read_text(), filename=GEMM.name, entry="matmul", target=target, params=params)
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    nocs = {k["role"]: k["noc"] for k in plan["kernels"]}
+    assert nocs["reader"] == reader_noc and nocs["writer"] != reader_noc
+    for group in plan["multicast"]:
+        assert f"NOC_{group['noc']}" == nocs[group["mover"]]
+        for core in group["cores"]:      # the rectangle runs start -> end in its NoC's direction
+            if core["role"] and core["receivers"]:
+                (sx, sy), (ex, ey) = core["start"], core["end"]
+                assert (sx <= ex and sy <= ey) if group["noc"] == 0 else (sx >= ex and sy >= ey)
