@@ -238,11 +238,16 @@ class Window:
             return False
         # binary ops keep a scratch slot for an operand; one whose SFPU call reads its second operand from the tile
         # after its first (mask_tile: T.tile.keep) two adjacent ones
-        # (none on the FPU, both operands from CBs; none with a scalar operand)
+        # (none on the FPU, both operands from CBs; none with a scalar operand; none for a standard SFPU call whose
+        # operands are both in DST already, `x = c * c` after `c = ...` in the window: strategies.binary loads
+        # nothing)
         two_tiles = all(o.region is not None for o in info.operands) and \
             not any(o.fpu and o.bcast is None for o in info.operands)
-        scratch = max(self.scratch, (1 if registry.TILE_OPS[info.name].sfpu.standard_call else 2)
-                      if info.name in BINARY and two_tiles else 0)
+        standard = registry.TILE_OPS[info.name].sfpu.standard_call if info.name in BINARY else False
+        in_dst = two_tiles and all(o.region.name in self.written and o.bcast is None and not o.fpu
+                                   for o in info.operands)
+        scratch = max(self.scratch, (1 if standard else 2)
+                      if info.name in BINARY and two_tiles and not (standard and in_dst) else 0)
         buffers = self.dst_buffers([info.dst.name])
         grouped = not self.flat and info.whole and (self.grid is None or info.grid == self.grid)
         if grouped:
