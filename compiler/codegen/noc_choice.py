@@ -8,11 +8,13 @@ row reads A's block and multicasts it along the row), NoC 0 brings all their rea
 NoC 1 brings each along its own row; senders in one row (B's) the other way round. ttnn's 2-D matmul fixes its
 choice (in0 on NoC 1, in1 on NoC 0); here it is made from the program: the bytes every core's reads and writes
 move, spread evenly over the banks (interleaved pages), routed on each NoC (the emulator's routes, ttemu/src/
-timing_fabric.cpp), give the busiest link's cycles at the link rate of compiler/device_costs.json. The default
-stays unless its busiest link exceeds the busiest core's matrix-engine cycles (the block chooser's estimate,
-BlockingAttr.compute_cycles) and the swap lowers it: a link below the compute time is hidden by the pipeline, and
-moving traffic onto the multicast's own links is not free (Wormhole 4096^3: default 917 k link cycles under 1.17 M
-of compute, 1557 us; swapped 350 k, 1775 us).
+timing_fabric.cpp), give the busiest link's cycles at the link rate of compiler/device_costs.json, for the reads
+and for the output's writes apart. The choice whose program_cycles is lower wins (the default on a tie), with the
+busiest core's matrix-engine cycles from the block chooser (BlockingAttr.compute_cycles): reads under the compute
+are hidden by the pipeline, the last block's writes are not (Wormhole 4096^3: the default's reads load a link 874 k
+cycles, under 1.17 M of compute: kept, 1557 us, where swapped writes would load one 350 k cycles: 1775 us; Wormhole
+2048^3: reads 218 k over 168 k of compute, but swapping moves the writes' busiest link from 33 k to 87 k cycles: kept,
+268 us, swapped 275 us; Blackhole 2560x4992x4992: reads 599 k -> 150 k, writes 77 k -> 110 k: swapped, 543 -> 446 us).
 """
 from __future__ import annotations
 
@@ -67,18 +69,34 @@ def busiest_link_cycles(costs: dict, cores: list[dict], cbs: list[dict], pages: 
     return max(load.values(), default=0.0) / float(costs["noc_bytes_per_cycle"])
 
 
+def program_cycles(compute: float, reads: float, writes: float, blocks: int) -> float:
+    """The busiest core's program under one NoC choice: the reads stream under the compute (the longer of the two
+    sets the pace), the output of each block but the last is written while the next computes, the last block's
+    after it: max(compute, reads + writes x (b - 1) / b) + writes / b for b blocks per core."""
+    b = max(blocks, 1)
+    return max(compute, reads + writes * (b - 1) / b) + writes / b
+
+
 def choose_nocs(costs: dict | None, cores: list[dict], cbs: list[dict], pages: dict, multicast: list[dict],
                 compute_cycles: float | None) -> tuple[dict, str | None]:
     """(role -> NoC, the reason when it is not the default)."""
     if not costs or not compute_cycles or "noc_grid" not in costs:
         return DEFAULT, None
     senders = {g["cb"]: {tuple(c[:2]) for c in g["cores"] if c[2]} for g in multicast}
-    default = busiest_link_cycles(costs, cores, cbs, pages, senders, DEFAULT)
-    if default <= compute_cycles:
+    blocks = max((len(c["blocks"]) for c in cores), default=1)
+    inputs = [c for c in cbs if c["role"] == "input"]
+    outputs = [c for c in cbs if c["role"] == "output"]
+
+    def estimate(nocs: dict) -> tuple[float, float, float]:
+        reads = busiest_link_cycles(costs, cores, inputs, pages, senders, nocs)
+        writes = busiest_link_cycles(costs, cores, outputs, pages, senders, nocs)
+        return program_cycles(compute_cycles, reads, writes, blocks), reads, writes
+
+    default, swapped = estimate(DEFAULT), estimate(SWAPPED)
+    if swapped[0] >= default[0]:
         return DEFAULT, None
-    swapped = busiest_link_cycles(costs, cores, cbs, pages, senders, SWAPPED)
-    if swapped >= default:
-        return DEFAULT, None
-    return SWAPPED, (f"NoC: the reader on NoC 1, the writer on NoC 0: the DRAM traffic's busiest link "
-                     f"{swapped / 1000:.0f} k cycles, {default / 1000:.0f} k the other way round (the matrix "
-                     f"engine's ~{compute_cycles / 1000:.0f} k)")
+    return SWAPPED, (f"NoC: the reader on NoC 1, the writer on NoC 0: the busiest links of the DRAM reads and "
+                     f"writes {swapped[1] / 1000:.0f} k and {swapped[2] / 1000:.0f} k cycles "
+                     f"({default[1] / 1000:.0f} k and {default[2] / 1000:.0f} k the other way round) beside the "
+                     f"matrix engine's ~{compute_cycles / 1000:.0f} k: ~{swapped[0] / 1000:.0f} k cycles, not "
+                     f"~{default[0] / 1000:.0f} k")

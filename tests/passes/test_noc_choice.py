@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from compiler import api
-from compiler.codegen.noc_choice import DEFAULT, SWAPPED, busiest_link_cycles, choose_nocs
+from compiler.codegen.noc_choice import DEFAULT, SWAPPED, busiest_link_cycles, choose_nocs, program_cycles
 from schemas.target import TargetConfig
 
 GEMM = Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "matmul.py"
@@ -51,9 +51,37 @@ def test_senders_in_a_row_want_the_noc_that_ends_down_their_columns():
     assert choose_nocs(costs, CORES, CBS, PAGES, groups, 50) == (DEFAULT, None)
 
 
+def test_the_last_blocks_writes_come_after_the_compute():
+    assert program_cycles(1000, 300, 100, 1) == 1100            # reads hidden, the one block's writes after
+    assert program_cycles(1000, 1200, 100, 1) == 1300           # reads longer than the compute
+    assert program_cycles(1000, 300, 100, 4) == 1025            # three of four blocks' writes hidden too
+    assert program_cycles(100, 300, 100, 4) == 300 + 75 + 25
+
+
+def test_the_choice_weighs_reads_and_the_last_writes():
+    # the row-of-senders layout above (the writer's reads: 256 link cycles on its default NoC 1, 128 swapped) plus
+    # an output every core writes, 64 KiB each, split over the banks at (0,1) and (0,2), by the reader. By hand:
+    # NoC 0 (right, wrapping to column 0, then down) takes both row-1 cores' 128 KiB through link (3,1)->(0,1);
+    # NoC 1 (up, then left) takes all four cores' bank-1 halves through (1,1)->(0,1): 2048 cycles either way
+    costs = dict(COSTS, dram_noc_xy=[0, 1, 0, 2])
+    out = {"index": 1, "name": "cb_C", "buffer": "C", "role": "output", "producer": "compute", "consumer": "reader",
+           "page_bytes": 1024}
+    cbs = [dict(CBS[0], producer="writer"), out]
+    pages = dict(PAGES, cb_C={"cb_push_back": 64, "cb_pop_front": 64})
+    groups = [{"cb": 0, "cores": [[0, 0, 1], [1, 0, 1], [0, 1, 0], [1, 1, 0]]}]
+    senders = {0: {(0, 0), (1, 0)}}
+    for nocs in (DEFAULT, SWAPPED):
+        assert busiest_link_cycles(costs, CORES, [out], pages, senders, nocs) == pytest.approx(2048)
+    # max(200, 256) + 2048 against max(200, 128) + 2048: swapped; under 128 cycles of reads' difference hidden
+    # by a compute of 300 both are 300 + 2048: the default
+    assert choose_nocs(costs, CORES, cbs, pages, groups, 200)[0] == SWAPPED
+    assert choose_nocs(costs, CORES, cbs, pages, groups, 300) == (DEFAULT, None)
+
+
 @pytest.mark.parametrize("arch,m,k,n,reader_noc", [
     ("blackhole", 2560, 4992, 4992, "NOC_1"),     # A's senders in one column: their reads would share its links
-    ("wormhole_b0", 4096, 4096, 4096, "NOC_0"),   # the default's busiest link is under the compute
+    ("wormhole_b0", 4096, 4096, 4096, "NOC_0"),   # the default's reads are hidden under the compute
+    ("wormhole_b0", 2048, 2048, 2048, "NOC_0"),   # swapped, the output's writes would load a link more
 ])
 def test_compiled_gemm_noc_choice(arch, m, k, n, reader_noc):
     grid = None if arch == "blackhole" else (8, 8)
@@ -63,6 +91,7 @@ def test_compiled_gemm_noc_choice(arch, m, k, n, reader_noc):
     plan = json.loads(compiled.artifacts["tt.plan.json"])
     nocs = {k["role"]: k["noc"] for k in plan["kernels"]}
     assert nocs["reader"] == reader_noc and nocs["writer"] != reader_noc
+    assert any(line.startswith("NoC:") for line in plan["schedule"]["explain"]) == (reader_noc == "NOC_1")
     for group in plan["multicast"]:
         assert f"NOC_{group['noc']}" == nocs[group["mover"]]
         for core in group["cores"]:      # the rectangle runs start -> end in its NoC's direction
