@@ -3,18 +3,22 @@ next phase expects, and it prints as TVMScript that parses back to the same IR (
 passes' own tests run one pass alone; these are the few that run them all."""
 from __future__ import annotations
 
+import struct
+import textwrap
+
 import pytest
 import tvm
 import tvm_ffi
 from tvm import tirx
 
 from compiler import attrs, ops
+from compiler.api import compile_source, emulate
 from compiler.frontend import load_kernel
 from compiler.pipeline import phase, phases, tt_passes
 from schemas.target import TargetConfig
 from tests.conftest import ROOT
 
-from .helpers import assert_ir_equal, run
+from .helpers import HEADER, assert_ir_equal, run
 
 KERNELS = [(ROOT / "examples" / "gemm_single_tile.py", None, None),
            (ROOT / "examples" / "softmax_rows.py", None, None),
@@ -73,3 +77,106 @@ def test_each_phase_leaves_its_shape_and_the_ir_prints_back(path, entry, params,
         if arch == "wormhole_b0":                # --dump-ir's text is TVMScript that reads back to this IR (the
             for func in mod.functions.values():  # printer does not depend on the arch: one is enough)
                 assert_ir_equal(tvm.script.from_source(func.script(), check_well_formed=False), func)
+
+
+# ---- kernels whose DST planning TTTensorize's tests check, run end to end on the emulator ----------------------------
+ATTENTION = '''
+@T.prim_func
+def main(Q: T.Buffer((64, 32), "float16"), K: T.Buffer((128, 32), "float16"), V: T.Buffer((128, 32), "float16"),
+         O: T.Buffer((64, 32), "float32")):
+    T.device_entry()
+    bx = T.cta_id([2])
+    q = T.alloc_shared((32, 32), "float16")
+    k = T.alloc_shared((32, 32), "float16")
+    v = T.alloc_shared((32, 32), "float16")
+    s = T.alloc_local((32, 32), "float32")
+    p = T.alloc_local((32, 32), "float16")
+    acc = T.alloc_local((32, 32), "float32")
+    m = T.alloc_local((32, 1), "float32")
+    m_prev = T.alloc_local((32, 1), "float32")
+    alpha = T.alloc_local((32, 1), "float32")
+    l = T.alloc_local((32, 1), "float32")
+    T.tile.copy(q, Q[bx * 32:bx * 32 + 32, 0:32])
+    T.tile.zero(acc)
+    T.tile.zero(l)
+    T.tile.fill(m, T.float32("-inf"))
+    for j in range(4):
+        T.tile.copy(k, K[j * 32:j * 32 + 32, 0:32])
+        T.tile.gemm(s, q, k, s, transpose_B=True, beta=0.0)
+        T.tile.copy(m_prev, m)
+        T.tile.max(m, s, axes=-1, accum=True)
+        T.tile.sub(alpha, m_prev, m)
+        T.tile.exp(alpha, alpha)
+        T.tile.sub(s, s, m)
+        T.tile.exp(s, s)
+        T.tile.mul(l, l, alpha)
+        T.tile.sum(l, s, axes=-1, accum=True)
+        T.tile.cast(p, s)
+        T.tile.mul(acc, acc, alpha)
+        T.tile.copy(v, V[j * 32:j * 32 + 32, 0:32])
+        T.tile.gemm(acc, p, v, acc, beta=1.0)
+    T.tile.mul(acc, acc, T.float32(1.0))
+    T.tile.copy(O[bx * 32:bx * 32 + 32, 0:32], acc)
+'''
+
+READ_THEN_REPLACED = '''
+@T.prim_func
+def main(X: T.Buffer((64, 64), "float32"), Y: T.Buffer((64, 64), "float32")):
+    T.device_entry()
+    bx = T.cta_id([2])
+    x = T.alloc_shared((32, 32), "float32")
+    y = T.alloc_local((32, 32), "float32")
+    t = T.alloc_local((32, 32), "float32")
+    r = T.alloc_local((32, 1), "float32")
+    for j in range(2):
+        T.tile.copy(x, X[j * 32:j * 32 + 32, bx * 32:bx * 32 + 32])
+        T.tile.exp(y, x)
+        T.tile.sum(r, y, axes=-1)
+        T.tile.mul(t, r, T.float32(0.25))
+        T.tile.sub(t, y, t)
+        T.tile.copy(y, t)
+        T.tile.copy(Y[j * 32:j * 32 + 32, bx * 32:bx * 32 + 32], y)
+'''
+
+
+@pytest.mark.parametrize("body, seed", [(ATTENTION, 4), (READ_THEN_REPLACED, 5)], ids=["attention", "read_then_replaced"])
+def test_tensorized_kernels_verify_on_the_emulator(body, seed):
+    """Online-softmax attention (values in CBs, a cast packed from its source's DST slots) and a copy into a value
+    its window has read (own slots): the compiled kernels match the NumPy reference on the emulator."""
+    text = HEADER + textwrap.dedent(body)
+    outcome = emulate(compile_source(text, filename="k.py").artifacts, source=text, filename="k.py", seed=seed)
+    assert outcome.passed, outcome.verification.render()
+
+
+def _exp_of_scaled(scale: float) -> str:
+    return HEADER + textwrap.dedent(f'''
+    @T.prim_func
+    def main(A: T.Buffer((32, 64), "float32"), C: T.Buffer((32, 64), "float32")):
+        T.device_entry()
+        bx = T.cta_id([1])
+        A_s = T.alloc_shared((32, 64), "float32")
+        t = T.alloc_local((32, 64), "float32")
+        T.tile.copy(A_s, A[0:32, 0:64])
+        T.tile.sub(t, A_s, T.float32(1.0))
+        T.tile.mul(t, t, T.float32({scale!r}))
+        T.tile.exp(t, t)
+        T.tile.copy(C[0:32, 0:64], t)
+    ''')
+
+
+@pytest.mark.parametrize("scale, folded", [(0.25, True), (-0.25, False)])
+def test_approx_exp_takes_a_positive_scale_into_its_init(scale, folded):
+    """With the target's approx_exp, `t = t * c; t = exp(t)` is one approximate exp whose init carries c (the LLK
+    computes exp(x * c) in the same instructions): no multiply. A negative c is not folded (the LLK's clamp raises x
+    to -88.5 / c, which only bounds x * c from below when c > 0): the multiply stays, the exp's scale is 1. Both
+    verify on the emulator, which computes the LLK's algorithm, within the tolerance precision.py derives for it."""
+    text = _exp_of_scaled(scale)
+    target = TargetConfig(approx_exp=True)
+    result = compile_source(text, filename="k.py", target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    c_bits = f"{struct.unpack('<I', struct.pack('<f', scale))[0]:#010x}u"
+    assert ("mul_unary_tile(" not in compute) == folded
+    assert f"exp_tile_init<true, {c_bits if folded else '0x3f800000u'}>()" in compute
+    assert "exp_tile<true>(" in compute and "exp_tile_init()" not in compute
+    outcome = emulate(result.artifacts, target=target, source=text, filename="k.py", seed=2)
+    assert outcome.passed, outcome.verification.render()
