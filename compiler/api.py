@@ -177,7 +177,10 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
     t2 = time.perf_counter()
     with _internal_errors("codegen"):
         plan = build_plan(mod)
-        artifacts = {f"{role}.cpp": print_kernel(mod[role]).encode() for role in ("reader", "compute", "writer")}
+        # DRAM writes go on NoC 1 (tt-metal's preferred NoC for them) even when the writer reads on NoC 0
+        write_noc = 1 if any(k["role"] == "writer" and k["noc"] == "NOC_0" for k in plan["kernels"]) else None
+        artifacts = {f"{role}.cpp": print_kernel(mod[role], write_noc).encode()
+                     for role in ("reader", "compute", "writer")}
         artifacts["main.cpp"] = print_host(plan).encode()
         artifacts["tt.plan.json"] = plan_json(plan).encode()
     timings["codegen"] = time.perf_counter() - t2

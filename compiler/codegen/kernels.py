@@ -155,8 +155,9 @@ class CodegenError(RuntimeError):
 
 
 class KernelPrinter:
-    def __init__(self, func: tirx.PrimFunc):
+    def __init__(self, func: tirx.PrimFunc, dram_write_noc: int | None = None):
         self.func = func
+        self.dram_write_noc = dram_write_noc     # the writer's DRAM writes on this NoC, not its own (noc_choice.py)
         self.role = attrs.KERNEL_ROLE.get(func)
         self.runtime_args = [a["name"] for a in attrs.RUNTIME_ARGS.get(func)]
         self.cbs = {c["index"]: c for c in attrs.CB_CONFIG.get(func)}
@@ -281,7 +282,21 @@ class KernelPrinter:
             raise CodegenError(f"tt.{spec.name} may not appear in the {self.role} kernel")
         self.used_ops.add(spec.name)
         rendered = [self.arg(k, a) for k, a in zip(spec.args, args)]
-        return reads() + [f"{pad}{_SPLICE.format(spec.cpp, *rendered)};"]
+        return reads() + [f"{pad}{self.on_write_noc(spec.name, _SPLICE.format(spec.cpp, *rendered))};"]
+
+    def on_write_noc(self, name: str, text: str) -> str:
+        """A writer whose NoC is not the one for DRAM writes (noc_choice.py swapped it to NoC 0 for its reads) writes
+        its output pages on that one: the page writes name it, and every flush or barrier waits on both NoCs."""
+        n = self.dram_write_noc
+        if n is None or self.role != ops.WRITER:
+            return text
+        if name == "write_tile":
+            return f"{text[:-1]}, 0, 0, {n})"
+        if name == "noc_async_writes_flushed":
+            return f"noc_async_writes_flushed(); noc_async_writes_flushed({n})"
+        if name in ("noc_async_write_barrier", "write_barrier_before_read"):
+            return f"noc_async_write_barrier(); noc_async_write_barrier({n})"
+        return text
 
     # ---- whole kernel ------------------------------------------------------------------------------------
     def print(self) -> str:
@@ -391,5 +406,5 @@ class KernelPrinter:
         return lines
 
 
-def print_kernel(func: tirx.PrimFunc) -> str:
-    return KernelPrinter(func).print()
+def print_kernel(func: tirx.PrimFunc, dram_write_noc: int | None = None) -> str:
+    return KernelPrinter(func, dram_write_noc).print()

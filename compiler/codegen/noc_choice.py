@@ -9,17 +9,20 @@ NoC 1 brings each along its own row; senders in one row (B's) the other way roun
 choice (in0 on NoC 1, in1 on NoC 0); here it is made from the program: the bytes every core's reads and writes
 move, spread evenly over the banks (interleaved pages), routed on each NoC (the emulator's routes, ttemu/src/
 timing_fabric.cpp), give the busiest link's cycles at the link rate of compiler/device_costs.json, for the reads
-and for the output's writes apart. The choice whose program_cycles is lower wins (the default on a tie), with the
-busiest core's matrix-engine cycles from the block chooser (BlockingAttr.compute_cycles): reads under the compute
-are hidden by the pipeline, the last block's writes are not (Wormhole 4096^3: the default's reads load a link 874 k
-cycles, under 1.17 M of compute: kept, 1557 us, where swapped writes would load one 350 k cycles: 1775 us; Wormhole
-2048^3: reads 218 k over 168 k of compute, but swapping moves the writes' busiest link from 33 k to 87 k cycles: kept,
-268 us, swapped 275 us; Blackhole 2560x4992x4992: reads 599 k -> 150 k, writes 77 k -> 110 k: swapped, 543 -> 446 us).
+and for the output's writes apart. The output's DRAM writes stay on NoC 1 (tt-metal's preferred NoC for DRAM writes)
+either way: a writer swapped onto NoC 0 for its reads names NoC 1 in its page writes and waits on both NoCs
+(codegen/kernels.py, on_write_noc). The choice whose program_cycles is lower wins (the default on a tie), with the
+busiest core's matrix-engine cycles from the block chooser (BlockingAttr.compute_cycles): reads under the compute are
+hidden by the pipeline, the last block's writes are not. Wormhole 4096^3: the default's reads load a link 874 k
+cycles, under 1.17 M of compute: kept (1557 us; swapped 1775 us before the writes stayed on NoC 1). Blackhole
+2560x4992x4992: A's senders, one column, read 599 k link cycles down it on NoC 0, 150 k along their rows on NoC 1:
+swapped, 542 -> 420 us.
 """
 from __future__ import annotations
 
 DEFAULT = {"reader": 0, "writer": 1}
 SWAPPED = {"reader": 1, "writer": 0}
+WRITE_NOC = 1    # the writer's DRAM writes stay on NoC 1 when it reads on NoC 0 (codegen/kernels.py, on_write_noc)
 
 
 def busiest_link_cycles(costs: dict, cores: list[dict], cbs: list[dict], pages: dict, senders: dict,
@@ -89,7 +92,7 @@ def choose_nocs(costs: dict | None, cores: list[dict], cbs: list[dict], pages: d
 
     def estimate(nocs: dict) -> tuple[float, float, float]:
         reads = busiest_link_cycles(costs, cores, inputs, pages, senders, nocs)
-        writes = busiest_link_cycles(costs, cores, outputs, pages, senders, nocs)
+        writes = busiest_link_cycles(costs, cores, outputs, pages, senders, dict(nocs, writer=WRITE_NOC))
         return program_cycles(compute_cycles, reads, writes, blocks), reads, writes
 
     default, swapped = estimate(DEFAULT), estimate(SWAPPED)

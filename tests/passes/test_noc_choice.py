@@ -81,7 +81,7 @@ def test_the_choice_weighs_reads_and_the_last_writes():
 @pytest.mark.parametrize("arch,m,k,n,reader_noc", [
     ("blackhole", 2560, 4992, 4992, "NOC_1"),     # A's senders in one column: their reads would share its links
     ("wormhole_b0", 4096, 4096, 4096, "NOC_0"),   # the default's reads are hidden under the compute
-    ("wormhole_b0", 2048, 2048, 2048, "NOC_0"),   # swapped, the output's writes would load a link more
+    ("wormhole_b0", 2048, 2048, 2048, "NOC_1"),   # the reads (218 k link cycles) outlast the compute (168 k)
 ])
 def test_compiled_gemm_noc_choice(arch, m, k, n, reader_noc):
     grid = None if arch == "blackhole" else (8, 8)
@@ -98,3 +98,24 @@ def test_compiled_gemm_noc_choice(arch, m, k, n, reader_noc):
             if core["role"] and core["receivers"]:
                 (sx, sy), (ex, ey) = core["start"], core["end"]
                 assert (sx <= ex and sy <= ey) if group["noc"] == 0 else (sx >= ex and sy >= ey)
+
+
+@pytest.mark.parametrize("arch,m,k,n,swapped", [
+    ("wormhole_b0", 1024, 1024, 1024, True),      # the reader on NoC 1, the writer on NoC 0
+    ("blackhole", 640, 1664, 1664, True),
+    ("wormhole_b0", 4096, 4096, 4096, False),
+])
+def test_a_writer_on_noc0_writes_its_dram_pages_on_noc1_and_passes_the_real_header_check(arch, m, k, n, swapped):
+    from compiler.toolchain.header_check import check_bundle
+    target = TargetConfig(arch=arch, math_fidelity="HiFi2", core_grid=(8, 8) if arch == "wormhole_b0" else None)
+    params = {"A": f"bfloat16[{m},{k}]", "B": f"bfloat16[{k},{n}]", "dtype": "bfloat16", "accum_dtype": "bfloat16"}
+    compiled = api.compile_source(GEMM.read_text(), filename=GEMM.name, entry="matmul", target=target, params=params)
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    assert {k["role"]: k["noc"] for k in plan["kernels"]}["writer"] == ("NOC_0" if swapped else "NOC_1")
+    writer = compiled.artifacts["writer.cpp"].decode()
+    writes = [line for line in writer.splitlines() if "noc_async_write_page(" in line]
+    assert writes and all(line.rstrip().endswith(", 0, 0, 1);") == swapped for line in writes)
+    assert ("noc_async_write_barrier(); noc_async_write_barrier(1);" in writer) == swapped
+    if swapped:
+        report = check_bundle(compiled.artifacts)
+        assert report.passed, report.render()
