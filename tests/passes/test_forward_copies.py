@@ -1,132 +1,193 @@
-"""TTForwardCopies: ops read a whole copy's source instead of the copy; a copy nothing reads any more is dropped."""
+"""TTForwardCopies: ops read a whole copy's source instead of the copy; a copy nothing reads any more is dropped.
+Reads tt.buffers (dtypes: only an exact conversion is forwarded; an output's dtype: whether a write-out may pack a
+rounding copy's source). Each `before` is the compute side of a block loop (tile ops between the reader's
+`compute_receive` and the writer's `compute_send` markers); the softmax head runs end to end in test_pipeline.py."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from tvm import tirx
+from tvm.script import tirx as T
 
-from compiler import ops
-from compiler.api import compile_source, emulate
-from compiler.ir import op_name, region_of
-from schemas.target import TargetConfig
+from compiler import attrs
+from compiler.ir import op_name, region_of, stmts_of
+from compiler.passes.forward_copies import forward_copies
 
-from .helpers import apply, block_body, kernel
+from .helpers import assert_ir_equal, run, with_attrs
+
+
+def buffers(src_dtype="bfloat16", out_dtype="float32", **computed) -> dict:
+    """tt.buffers: A_s staged from A, the computed values (name -> dtype), the output C."""
+    table = {"A_s": {"role": "staging", "scope": "shared", "shape": [32, 128], "dtype": src_dtype},
+             "C": {"role": "output", "scope": "global", "shape": [64, 128], "dtype": out_dtype}}
+    table.update({n: {"role": "compute", "scope": "local", "shape": [32, 128], "dtype": d} for n, d in computed.items()})
+    return table
 
 
 def tile_ops(func) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(op, destination, sources) of each tile op in the block body, in order."""
+    """(op, destination, sources) of each tile op in the block loop, in order."""
+    loop = next(s for s in stmts_of(func.body) if isinstance(s, tirx.For))
     out = []
-    for s in block_body(func):
+    for s in stmts_of(loop.body):
         if isinstance(s, tirx.TilePrimitiveCall):
             regions = [region_of(a) for a in s.args]
             out.append((op_name(s), regions[0].name, tuple(r.name for r in regions[1:] if r is not None)))
     return out
 
 
-def row_kernel(after_copy: str, src_dtype: str = "bfloat16", x_dtype: str = "float32"):
-    return kernel(f'''
-    @T.prim_func
-    def main(A: T.Buffer((64, 128), "{src_dtype}"), C: T.Buffer((64, 128), "float32")):
-        T.device_entry()
-        bx = T.cta_id([2])
-        A_s = T.alloc_shared((32, 128), "{src_dtype}")
-        x = T.alloc_local((32, 128), "{x_dtype}")
-        m = T.alloc_local((32, 1), "{x_dtype}")
-        T.tile.copy(A_s, A[bx * 32:bx * 32 + 32, 0:128])
-        T.tile.copy(x, A_s)
-{after_copy}
-        T.tile.copy(C[bx * 32:bx * 32 + 32, 0:128], x)
-    ''')
-
-
-SOFTMAX_HEAD = '''        T.tile.max(m, x, [-1], False)
-        T.tile.sub(x, x, m)
-        T.tile.exp(x, x)'''
+ROW = buffers(x="float32", m="float32")
 
 
 def test_readers_take_the_source_and_the_overwritten_copy_is_dropped():
-    _, after = apply(row_kernel(SOFTMAX_HEAD), "TTForwardCopies")
-    assert tile_ops(after["main"]) == [("max", "m", ("A_s",)), ("sub", "x", ("A_s", "m")), ("exp", "x", ("x",))]
+    """x = A_s (bfloat16 -> float32, exact); the row max and the subtraction read A_s; the subtraction overwrites
+    x, so nothing reads the copy: dropped."""
+    @T.prim_func
+    def before(block_count: T.int32):
+        T.func_attr({"tt.buffers": ROW})
+        A_s = T.alloc_shared((32, 128), "bfloat16")
+        x = T.alloc_local((32, 128), "float32")
+        m = T.alloc_local((32, 1), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "A_s", "A", bx, 0)
+            T.tile.copy(x[0:32, 0:128], A_s[0:32, 0:128])
+            T.tile.max(m[0:32, 0], x[0:32, 0:128], [-1], False)
+            T.tile.sub(x[0:32, 0:128], x[0:32, 0:128], m[0:32, 0])
+            T.tile.exp(x[0:32, 0:128], x[0:32, 0:128])
+            T.tt.compute_send(16, "x", 0, 0, 1, 4, "C", bx, 0)
+
+    @T.prim_func
+    def expected(block_count: T.int32):
+        T.func_attr({"tt.buffers": ROW})
+        A_s = T.alloc_shared((32, 128), "bfloat16")
+        x = T.alloc_local((32, 128), "float32")
+        m = T.alloc_local((32, 1), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "A_s", "A", bx, 0)
+            T.tile.max(m[0:32, 0], A_s[0:32, 0:128], [-1], False)
+            T.tile.sub(x[0:32, 0:128], A_s[0:32, 0:128], m[0:32, 0])
+            T.tile.exp(x[0:32, 0:128], x[0:32, 0:128])
+            T.tt.compute_send(16, "x", 0, 0, 1, 4, "C", bx, 0)
+
+    assert_ir_equal(run(forward_copies, before)["main"], expected)
+
+
+CHANGED_SOURCE = buffers(y="float32", x="float32", m="float32")
 
 
 def test_a_copy_read_after_its_source_changes_is_kept():
-    mod = kernel('''
+    """x = y, then y changes: the max before the change reads y; the sub after it needs the copy."""
     @T.prim_func
-    def main(A: T.Buffer((64, 128), "bfloat16"), C: T.Buffer((64, 128), "float32")):
-        T.device_entry()
-        bx = T.cta_id([2])
+    def before(block_count: T.int32):
+        T.func_attr({"tt.buffers": CHANGED_SOURCE})
         A_s = T.alloc_shared((32, 128), "bfloat16")
         y = T.alloc_local((32, 128), "float32")
         x = T.alloc_local((32, 128), "float32")
         m = T.alloc_local((32, 1), "float32")
-        T.tile.copy(A_s, A[bx * 32:bx * 32 + 32, 0:128])
-        T.tile.exp(y, A_s)
-        T.tile.copy(x, y)
-        T.tile.max(m, x, [-1], False)
-        T.tile.mul(y, y, T.float32(2.0))
-        T.tile.sub(x, x, m)
-        T.tile.add(x, x, y)
-        T.tile.copy(C[bx * 32:bx * 32 + 32, 0:128], x)
-    ''')
-    _, after = apply(mod, "TTForwardCopies")
-    # the max before the source changes reads it; the sub after it needs the copy
-    assert tile_ops(after["main"]) == [("exp", "y", ("A_s",)), ("copy", "x", ("y",)), ("max", "m", ("y",)),
-                                       ("mul", "y", ("y",)), ("sub", "x", ("x", "m")), ("add", "x", ("x", "y"))]
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "A_s", "A", bx, 0)
+            T.tile.exp(y[0:32, 0:128], A_s[0:32, 0:128])
+            T.tile.copy(x[0:32, 0:128], y[0:32, 0:128])
+            T.tile.max(m[0:32, 0], x[0:32, 0:128], [-1], False)
+            T.tile.mul(y[0:32, 0:128], y[0:32, 0:128], T.float32(2.0))
+            T.tile.sub(x[0:32, 0:128], x[0:32, 0:128], m[0:32, 0])
+            T.tile.add(x[0:32, 0:128], x[0:32, 0:128], y[0:32, 0:128])
+            T.tt.compute_send(16, "x", 0, 0, 1, 4, "C", bx, 0)
+
+    @T.prim_func
+    def expected(block_count: T.int32):
+        T.func_attr({"tt.buffers": CHANGED_SOURCE})
+        A_s = T.alloc_shared((32, 128), "bfloat16")
+        y = T.alloc_local((32, 128), "float32")
+        x = T.alloc_local((32, 128), "float32")
+        m = T.alloc_local((32, 1), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "A_s", "A", bx, 0)
+            T.tile.exp(y[0:32, 0:128], A_s[0:32, 0:128])
+            T.tile.copy(x[0:32, 0:128], y[0:32, 0:128])
+            T.tile.max(m[0:32, 0], y[0:32, 0:128], [-1], False)
+            T.tile.mul(y[0:32, 0:128], y[0:32, 0:128], T.float32(2.0))
+            T.tile.sub(x[0:32, 0:128], x[0:32, 0:128], m[0:32, 0])
+            T.tile.add(x[0:32, 0:128], x[0:32, 0:128], y[0:32, 0:128])
+            T.tt.compute_send(16, "x", 0, 0, 1, 4, "C", bx, 0)
+
+    assert_ir_equal(run(forward_copies, before)["main"], expected)
 
 
 def test_a_copy_written_out_is_kept_and_its_readers_before_take_the_source():
-    _, after = apply(row_kernel("        T.tile.max(m, x, [-1], False)"), "TTForwardCopies")
-    assert tile_ops(after["main"]) == [("copy", "x", ("A_s",)), ("max", "m", ("A_s",))]   # then x's write-out
+    @T.prim_func
+    def before(block_count: T.int32):
+        T.func_attr({"tt.buffers": ROW})
+        A_s = T.alloc_shared((32, 128), "bfloat16")
+        x = T.alloc_local((32, 128), "float32")
+        m = T.alloc_local((32, 1), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "A_s", "A", bx, 0)
+            T.tile.copy(x[0:32, 0:128], A_s[0:32, 0:128])
+            T.tile.max(m[0:32, 0], x[0:32, 0:128], [-1], False)
+            T.tt.compute_send(16, "x", 0, 0, 1, 4, "C", bx, 0)
+
+    @T.prim_func
+    def expected(block_count: T.int32):
+        T.func_attr({"tt.buffers": ROW})
+        A_s = T.alloc_shared((32, 128), "bfloat16")
+        x = T.alloc_local((32, 128), "float32")
+        m = T.alloc_local((32, 1), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "A_s", "A", bx, 0)
+            T.tile.copy(x[0:32, 0:128], A_s[0:32, 0:128])
+            T.tile.max(m[0:32, 0], A_s[0:32, 0:128], [-1], False)
+            T.tt.compute_send(16, "x", 0, 0, 1, 4, "C", bx, 0)
+
+    assert_ir_equal(run(forward_copies, before)["main"], expected)
+
+
+@T.prim_func
+def rounding_copy(block_count: T.int32):
+    """y = acc (float32 -> bfloat16), y written to C (tt.buffers, added per test, says C's dtype)."""
+    A_s = T.alloc_shared((32, 128), "bfloat16")
+    acc = T.alloc_local((32, 128), "float32")
+    y = T.alloc_local((32, 128), "bfloat16")
+    for bx in range(block_count):
+        T.tt.compute_receive(0, "A_s", "A", bx, 0)
+        T.tile.exp(acc[0:32, 0:128], A_s[0:32, 0:128])
+        T.tile.copy(y[0:32, 0:128], acc[0:32, 0:128])
+        T.tt.compute_send(16, "y", 0, 0, 1, 4, "C", bx, 0)
 
 
 def test_a_write_out_of_a_rounding_copy_packs_its_source():
-    """y = acc (float32 -> bfloat16) then y written to a bfloat16 output: the write-out packs acc (the packer rounds
-    to bfloat16 as the copy did); to a float32 output the copy's rounding matters and it stays."""
-    def normalize(out_dtype):
-        return kernel(f'''
+    """To a bfloat16 output the write-out packs acc (the packer rounds to bfloat16 as the copy did) and the copy is
+    dropped; to a float32 output the copy's rounding matters and nothing changes."""
+    to_bf16 = with_attrs(rounding_copy, {attrs.BUFFERS: buffers(out_dtype="bfloat16", acc="float32", y="bfloat16")})
+
     @T.prim_func
-    def main(A: T.Buffer((64, 128), "bfloat16"), C: T.Buffer((64, 128), "{out_dtype}")):
-        T.device_entry()
-        bx = T.cta_id([2])
+    def expected(block_count: T.int32):
         A_s = T.alloc_shared((32, 128), "bfloat16")
         acc = T.alloc_local((32, 128), "float32")
         y = T.alloc_local((32, 128), "bfloat16")
-        T.tile.copy(A_s, A[bx * 32:bx * 32 + 32, 0:128])
-        T.tile.exp(acc, A_s)
-        T.tile.copy(y, acc)
-        T.tile.copy(C[bx * 32:bx * 32 + 32, 0:128], y)
-    ''')
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "A_s", "A", bx, 0)
+            T.tile.exp(acc[0:32, 0:128], A_s[0:32, 0:128])
+            T.tt.compute_send(16, "acc", 0, 0, 1, 4, "C", bx, 0)
 
-    def sends(func):
-        return [str(ops.intrinsic_of(s)[1][1].value) for s in block_body(func)
-                if ops.intrinsic_of(s) is not None and ops.intrinsic_of(s)[0].name == "compute_send"]
-
-    _, after = apply(normalize("bfloat16"), "TTForwardCopies")
-    assert tile_ops(after["main"]) == [("exp", "acc", ("A_s",))] and sends(after["main"]) == ["acc"]
-    _, after = apply(normalize("float32"), "TTForwardCopies")
-    assert ("copy", "y", ("acc",)) in tile_ops(after["main"]) and sends(after["main"]) == ["y"]
+    assert_ir_equal(run(forward_copies, to_bf16)["main"], with_attrs(expected, {attrs.BUFFERS: attrs.BUFFERS.get(to_bf16)}))
+    to_fp32 = with_attrs(rounding_copy, {attrs.BUFFERS: buffers(out_dtype="float32", acc="float32", y="bfloat16")})
+    assert_ir_equal(run(forward_copies, to_fp32)["main"], to_fp32)
 
 
 @pytest.mark.parametrize("src_dtype, x_dtype", [("float16", "float32"), ("float32", "bfloat16")])
 def test_only_exact_conversions_are_forwarded(src_dtype, x_dtype):
-    _, after = apply(row_kernel(SOFTMAX_HEAD, src_dtype, x_dtype), "TTForwardCopies")
-    forwarded = ("copy", "x", ("A_s",)) not in tile_ops(after["main"])
+    @T.prim_func
+    def before(block_count: T.int32):
+        A_s = T.alloc_shared((32, 128), src_dtype)
+        x = T.alloc_local((32, 128), x_dtype)
+        m = T.alloc_local((32, 1), x_dtype)
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "A_s", "A", bx, 0)
+            T.tile.copy(x[0:32, 0:128], A_s[0:32, 0:128])
+            T.tile.max(m[0:32, 0], x[0:32, 0:128], [-1], False)
+            T.tile.sub(x[0:32, 0:128], x[0:32, 0:128], m[0:32, 0])
+            T.tile.exp(x[0:32, 0:128], x[0:32, 0:128])
+            T.tt.compute_send(16, "x", 0, 0, 1, 4, "C", bx, 0)
+
+    func = with_attrs(before, {attrs.BUFFERS: buffers(src_dtype, x=x_dtype, m=x_dtype)})
+    forwarded = ("copy", "x", ("A_s",)) not in tile_ops(run(forward_copies, func)["main"])
     assert forwarded == (x_dtype == "float32")   # float16 -> float32 is exact, float32 -> bfloat16 rounds
-
-
-@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
-def test_forwarded_row_kernel_matches_numpy(arch):
-    """The softmax head with its copy forwarded (the FPU's broadcast subtract reading the bf16 staging tiles) runs
-    on the emulator and matches NumPy."""
-    source = row_kernel(SOFTMAX_HEAD)["main"].script()
-    result = compile_source(source, filename="row.py", target=TargetConfig(arch=arch))
-    compute = result.artifacts["compute.cpp"].decode()
-    assert "copy_tile(cb_A_s" not in compute and "sub_tiles_bcast_cols(cb_A_s" in compute
-    rng = np.random.default_rng(5)
-    a = rng.standard_normal((64, 128)).astype(np.float32)
-    a_bf16 = (a.view(np.uint32) + 0x8000 & 0xFFFF0000).view(np.float32)   # what the bf16 input holds
-    outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), source=source, filename="row.py",
-                      inputs={"A": a_bf16})
-    assert outcome.verification.ok, outcome.verification.render()
-    expected = np.exp(a_bf16 - a_bf16.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(outcome.outputs["C"], expected, rtol=2e-3, atol=1e-6)

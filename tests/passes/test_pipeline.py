@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 import textwrap
 
+import numpy as np
 import pytest
 import tvm
 import tvm_ffi
@@ -180,3 +181,38 @@ def test_approx_exp_takes_a_positive_scale_into_its_init(scale, folded):
     assert "exp_tile<true>(" in compute and "exp_tile_init()" not in compute
     outcome = emulate(result.artifacts, target=target, source=text, filename="k.py", seed=2)
     assert outcome.passed, outcome.verification.render()
+
+
+SOFTMAX_HEAD = '''
+@T.prim_func
+def main(A: T.Buffer((64, 128), "bfloat16"), C: T.Buffer((64, 128), "float32")):
+    T.device_entry()
+    bx = T.cta_id([2])
+    A_s = T.alloc_shared((32, 128), "bfloat16")
+    x = T.alloc_local((32, 128), "float32")
+    m = T.alloc_local((32, 1), "float32")
+    T.tile.copy(A_s, A[bx * 32:bx * 32 + 32, 0:128])
+    T.tile.copy(x, A_s)
+    T.tile.max(m, x, [-1], False)
+    T.tile.sub(x, x, m)
+    T.tile.exp(x, x)
+    T.tile.copy(C[bx * 32:bx * 32 + 32, 0:128], x)
+'''
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_forwarded_row_kernel_matches_numpy(arch):
+    """The softmax head with its copy forwarded (TTForwardCopies: the FPU's broadcast subtract reading the bf16
+    staging tiles) runs on the emulator and matches NumPy."""
+    source = HEADER + textwrap.dedent(SOFTMAX_HEAD)
+    result = compile_source(source, filename="row.py", target=TargetConfig(arch=arch))
+    compute = result.artifacts["compute.cpp"].decode()
+    assert "copy_tile(cb_A_s" not in compute and "sub_tiles_bcast_cols(cb_A_s" in compute
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 128)).astype(np.float32)
+    a_bf16 = (a.view(np.uint32) + 0x8000 & 0xFFFF0000).view(np.float32)   # what the bf16 input holds
+    outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), source=source, filename="row.py",
+                      inputs={"A": a_bf16})
+    assert outcome.verification.ok, outcome.verification.render()
+    expected = np.exp(a_bf16 - a_bf16.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(outcome.outputs["C"], expected, rtol=2e-3, atol=1e-6)
