@@ -64,38 +64,3 @@ def with_attrs(func, values: dict):
     """`func` with these tt.* attributes (Attr -> value) added to the ones it has."""
     return attrs.put(func, values)
 
-
-# ---- to be retired: the old run-every-earlier-pass helpers -----------------------------------------------------------
-import tvm_ffi  # noqa: E402
-from tvm import tirx  # noqa: E402
-
-from compiler.ir import stmts_of  # noqa: E402
-from compiler.pipeline import tt_passes  # noqa: E402
-from schemas.target import TargetConfig  # noqa: E402
-
-_run = run
-AS_WRITTEN = TargetConfig(blocking="as_written")
-
-
-def run_until(mod, name: str, config: TargetConfig | None = None):
-    for p in tt_passes(config or AS_WRITTEN):
-        if p.info.name == name:
-            return mod, p
-        mod = run(p, mod)
-    raise KeyError(name)
-
-
-def apply(mod, name: str, config: TargetConfig | None = None):
-    before, p = run_until(mod, name, config)
-    return before, run(p, before)
-
-
-def block_body(func) -> list:
-    loop = next(s for s in stmts_of(func.body) if isinstance(s, tirx.For))
-    return stmts_of(loop.body)
-
-
-def assert_equal(actual, expected):
-    if not tvm_ffi.structural_equal(actual, expected, map_free_vars=True):
-        raise AssertionError(f"IR differs at {tvm_ffi.get_first_structural_mismatch(actual, expected, True)}\n"
-                             f"--- actual\n{actual}\n--- expected\n{expected}")

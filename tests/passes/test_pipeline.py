@@ -140,7 +140,8 @@ def main(X: T.Buffer((64, 64), "float32"), Y: T.Buffer((64, 64), "float32")):
 '''
 
 
-@pytest.mark.parametrize("body, seed", [(ATTENTION, 4), (READ_THEN_REPLACED, 5)], ids=["attention", "read_then_replaced"])
+@pytest.mark.parametrize("body, seed", [(ATTENTION, 4), (READ_THEN_REPLACED, 5)],
+                         ids=["attention", "read_then_replaced"])
 def test_tensorized_kernels_verify_on_the_emulator(body, seed):
     """Online-softmax attention (values in CBs, a cast packed from its source's DST slots) and a copy into a value
     its window has read (own slots): the compiled kernels match the NumPy reference on the emulator."""
