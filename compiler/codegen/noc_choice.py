@@ -58,7 +58,7 @@ def busiest_link_cycles(costs: dict, cores: list[dict], cbs: list[dict], pages: 
         for cb in cbs:
             reads = cb["role"] == "input" and cb["producer"] in nocs and cb["buffer"] != "reduce_scaler"
             writes = cb["role"] == "output" and cb["consumer"] in nocs
-            if not (reads or writes) or cb["name"] not in pages:
+            if not (reads or writes) or cb["name"] not in pages or cb.get("shard_of"):   # a shard: the core's L1
                 continue
             if cb["index"] in senders and tuple(core["core"]) not in senders[cb["index"]]:
                 continue

@@ -30,6 +30,9 @@ def test_link_loads_counted_by_hand():
     assert busiest_link_cycles(COSTS, CORES, CBS, PAGES, {}, SWAPPED) == pytest.approx(4 * 8192 / 64)
     # only the two senders of logical column 0 read: 16 KiB through each of those links
     assert busiest_link_cycles(COSTS, CORES, CBS, PAGES, SENDERS, DEFAULT) == pytest.approx(2 * 8192 / 64)
+    # a CB over the core's own L1 shard moves no DRAM bytes
+    sharded = [dict(CBS[0], shard_of="A")]
+    assert busiest_link_cycles(COSTS, CORES, sharded, PAGES, {}, DEFAULT) == 0
 
 
 def test_senders_in_a_row_want_the_noc_that_ends_down_their_columns():
