@@ -124,6 +124,8 @@ _OPS = [
     # the third argument is where the tile lands in the reserved pages: ignored by the hardware (pack_tile<false>
     # packs in order), written so the emulator can check that the order is the one the compiler meant
     _op("pack_tile", "expr cb expr", "pack_tile({0}, {1}, {2})", {COMPUTE}, _C + "common.h"),
+    # out of order: the tile lands at that position of the reserved pages (several packs may hit one page)
+    _op("pack_tile_at", "expr cb expr", "pack_tile<true>({0}, {1}, {2})", {COMPUTE}, _C + "common.h"),
     _op("pack_reconfig_l1_acc", "expr", "pack_reconfig_l1_acc({0})", {COMPUTE}, _C + "pack.h"),
     # FPU: matmul and CB x CB element-wise
     _op("matmul_init", "cb cb expr", "matmul_init({0}, {1}, {2})", {COMPUTE}, _C + "matmul.h"),

@@ -94,6 +94,9 @@ class Replay:
             cb = int(args[1])
             self.last_pack = (cb, self.back.get(cb, 0) + self.packed.get(cb, 0))
             self.packed[cb] = self.packed.get(cb, 0) + 1
+        elif name == "pack_tile_at":       # out of order: that page of those reserved
+            cb = int(args[1])
+            self.last_pack = (cb, self.back.get(cb, 0) + int(self.value(args[2], env)))
         elif name == "page_tag" and self.last_pack is not None:
             cb, page = self.last_pack
             self.produced.setdefault(cb, {})[page] = self.tile(args, env)

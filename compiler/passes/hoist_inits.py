@@ -39,7 +39,7 @@ def uses_kind(name: str) -> set[str]:
     """Which configurations an (non-init) intrinsic runs with."""
     if init_kind(name) is not None or name in STARTUP or name == "reduce_uninit" or name.startswith(NOT_ENGINE):
         return set()
-    if name == "pack_tile":
+    if name in ("pack_tile", "pack_tile_at"):
         return {"pack"}
     if name in FPU_OPS or "_tiles_bcast_" in name or name.startswith("unary_bcast_"):
         return {"fpu", "unpack"}

@@ -95,8 +95,8 @@ def tile_reads(call) -> list[tuple[int, object]] | None:
     cbs = [k for k, kind in enumerate(spec.args) if kind == "cb"]
     if not cbs:
         return []
-    if spec.name.startswith("cb_") or spec.name == "pack_tile":
-        return [] if spec.name == "pack_tile" else None
+    if spec.name.startswith("cb_") or spec.name in ("pack_tile", "pack_tile_at"):
+        return [] if spec.name in ("pack_tile", "pack_tile_at") else None
     if spec.name == "matmul_block" or cbs != list(range(len(cbs))) or len(spec.args) < 2 * len(cbs) \
             or any(kind != "expr" for kind in spec.args[len(cbs):2 * len(cbs)]):
         return None

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,36 @@ def test_the_rescale_copies_broadcast_tiles_and_the_pv_matmul_accumulates_in_l1(
     key_loop = compute.index("for (uint32_t kb")
     assert compute.index("copy_tile(cb_l, ", key_loop) > compute.index("reduce_tile<PoolType::SUM", key_loop)
     rng = np.random.default_rng(11)
+    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
+    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
+                      filename=str(EXAMPLE), entry="flash_attention", params=params)
+    assert outcome.passed, outcome.verification.render()
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_the_row_sum_of_the_exponentials_is_packed_into_one_partial_tile_per_row(arch):
+    """`s = exp2(...); T.reduce_sum(s, l_part, dim=1)`: the exp window's packer adds each tile of s into one fp32
+    partial tile per tile row (pack_tile<true> with L1 accumulation, the row's first tile packed as it is), and the
+    row sum reads that partial, one reduce_tile per row; s itself, which nothing reads before the next key step's
+    T.clear(s), is not packed. The output still matches float64 attention."""
+    params = {"batch": 1, "heads": 2, "seq_len": 512, "dim": 128, "causal": False}
+    source = EXAMPLE.read_text()
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=params, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    (cb_s,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s"]
+    (part,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s_rowsum"]
+    rows, cols = cb_s["tiles"]
+    assert cols > 1 and part["num_pages"] == rows and part["data_format"] == "Float32"
+    exp = compute.index("sub_tiles_bcast_cols(cb_s, cb_m,")     # the exp window: s = exp((s - m) * c)
+    window = compute[exp:compute.index("tile_regs_release();", exp)]
+    assert "pack_tile<true>(" in window and "cb_s_rowsum" in window and "pack_reconfig_l1_acc(1);" in window
+    assert "pack_tile(q" in window and not re.search(r"pack_tile\([^,]+, cb_s,", window)   # p packed, s not
+    assert "reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(cb_s_rowsum, " in compute
+    assert "reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(cb_s, " not in compute
+    rng = np.random.default_rng(13)
     shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
     q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
     outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,

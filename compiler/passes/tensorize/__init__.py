@@ -71,6 +71,7 @@ class Tensorizer:
         self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
         self.scaler_cb = None
         self.broadcast_cbs: dict[str, int | None] = {}   # buffer -> its column broadcast's CB (broadcast_cb)
+        self.partial_cbs: dict[str, int] = {}     # buffer -> its row partials' CB (partial_cb)
         self.first_gemm = None
         self.aliases: dict[int, int] = {}        # output CB -> the accumulator CB whose L1 it shares (emit.py)
         self.used_up: set[str] = set()           # accumulators whose last step packs into an output CB (emit.py)
@@ -129,6 +130,22 @@ class Tensorizer:
                                                        f"cb_{name}_bcast", self.buffers[name]["dtype"], tiles[0],
                                                        "intermediate", "compute", [tiles[0], 1])
         return self.broadcast_cbs[name]
+
+    def partial_cb(self, name: str) -> int | None:
+        """A CB for `name`'s row partials, one fp32 tile per tile row (Emitter.find_row_partials), or None when its
+        pages do not fit the L1 the other CBs leave."""
+        if name in self.partial_cbs:
+            return self.partial_cbs[name]
+        rows = self.tiles(name)[0]
+        fmt = DATA_FORMATS[self.buffers[name]["dtype"]]
+        used = sum(c["page_bytes"] * c["num_pages"] for c in self.cbs.values() if c.get("shares_with") is None)
+        if used + rows * fmt.tile_bytes > self.target["l1_available_for_cbs"] \
+                or self.free_index(INTERMEDIATE_CB_BASE) >= self.target["num_cbs"]:
+            return None
+        self.partial_cbs[name] = self.add_cb(self.free_index(INTERMEDIATE_CB_BASE), f"{name}_rowsum",
+                                             f"cb_{name}_rowsum", self.buffers[name]["dtype"], rows, "intermediate",
+                                             "compute", [rows, 1])
+        return self.partial_cbs[name]
 
     def make_resident(self, names) -> None:
         for name in names:

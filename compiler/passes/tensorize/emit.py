@@ -19,7 +19,7 @@ from tvm import tirx
 from ... import ops, precision, registry
 from ...ir import is_transposed, scalar_of, seq
 from ...target import TILE
-from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, first_use, fpu_in_place, tiles_of
+from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, first_use, fpu_in_place, tiles_of
 from .strategies import LOWEST, Src, Strategies, i32
 
 
@@ -249,6 +249,12 @@ class Emitter:
         self.read_later: dict[int, set] = {}    # id(top-level item) -> the buffers the items after it access
         self.current = None                     # the op being lowered
         self.late_loads: dict[str, list] = {}   # buffer -> its preload, placed before the op that first reads it
+        # row sums through the packer (find_row_partials): writer window id -> (buffer, partial CB); id(reduce op)
+        # -> the partial CB; reader window id -> (partial CB, pages)
+        self.partial_packs: dict[int, tuple[str, int]] = {}
+        self.partial_reduce: dict[int, int] = {}
+        self.partial_reads: dict[int, tuple[int, int]] = {}
+        self.unpacked: set[tuple[int, str]] = set()   # (window id, buffer): pages pushed but not packed (dead)
 
     # ---- statement lists ------------------------------------------------------------------------------------
     def items(self, items: list, carry: bool = False) -> list:
@@ -257,6 +263,7 @@ class Emitter:
         out, pending = [], {}
         if not self.loops:
             self.find_fusions(items)
+            self.find_row_partials(items)
             seen: set[str] = set()
             for item in reversed(items):   # what the items after each one access, for dead_after()
                 self.read_later[id(item)] = set(seen)
@@ -459,13 +466,16 @@ class Emitter:
                 body.append(ops.call("cb_reserve_back", target, at_once(b)))
             if b in l1_acc:
                 body.append(ops.call("pack_reconfig_l1_acc", self.l1_acc_flag(b, b in was_zero)))
-            body += self.positions(b, lambda slot, i, j, t=target, b=b: [
-                ops.call("pack_tile", slot, t, self.page_of(b, i, j, b in in_place)),
-                *(page_tag(fused_origin, i, j) if b == fused else [])])
+            if (id(w), b) not in self.unpacked:
+                body += self.positions(b, lambda slot, i, j, t=target, b=b: [
+                    ops.call("pack_tile", slot, t, self.page_of(b, i, j, b in in_place)),
+                    *(page_tag(fused_origin, i, j) if b == fused else [])])
             if b in l1_acc:
                 body.append(ops.call("pack_reconfig_l1_acc", i32(0)))
             if b in in_place:
                 body.append(ops.call("cb_push_back", target, at_once(b)))
+        if id(w) in self.partial_packs:
+            body += self.partial_pack(*self.partial_packs[id(w)])
         for item in w.items:
             if item[0] == "send":
                 body += self.pack_send(item)
@@ -476,6 +486,14 @@ class Emitter:
         if self.broadcast_now:
             before = self.broadcast_tiles() + before
         after = [ops.call("cb_pop_front", cb, tz.tiles(name)[0]) for name, cb in self.broadcast_now.items()]
+        if id(w) in self.partial_packs:
+            name, cb = self.partial_packs[id(w)]
+            before = [ops.call("cb_reserve_back", cb, tz.tiles(name)[0])] + before
+            after.append(ops.call("cb_push_back", cb, tz.tiles(name)[0]))
+        if id(w) in self.partial_reads:
+            cb, pages = self.partial_reads[id(w)]
+            before = [ops.call("cb_wait_front", cb, pages)] + before
+            after.append(ops.call("cb_pop_front", cb, pages))
         for b in resident:
             cb, n = tz.resident[b], tz.ntiles(b)
             if b in versioned:
@@ -577,6 +595,101 @@ class Emitter:
                 or not self.accumulates_in_l1(name, found.get(name, []), w):
             return None
         return w
+
+    def find_row_partials(self, items: list, after: list = (), in_loop: bool = False) -> None:
+        """A row sum of a value a grouped window has just computed whole in DST, in a loop, whose result goes into a
+        running vector the loop carries (s = exp(s - m); T.reduce_sum(s, l_part, dim=1) as the next reader of s;
+        l = l * alpha + l_part): the window's packer also adds each tile of s into
+        one fp32 partial tile per tile row of s (packer L1 accumulation, the row's first tile packed as it is), and
+        the reduction reads that partial, one reduce_tile per row instead of one per tile of the row. The unpacker
+        and the math engine (the bound in attention) do 1/cols of the reduction's work; the packer packs one more
+        tile per tile of s, or none more when nothing reads s after the sum before rewriting it (then s is not
+        packed; its pages are still reserved and pushed). Only when the partials' pages fit the L1 the other CBs leave. ttnn's SDPA sums its
+        exponentials the same way (packed with L1 accumulation into its row-sum CB in the exp pass)."""
+        tz = self.tz
+        for at, w in enumerate(items):
+            if isinstance(w, LoopItem):
+                self.find_row_partials(w.body, list(items[at + 1:]) + list(after), True)
+                continue
+            if not isinstance(w, Window) or w.flat or id(w) in self.partial_packs:
+                continue
+            for name in w.written:
+                if name not in tz.resident or name in tz.two_versions or name in w.aliases \
+                        or tz.cbs[tz.resident[name]]["data_format"] != "Float32" \
+                        or tuple(w.grid) != tuple(tz.tiles(name)):
+                    continue
+                rows, cols = tz.tiles(name)
+                if cols < 2 or not any(it[0] == "op" and it[1].dst.name == name and it[1].whole for it in w.items):
+                    continue
+                cb = tz.resident[name]
+                reader = next((other for other in items[at + 1:] if self.touches_cb(other, cb)), None)
+                if not isinstance(reader, Window) or id(reader) in self.partial_reads:
+                    continue
+                op = self.row_sum_of(reader, name)
+                if op is None or not in_loop or not any(   # the sum goes into a running vector the loop carries
+                        it[0] == "op" and it[1].dst.name in reader.carried and it[1].dst.name != op.dst.name
+                        and any(o.region is not None and o.region.name == op.dst.name for o in it[1].operands)
+                        for it in reader.items):
+                    continue
+                part = tz.partial_cb(name)
+                if part is None:
+                    continue
+                self.partial_packs[id(w)] = (name, part)
+                self.partial_reduce[id(op)] = part
+                self.partial_reads[id(reader)] = (part, rows)
+                k = items.index(reader)
+
+                def overwritten(stmts, then):   # the next access to `name` in stmts writes it whole
+                    acc = accesses(stmts).get(name, [])
+                    return first_use(acc, (rows, cols))[0] == "write" if acc else then()
+                # nothing reads the value after the row sum (s before the next T.clear(s); gemm): not packed
+                if len(accesses(reader.items).get(name, [])) == 1 and name not in w.sent \
+                        and overwritten(items[k + 1:], lambda: overwritten(after, lambda: True)) \
+                        and (not in_loop or overwritten(list(items[k + 1:]) + list(items[:at]), lambda: True)):
+                    self.unpacked.add((id(w), name))
+                break
+
+    def row_sum_of(self, reader: Window, name: str):
+        """The op of window `reader` that first touches `name`, when it is a fresh row sum (T.reduce_sum(name, v,
+        dim=1), no accumulation) over all of `name` at the window's top level; None otherwise."""
+        for item in reader.items:
+            if item[0] == "loop":
+                found: dict = {}
+                _accesses(item[2], id(reader), found)
+                if name in found:
+                    return None
+                continue
+            if item[0] != "op":
+                if item[0] == "send" and item[2] == name:
+                    return None
+                continue
+            info = item[1]
+            reads = [o for o in info.operands if o.region is not None and o.region.name == name]
+            if info.dst.name != name and not reads:
+                continue
+            if info.name != "sum" or info.accumulates or info.dst.name == name or len(reads) != 1:
+                return None
+            src = reads[0].region
+            rows, cols = self.tz.tiles(name)
+            if any(int(x) != 0 for x in src.starts) or tuple(src.extents) != tuple(src.shape) \
+                    or tiles_of(info.dst.extents) != (rows, 1):
+                return None
+            return info
+        return None
+
+    def partial_pack(self, name: str, part: int) -> list:
+        """Each tile of `name` this group holds added into its row's partial tile in L1 (find_row_partials): the
+        packer overwrites the partial with a row's first tile and accumulates the others."""
+        first = tirx.EQ(self.q, i32(0)) if self.group > 1 else tirx.const(True, "bool")
+
+        def pack(slot, i, j):   # L1 accumulation is off when the group starts: on after the first pack (or
+            tile = ops.call("pack_tile_at", slot, part, i)   # before it, when that does not start a row)
+            on, off = ops.call("pack_reconfig_l1_acc", i32(1)), ops.call("pack_reconfig_l1_acc", i32(0))
+            starts = seq([tirx.IfThenElse(tirx.Not(first), off, None), tile, on])
+            within = seq([tirx.IfThenElse(first, on, None), tile])
+            return [tirx.IfThenElse(tirx.EQ(j, i32(0)), starts, within)]
+        return [ops.call("pack_reconfig_data_format", part), *self.positions(name, pack),
+                ops.call("pack_reconfig_l1_acc", i32(0))]
 
     def l1_acc_flag(self, buffer: str, was_zero: bool):
         """Packer L1 accumulation on, or off in the first iteration of the loop the window sits in when that
@@ -918,6 +1031,10 @@ class Emitter:
         sr, sc = _tile_origin(src)
         src_cols = tz.tiles(src.name)[1]
         k_tiles = -(-src.extents[1] // TILE)
+        if id(info) in self.partial_reduce:   # the row's partial tile the packer summed (find_row_partials)
+            part = self.partial_reduce[id(info)]
+            return self.strategies.reduce(pool, slot, Src("cb", cb=part), 1, lambda kt: sr + i,
+                                          [] if fresh else self.strategies.fill(slot, 0.0))
         if info.accumulates:
             start = []
         elif pool == "max":
