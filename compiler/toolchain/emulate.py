@@ -188,11 +188,17 @@ def build_program(main_cpp: Path, workdir: Path) -> Path:
          str(lib), f"-Wl,-rpath,{lib.parent}", "-o", str(out)], "program-compile"))
 
 
+@lru_cache(maxsize=1)
+def _rules() -> str:
+    """The kernel check's rules digest, read once per process (its sources do not change under a running service)."""
+    return rules_digest()
+
+
 def kernel_compiler_env() -> dict[str, str]:
     """What a program's kernel JIT needs to compile every kernel through the kernel check
     (compiler/toolchain/kernel_check.py): the launcher, and where the check's module is."""
     # -S: the check needs no site. --rules: the JIT keys its cache on these words (kernel_check.rules_digest)
-    launcher = [sys.executable, "-S", "-m", "compiler.toolchain.kernel_check", f"--rules={rules_digest()}"]
+    launcher = [sys.executable, "-S", "-m", "compiler.toolchain.kernel_check", f"--rules={_rules()}"]
     if any(any(c.isspace() for c in word) for word in launcher):
         raise EmulationError(f"the kernel check's launcher cannot be named in TTEMU_KERNEL_CC: {launcher[0]!r} holds "
                              "a space", kind="kernel-compile")
