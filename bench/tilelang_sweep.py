@@ -14,7 +14,10 @@ lines written in their header comments.
 Each case ends as one of
   verified  compiled, emulated, and the outputs match the reference on every target
   wrong     compiled and ran, but an output differs from the reference
-  rejected  a diagnostic located in the user's file (file:line[:col]) -- an unsupported construct
+  rejected  a diagnostic located in the user's file (file:line[:col]) -- an unsupported construct, named by the
+            diagnostic's own class (CompileError.refusal, set where the compiler refuses it): "not expressible on
+            Tenstorrent" (with the reason: thread indices, CUDA-only intrinsics, CUDA host code while the kernel is
+            built) or "expressible, not yet lowered"; a refusal that carries no class is counted as "unclassified"
   crash     anything else: an internal compiler error, a Python exception type as the message, an unlocated
             error, an emulator failure, a timeout
 and the counts are printed per group (upstream, own). Cases run in forked children (one at a time by default:
@@ -55,6 +58,7 @@ DTYPES = {"dtype": "float16", "in_dtype": "float16", "out_dtype": "float16", "ac
           "dtypeAB": "float16", "dtypeC": "float16"}
 CAUSAL = re.compile(r"causal", re.I)
 STATUSES = ("verified", "wrong", "rejected", "crash")
+UNCLASSIFIED = "unclassified"   # a refusal whose diagnostic does not say whether Tenstorrent could express it
 TARGETS = ("wormhole_b0", "blackhole")
 
 
@@ -82,6 +86,14 @@ def _decorated_entries(tree: ast.Module) -> list[ast.FunctionDef]:
         if any(n in ("jit", "prim_func", "autotune") for n in names):
             out.append(node)
     return out
+
+
+def _autotuned(fn: ast.FunctionDef) -> bool:
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if (target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")) == "autotune":
+            return True
+    return False
 
 
 def _dtype_of(expr: ast.expr, values: dict, local: dict) -> str:
@@ -154,9 +166,13 @@ def upstream_cases(checkout: Path, dirs: tuple[str, ...]) -> list[Case]:
                 args = fn.args.args
                 defaults = dict(zip([a.arg for a in args][len(args) - len(fn.args.defaults):], fn.args.defaults))
                 values: dict = {}
+                tuned = _autotuned(fn)
                 for a in args:
                     name = a.arg
-                    if name in SIZES and (name not in defaults or name in OVERRIDDEN_DEFAULTS):
+                    # a `None` default of an @autotune entry is the autotuner's to fill (gemv's BLOCK_N,
+                    # reduce_threads): the table's value stands for one of its configs
+                    by_tuner = tuned and isinstance(defaults.get(name), ast.Constant) and defaults[name].value is None
+                    if name in SIZES and (name not in defaults or name in OVERRIDDEN_DEFAULTS or by_tuner):
                         values[name] = SIZES[name]
                     elif name in DTYPES and name not in defaults:
                         values[name] = DTYPES[name]
@@ -210,7 +226,8 @@ def own_cases(examples: Path) -> list[Case]:
 
 
 # ---- one case ----------------------------------------------------------------------------------------------------
-def classify(case: Case, targets: tuple[str, ...]) -> tuple[str, str]:
+def classify(case: Case, targets: tuple[str, ...]) -> tuple[str, str, object]:
+    """(status, detail, the diagnostic's Refusal when rejected: its class and reason, None when it carries none)"""
     from compiler.api import compile_source, emulate
     from compiler.errors import CompileError
     from schemas.target import TargetConfig
@@ -227,13 +244,13 @@ def classify(case: Case, targets: tuple[str, ...]) -> tuple[str, str]:
             outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), source=source, filename=filename,
                               entry=case.entry, params=params, seed=1)
         except CompileError as e:
-            return _error_status(e, filename), f"{arch}: {e.render().splitlines()[0]}"
+            return _error_status(e, filename), f"{arch}: {e.render().splitlines()[0]}", e.refusal
         except Exception as e:  # noqa: BLE001 -- a crash is what the sweep counts
-            return "crash", f"{arch}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            return "crash", f"{arch}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", None
         if not outcome.passed:
             bad = next(o for o in outcome.verification.outputs if not o.ok)
-            return "wrong", f"{arch}: {bad.first_mismatch_text()}"
-    return "verified", ""
+            return "wrong", f"{arch}: {bad.first_mismatch_text()}", None
+    return "verified", "", None
 
 
 def _error_status(e, filename: str) -> str:
@@ -247,25 +264,25 @@ def _run_child(case: Case, targets, conn) -> None:
     try:
         conn.send(classify(case, targets))
     except BaseException as e:  # noqa: BLE001
-        conn.send(("crash", f"{type(e).__name__}: {e}"))
+        conn.send(("crash", f"{type(e).__name__}: {e}", None))
 
 
-def run_case(case: Case, targets, timeout: float) -> tuple[str, str, float]:
+def run_case(case: Case, targets, timeout: float) -> tuple[str, str, object, float]:
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     t0 = time.perf_counter()
     proc = ctx.Process(target=_run_child, args=(case, targets, child))
     proc.start()
     child.close()
-    status, detail = "crash", f"timed out after {timeout:.0f} s"
+    status, detail, refusal = "crash", f"timed out after {timeout:.0f} s", None
     if parent.poll(timeout):
         try:
-            status, detail = parent.recv()
+            status, detail, refusal = parent.recv()
         except EOFError:
             status, detail = "crash", f"the case's process died (exit {proc.exitcode})"
     proc.kill()
     proc.join()
-    return status, detail, time.perf_counter() - t0
+    return status, detail, refusal, time.perf_counter() - t0
 
 
 def _revision(checkout: Path) -> str:
@@ -303,15 +320,16 @@ def main(argv=None) -> int:
         cases += own_cases(ROOT / "examples" / "tilelang")
     if args.k:
         cases = [c for c in cases if args.k in describe(c)]
-    results: list[tuple[Case, str, str, float]] = []
+    results: list[tuple[Case, str, str, str, float]] = []   # case, status, detail, refusal class, seconds
     with multiprocessing.pool.ThreadPool(max(1, args.jobs)) as pool:
-        for case, (status, detail, seconds) in zip(cases, pool.imap(
+        for case, (status, detail, refusal, seconds) in zip(cases, pool.imap(
                 lambda c: run_case(c, targets, args.timeout), cases)):
-            results.append((case, status, detail, seconds))
+            label = (refusal.label if refusal else UNCLASSIFIED) if status == "rejected" else ""
+            results.append((case, status, detail, label, seconds))
             if args.verbose or status != "verified":
                 where = detail.replace(str(case.path.parent) + "/", "")
-                print(f"{status:<9} {seconds:6.1f}s  {describe(case)}" + (f"\n          {where[:200]}" if detail else ""),
-                      flush=True)
+                print(f"{status:<9} {seconds:6.1f}s  {describe(case)}" + (f"\n          {where[:200]}" if detail else "")
+                      + (f"\n          [{refusal or UNCLASSIFIED}]" if label else ""), flush=True)
     print(f"\ntargets: {', '.join(targets)}")
     if not args.checkout:
         print("no TileLang checkout given (argument or $TILELANG_CHECKOUT): tilefarm's examples only")
@@ -323,6 +341,12 @@ def main(argv=None) -> int:
         label = f"TileLang examples ({_revision(Path(args.checkout))})" if group == "upstream" \
             else "tilefarm examples/tilelang"
         print(f"{label:<40} {len(mine):3d} cases: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
+        classes: dict[str, int] = {}
+        for r in mine:
+            if r[1] == "rejected":
+                classes[r[3]] = classes.get(r[3], 0) + 1
+        if classes:
+            print(f"{'':<40} rejected: " + ", ".join(f"{n} {label}" for label, n in sorted(classes.items())))
     return 0
 
 

@@ -138,8 +138,7 @@ def _at_subject(error: CompileError, loaded, source: str, entry: str | None, par
     signature = static_signature(source, entry, params)
     param = signature.get(error.subject) if signature else None
     if param is not None:  # read off the user's own file: already the user's line
-        return CompileError(error.message, stage=error.stage, hint=error.hint,
-                            location=SourceLocation(loaded.user_file or loaded.source_file, param.line, param.col))
+        return error.at(SourceLocation(loaded.user_file or loaded.source_file, param.line, param.col))
     return error
 
 

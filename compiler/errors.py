@@ -21,18 +21,49 @@ class SourceLocation:
         return f"{self.file}:{self.line}:{self.col}"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """What a refusal of the user's construct is, said where the fact is known: a construct Tenstorrent has no
+    counterpart for (thread indices, CUDA-only intrinsics, CUDA host code run while the kernel is built), or one it
+    could run that tilefarm does not lower yet. bench/tilelang_sweep.py counts refusals by it."""
+
+    expressible: bool
+    reason: str
+
+    @classmethod
+    def not_expressible(cls, reason: str) -> "Refusal":
+        return cls(False, reason)
+
+    @classmethod
+    def not_lowered(cls, reason: str) -> "Refusal":
+        return cls(True, reason)
+
+    @property
+    def label(self) -> str:
+        return "expressible, not yet lowered" if self.expressible else "not expressible on Tenstorrent"
+
+    def __str__(self) -> str:
+        return f"{self.label}: {self.reason}"
+
+
 class CompileError(Exception):
     """A user-facing compile error with the stage that found it and, where known, the source location."""
 
     def __init__(self, message: str, *, stage: str, location: SourceLocation | None = None, hint: str | None = None,
-                 subject: str | None = None):
+                 subject: str | None = None, refusal: Refusal | None = None):
         super().__init__(message)
         self.message = message
         self.stage = stage
         self.location = location
         self.hint = hint
         self.subject = subject  # the user's buffer the error is about: located at its declaration when no span is left
+        self.refusal = refusal  # set where the construct is refused: inexpressible on Tenstorrent, or not lowered yet
         _recent.error = self
+
+    def at(self, location: SourceLocation | None) -> "CompileError":
+        """The same diagnostic at another location (a generated TIRx line mapped to the user's line)."""
+        return CompileError(self.message, stage=self.stage, location=location, hint=self.hint, subject=self.subject,
+                            refusal=self.refusal)
 
     @staticmethod
     def recover(exc: BaseException) -> "CompileError | None":

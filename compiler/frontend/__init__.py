@@ -34,9 +34,7 @@ class LoadedKernel:
         if mapped is None and loc.line:
             earlier = [n for n in self.line_map if n <= loc.line]
             mapped = self.line_map[max(earlier)] if earlier else None
-        relocated = CompileError(error.message, stage=error.stage, hint=error.hint,
-                                 location=mapped or SourceLocation(self.user_file))
-        return relocated
+        return error.at(mapped or SourceLocation(self.user_file))
 
 
 def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None,

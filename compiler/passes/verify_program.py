@@ -16,7 +16,7 @@ import tvm
 from tvm import tirx
 
 from .. import ops
-from ..errors import CompileError
+from ..errors import CompileError, Refusal
 from ..ir import stmts_of
 from ..target import MAX_RUNTIME_ARGS
 from .hand_offs import verify_hand_offs
@@ -89,7 +89,9 @@ def cb_overflow(cbs: list[dict], target: dict) -> CompileError:
         f"that are never live together yet): `{named[0]}` and {len(over) - 1} more have none",
         stage=STAGE, subject=named[0] if named else None,
         hint="compute fewer intermediate values per block (one T.Parallel body instead of several), or run the "
-             "prim_func's kernels as separate programs")
+             "prim_func's kernels as separate programs",
+        refusal=Refusal.not_lowered(f"more tile values than {target['arch']}'s {target['num_cbs']} circular buffers: "
+                                    "CBs are not yet shared between values never live together"))
 
 
 def verify(mod) -> dict:

@@ -1,9 +1,10 @@
 """What every part of the TileLang stand-in shares: dtype names and the stub for what tilefarm does not provide.
 
-Depends on diagnostics only, so every other module of the frontend can import it.
+Depends on diagnostics (and compiler.errors) only, so every other module of the frontend can import it.
 """
 from __future__ import annotations
 
+from ...errors import Refusal
 from .diagnostics import fail
 
 TILE_DTYPES = ("float16", "bfloat16", "float32")
@@ -61,6 +62,19 @@ _ALIASES = {"float": "float32", "half": "float16", "fp16": "float16", "bf16": "b
             "double": "float64", "int": "int32"}
 
 
+def _cuda_refusal(name: str, kwargs: dict) -> Refusal | None:
+    """A missing name whose use needs a CUDA GPU: CUDA-only intrinsics (`tilelang.cuda...`: the tensor-core MMA
+    emitter), a CUDA device query or CUDA tensors made while the kernel is built (`torch.cuda...`,
+    `torch.rand(..., device="cuda")`). Other missing names (host helpers, profilers) say nothing of the kind."""
+    if name.startswith("tilelang.cuda."):
+        return Refusal.not_expressible(f"`{name}` is a CUDA-only intrinsic (tensor cores, warps)")
+    device = str(kwargs.get("device", ""))
+    if name.startswith("torch.") and (".cuda" in name or device.startswith("cuda")):
+        return Refusal.not_expressible(f"`{name}` needs a CUDA GPU while the kernel is built (a device query or "
+                                       "CUDA tensors)")
+    return None
+
+
 class Missing:
     """Stands for something tilefarm does not provide (torch, tilelang.profiler...): fails only when used."""
 
@@ -75,7 +89,7 @@ class Missing:
     def _fail(self, *args, **kwargs):
         fail(f"`{self._name}` is used while building the kernel, but {self._why}",
              hint="the compile service evaluates only what the entry needs: keep host-side code (torch, profiling, "
-                  "benchmarks) out of the kernel factory")
+                  "benchmarks) out of the kernel factory", refusal=_cuda_refusal(self._name, kwargs))
 
     __call__ = __getitem__ = __iter__ = __bool__ = __index__ = __int__ = __float__ = _fail
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __floordiv__ = _fail

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextvars
 import sys
 
-from ...errors import CompileError, SourceLocation
+from ...errors import CompileError, Refusal, SourceLocation
 
 STAGE = "parse"
 _user_file: contextvars.ContextVar[str | None] = contextvars.ContextVar("tilelang_user_file", default=None)
@@ -86,5 +86,6 @@ def traceback_location(exc: BaseException, filename: str) -> SourceLocation | No
     return found
 
 
-def fail(message: str, hint: str | None = None, location: SourceLocation | None = None):
-    raise CompileError(message, stage=STAGE, location=location or user_location(), hint=hint)
+def fail(message: str, hint: str | None = None, location: SourceLocation | None = None,
+         refusal: Refusal | None = None):
+    raise CompileError(message, stage=STAGE, location=location or user_location(), hint=hint, refusal=refusal)

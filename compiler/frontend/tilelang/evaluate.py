@@ -485,7 +485,8 @@ def _importer(modules: dict, siblings: _Siblings | None = None):
             return modules[name]
         if root in REAL_MODULES:
             return real_import(name, globals, locals, fromlist, level)
-        return Missing(name, f"module `{root}` is not available when compiling for Tenstorrent")
+        # `import torch.backends` binds `torch`: its names are the root's (`torch.rand`)
+        return Missing(name if fromlist else root, f"module `{root}` is not available when compiling for Tenstorrent")
 
     return restricted_import
 

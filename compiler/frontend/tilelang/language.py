@@ -11,6 +11,7 @@ import operator
 import types
 
 from ... import registry
+from ...errors import Refusal
 from .base import LOW_BIT, Missing, Names, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
@@ -863,11 +864,12 @@ def dynamic(name, dtype="int32"):
 
 symbolic = dynamic
 
-_WHY = {
+_WHY = {   # why a T.* name outside the subset is refused; a Refusal when it is known which kind of refusal it is
     "atomic_max": "atomics have no counterpart between Tensix cores",
-    "get_thread_binding": "thread and warp indices do not exist on Tenstorrent (a block runs on one core)",
-    "tvm_thread_allreduce": "warp-level intrinsics do not exist on Tenstorrent",
-    "vectorized": "element loops outside T.Parallel are not supported",
+    "get_thread_binding": Refusal.not_expressible("thread and warp indices do not exist on Tenstorrent (a block runs "
+                                                  "on one core)"),
+    "tvm_thread_allreduce": Refusal.not_expressible("warp-level intrinsics do not exist on Tenstorrent"),
+    "vectorized": Refusal.not_lowered("element loops outside T.Parallel are not lowered"),
 }
 
 
@@ -879,7 +881,9 @@ class _Unsupported:
 
     def _fail(self, *args, **kwargs):
         why = _WHY.get(self._name)
-        fail(f"T.{self._name} is outside tilefarm's TileLang subset" + (f": {why}" if why else ""),
+        refusal = why if isinstance(why, Refusal) else None
+        fail(f"T.{self._name} is outside tilefarm's TileLang subset" + (f": {refusal.reason if refusal else why}"
+                                                                          if why else ""), refusal=refusal,
              hint="supported: T.Kernel, T.alloc_shared/alloc_fragment/alloc_local, T.copy, T.gemm, T.clear, T.fill, "
                   "T.Pipelined, T.serial, T.Parallel (element-wise, masks), T.reduce_max/sum/min/absmax/abssum, T.cumsum, T.ceildiv, "
                   f"T.max/min, T.{'/'.join(ELEMENT_FUNCTIONS)}, T.cast, T.if_then_else")
