@@ -13,6 +13,9 @@ from schemas.values import printable
 log = logging.getLogger("tilefarm.store")
 STAGE_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 IDEMPOTENCY_TTL_S = 24 * 3600
+# how long a fair-share token's claim of a job is kept (a redelivered token finds the job it took); both stores
+# forget older claims
+CLAIM_TTL_S = 7 * 24 * 3600
 MAX_LOG_BYTES = 2 * 1024 * 1024
 
 

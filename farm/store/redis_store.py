@@ -14,7 +14,7 @@ from schemas.values import printable
 
 from ..wakeup import RedisEvents
 from .base import JobStore, Subscription
-from .records import (IDEMPOTENCY_TTL_S, MAX_LOG_BYTES, IdempotencyConflict, QuotaExceeded, bucket_label,
+from .records import (CLAIM_TTL_S, IDEMPOTENCY_TTL_S, MAX_LOG_BYTES, IdempotencyConflict, QuotaExceeded, bucket_label,
                       device_records, dump_record, first_line, log, log_cut, loose_fields, parse_record, utc_day)
 
 class _RedisSubscription(Subscription):
@@ -63,7 +63,6 @@ if stored + #text > limit then text = string.sub(text, 1, limit - stored) .. ARG
 redis.call('APPEND', KEYS[1], text)
 return 1
 """
-CLAIM_TTL_S = 7 * 24 * 3600
 
 
 class RedisJobStore(JobStore):

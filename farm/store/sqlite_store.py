@@ -18,7 +18,7 @@ from schemas.values import printable
 
 from ..wakeup import FALLBACK_POLL_S, Dispatcher, Doorbell
 from .base import JobStore, Subscription
-from .records import (IDEMPOTENCY_TTL_S, MAX_LOG_BYTES, IdempotencyConflict, QuotaExceeded, bucket_label, capped,
+from .records import (CLAIM_TTL_S, IDEMPOTENCY_TTL_S, MAX_LOG_BYTES, IdempotencyConflict, QuotaExceeded, bucket_label, capped,
                       device_records, dump_record, first_line, log, parse_record, utc_day)
 
 # The schema as migrations: the database's `PRAGMA user_version` says how many have run. Version 1 is the schema of
@@ -44,6 +44,11 @@ INSERT INTO fair_rotation(queue, team)
   WHERE NOT EXISTS (SELECT 1 FROM fair_rotation r WHERE r.queue = p.queue AND r.team = p.team)
   ORDER BY p.queue, p.team <= COALESCE(c.team, ''), p.team;
 DROP TABLE IF EXISTS fair_cursor;
+""", """
+CREATE TABLE IF NOT EXISTS fair_claims (token TEXT PRIMARY KEY, job_id TEXT NOT NULL, at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS fair_claims_at ON fair_claims(at);
+INSERT OR IGNORE INTO fair_claims SELECT token, job_id, CAST(strftime('%s', 'now') AS REAL) FROM fair_claimed;
+DROP TABLE IF EXISTS fair_claimed;
 """)
 
 
@@ -359,12 +364,16 @@ class SqliteJobStore(JobStore):
                 if waiting:
                     (job_seq, job_id) = waiting[0]
                     db.execute("DELETE FROM fair_pending WHERE seq = ?", (job_seq,))
-                    db.execute("INSERT OR REPLACE INTO fair_claimed VALUES (?, ?)", (token, job_id))
+                    now = time.time()
+                    db.execute("DELETE FROM fair_claims WHERE at < ?", (now - CLAIM_TTL_S,))  # as Redis expires them
+                    db.execute("INSERT OR REPLACE INTO fair_claims(token, job_id, at) VALUES (?, ?, ?)",
+                               (token, job_id, now))
                     return job_id
             return None
 
     def fair_claimed(self, token):
-        row = self.db.execute("SELECT job_id FROM fair_claimed WHERE token = ?", (token,)).fetchone()
+        row = self.db.execute("SELECT job_id FROM fair_claims WHERE token = ? AND at >= ?",
+                              (token, time.time() - CLAIM_TTL_S)).fetchone()
         return row[0] if row else None
 
     def fair_waiting(self, queue):
