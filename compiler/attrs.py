@@ -83,6 +83,15 @@ class GridAttr(TypedDict):
 
 
 @DECLARED_ONLY
+class ValueGeneratorAttr(TypedDict):
+    kind: Literal["affine_value"]
+    row_coef: int
+    col_coef: int
+    offsets: list[int]
+    entries: int
+
+
+@DECLARED_ONLY
 class MaskGeneratorAttr(TypedDict):
     kind: Literal["affine_mask"]
     row_coef: int
@@ -100,7 +109,7 @@ class BufferAttr(TypedDict):
     shape: list[int]
     dtype: str
     tile_axes: NotRequired[list[int]]         # from TTInferLayout on
-    generator: NotRequired[MaskGeneratorAttr]
+    generator: NotRequired[MaskGeneratorAttr | ValueGeneratorAttr]
     accumulate: NotRequired[bool]             # an output its blocks add into (tt.accumulate)
     row_offsets: NotRequired[int]             # an integer tensor whose elements place rows of a matrix this tall
 

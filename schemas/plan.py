@@ -91,6 +91,15 @@ class MaskGenerator(_Strict):
     false_value: Union[float, Literal["inf", "-inf"]]
 
 
+class ValueGenerator(_Strict):
+    """An index value table: entry e holds the tile row_coef * r + col_coef * c + offsets[e]."""
+    kind: Literal["affine_value"]
+    row_coef: int
+    col_coef: int
+    offsets: list[int]
+    entries: int
+
+
 class ShardPlan(_Strict):
     cores: list[list[int]] = Field(min_length=2, max_length=2, description="the shard grid: first and last core "
                                    "(logical x, y); shard (i, j) of the tensor's tiles is on core (x0 + j, y0 + i)")
@@ -105,7 +114,7 @@ class BufferPlan(_Strict):
     tile_axes: list[int] = Field(min_length=2, max_length=2, description=(
         "the axes of `shape` that are the rows and columns of the tiles (-1: a unit axis of a vector); the other "
         "axes are batch axes, outermost first: page = (batch * tile_rows + tile_row) * tile_cols + tile_col"))
-    generator: MaskGenerator | None = Field(default=None, description="constant buffers: how the host fills them")
+    generator: Annotated[Union[MaskGenerator, ValueGenerator], Field(discriminator="kind")] | None = Field(default=None, description="constant buffers: how the host fills them")
     accumulate: bool = Field(default=False, description="an output the kernel adds into (TileLang's T.atomic_add): "
                              "its starting contents are given like an input's and the result is the sum")
     row_offsets: int | None = Field(default=None, description=(

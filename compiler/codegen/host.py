@@ -60,7 +60,7 @@ def print_host(plan: dict) -> str:
     buffers = [b for b in plan["buffers"] if b["role"] != "unused"]
     constants = [dict(b, generator=dict(b["generator"], true_cpp=_cpp_float(b["generator"]["true_value"]),
                                         false_cpp=_cpp_float(b["generator"]["false_value"])))
-                 for b in buffers if b["role"] == "constant"]
+                 if b["generator"]["kind"] == "affine_mask" else b for b in buffers if b["role"] == "constant"]
     return _template().render(
         version=COMPILER_VERSION, plan=view, buffers=buffers, constants=constants,
         inputs=[b for b in buffers if is_input(b)], outputs=[dict(b, accumulate=b.get("accumulate", False))

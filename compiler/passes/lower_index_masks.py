@@ -74,12 +74,14 @@ class Atom:
 
 class Mask:
     """One element loop: where it writes, its atoms (per tile: `tile_atoms[(ti, tj)][k]` is atom k inside tile (ti, tj)),
-    how they combine, and the two values."""
+    how they combine, and the two values. An index value (`expand[i, j] = j`) has no atoms: `values[(ti, tj)]` is
+    (a, b, offset), the tile holding a*r + b*c + offset."""
 
-    def __init__(self, store, rows, cols, tile_atoms, combine, true_value, false_value):
+    def __init__(self, store, rows, cols, tile_atoms, combine, true_value, false_value, values=None):
         self.store, self.rows, self.cols = store, rows, cols
         self.tile_atoms, self.combine = tile_atoms, combine
         self.true_value, self.false_value = true_value, false_value
+        self.values = values
 
     @property
     def count(self) -> int:
@@ -136,8 +138,8 @@ def analyze(func, loop, analyzer) -> Mask:
         raise error(store, f"an index mask must write the whole tile `{buf.name}` {tuple(int(d) for d in buf.shape)}")
     value = store.value
     if not (isinstance(value, tvm.ir.Call) and str(value.op.name).endswith("if_then_else")):
-        raise error(store, f"`{value}`: a value computed from element indices must be a mask "
-                           "T.if_then_else(condition on indices, constant, constant)")
+        return Mask(store, written[0], written[1], {}, None, None, None,
+                    values=_index_values(value, axis_var, written, analyzer, error))
     cond, a, b = value.args
     true_value, false_value = _constant(a), _constant(b)
     if true_value is None or false_value is None:
@@ -210,6 +212,51 @@ def analyze(func, loop, analyzer) -> Mask:
     return Mask(store, written[0], written[1], tile_atoms, combine, true_value, false_value)
 
 
+# an index value is exact in the table's float dtype: float32 holds every integer below 2^24 in magnitude
+EXACT_INDEX = 1 << 24
+
+
+def _index_values(value, axis_var: dict, written: list, analyzer, error) -> dict:
+    """An element store of an integer index expression (`expand[i, j] = j`, `bx * 64 + i`) -> per tile (ti, tj)
+    (a, b, offset): the tile holds a*r + b*c + offset. a, b are the expression's coefficients of the element
+    indices (the same in every tile), offset an integer known when the kernel is built."""
+    value = value.value if isinstance(value, tirx.Cast) and "int" in str(value.value.ty) else value
+    if "int" not in str(value.ty):
+        raise error(value, f"`{value}`: a value computed from element indices must be an integer index expression "
+                           "or a mask T.if_then_else(condition on indices, constant, constant)")
+    rc = {axis: tirx.Var(f"tt_value_{'rc'[axis]}", "int32") for axis in (0, 1)}
+    for v in rc.values():
+        analyzer.bind(v, tvm.ir.Range(0, TILE))
+    out = {}
+    for ti in range(-(-written[0] // TILE)):
+        for tj in range(-(-written[1] // TILE)):
+            start = {0: ti * TILE, 1: tj * TILE}
+            local = _substitute(value, {v: i32(start[axis]) + rc[axis] for v, axis in axis_var.items()})
+            zero = {v: i32(0) for v in rc.values()}
+            base = analyzer.simplify(_substitute(local, zero))
+            coefs = []
+            for axis in (0, 1):
+                one = dict(zero)
+                one[rc[axis]] = i32(1)
+                coefs.append(analyzer.simplify(_substitute(local, one) - base))
+            if not all(isinstance(k, tirx.IntImm) for k in (base, *coefs)):
+                raise error(value, f"`{value}`: an index used as a value must be an expression of the element "
+                                   "indices and sizes known when the kernel is built (block and loop indices are not)")
+            a, b = int(coefs[0]), int(coefs[1])
+            linear = analyzer.simplify(base + a * rc[0] + b * rc[1])
+            if not analyzer.can_prove(local - linear == 0):
+                raise error(value, f"`{value}`: an index used as a value must be linear in the element indices "
+                                   "inside each 32x32 tile")
+            corners = [int(base) + a * r + b * c for r in (0, TILE - 1) for c in (0, TILE - 1)]
+            if max(abs(x) for x in corners) >= EXACT_INDEX:
+                raise error(value, f"`{value}` reaches {max(corners, key=abs)}: index values are held as float32, "
+                                   "exact below 2^24 in magnitude")
+            out[(ti, tj)] = (a, b, int(base))
+    if len({v[:2] for v in out.values()}) > 1:
+        raise error(value, f"`{value}`: an index used as a value must have the same coefficients in every tile")
+    return out
+
+
 def check_mask(func, loop, analyzer) -> str:
     """For TTCheckKernel: validate the element loop early; returns the name of the tile it writes."""
     return str(analyze(func, loop, analyzer).store.buffer.name)
@@ -271,14 +318,14 @@ class MaskLowering:
                                   "tile_order": self.target["tile_order"]}
         return self.tables[key]
 
-    def staging(self, tiles: int, mask: Mask, shape: tuple | None = None):
+    def staging(self, tiles: int, mask: Mask, shape: tuple | None = None, dtype: str | None = None):
         """A staging tile of `tiles` pages (a column of 32x32 tiles, or a tile grid of `shape`) with its input CB,
         in the mask's table dtype."""
         self.count += 1
         name = f"tt_mask_s{self.count}"
         shape = shape or (tiles * TILE, TILE)
         grid = [-(-shape[0] // TILE), -(-shape[1] // TILE)]
-        dtype = table_dtype(mask.true_value, mask.false_value)
+        dtype = dtype or table_dtype(mask.true_value, mask.false_value)
         buf = tirx.decl_buffer(shape, dtype, name, scope="shared")
         fmt = DATA_FORMATS[dtype]
         index = free_cb_index({c["index"] for c in self.cbs}, self.target["num_cbs"])
@@ -293,8 +340,48 @@ class MaskLowering:
         return buf, index
 
     # ---- lowering ----------------------------------------------------------------------------------------------
+    def value_table(self, mask: Mask):
+        """The table of an index value: entry n is the tile a*r + b*c + offsets[n], one entry per distinct offset."""
+        (a, b), offsets = {v[:2] for v in mask.values.values()}.pop(), sorted({v[2] for v in mask.values.values()})
+        key = ("value", a, b, tuple(offsets))
+        if key not in self.tables:
+            name = f"tt_mask{len(self.tables)}"
+            extremes = [o + a * r + b * c for o in offsets for r in (0, TILE - 1) for c in (0, TILE - 1)]
+            dtype = "bfloat16" if max(abs(x) for x in extremes) <= 256 else "float32"   # bf16: integers to 256
+            buf = tirx.decl_buffer((len(offsets) * TILE, TILE), dtype, name)
+            self.tables[key] = buf
+            self.new_params.append(buf)
+            fmt = DATA_FORMATS[dtype]
+            self.buffers[name] = {"role": "constant", "scope": "global", "shape": [len(offsets) * TILE, TILE],
+                                  "dtype": dtype, "tile_axes": [0, 1],
+                                  "generator": {"kind": "affine_value", "row_coef": a, "col_coef": b,
+                                                "offsets": offsets, "entries": len(offsets)}}
+            self.layouts[name] = {"memory": "DRAM", "data_format": fmt.name, "tile_shape": [TILE, TILE],
+                                  "tile_bytes": fmt.tile_bytes, "shape": [len(offsets) * TILE, TILE],
+                                  "padded_shape": [len(offsets) * TILE, TILE], "tiles": [len(offsets), 1],
+                                  "tile_axes": [0, 1], "layout": self.target["dram_layout"],
+                                  "page_bytes": fmt.tile_bytes, "pages": len(offsets),
+                                  "banks": self.target["dram_banks"], "tile_order": self.target["tile_order"]}
+        return self.tables[key], offsets
+
+    def value_tiles(self, mask: Mask) -> list:
+        """An index value: every tile read from its entry of the value table into a staging tile, then copied."""
+        table, offsets = self.value_table(mask)
+        tiles = sorted(mask.values)
+        dtype = str(table.dtype)
+        stage, cb = self.staging(len(tiles), mask, (mask.rows, mask.cols), dtype=dtype)
+        reader = [ops.call("cb_reserve_back", cb, len(tiles))]
+        reader += [ops.call("read_tile", cb, n, table.name, i32(offsets.index(mask.values[t][2])), 0)
+                   for n, t in enumerate(tiles)]
+        reader += [ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, len(tiles)),
+                   ops.call("compute_receive", cb, stage.name, "", 0, 0)]
+        whole = [mask.rows, mask.cols]
+        return reader + [tile_call("copy", region(mask.store.buffer, [0, 0], whole), region(stage, [0, 0], whole))]
+
     def lower(self, loop) -> tirx.Stmt:
         mask = analyze(self.func, loop, self.analyzer)
+        if mask.values is not None:
+            return seq(self.value_tiles(mask))
         dst = mask.store.buffer
         targets = [dst]
         for k in range(1, mask.count):

@@ -123,9 +123,34 @@ def test_tiles_proven_constant_become_fills():
     assert len(fills) == 4 and "tt_mask0" not in func.attrs["tt.buffers"]
 
 
+def test_an_index_value_reads_its_tiles_from_a_value_table():
+    """`m[i, j] = j`: tile (ti, tj) holds c + 32*tj, entry 0 or 1 of an affine_value table (bfloat16: integers to
+    63 are exact in it); every tile read into one staging tile, copied whole."""
+    func = run(lower_index_masks, before('T.Cast("float32", j)'))["main"]
+    table = func.attrs["tt.buffers"]["tt_mask0"]
+    assert table["role"] == "constant" and table["dtype"] == "bfloat16" and dict(table["generator"]) == {
+        "kind": "affine_value", "row_coef": 0, "col_coef": 1, "offsets": [0, 32], "entries": 2}
+    _, body = key_loop(func)
+    stage = next(c for c in func.attrs["tt.cb_config"] if c["buffer"] == "tt_mask_s1")
+    cb_index = int(stage["index"])
+    reader = [ops.call("cb_reserve_back", cb_index, 4)]
+    reader += [ops.call("read_tile", cb_index, n, "tt_mask0", e, 0) for n, e in enumerate([0, 1, 0, 1])]
+    reader += [ops.call("noc_async_read_barrier", cb_index), ops.call("cb_push_back", cb_index, 4),
+               ops.call("compute_receive", cb_index, "tt_mask_s1", "", 0, 0)]
+    start = next(n for n, stmt in enumerate(body) if (ops.intrinsic_of(stmt) or (None,))[0] is not None
+                 and ops.intrinsic_of(stmt)[0].name == "cb_reserve_back")
+    assert_ir_equal(seq(body[start:start + len(reader)]), seq(reader))
+    copy = body[start + len(reader)]
+    assert str(copy.op.name) == "tirx.tile.copy"
+    assert [(str(r.source.name), [(int(x.min), int(x.extent)) for x in r.region]) for r in copy.args[:2]] == [
+        ("m", [(0, 64), (0, 64)]), ("tt_mask_s1", [(0, 64), (0, 64)])]
+
+
 @pytest.mark.parametrize("value,message", [
     ("T.if_then_else(bx * 64 + i * 2 >= j, T.float32(0), T.float32(1))", "coefficient 1 or -1"),
-    ("T.Cast(\"float32\", i)", "must be a mask"),
+    ("T.Cast(\"float32\", i * j)", "linear in the element indices"),
+    ("T.Cast(\"float32\", bx * 64 + i)", "block and loop indices are not"),
+    ("T.Cast(\"float32\", i * 16777216 + j)", "exact below 2^24"),
     ("T.if_then_else(i >= j, A_s[i, j], T.float32(0))", "must be constants"),
 ])
 def test_masks_tilefarm_cannot_lower_are_located(value, message):

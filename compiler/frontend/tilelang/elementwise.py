@@ -468,10 +468,14 @@ class StoreLowering:
                 return Const(folded)
             if isinstance(e, (Cmp, Logic)):
                 self.fail(f"`{describe(e)}` is a condition; use it in T.if_then_else(cond, a, b)")
-            if not any(isinstance(x, (Cmp, Logic, Select)) for x in walk(e)):
+            if not any(isinstance(x, (Cmp, Logic, Select)) for x in walk(e)) and \
+                    any(isinstance(x, Var) and x.kind != "parallel" for x in walk(e)):
                 self.fail(f"`{describe(e)}` is a value of element positions (T.Parallel and block indices); tilefarm "
-                          "computes positions only as masks, T.if_then_else(condition on indices, constant, "
-                          "constant), not as data")
+                          "computes an index as data only from T.Parallel indices and sizes known when the kernel is "
+                          "built (block and loop indices are not)",
+                          hint="give the positions as a tensor read beside the values")
+            # an index used as a value (`T.if_then_else(hit, j, -1)`: argmax) is a table of integers, exact in float32
+            # tiles below 2^24 (TTLowerIndexMasks); conditions are masks
             return Mask(e)
         if isinstance(e, Select):
             return self.select(e)

@@ -472,6 +472,7 @@ class Recorder:
                         whole = Region(buf, tuple(wrap(0) for _ in buf.shape), buf.shape)
                         self.insert_line(outer[1], (outer[0], TileOp("copy", (
                             Region(alias, whole.starts, whole.extents), whole)), location))
+                        self.read_alias_from(outer[1] + 1, buf, alias)
                         args = [args[0]] + [Region(alias, a.starts, a.extents)
                                             if isinstance(a, Region) and a.buffer is buf else a for a in args[1:]]
                     elif not (dst.extents is not None and tuple(dst.extents) == buf.shape):
@@ -481,6 +482,18 @@ class Recorder:
                                                                         whole)), location))
                 args[0] = Region(alias, dst.starts, dst.extents)
         return TileOp(op.name, tuple(args), op.kwargs)
+
+    def read_alias_from(self, index: int, buf, alias) -> None:
+        """Reads of `buf` recorded from line `index` on (earlier in the loop that now writes it) read the computed
+        copy: the loop's next iteration must see what this one wrote (top-k's `reduce_max(logits)` before the
+        `logits = T.if_then_else(..., -10000, logits)` that removes the maximum)."""
+        def current(a):
+            return Region(alias, a.starts, a.extents) if isinstance(a, Region) and a.buffer is buf else a
+        for n in range(index, len(self.lines)):
+            depth, item, *rest = self.lines[n]
+            if isinstance(item, TileOp):
+                item = TileOp(item.name, (item.args[0], *(current(a) for a in item.args[1:])), item.kwargs)
+                self.lines[n] = (depth, item, *rest)
 
     def insert_line(self, index: int, entry) -> None:
         """A line recorded earlier than the current end (before an open loop's `for` line)."""

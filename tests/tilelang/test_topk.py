@@ -1,0 +1,144 @@
+"""Element indices used as data values, and the top-k loop built on them (TileLang's examples/topk).
+
+`T.if_then_else(max_val[i] == x[i, j], j, idx[i, j])` makes the column index `j` a value: a table of integers the
+host generates (entry e is the tile a*r + b*c + offset_e, exact in float32 below 2^24), read into the tile
+(TTLowerIndexMasks). The top-k loop reads `x` (reduce_max) before it writes it (`x = -10000 where it was the
+maximum`): the next iteration must read what the previous one wrote. Checked against NumPy on both archs, with
+inputs whose values are exact in the FPU's 19-bit source registers (bfloat16 values) and ties at the row maxima:
+the kernel's own semantics on a GPU take the largest index of a tie and remove every tied value at once."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from compiler.api import compile_source, emulate
+from schemas.target import TargetConfig
+
+from .test_frontend import error_of, line_of, src
+
+ARCHS = ("wormhole_b0", "blackhole")
+
+
+def run(source: str, entry: str, inputs: dict, arch: str, params: dict | None = None):
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename="k.py", entry=entry, target=target, params=params)
+    outcome = emulate(result.artifacts, target=target, inputs=inputs, source=source, filename="k.py", entry=entry,
+                      params=params)
+    assert outcome.passed, outcome.verification.render()
+    return result, outcome
+
+
+TOPK = src('''
+    @tilelang.jit
+    def topk(M=64, N=64, k=4, blk_m=32, index_dtype=T.float32):
+        @T.prim_func
+        def main(logits: T.Tensor((M, N), T.float32), gates: T.Tensor((M, k), T.float32),
+                 indices: T.Tensor((M, k), index_dtype)):
+            with T.Kernel(T.ceildiv(M, blk_m)) as bx:
+                x = T.alloc_fragment((blk_m, N), T.float32)
+                row_max = T.alloc_fragment((blk_m,), T.float32)
+                hit_at = T.alloc_fragment((blk_m, N), index_dtype)
+                arg = T.alloc_fragment((blk_m,), index_dtype)
+                T.copy(logits[bx * blk_m, 0], x)
+                for t in T.serial(k):
+                    T.fill(hit_at, -1)
+                    T.reduce_max(x, row_max, dim=1, clear=True)
+                    for i, j in T.Parallel(blk_m, N):
+                        hit_at[i, j] = T.if_then_else(row_max[i] == x[i, j], j, hit_at[i, j])
+                    T.reduce_max(hit_at, arg, dim=1, clear=True)
+                    for i, j in T.Parallel(blk_m, N):
+                        x[i, j] = T.if_then_else(row_max[i] == x[i, j], -10000.0, x[i, j])
+                    for i in T.Parallel(blk_m):
+                        gates[bx * blk_m + i, t] = row_max[i]
+                        indices[bx * blk_m + i, t] = arg[i]
+        return main
+''')
+
+
+def expected_topk(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's semantics, written independently: each round the row maximum, the largest column holding it,
+    then every element equal to it replaced by -10000."""
+    x = logits.astype(np.float64).copy()
+    rows = x.shape[0]
+    gates, indices = np.zeros((rows, k)), np.zeros((rows, k))
+    for t in range(k):
+        m = x.max(axis=1)
+        hit = x == m[:, None]
+        gates[:, t] = m
+        indices[:, t] = np.where(hit, np.arange(x.shape[1])[None, :], -1).max(axis=1)
+        x[hit] = -10000.0
+    return gates, indices
+
+
+def logits_with_ties(rows: int, cols: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.random((rows, cols)).astype(ml_dtypes.bfloat16).astype(np.float32)   # exact in TF32 source registers
+    x[3, [5, 40]] = 2.0                     # a tie at the maximum: the larger index, both removed
+    x[7, [0, 63]] = 1.5                     # a tie at the first and last column
+    x[9, [10, 11]] = 1.25                   # a tie below the maximum (round 2)
+    x[9, 12] = 1.75
+    x[20, :] = 0.5                          # a row of one value: index 63, then the -10000s
+    return x
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_top_k_with_float_indices_and_ties(arch):
+    logits = logits_with_ties(64, 64, seed=5)
+    _, outcome = run(TOPK, "topk", {"logits": logits}, arch)
+    gates, indices = expected_topk(logits, 4)
+    np.testing.assert_array_equal(outcome.outputs["gates"], gates.astype(np.float32))
+    np.testing.assert_array_equal(outcome.outputs["indices"], indices.astype(np.float32))
+    assert outcome.outputs["indices"][3, 0] == 40 and outcome.outputs["gates"][3, 1] < 2.0   # one tie, both gone
+    assert outcome.outputs["indices"][20, 0] == 63 and outcome.outputs["gates"][20, 1] == -10000.0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_top_k_over_wide_rows(arch):
+    """N = 256: eight tiles of column indices (offsets 0..224 in the table), four rounds over two row blocks."""
+    logits = np.random.default_rng(8).random((64, 256)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    logits[1, [17, 200]] = 3.0
+    _, outcome = run(TOPK, "topk", {"logits": logits}, arch, params={"N": 256, "k": 6})
+    gates, indices = expected_topk(logits, 6)
+    np.testing.assert_array_equal(outcome.outputs["gates"], gates.astype(np.float32))
+    np.testing.assert_array_equal(outcome.outputs["indices"], indices.astype(np.float32))
+
+
+INDEX_VALUES = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 96), "float32"), Y: T.Tensor((64, 96), "float32")):
+        with T.Kernel(2) as bx:
+            x = T.alloc_fragment((32, 96), "float32")
+            T.copy(X[bx * 32, 0], x)
+            for i, j in T.Parallel(32, 96):
+                x[i, j] = x[i, j] + (i * 96 + j) - 2 * j + 7
+            T.copy(x, Y[bx * 32, 0])
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_row_and_column_indices_as_values(arch):
+    """a*i + b*j + d with a = 96 (values to 3046: a float32 table), b = -1, d = 7, added to data."""
+    x = np.random.default_rng(2).integers(-50, 50, size=(64, 96)).astype(np.float32)
+    result, outcome = run(INDEX_VALUES, "main", {"X": x}, arch)
+    i = np.arange(64)[:, None] % 32
+    j = np.arange(96)[None, :]
+    np.testing.assert_array_equal(outcome.outputs["Y"], x + (i * 96 - j + 7))
+    plan = result.artifacts["tt.plan.json"].decode()
+    assert '"affine_value"' in plan
+
+
+def test_an_index_value_of_a_block_index_is_located():
+    source = src('''
+        @T.prim_func
+        def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+            with T.Kernel(2) as bx:
+                x = T.alloc_fragment((32, 64), "float32")
+                T.copy(X[bx * 32, 0], x)
+                for i, j in T.Parallel(32, 64):
+                    x[i, j] = x[i, j] + (bx * 32 + i)
+                T.copy(x, Y[bx * 32, 0])
+    ''')
+    e = error_of(source)
+    assert e.location.line == line_of(source, "(bx * 32 + i)")
+    assert "block and loop indices" in e.message
