@@ -53,6 +53,15 @@ SIZES = {
     "blk_m": 32, "blk_k": 64, "split_k": 2, "num_stages": 2, "threads": 128, "thread_num": 128,
     "reduce_threads": 32, "streamk_tiles": 4, "enable_rasteration": False, "trans_A": False, "trans_B": False,
 }
+# Sizes at which an example is defined, where the table's are not (not to make it pass: each says why).
+# attention_sink's bhsd forwards keep one sink per query row in `sinks = T.alloc_fragment([heads])` and write and read
+# it as `sinks[i]` for i in T.Parallel(block_M): past its `heads` elements unless heads >= block_M (64). On CUDA the
+# fragment becomes per-thread registers laid out by the loop, so it happens to work; the varlen sibling
+# (example_gqa_sink_bwd_varlen.py) allocates it as [block_M].
+DEFINED_SIZES = {
+    ("example_gqa_sink_bwd_bhsd.py", "flashattn_fwd"): {"heads": 64},
+    ("example_mha_sink_bwd_bhsd.py", "flashattn_fwd"): {"heads": 64},
+}
 OVERRIDDEN_DEFAULTS = {"blk_m", "BLOCK_M", "BLOCK_N", "M", "N", "K"}  # defaults of 1 row / 8192 columns are GPU shapes
 DTYPES = {"dtype": "float16", "in_dtype": "float16", "out_dtype": "float16", "accum_dtype": "float32",
           "dtypeAB": "float16", "dtypeC": "float16"}
@@ -167,12 +176,15 @@ def upstream_cases(checkout: Path, dirs: tuple[str, ...]) -> list[Case]:
                 defaults = dict(zip([a.arg for a in args][len(args) - len(fn.args.defaults):], fn.args.defaults))
                 values: dict = {}
                 tuned = _autotuned(fn)
+                defined = DEFINED_SIZES.get((path.name, fn.name), {})
                 for a in args:
                     name = a.arg
                     # a `None` default of an @autotune entry is the autotuner's to fill (gemv's BLOCK_N,
                     # reduce_threads): the table's value stands for one of its configs
                     by_tuner = tuned and isinstance(defaults.get(name), ast.Constant) and defaults[name].value is None
-                    if name in SIZES and (name not in defaults or name in OVERRIDDEN_DEFAULTS or by_tuner):
+                    if name in defined:
+                        values[name] = defined[name]
+                    elif name in SIZES and (name not in defaults or name in OVERRIDDEN_DEFAULTS or by_tuner):
                         values[name] = SIZES[name]
                     elif name in DTYPES and name not in defaults:
                         values[name] = DTYPES[name]

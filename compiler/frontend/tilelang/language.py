@@ -19,7 +19,7 @@ from .expr import (VARLEN_HINT, Bin, Call, Const, DType, Expr, Load, Logic, Sele
                    fold_constant, index_arith, is_index, is_run_time_index, read_at_run_time, truth01, walk, wrap)
 from .expr import Cast as CastExpr
 from .recorder import Buffer, Region, TileOp, active_recorder, as_region, current, fill_head, scalar_text, unify
-from .reduction import lower_reduce, pick_row, row_at_index
+from .reduction import column_at_index, lower_reduce, pick_row, row_at_index
 
 
 # ---- sizes ---------------------------------------------------------------------------------------------------------
@@ -525,7 +525,28 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         d.buffer.filled_from_dram = True
     elif row_at_index(s):
         return pick_row(rec, s, d, location)
+    elif column_at_index(d):
+        return _put_column(rec, s, d, location)
     rec.emit(TileOp("copy", (d, s)), location)
+
+
+def _put_column(rec, s: Region, d: Region, location) -> None:
+    """`T.copy(v, S[:, k])`: a column of an L1 tile at a loop index (per-row values kept per key block). A tile's
+    columns are not addressable one at a time on the device, so it is the element store
+    `S[i, j] = T.if_then_else(k <= j < k + 1, v[i], S[i, j])` over the whole tile: a column mask selects."""
+    rows, cols = d.extents[0], d.buffer.shape[1]
+    along = [a for a, e in enumerate(s.extents) if e != 1]
+    if len(along) != 1 or s.extents[along[0]] != rows:
+        fail(f"T.copy into a column of `{d.buffer.name}`: the source must be {rows} values along one axis, got a "
+             f"region of extents {tuple(s.extents)}")
+    r0, k = d.starts
+    if cols == 1:   # a one-column tile: k = 0 is its only column (any other k is past the buffer's end)
+        rec.emit(TileOp("copy", (Region(d.buffer, (r0, wrap(0)), d.extents), s)), location)
+        return
+    i, j = rec.open_parallel((rows, cols), location)
+    source = s.buffer[tuple(start + i if a == along[0] else start for a, start in enumerate(s.starts))]
+    d.buffer[r0 + i, j] = if_then_else(And(j >= k, j < k + 1), source, d.buffer[r0 + i, j])
+    lower_parallel(rec, rec.close_parallel())
 
 
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, k_pack=1,  # noqa: N803

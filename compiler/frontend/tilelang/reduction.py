@@ -96,6 +96,12 @@ def row_at_index(r: Region) -> bool:
         and constant_int(r.starts[0]) is None
 
 
+def column_at_index(r: Region) -> bool:
+    """One column of a 2-D L1 tile at an index the kernel computes (`S_shared[:, k]` in a loop over k)."""
+    return r.buffer.scope != "global" and not r.buffer.vector and len(r.extents) == 2 and r.extents[1] == 1 \
+        and constant_int(r.starts[1]) is None
+
+
 def pick_row(rec, s: Region, d: Region, location) -> None:
     """`T.copy(x[k, :], row)`: a tile's rows are not addressable one at a time on the device, so the row is picked
     arithmetically: a mask keeps row k of the tile (the others become 0) and a column sum leaves it alone."""

@@ -1,0 +1,86 @@
+"""A column of an L1 tile at a loop index (`T.copy(scores_max, S_shared[:, k])`, per-row values kept per key block)
+and the first rows of an L1 tile copied into a smaller tile (`T.copy(acc_o[:2, :], O_shared)`). Each against NumPy
+on both archs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schemas.target import TargetConfig
+
+from .test_frontend import run_kernel, src
+
+ARCHS = ("wormhole_b0", "blackhole")
+
+COLUMN_AT_INDEX = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 128), "float32"), S: T.Tensor((64, 4), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_shared((64, 32), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            s = T.alloc_shared((64, 4), "float32")
+            T.fill(s, -1.0)
+            for k in T.serial(3):
+                T.copy(X[0:64, k * 32:(k + 1) * 32], x)
+                T.reduce_max(x, m, dim=1)
+                T.copy(m, s[:, k])
+            T.copy(s, S)
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_column_of_a_tile_at_a_loop_index(arch):
+    _, outcome = run_kernel(COLUMN_AT_INDEX, seed=51, target=TargetConfig(arch=arch))
+    x = outcome.inputs["X"].astype(np.float64)
+    want = np.full((64, 4), -1.0)
+    for k in range(3):                      # column 3 is never written: it keeps the fill
+        want[:, k] = x[:, k * 32:(k + 1) * 32].max(axis=1)
+    np.testing.assert_allclose(outcome.outputs["S"], want, rtol=1e-3, atol=1e-3)
+    assert outcome.passed, outcome.verification.render()
+
+
+ONE_COLUMN = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 32), "float32"), S: T.Tensor((64, 1), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_shared((64, 32), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            s = T.alloc_shared((64, 1), "float32")
+            for k in T.serial(1):
+                T.copy(X, x)
+                T.reduce_max(x, m, dim=1)
+                T.copy(m, s[:, k])
+            T.copy(s, S)
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_column_of_a_one_column_tile_at_a_loop_index(arch):
+    # k = 0 is the only column in bounds (gqa_decode_varlen_logits with one key block)
+    _, outcome = run_kernel(ONE_COLUMN, seed=52, target=TargetConfig(arch=arch))
+    want = outcome.inputs["X"].astype(np.float64).max(axis=1, keepdims=True)
+    np.testing.assert_allclose(outcome.outputs["S"], want, rtol=1e-3, atol=1e-3)
+    assert outcome.passed, outcome.verification.render()
+
+
+FIRST_ROWS = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((2, 64), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_shared((64, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            o = T.alloc_shared((2, 64), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(64, 64):
+                acc[i, j] = x[i, j] * 2.0 + 1.0
+            T.copy(acc[:2, :], o)
+            T.copy(o, Y)
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_first_rows_of_a_tile_copied_into_a_smaller_tile(arch):
+    _, outcome = run_kernel(FIRST_ROWS, seed=53, target=TargetConfig(arch=arch))
+    want = outcome.inputs["X"].astype(np.float64)[:2] * 2.0 + 1.0
+    np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-3, atol=1e-3)
+    assert outcome.passed, outcome.verification.render()
