@@ -155,6 +155,7 @@ class CircularBufferAttr(TypedDict):
     shard_of: NotRequired[str]        # the L1-sharded tensor whose core's shard this CB's pages are
     shares_with: NotRequired[int]     # the accumulator CB whose L1 this output CB shares (tensorize)
     tile_order: NotRequired[str]      # column_major: a transposed matmul's B, its tiles column by column
+    holds: NotRequired[list[str]]     # the other values that take turns on this index (TTShareCircularBuffers)
 
 
 @DECLARED_ONLY

@@ -22,6 +22,7 @@ from .passes.lower_index_masks import lower_index_masks
 from .passes.lower_to_circular_buffers import lower_to_circular_buffers
 from .passes.pad_tiles import pad_tiles
 from .passes.partition_work import partition_work
+from .passes.share_circular_buffers import share_circular_buffers
 from .passes.share_reads import share_reads
 from .passes.split_kernels import split_kernels
 from .passes.stream_reads import stream_reads
@@ -63,6 +64,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
         # three kernels for the three RISC groups, checked against the device's limits
         "SplitKernels": [
             split_kernels,                 # reader / compute / writer; input streams balanced over the two RISCs
+            share_circular_buffers,        # a full CB table: values never live together take turns on one index
             verify_program,                # L1, CBs, runtime args, coverage, CB balance
         ],
     }

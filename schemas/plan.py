@@ -156,6 +156,9 @@ class CircularBufferPlan(_Strict):
     tile_order: Literal["row_major", "column_major"] = Field(
         default="row_major", description="the order of a block's tiles in the CB's pages: column by column for the "
                                          "B operand of a transposed matmul (Q @ K^T's K), row by row otherwise")
+    holds: list[Identifier] = Field(default_factory=list, description="the other compute values that take turns on "
+                                    "this index, each popped whole before the next is reserved (their live ranges "
+                                    "never overlap): one CircularBufferConfig, the values' one format and page size")
 
 
 class RuntimeArg(_Strict):

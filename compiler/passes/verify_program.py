@@ -74,8 +74,8 @@ def l1_overflow(cbs: list[dict], l1: int, target: dict) -> CompileError:
 
 
 def cb_overflow(cbs: list[dict], target: dict) -> CompileError:
-    """More tile values than the core has circular buffers: said by kind, located at the first value left without
-    one (a buffer of the user's, or the scratch tile made for one of their lines)."""
+    """More tile values than the core has circular buffers, after TTShareCircularBuffers: said by kind, located at
+    the first value left without one (a buffer of the user's, or the scratch tile made for one of their lines)."""
     kinds: dict[str, int] = {}
     for c in cbs:
         kinds[c["role"]] = kinds.get(c["role"], 0) + 1
@@ -84,9 +84,9 @@ def cb_overflow(cbs: list[dict], target: dict) -> CompileError:
         [c["buffer"] for c in cbs if c["role"] == "intermediate"]
     counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
     return CompileError(
-        f"the program keeps {len(cbs)} tile values in circular buffers ({counted}) but {target['arch']} has "
-        f"{target['num_cbs']}; tilefarm gives each value its own CB for the whole block (no reuse between values "
-        f"that are never live together yet): `{named[0]}` and {len(over) - 1} more have none",
+        f"the program needs {len(cbs)} circular buffers for its tile values ({counted}) but {target['arch']} has "
+        f"{target['num_cbs']}, after compute's values that are never live together share one (values moved "
+        f"between kernels, and values live together, keep their own): `{named[0]}` and {len(over) - 1} more have none",
         stage=STAGE, subject=named[0] if named else None,
         hint="compute fewer intermediate values per block (one T.Parallel body instead of several), or run the "
              "prim_func's kernels as separate programs",

@@ -175,8 +175,8 @@ def test_rows_from_between_tile_boundaries_in_less_than_a_tile_are_a_located_err
     assert "`Q` axis 0" in e.message and "whole tiles" in e.message
 
 
-# both ways of taking rows at a loop index in one program: more tile values than wormhole_b0's 32 CBs (each value
-# keeps its CB for the whole block), which blackhole's 64 hold
+# both ways of taking rows at a loop index in one program: more tile values than wormhole_b0's 32 CBs hold (after
+# compute's values never live together share one), which blackhole's 64 hold
 MANY_VALUES = SPLIT_ROWS.replace('Mix: T.Tensor((64,), "float32")):',
                                  'Mix: T.Tensor((64,), "float32"), Last: T.Tensor((64,), "float32")):').replace(
     '        T.copy(acc, Mix[0:64])\n',

@@ -10,6 +10,7 @@ version is popped at the end. A reduction brings a scaler CB, filled once by the
 """
 from __future__ import annotations
 
+import tvm
 import tvm_ffi
 from tvm import tirx
 
@@ -23,6 +24,7 @@ from ... import attrs, precision
 
 STAGE = "tensorize"
 INTERMEDIATE_CB_BASE = 24  # TT convention: inputs c_0.., outputs c_16.., intermediates c_24..
+SPLIT_KERNELS_CBS = 3      # the CBs TTSplitKernels may add: the values page and two kernels' scalar scratch
 COPY_TO_DST_OPS = ("copy_tile", "transpose_tile", "unary_bcast_cols", "unary_bcast_rows", "unary_bcast_scalar")
 FPU_OPS = ("matmul_tiles", "add_tiles", "sub_tiles", "mul_tiles", "reduce_tile")
 
@@ -208,12 +210,18 @@ class Tensorizer:
         emitter = Emitter(self)
         body = emitter.items(items)
         unread = emitter.zero_unread | overwritten_first(items, self.resident)
-        versions = [s for name in self.resident for s in self.zero_version(name, packed=name not in unread)]
+        zero = {name: self.zero_version(name, packed=name not in unread) for name in self.resident}
+        release = {name: [ops.call("cb_pop_front", cb, self.ntiles(name))] for name, cb in self.resident.items()
+                   if name not in self.used_up}
+        if len(self.cbs) + SPLIT_KERNELS_CBS > self.target["num_cbs"]:
+            # near the CB table's end: each value held only over its live range, so that TTShareCircularBuffers
+            # can give values never live together one CB index
+            body, zero, release = live_ranges_placed(body, zero, release, self.resident, self.aliases), {}, {}
+        versions = [s for stmts in zero.values() for s in stmts]
         # an output CB sharing an accumulator's L1: the block's result pages are free only once the writer has
         # taken the previous block's (the accumulator's last step packs them); the accumulator ends the block empty
         versions = [ops.call("cb_reserve_back", out, self.cbs[out]["num_pages"]) for out in self.aliases] + versions
-        last = [ops.call("cb_pop_front", cb, self.ntiles(name)) for name, cb in self.resident.items()
-                if name not in self.used_up]
+        last = [s for stmts in release.values() for s in stmts]
         for out, cb in self.aliases.items():
             self.cbs[out]["shares_with"] = cb
         loop = tirx.For(block.loop_var, block.min, block.extent, block.kind, seq(binds + versions + body + last))
@@ -255,6 +263,60 @@ class Tensorizer:
         if len(inputs) >= 2:
             return ops.call("hw_startup_binary", inputs[0], inputs[1], out_cb)
         return ops.call("hw_startup_unary", inputs[0], out_cb)
+
+
+def _cbs_touched(stmt) -> set[int]:
+    found: set[int] = set()
+
+    def visit(node):
+        spec_args = ops.intrinsic_of(node)
+        if spec_args:
+            found.update(int(a) for kind, a in zip(spec_args[0].args, spec_args[1]) if kind == "cb")
+    tvm_ffi.structural_walk(stmt, [(tvm.ir.Call, visit)], order="pre")
+    return found
+
+
+def _windows_opened(stmt) -> int:
+    """DST windows a statement leaves open (acquires less releases)."""
+    count = [0]
+
+    def visit(node):
+        found = ops.intrinsic_of(node)
+        if found and found[0].name in ("tile_regs_acquire", "tile_regs_release"):
+            count[0] += 1 if found[0].name == "tile_regs_acquire" else -1
+    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, visit)], order="pre")
+    return count[0]
+
+
+def live_ranges_placed(body: list, zero: dict, release: dict, resident: dict, aliases: dict) -> list:
+    """The block's statements with each resident buffer's first version placed just before its first use and its
+    last pop just after its last, both between DST windows (a zero version packs from a DST section of its own).
+    A buffer an output CB shares L1 with, or that nothing in the block touches, keeps the block's start and end."""
+    stmts = stmts_of(seq(body))
+    between = [True]                       # between[p]: no DST window is open before statement p
+    open_windows = 0
+    for s in stmts:
+        open_windows += _windows_opened(s)
+        between.append(open_windows == 0)
+    touched: dict[int, list[int]] = {}
+    for k, s in enumerate(stmts):
+        for cb in _cbs_touched(s):
+            touched.setdefault(cb, []).append(k)
+    starts = {p: [] for p in range(len(stmts) + 1)}
+    ends = {p: [] for p in range(len(stmts) + 1)}
+    head, tail = [], []
+    for name, version in zero.items():
+        at = touched.get(resident[name])
+        if not at or resident[name] in aliases.values() or not between[-1]:
+            head += version
+            tail += release.get(name, [])
+            continue
+        starts[max(p for p in range(at[0] + 1) if between[p])] += version
+        ends[min(p for p in range(at[-1] + 1, len(stmts) + 1) if between[p])] += release.get(name, [])
+    out = list(head)
+    for p in range(len(stmts) + 1):
+        out += ends[p] + starts[p] + ([stmts[p]] if p < len(stmts) else [])
+    return out + tail
 
 
 def _resident_count(func, full_sync: bool):

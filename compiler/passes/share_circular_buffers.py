@@ -1,0 +1,188 @@
+"""TTShareCircularBuffers: compute's intermediate values that are never live together share a CB index, when the
+program keeps more tile values than the device has CBs (wormhole_b0: 32, blackhole: 64).
+
+A CB index is one FIFO. Two values may take turns on it when, in the one kernel that both pushes and pops them
+(compute's intermediates; a value moved between kernels keeps its own index, as two kernels pushing into one FIFO
+would race), every page of the first is popped before the first page of the second is reserved, in every
+execution. Live ranges are taken over the block loop's statements in program order: a value touched anywhere
+inside a statement (a loop, a branch) is live for all of it, so a value live across a loop's back-edge is live for
+the whole loop. TTTensorize holds each resident value only over its live range when the table is nearly full.
+
+The values on one index agree in data format, page size, page count and unpack mode (the host program gives an
+index one CircularBufferConfig; the compute kernel's unpacker and packer are configured per index), and each
+advances the FIFO's pointers by a whole number of turns per block, so each finds the pointers where its own CB
+would have had them (pages never run past the CB's end). The config entry keeps the first value's name and lists
+the others under `holds`.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .. import attrs, ops
+from ..ir import stmts_of
+from .split_kernels import _block_loop
+
+CONFIG_ONLY = ("hw_startup_", "pack_reconfig_data_format", "reconfig_data_format")
+
+
+def _configures_only(name: str) -> bool:
+    """An init reads an index's format and tile shape only, never its pages: values on one index agree in those."""
+    return name.endswith("_init") or name.startswith(CONFIG_ONLY)
+
+
+def _cb_args(node) -> list[int]:
+    found = ops.intrinsic_of(node)
+    if not found or _configures_only(found[0].name):
+        return []
+    return [int(a) for kind, a in zip(found[0].args, found[1]) if kind == "cb"]
+
+
+def touched(stmt) -> set[int]:
+    """The CB indices whose pages a statement reserves, pushes, waits for, pops, reads or writes."""
+    out: set[int] = set()
+    tvm_ffi.structural_walk(stmt, [(tvm.ir.Call, lambda c: out.update(_cb_args(c)))], order="pre")
+    return out
+
+
+def advance(stmt, cb: int, pages: int) -> int | None:
+    """Pages pushed into `cb` by one run of `stmt`, modulo the CB's `pages`; None when that is not one number (a
+    loop of a run-time trip count whose body does not advance by whole turns, branches that differ)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        total = 0
+        for s in stmt.seq:
+            a = advance(s, cb, pages)
+            if a is None:
+                return None
+            total += a
+        return total % pages
+    if isinstance(stmt, tirx.For):
+        a = advance(stmt.body, cb, pages)
+        if a is None:
+            return None
+        if isinstance(stmt.extent, tirx.IntImm):
+            return a * int(stmt.extent) % pages
+        return 0 if a == 0 else None
+    if isinstance(stmt, tirx.IfThenElse):
+        a = advance(stmt.then_case, cb, pages)
+        b = advance(stmt.else_case, cb, pages) if stmt.else_case is not None else 0
+        return a if a == b else None
+    if isinstance(stmt, (tirx.Evaluate,)):
+        found = ops.intrinsic_of(stmt)
+        if found and found[0].name == "cb_push_back" and int(found[1][0]) == cb:
+            n = found[1][1]
+            return int(n) % pages if isinstance(n, tirx.IntImm) else None
+        return 0
+    if hasattr(stmt, "body"):
+        return advance(stmt.body, cb, pages)
+    return 0 if cb not in touched(stmt) else None
+
+
+def live_ranges(compute, cbs: list[dict]) -> dict[int, tuple[int, int]]:
+    """[first, last] block-loop statement that touches each intermediate value compute alone pushes and pops, for
+    the values that can share an index (touched only inside the block loop, a whole number of turns per block)."""
+    split = _block_loop(compute.body)
+    if split is None:
+        return {}
+    before, loop, after = split
+    outside = set().union(*(touched(s) for s in before + after)) if before or after else set()
+    aliased = {c["shares_with"] for c in cbs if c.get("shares_with") is not None}
+    candidates = {c["index"]: c for c in cbs
+                  if c["role"] == "intermediate" and c["producer"] == c["consumer"] == ops.COMPUTE
+                  and c.get("shares_with") is None and c["index"] not in aliased and c["index"] not in outside}
+    ranges: dict[int, list[int]] = {}
+    stmts = stmts_of(loop.body)
+    for k, s in enumerate(stmts):
+        for cb in touched(s) & set(candidates):
+            ranges.setdefault(cb, [k, k])[1] = k
+    return {cb: (first, last) for cb, (first, last) in ranges.items()
+            if advance(loop.body, cb, candidates[cb]["num_pages"]) == 0}
+
+
+def share(cbs: list[dict], ranges: dict[int, tuple[int, int]], unpack_to_dest: set[int]) -> dict[int, int]:
+    """Each value's index -> the index it takes turns on (greedy over live ranges by start: for intervals that is
+    the fewest indices per kind)."""
+    by_index = {c["index"]: c for c in cbs}
+    kinds: dict[tuple, list[list[int]]] = {}           # kind -> [[lead index, last statement], ...]
+    mapping = {}
+    for cb, (first, last) in sorted(ranges.items(), key=lambda r: (r[1][0], r[0])):
+        c = by_index[cb]
+        kind = (c["data_format"], c["page_bytes"], c["num_pages"], cb in unpack_to_dest)
+        turns = kinds.setdefault(kind, [])
+        free = next((t for t in turns if t[1] < first), None)
+        if free is None:
+            turns.append([cb, last])
+        else:
+            mapping[cb] = free[0]
+            free[1] = last
+    return mapping
+
+
+def renumber(stmt, mapping: dict[int, int]):
+    def visit(call):
+        found = ops.intrinsic_of(call)
+        if not found:
+            return call
+        spec, args = found
+        moved = [tirx.IntImm("int32", mapping[int(a)]) if kind == "cb" and int(a) in mapping else a
+                 for kind, a in zip(spec.args, args)]
+        return call if all(m.same_as(a) for m, a in zip(moved, args)) else ops.call_expr(spec.name, *moved)
+    return tvm_ffi.structural_map(stmt, [(tvm.ir.Call, visit)])
+
+
+def moved(cb: dict, mapping: dict[int, int]) -> dict:
+    cb = dict(cb, index=mapping.get(cb["index"], cb["index"]))
+    if cb.get("shares_with") is not None:
+        cb["shares_with"] = mapping.get(cb["shares_with"], cb["shares_with"])
+    return cb
+
+
+def share_circular_buffers_in(mod) -> tvm.IRModule:
+    compute = mod[ops.COMPUTE]
+    cbs = attrs.CB_CONFIG.get(compute)
+    count = attrs.TARGET.get(compute)["num_cbs"]
+    if len(cbs) <= count and all(c["index"] < count for c in cbs):
+        return mod
+    config = attrs.COMPUTE_CONFIG.get(compute)
+    unpack_to_dest = set(config.get("unpack_to_dest_fp32_cbs", []))
+    mapping = share(cbs, live_ranges(compute, cbs), unpack_to_dest)
+    if not mapping:
+        return mod
+    holds: dict[int, list[str]] = {}
+    for cb, lead in mapping.items():
+        holds.setdefault(lead, []).append(next(c["buffer"] for c in cbs if c["index"] == cb))
+    kept = [dict(c, holds=holds[c["index"]]) if c["index"] in holds else dict(c)
+            for c in cbs if c["index"] not in mapping]
+    # indices past the table's end move down into the ones freed
+    used = {c["index"] for c in kept}
+    free = iter(i for i in range(count) if i not in used)
+    for c in sorted(kept, key=lambda c: c["index"]):
+        if c["index"] >= count:
+            new = next(free, None)
+            if new is None:
+                break
+            mapping.update({cb: new for cb, lead in mapping.items() if lead == c["index"]})
+            mapping[c["index"]] = new
+    kept = [moved(c, mapping) for c in kept]
+    kept.sort(key=lambda c: c["index"])
+    config = dict(config, unpack_to_dest_fp32_cbs=sorted({mapping.get(i, i) for i in unpack_to_dest}))
+    funcs = {}
+    for gv, func in mod.functions.items():
+        func = func.with_body(renumber(func.body, mapping))
+        updates = {attrs.CB_CONFIG: kept}
+        if attrs.COMPUTE_CONFIG.get(func, None) is not None:
+            updates[attrs.COMPUTE_CONFIG] = config
+        if attrs.MULTICAST.get(func, None):
+            updates[attrs.MULTICAST] = [dict(g, cb=mapping.get(g["cb"], g["cb"])) for g in attrs.MULTICAST.get(func)]
+        args = attrs.RUNTIME_ARGS.get(func, None)
+        if args:
+            updates[attrs.RUNTIME_ARGS] = [dict(a, cb=mapping.get(a["cb"], a["cb"])) if a.get("cb") is not None
+                                           else a for a in args]
+        funcs[gv] = attrs.put(func, updates)
+    return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+@tvm.transform.module_pass(opt_level=0, name="TTShareCircularBuffers")
+def share_circular_buffers(mod, ctx):
+    return share_circular_buffers_in(mod)
