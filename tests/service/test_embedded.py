@@ -16,17 +16,15 @@ from tests.service.checks import check_bundle, check_succeeded
 from tests.service.conftest import Gate, Service, base_env, kernel
 
 
-@pytest.fixture(scope="module")
-def embedded(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("embedded")
-    service = Service(base_env(TILEFARM_DATA_DIR=str(workdir / "data")), workdir)
-    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
-    yield service
-    service.stop()
+def _cache_hits(service) -> float:
+    return next(float(line.split()[-1]) for line in service.client.get("/metrics").text.splitlines()
+                if line.startswith("tilefarm_cache_hits_total "))
 
 
 def test_embedded_end_to_end(embedded):
+    """On the test process's shared `tilefarm serve` (tests/conftest.py: default settings, nothing killed there)."""
     assert "broker.sqlite" in str(embedded.client.get("/readyz").json()) or embedded.client.get("/readyz").status_code == 200
+    hits_before = _cache_hits(embedded)  # the shared service's counter: other modules' jobs may have hit before
     source = kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n"
     job = embedded.wait(embedded.submit(source, stages=["compile", "emulate"])["id"])
     check_succeeded(job)
@@ -37,8 +35,7 @@ def test_embedded_end_to_end(embedded):
     bad = embedded.wait(embedded.submit(kernel("bad_syntax.py"), filename="bad_syntax.py")["id"])
     assert bad["status"] == "failed" and bad["diagnostics"][0]["line"] == 14
     assert embedded.client.post("/v1/jobs", json={"source": "#" * (300 * 1024)}).status_code == 413
-    metrics = embedded.client.get("/metrics").text
-    assert "tilefarm_cache_hits_total 1.0" in metrics
+    assert _cache_hits(embedded) == hits_before + 1
 
 
 def test_embedded_cancel(embedded):
@@ -96,7 +93,14 @@ def test_embedded_sigkilled_pool_process_job_is_redelivered_once(gated_embedded)
 
 
 def _descendants(pid: int) -> list[int]:
-    children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    """Every process under `pid`, whichever of its threads started them (the API's supervisor thread starts a
+    replacement worker: /proc/PID/task/PID/children lists the main thread's children only)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # a thread or process that ended meanwhile
+            pass
     return children + [d for c in children for d in _descendants(c)]
 
 
@@ -125,15 +129,30 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_sigterm_stops_serve_and_its_worker_in_order(tmp_path):
-    """`kill -- -PGID` (docker stop, systemd, the tests' own teardown): the API stops its worker before it exits;
-    no worker process is left behind (one hung in its pool's shutdown, as when the signal reached every process)."""
+def test_the_zygote_starts_with_the_worker_and_sigterm_stops_serve_and_its_worker_in_order(tmp_path):
+    """The sandbox zygote's start (tvm import, warm-up compiles: seconds) happens beside the pool process's start-up,
+    so the first job does not wait for it: the zygote runs and /readyz says the worker is warm before any job was
+    sent, and the first job is served by that same zygote (no second start).
+
+    Then `kill -- -PGID` (docker stop, systemd, the tests' own teardown): the API stops its worker before it exits;
+    no worker process is left behind (one hung in its pool's shutdown, as when the signal reached every process).
+    (One fresh service for both: the second half needs a service that ran a job, which the first half leaves.)"""
     service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data")), tmp_path)
     service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
     api = service.procs[0].process
     worker_processes: list[int] = []
     try:
-        check_succeeded(service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"]))
+        deadline = time.time() + 120
+        while (ready := service.client.get("/readyz")).status_code != 200:
+            assert ready.status_code == 503 and api.poll() is None and time.time() < deadline, ready.text
+            time.sleep(0.05)
+        assert ready.json()["checks"]["workers"] == "1 warm"
+        before = _zygotes(api.pid)
+        assert len(before) == 1, "no zygote started before any job was submitted"
+        job = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"])
+        check_succeeded(job)
+        assert _zygotes(api.pid) == before  # the job went to the zygote started with the worker
+
         worker_processes = _descendants(api.pid)  # the Celery worker, its pool process, the pool's sandbox zygote
         assert len(worker_processes) >= 2
         os.killpg(api.pid, signal.SIGTERM)
@@ -149,32 +168,6 @@ def test_sigterm_stops_serve_and_its_worker_in_order(tmp_path):
         for pid in worker_processes:  # whatever a failure left behind
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
-
-
-def test_the_sandbox_zygote_starts_with_the_worker_not_with_the_first_job(tmp_path):
-    """The zygote's start (tvm import, warm-up compiles: seconds) happens beside the pool process's start-up, so
-    the first job does not wait for it: the zygote runs and /readyz says the worker is warm before any job was
-    sent, and the first job is served by that same zygote (no second start)."""
-    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data")), tmp_path)
-    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
-    api = service.procs[0].process
-
-    def zygotes() -> set[int]:
-        return _zygotes(api.pid)
-
-    try:
-        deadline = time.time() + 120
-        while (ready := service.client.get("/readyz")).status_code != 200:
-            assert ready.status_code == 503 and api.poll() is None and time.time() < deadline, ready.text
-            time.sleep(0.05)
-        assert ready.json()["checks"]["workers"] == "1 warm"
-        before = zygotes()
-        assert len(before) == 1, "no zygote started before any job was submitted"
-        job = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"])
-        check_succeeded(job)
-        assert zygotes() == before  # the job went to the zygote started with the worker
-    finally:
-        service.stop()
 
 
 def test_embedded_sigkilled_worker_main_process_is_replaced_and_its_job_completes(gated_embedded):
@@ -199,34 +192,29 @@ def test_embedded_sigkilled_worker_main_process_is_replaced_and_its_job_complete
         time.sleep(0.05)
 
 
-def test_a_killed_sandbox_ends_its_job_and_the_jobs_after_it_run(tmp_path):
+def test_a_killed_sandbox_ends_its_job_and_the_jobs_after_it_run(gated_embedded):
     """Issue 24.6, a sandbox kill: the zygote SIGKILLed while a job is in a stage. That job ends (failed, saying
-    why, or run again), never left running; the next job runs to the end in a sandbox started anew. (A service of
-    its own: the module's shared one may have had its worker replaced by the tests above.)"""
-    gate = Gate(tmp_path / "hold")
-    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data"), **gate.env), tmp_path)
-    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
+    why, or run again), never left running; the next job runs to the end in a sandbox started anew. (On the
+    module's gated service: whether its worker or pool process was replaced by another test before does not
+    matter, the zygotes killed are whichever run under the API now.)"""
+    service, gate = gated_embedded, gated_embedded.gate
     api = service.procs[0].process
-    try:
-        with gate.held():
-            job = service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")
-            _held_running(service, job["id"])
-            deadline = time.time() + 120     # the zygote starts beside the worker's pool, in the background
-            while not (killed := _zygotes(api.pid)):
-                assert time.time() < deadline, "no sandbox zygote to kill"
-                time.sleep(0.05)
-            for pid in killed:
-                os.kill(pid, signal.SIGKILL)
-        ended = service.wait(job["id"], timeout=180)
-        assert ended["status"] in ("failed", "succeeded"), ended
-        if ended["status"] == "failed":
-            assert ended.get("error"), ended
-        after = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"], timeout=180)
-        check_succeeded(after)
-        assert not killed & _zygotes(api.pid)
-    finally:
-        gate.open()
-        service.stop()
+    with gate.held():
+        job = service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")
+        _held_running(service, job["id"])
+        deadline = time.time() + 120     # the zygote starts beside the worker's pool, in the background
+        while not (killed := _zygotes(api.pid)):
+            assert time.time() < deadline, "no sandbox zygote to kill"
+            time.sleep(0.05)
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+    ended = service.wait(job["id"], timeout=180)
+    assert ended["status"] in ("failed", "succeeded"), ended
+    if ended["status"] == "failed":
+        assert ended.get("error"), ended
+    after = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"], timeout=180)
+    check_succeeded(after)
+    assert not killed & _zygotes(api.pid)
 
 
 def test_serve_started_again_after_it_died_runs_what_it_left(tmp_path):
