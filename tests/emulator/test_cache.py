@@ -46,6 +46,32 @@ def test_objects_are_keyed_on_the_kernel_checks_launcher(make_bundle, run, tmp_p
     np.testing.assert_array_equal(first.outputs["z"], other.outputs["z"])
 
 
+def test_kernel_objects_are_keyed_on_content_not_places(make_bundle, run, tmp_path, monkeypatch):
+    """Issue 30: the kernel cache's key names no place (src/jit.cpp cache_key). Another checkout of the same sources
+    (its own include directory, its virtual environment's python: a link to the same interpreter) running the same
+    kernels from another directory takes the objects the first run compiled; a header changed in that checkout is in
+    the key, and every kernel is compiled again."""
+    monkeypatch.setenv("TTEMU_CACHE_DIR", str(tmp_path / "kcache"))
+    first = run(make_bundle("eltwise"), INPUTS)
+    assert first.report["jit"]["compiled"] == 3
+    checkout = tmp_path / "another-checkout"
+    shutil.copytree(emulate.INCLUDE_DIR, checkout / "include")
+    python = checkout / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(os.path.realpath(sys.executable))
+    launcher = emulate.kernel_compiler_env()["TTEMU_KERNEL_CC"].split(" ")
+    assert launcher[0] == sys.executable
+    elsewhere = {"TTEMU_INCLUDE_DIR": str(checkout / "include"), "TTEMU_KERNEL_CC": " ".join([str(python), *launcher[1:]])}
+    second = run(make_bundle("eltwise"), INPUTS, env=elsewhere)
+    assert second.report["jit"]["compiled"] == 0 and second.report["jit"]["cache_hits"] == 3, second.report["jit"]
+    np.testing.assert_array_equal(first.outputs["z"], second.outputs["z"])
+    header = checkout / "include" / "api" / "compute" / "common.h"
+    header.write_text(header.read_text() + "\n// another checkout's change\n")
+    third = run(make_bundle("eltwise"), INPUTS, env=elsewhere)
+    assert third.report["jit"]["compiled"] == 3 and third.report["jit"]["cache_hits"] == 0, third.report["jit"]
+    np.testing.assert_array_equal(first.outputs["z"], third.outputs["z"])
+
+
 def test_program_and_runtime_builds_are_cached(make_bundle, tmp_path):
     bundle = make_bundle("eltwise")
     lib = emulate.build_runtime()

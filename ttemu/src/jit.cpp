@@ -1,8 +1,10 @@
 // Kernel JIT: each kernel source is compiled with the host g++ into a shared object, cached under the SHA-256 of
-// everything that affects the object (source, compile-time args, defines, CB formats, flags, emulator headers) and
-// sealed with the SHA-256 of the object itself (<key>.so.sha256): an object that does not match its seal (truncated,
-// corrupted, swapped) is compiled again, never loaded. Every compile goes through $TTEMU_KERNEL_CC when it is set
-// (a launcher, as ccache is: tilefarm's preprocesses and checks the kernel, then compiles exactly what it checked).
+// everything that affects the object (source, compile-time args, defines, CB formats, flags, emulator headers, the
+// launcher) and nothing else: no checkout, cache or kernel directory is in the key (cache_key), so two checkouts of
+// the same sources share their objects. Each is sealed with the SHA-256 of the object itself (<key>.so.sha256): an
+// object that does not match its seal (truncated, corrupted, swapped) is compiled again, never loaded. Every compile
+// goes through $TTEMU_KERNEL_CC when it is set (a launcher, as ccache is: tilefarm's preprocesses and checks the
+// kernel, then compiles exactly what it checked).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -106,12 +108,16 @@ std::string join(const std::vector<std::uint32_t>& v) {
     return s;
 }
 
-// A Metal 2.0 kernel's generated headers, kept under the cache by their content's hash (so the compile command,
-// which names them, keys the kernel cache on them); a file that does not hold that content is written again.
-// Returns the directory.
+// A Metal 2.0 kernel's generated headers: the name of their directory under the cache, their content's hash (so
+// the compile command, which names it, keys the kernel cache on them).
+std::string generated_headers_name(const KernelDef& k) {
+    return "generated-" + Sha256().field(generated_bindings_header(k)).field(generated_args_header(k)).hex();
+}
+
+// ...written there; a file that does not hold that content is written again. Returns the directory.
 std::string generated_headers_dir(const KernelDef& k) {
     std::string bindings = generated_bindings_header(k), args = generated_args_header(k);
-    std::string dir = cache_dir() + "/generated-" + Sha256().field(bindings).field(args).hex();
+    std::string dir = cache_dir() + "/" + generated_headers_name(k);
     mkdir(dir.c_str(), 0755);
     for (auto& [name, text] : {std::pair<const char*, const std::string&>{"kernel_bindings_generated.h", bindings},
                                std::pair<const char*, const std::string&>{"kernel_args_generated.h", args}}) {
@@ -151,18 +157,25 @@ bool publish_sealed(const std::string& built, const std::string& object) {
            std::rename(seal_tmp.c_str(), (object + ".sha256").c_str()) == 0;
 }
 
+// Where a compile command finds its files: the launcher's words, the emulator's include directory, the directory of
+// the kernel's generated headers. A real command names the real ones; the cache key names them by what they are.
+struct Places {
+    std::vector<std::string> launcher;
+    std::string include, generated;
+};
+
 std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView& view, const std::string& src,
-                                         const std::string& out) {
+                                         const std::string& out, const Places& places) {
     const char* cxx_env = std::getenv("TTEMU_CXX");
     std::string cxx = cxx_env && *cxx_env ? cxx_env : "g++";
     const ArchSpec& arch = *device().arch;
-    std::vector<std::string> cmd = launcher();
+    std::vector<std::string> cmd = places.launcher;
     cmd.insert(cmd.end(),
                {cxx, "-std=c++20", "-O1", "-fPIC", "-shared", "-g0",
                 // the JIT's warning policy (metalium_api.md §6.5)
                 "-Wall", "-Werror", "-Wno-unknown-pragmas", "-Wno-deprecated-declarations",
                 "-Wno-error=multistatement-macros", "-Wno-error=parentheses", "-Wno-error=unused-but-set-variable",
-                "-Wno-unused-variable", "-Wno-unused-function", "-I" + include_dir()});
+                "-Wno-unused-variable", "-Wno-unused-function", "-I" + places.include});
     // Kernels from a TT-Metalium tree (ttnn's, read from the wheel) include "ttnn/operations/..." relative to
     // TT_METAL_HOME, as the real JIT's include path has it; our device headers come first.
     if (const char* home = std::getenv("TT_METAL_HOME"); home && *home)
@@ -203,16 +216,48 @@ std::vector<std::string> compile_command(const KernelDef& k, const ProgramCBView
     }
     for (auto& [name, value] : k.defines) cmd.push_back("-D" + name + "=" + value);
     if (k.named.enabled) {  // included before the kernel, as the real JIT's prolog does
-        std::string gen = generated_headers_dir(k);
         for (const char* h : {"/kernel_bindings_generated.h", "/kernel_args_generated.h"}) {
             cmd.push_back("-include");
-            cmd.push_back(gen + h);
+            cmd.push_back(places.generated + h);
         }
     }
     cmd.push_back(src);
     cmd.push_back("-o");
     cmd.push_back(out);
     return cmd;
+}
+
+// The places of a real compile: every file where it is.
+Places real_places(const KernelDef& k) {
+    return {launcher(), include_dir(), k.named.enabled ? generated_headers_dir(k) : ""};
+}
+
+// The launcher as the cache key names it: its program by its real path (a virtual environment's python is the
+// interpreter it links to, the same in every checkout), the other words as they are (tilefarm's name the kernel
+// check's rules: kernel_check.rules_digest).
+const std::vector<std::string>& launcher_identity() {
+    static const std::vector<std::string> words = [] {
+        std::vector<std::string> w = launcher();
+        if (!w.empty() && w[0].find('/') != std::string::npos) {
+            if (char* real = realpath(w[0].c_str(), nullptr)) {
+                w[0] = real;
+                std::free(real);
+            }
+        }
+        return w;
+    }();
+    return words;
+}
+
+// The kernel cache's key: the compile command with its places named by what they hold (the include directory by
+// the digest of every header under it, the generated headers by their content's hash, the source by its text), never
+// by where they are: a checkout, a cache directory or a test's temporary directory changes nothing.
+std::string cache_key(const KernelDef& k, const ProgramCBView& view) {
+    Places named{launcher_identity(), "<include>", "<cache>/" + (k.named.enabled ? generated_headers_name(k) : "")};
+    Sha256 h;
+    for (auto& word : compile_command(k, view, "SRC", "OUT", named)) h.field(word);
+    h.field(k.source).field(headers_hash()).field(__VERSION__);
+    return h.hex();
 }
 
 // Runs argv, returns exit status; stdout+stderr go to `log_path`.
@@ -261,11 +306,7 @@ void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<Pro
         KernelDef* k = kernels[i];
         Job job;
         job.k = k;
-        std::vector<std::string> probe = compile_command(*k, views[i], "SRC", "OUT");
-        Sha256 h;
-        for (auto& a : probe) h.field(a);
-        h.field(k->source).field(headers_hash()).field(__VERSION__);
-        job.key = h.hex();
+        job.key = cache_key(*k, views[i]);
         job.so = dir + "/" + job.key + ".so";
         // Compile the file in place so relative #includes resolve; string kernels get a file in the cache.
         job.src = k->path;
@@ -273,8 +314,9 @@ void jit_compile_kernels(std::vector<KernelDef*>& kernels, const std::vector<Pro
             job.src = dir + "/" + job.key + ".cpp";
             std::ofstream(job.src) << k->source;
         }
-        job.cmd = compile_command(*k, views[i], job.src,
-                                  job.so + ".tmp." + std::to_string(getpid()) + "." + std::to_string(i));
+        job.cmd =
+            compile_command(*k, views[i], job.src,
+                            job.so + ".tmp." + std::to_string(getpid()) + "." + std::to_string(i), real_places(*k));
         job.hit = sealed_intact(job.so);  // a missing or unsealed object, or one its seal disowns: compiled
         jobs.push_back(std::move(job));
     }
