@@ -60,13 +60,44 @@ def first_calls(body) -> dict[tuple[int, str], int]:
     return order
 
 
+def later_pass_inputs(body, inputs: set[int]) -> set[int]:
+    """The input CBs compute first waits for only after it has packed a tile since its first wait for every other
+    one of `inputs`: read in a later pass over the block (RMS norm's weight, used after the row statistics)."""
+    first_wait: dict[int, int] = {}
+    packs: list[int] = []
+
+    def visit(stmt):
+        found = ops.intrinsic_of(stmt)
+        if not found:
+            return
+        if found[0].name == "cb_wait_front" and int(found[1][0]) in inputs:
+            first_wait.setdefault(int(found[1][0]), len(packs))
+        elif found[0].name in ("pack_tile", "pack_tile_at"):
+            packs.append(1)
+    tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
+    return {cb for cb, at in first_wait.items()
+            if len(first_wait) > 1 and all(at > other for c, other in first_wait.items() if c != cb)}
+
+
+def once_per_block(body) -> set[int]:
+    """The CBs reserved at the top level of the block loop's body (read once per block, not in a loop in it)."""
+    loop = next((s for s in stmts_of(body) if isinstance(s, tirx.For)), None)
+    found = (ops.intrinsic_of(s) for s in stmts_of(loop.body if loop is not None else body))
+    return {int(f[1][0]) for f in found if f and f[0].name == "cb_reserve_back"}
+
+
 def assign_movers(func, cbs: list[dict]) -> list[dict]:
     """Input CBs to the reader or the writer: greedily move the largest to the writer while that lowers the
-    busier one's tiles per block. An input first read after the writer first waits for an output stays on the
-    reader: the writer would wait for compute to produce that output before reading it, and compute may need it
-    first (`T.copy(c, C)` then `T.copy(A, W)`: compute waits for A's staging tile above C's pack)."""
+    busier one's tiles per block; then one that leaves it as it is, when the input is read once per block in a later
+    pass than the reader's other inputs (later_pass_inputs): on the reader it would arrive behind them, on the
+    writer it arrives while the writer waits for its first output (RMS norm's weight beside its X). An input first
+    read after the writer first waits for an output stays on the reader: the writer would wait for compute to
+    produce that output before reading it, and compute may need it first (`T.copy(c, C)` then `T.copy(A, W)`:
+    compute waits for A's staging tile above C's pack)."""
     counts = pages_per_block(func.body)
     order = first_calls(func.body)
+    later = later_pass_inputs(func.body, {c["index"] for c in cbs if c["role"] == "input"
+                                          and c["producer"] == ops.READER and c["buffer"] != "reduce_scaler"})
     first_output_wait = min((order[(c["index"], "cb_wait_front")] for c in cbs
                              if c["role"] == "output" and (c["index"], "cb_wait_front") in order), default=None)
     moved = {c["index"]: counts.get((c["index"], "cb_push_back"), 0) * c["page_bytes"] for c in cbs}
@@ -83,6 +114,13 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
     for c in candidates:
         x = moved[c["index"]]
         if max(load[ops.READER] - x, load[ops.WRITER] + x) < max(load.values()):
+            c["producer"] = ops.WRITER
+            load[ops.READER] -= x
+            load[ops.WRITER] += x
+    for c in candidates:   # then a tie: an input read once per block (no loop around it) in a later pass
+        x = moved[c["index"]]
+        if c["producer"] == ops.READER and c["index"] in later and c["index"] in once_per_block(func.body) \
+                and load[ops.READER] > load[ops.WRITER] and load[ops.WRITER] + x <= load[ops.READER]:
             c["producer"] = ops.WRITER
             load[ops.READER] -= x
             load[ops.WRITER] += x

@@ -122,6 +122,9 @@ class _Unroll:
                 raise ValueError("a loop of unknown trip count")
             return max([self.most(stmt.body, {**env, stmt.loop_var: tirx.IntImm("int32", k)})
                         for k in range(lo, lo + extent)], default=-1)
+        if isinstance(stmt, tirx.IfThenElse):   # either branch may run: the larger of the two
+            other = self.most(stmt.else_case, env) if stmt.else_case is not None else -1
+            return max(self.most(stmt.then_case, env), other)
         call = _call(stmt)
         if call is None:
             raise ValueError("a statement that is not a call")

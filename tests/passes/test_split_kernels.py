@@ -238,3 +238,62 @@ def test_a_data_movement_kernel_waits_once_per_block_for_all_its_reads():
             T.tt.cb_push_back(1, 1)
 
     assert_ir_equal(run(split_kernels, before)["reader"], reader)
+
+
+def test_an_input_read_in_a_later_pass_moves_to_the_writer_on_a_tie():
+    """y = (x * x) * w a tile per block, w read only after x's pass has packed its square: the reader would move
+    2 tiles per block and the writer 1; with w on the writer they move 1 and 2, no busier than before, and w no
+    longer waits behind x's reads (RMS norm's weight). C = A + B, whose inputs one pass reads, keeps both on the
+    reader (test_a_data_movement_kernel_waits_once_per_block_for_all_its_reads)."""
+    cbs = [cb(0, "x_s", "input", "reader", "compute"), cb(1, "w_s", "input", "reader", "compute"),
+           cb(16, "Y", "output", "compute", "writer"), cb(24, "sq", "intermediate", "compute", "compute")]
+    layouts = {name: {"memory": "DRAM", "page_bytes": 4096} for name in ("X", "W", "Y")}
+
+    @T.prim_func
+    def before(X: T.Buffer((32, 64), "float32"), W: T.Buffer((32, 64), "float32"), Y: T.Buffer((32, 64), "float32")):
+        T.func_attr({"tt.cb_config": cbs, "tt.layout_desc": layouts})
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        for i in range(block_count):
+            T.tt.cb_reserve_back(0, 1)
+            T.tt.read_tile(0, 0, "X", 0, i)
+            T.tt.noc_async_read_barrier(0)
+            T.tt.cb_push_back(0, 1)
+            T.tt.cb_reserve_back(1, 1)
+            T.tt.read_tile(1, 0, "W", 0, i)
+            T.tt.noc_async_read_barrier(1)
+            T.tt.cb_push_back(1, 1)
+            T.tt.cb_wait_front(0, 1)
+            T.tt.tile_regs_acquire()
+            T.tt.mul_init(0, 0)
+            T.tt.mul_tiles(0, 0, 0, 0, 0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(24, 1)
+            T.tt.pack_tile(0, 24, 0)
+            T.tt.cb_push_back(24, 1)
+            T.tt.tile_regs_release()
+            T.tt.cb_pop_front(0, 1)
+            T.tt.cb_wait_front(24, 1)
+            T.tt.cb_wait_front(1, 1)
+            T.tt.tile_regs_acquire()
+            T.tt.mul_init(24, 1)
+            T.tt.mul_tiles(24, 1, 0, 0, 0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(16, 1)
+            T.tt.pack_tile(0, 16, 0)
+            T.tt.cb_push_back(16, 1)
+            T.tt.tile_regs_release()
+            T.tt.cb_pop_front(24, 1)
+            T.tt.cb_pop_front(1, 1)
+            T.tt.cb_wait_front(16, 1)
+            T.tt.write_tile(16, 0, "Y", 0, i)
+            T.tt.noc_async_writes_flushed()
+            T.tt.cb_pop_front(16, 1)
+
+    after = run(split_kernels, before)
+    producers = {c["buffer"]: c["producer"] for c in attrs.CB_CONFIG.get(after["compute"])}
+    assert producers == {"x_s": "reader", "w_s": "writer", "Y": "compute", "sq": "compute"}
+    reads = {role: {str(args[2].value) for name, args in calls(after[role]) if name == "read_tile"}
+             for role in ("reader", "compute", "writer")}
+    assert reads == {"reader": {"X"}, "compute": set(), "writer": {"W"}}

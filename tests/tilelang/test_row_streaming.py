@@ -34,4 +34,8 @@ def test_row_kernel_streams_its_first_pass_and_verifies(arch, file, entry, param
     # 16 tiles a row: two batches of 8 bfloat16 tiles (16 KiB), and a loop waiting for the tiles of its iteration
     assert re.search(r"for \(uint32_t tb = 0; tb < 2; \+\+tb\) \{\s*cb_reserve_back\(cb_\w+, 8\);", reader), reader
     assert re.search(r"cb_wait_front\(cb_\w+, (\d+ \* \w+ \+ \d+|\w+ \+ 1)\);", compute), compute
+    # the row sum of a value a pass computes (x * x, exp(x - max), the centered square): the pass's packer adds its
+    # tiles into one partial tile per row (tensorize/emit.py find_row_partials) and the sum reduces that one tile
+    assert re.search(r"pack_tile<true>\([^,]+, cb_\w+_rowsum, 0\);", compute), compute
+    assert re.search(r"reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>\(cb_\w+_rowsum, ", compute), compute
     assert outcome.passed, outcome.verification.render()

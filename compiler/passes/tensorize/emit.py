@@ -597,9 +597,10 @@ class Emitter:
         return w
 
     def find_row_partials(self, items: list, after: list = (), in_loop: bool = False) -> None:
-        """A row sum of a value a grouped window has just computed whole in DST, in a loop, whose result goes into a
-        running vector the loop carries (s = exp(s - m); T.reduce_sum(s, l_part, dim=1) as the next reader of s;
-        l = l * alpha + l_part): the window's packer also adds each tile of s into
+        """A row sum of a value a grouped window has just computed whole in DST, at the block's top level (a row
+        kernel: RMS norm's x * x, softmax's exp(x - max), layer norm's centered square) or in a loop when its result
+        goes into a running vector the loop carries (s = exp(s - m); T.reduce_sum(s, l_part, dim=1) as the next
+        reader of s; l = l * alpha + l_part): the window's packer also adds each tile of s into
         one fp32 partial tile per tile row of s (packer L1 accumulation, the row's first tile packed as it is), and
         the reduction reads that partial, one reduce_tile per row instead of one per tile of the row. The unpacker
         and the math engine (the bound in attention) do 1/cols of the reduction's work; the packer packs one more
@@ -626,7 +627,7 @@ class Emitter:
                 if not isinstance(reader, Window) or id(reader) in self.partial_reads:
                     continue
                 op = self.row_sum_of(reader, name)
-                if op is None or not in_loop or not any(   # the sum goes into a running vector the loop carries
+                if op is None or in_loop and not any(   # in a loop: the sum goes into a running vector the loop carries
                         it[0] == "op" and it[1].dst.name in reader.carried and it[1].dst.name != op.dst.name
                         and any(o.region is not None and o.region.name == op.dst.name for o in it[1].operands)
                         for it in reader.items):
@@ -645,7 +646,7 @@ class Emitter:
                 # nothing reads the value after the row sum (s before the next T.clear(s); gemm): not packed
                 if len(accesses(reader.items).get(name, [])) == 1 and name not in w.sent \
                         and overwritten(items[k + 1:], lambda: overwritten(after, lambda: True)) \
-                        and (not in_loop or overwritten(list(items[k + 1:]) + list(items[:at]), lambda: True)):
+                        and overwritten(list(items[k + 1:]) + list(items[:at]), lambda: True):   # the next step's / block's
                     self.unpacked.add((id(w), name))
                 break
 
