@@ -4,9 +4,10 @@ program keeps more tile values than the device has CBs (wormhole_b0: 32, blackho
 A CB index is one FIFO. Two values may take turns on it when, in the one kernel that both pushes and pops them
 (compute's intermediates; a value moved between kernels keeps its own index, as two kernels pushing into one FIFO
 would race), every page of the first is popped before the first page of the second is reserved, in every
-execution. Live ranges are taken over the block loop's statements in program order: a value touched anywhere
-inside a statement (a loop, a branch) is live for all of it, so a value live across a loop's back-edge is live for
-the whole loop. TTTensorize holds each resident value only over its live range when the table is nearly full.
+execution. Live ranges are taken over the block loop's statements in program order, loops entered: a range that enters or
+leaves a loop covers the whole loop, and so does a value live across a loop's back-edge (a trip that does not start
+by reserving it, or leaves pages of it behind). TTTensorize holds each resident value only over its live range
+when the table is nearly full (per trip of a loop each of whose trips writes it whole first).
 
 The values on one index agree in data format, page size, page count and unpack mode (the host program gives an
 index one CircularBufferConfig; the compute kernel's unpacker and packer are configured per index), and each
@@ -79,9 +80,54 @@ def advance(stmt, cb: int, pages: int) -> int | None:
     return 0 if cb not in touched(stmt) else None
 
 
+def _pages(stmt, cb: int, name: str) -> int | None:
+    """Pages one run of `stmt` moves through `cb` by the call `name` (None: a run-time trip count or count)."""
+    total = [0]
+
+    def visit(node, scale):
+        if isinstance(node, tirx.SeqStmt):
+            return all(visit(s, scale) for s in node.seq)
+        if isinstance(node, tirx.For):
+            if isinstance(node.extent, tirx.IntImm):
+                return visit(node.body, scale * int(node.extent))
+            before = total[0]
+            if not visit(node.body, scale):
+                return False
+            return total[0] == before        # a run-time trip count: only of a body that moves nothing
+        if isinstance(node, tirx.IfThenElse):
+            return visit(node.then_case, scale) and (node.else_case is None or visit(node.else_case, scale))
+        found = ops.intrinsic_of(node)
+        if found and found[0].name == name and int(found[1][0]) == cb:
+            if not isinstance(found[1][1], tirx.IntImm):
+                return False
+            total[0] += int(found[1][1]) * scale
+        return True
+    return total[0] if visit(stmt, 1) else None
+
+
+def _first_op(stmt, cb: int) -> str | None:
+    found = []
+
+    def visit(node):
+        f = ops.intrinsic_of(node)
+        if not found and f and not _configures_only(f[0].name) and cb in _cb_args(node):
+            found.append(f[0].name)
+    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, visit)], order="pre")
+    return found[0] if found else None
+
+
+def _carried(loop: tirx.For, cb: int) -> bool:
+    """Pages of `cb` stay in the FIFO from one trip of `loop` to the next: a trip does not start by reserving
+    them, or pops fewer than it pushes."""
+    pushed, popped = _pages(loop.body, cb, "cb_push_back"), _pages(loop.body, cb, "cb_pop_front")
+    return _first_op(loop.body, cb) != "cb_reserve_back" or pushed is None or pushed != popped
+
+
 def live_ranges(compute, cbs: list[dict]) -> dict[int, tuple[int, int]]:
-    """[first, last] block-loop statement that touches each intermediate value compute alone pushes and pops, for
-    the values that can share an index (touched only inside the block loop, a whole number of turns per block)."""
+    """[first, last] position (statements of the block loop's body in program order, loops entered) that touches
+    each intermediate value compute alone pushes and pops, for the values that can share an index (touched only
+    inside the block loop, a whole number of turns per block). A range that enters or leaves a loop, or a value a
+    loop carries from one trip to the next, covers the whole loop."""
     split = _block_loop(compute.body)
     if split is None:
         return {}
@@ -92,10 +138,36 @@ def live_ranges(compute, cbs: list[dict]) -> dict[int, tuple[int, int]]:
                   if c["role"] == "intermediate" and c["producer"] == c["consumer"] == ops.COMPUTE
                   and c.get("shares_with") is None and c["index"] not in aliased and c["index"] not in outside}
     ranges: dict[int, list[int]] = {}
-    stmts = stmts_of(loop.body)
-    for k, s in enumerate(stmts):
-        for cb in touched(s) & set(candidates):
-            ranges.setdefault(cb, [k, k])[1] = k
+    loops: list[tuple[int, int, tirx.For]] = []
+    position = [0]
+
+    def walk(stmt):
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                walk(s)
+        elif isinstance(stmt, tirx.For):
+            first = position[0]
+            walk(stmt.body)
+            loops.append((first, position[0] - 1, stmt))
+        elif isinstance(stmt, tirx.IfThenElse):
+            walk(stmt.then_case)
+            if stmt.else_case is not None:
+                walk(stmt.else_case)
+        else:
+            for cb in touched(stmt) & set(candidates):
+                ranges.setdefault(cb, [position[0], position[0]])[1] = position[0]
+            position[0] += 1
+    walk(loop.body)
+    changed = True
+    while changed:
+        changed = False
+        for first, last, inner in loops:
+            for cb, span in ranges.items():
+                if span[1] < first or span[0] > last or (span[0] <= first and span[1] >= last):
+                    continue
+                if not (first <= span[0] and span[1] <= last) or _carried(inner, cb):
+                    span[0], span[1] = min(span[0], first), max(span[1], last)
+                    changed = True
     return {cb: (first, last) for cb, (first, last) in ranges.items()
             if advance(loop.body, cb, candidates[cb]["num_pages"]) == 0}
 

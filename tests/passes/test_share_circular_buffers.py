@@ -47,8 +47,23 @@ def test_a_value_touched_in_a_loop_is_live_for_the_whole_loop():
     block = [ops.call("cb_reserve_back", 24, 2), ops.call("cb_push_back", 24, 2),
              loop(3, [ops.call("cb_wait_front", 24, 2), *held(25)]), ops.call("cb_pop_front", 24, 2)]
     ranges = live_ranges(compute_func(block, cbs), cbs)
-    assert ranges[24] == (0, 3) and ranges[25] == (2, 2)
+    assert ranges == {24: (0, 8), 25: (3, 7)}
     assert share(cbs, ranges, set()) == {}
+
+
+def test_a_value_each_trip_holds_whole_lives_inside_the_loop_one_carried_across_trips_over_all_of_it():
+    # v25 is reserved and popped within each trip: it takes turns with v24 (before the loop) and v27 (after);
+    # v26 is popped at the top of each trip and pushed at the bottom (the next trip reads it): the whole loop
+    cbs = [cb(24), cb(25), cb(26), cb(27)]
+    carried = [ops.call("cb_wait_front", 26, 2), ops.call("cb_pop_front", 26, 2), *held(25),
+               ops.call("cb_reserve_back", 26, 2), ops.call("cb_push_back", 26, 2)]
+    block = [*held(24), ops.call("cb_reserve_back", 26, 2), ops.call("cb_push_back", 26, 2), loop(3, carried),
+             ops.call("cb_pop_front", 26, 2), *held(27)]
+    ranges = live_ranges(compute_func(block, cbs), cbs)
+    assert ranges == {24: (0, 4), 25: (9, 13), 26: (5, 16), 27: (17, 21)}
+    loop_only = {24: ranges[24], 25: ranges[25], 27: ranges[27]}
+    assert share(cbs, loop_only, set()) == {25: 24, 27: 24}
+    assert share(cbs, ranges, set()) == {26: 24, 27: 24}     # v25 within v26's range: an index of its own
 
 
 def test_only_values_of_one_kind_take_turns():

@@ -216,7 +216,10 @@ class Tensorizer:
         if len(self.cbs) + SPLIT_KERNELS_CBS > self.target["num_cbs"]:
             # near the CB table's end: each value held only over its live range, so that TTShareCircularBuffers
             # can give values never live together one CB index
-            body, zero, release = live_ranges_placed(body, zero, release, self.resident, self.aliases), {}, {}
+            paths = {name: iteration_loops(items, name, tuple(self.tiles(name))) if name in unread else []
+                     for name in self.resident}
+            body = live_ranges_placed(body, zero, release, self.resident, self.aliases, paths)
+            zero, release = {}, {}
         versions = [s for stmts in zero.values() for s in stmts]
         # an output CB sharing an accumulator's L1: the block's result pages are free only once the writer has
         # taken the previous block's (the accumulator's last step packs them); the accumulator ends the block empty
@@ -288,10 +291,27 @@ def _windows_opened(stmt) -> int:
     return count[0]
 
 
-def live_ranges_placed(body: list, zero: dict, release: dict, resident: dict, aliases: dict) -> list:
+def iteration_loops(items, name: str, tiles: tuple) -> list:
+    """The loops, outermost first, that hold every access of `name` and whose every trip writes it whole before
+    reading it: a fresh (unpacked) version per trip holds it there (nothing is carried from one trip to the next)."""
+    path = []
+    while True:
+        total = len(accesses(items).get(name, []))
+        inner = next((item for item in items if isinstance(item, LoopItem)
+                      and len(accesses(item.body).get(name, [])) == total), None)
+        if inner is None or first_use(accesses(inner.body)[name], tiles)[0] != "write":
+            return path
+        path.append(inner.loop.loop_var)
+        items = inner.body
+
+
+def live_ranges_placed(body: list, zero: dict, release: dict, resident: dict, aliases: dict,
+                       paths: dict | None = None) -> list:
     """The block's statements with each resident buffer's first version placed just before its first use and its
     last pop just after its last, both between DST windows (a zero version packs from a DST section of its own).
+    A buffer whose `paths` name a loop holding all its uses gets them inside that loop's body, once per trip.
     A buffer an output CB shares L1 with, or that nothing in the block touches, keeps the block's start and end."""
+    paths = paths or {}
     stmts = stmts_of(seq(body))
     between = [True]                       # between[p]: no DST window is open before statement p
     open_windows = 0
@@ -304,6 +324,7 @@ def live_ranges_placed(body: list, zero: dict, release: dict, resident: dict, al
             touched.setdefault(cb, []).append(k)
     starts = {p: [] for p in range(len(stmts) + 1)}
     ends = {p: [] for p in range(len(stmts) + 1)}
+    inside: dict[int, list[str]] = {}      # statement (a loop) -> the buffers placed within its body
     head, tail = [], []
     for name, version in zero.items():
         at = touched.get(resident[name])
@@ -311,8 +332,20 @@ def live_ranges_placed(body: list, zero: dict, release: dict, resident: dict, al
             head += version
             tail += release.get(name, [])
             continue
+        path = paths.get(name) or []
+        if path and len(set(at)) == 1 and isinstance(stmts[at[0]], tirx.For) \
+                and stmts[at[0]].loop_var.same_as(path[0]):
+            inside.setdefault(at[0], []).append(name)
+            continue
         starts[max(p for p in range(at[0] + 1) if between[p])] += version
         ends[min(p for p in range(at[-1] + 1, len(stmts) + 1) if between[p])] += release.get(name, [])
+    for k, names in inside.items():
+        loop = stmts[k]
+        placed = live_ranges_placed(stmts_of(loop.body), {n: zero[n] for n in names},
+                                    {n: release[n] for n in names if n in release}, resident, aliases,
+                                    {n: paths[n][1:] for n in names})
+        stmts[k] = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq(placed), loop.thread_binding,
+                            loop.annotations)
     out = list(head)
     for p in range(len(stmts) + 1):
         out += ends[p] + starts[p] + ([stmts[p]] if p < len(stmts) else [])
