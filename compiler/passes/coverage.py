@@ -11,6 +11,7 @@ writes when that is small (MAX_ENUMERATED_WRITES), and is otherwise left to the 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import tvm
@@ -100,9 +101,60 @@ def check_coverage(ck, roles: dict) -> None:
         if any(_placed_at_run_time(w) for w in writes):
             continue    # rows placed or kept by values read while the kernel runs (a variable-length batch's)
         view = ck.views[name]
+        if any(_shifted_rows(ck, view, w[1]) for w in writes):
+            _enumerate_rows(ck, name, view, writes)
+            continue
         if len(writes) == 1 and _closed_form(ck, name, view, writes[0]):
             continue
         _enumerate(ck, name, view, writes)
+
+
+def _shifted_rows(ck, view, dst) -> bool:
+    """A write whose first row is between tile boundaries: the writer writes it row by row (write_rows)."""
+    axis = view.tile_axes[0]
+    return axis != UNIT and not ck.analyzer.can_prove(tirx.floormod(dst.starts[axis], 32) == 0)
+
+
+def _enumerate_rows(ck, name: str, view, writes) -> None:
+    """Coverage row by row, for an output some of whose writes are row by row (a GQA head group's 2 rows of a
+    32-row tile, `Output[bid, hid * 2:(hid + 1) * 2, :]`): blocks may share a tile, never a row of it."""
+    owner: dict = {}
+    total = 0
+    row_axis, col_axis = view.tile_axes
+    zero = tirx.IntImm("int32", 0)
+    for call, dst, _src, loops in writes:
+        found = _variables(ck, loops)
+        if found is None:
+            return
+        variables, extents = found
+        total += math.prod(extents)
+        if total > MAX_ENUMERATED_WRITES:
+            return                          # too large to walk: the program verifier still checks the blocks
+        flat = zero
+        for a in view.batch_axes:
+            flat = flat * view.shape[a] + dst.starts[a]
+        col = zero if col_axis == UNIT else tirx.floordiv(dst.starts[col_axis], 32)
+        matrix, row, tile_col = (compile_expr(ck.analyzer.simplify(e), variables)
+                                 for e in (flat, dst.starts[row_axis], col))
+        rows, tile_cols = dst.extents[row_axis], view.region_tiles(dst.extents)[1]
+        ng = len(ck.grid_vars)
+        for vals in itertools.product(*[range(e) for e in extents]):
+            block, m, r0, c0 = vals[:ng], matrix(vals), row(vals), tile_col(vals)
+            for r in range(max(r0, 0), min(r0 + rows, view.rows)):     # rows outside the matrix are not written
+                for tc in range(max(c0, 0), min(c0 + tile_cols, view.tile_cols)):
+                    prev = owner.setdefault((m, r, tc), block)
+                    if prev != block:
+                        raise ck.error(call, f"output `{name}` row {r} (matrix {m}, tile column {tc}) is written by "
+                                             f"blocks {prev} and {block}; the result would depend on core timing")
+    cells = view.batch * view.rows * view.tile_cols
+    if len(owner) < cells:
+        m, r, tc = next((m, r, tc) for m in range(view.batch) for r in range(view.rows)
+                        for tc in range(view.tile_cols) if (m, r, tc) not in owner)
+        node = ck.grid_node if ck.grid_node is not None else ck.func
+        raise ck.error(node, f"the grid {ck.grid_extents or [1]} does not cover output `{name}` {tuple(view.shape)}: "
+                             f"{cells - len(owner)} of {cells} rows of tiles are never written, first row {r} of "
+                             f"matrix {m}, cols {tc * 32}..",
+                       hint="grow the grid or the block so every output element is written")
 
 
 def _placed_at_run_time(write) -> bool:

@@ -150,3 +150,22 @@ def test_push_sizes_must_add_up_to_cb_depth(make_bundle, run):
     ]})
     expect_error(run, bundle, "cb-wrap", "cb_reserve_back(cb=0, n=2)", "pushes must add up to the CB size per cycle",
                  inputs={"x": X, "y": X, "cfg": eltwise_cfg(cb_pages=3)})
+
+
+# NoC writes: source and destination congruent mod 16 bytes, any length (tt-isa-documentation
+# WormholeB0/NoC/Alignment.md "C16"; tt-metal's NOC_DRAM_WRITE_ALIGNMENT_BYTES = 16 on both archs)
+def test_a_noc_write_whose_addresses_disagree_mod_16_is_refused(make_bundle, run):
+    bundle = make_bundle("eltwise", replace={"writer.cpp": [(
+        "noc_async_write_page(i, z, get_read_ptr(cb_z));",
+        "noc_async_write(get_read_ptr(cb_z) + 2, get_noc_addr(i, z), 64);")]})
+    expect_error(run, bundle, "noc-alignment", "to DRAM address", "must agree modulo 16 bytes (2 != 0)")
+
+
+def test_a_two_byte_noc_write_congruent_mod_16_lands(make_bundle, run):
+    # each page written as its first 2 bytes, then the rest from and to offset 2: z = x + y whatever the lengths
+    bundle = make_bundle("eltwise", replace={"writer.cpp": [(
+        "noc_async_write_page(i, z, get_read_ptr(cb_z));",
+        "noc_async_write(get_read_ptr(cb_z), get_noc_addr(i, z), 2);\n"
+        "        noc_async_write(get_read_ptr(cb_z) + 2, get_noc_addr(i, z, 2), get_tile_size(cb_z) - 2);")]})
+    res = run(bundle, INPUTS)
+    np.testing.assert_array_equal(res.outputs["z"], X + X)

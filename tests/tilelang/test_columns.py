@@ -8,7 +8,7 @@ import pytest
 
 from schemas.target import TargetConfig
 
-from .test_frontend import run_kernel, src
+from .test_frontend import error_of, run_kernel, src
 
 ARCHS = ("wormhole_b0", "blackhole")
 
@@ -83,4 +83,62 @@ def test_the_first_rows_of_a_tile_copied_into_a_smaller_tile(arch):
     _, outcome = run_kernel(FIRST_ROWS, seed=53, target=TargetConfig(arch=arch))
     want = outcome.inputs["X"].astype(np.float64)[:2] * 2.0 + 1.0
     np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-3, atol=1e-3)
+    assert outcome.passed, outcome.verification.render()
+
+
+HEAD_GROUPS = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((2, 8, 64), "float32")):
+        with T.Kernel(4, 2) as (hid, b):
+            x = T.alloc_shared((64, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            o = T.alloc_shared((2, 64), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(64, 64):
+                acc[i, j] = x[i, j] * 2.0 + 1.0
+            T.copy(acc[:2, :], o)
+            T.copy(o, Y[b, hid * 2:(hid + 1) * 2, :])
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_blocks_writing_different_rows_of_one_tile(arch):
+    # four head groups of 2 rows share Y's first tile of each batch: coverage is decided row by row
+    _, outcome = run_kernel(HEAD_GROUPS, seed=54, target=TargetConfig(arch=arch))
+    rows = outcome.inputs["X"].astype(np.float64)[:2] * 2.0 + 1.0
+    np.testing.assert_allclose(outcome.outputs["Y"], np.broadcast_to(np.tile(rows, (4, 1)), (2, 8, 64)),
+                               rtol=1e-3, atol=1e-3)
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_blocks_writing_the_same_rows_of_one_tile_are_a_race():
+    source = HEAD_GROUPS.replace("Y[b, hid * 2:(hid + 1) * 2, :]", "Y[b, (hid // 2) * 2 + 1:(hid // 2) * 2 + 3, :]")
+    e = error_of(source)
+    assert "is written by blocks" in e.message and "row 1" in e.message, e.message
+
+
+def test_rows_no_block_writes_are_named():
+    source = HEAD_GROUPS.replace("T.Kernel(4, 2)", "T.Kernel(3, 2)")
+    e = error_of(source)
+    assert "never written, first row 6 of matrix 0" in e.message, e.message
+
+
+FIRST_ROWS_OUT = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((8, 64), "float32")):
+        with T.Kernel(4) as hid:
+            x = T.alloc_shared((64, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(64, 64):
+                acc[i, j] = x[i, j] - 0.5
+            T.copy(acc[:2, :], Y[hid * 2:(hid + 1) * 2, :])
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_first_rows_of_a_tile_written_out_directly(arch):
+    _, outcome = run_kernel(FIRST_ROWS_OUT, seed=55, target=TargetConfig(arch=arch))
+    rows = outcome.inputs["X"].astype(np.float64)[:2] - 0.5
+    np.testing.assert_allclose(outcome.outputs["Y"], np.tile(rows, (4, 1)), rtol=1e-3, atol=1e-3)
     assert outcome.passed, outcome.verification.render()

@@ -16,6 +16,7 @@ constexpr std::uint64_t kL1Tag = 1ull << 62;      // x 48..55, y 40..47, L1 addr
 constexpr std::uint64_t kL1BankTag = 1ull << 61;  // interleaved L1 bank (not emulated)
 constexpr std::uint64_t kMcastTag = 1ull << 60;   // x_start 54..59, y_start 48..53, x_end 42..47, y_end 36..41
 constexpr std::uint64_t kTagMask = 0xfull << 60;
+constexpr std::uint32_t kNocWriteAlignment = 16;  // NOC_{L1,DRAM}_WRITE_ALIGNMENT_BYTES, both archs
 
 std::uint32_t dram_align(std::uint32_t page_size) {
     std::uint32_t a = device().arch->dram_alignment;
@@ -319,6 +320,22 @@ void noc_transfer(KernelRun& run, std::uint64_t remote, std::uint64_t local_addr
             notify_core(other);
         }
     };
+    // A NoC write (L1 -> DRAM or L1) of any length needs its source and destination congruent mod 16
+    // (tt-isa-documentation WormholeB0/NoC/Alignment.md, "C16"; tt-metal's watcher checks
+    // NOC_DRAM_WRITE_ALIGNMENT_BYTES = NOC_L1_WRITE_ALIGNMENT_BYTES = 16 on Wormhole and Blackhole): a 2-byte write
+    // is fine where the two addresses agree in their low four bits.
+    if (!reading) {
+        const std::uint64_t dst = tag == kDramTag ? (remote & 0xffffffffffull)
+                                  : tag == kL1Tag ? remote_offset(remote)
+                                                  : (remote & 0xffffffffull);
+        if ((dst ^ local) % kNocWriteAlignment)
+            kernel_fail("noc-alignment", call(),
+                        strformat("a NoC write from L1 %s to %s address %s: source and destination must agree modulo "
+                                  "%u bytes (%u != %u)",
+                                  hex(local).c_str(), tag == kDramTag ? "DRAM" : "L1", hex(dst).c_str(),
+                                  kNocWriteAlignment, static_cast<unsigned>(local % kNocWriteAlignment),
+                                  static_cast<unsigned>(dst % kNocWriteAlignment)));
+    }
     if (tag == kDramTag) {
         dram_access(run, remote, mine, bytes, reading, call);
         endpoint = timing::kDramEndpoint | static_cast<std::uint32_t>((remote >> 40) & 0xff);
