@@ -20,7 +20,8 @@ Each case ends as one of
             built) or "expressible, not yet lowered"; a refusal that carries no class is counted as "unclassified"
   crash     anything else: an internal compiler error, a Python exception type as the message, an unlocated
             error, an emulator failure, a timeout
-and the counts are printed per group (upstream, own). Cases run in forked children (one at a time by default:
+and the counts are printed per group (upstream: the default directories; extra: EXTRA_DIRS, issue 28's families,
+counted apart so the default count stays comparable; own). Cases run in forked children (one at a time by default:
 `--jobs N`), each with a time limit.
 """
 from __future__ import annotations
@@ -41,6 +42,9 @@ sys.path.insert(0, str(ROOT))
 
 DEFAULT_DIRS = ("gemm", "gemm_splitk", "gemm_streamk", "gemv", "flash_attention", "norm", "online_softmax",
                 "elementwise", "attention_sink", "block_causal_attention", "flash_decoding")
+# swept beside the default directories and counted on their own line (issue 28's kernel families), so that the
+# default directories' count stays comparable run to run
+EXTRA_DIRS = ("topk", "grouped_gemm")
 # problem sizes and block shapes by parameter name: small enough for the emulator, tile-aligned
 SIZES = {
     "M": 256, "N": 256, "K": 256, "D": 256, "batch": 1, "batch_size": 1, "heads": 4, "groups": 2,
@@ -52,6 +56,7 @@ SIZES = {
     "block_M": 64, "block_N": 64, "block_K": 32, "BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64,
     "blk_m": 32, "blk_k": 64, "split_k": 2, "num_stages": 2, "threads": 128, "thread_num": 128,
     "reduce_threads": 32, "streamk_tiles": 4, "enable_rasteration": False, "trans_A": False, "trans_B": False,
+    "topk": 4, "batch_sum": 128, "batch_count": 2,
 }
 # Sizes at which an example is defined, where the table's are not (not to make it pass: each says why).
 # attention_sink's bhsd forwards keep one sink per query row in `sinks = T.alloc_fragment([heads])` and write and read
@@ -155,7 +160,7 @@ def _tensor_params(fn: ast.FunctionDef, values: dict) -> dict[str, str]:
     return out
 
 
-def upstream_cases(checkout: Path, dirs: tuple[str, ...]) -> list[Case]:
+def upstream_cases(checkout: Path, dirs: tuple[str, ...], group: str = "upstream") -> list[Case]:
     cases = []
     for d in dirs:
         for path in sorted((checkout / "examples" / d).glob("*.py")):
@@ -213,7 +218,7 @@ def upstream_cases(checkout: Path, dirs: tuple[str, ...]) -> list[Case]:
                 flags = [n for n in required if CAUSAL.search(n)]
                 variants = [dict(values, **{f: v for f in flags}) for v in (["true", "false"] if flags else [None])]
                 for params in variants:
-                    cases.append(Case("upstream", path, fn.name, params))
+                    cases.append(Case(group, path, fn.name, params))
     return cases
 
 
@@ -314,6 +319,8 @@ def main(argv=None) -> int:
     parser.add_argument("checkout", nargs="?", default=os.environ.get("TILELANG_CHECKOUT"),
                         help="a TileLang checkout (its examples/ are swept; default $TILELANG_CHECKOUT)")
     parser.add_argument("--dirs", default=",".join(DEFAULT_DIRS), help="example directories to sweep")
+    parser.add_argument("--extra-dirs", default=",".join(EXTRA_DIRS),
+                        help="more example directories, counted on a line of their own ('' for none)")
     parser.add_argument("-t", "--target", action="append", choices=TARGETS, help="target(s) (default: both)")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
@@ -328,6 +335,7 @@ def main(argv=None) -> int:
     cases = []
     if args.checkout:
         cases += upstream_cases(Path(args.checkout), tuple(d for d in args.dirs.split(",") if d))
+        cases += upstream_cases(Path(args.checkout), tuple(d for d in args.extra_dirs.split(",") if d), "extra")
     if not args.no_own:
         cases += own_cases(ROOT / "examples" / "tilelang")
     if args.k:
@@ -345,13 +353,13 @@ def main(argv=None) -> int:
     print(f"\ntargets: {', '.join(targets)}")
     if not args.checkout:
         print("no TileLang checkout given (argument or $TILELANG_CHECKOUT): tilefarm's examples only")
-    for group in ("upstream", "own"):
+    for group in ("upstream", "extra", "own"):
         mine = [r for r in results if r[0].group == group]
         if not mine:
             continue
         counts = {s: sum(1 for r in mine if r[1] == s) for s in STATUSES}
-        label = f"TileLang examples ({_revision(Path(args.checkout))})" if group == "upstream" \
-            else "tilefarm examples/tilelang"
+        label = {"upstream": f"TileLang examples ({_revision(Path(args.checkout))})",
+                 "extra": f"  extra dirs ({args.extra_dirs})", "own": "tilefarm examples/tilelang"}[group]
         print(f"{label:<40} {len(mine):3d} cases: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
         classes: dict[str, int] = {}
         for r in mine:

@@ -106,6 +106,10 @@ _OPS = [
     _op("write_rows", "cb expr name expr expr expr expr expr expr expr",
         "write_rows(accessor_{2}, get_read_ptr({0}) + {1:p} * get_tile_size({0}), {3}, {4}, {5}, {6}, {7}, "
         "{2}_tile_cols, {8}, {9})", {WRITER}),
+    # an int32 output: the writer converts the float32 pages compute packed to int32 in place before writing them
+    # (fp32_pages_to_int32: the SFPU typecast's rule, truncation toward zero, saturating; integer operations only)
+    _op("pages_to_int32", "cb expr", "fp32_pages_to_int32(get_read_ptr({0}), {1:p} * get_tile_size({0}) / 4)",
+        {WRITER}),
     _op("noc_async_writes_flushed", "", "noc_async_writes_flushed()", {WRITER}),
     _op("noc_async_write_barrier", "", "noc_async_write_barrier()", DATAFLOW),
     # before a read of pages this kernel wrote earlier (an accumulated output): the writes must have landed

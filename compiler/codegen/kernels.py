@@ -150,6 +150,31 @@ inline void write_rows(const Accessor& tensor, uint32_t src, int32_t row, int32_
 }"""
 
 
+FP32_TO_INT32 = """// `words` float32 values at `addr` -> int32 in place, as the SFPU's typecast_tile<Float32, Int32> converts
+// (ckernel_sfpu_typecast.h calculate_typecast_fp32_to_int32): truncation toward zero, |x| < 1 -> 0, magnitudes of
+// 2^31 and more (inf, NaN) saturate to INT32_MIN for a negative sign, else INT32_MAX. Integer operations only.
+inline void fp32_pages_to_int32(uint32_t addr, uint32_t words) {
+    volatile tt_l1_ptr uint32_t* word = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(addr);
+    for (uint32_t n = 0; n < words; ++n) {
+        const uint32_t bits = word[n];
+        const int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xffu) - 127;
+        uint32_t magnitude = 0;
+        if (exponent >= 31) {
+            magnitude = 0x80000000u;
+        } else if (exponent >= 0) {
+            const uint32_t mantissa = (bits & 0x7fffffu) | 0x800000u;
+            magnitude = exponent >= 23 ? mantissa << (exponent - 23) : mantissa >> (23 - exponent);
+        }
+        const bool negative = (bits >> 31) != 0;
+        uint32_t value = negative ? 0u - magnitude : magnitude;
+        if (!negative && magnitude == 0x80000000u) {
+            value = 0x7fffffffu;
+        }
+        word[n] = value;
+    }
+}"""
+
+
 class CodegenError(RuntimeError):
     """The IR holds something codegen cannot print: a compiler bug, never a user error."""
 
@@ -337,6 +362,8 @@ class KernelPrinter:
             head += ["", *READ_ROWS.splitlines()]
         if "write_rows" in self.used_ops:
             head += ["", *WRITE_ROWS.splitlines()]
+        if "pages_to_int32" in self.used_ops:
+            head += ["", *FP32_TO_INT32.splitlines()]
         if "fill_reduce_scaler" in self.used_ops:
             head += ["",
                      "// The reduce scaler tile: bf16 1.0 in the first row of each 16x16 face, zeros elsewhere",

@@ -55,9 +55,10 @@ def _tile_loops(rows: int, cols: int, make) -> tirx.Stmt:
 
 
 def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int, row_guard=None,
-                   write_page=None) -> tirx.Stmt:
+                   write_page=None, to_int32: bool = False) -> tirx.Stmt:
     """The writer's side of a write-out: per batch, wait for its tiles, write them, flush once, free them.
-    `write_page(index, tr, tc)`: the write of the page at `index` (default: the whole tile (r0 + tr, c0 + tc))."""
+    `write_page(index, tr, tc)`: the write of the page at `index` (default: the whole tile (r0 + tr, c0 + tc)).
+    `to_int32`: an int32 output; the writer converts the batch's float32 pages to int32 before writing them."""
     def batch_body(tile_of):
         q = tirx.Var("q", "int32")
         index = q if batch > 1 else tirx.IntImm("int32", 0)
@@ -68,6 +69,7 @@ def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int,
         if cond is not None:
             write = tirx.IfThenElse(cond, write, None)
         return seq([ops.call("cb_wait_front", cb, batch),
+                    *([ops.call("pages_to_int32", cb, batch)] if to_int32 else []),
                     tirx.For(q, 0, batch, tirx.ForKind.SERIAL, write) if batch > 1 else write,
                     ops.call("noc_async_writes_flushed"),
                     ops.call("cb_pop_front", cb, batch)])
@@ -214,6 +216,7 @@ def lower_to_circular_buffers(func, mod, ctx):
     target = attrs.TARGET.get(func)
     layouts = attrs.LAYOUT_DESC.get(func)
     buffers = attrs.BUFFERS.get(func)
+    declared = attrs.DECLARED_DTYPES.get(func, {}) or {}    # int32 outputs: their pages are converted by the writer
     depth = target["cb_depth"]       # resolved by TTChooseBlocks (the target's, TileLang's num_stages, or the L1 budget's)
     analyzer = tvm.sym.Analyzer()
     cbs: dict[str, dict] = {}
@@ -326,11 +329,13 @@ def lower_to_circular_buffers(func, mod, ctx):
             if bounds or shifted_rows(dst):
                 return seq([ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, "", 0, 0),
                             _write_batches(cb["index"], dst.name, 0, 0, rows, cols, batch,
-                                           write_page=rows_writer(dst, cb, bounds))])
+                                           write_page=rows_writer(dst, cb, bounds),
+                                           to_int32=declared.get(dst.name) == "int32")])
             r0, c0 = page_origin(dst)
             return seq([
                 ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, dst.name, r0, c0),
-                _write_batches(cb["index"], dst.name, r0, c0, rows, cols, batch, row_guard(dst, rows)),
+                _write_batches(cb["index"], dst.name, r0, c0, rows, cols, batch, row_guard(dst, rows),
+                               to_int32=declared.get(dst.name) == "int32"),
             ])
         return call                        # L1 -> L1: a compute copy, tensorized later
 

@@ -190,10 +190,28 @@ def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[s
     return EmulationOutcome(outputs, given, report, result.log, timings, verification)
 
 
+def output_dtypes(plan: dict) -> dict[str, str]:
+    """Each buffer's dtype as the user sees it: an int32 output (Int32 pages, converted by the writer) is int32."""
+    return {b["name"]: b["declared_dtype"] if b.get("data_format") == "Int32" else b["dtype"] for b in plan["buffers"]}
+
+
 def typed_outputs(plan: dict, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """float32 arrays read back from a program -> each output buffer's dtype."""
-    dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
+    """float32 (or int32) arrays read back from a program -> each output buffer's dtype."""
+    dtypes = output_dtypes(plan)
     return {name: array.astype(numpy_dtype(dtypes[name])) for name, array in outputs.items()}
+
+
+def to_int32(values: np.ndarray) -> np.ndarray:
+    """float32 values as an int32 output holds them (fp32_pages_to_int32, the SFPU typecast's rule): truncated toward
+    zero; 2^31 and more in magnitude, inf and NaN saturate by sign."""
+    v = np.asarray(values, dtype=np.float32)
+    negative = np.signbit(v)
+    with np.errstate(invalid="ignore"):
+        big = ~(np.abs(v) < 2.0 ** 31)                       # NaN included
+        out = np.where(big, 0, np.trunc(np.where(big, 0, v))).astype(np.int64)
+    out = np.where(big & negative, np.iinfo(np.int32).min, out)
+    out = np.where(big & ~negative, np.iinfo(np.int32).max, out)
+    return out.astype(np.int32)
 
 
 def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *, filename: str = "kernel.py",
@@ -209,6 +227,8 @@ def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *,
     ir_shapes = {str(p.name): tuple(int(d) for d in p.shape) for p in func.params}
     given = {name: np.asarray(a).reshape(ir_shapes.get(name, np.shape(a))) for name, a in inputs.items()}
     expected = {name: np.asarray(a).reshape(shapes.get(name, a.shape)) for name, a in run_reference(func, given).items()}
+    dtypes = output_dtypes(plan)
+    expected = {name: to_int32(a) if dtypes.get(name) == "int32" else a for name, a in expected.items()}
     return expected, output_paths(func, plan)
 
 
@@ -216,7 +236,7 @@ def compare_with_reference(plan: dict, expected: dict[str, np.ndarray], outputs:
                            paths: dict) -> VerificationReport:
     """The verdict: `outputs` against `expected` with the plan's dtypes and each output's path (compiler/precision.py:
     its tolerance from the ops on it). No user code runs here."""
-    dtypes = {b["name"]: b["dtype"] for b in plan["buffers"]}
+    dtypes = output_dtypes(plan)
     return compare_outputs(expected, outputs, dtypes={k: dtypes[k] for k in expected}, paths=paths)
 
 

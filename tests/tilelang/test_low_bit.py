@@ -166,21 +166,22 @@ def test_computing_into_a_low_bit_tile_or_casting_to_one_is_refused_where_it_hap
 
 
 def test_an_integer_output_is_refused_at_its_declaration():
-    """TileLang's top-k example returns int32 indices: refused at the T.empty that declares them."""
+    """int32 outputs are written (the writer converts their pages: tests/tilelang/test_topk.py); a uint32 one is
+    refused at the T.empty that declares it."""
     source = src('''
         @tilelang.jit
         def topk(logits, k, blk_m):
             M, N = T.const("M, N")
             logits: T.Tensor([M, N], T.float32)
             gates = T.empty([M, k], T.float32)
-            indices = T.empty([M, k], T.int32)
+            indices = T.empty([M, k], T.uint32)
             with T.Kernel(T.ceildiv(M, blk_m)) as bx:
                 x = T.alloc_fragment([blk_m, N], T.float32)
                 T.copy(logits[bx * blk_m, 0], x)
             return gates, indices
     ''')
     err = error_of(source, entry="topk", params={"logits": "float32[64,64]", "k": 2, "blk_m": 32})
-    assert "the output `indices` is int32" in err.message and "float32 tiles below 2^24" in err.hint
+    assert "the output `indices` is uint32" in err.message and "float32 tiles below 2^24" in err.hint
     assert err.location.line == line_of(source, "indices = T.empty")
     assert err.location.col == column_of(source, "indices = T.empty", "T.empty")
 

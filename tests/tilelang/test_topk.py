@@ -1,12 +1,19 @@
-"""Element indices used as data values, and the top-k loop built on them (TileLang's examples/topk).
+"""Element indices used as data values, int32 tiles and outputs, and the top-k loop built on them (TileLang's
+examples/topk).
 
 `T.if_then_else(max_val[i] == x[i, j], j, idx[i, j])` makes the column index `j` a value: a table of integers the
 host generates (entry e is the tile a*r + b*c + offset_e, exact in float32 below 2^24), read into the tile
 (TTLowerIndexMasks). The top-k loop reads `x` (reduce_max) before it writes it (`x = -10000 where it was the
 maximum`): the next iteration must read what the previous one wrote. Checked against NumPy on both archs, with
 inputs whose values are exact in the FPU's 19-bit source registers (bfloat16 values) and ties at the row maxima:
-the kernel's own semantics on a GPU take the largest index of a tie and remove every tied value at once."""
+the kernel's own semantics on a GPU take the largest index of a tie and remove every tied value at once.
+
+int32 fragments are float32 tiles holding integers (stores into them must be integers: located refusals otherwise);
+an int32 output's float32 pages are converted by the writer (truncation toward zero, saturating: the SFPU
+typecast's rule) and compared exactly."""
 from __future__ import annotations
+
+import json
 
 import ml_dtypes
 import numpy as np
@@ -142,3 +149,109 @@ def test_an_index_value_of_a_block_index_is_located():
     e = error_of(source)
     assert e.location.line == line_of(source, "(bx * 32 + i)")
     assert "block and loop indices" in e.message
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_top_k_with_int32_indices(arch):
+    """The example's own dtypes: int32 fragments (float32 tiles holding integers) and an int32 output, whose pages
+    the writer converts to int32 before writing them (fp32_pages_to_int32)."""
+    logits = logits_with_ties(64, 64, seed=11)
+    result, outcome = run(TOPK, "topk", {"logits": logits}, arch, params={"index_dtype": "int32"})
+    gates, indices = expected_topk(logits, 4)
+    assert outcome.outputs["indices"].dtype == np.int32
+    np.testing.assert_array_equal(outcome.outputs["indices"], indices.astype(np.int32))
+    np.testing.assert_array_equal(outcome.outputs["gates"], gates.astype(np.float32))
+    writer = result.artifacts["writer.cpp"].decode()
+    assert "fp32_pages_to_int32(get_read_ptr(cb_indices)" in writer
+    assert "fp32_pages_to_int32(get_read_ptr(cb_gates)" not in writer       # the float32 output is written as is
+    plan = json.loads(result.artifacts["tt.plan.json"])
+    assert next(b for b in plan["buffers"] if b["name"] == "indices")["data_format"] == "Int32"
+
+
+TO_INT32 = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "int32")):
+        with T.Kernel(2) as bx:
+            x = T.alloc_fragment((32, 64), "float32")
+            T.copy(X[bx * 32, 0], x)
+            T.copy(x, Y[bx * 32, 0])
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_float_values_stored_to_an_int32_output_truncate_and_saturate(arch):
+    """A GPU's float -> int32 store truncates toward zero; the SFPU typecast's rule saturates past 2^31 by sign
+    (inf, NaN too). Written here from an independent NumPy expectation, element by element."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((64, 64)) * 1000).astype(np.float32)
+    special = [0.5, -0.5, 0.999, -0.999, -0.0, 1.0, -1.0, 2.5, -2.5, 16777217.0, 2.0 ** 31, -(2.0 ** 31), 3e9, -3e9,
+               np.inf, -np.inf, np.nan, 2147483520.0, -2147483520.0, 1e-30]
+    x[0, :len(special)] = np.array(special, np.float32)
+    _, outcome = run(TO_INT32, "main", {"X": x}, arch)
+
+    def expected(v: float) -> int:
+        if np.isnan(v):
+            return 2 ** 31 - 1          # sign bit clear
+        if v >= 2.0 ** 31:
+            return 2 ** 31 - 1
+        if v <= -(2.0 ** 31):
+            return -(2 ** 31)
+        return int(v)                   # Python's int() truncates toward zero
+    want = np.array([[expected(float(v)) for v in row] for row in x], np.int64).astype(np.int32)
+    np.testing.assert_array_equal(outcome.outputs["Y"], want)
+
+
+def test_float_data_stored_into_an_int32_tile_is_located():
+    source = TOPK.replace("hit_at[i, j] = T.if_then_else(row_max[i] == x[i, j], j, hit_at[i, j])",
+                          "hit_at[i, j] = T.if_then_else(row_max[i] == x[i, j], x[i, j] * 2, hit_at[i, j])")
+    e = error_of(source, entry="topk", params={"index_dtype": "int32"})
+    assert e.location.line == line_of(source, "x[i, j] * 2, hit_at[i, j]")
+    assert "`x[i, j]` is float32 data" in e.message and "`hit_at` is an int32 tile" in e.message
+
+
+def test_a_division_into_an_int32_tile_is_located():
+    source = TOPK.replace("T.if_then_else(row_max[i] == x[i, j], j, hit_at[i, j])",
+                          "T.if_then_else(row_max[i] == x[i, j], j / 2, hit_at[i, j])")
+    e = error_of(source, entry="topk", params={"index_dtype": "int32"})
+    assert e.location.line == line_of(source, "j / 2, hit_at[i, j]")
+    assert "int32 tile" in e.message
+
+
+EAGER_TOPK = src('''
+    @tilelang.jit
+    def tl_topk(logits, topk, blk_m, threads=128):
+        M, N = T.const("M, N")
+        dtype = T.float32
+        logits: T.Tensor([M, N], dtype)
+        topk_gates = T.empty([M, topk], dtype)
+        topk_indices = T.empty([M, topk], T.int32)
+        with T.Kernel(T.ceildiv(M, blk_m), threads=threads) as bx:
+            logits_frag = T.alloc_fragment([blk_m, N], dtype=dtype)
+            max_val = T.alloc_fragment([blk_m], dtype=dtype)
+            expand_max_idx = T.alloc_fragment([blk_m, N], T.int32)
+            max_idx = T.alloc_fragment([blk_m], T.int32)
+            T.copy(logits[bx * blk_m, 0], logits_frag)
+            for k in T.serial(topk):
+                T.fill(expand_max_idx, -1)
+                T.reduce_max(logits_frag, max_val, dim=1, clear=True)
+                for i, j in T.Parallel(blk_m, N):
+                    expand_max_idx[i, j] = T.if_then_else(max_val[i] == logits_frag[i, j], j, expand_max_idx[i, j])
+                T.reduce_max(expand_max_idx, max_idx, dim=1, clear=True)
+                for i, j in T.Parallel(blk_m, N):
+                    logits_frag[i, j] = T.if_then_else(max_val[i] == logits_frag[i, j], -10000.0, logits_frag[i, j])
+                for i in T.Parallel(blk_m):
+                    topk_gates[bx * blk_m + i, k] = max_val[i]
+                    topk_indices[bx * blk_m + i, k] = max_idx[i]
+        return topk_gates, topk_indices
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_eager_jit_form_of_the_example(arch):
+    """TileLang's example as written (T.const sizes, T.empty outputs, int32 T.empty), on logits exact in TF32."""
+    logits = logits_with_ties(96, 128, seed=3)
+    params = {"logits": "float32[96,128]", "topk": 5, "blk_m": 32}
+    _, outcome = run(EAGER_TOPK, "tl_topk", {"logits": logits}, arch, params=params)
+    gates, indices = expected_topk(logits, 5)
+    np.testing.assert_array_equal(outcome.outputs["topk_indices"], indices.astype(np.int32))
+    np.testing.assert_array_equal(outcome.outputs["topk_gates"], gates.astype(np.float32))

@@ -30,8 +30,15 @@ def read_as(dtype: str) -> str:
     return "float32" if dtype in INTEGER_READS else declared_as(dtype)
 
 
+# integer tiles and outputs a kernel computes (top-k's indices): float32 tiles holding integers, exact below 2^24; an
+# int32 output's pages are converted to int32 by the writer (truncation toward zero, as the SFPU's typecast)
+INTEGER_TILES = ("int32",)
+
+
 def unwritable(dtype: str, what: str) -> str | None:
     """Why a low-bit or integer output cannot be written (None: it can): the device would have to round to it."""
+    if dtype in INTEGER_TILES:
+        return None
     if dtype in INTEGER_READS:
         return (f"{what} is {dtype}: writing it means converting to integers, which no Tenstorrent tile format or "
                 "packer does (integer inputs are read exactly, as float32)")
@@ -44,7 +51,7 @@ def unwritable(dtype: str, what: str) -> str | None:
 def untileable(dtype: str, what: str) -> str | None:
     """Why a tile or an output of this dtype cannot be made (None: it can): integer and float64 ones because no
     tile holds them (low-bit ones are read as bfloat16: declared_as)."""
-    if dtype in TILE_DTYPES or dtype in LOW_BIT:
+    if dtype in TILE_DTYPES or dtype in LOW_BIT or dtype in INTEGER_TILES:
         return None
     return f"{what} is {dtype}; Tenstorrent tiles hold float32, bfloat16 or float16"
 

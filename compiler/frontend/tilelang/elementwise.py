@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 
 from ... import registry
-from .base import LOW_BIT
+from ...errors import Refusal
+from .base import INTEGER_TILES, LOW_BIT
 from .diagnostics import fail
 from .expr import (VARLEN_HINT, Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, data_loads,
                    describe, float_text, fold_binary, fold_constant, is_index, read_at_run_time, render_int,
@@ -189,8 +190,8 @@ class StoreLowering:
         self.rec, self.variables, self.location = rec, variables, location
         self.axis_of: dict = {}          # parallel Var -> 0 (rows) | 1 (cols)
 
-    def fail(self, message, hint=None):
-        fail(message, hint=hint, location=self.location)
+    def fail(self, message, hint=None, refusal=None):
+        fail(message, hint=hint, location=self.location, refusal=refusal)
 
     def emit(self, name, *args, **kwargs):
         self.rec.emit(TileOp(name, args, kwargs), self.location)
@@ -260,7 +261,40 @@ class StoreLowering:
         return Region(buf, tuple(starts), tuple(extents)), tuple(shape)
 
     # ---- statements --------------------------------------------------------------------------------------------
+    def check_integral(self, target: Load, e) -> None:
+        """A value stored into an int32 tile (held as float32) is an integer wherever the GPU's would be one without
+        a conversion: integer tiles, element indices, comparisons, integer constants, + - * max min of them, selects
+        between them. Anything else the GPU would truncate on the store, which tilefarm does not do in a kernel."""
+        def bad(x, why):
+            self.fail(f"`{describe(x)}` {why}; `{target.buffer.name}` is an int32 tile, which tilefarm keeps as float32 "
+                      "holding integers", hint="compute it in a float32 tile (a GPU would truncate it on this store)",
+                      refusal=Refusal.not_lowered("a value truncated to an integer where it is stored into an int32 "
+                                                  "tile"))
+        if isinstance(e, Load):
+            if not str(e.buffer.declared or "").startswith(("int", "uint")):
+                bad(e, f"is {e.buffer.declared or e.buffer._dtype} data")
+        elif isinstance(e, Const):
+            if not isinstance(e.value, (int, float)) or not float(e.value).is_integer():
+                bad(e, "is not an integer")
+        elif isinstance(e, Select):
+            self.check_integral(target, e.a)
+            self.check_integral(target, e.b)
+        elif isinstance(e, Bin):
+            if e.op not in ("+", "-", "*", "max", "min"):
+                bad(e, f"uses `{e.op}`, whose result of integers is not an integer here")
+            self.check_integral(target, e.a)
+            self.check_integral(target, e.b)
+        elif isinstance(e, Call):
+            if e.fn not in ("max", "min"):
+                bad(e, "is a float function")
+            for a in e.args:
+                self.check_integral(target, a)
+        elif isinstance(e, Cast):
+            self.check_integral(target, e.x)
+
     def store(self, target: Load, value) -> None:
+        if target.buffer.scope != "global" and target.buffer.declared in INTEGER_TILES:
+            self.check_integral(target, value)
         self.orient(target, value)
         if len(self.variables) == 2:
             value = self.reoriented(value)
@@ -473,7 +507,8 @@ class StoreLowering:
                 self.fail(f"`{describe(e)}` is a value of element positions (T.Parallel and block indices); tilefarm "
                           "computes an index as data only from T.Parallel indices and sizes known when the kernel is "
                           "built (block and loop indices are not)",
-                          hint="give the positions as a tensor read beside the values")
+                          hint="give the positions as a tensor read beside the values",
+                          refusal=Refusal.not_lowered("an element index offset by a block or loop index, as data"))
             # an index used as a value (`T.if_then_else(hit, j, -1)`: argmax) is a table of integers, exact in float32
             # tiles below 2^24 (TTLowerIndexMasks); conditions are masks
             return Mask(e)

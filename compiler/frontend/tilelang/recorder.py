@@ -16,7 +16,7 @@ import contextvars
 from dataclasses import dataclass, field
 
 from ...errors import SourceLocation
-from .base import INTEGER_READS, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
+from .base import INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
 from .expr import (VARLEN_HINT, DType, Expr, Load, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
                    is_scalar_load, read_at_run_time, render_int, wrap)
@@ -214,6 +214,42 @@ def fill_head(head: Region, other: Region) -> Region:
              f"{len(other_ext)}-D copy")
     extents = [1] * (len(head.starts) - len(big)) + big
     return Region(head.buffer, head.starts, tuple(extents))
+
+
+def _integer_valued(region) -> bool:
+    buf = region.buffer
+    return str(buf.declared or "").startswith(("int", "uint"))
+
+
+INTEGER_OPS = ("copy", "fill", "zero", "add", "sub", "mul", "max", "min", "maximum", "minimum", "keep", "sum")
+
+
+def check_integral(op, dst, location) -> None:
+    """A tile op writing an int32 tile or output (held as float32) keeps it integral, as the GPU's int32 stores do:
+    its operands are integer tiles, masks, comparisons' 0/1 or integer constants, and the op one whose result of
+    integers is an integer. A float value stored into int32 (which the GPU would truncate) is refused."""
+    from .diagnostics import fail
+    what = f"`{dst.name}`" + (" (an output)" if dst.scope == "global" else "")
+    if dst.scope == "global":     # an int32 output: the writer truncates what compute packed, as a GPU's store does
+        return
+    if op.name not in INTEGER_OPS:
+        fail(f"T.tile.{op.name} into {what}, an int32 tile: tilefarm keeps int32 tiles as float32 holding integers, "
+             "and this op does not keep them integers", hint="compute in a float32 tile", location=location)
+    for a in op.args[1:]:
+        if isinstance(a, Region) and not (_integer_valued(a) or getattr(a.buffer, "scratch", False)):
+            fail(f"`{a.buffer.name}` ({a.buffer.declared or a.buffer._dtype}) is stored into {what}, an int32 tile: "
+                 "the GPU would truncate it to an integer, which tilefarm does not do inside a kernel",
+                 hint="store float values into a float32 tile; int32 tiles take integers (indices, counts)",
+                 location=location)
+        if isinstance(a, (int, float)) and not float(a).is_integer():
+            fail(f"{a} is stored into {what}, an int32 tile", location=location)
+        if isinstance(a, str):
+            try:
+                value = float(a.replace("T.float32(", "").rstrip(")"))
+            except ValueError:
+                continue
+            if not value.is_integer():
+                fail(f"{value} is stored into {what}, an int32 tile", location=location)
 
 
 @dataclass(eq=False)
@@ -425,6 +461,9 @@ class Recorder:
         dst = op.args[0] if op.args else None
         if not isinstance(dst, Region) or dst.buffer.declared is None:
             return
+        if dst.buffer.declared in INTEGER_TILES:     # integers held as float32 (check_integral keeps them integers)
+            check_integral(op, dst.buffer, location)
+            return
         src = op.args[1] if len(op.args) > 1 else None
         if op.name == "copy" and isinstance(src, Region) and src.buffer.scope == "global" and \
                 dst.buffer.scope != "global" and (src.buffer.declared or src.buffer._dtype) == dst.buffer.declared:
@@ -608,7 +647,8 @@ class Recorder:
         why = untileable(dtype, f"the tile `{name or 'allocated here'}`")
         if why:
             fail(why, hint=tile_dtype_hint(dtype), location=location)
-        buf = self.new_buffer(name, shape, declared_as(dtype), scope, location, "tile")
+        buf = self.new_buffer(name, shape, read_as(dtype) if dtype in INTEGER_TILES else declared_as(dtype), scope,
+                              location, "tile")
         if dtype != buf._dtype:
             buf.declared = dtype
         return buf
@@ -624,8 +664,11 @@ class Recorder:
         if like is not None and like.vector:
             buf = self.new_buffer(None, (max(extents),), dtype, scope, location, f"tl_tmp{self.temp_count}")
             unify(buf, like)
+            buf.scratch = True       # its value is checked where the expression computing it is (elementwise)
             return buf
-        return self.new_buffer(None, tuple(extents), dtype, scope, location, f"tl_tmp{self.temp_count}")
+        buf = self.new_buffer(None, tuple(extents), dtype, scope, location, f"tl_tmp{self.temp_count}")
+        buf.scratch = True
+        return buf
 
     def orient_vector_writes(self) -> None:
         """A 1-D vector copied into a slice along one axis of a tensor that another region slices along two (per-row
