@@ -10,7 +10,7 @@ import tvm_ffi
 from tvm import tirx
 
 from . import attrs
-from .errors import CompileError, SourceLocation
+from .errors import CompileError, Refusal, SourceLocation
 
 TILE_OP_PREFIX = "tirx.tile."
 
@@ -26,8 +26,10 @@ def filename_of(func: tirx.PrimFunc) -> str:
     return attrs.SOURCE_FILE.get(func, "kernel.py")
 
 
-def error_at(node: Any, func: tirx.PrimFunc, message: str, *, stage: str, hint: str | None = None) -> CompileError:
-    return CompileError(message, stage=stage, location=location_of(node, filename_of(func)), hint=hint)
+def error_at(node: Any, func: tirx.PrimFunc, message: str, *, stage: str, hint: str | None = None,
+             refusal: Refusal | None = None) -> CompileError:
+    return CompileError(message, stage=stage, location=location_of(node, filename_of(func)), hint=hint,
+                        refusal=refusal)
 
 
 def fresh_loop_vars(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -18,7 +18,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.tirx.exec_scope import _SCOPE_BINDING_TO_PARENT_CUR
 
-from ..errors import CompileError
+from ..errors import CompileError, Refusal
 from ..ir import Region, error_at, reads_at_run_time, is_transposed, op_config, op_name, region_of, scalar_of, stmts_of
 from ..layout import UNIT, MatrixView, default_tile_axes
 from ..target import DATA_FORMATS, TILE
@@ -75,8 +75,8 @@ class KernelChecker:
         self.views: dict[str, MatrixView] = {}
         self.constants = attrs.CONSTANTS.get(func, {}) or {}
 
-    def error(self, node, message, hint=None):
-        return error_at(node, self.func, message, stage=STAGE, hint=hint)
+    def error(self, node, message, hint=None, refusal=None):
+        return error_at(node, self.func, message, stage=STAGE, hint=hint, refusal=refusal)
 
     # ---- structure ---------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -574,7 +574,11 @@ class KernelChecker:
             if axis in view.tile_axes:
                 if not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0):
                     raise self.error(call, f"{where}: region start `{start}` is not a multiple of {TILE}",
-                                     hint="tile regions must start on 32-element tile boundaries")
+                                     hint="tile regions must start on 32-element tile boundaries",
+                                     refusal=Refusal.not_lowered(
+                                         "a DRAM region starting between tile boundaries (a NoC transfer moves any "
+                                         "bytes whose source and destination agree mod 16: rows from such a start are "
+                                         "moved one by one, other cases are not lowered yet)"))
                 if ext % TILE and not self.analyzer.can_prove(start + ext >= dim):
                     raise self.error(call, f"{where}: extent {ext} is not a multiple of {TILE} and the region does "
                                            f"not reach the end of the buffer ({dim})")

@@ -9,7 +9,7 @@ from compiler.errors import CompileError, Refusal, SourceLocation
 from schemas.target import TargetConfig
 
 from .test_frontend import error_of, line_of, src
-from .test_sub_tile_rows import MANY_VALUES
+from .test_cb_sharing import ALL_LIVE
 
 THREAD_INDEX = src('''
     @T.prim_func
@@ -85,7 +85,7 @@ def test_an_element_loop_outside_t_parallel_is_not_lowered_yet():
 
 
 def test_more_tile_values_than_circular_buffers_is_not_lowered_yet_and_keeps_its_kind_when_located():
-    e = error_of(MANY_VALUES, target=TargetConfig(arch="wormhole_b0"))
+    e = error_of(ALL_LIVE, target=TargetConfig(arch="wormhole_b0"))   # 34 values live at once
     assert e.location is not None and e.location.file == "k.py"    # relocated to the user's line
     assert e.refusal is not None and e.refusal.expressible and "32 circular buffers" in e.refusal.reason
 
@@ -97,3 +97,18 @@ def test_a_relocated_diagnostic_keeps_everything_but_its_location():
     assert (moved.message, moved.stage, moved.hint, moved.subject, moved.refusal) == ("m", "parse", "h", "A",
                                                                                       e.refusal)
     assert moved.location == SourceLocation("k.py", 9, 2)
+
+
+def test_a_dram_region_starting_between_tile_columns_is_not_lowered_yet():
+    source = src('''
+        @T.prim_func
+        def main(X: T.Tensor((32, 64), "float32"), Y: T.Tensor((32, 32), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_shared((32, 32), "float32")
+                T.copy(X[0:32, 16:48], x)
+                T.copy(x, Y)
+    ''')
+    e = error_of(source)
+    assert e.location.line == line_of(source, "T.copy(X[0:32, 16:48], x)")
+    assert "region start `16` is not a multiple of 32" in e.message, e.message
+    assert e.refusal is not None and e.refusal.expressible
