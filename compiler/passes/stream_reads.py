@@ -14,7 +14,12 @@ level of statements (the block loop's body):
    and reads no other block the reader is bringing in, the reader pushes c in batches (reserve / reads / barrier /
    push per batch) and the loop waits at the top of each iteration for the tiles it reads (a cumulative
    cb_wait_front only tests that pages are there, as tt-metal's reduce kernels use it). The whole block's wait and
-   page checks follow the loop, for the passes after it.
+   page checks follow the loop, for the passes after it;
+3. the same wait for a value compute hands to itself (an intermediate CB, packed group by group by the window before):
+   when the first loop reading it takes its tiles in order, one DST section an iteration, iteration g waits for the tiles it reads (the count is
+   the loop's own tile index at its inner loops' last values, plus one, checked against every iteration's tiles), so
+   it starts on the first rows while the window before is still packing the last ones instead of draining the
+   compute pipeline between the two (attention's row max after QK, the exponentials after the row max).
 """
 from __future__ import annotations
 
@@ -220,6 +225,76 @@ def stream(stmts: list, capacity: dict[int, tuple[int, int]]) -> list:
     return out
 
 
+def _has_call(stmt, name: str) -> bool:
+    found = []
+    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, lambda node: found.append(_named(node, name)))], order="pre")
+    return any(found)
+
+
+def _inner_loops(stmt) -> list:
+    found = []
+    tvm_ffi.structural_walk(stmt, [(tirx.For, found.append)], order="pre")
+    return found
+
+
+def needed_tiles(loop: tirx.For, cb: int, n: int):
+    """The pages of cb iteration g of `loop` must find (an expression of g), when every iteration reads tiles of cb
+    by index only, in order (nondecreasing over g), the first iteration fewer than n; None otherwise. The expression
+    is one of the loop's own tile indices of cb at its inner loops' last values, plus one, and must equal the
+    largest index every iteration reads (evaluated) plus one."""
+    lo, extent = _int(loop.min), _int(loop.extent)
+    if lo != 0 or extent is None or extent < 2 or not _has_call(loop.body, "tile_regs_acquire"):
+        return None          # each iteration its own DST section: waiting between two tiles of one buys nothing
+    try:
+        needs = [_Unroll(cb).most(loop.body, {loop.loop_var: tirx.IntImm("int32", g)}) + 1 for g in range(extent)]
+    except ValueError:
+        return None
+    if needs[0] < 1 or needs[0] >= n or needs[-1] > n or any(b < a for a, b in zip(needs, needs[1:])):
+        return None
+    last = {}
+    for inner in _inner_loops(loop.body):
+        if _int(inner.min) is None or _int(inner.extent) is None:
+            return None
+        last[inner.loop_var] = tirx.IntImm("int32", _int(inner.min) + _int(inner.extent) - 1)
+    indices = []
+    tvm_ffi.structural_walk(loop.body, [(tirx.Evaluate, lambda node: indices.extend(
+        index for c, index in (tile_reads(_call(node)) or []) if c == cb) if _call(node) else None)], order="pre")
+    analyzer = tvm.sym.Analyzer()
+    for index in indices:
+        expr = analyzer.simplify(tvm_ffi.structural_map(index, (tirx.Var, lambda v: last.get(v, v)), order="post")
+                                 + tirx.IntImm("int32", 1))
+        values = [analyzer.simplify(tvm_ffi.structural_map(
+            expr, (tirx.Var, lambda v, g=g: tirx.IntImm("int32", g) if v.same_as(loop.loop_var) else v),
+            order="post")) for g in range(extent)]
+        if all(_int(v) == need for v, need in zip(values, needs)):
+            return expr
+    return None
+
+
+def wait_per_iteration(stmts: list, roles: dict[int, str]) -> list:
+    """Rewrite 3 at this level: an intermediate CB's whole wait above the first loop reading its tiles in order
+    becomes a cumulative wait at the top of each iteration (needed_tiles); the whole wait follows the loop."""
+    out = list(stmts)
+    k = 0
+    while k < len(out):
+        found = _wait_at(out, k)
+        if found is None or found[1] is None or roles.get(found[0]) != "intermediate":
+            k += 1
+            continue
+        cb, n, end = found
+        first = next((j for j in range(end, len(out)) if _reads_tiles(out[j], cb)), None)
+        needed = needed_tiles(out[first], cb, n) if first is not None and isinstance(out[first], tirx.For) else None
+        if needed is None:
+            k += 1
+            continue
+        loop = out[first]
+        streamed = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind,
+                            seq([ops.call("cb_wait_front", cb, needed)] + stmts_of(loop.body)))
+        out = out[:k] + out[end:first] + [streamed] + out[k:end] + out[first + 1:]
+        # the statements that were between the wait and the loop are looked at again (their own waits)
+    return out
+
+
 def _reads_tiles(stmt, cb: int) -> bool:
     """Whether stmt unpacks tiles of cb (or names it in a call that is not an init)."""
     found = []
@@ -270,22 +345,24 @@ def _read_cbs(stmts: list) -> set[int]:
     return out
 
 
-def rewrite(stmt, capacity: dict[int, tuple[int, int]]):
+def rewrite(stmt, capacity: dict[int, tuple[int, int]], roles: dict[int, str]):
     if isinstance(stmt, tirx.SeqStmt):
-        stmts = [rewrite(s, capacity) for s in stmts_of(stmt)]
-        return seq(stream(_defer(stmts), capacity))
+        stmts = [rewrite(s, capacity, roles) for s in stmts_of(stmt)]
+        return seq(wait_per_iteration(stream(_defer(stmts), capacity), roles))
     if isinstance(stmt, tirx.For):
-        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, rewrite(stmt.body, capacity),
+        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, rewrite(stmt.body, capacity, roles),
                         stmt.thread_binding, stmt.annotations, span=stmt.span)
     if isinstance(stmt, tirx.IfThenElse):
-        return tirx.IfThenElse(stmt.condition, rewrite(stmt.then_case, capacity),
-                               rewrite(stmt.else_case, capacity) if stmt.else_case is not None else None)
+        return tirx.IfThenElse(stmt.condition, rewrite(stmt.then_case, capacity, roles),
+                               rewrite(stmt.else_case, capacity, roles) if stmt.else_case is not None else None)
     return stmt
 
 
 def stream_reads_in(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    capacity = {int(c["index"]): (int(c["num_pages"]), int(c["page_bytes"])) for c in attrs.CB_CONFIG.get(func)}
-    return func.with_body(rewrite(func.body, capacity))
+    config = attrs.CB_CONFIG.get(func)
+    capacity = {int(c["index"]): (int(c["num_pages"]), int(c["page_bytes"])) for c in config}
+    roles = {int(c["index"]): str(c["role"]) for c in config}
+    return func.with_body(rewrite(func.body, capacity, roles))
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTStreamReads")

@@ -157,3 +157,95 @@ def test_no_streaming_when_the_loop_reads_another_block_in_flight_or_out_of_orde
         T.tt.cb_pop_front(0, 16)
 
     assert_ir_equal(run(stream_reads, reversed_first)["main"], reversed_first)
+
+
+INTERMEDIATE = [cb(0, 32), cb(2, 1), cb(25, 8, 4096, "intermediate")]
+
+
+def test_a_value_compute_packs_group_by_group_is_waited_for_per_iteration_by_its_next_reader():
+    """Compute packs cb 25 two tiles a DST section; the next loop (one section an iteration) reads tiles 2g and 2g+1
+    of it: it waits for 2g + 2 pages at the top of each iteration instead of all 8 above the loop (which drains
+    the compute pipeline between the two loops); the whole wait follows the loop. A loop reading the value last
+    tile first, and a loop within one DST section, keep the whole wait."""
+    @T.prim_func
+    def before(bx: T.int32):
+        T.func_attr({"tt.cb_config": INTERMEDIATE})
+        T.tt.cb_wait_front(0, 8)
+        T.tt.copy_init(0)
+        for g in range(4):
+            T.tt.tile_regs_acquire()
+            for q in range(2):
+                T.tt.copy_tile(0, g * 2 + q, q)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(25, 2)
+            for q in range(2):
+                T.tt.pack_tile(q, 25, q)
+            T.tt.cb_push_back(25, 2)
+            T.tt.tile_regs_release()
+        T.tt.cb_wait_front(25, 8)
+        T.tt.copy_init(25)
+        for g in range(4):
+            T.tt.tile_regs_acquire()
+            for kt in range(2):
+                T.tt.copy_tile(25, g * 2 + kt, kt)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.pack_tile(0, 24, 0)
+            T.tt.tile_regs_release()
+        T.tt.cb_pop_front(25, 8)
+        T.tt.cb_pop_front(0, 8)
+
+    @T.prim_func
+    def expected(bx: T.int32):
+        T.func_attr({"tt.cb_config": INTERMEDIATE})
+        T.tt.cb_wait_front(0, 8)
+        T.tt.copy_init(0)
+        for g in range(4):
+            T.tt.tile_regs_acquire()
+            for q in range(2):
+                T.tt.copy_tile(0, g * 2 + q, q)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(25, 2)
+            for q in range(2):
+                T.tt.pack_tile(q, 25, q)
+            T.tt.cb_push_back(25, 2)
+            T.tt.tile_regs_release()
+        T.tt.copy_init(25)
+        for g in range(4):
+            T.tt.cb_wait_front(25, g * 2 + 2)
+            T.tt.tile_regs_acquire()
+            for kt in range(2):
+                T.tt.copy_tile(25, g * 2 + kt, kt)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.pack_tile(0, 24, 0)
+            T.tt.tile_regs_release()
+        T.tt.cb_wait_front(25, 8)
+        T.tt.cb_pop_front(25, 8)
+        T.tt.cb_pop_front(0, 8)
+
+    assert_ir_equal(run(stream_reads, before)["main"], expected)
+
+    @T.prim_func
+    def last_first(bx: T.int32):
+        T.func_attr({"tt.cb_config": INTERMEDIATE})
+        T.tt.cb_wait_front(25, 8)
+        for g in range(8):
+            T.tt.tile_regs_acquire()
+            T.tt.copy_tile(25, 7 - g, 0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.pack_tile(0, 24, 0)
+            T.tt.tile_regs_release()
+        T.tt.tile_regs_acquire()
+        T.tt.cb_wait_front(25, 8)
+        for q in range(8):
+            T.tt.copy_tile(25, q, q)
+        T.tt.tile_regs_commit()
+        T.tt.tile_regs_wait()
+        T.tt.tile_regs_release()
+        T.tt.cb_pop_front(25, 8)
+
+    assert_ir_equal(run(stream_reads, last_first)["main"], last_first)

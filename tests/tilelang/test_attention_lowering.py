@@ -124,6 +124,33 @@ def test_the_row_sum_of_the_exponentials_is_packed_into_one_partial_tile_per_row
 
 
 @pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_each_window_starts_on_the_rows_the_window_before_has_packed(arch):
+    """No drain of the compute pipeline between two windows of a key step: the row max waits for s's pages row by
+    row (cumulative cb_wait_front at the top of each DST section, not all of s above the loop), the exponentials for
+    m's, and the exp window pushes each row's partial row sum once the row's last tile is in (a loop over rows of
+    whole groups), so the row sum waits for it row by row too. 4-row query blocks, two DST groups a row; the output
+    still matches float64 attention."""
+    params = {"batch": 1, "heads": 2, "seq_len": 512, "dim": 128, "causal": False, "block_M": 128, "block_N": 256}
+    source = EXAMPLE.read_text()
+    target = TargetConfig(arch=arch, blocking="as_written")
+    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=params, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    assert re.search(r"cb_wait_front\(cb_s, g_\d+ \* 8 \+ 8\);\s+tile_regs_acquire", compute)      # row max
+    assert re.search(r"cb_wait_front\(cb_m, r \+ 1\);", compute)                                  # exponentials
+    rows = re.search(r"for \(uint32_t r = 0; r < 4; \+\+r\) \{(.*?)\n            \}", compute, re.S)
+    assert rows and rows.group(1).rstrip().endswith("cb_push_back(cb_s_rowsum, 1);")
+    assert "pack_tile<true>(q_" in rows.group(1) and re.search(r"pack_tile<true>\(q_\d+, cb_s_rowsum, 0\)", rows.group(1))
+    assert re.search(r"cb_wait_front\(cb_s_rowsum, g_\d+ \+ 1\);", compute)                      # row sum
+    rng = np.random.default_rng(17)
+    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
+    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
+                      filename=str(EXAMPLE), entry="flash_attention", params=params)
+    assert outcome.passed, outcome.verification.render()
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
 def test_approx_exp_folds_the_scale_into_the_llk_exp_and_verifies_within_its_error(arch):
     """With the target's approx_exp, exp((s - m) * c) is the LLK's approximate exp with c baked into its init: no
     SFPU multiply, no precise exp. The emulator computes that algorithm bit for bit, so the output carries its real

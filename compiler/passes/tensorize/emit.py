@@ -480,16 +480,21 @@ class Emitter:
             if item[0] == "send":
                 body += self.pack_send(item)
         body.append(ops.call("tile_regs_release"))
+        pushed_per_row = False
         if groups > 1:
             hoisted, body = _hoist_matmul_init(body)
-            body = hoisted + [tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))]
+            loop = tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))
+            if id(w) in self.partial_packs:
+                loop, pushed_per_row = self.rows_of_groups(loop, *self.partial_packs[id(w)])
+            body = hoisted + [loop]
         if self.broadcast_now:
             before = self.broadcast_tiles() + before
         after = [ops.call("cb_pop_front", cb, tz.tiles(name)[0]) for name, cb in self.broadcast_now.items()]
         if id(w) in self.partial_packs:
             name, cb = self.partial_packs[id(w)]
             before = [ops.call("cb_reserve_back", cb, tz.tiles(name)[0])] + before
-            after.append(ops.call("cb_push_back", cb, tz.tiles(name)[0]))
+            if not pushed_per_row:
+                after.append(ops.call("cb_push_back", cb, tz.tiles(name)[0]))
         if id(w) in self.partial_reads:
             cb, pages = self.partial_reads[id(w)]
             before = [ops.call("cb_wait_front", cb, pages)] + before
@@ -678,13 +683,36 @@ class Emitter:
             return info
         return None
 
+    def row_pushes(self, name: str) -> bool:
+        """Does the current window push its row partials row by row (rows_of_groups decides the same)?"""
+        rows, cols = self.tz.tiles(name)
+        return not self.w.flat and rows > 1 and self.group <= cols and cols % self.group == 0 and \
+            tuple(self.tz.tiles(name)) == tuple(self.w.grid)
+
+    def rows_of_groups(self, loop: tirx.For, name: str, part: int) -> tuple:
+        """The group loop of a window packing row partials (partial_pack) as a loop over the rows of `name`, each
+        a run of whole groups, whose partial page is pushed once the row's last group is packed: the row sum after
+        the window can start on a row while the packer is still on later ones (it waits row by row,
+        stream_reads.py). (loop, True) when the groups tile the rows so; (loop, False) as it is otherwise."""
+        rows, cols = self.tz.tiles(name)
+        if rows < 2 or self.group > cols or cols % self.group or int(loop.extent) != rows * (cols // self.group):
+            return loop, False        # one row: pushed after the loop, as soon (the loop stays one to stream)
+        per_row = cols // self.group
+        r, h = tirx.Var("r", "int32"), tirx.Var("h", "int32")
+        g = r * i32(per_row) + h
+        body = tvm_ffi.structural_map(loop.body, (tirx.Var, lambda v: g if v.same_as(self.g) else v), order="post")
+        row = seq([tirx.For(h, 0, per_row, tirx.ForKind.SERIAL, body), ops.call("cb_push_back", part, i32(1))])
+        return tirx.For(r, 0, rows, tirx.ForKind.SERIAL, row), True
+
     def partial_pack(self, name: str, part: int) -> list:
         """Each tile of `name` this group holds added into its row's partial tile in L1 (find_row_partials): the
         packer overwrites the partial with a row's first tile and accumulates the others."""
         first = tirx.EQ(self.q, i32(0)) if self.group > 1 else tirx.const(True, "bool")
 
         def pack(slot, i, j):   # L1 accumulation is off when the group starts: on after the first pack (or
-            tile = ops.call("pack_tile_at", slot, part, i)   # before it, when that does not start a row)
+            # before it, when that does not start a row); pushed row by row (rows_of_groups), the row's page is
+            # the first one not yet pushed
+            tile = ops.call("pack_tile_at", slot, part, i32(0) if self.row_pushes(name) else i)
             on, off = ops.call("pack_reconfig_l1_acc", i32(1)), ops.call("pack_reconfig_l1_acc", i32(0))
             starts = seq([tirx.IfThenElse(tirx.Not(first), off, None), tile, on])
             within = seq([tirx.IfThenElse(first, on, None), tile])
@@ -916,15 +944,17 @@ class Emitter:
 
             def per_tile(call):
                 return tirx.For(q, 0, group, tirx.ForKind.SERIAL, call) if group > 1 else call
+            # each group pushed as it is packed: the window reading them waits for them group by group
             body = seq([ops.call("tile_regs_acquire"), ops.call("unary_bcast_cols_init", cb),
                         per_tile(ops.call("unary_bcast_cols", cb, p, slot)),
                         ops.call("tile_regs_commit"), ops.call("tile_regs_wait"),
                         ops.call("pack_reconfig_data_format", bcast_cb),
-                        per_tile(ops.call("pack_tile", slot, bcast_cb, p)),
+                        per_tile(ops.call("pack_tile", slot, bcast_cb, slot)),
+                        ops.call("cb_push_back", bcast_cb, group),
                         ops.call("tile_regs_release")])
             out += [ops.call("cb_reserve_back", bcast_cb, n),
                     tirx.For(t, 0, n // group, tirx.ForKind.SERIAL, body) if n > group else body,
-                    ops.call("cb_push_back", bcast_cb, n), ops.call("cb_wait_front", bcast_cb, n)]
+                    ops.call("cb_wait_front", bcast_cb, n)]
         return out
 
     def lower(self, info, slot, i, j, fresh: bool) -> list:
