@@ -42,11 +42,17 @@ def compiled():
 def embedded(tmp_path_factory):
     """One `tilefarm serve` (embedded mode, default settings) per test process, for the modules that only submit
     jobs and read them back (the CLI, the clients, the dashboard): its start is a worker warm-up (tvm, the sandbox
-    zygote compiling the examples, ~8 s of CPU), paid once, not once per module. A module whose tests need settings
-    of their own, or a service no other module touched, starts its own."""
+    zygote compiling the examples, ~5 s of CPU), paid once, not once per module. A module whose tests need settings
+    of their own, or a service no other module touched, starts its own. Its `.gate` (tests/service/conftest.py Gate)
+    is open: a test that must catch a job at a stage's start holds it (`with embedded.gate.held()`, after
+    tests.served.idle: no other test's job is running or waiting then)."""
     from tests.served import embedded_service
+    from tests.service.conftest import Gate
 
-    with embedded_service(tmp_path_factory.mktemp("embedded")) as running:
+    workdir = tmp_path_factory.mktemp("embedded")
+    gate = Gate(workdir / "hold")
+    with embedded_service(workdir, **gate.env) as running:
+        running.gate = gate
         yield running
 
 

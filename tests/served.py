@@ -20,6 +20,14 @@ def embedded_service(workdir: Path, **env: str):
         service.stop()
 
 
+def idle(service) -> None:
+    """Wait until no job of the service is waiting or running (each one's end, as Service.wait sees it): on a shared
+    service, what another test left going must not stand in a test's way (a held job, a queue position)."""
+    for status in ("running", "queued"):
+        for job in service.client.get("/v1/jobs", params={"status": status, "limit": 200}).json()["items"]:
+            service.wait(job["id"], timeout=180)
+
+
 def fresh_kernel(name: str = "gemm.py") -> str:
     """A kernel from tests/service/data with a unique comment, so the artifact cache cannot answer for it."""
     return (DATA / name).read_text() + f"\n# {uuid.uuid4().hex}\n"

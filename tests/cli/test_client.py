@@ -14,19 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.served import embedded_service, fresh_kernel, report_device
-from tests.service.conftest import DATA, REPO, Gate, base_env
+from tests.served import embedded_service, fresh_kernel, idle, report_device
+from tests.service.conftest import DATA, REPO, base_env
 
 TOKEN = "cli-secret-token"
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("cli-service")
-    gate = Gate(workdir / "hold")      # open: stages run; held: a job waits at its first stage (cancel it there)
-    with embedded_service(workdir, **gate.env) as running:
-        running.gate = gate
-        yield running
+def service(embedded):
+    return embedded  # the test process's shared `tilefarm serve` (tests/conftest.py), its gate open
 
 
 def tilefarm(*args: str, server: str | None = None, cwd: Path | None = None, timeout: float = 120, **env: str):
@@ -236,6 +232,7 @@ def test_resubmit_diff_and_cancel(service, tmp_path):
     same = tilefarm("diff", first_id, first_id, server=service.url)
     assert same.returncode == 0 and same.stdout == ""
 
+    idle(service)                 # a job another test left going is not the one held
     with service.gate.held():     # the job cannot finish before the cancel reaches it (no race with the clock)
         slow = tilefarm("submit", str(write_kernel(tmp_path, "gemm_block64.py")), "--stages", "compile,check,emulate",
                         server=service.url)

@@ -8,8 +8,8 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.served import embedded_service, fresh_kernel
-from tests.service.conftest import REPO, Gate
+from tests.served import fresh_kernel, idle
+from tests.service.conftest import REPO
 from tests.web.conftest import fresh_context, shot
 
 JOB_TIMEOUT_MS = 120_000
@@ -125,20 +125,19 @@ def test_warnings_are_shown_on_a_succeeded_job(open_page, service):
     assert "1 warning" in row.inner_text() and job["id"] in row.inner_text()  # the whole id, as the CLI prints it
 
 
-def test_queue_position_and_stage_progress(open_page, tmp_path):
-    gate = Gate(tmp_path / "hold", closed=True)  # the first job is held running, the others wait behind it
-    with embedded_service(tmp_path, **gate.env) as slow:
-        ids = [slow.submit(fresh_kernel(), filename=f"k{n}.py")["id"] for n in range(3)]
+def test_queue_position_and_stage_progress(open_page, service):
+    idle(service)  # nothing another test left going runs before these (the shared service: tests/conftest.py)
+    with service.gate.held():  # the first job is held running, the others wait behind it
+        ids = [service.submit(fresh_kernel(), filename=f"k{n}.py")["id"] for n in range(3)]
         page = open_page(DESKTOP)
-        page.goto(f"{slow.url}/jobs/{ids[2]}")
+        page.goto(f"{service.url}/jobs/{ids[2]}")
         page.wait_for_function("() => /queue: (\\d+ ahead|next)/.test(document.querySelector('#progress').textContent)",
                                timeout=JOB_TIMEOUT_MS)
-        page.goto(f"{slow.url}/jobs/{ids[0]}")
+        page.goto(f"{service.url}/jobs/{ids[0]}")
         page.wait_for_function("() => /compile running/.test(document.querySelector('#progress').textContent)",
                                timeout=JOB_TIMEOUT_MS)
-        gate.open()
-        wait_status(page)
-        assert page.inner_text("#progress") == ""
+    wait_status(page)
+    assert page.inner_text("#progress") == ""
 
 
 def test_docs_load_without_the_network(open_page, service):
