@@ -24,8 +24,10 @@ def slow_pair() -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
+    """No worker: a diff compares what the jobs' records and files hold, whether they ran or not, so the jobs stay
+    queued (compiling these sources would only cost CPU beside the diffs under test)."""
     with embedded_service(tmp_path_factory.mktemp("diff-bounds"), TILEFARM_DIFF_SECONDS=str(DIFF_SECONDS),
-                          TILEFARM_DIFF_MAX_BYTES=str(DIFF_MAX_BYTES)) as running:
+                          TILEFARM_DIFF_MAX_BYTES=str(DIFF_MAX_BYTES), TILEFARM_EMBEDDED_WORKERS="0") as running:
         yield running
 
 
