@@ -22,7 +22,6 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import attrs, ops
-from ..ir import stmts_of
 from .split_kernels import _block_loop
 
 CONFIG_ONLY = ("hw_startup_", "pack_reconfig_data_format", "reconfig_data_format")
