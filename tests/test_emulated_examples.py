@@ -11,7 +11,7 @@ from compiler.api import compile_source, emulate
 from compiler.errors import CompileError
 from schemas.target import TargetConfig
 
-from .conftest import ROOT, good_examples, shared_copies
+from .conftest import ROOT, good_examples, project_name, shared_copies
 
 EMULATED = ("wormhole_b0", "blackhole")
 CASES = [(p, a) for p in good_examples() + shared_copies() for a in EMULATED]
@@ -20,7 +20,7 @@ CASES = [(p, a) for p in good_examples() + shared_copies() for a in EMULATED]
 @pytest.mark.parametrize("path,arch", CASES, ids=[f"{p.parent.name}/{p.stem}-{a}" for p, a in CASES])
 def test_example_verifies(compiled, path, arch):
     result = compiled(path, arch)
-    outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), source=path.read_text(), filename=str(path))
+    outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), source=path.read_text(), filename=project_name(path))
     assert outcome.verification is not None and outcome.verification.ok, outcome.verification.render()
     plan = result.plan
     outputs = {b["name"] for b in plan["buffers"] if b["role"] == "output"}
@@ -41,9 +41,9 @@ def test_example_verifies(compiled, path, arch):
 def test_partition_policies_verify(policy):
     path = ROOT / "examples" / "gemm_bf16_blocks.py"
     config = TargetConfig(arch="wormhole_b0", partition=policy, core_grid=(3, 2), blocking="as_written")
-    result = compile_source(path.read_text(), filename=str(path), target=config)
+    result = compile_source(path.read_text(), filename=project_name(path), target=config)
     assert result.plan["work"]["num_cores"] <= 6 and max(c["count"] for c in result.plan["work"]["cores"]) > 1
-    outcome = emulate(result.artifacts, target=config, source=path.read_text(), filename=str(path), seed=3)
+    outcome = emulate(result.artifacts, target=config, source=path.read_text(), filename=project_name(path), seed=3)
     assert outcome.passed, outcome.verification.render()
 
 
@@ -74,7 +74,7 @@ def test_verification_catches_a_wrong_tile_index(compiled):
     assert "matmul_block(cb_A_s, cb_B_s, kk, kk * 2, 0, 0, 2, 2, 2)" in compute
     artifacts["compute.cpp"] = compute.replace("matmul_block(cb_A_s, cb_B_s, kk, kk * 2,",
                                                "matmul_block(cb_A_s, cb_B_s, kk, kk,").encode()
-    outcome = emulate(artifacts, source=path.read_text(), filename=str(path))
+    outcome = emulate(artifacts, source=path.read_text(), filename=project_name(path))
     assert not outcome.passed
     text = outcome.verification.render()
     assert "C[" in text and "expected" in text and "FAIL" in text
@@ -87,7 +87,7 @@ def test_verification_catches_a_deadlock(compiled):
     assert "cb_push_back(cb_A_s, 1);" in reader
     artifacts["reader.cpp"] = reader.replace("cb_push_back(cb_A_s, 1);", "", 1).encode()
     with pytest.raises(CompileError, match="deadlock") as info:
-        emulate(artifacts, source=path.read_text(), filename=str(path))
+        emulate(artifacts, source=path.read_text(), filename=project_name(path))
     assert "cb_reserve_back" in info.value.message or "cb_wait_front" in info.value.message
 
 

@@ -21,6 +21,7 @@ import pytest
 from compiler.api import compile_source, emulate
 from compiler.frontend import load_kernel
 from schemas.target import TargetConfig
+from tests.conftest import project_name
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "flash_attention.py"
 PARAMS = {"batch": 1, "heads": 2, "seq_len": 128, "dim": 64, "causal": False}
@@ -47,7 +48,7 @@ def test_a_common_scale_is_factored_out_of_the_exponent():
 def test_the_max_subtract_runs_on_the_fpu_and_the_carried_output_on_the_sfpu(arch):
     source = EXAMPLE.read_text()
     target = TargetConfig(arch=arch)
-    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=PARAMS, target=target)
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=PARAMS, target=target)
     compute = result.artifacts["compute.cpp"].decode()
     assert "sub_tiles_bcast_cols(cb_s, cb_m," in compute
     assert "copy_tile(cb_s" not in compute     # p = cast(s) is packed from s's DST slots in the same window
@@ -59,7 +60,7 @@ def test_the_max_subtract_runs_on_the_fpu_and_the_carried_output_on_the_sfpu(arc
     shape = (PARAMS["batch"], PARAMS["heads"], PARAMS["seq_len"], PARAMS["dim"])
     q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
     outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=str(EXAMPLE), entry="flash_attention", params=PARAMS)
+                      filename=project_name(EXAMPLE), entry="flash_attention", params=PARAMS)
     assert outcome.passed, outcome.verification.render()
     want = attention(q, k, v)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=4e-3)
@@ -74,7 +75,7 @@ def test_the_rescale_copies_broadcast_tiles_and_the_pv_matmul_accumulates_in_l1(
     params = {"batch": 1, "heads": 2, "seq_len": 256, "dim": 128, "causal": False}
     source = EXAMPLE.read_text()
     target = TargetConfig(arch=arch)
-    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=params, target=target)
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=params, target=target)
     compute = result.artifacts["compute.cpp"].decode()
     pv = compute.index("matmul_block(cb_p, cb_v,")
     assert compute.index("pack_reconfig_l1_acc(1);", pv) < compute.index("cb_pop_front(cb_v", pv)
@@ -88,7 +89,7 @@ def test_the_rescale_copies_broadcast_tiles_and_the_pv_matmul_accumulates_in_l1(
     shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
     q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
     outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=str(EXAMPLE), entry="flash_attention", params=params)
+                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
     assert outcome.passed, outcome.verification.render()
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
 
@@ -102,7 +103,7 @@ def test_the_row_sum_of_the_exponentials_is_packed_into_one_partial_tile_per_row
     params = {"batch": 1, "heads": 2, "seq_len": 512, "dim": 128, "causal": False}
     source = EXAMPLE.read_text()
     target = TargetConfig(arch=arch)
-    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=params, target=target)
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=params, target=target)
     compute = result.artifacts["compute.cpp"].decode()
     (cb_s,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s"]
     (part,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s_rowsum"]
@@ -118,7 +119,7 @@ def test_the_row_sum_of_the_exponentials_is_packed_into_one_partial_tile_per_row
     shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
     q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
     outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=str(EXAMPLE), entry="flash_attention", params=params)
+                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
     assert outcome.passed, outcome.verification.render()
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
 
@@ -157,10 +158,10 @@ def test_approx_exp_folds_the_scale_into_the_llk_exp_and_verifies_within_its_err
     error (each probability within 3.13% of exp); verification counts it (precision.py), and the output stays close
     to float64 attention, while the precise build is closer still."""
     source = EXAMPLE.read_text()
-    precise = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=PARAMS,
+    precise = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=PARAMS,
                              target=TargetConfig(arch=arch))
     target = TargetConfig(arch=arch, approx_exp=True)
-    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=PARAMS, target=target)
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=PARAMS, target=target)
     compute = result.artifacts["compute.cpp"].decode()
     scale_bits = f"{np.float32(1.0 / math.sqrt(PARAMS['dim'])).view(np.uint32):#010x}u"
     assert f"exp_tile_init<true, {scale_bits}>()" in compute
@@ -171,7 +172,7 @@ def test_approx_exp_folds_the_scale_into_the_llk_exp_and_verifies_within_its_err
     shape = (PARAMS["batch"], PARAMS["heads"], PARAMS["seq_len"], PARAMS["dim"])
     q, k, v = (rng.standard_normal(shape).astype(np.float16) * 2 for _ in range(3))
     outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=str(EXAMPLE), entry="flash_attention", params=PARAMS)
+                      filename=project_name(EXAMPLE), entry="flash_attention", params=PARAMS)
     assert outcome.passed, outcome.verification.render()
     (check,) = [o for o in outcome.verification.outputs if o.name == "O"]
     assert "approximate exp" in check.derivation

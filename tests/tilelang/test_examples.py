@@ -8,6 +8,7 @@ import pytest
 
 from compiler.api import compile_source, emulate
 from schemas.target import TargetConfig
+from tests.conftest import project_name
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tilelang"
 
@@ -40,13 +41,13 @@ IDS = [f"{f.removesuffix('.py')}-" + "-".join(f"{k}{v}" for k, v in p.items()) f
 def test_example_verifies_on_the_emulator(name, entry, params):
     path = EXAMPLES / name
     source = path.read_text()
-    result = compile_source(source, filename=str(path), entry=entry, params=params)
+    result = compile_source(source, filename=project_name(path), entry=entry, params=params)
     assert result.entry == entry
-    outcome = emulate(result.artifacts, source=source, filename=str(path), entry=entry, params=params, seed=3)
+    outcome = emulate(result.artifacts, source=source, filename=project_name(path), entry=entry, params=params, seed=3)
     assert outcome.passed, outcome.verification.render()
     # the block size reached the program: one grid point per output block of the kernel as written (the default
     # blocking then chooses its own, which the run above verified)
-    written = compile_source(source, filename=str(path), entry=entry, params=params,
+    written = compile_source(source, filename=project_name(path), entry=entry, params=params,
                              target=TargetConfig(blocking="as_written"))
     grid = written.plan["grid"]["extents"]
     rows = params["M"] // params["block_M"]
@@ -61,7 +62,7 @@ def test_pipelined_num_stages_sets_the_input_cb_depth():
     base = dict(M=64, N=64, K=128, block_M=32, block_N=32, block_K=32)
     depths = {}
     for stages in (2, 3):
-        plan = compile_source(path.read_text(), filename=str(path), entry="gemm_bias_relu",
+        plan = compile_source(path.read_text(), filename=project_name(path), entry="gemm_bias_relu",
                               params={**base, "num_stages": stages}).plan
         depths[stages] = {cb["buffer"]: cb["num_pages"] for cb in plan["circular_buffers"] if cb["role"] == "input"}
     assert depths[2]["X_shared"] == 2 and depths[3]["X_shared"] == 3   # 1 tile per block x stages
@@ -79,18 +80,18 @@ def test_row_softmax_verifies_on_the_emulator(params):
     """T.reduce_max / T.reduce_sum into 1-D fragments and `x[i, j] - row_max[i]` broadcasts (issue 8)."""
     path = EXAMPLES / "softmax.py"
     source = path.read_text()
-    result = compile_source(source, filename=str(path), entry="softmax", params=params)
+    result = compile_source(source, filename=project_name(path), entry="softmax", params=params)
     compute = result.artifacts["compute.cpp"].decode()
     assert "reduce_tile<PoolType::MAX, ReduceDim::REDUCE_ROW>" in compute
     assert "reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>" in compute
     assert "fill_reduce_scaler" in result.artifacts["reader.cpp"].decode()
-    outcome = emulate(result.artifacts, source=source, filename=str(path), entry="softmax", params=params, seed=3)
+    outcome = emulate(result.artifacts, source=source, filename=project_name(path), entry="softmax", params=params, seed=3)
     assert outcome.passed, outcome.verification.render()
     y = outcome.outputs["Y"].astype("float64")
     assert abs(y.sum(axis=1) - 1).max() < (2e-2 if params["dtype"] == "bfloat16" else 1e-3)  # rows of a softmax
     # fewer rows than cores: the default blocking gives each core one tile row; as written, one block per block_M
     assert result.plan["grid"]["extents"] == [params["M"] // 32]
-    written = compile_source(source, filename=str(path), entry="softmax", params=params,
+    written = compile_source(source, filename=project_name(path), entry="softmax", params=params,
                              target=TargetConfig(blocking="as_written"))
     assert written.plan["grid"]["extents"] == [params["M"] // params["block_M"]]
 
@@ -129,8 +130,8 @@ def test_header_command_verifies(k):
     arch = ("wormhole_b0", "blackhole")[k % 2]
     path = EXAMPLES / name
     source = path.read_text()
-    result = compile_source(source, filename=str(path), entry=entry, params=params, target=TargetConfig(arch=arch))
-    outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), source=source, filename=str(path),
+    result = compile_source(source, filename=project_name(path), entry=entry, params=params, target=TargetConfig(arch=arch))
+    outcome = emulate(result.artifacts, target=TargetConfig(arch=arch), source=source, filename=project_name(path),
                       entry=entry, params=params, seed=k)
     assert outcome.passed, outcome.verification.render()
     assert all(abs(v.astype("float64")).max() > 0 for v in outcome.outputs.values())
@@ -146,7 +147,7 @@ def test_causal_flag_given_as_text_changes_the_kernel():
     """`causal=false` arrives as text; typed from the factory's default it is False (not the truthy 'false')."""
     path = EXAMPLES / "flash_attention.py"
     base = dict(batch=1, heads=1, seq_len=128, dim=32)
-    plans = {flag: compile_source(path.read_text(), filename=str(path), entry="flash_attention",
+    plans = {flag: compile_source(path.read_text(), filename=project_name(path), entry="flash_attention",
                                   params={**base, "causal": flag}) for flag in ("true", "false", "1", "0", "False")}
     masked = {flag: any(b["role"] == "constant" for b in r.plan["buffers"]) for flag, r in plans.items()}
     assert masked == {"true": True, "false": False, "1": True, "0": False, "False": False}
@@ -161,7 +162,7 @@ def test_attention_key_loop_merged_and_qk_as_block_matmuls(arch):
     source = path.read_text()
     params = dict(batch=1, heads=1, seq_len=2048, dim=64, causal=False)
     target = TargetConfig(arch=arch)
-    result = compile_source(source, filename=str(path), entry="flash_attention", params=params, target=target)
+    result = compile_source(source, filename=project_name(path), entry="flash_attention", params=params, target=target)
     explain = " ".join(result.plan["schedule"]["explain"])
     assert "loop `kb`: 2048 elements in steps of 64 -> 256 (8 steps; merged steps leave the same results)" in explain
     cbs = {cb["buffer"]: cb for cb in result.plan["circular_buffers"]}
@@ -169,7 +170,7 @@ def test_attention_key_loop_merged_and_qk_as_block_matmuls(arch):
     compute = result.artifacts["compute.cpp"].decode()
     assert "matmul_tiles" not in compute
     assert "matmul_block_init(cb_q, cb_k, 1," in compute
-    outcome = emulate(result.artifacts, target=target, source=source, filename=str(path), entry="flash_attention",
+    outcome = emulate(result.artifacts, target=target, source=source, filename=project_name(path), entry="flash_attention",
                       params=params, seed=5)
     assert outcome.passed, outcome.verification.render()
 
@@ -185,9 +186,9 @@ def test_attention_query_blocks_past_the_end_of_a_head(arch):
     source = path.read_text()
     params = dict(batch=1, heads=10, seq_len=1024, dim=64, causal=False)
     target = TargetConfig(arch=arch)
-    result = compile_source(source, filename=str(path), entry="flash_attention", params=params, target=target)
+    result = compile_source(source, filename=project_name(path), entry="flash_attention", params=params, target=target)
     cbs = {cb["buffer"]: cb for cb in result.plan["circular_buffers"]}
     assert (1024 // 32) % cbs["q"]["tiles"][0] != 0          # the case this test is about
-    outcome = emulate(result.artifacts, target=target, source=source, filename=str(path), entry="flash_attention",
+    outcome = emulate(result.artifacts, target=target, source=source, filename=project_name(path), entry="flash_attention",
                       params=params, seed=7)
     assert outcome.passed, outcome.verification.render()
