@@ -20,6 +20,19 @@ def embedded_service(workdir: Path, **env: str):
         service.stop()
 
 
+@contextmanager
+def another_api(service: Service, workdir: Path, **env: str):
+    """A second API (uvicorn, no worker of its own) on a running embedded service's data directory, so on its store,
+    broker and warm worker, with settings of its own (API keys): what a test of the API's settings needs, without
+    a second worker's warm-up (~4 s of CPU). Its jobs run on the shared worker, beside the shared API's."""
+    api = Service({**service.env, **env}, workdir)
+    api.start_api()  # ready at once: the service's worker is warm already
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
 def idle(service) -> None:
     """Wait until no job of the service is waiting or running (each one's end, as Service.wait sees it): on a shared
     service, what another test left going must not stand in a test's way (a held job, a queue position)."""

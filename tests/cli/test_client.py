@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.served import embedded_service, fresh_kernel, idle, report_device
+from tests.served import another_api, fresh_kernel, idle, report_device
 from tests.service.conftest import DATA, REPO, base_env
 
 TOKEN = "cli-secret-token"
@@ -164,8 +164,8 @@ def test_usage_and_connection_errors_exit_2(service, tmp_path):
     assert no_args.returncode == 2
 
 
-def test_api_key_from_environment(tmp_path):
-    with embedded_service(tmp_path, TILEFARM_API_TOKENS=f"{TOKEN}:kernels") as secured:
+def test_api_key_from_environment(service, tmp_path):
+    with another_api(service, tmp_path, TILEFARM_API_TOKENS=f"{TOKEN}:kernels") as secured:
         source = write_kernel(tmp_path)
         refused = tilefarm("submit", str(source), server=secured.url)
         assert refused.returncode == 2 and "401" in refused.stderr and "TILEFARM_API_KEY" in refused.stderr

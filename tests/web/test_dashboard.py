@@ -6,7 +6,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from tests.served import embedded_service, fresh_kernel, report_device
+from tests.served import another_api, fresh_kernel, report_device
 from tests.service.conftest import DATA
 from tests.web.conftest import shot
 
@@ -158,9 +158,9 @@ def test_farm_page(browser, service):
     shot(page, "07-farm")
 
 
-def test_pages_with_auth_take_a_pasted_token(browser, tmp_path):
+def test_pages_with_auth_take_a_pasted_token(browser, service, tmp_path):
     token = "web-secret-token"
-    with embedded_service(tmp_path, TILEFARM_API_TOKENS=f"{token}:compilers") as secured:
+    with another_api(service, tmp_path, TILEFARM_API_TOKENS=f"{token}:compilers") as secured:
         response = secured.client.post("/v1/jobs", headers={"Authorization": f"Bearer {token}"},
                                        json={"source": fresh_kernel("gemm.py"), "stages": ["compile"]})
         assert response.status_code == 202, response.text
