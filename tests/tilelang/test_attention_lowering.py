@@ -129,8 +129,9 @@ def test_each_window_starts_on_the_rows_the_window_before_has_packed(arch):
     """No drain of the compute pipeline between two windows of a key step: the row max waits for s's pages row by
     row (cumulative cb_wait_front at the top of each DST section, not all of s above the loop), the exponentials for
     m's, and the exp window pushes each row's partial row sum once the row's last tile is in (a loop over rows of
-    whole groups), so the row sum waits for it row by row too. 4-row query blocks, two DST groups a row; the output
-    still matches float64 attention."""
+    whole groups), so the row sum waits for it row by row too; `m_prev = m` ahead of the row max into m is unpacked
+    from m's old page like m itself. 4-row query blocks, two DST groups a row; the output still matches float64
+    attention."""
     params = {"batch": 1, "heads": 2, "seq_len": 512, "dim": 128, "causal": False, "block_M": 128, "block_N": 256}
     source = EXAMPLE.read_text()
     target = TargetConfig(arch=arch, blocking="as_written")
@@ -142,6 +143,9 @@ def test_each_window_starts_on_the_rows_the_window_before_has_packed(arch):
     assert rows and rows.group(1).rstrip().endswith("cb_push_back(cb_s_rowsum, 1);")
     assert "pack_tile<true>(q_" in rows.group(1) and re.search(r"pack_tile<true>\(q_\d+, cb_s_rowsum, 0\)", rows.group(1))
     assert re.search(r"cb_wait_front\(cb_s_rowsum, g_\d+ \+ 1\);", compute)                      # row sum
+    # T.copy(m, m_prev) before the row max rewrites m: both from m's old page in the CB, no DST-to-DST SFPU copy
+    assert re.search(r"copy_tile\(cb_m, 0, 1\);.*copy_tile\(cb_m, 0, 0\);.*reduce_tile<PoolType::MAX", compute, re.S)
+    assert "copy_dest_values" not in compute
     rng = np.random.default_rng(17)
     shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
     q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))

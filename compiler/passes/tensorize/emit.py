@@ -246,6 +246,7 @@ class Emitter:
         # first iteration (run() then gives them pages without packing zeros)
         self.zero_unread: set[str] = set()
         self.read_old: dict = {}                # buffer -> the window's first op, which reads its old tiles from the CB
+        self.copied_old: dict = {}              # buffer -> the window's first op, a copy of its old tiles from the CB
         self.read_later: dict[int, set] = {}    # id(top-level item) -> the buffers the items after it access
         self.current = None                     # the op being lowered
         self.late_loads: dict[str, list] = {}   # buffer -> its preload, placed before the op that first reads it
@@ -388,6 +389,9 @@ class Emitter:
         # an in-place FPU op first (x = x - max): it reads x's old pages from the CB itself, no load into DST first
         self.read_old = {b: info for b in preload if (info := self.fpu_in_place_first(w, b)) is not None}
         preload = [b for b in preload if b not in self.read_old]
+        # a whole copy of a preloaded value before anything rewrites it (T.copy(m, m_prev) ahead of the row max
+        # into m): copied from the old pages in the CB, which stay until the window's end, not DST to DST on the SFPU
+        self.copied_old = {b: info for b in preload if (info := self.copy_of_old(w, b)) is not None}
         # a value nothing reads after this window (the last op before a write-out): its new version stays in DST,
         # not packed to its CB only to be popped at the block's end
         dead = {b for b in resident if b not in tz.two_versions and b not in l1_acc and not self.loops
@@ -444,12 +448,13 @@ class Emitter:
         self.touched.update(l1_acc)   # their old value stays in L1: the packer adds the new sum to it
         self.fpu_in_place = fpu_in_place(w) & set(in_place)
         for b in in_place:   # the old pages this acquire covers are in DST (or not needed): free them
-            if b not in self.read_old and b not in self.fpu_in_place and b not in self.late_loads:
+            if b not in self.read_old and b not in self.fpu_in_place and b not in self.late_loads \
+                    and b not in self.copied_old:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
         assert not self.late_loads, f"preloads never placed: {sorted(self.late_loads)}"
-        for b in in_place:   # read from the CB by the window's FPU op: free them once it has run
-            if b in self.read_old or b in self.fpu_in_place:
+        for b in in_place:   # read from the CB by the window's FPU op (or copy): free them once it has run
+            if b in self.read_old or b in self.fpu_in_place or b in self.copied_old:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
         if fused is not None and not shared:
@@ -530,6 +535,29 @@ class Emitter:
                         out.add(b)
                     break
         return out
+
+    def copy_of_old(self, w: Window, buffer: str):
+        """The op of grouped window `w` that first touches preloaded `buffer`, when it is a whole, plain copy of it
+        into another buffer of the window at its top level (T.copy(m, m_prev) before the row max rewrites m); None
+        otherwise."""
+        if w.flat or buffer in self.tz.two_versions:
+            return None
+        for item in w.items:
+            if item[0] == "loop":
+                found: dict = {}
+                _accesses(item[2], id(w), found)
+                if buffer in found:
+                    return None
+            elif item[0] == "op" and (item[1].dst.name == buffer or any(
+                    o.region is not None and o.region.name == buffer for o in item[1].operands)):
+                info = item[1]
+                if info.name != "copy" or info.dst.name == buffer or not info.whole or info.accumulates \
+                        or len(info.operands) != 1 or info.operands[0].bcast is not None or info.operands[0].fpu \
+                        or info.dst.name not in w.written or info.dst.name in w.aliases \
+                        or tuple(self.tz.tiles(info.dst.name)) != tuple(self.tz.tiles(buffer)):
+                    return None
+                return info
+        return None
 
     def fpu_in_place_first(self, w: Window, buffer: str):
         """The op of `w` that first touches `buffer`, when it updates `buffer` whole in place with the FPU reading
@@ -852,8 +880,8 @@ class Emitter:
         ri = r0 + (i if rows > 1 else 0)
         cj = c0 + (j if cols > 1 else 0)
         if r.name in self.base and not operand.fpu:
-            if self.read_old.get(r.name) is self.current:   # the old tile, still in the CB (fpu_in_place_first)
-                return self.preload_src(r.name, ri, cj)
+            if self.read_old.get(r.name) is self.current or self.copied_old.get(r.name) is self.current:
+                return self.preload_src(r.name, ri, cj)   # the old tile, still in the CB (fpu_in_place_first, copy_of_old)
             return Src("dst", slot=self.slot(r.name, ri * self.tz.tiles(r.name)[1] + cj), buffer=r.name)
         if operand.bcast == "col" and r.name in self.broadcast_now:
             cb = self.broadcast_now[r.name]
