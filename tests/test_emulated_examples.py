@@ -92,9 +92,9 @@ def test_verification_catches_a_deadlock(compiled):
 
 
 def test_cli_verify_and_run(tmp_path):
-    path = ROOT / "examples" / "eltwise_chain.py"
-    proc = subprocess.run([sys.executable, "-m", "tilefarm", "verify", str(path), "-t", "blackhole", "--seed", "5"],
-                          capture_output=True, text=True)
+    path = ROOT / "examples" / "eltwise_chain.py"   # named from the checkout, as the compiled fixture names it
+    proc = subprocess.run([sys.executable, "-m", "tilefarm", "verify", project_name(path), "-t", "blackhole", "--seed",
+                           "5"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "PASS" in proc.stdout and "D " in proc.stdout
     out = tmp_path / "bundle"
