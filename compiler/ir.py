@@ -128,6 +128,14 @@ _BINARY = {
     tirx.FloorMod: lambda a, b: a % b,
     tirx.Min: min,
     tirx.Max: max,
+    tirx.LT: lambda a, b: int(a < b),
+    tirx.LE: lambda a, b: int(a <= b),
+    tirx.GT: lambda a, b: int(a > b),
+    tirx.GE: lambda a, b: int(a >= b),
+    tirx.EQ: lambda a, b: int(a == b),
+    tirx.NE: lambda a, b: int(a != b),
+    tirx.And: lambda a, b: int(bool(a) and bool(b)),
+    tirx.Or: lambda a, b: int(bool(a) or bool(b)),
 }
 
 
@@ -147,6 +155,10 @@ def evaluate(expr: Any, env: dict) -> int:
         return fn(evaluate(expr.a, env), evaluate(expr.b, env))
     if isinstance(expr, tirx.Cast):
         return evaluate(expr.value, env)
+    if isinstance(expr, tirx.Select):   # a choice of the frontend's (T.if_then_else on indices)
+        return evaluate(expr.true_value if evaluate(expr.condition, env) else expr.false_value, env)
+    if isinstance(expr, tirx.Not):
+        return int(not evaluate(expr.a, env))
     raise TypeError(f"cannot evaluate {type(expr).__name__}: {expr}")
 
 
@@ -184,4 +196,10 @@ def compile_expr(expr: Any, variables: list) -> Any:
         return lambda vals: fn(a(vals), b(vals))
     if isinstance(expr, tirx.Cast):
         return compile_expr(expr.value, variables)
+    if isinstance(expr, tirx.Select):
+        c, a, b = (compile_expr(x, variables) for x in (expr.condition, expr.true_value, expr.false_value))
+        return lambda vals: a(vals) if c(vals) else b(vals)
+    if isinstance(expr, tirx.Not):
+        inner = compile_expr(expr.a, variables)
+        return lambda vals: int(not inner(vals))
     raise TypeError(f"cannot evaluate {type(expr).__name__}: {expr}")

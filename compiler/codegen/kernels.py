@@ -21,7 +21,21 @@ _BINOPS = {tirx.Add: ("+", 4), tirx.Sub: ("-", 4), tirx.Mul: ("*", 5), tirx.Floo
            tirx.FloorMod: ("%", 5), tirx.LT: ("<", 2), tirx.LE: ("<=", 2), tirx.GT: (">", 2), tirx.GE: (">=", 2),
            tirx.EQ: ("==", 2), tirx.NE: ("!=", 2), tirx.And: ("&&", 1), tirx.Or: ("||", 0)}
 
+_COMPARISONS = (tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.EQ, tirx.NE)
+
 INDENT = "    "
+
+
+def _holds_run_time_value(e) -> bool:
+    """An index expression with an element read while the kernel runs, or a value handed to compute (signed)."""
+    found = []
+    tvm_ffi.structural_walk(e, [(tvm.ir.expr.TensorLoad, found.append)], order="pre")
+    if found:
+        return True
+    calls = []
+    tvm_ffi.structural_walk(e, [(tvm.ir.Call, calls.append)], order="pre")
+    return any((ops.intrinsic_of(c) or (None,))[0] is not None and ops.intrinsic_of(c)[0].name == "read_value"
+               for c in calls)
 
 
 class _Splice(string.Formatter):
@@ -217,6 +231,11 @@ class KernelPrinter:
         if isinstance(e, (tvm.ir.Var, tirx.Var)):
             return self.var(e)
         spec = _BINOPS.get(type(e))
+        if spec is not None and isinstance(e, _COMPARISONS) and _holds_run_time_value(e):
+            # a block index (uint32_t) against a value read while the kernel runs (int32_t, may be negative)
+            a, b = (f"static_cast<int32_t>({self.expr(x)})" for x in (e.a, e.b))
+            text = f"{a} {spec[0]} {b}"
+            return f"({text})" if spec[1] <= parent_prec else text
         if spec is not None:
             sym, prec = spec
             # left-associative: the left operand may share our precedence, the right one may not

@@ -58,6 +58,8 @@ def evaluate(expr, env: list):
         return evaluate(expr.value, env)
     if isinstance(expr, tirx.Not):
         return np.logical_not(evaluate(expr.a, env))
+    if isinstance(expr, tirx.Select):   # a choice of the frontend's (T.if_then_else on indices)
+        return np.where(evaluate(expr.condition, env), evaluate(expr.true_value, env), evaluate(expr.false_value, env))
     fn = _BINARY.get(type(expr))
     if fn is None:
         raise Unsupported(f"`{expr}`")

@@ -182,6 +182,8 @@ def run_time_index(e) -> bool:
         return run_time_index(e.a) and run_time_index(e.b)
     if isinstance(e, Logic):
         return all(run_time_index(a) for a in e.args)
+    if isinstance(e, Select):   # a choice of block-causal attention's (`T.if_then_else(q_is_noisy, a, b)`)
+        return run_time_index(e.cond) and run_time_index(e.a) and run_time_index(e.b)
     return False
 
 

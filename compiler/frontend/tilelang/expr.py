@@ -227,59 +227,83 @@ def is_index(e) -> bool:
 
 
 def index_arith(e):
-    """An integer value of block and loop indices, with its conditions (comparisons, T.And/Or/Not, T.if_then_else)
-    turned into integer arithmetic (T.min/T.max, products): what a loop bound or a guard can hold. None when `e`
-    depends on data values or is not an integer of indices."""
-    if isinstance(e, (bool, int, Var, Const)):
-        return wrap(e) if is_index(wrap(e)) else None
-    if isinstance(e, Bin):
-        a, b = index_arith(e.a), index_arith(e.b)
-        if a is None or b is None or e.op not in ("+", "-", "*", "//", "%", "max", "min"):
-            return None
-        return Bin(e.op, a, b)
-    if isinstance(e, Select):
-        c, a, b = truth01(e.cond), index_arith(e.a), index_arith(e.b)
-        if c is None or a is None or b is None:
-            return None
-        return c * a + (Const(1) - c) * b
-    if isinstance(e, (Cmp, Logic)):
-        return truth01(e)
-    return None
+    """An integer value of block and loop indices and run-time scalars, conditions (comparisons, T.And/Or/Not,
+    T.if_then_else) included: what a loop bound or a guard can hold. Kept as written (a T.if_then_else stays one
+    select in the IR, a comparison a 0/1 select): an arithmetic rewrite (c * a + (1 - c) * b, == as a product of two
+    clamps) copies each operand two to four times per nesting level, and a block-causal backward's nested choices of
+    key tile grew to kilobytes of index text that every pass and the C++ compiler then read. None when `e` depends
+    on data values or is not an integer of indices."""
+    if isinstance(e, (bool, int)):
+        return wrap(e)
+    return e if is_index_value(e) else None
 
 
 def truth01(e):
-    """A condition on block and loop indices as an integer 0 or 1 (None when it is not one)."""
+    """A condition on block and loop indices (and run-time scalars) as an integer 0 or 1 (None when it is not one):
+    T.if_then_else(cond, 1, 0), a nonzero integer counting as true."""
     if isinstance(e, bool):
         return Const(int(e))
-    if isinstance(e, Logic):
-        parts = [truth01(a) for a in e.args]
-        if any(x is None for x in parts):
-            return None
-        if e.op == "not":
-            return Const(1) - parts[0]
-        out = parts[0]
-        for x in parts[1:]:
-            out = out * x if e.op == "and" else Bin("min", out + x, Const(1))
-        return out
-    if isinstance(e, Cmp):
-        a, b = index_arith(e.a), index_arith(e.b)
-        if a is None or b is None:
-            return None
+    if not is_index_value(e):
+        return None
+    if isinstance(e, (Cmp, Logic)):
+        return Select(e, Const(1), Const(0))
+    return Select(Cmp("!=", e, Const(0)), Const(1), Const(0))
 
-        def positive(x):   # 1 when x > 0, else 0 (x an integer)
-            return Bin("min", Bin("max", x, Const(0)), Const(1))
-        if e.op == "<":
-            return positive(b - a)
-        if e.op == "<=":
-            return positive(b - a + 1)
-        if e.op == ">":
-            return positive(a - b)
-        if e.op == ">=":
-            return positive(a - b + 1)
-        equal = positive(b - a + 1) * positive(a - b + 1)
-        return equal if e.op == "==" else Const(1) - equal
-    value = index_arith(e) if isinstance(e, (Bin, Select)) else None
-    return None if value is None else Bin("min", Bin("max", value * value, Const(0)), Const(1))   # nonzero -> 1
+
+def is_index_value(e, _memo=None) -> bool:
+    """An integer (or a condition) of block and loop indices, integer constants and run-time scalars (elements of
+    integer tensors): +, -, *, //, %, T.min/T.max, comparisons, T.And/Or/Not and T.if_then_else of them. Linear in
+    the expression's nodes (shared subexpressions are looked at once)."""
+    memo = {} if _memo is None else _memo
+    key = id(e)
+    if key in memo:
+        return memo[key]
+    if isinstance(e, bool):
+        ok = False
+    elif isinstance(e, (int, Var, Const)):
+        ok = is_index(e)
+    elif is_scalar_load(e):
+        ok = True
+    elif isinstance(e, Bin):
+        ok = e.op in ("+", "-", "*", "//", "%", "max", "min") and is_index_value(e.a, memo) and \
+            is_index_value(e.b, memo)
+    elif isinstance(e, (Select, Cmp, Logic)):
+        ok = all(is_index_value(a, memo) for a in args_of(e))
+    else:
+        ok = False
+    if isinstance(e, Var) and e.kind == "parallel":
+        ok = False
+    memo[key] = ok
+    return ok
+
+
+def render_index_value(e, as_int: bool = True) -> str:
+    """TVMScript text of an index value (is_index_value): selects as T.Select, a condition used as an integer as
+    T.Select(cond, 1, 0), run-time scalars as their element reads."""
+    if isinstance(e, (Cmp, Logic)):
+        if as_int:
+            return f"T.Select({render_index_value(e, False)}, 1, 0)"
+        if isinstance(e, Cmp):
+            return f"({render_index_value(e.a)} {e.op} {render_index_value(e.b)})"
+        args = [render_index_value(a, False) for a in e.args]
+        return {"and": "T.And", "or": "T.Or", "not": "T.Not"}[e.op] + f"({', '.join(args)})"
+    if not as_int:     # an integer used as a condition: nonzero
+        return f"({render_index_value(e)} != 0)"
+    if isinstance(e, Select):
+        return f"T.Select({render_index_value(e.cond, False)}, {render_index_value(e.a)}, {render_index_value(e.b)})"
+    if isinstance(e, Bin) and (affine(e) is None or _atom_of(e) is not None):   # not a sum of terms, or one atom
+        a, b = render_index_value(e.a), render_index_value(e.b)
+        return f"T.{e.op}({a}, {b})" if e.op in ("max", "min") else f"(({a}) {e.op} ({b}))"
+    return render_int(e)
+
+
+def _atom_of(e):
+    form = affine(e)
+    if form is not None and form[1] == 0 and len(form[0]) == 1:
+        (v, c), = form[0].items()
+        if c == 1 and isinstance(v, Atom) and v.extent is e:
+            return v
+    return None
 
 
 class ScalarVar(Var):
@@ -348,22 +372,43 @@ def affine(e) -> tuple[dict, int] | None:
             if e.op == "//":
                 return {v: c // b[1] for v, c in a[0].items()}, a[1] // b[1]
             return {}, a[1] % b[1]
-        if e.op in ("//", "%", "max", "min") and is_index(e):
-            return {_atom(e): 1}, 0        # (by * 64) // 48: one opaque term, which cancels against itself
+        if e.op in ("//", "%", "max", "min") and is_index_value(e):
+            # (by * 64) // 48, T.min(by, cu_seqlens[bz + 1] // 64): one opaque term, which cancels against itself
+            return {_atom(e): 1}, 0
+    if isinstance(e, (Select, Cmp, Logic)) and is_index_value(e):
+        return {_atom(e): 1}, 0            # T.if_then_else(by < n, by, by - n): likewise
     return None
 
 
-_ATOMS: dict[str, "Var"] = {}
+class Atom(Var):
+    """A non-affine integer term (`(by * 64) // 48`, `T.min(by, q_len // 64)`, `T.if_then_else(c, a, b)`) as a
+    variable of its own (its extent holds the expression), one per distinct text (so `(k + 1) * n - k * n` with
+    k = j + by // 3 is still n). Its text is rendered when asked: a run-time scalar inside prints once its tensor's
+    orientation is known."""
+
+    @property
+    def name(self):
+        return render_index_value(self.extent)
+
+    @name.setter
+    def name(self, value):
+        pass
+
+
+_ATOMS: dict[str, "Var"] = {}     # outside a kernel being traced (text only: no tensors)
 
 
 def _atom(e) -> "Var":
-    """A non-affine integer term as a variable of its own, one per distinct text (so `(k + 1) * n - k * n` with
-    k = j + by // 3 is still n)."""
-    a, b = render_int(e.a), render_int(e.b)
-    text = f"T.{e.op}({a}, {b})" if e.op in ("max", "min") else f"({a}) {e.op} ({b})"
-    atom = _ATOMS.get(text)
+    """The term of `e`, one per text, kept on the kernel being traced (its tensors' orientations are that kernel's;
+    nothing outlives the trace in a long-running worker)."""
+    from .recorder import active_recorder
+
+    rec = active_recorder()
+    known = _ATOMS if rec is None else rec.__dict__.setdefault("atoms", {})
+    text = describe(e)
+    atom = known.get(text)
     if atom is None:
-        atom = _ATOMS[text] = Var(text, "atom", None)
+        atom = known[text] = Atom("", "atom", e)
     return atom
 
 

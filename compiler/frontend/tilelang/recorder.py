@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ...errors import SourceLocation
 from .base import INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
-from .expr import (VARLEN_HINT, DType, Expr, Load, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
+from .expr import (VARLEN_HINT, DType, Expr, Load, Select, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
                    is_scalar_load, read_at_run_time, render_int, wrap)
 
 _active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("tilelang_recorder", default=None)
@@ -580,8 +580,8 @@ class Recorder:
     def merge_branch_fills(self, then, else_test, else_index: int) -> bool:
         """`if c: T.copy(K[a...], K_s) else: T.copy(K[b...], K_s)`: both branches only fill the same tiles from
         DRAM, so the tiles are filled once, unconditionally, from the address the condition picks (start
-        c * a + (1 - c) * b on each axis where they differ): a tile the reader fills where it is used."""
-        (test, _, flag), entry = then
+        T.if_then_else(c, a, b) on each axis where they differ): a tile the reader fills where it is used."""
+        (test, _, _), entry = then
         then_index = next((i for i, line in enumerate(self.lines) if line is entry), None)
         if then_index is None or test is not else_test:
             return False
@@ -598,7 +598,7 @@ class Recorder:
             (da, sa), (db, sb) = a.args, b.args
             if da.key() != db.key() or sa.buffer is not sb.buffer or tuple(sa.extents) != tuple(sb.extents):
                 return False
-            starts = tuple(x if render_int(x) == render_int(y) else flag * x + (wrap(1) - flag) * y
+            starts = tuple(x if render_int(x) == render_int(y) else Select(test, x, y)
                            for x, y in zip(sa.starts, sb.starts))
             merged.append((self.depth, TileOp("copy", (da, Region(sa.buffer, starts, sa.extents))), location))
         del self.lines[then_index:]
