@@ -39,6 +39,10 @@ SQRT = Sfpu("Sqrt", "sqrt_tile", "sqrt_tile_init", "eltwise_unary/sqrt.h", "unar
 RECIP = Sfpu("Recip", "recip_tile", "recip_tile_init", "eltwise_unary/recip.h", "unary",
              Cost("sfpu_instr_recip", 20, "estimate", "Newton-Raphson reciprocal, two iterations"),
              "1.0f / x", api=False)
+RSQRT = Sfpu("Rsqrt", "rsqrt_tile", "rsqrt_tile_init", "eltwise_unary/rsqrt.h", "unary",
+             Cost("sfpu_instr_rsqrt", 22, "estimate", "as sqrt, without the final multiply plus a reciprocal fix-up"),
+             "1.0f / std::sqrt(x)", call_template="template <RsqrtMode mode = RsqrtMode::Default, "
+             "bool is_fp32_dest_acc_en = DST_ACCUM_MODE>")
 ADD_BINARY = Sfpu("AddBinary", "add_binary_tile", "add_binary_tile_init", "eltwise_binary_sfpu.h", "binary", SIMPLE,
                   "a + b", call_template="template <ckernel::DstRoundingMode dst_rounding_mode = "
                   "ckernel::DstRoundingMode::Default, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>")
@@ -74,10 +78,6 @@ DEVICE_ONLY = (
          api=False),
     Sfpu("CopyDest", "copy_dest_values", "copy_dest_values_init", "copy_dest_values.h", "binary", SIMPLE, "a",
          standard_call=False, api=False),
-    Sfpu("Rsqrt", "rsqrt_tile", "rsqrt_tile_init", "eltwise_unary/rsqrt.h", "unary",
-         Cost("sfpu_instr_rsqrt", 22, "estimate", "as sqrt, without the final multiply plus a reciprocal fix-up"),
-         "1.0f / std::sqrt(x)", call_template="template <RsqrtMode mode = RsqrtMode::Default, "
-         "bool is_fp32_dest_acc_en = DST_ACCUM_MODE>"),
     Sfpu("Negative", "negative_tile", "negative_tile_init", "eltwise_unary/negative.h", "unary", SIMPLE, "-x"),
     Sfpu("Square", "square_tile", "square_tile_init", "compute_kernel_api.h", "unary", SIMPLE, "x * x",
          call_template="template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>"),
@@ -126,6 +126,8 @@ TILE_OPS = (
            lowering=(LOG, Scale(1.0 / LN2))),               # log2(x) = ln(x) / ln 2
     TileOp("sqrt", "unary", np.sqrt, math.sqrt, tilelang=("sqrt",), affine=True, tvm_scalar="sqrt", lowering=(SQRT,)),
     TileOp("reciprocal", "unary", lambda x: ONE / x, lambda x: 1 / x, lowering=(RECIP,)),
+    TileOp("rsqrt", "unary", lambda x: ONE / np.sqrt(x), lambda x: 1 / math.sqrt(x), tilelang=("rsqrt",),
+           tvm_builtin=False, tvm_scalar="rsqrt", lowering=(RSQRT,)),
     TileOp("erf", "unary", lambda x: _ERF(x).astype(np.float32), math.erf, tilelang=("erf",), tvm_builtin=False,
            tvm_scalar="erf", lowering=(
                Sfpu("Erf", "erf_tile", "erf_tile_init", "eltwise_unary/erf_erfc.h", "unary",
@@ -148,7 +150,6 @@ TILE_OPS = (
 
 # ---- TileLang element functions built from tile ops ---------------------------------------------------------------
 TILELANG_FUNCTIONS = (
-    TileLangFunction("rsqrt", lambda x: 1 / math.sqrt(x), lambda t, x: 1.0 / t.sqrt(x)),
     TileLangFunction("log", math.log, lambda t, x: t.log2(x) * LN2, tvm_scalar="log"),
     TileLangFunction("abs", abs, lambda t, x: t.max(x, x * -1.0), tvm_scalar="fabs"),
     TileLangFunction("sigmoid", lambda x: 1 / (1 + math.exp(-x)), lambda t, x: 1.0 / (t.exp(x * -1.0) + 1.0),

@@ -37,6 +37,7 @@ class Case:
 CASES = [
     Case("erf", math.erf, -3.0, 3.0, "api/compute/eltwise_unary/erf_erfc.h"),
     Case("log1p", math.log1p, -0.9, 3.0, "api/compute/eltwise_unary/log1p.h"),
+    Case("rsqrt", lambda x: 1 / math.sqrt(x), 0.05, 4.0, "api/compute/eltwise_unary/rsqrt.h"),
 ]
 IDS = [c.op for c in CASES]
 

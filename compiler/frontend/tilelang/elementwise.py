@@ -490,7 +490,7 @@ class StoreLowering:
 
     def normalize(self, e):
         """Rewrite to what tile ops compute: division -> reciprocal, functions without a tile op of their own
-        (rsqrt, log, abs, sigmoid, tanh: the op registry's TileLangFunctions) -> their expansions, index-only values
+        (log, abs, sigmoid, tanh: the op registry's TileLangFunctions) -> their expansions, index-only values
         -> masks, constants folded."""
         if isinstance(e, Load):
             return e
