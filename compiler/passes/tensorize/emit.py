@@ -23,6 +23,20 @@ from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, fir
 from .strategies import LOWEST, Src, Strategies, i32
 
 
+def _first_touch(w: Window, buffer: str) -> OpInfo | None:
+    """The op of grouped window `w` that first reads or writes `buffer` at the window's top level; None when none
+    does or a loop of the window touches it first."""
+    for item in w.items:
+        if item[0] == "loop":
+            found: dict = {}
+            _accesses(item[2], id(w), found)
+            if buffer in found:
+                return None
+        elif item[0] == "op" and (item[1].dst.name == buffer or any(
+                o.region is not None and o.region.name == buffer for o in item[1].operands)):
+            return item[1]
+    return None
+
 def _tile_origin(region) -> tuple[int, int]:
     return int(region.starts[0]) // TILE, int(region.starts[1]) // TILE
 
@@ -542,37 +556,18 @@ class Emitter:
         otherwise."""
         if w.flat or buffer in self.tz.two_versions:
             return None
-        for item in w.items:
-            if item[0] == "loop":
-                found: dict = {}
-                _accesses(item[2], id(w), found)
-                if buffer in found:
-                    return None
-            elif item[0] == "op" and (item[1].dst.name == buffer or any(
-                    o.region is not None and o.region.name == buffer for o in item[1].operands)):
-                info = item[1]
-                if info.name != "copy" or info.dst.name == buffer or not info.whole or info.accumulates \
-                        or len(info.operands) != 1 or info.operands[0].bcast is not None or info.operands[0].fpu \
-                        or info.dst.name not in w.written or info.dst.name in w.aliases \
-                        or tuple(self.tz.tiles(info.dst.name)) != tuple(self.tz.tiles(buffer)):
-                    return None
-                return info
-        return None
+        info = _first_touch(w, buffer)
+        if info is None or info.name != "copy" or info.dst.name == buffer or not info.whole or info.accumulates \
+                or len(info.operands) != 1 or info.operands[0].bcast is not None or info.operands[0].fpu \
+                or info.dst.name not in w.written or info.dst.name in w.aliases \
+                or tuple(self.tz.tiles(info.dst.name)) != tuple(self.tz.tiles(buffer)):
+            return None
+        return info
 
     def fpu_in_place_first(self, w: Window, buffer: str):
         """The op of `w` that first touches `buffer`, when it updates `buffer` whole in place with the FPU reading
         the old tile from its CB (an add/sub/mul of CB tiles, strategies.py): None otherwise."""
-        first = None
-        for item in w.items:
-            if item[0] == "loop":
-                found: dict = {}
-                _accesses(item[2], id(w), found)
-                if buffer in found:
-                    return None
-            elif item[0] == "op" and (item[1].dst.name == buffer or any(
-                    o.region is not None and o.region.name == buffer for o in item[1].operands)):
-                first = item[1]
-                break
+        first = _first_touch(w, buffer)
         if first is None or first.dst.name != buffer or first.name not in registry.FPU_BINARY or first.accumulates:
             return None
         mine = [o for o in first.operands if o.region is not None and o.region.name == buffer]
