@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ... import registry
 from .base import dtype_name
 from .diagnostics import fail
+from .tracing import active_recorder
 
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 
@@ -401,8 +402,6 @@ _ATOMS: dict[str, "Var"] = {}     # outside a kernel being traced (text only: no
 def _atom(e) -> "Var":
     """The term of `e`, one per text, kept on the kernel being traced (its tensors' orientations are that kernel's;
     nothing outlives the trace in a long-running worker)."""
-    from .recorder import active_recorder
-
     rec = active_recorder()
     known = _ATOMS if rec is None else rec.__dict__.setdefault("atoms", {})
     text = describe(e)

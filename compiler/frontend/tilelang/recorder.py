@@ -12,7 +12,6 @@ row, `x[i, j] - m[i]` and reductions make m a column; copies tie both sides to o
 """
 from __future__ import annotations
 
-import contextvars
 from dataclasses import dataclass, field
 
 from ...errors import SourceLocation
@@ -20,30 +19,18 @@ from .base import INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name
 from .diagnostics import fail, note_at
 from .expr import (VARLEN_HINT, DType, Expr, Load, Select, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
                    is_scalar_load, read_at_run_time, render_int, wrap)
+from .tracing import activate, active_recorder, deactivate  # noqa: F401 (the recorder's API, as before)
 
-_active: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("tilelang_recorder", default=None)
 _RESERVED = {"T", "range", "for", "in", "def", "if", "else", "return", "and", "or", "not", "is", "lambda", "None",
              "True", "False", "with", "as", "pass", "class", "import", "from", "global", "while", "yield"}
 MAX_GRID_RANK = 3
 
 
 def current() -> "Recorder":
-    rec = _active.get()
+    rec = active_recorder()
     if rec is None:
         fail("tile operations can only be used inside a @T.prim_func kernel body")
     return rec
-
-
-def active_recorder() -> "Recorder | None":
-    return _active.get()
-
-
-def activate(rec: "Recorder | None"):
-    return _active.set(rec)
-
-
-def deactivate(token) -> None:
-    _active.reset(token)
 
 
 class Orientation:
