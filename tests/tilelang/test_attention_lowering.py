@@ -22,6 +22,7 @@ from compiler.api import compile_source, emulate
 from compiler.frontend import load_kernel
 from schemas.target import TargetConfig
 from tests.conftest import project_name
+from tests.tilelang.test_frontend import run_kernel, src
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "flash_attention.py"
 PARAMS = {"batch": 1, "heads": 2, "seq_len": 128, "dim": 64, "causal": False}
@@ -243,4 +244,66 @@ def test_a_copy_of_a_copy_moved_up_past_a_matmul_is_a_copy_of_its_own(arch):
     want_dq = np.concatenate([ds[k * 64:(k + 1) * 64] @ Kt for k in range(2)])
     np.testing.assert_allclose(outcome.outputs["dK"], want_dk, rtol=2e-2, atol=2e-1)
     np.testing.assert_allclose(outcome.outputs["dQ"], want_dq, rtol=2e-2, atol=2e-1)
+    assert outcome.passed, outcome.verification.render()
+
+
+# the online-softmax step written out (an fp16 output): T.copy(m, m_prev) is not the window's first op (the row max
+# window starts with other work), so m's preload is placed late, beside its first reader; the copy then reads m from
+# DST, not from m's old page, which the late load has already freed (cb_m was popped twice per step: 14 pops of 10
+# pushes, a program the host's own check refused)
+ONLINE_SOFTMAX_STEP = src('''
+    @T.prim_func
+    def main(Q: T.Tensor((128, 64), "float16"), K: T.Tensor((128, 64), "float16"), V: T.Tensor((128, 64), "float16"),
+             O: T.Tensor((128, 64), "float16")):
+        with T.Kernel(2) as bx:
+            Q_s = T.alloc_shared((64, 64), "float16")
+            K_s = T.alloc_shared((64, 64), "float16")
+            V_s = T.alloc_shared((64, 64), "float16")
+            acc_s = T.alloc_fragment((64, 64), "float32")
+            acc_s_cast = T.alloc_fragment((64, 64), "float16")
+            acc_o = T.alloc_fragment((64, 64), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            m_prev = T.alloc_fragment((64,), "float32")
+            scale = T.alloc_fragment((64,), "float32")
+            l = T.alloc_fragment((64,), "float32")
+            l_part = T.alloc_fragment((64,), "float32")
+            T.copy(Q[bx * 64:(bx + 1) * 64, :], Q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity("float32"))
+            for k in T.Pipelined(2, num_stages=1):
+                T.copy(K[k * 64:(k + 1) * 64, :], K_s)
+                T.clear(acc_s)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True)
+                T.copy(m, m_prev)
+                T.fill(m, -T.infinity("float32"))
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(64):
+                    m[i] = T.max(m[i], m_prev[i])
+                for i in T.Parallel(64):
+                    scale[i] = T.exp2(m_prev[i] * 0.125 - m[i] * 0.125)
+                for i, j in T.Parallel(64, 64):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * 0.125 - m[i] * 0.125)
+                T.reduce_sum(acc_s, l_part, dim=1)
+                for i in T.Parallel(64):
+                    l[i] = l[i] * scale[i] + l_part[i]
+                for i, j in T.Parallel(64, 64):
+                    acc_o[i, j] *= scale[i]
+                T.copy(acc_s, acc_s_cast)
+                T.copy(V[k * 64:(k + 1) * 64, :], V_s)
+                T.gemm(acc_s_cast, V_s, acc_o)
+            for i, j in T.Parallel(64, 64):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bx * 64:(bx + 1) * 64, :])
+''')
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_a_copy_of_the_row_max_after_other_work_in_its_window(arch):
+    _, outcome = run_kernel(ONLINE_SOFTMAX_STEP, seed=3, target=TargetConfig(arch=arch))
+    q, k, v = (outcome.inputs[n].astype(np.float64) for n in ("Q", "K", "V"))
+    s = q @ k.T / 8.0                       # exp2(s * 0.125 - m * 0.125): base-2 softmax of s / 8
+    w = np.exp2(s - s.max(axis=1, keepdims=True))
+    want = (w / w.sum(axis=1, keepdims=True)) @ v
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=3e-2, atol=3e-2)
     assert outcome.passed, outcome.verification.render()

@@ -449,6 +449,8 @@ class Emitter:
             for b in in_place:   # which is all a deferred wait for them was for
                 self.deferred.pop(tz.resident[b], None)
         late = self.late_preloads(w, preload)
+        for b in late:   # loaded (and its pages popped) just before its first reader: a copy of it reads DST
+            self.copied_old.pop(b, None)
         self.late_loads: dict[str, list] = {}
         for b in preload:
             load = _hoist_leading_init(
