@@ -238,3 +238,40 @@ def test_a_run_time_column_position_between_tile_boundaries_is_a_located_error()
     assert "`W` axis 1: only the row position of a region may depend on values read while the kernel runs" in \
         err.message
     assert err.location.line == line_of(source, "T.copy(W[bz, start")
+
+
+# an `if` on the block index that computes y with an element mask, and an `else` that fills it: the fill is lowered as
+# a loop of 0 or 1 trips, so the blocks taking the `if` must keep the y the `if` computed (it came out zeros: the
+# fill was taken for a whole write and y's old value was never loaded before it)
+IF_ELSE_FILL = src('''
+    @tilelang.jit
+    def if_else_fill(total=256, D=32, block=32):
+        @T.prim_func
+        def main(X: T.Tensor((total, D), T.float32), Y: T.Tensor((total, D), T.float32)):
+            with T.Kernel(total // block) as bx:
+                x = T.alloc_shared((block, D), T.float32)
+                y = T.alloc_fragment((block, D), T.float32)
+                if bx < 5:
+                    T.copy(X[bx * block:(bx + 1) * block, :], x)
+                    for i, j in T.Parallel(block, D):
+                        y[i, j] = T.if_then_else(i > bx * 4, x[i, j] * 3, x[i, j])
+                else:
+                    T.fill(y, -1)
+                T.copy(y, Y[bx * block:(bx + 1) * block, :])
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_an_else_that_fills_keeps_what_the_if_computed(arch):
+    target = TargetConfig(arch=arch)
+    result = compile_source(IF_ELSE_FILL, filename="k.py", entry="if_else_fill", target=target)
+    x = np.random.default_rng(4).uniform(-1, 1, (256, 32)).astype(np.float32)
+    outcome = emulate(result.artifacts, target=target, inputs={"X": x}, source=IF_ELSE_FILL, filename="k.py",
+                      entry="if_else_fill")
+    want = np.full((256, 32), -1.0)
+    for bx in range(5):
+        rows = x[bx * 32:(bx + 1) * 32].astype(np.float64)
+        want[bx * 32:(bx + 1) * 32] = np.where(np.arange(32)[:, None] > bx * 4, rows * 3, rows)
+    np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-6, atol=1e-6)
+    assert outcome.passed, outcome.verification.render()

@@ -535,7 +535,16 @@ def _accesses(items, window_id, out: dict):
         elif isinstance(item, tuple) and item[0] == "send":
             out.setdefault(item[2], []).append((window_id, "read", None))
         elif isinstance(item, tuple) and item[0] == "loop":
-            _accesses(item[2], window_id, out)
+            inner: dict = {}
+            _accesses(item[2], window_id, inner)
+            extent = item[1].extent
+            may_skip = not (isinstance(extent, tirx.IntImm) and int(extent) >= 1)
+            for name, acc in inner.items():
+                if may_skip and any(kind in ("write", "partial") for _, kind, _ in acc):
+                    # a loop that may not run (an `if` lowered to a 0-or-1 trip count: T.fill(y, -1) in the
+                    # `else` of an `if` that computed y) may leave the old value: it is read through the loop
+                    out.setdefault(name, []).append((window_id, "read", None))
+                out.setdefault(name, []).extend(acc)
 
 
 def accesses(items) -> dict[str, list]:
