@@ -57,13 +57,17 @@ def _chosen_tiles_expected(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def _run_on_x(source: str, entry: str, arch: str, x: np.ndarray):
+    """Compile `entry` of `source` for `arch` and emulate it on input X = `x`: the Outcome."""
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename="k.py", entry=entry, target=target)
+    return emulate(result.artifacts, target=target, inputs={"X": x}, source=source, filename="k.py", entry=entry)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_slice_at_a_chosen_tile_of_block_and_loop_indices(arch):
-    target = TargetConfig(arch=arch)
-    result = compile_source(CHOSEN_TILES, filename="k.py", entry="chosen_tiles", target=target)
     x = np.random.default_rng(5).uniform(-1, 1, (256, 32)).astype(np.float32)
-    outcome = emulate(result.artifacts, target=target, inputs={"X": x}, source=CHOSEN_TILES, filename="k.py",
-                      entry="chosen_tiles")
+    outcome = _run_on_x(CHOSEN_TILES, "chosen_tiles", arch, x)
     np.testing.assert_allclose(outcome.outputs["Y"], _chosen_tiles_expected(x.astype(np.float64)), rtol=1e-5,
                                atol=1e-5)
     assert outcome.passed, outcome.verification.render()
@@ -264,11 +268,8 @@ IF_ELSE_FILL = src('''
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_an_else_that_fills_keeps_what_the_if_computed(arch):
-    target = TargetConfig(arch=arch)
-    result = compile_source(IF_ELSE_FILL, filename="k.py", entry="if_else_fill", target=target)
     x = np.random.default_rng(4).uniform(-1, 1, (256, 32)).astype(np.float32)
-    outcome = emulate(result.artifacts, target=target, inputs={"X": x}, source=IF_ELSE_FILL, filename="k.py",
-                      entry="if_else_fill")
+    outcome = _run_on_x(IF_ELSE_FILL, "if_else_fill", arch, x)
     want = np.full((256, 32), -1.0)
     for bx in range(5):
         rows = x[bx * 32:(bx + 1) * 32].astype(np.float64)
