@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from schemas.plan import Plan
 from schemas.target import TargetConfig
 
 from .errors import CompileError
@@ -182,6 +183,9 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
                      for role in ("reader", "compute", "writer")}
         artifacts["main.cpp"] = print_host(plan).encode()
         artifacts["tt.plan.json"] = plan_json(plan).encode()
+        # the service takes a plan only if it validates against the schema (workers/sandbox/answers.py): a plan
+        # this compiler writes and its own service refuses is the compiler's bug, caught here, not as a forged answer
+        Plan.model_validate_json(artifacts["tt.plan.json"])
     timings["codegen"] = time.perf_counter() - t2
     timings["total"] = time.perf_counter() - t0
     return CompileResult(loaded.entry, artifacts, plan, timings,

@@ -121,7 +121,7 @@ class BufferPlan(_Strict):
         "an integer tensor whose elements the kernel adds to row positions of a matrix with this many rows (a "
         "variable-length batch's sequence offsets, cu_seqlens): random inputs are non-decreasing from 0 to at most it"))
     dtype: Literal["float32", "bfloat16", "float16"]
-    declared_dtype: Literal["int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz",
+    declared_dtype: Literal["int32", "int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz",
                             "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"] | None = Field(
         default=None, description="a low-bit tensor as the kernel declares it, stored as `dtype` (bfloat16 holds each "
                                   "of its values exactly); inputs are values of it")
@@ -140,14 +140,16 @@ class CircularBufferPlan(_Strict):
     index: int = Field(ge=0, le=63)
     name: Identifier
     buffer: Identifier
-    role: Literal["input", "output", "intermediate"]
+    role: Literal["input", "output", "intermediate", "values", "scratch"] = Field(description=(
+        "values: integers the reader reads while the kernel runs and hands to compute (run-time lengths, offsets); "
+        "scratch: a kernel's own L1 pages, reserved once and never pushed (producer and consumer are that kernel)"))
     data_format: DataFormat
     dtype: Literal["float32", "bfloat16", "float16"]
     page_bytes: int
     num_pages: int
     total_bytes: int
     producer: Literal["reader", "writer", "compute"]
-    consumer: Literal["compute", "writer"]
+    consumer: Literal["reader", "compute", "writer"]
     tiles: list[int] | None
     shares_with: int | None = Field(default=None, description="the CB index whose L1 this CB shares (an output CB "
                                     "the accumulator's last K step packs into): one allocation, two views")

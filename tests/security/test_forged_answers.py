@@ -50,6 +50,32 @@ def test_a_genuine_answer_passes(genuine):
     assert ir and all(name.endswith(".py") for name in ir) and plan["kernel"] == "main"
 
 
+@pytest.mark.parametrize("kernel,entry,params,plan_has", [
+    ("VARLEN_SUM", "varlen_sum", None, "values"),                  # a trip count the reader hands to compute
+    ("VARLEN_ROWS", "varlen_rows", None, "scratch"),               # rows at offsets read from a tensor
+    ("TOPK", "topk", {"index_dtype": "int32"}, "int32"),           # an int32 output the writer converts
+])
+def test_genuine_answers_of_every_plan_feature_pass(kernel, entry, params, plan_has):
+    """A plan the compiler writes is a plan the service takes: CBs of run-time values and kernel scratch, int32
+    outputs (each was refused as a forged answer while the schema lagged the compiler)."""
+    from tests.tilelang import test_topk, test_varlen
+
+    source = getattr(test_topk if kernel == "TOPK" else test_varlen, kernel)
+    work = Path(tempfile.mkdtemp(prefix="tilefarm-genuine-"))
+    (work / "out").mkdir()
+    try:
+        value = ops.OPS["compile"]({"source": source, "filename": "k.py", "entry": entry, "params": params,
+                                    "target": TargetConfig().model_dump(mode="json")}, work)
+        files = {p.name: p.read_bytes() for p in (work / "out").iterdir()}
+    finally:
+        shutil.rmtree(work)
+    assert value["ok"], value
+    answer, artifacts, _, plan = answers.compiled(json.loads(json.dumps(value)), files)
+    assert isinstance(answer, answers.Compiled) and set(artifacts) == set(ARTIFACTS)
+    features = {cb["role"] for cb in plan["circular_buffers"]} | {b.get("declared_dtype") for b in plan["buffers"]}
+    assert plan_has in features
+
+
 # ------------------------------------------------------------------------------------------ the answer layer
 
 texts = st.one_of(st.text(max_size=40), st.sampled_from(["\udc80", "a\ud800b", "main", "reader.cpp", "../x"]))
