@@ -82,6 +82,8 @@ class CompileError(Exception):
         text = f"{where}error: {self.message}"
         if self.hint:
             text += f"\n  hint: {self.hint}"
+        if self.refusal is not None:
+            text += f"\n  note: {self.refusal}"
         return text
 
     def to_dict(self) -> dict:
@@ -94,6 +96,8 @@ class CompileError(Exception):
             "col": loc.col if loc else None,
             "hint": self.hint,
             "rendered": self.render(),
+            "refusal": ({"expressible": self.refusal.expressible, "reason": self.refusal.reason}
+                        if self.refusal is not None else None),
         }
 
     def __str__(self) -> str:

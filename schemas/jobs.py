@@ -198,6 +198,19 @@ class StageRecord(BaseModel):
     detail: str | None = None
 
 
+class RefusalClass(BaseModel):
+    """What kind of refusal a diagnostic is (compiler.errors.Refusal): a construct Tenstorrent has no counterpart
+    for, or one it could run that tilefarm does not lower yet."""
+
+    model_config = ConfigDict(extra="forbid")
+    expressible: bool
+    reason: str = Field(max_length=1000)
+
+    @property
+    def label(self) -> str:
+        return "expressible, not yet lowered" if self.expressible else "not expressible on Tenstorrent"
+
+
 class Diagnostic(BaseModel):
     """CompileError.to_dict(), or the same shape for time limits, internal errors and warnings."""
 
@@ -209,6 +222,7 @@ class Diagnostic(BaseModel):
     col: int | None = None
     hint: str | None = None
     rendered: str | None = None
+    refusal: RefusalClass | None = None
 
     @model_validator(mode="after")
     def _extra_is_json(self) -> "Diagnostic":

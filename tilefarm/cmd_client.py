@@ -133,6 +133,8 @@ def print_diagnostics(job, source_path: Path | None = None, source_text: str | N
                 typer.echo("  " + " " * (diag.col - 1) + "^", err=True)
         if diag.hint:
             typer.echo(f"  hint: {diag.hint}", err=True)
+        if diag.refusal is not None:
+            typer.echo(f"  note: {diag.refusal.label}: {diag.refusal.reason}", err=True)
     if not job.diagnostics and job.error:
         typer.echo(f"{source_path or job.filename}: error: {job.error}", err=True)
     if job.status == "cancelled":

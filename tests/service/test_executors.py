@@ -75,3 +75,24 @@ def test_a_kernel_the_preprocessor_refuses_is_refused_alike(tmp_path, compiled, 
     with pytest.raises(ForgedAnswer, match=r"(?s)^refused the sandboxed compile's answer.*reader\.cpp: .*/etc/shadow"):
         executor.check_kernels(job, artifacts)
     executor.check_kernels(job, compiled.artifacts)  # the compiler's own kernels pass
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["in-process", "sandboxed"])
+def test_a_refusal_keeps_its_class_in_the_jobs_diagnostic(tmp_path, sandbox):
+    """What kind of refusal it is (not expressible on Tenstorrent, or not lowered yet) reaches the job record, the
+    API and the CLI from either executor (the sandbox's answer schema carries it)."""
+    from tests.tilelang.test_refusals import THREAD_INDEX
+
+    store, files = SqliteJobStore(tmp_path / "jobs.sqlite"), ArtifactStore(tmp_path / "data")
+    job, _ = store.create(JobRecord(id="refused", source=THREAD_INDEX, filename="k.py", target=TARGET,
+                                    created_at=time.time(), stages=[StageRecord(name="compile")]),
+                          idempotency_hash=None, max_active=10)
+    settings = Settings(sandbox=sandbox, data_dir=tmp_path / "data")
+    runner.run_job(job.id, runner.WorkerDeps(store, files, settings), queue_hardware=lambda j: None)
+    job = store.get(job.id)
+    assert job.status == "failed", job
+    (diagnostic,) = job.diagnostics
+    assert diagnostic.line is not None and diagnostic.refusal is not None, diagnostic
+    assert not diagnostic.refusal.expressible and "thread and warp indices" in diagnostic.refusal.reason
+    assert diagnostic.refusal.label == "not expressible on Tenstorrent"
+    assert "note: not expressible on Tenstorrent: " in diagnostic.rendered

@@ -142,6 +142,18 @@ def test_diagnostics_on_the_source(browser, service):
     shot(page, "06-job-failed-diagnostics")
 
 
+def test_a_refusal_shows_its_class(browser, service):
+    """A refused construct says on the page whether Tenstorrent could express it (here: a thread index, no)."""
+    from tests.tilelang.test_refusals import THREAD_INDEX
+
+    job = service.wait(service.submit(THREAD_INDEX, filename="threads.py", stages=["compile"])["id"])
+    assert job["status"] == "failed" and job["diagnostics"][0]["refusal"]["expressible"] is False
+    page = browser.new_page()
+    page.goto(f"{service.url}/jobs/{job['id']}")
+    page.wait_for_selector("#diagnostics .refusal")
+    assert page.inner_text("#diagnostics .refusal").startswith("not expressible on Tenstorrent: thread and warp")
+
+
 def test_farm_page(browser, service):
     report_device(Path(service.env["TILEFARM_DATA_DIR"]), "bh-p150-0", arch="blackhole", state="busy",
                   current_job="1a2b3c")

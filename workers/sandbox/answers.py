@@ -53,6 +53,12 @@ class _Answer(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
 
+class RefusalDetail(_Answer):
+    """compiler.errors.Refusal: whether Tenstorrent could express the refused construct, and why."""
+    expressible: bool
+    reason: Line
+
+
 class ErrorDetail(_Answer):
     """CompileError.to_dict() as the child sends it."""
     stage: Annotated[Text, StringConstraints(min_length=1, max_length=64)]
@@ -62,6 +68,7 @@ class ErrorDetail(_Answer):
     col: Count | None = None
     hint: Line | None = None
     rendered: Line | None = None
+    refusal: RefusalDetail | None = None
 
 
 class Failed(_Answer):

@@ -264,11 +264,12 @@ def limits_for(settings, stage: str) -> Limits:
 
 def _error_from(error, stage: str):
     """The CompileError a failed op answered (answers.ErrorDetail, validated)."""
-    from compiler.errors import CompileError, SourceLocation
+    from compiler.errors import CompileError, Refusal, SourceLocation
 
     location = SourceLocation(error.file, error.line, error.col) if error.file else None
+    refusal = Refusal(error.refusal.expressible, error.refusal.reason) if error.refusal is not None else None
     return CompileError(error.message or "the sandboxed step failed", stage=error.stage or stage, location=location,
-                        hint=error.hint)
+                        hint=error.hint, refusal=refusal)
 
 
 def compile_source(settings, *, source: str, filename: str, entry: str | None, target, dump_ir: bool,

@@ -451,8 +451,11 @@ function initJob() {
     // each error once in the list; its hint under the source line it is at (or here, when it is at no line)
     show($("#diagnostics"), job.diagnostics.length ? h("ul", { class: "diag-list" }, job.diagnostics.map((d) => {
       const text = `${[d.file || job.filename, d.line, d.col].filter((x) => x != null).join(":")}: error: ${d.message}`;
+      // what kind of refusal it is: something Tenstorrent cannot express, or something not lowered yet
+      const refusal = d.refusal ? `${d.refusal.expressible ? "expressible, not yet lowered" : "not expressible on Tenstorrent"}: ${d.refusal.reason}` : null;
       return h("li", null, Number.isInteger(d.line) ? h("a", { href: `#L${d.line}` }, text) : text,
-        d.hint && !Number.isInteger(d.line) ? [h("br"), `hint: ${d.hint}`] : null);
+        d.hint && !Number.isInteger(d.line) ? [h("br"), `hint: ${d.hint}`] : null,
+        refusal ? [h("br"), h("span", { class: "refusal" }, refusal)] : null);
     })) : null);
     const first = $("#source .ln.diag");
     if (first) $("#source").scrollTop = Math.max(0, first.offsetTop - 120);
