@@ -23,11 +23,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .registry import BINARY, FPU_BINARY, REDUCE, UNARY
+from .registry import BINARY, FPU_BINARY, REDUCE, TILE_OPS, UNARY
 from .verify import UNIT_ROUNDOFF
 
 _WIDTH = {"float32": 32, "tf32": 19, "float16": 16, "bfloat16": 16}
@@ -196,7 +198,11 @@ class PathWalk:
             loops = math.prod(self.trips) if accumulates and self.trips else 1
             mid = "tf32" if str(src.dtype) == "float32" else ("float32" if self.fp32_dest else "bfloat16")
             p = self.path(src)
-            new = replace(p, exact=False, depth=max(p.depth, k * loops), mid=_wider_unit(p.mid, mid))
+            if TILE_OPS[name].combine in (np.maximum, np.minimum):
+                # a maximum / minimum is one of its terms, rounded once on the way (no sum of K roundings)
+                new = p.op(mid)
+            else:
+                new = replace(p, exact=False, depth=max(p.depth, k * loops), mid=_wider_unit(p.mid, mid))
             if accumulates:
                 new = new.merge(before)
         elif name in UNARY or name in BINARY:

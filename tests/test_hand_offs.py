@@ -4,6 +4,7 @@ width, the emulator's page identity check that proves every hand-off, and bfloat
 Every kernel is checked against its own NumPy formula (not only the project's reference), on both archs."""
 from __future__ import annotations
 
+import math
 import shutil
 import textwrap
 from pathlib import Path
@@ -419,6 +420,40 @@ def test_a_one_ulp_error_in_a_copy_is_caught(dtype):
                             params=params)
     failed = {o.name for o in report.outputs if not o.ok}
     assert failed == {"Y"}, report.render()
+
+
+ROW_MAX = src('''
+    @tilelang.jit(out_idx=[1])
+    def k(M, N):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), "float32"), R: T.Tensor((M,), "float32")):
+            with T.Kernel(T.ceildiv(M, 32), threads=128) as bx:
+                x = T.alloc_shared((32, N), "float32")
+                r = T.alloc_fragment((32,), "float32")
+                T.copy(X[bx * 32:(bx + 1) * 32, 0:N], x)
+                T.reduce_max(x, r, dim=1)
+                T.copy(r, R[bx * 32:(bx + 1) * 32])
+        return main
+''')
+
+
+def test_a_row_max_is_held_to_one_rounding_not_to_a_sum_of_its_row():
+    """A maximum is one of its terms: its tolerance is one rounding of the format it passes through (TF32 here),
+    not the 2*sqrt(N) roundings of a sum of N terms (0.031 at N = 1024, which let the next-largest element pass)."""
+    from compiler.toolchain.verification import verify_outputs
+
+    params = {"M": 64, "N": 1024}
+    result, outcome = run(ROW_MAX, "k", params, "wormhole_b0")
+    assert outcome.passed, outcome.verification.render()
+    (check,) = outcome.verification.outputs
+    assert 0 < check.rtol <= 2 * 2.0**-11 and "1 op rounding to tf32" in check.derivation, check
+    x = outcome.inputs["X"]
+    runner_up = np.sort(x, axis=1)[:, -2].astype(np.float32)    # the second-largest of each row
+    gap = np.abs(runner_up - x.max(axis=1)) / np.abs(x.max(axis=1))
+    assert np.all(gap < 2 * math.sqrt(1024) * 2.0**-11) and np.any(gap > 2 * 2.0**-11)   # within a sum's tolerance
+    plan = __import__("json").loads(result.artifacts["tt.plan.json"])
+    report = verify_outputs(plan, outcome.inputs, {"R": runner_up}, ROW_MAX, filename="k.py", entry="k", params=params)
+    assert not report.ok, report.render()
 
 
 def test_the_verifier_refuses_pages_handed_over_in_another_order():
