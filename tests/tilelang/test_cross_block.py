@@ -205,3 +205,99 @@ def test_a_row_vector_read_as_per_row_values_is_transposed(arch):
     a = outcome.inputs["A"]
     np.testing.assert_allclose(outcome.outputs["O"], a * a.max(axis=0)[:, None], rtol=1e-3, atol=1e-3)  # through the unpacker: tf32
     assert outcome.passed, outcome.verification.render()
+
+
+SPLIT_KV_ARGS = src('''
+    @tilelang.jit
+    def decode_split(heads=32, seqlen=128, dim=32, num_split=2, block_N=32, scale=0.25):
+        part = seqlen // num_split
+        @T.prim_func
+        def main(Q: T.Tensor((heads, dim), T.float16), K: T.Tensor((seqlen, dim), T.float16),
+                 V: T.Tensor((seqlen, dim), T.float16), lse_part: T.Tensor((num_split, heads), T.float32),
+                 o_part: T.Tensor((num_split, heads, dim), T.float32), Out: T.Tensor((heads, dim), T.float32)):
+            with T.Kernel(num_split) as sid:              # each split: its keys' softmax-weighted V and its lse
+                q = T.alloc_shared((heads, dim), T.float16)
+                k = T.alloc_shared((block_N, dim), T.float16)
+                v = T.alloc_shared((block_N, dim), T.float16)
+                s = T.alloc_fragment((heads, block_N), T.float32)
+                p = T.alloc_fragment((heads, block_N), T.float16)
+                o = T.alloc_fragment((heads, dim), T.float32)
+                m = T.alloc_fragment((heads,), T.float32)
+                m_old = T.alloc_fragment((heads,), T.float32)
+                l = T.alloc_fragment((heads,), T.float32)
+                l_blk = T.alloc_fragment((heads,), T.float32)
+                T.copy(Q, q)
+                T.fill(o, 0)
+                T.fill(l, 0)
+                T.fill(m, -T.infinity(T.float32))
+                for kb in T.serial(part // block_N):
+                    T.copy(K[sid * part + kb * block_N, 0], k)
+                    T.copy(V[sid * part + kb * block_N, 0], v)
+                    T.clear(s)
+                    T.gemm(q, k, s, transpose_B=True)
+                    for h, j in T.Parallel(heads, block_N):
+                        s[h, j] = s[h, j] * scale
+                    T.copy(m, m_old)
+                    T.reduce_max(s, m, dim=1, clear=False)
+                    for h, j in T.Parallel(heads, block_N):
+                        s[h, j] = T.exp(s[h, j] - m[h])
+                    T.reduce_sum(s, l_blk, dim=1)
+                    for h in T.Parallel(heads):
+                        l[h] = l[h] * T.exp(m_old[h] - m[h]) + l_blk[h]
+                    for h, d in T.Parallel(heads, dim):
+                        o[h, d] = o[h, d] * T.exp(m_old[h] - m[h])
+                    T.copy(s, p)
+                    T.gemm(p, v, o)
+                for h, d in T.Parallel(heads, dim):
+                    o[h, d] = o[h, d] / l[h]
+                for h in T.Parallel(heads):
+                    l[h] = T.log(l[h]) + m[h]
+                T.copy(l, lse_part[sid, 0])
+                T.copy(o, o_part[sid, 0, 0])
+            with T.Kernel(1) as bx:                       # combine: weights exp(lse - max lse) over the splits
+                lse = T.alloc_fragment((num_split, heads), T.float32)
+                top = T.alloc_fragment((heads,), T.float32)
+                w = T.alloc_fragment((num_split, heads), T.float32)
+                total = T.alloc_fragment((heads,), T.float32)
+                acc = T.alloc_fragment((heads, dim), T.float32)
+                part_o = T.alloc_fragment((heads, dim), T.float32)
+                T.copy(lse_part, lse)
+                T.reduce_max(lse, top, dim=0)
+                for sp, h in T.Parallel(num_split, heads):
+                    w[sp, h] = T.exp(lse[sp, h] - top[h])
+                T.reduce_sum(w, total, dim=0)
+                T.clear(acc)
+                for sp in T.serial(num_split):
+                    T.copy(o_part[sp, 0, 0], part_o)
+                    for h, d in T.Parallel(heads, dim):
+                        acc[h, d] += part_o[h, d] * w[sp, h] / total[h]
+                T.copy(acc, Out)
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tensor_arguments_handed_from_one_kernel_to_the_next(arch):
+    """Split-KV decoding as TileLang's examples write it: the partial outputs and log-sum-exps are tensor arguments
+    the first kernel writes and the combine kernel reads (not T.alloc_global scratch). Refused before as an in-place
+    kernel; now ordered as scratch is."""
+    _, outcome = run_kernel(SPLIT_KV_ARGS, "decode_split", seed=35, target=TargetConfig(arch=arch))
+    q, k, v = (outcome.inputs[n].astype(np.float64) for n in ("Q", "K", "V"))
+    s = q @ k.T * 0.25
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    want = (p / p.sum(axis=1, keepdims=True)) @ v
+    np.testing.assert_allclose(outcome.outputs["Out"], want, rtol=2e-2, atol=2e-2)
+    halves = [s[:, :64], s[:, 64:]]
+    lse = np.stack([np.log(np.exp(h).sum(axis=1)) for h in halves])
+    np.testing.assert_allclose(outcome.outputs["lse_part"], lse, rtol=1e-2, atol=1e-2)
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_a_kernel_reading_the_tensor_it_writes_stays_refused_in_place():
+    line = next(x for x in SPLIT_KV_ARGS.splitlines() if "T.copy(lse_part, lse)" in x)
+    indent = line[:len(line) - len(line.lstrip())]
+    bad = SPLIT_KV_ARGS.replace(line, f"{line}\n{indent}T.copy(lse, lse_part)")   # the combine writes it back
+    assert bad != SPLIT_KV_ARGS
+    e = error_of(bad, entry="decode_split")
+    assert "`lse_part` is both read and written" in e.message
+    assert e.location.line == line_of(bad, "T.copy(lse_part, lse)")

@@ -323,6 +323,10 @@ class Recorder:
         self.fused = fused
         self.fused_block: Var | None = None
         self.kernel_offset = 0
+        self.kernel_index = -1              # which T.Kernel of the prim_func is open (0, 1, ...)
+        # global buffer -> the kernels whose tile ops write / read it (a tensor handed from kernel to kernel)
+        self.global_writes: dict[Buffer, set[int]] = {}
+        self.global_reads: dict[Buffer, set[int]] = {}
         self.names_at = names_at            # line -> assignment / loop / with-as target names (for readable IR)
         self.params: list[Buffer] = []
         self.grid: tuple | None = None      # (vars, extents, location)
@@ -390,6 +394,7 @@ class Recorder:
                           for i, e in enumerate(extents))
         self.grid = (variables, tuple(extents), location)
         self.kernel_state = "open"
+        self.kernel_index += 1
         return variables[0] if len(variables) == 1 else variables
 
     def open_fused_kernel(self, extents, location):
@@ -417,6 +422,7 @@ class Recorder:
         g.extent = self.kernel_offset
         self.grid = ((g,), (self.kernel_offset,), self.grid[2])
         self.kernel_state = "open"
+        self.kernel_index += 1
         mine = truth01(Logic("and", (Cmp(">=", g, Const(offset)), Cmp("<", g, Const(offset + count)))))
         self.open_loop(0, mine, None, location, name="in_kernel")
         return variables[0] if len(variables) == 1 else tuple(variables)
@@ -441,6 +447,13 @@ class Recorder:
         if isinstance(item, TileOp):
             self.check_low_bit_write(item, location)
             item = self.versioned(item, location)
+            regions = [a for a in item.args if isinstance(a, Region) and a.buffer.scope == "global"]
+            for k, r in enumerate(regions):
+                written = k == 0 and item.args and item.args[0] is r
+                (self.global_writes if written else self.global_reads).setdefault(r.buffer, set()).add(
+                    self.kernel_index)
+        elif isinstance(item, ElementStore) and item.dst.buffer.scope == "global":
+            self.global_writes.setdefault(item.dst.buffer, set()).add(self.kernel_index)
         self.lines.append((self.depth, item, location))
 
     def check_low_bit_write(self, op: TileOp, location) -> None:
@@ -690,12 +703,23 @@ class Recorder:
             lines.append((depth, item, location))
         self.lines = lines
 
+    def hand_over_between_kernels(self) -> None:
+        """A tensor argument one T.Kernel of the prim_func writes and only later kernels read (split-KV decoding's
+        `glse` and `Output_partial`, passed in by the caller as TileLang's examples do) is handed over as a
+        T.alloc_global scratch is: tt.accumulate, so the blocks sharing its tiles run in grid order and each read
+        sees the earlier kernel's writes. A tensor read by the kernel that writes it stays an in-place kernel."""
+        for buf, writers in self.global_writes.items():
+            readers = self.global_reads.get(buf)
+            if readers and min(readers) > max(writers):
+                self.accumulated.setdefault(buf, buf.location)
+
     # ---- output -------------------------------------------------------------------------------------------------
     def render(self, name: str, def_location: SourceLocation | None) -> tuple[str, dict[int, SourceLocation]]:
         """The TVMScript text and a map from its 1-based line numbers to the user's locations."""
         if self.kernel_state == "before":
             fail(f"the prim_func `{name}` has no `with T.Kernel(...)` block", location=def_location)
         self.orient_vector_writes()
+        self.hand_over_between_kernels()
         out: list[str] = []
         where: dict[int, SourceLocation] = {}
 
