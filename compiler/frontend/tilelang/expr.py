@@ -52,11 +52,23 @@ class Expr:
     def __ne__(self, o):  # noqa: D105
         return Cmp("!=", self, wrap(o))
 
-    def __and__(self, o): return Logic("and", (self, wrap(o)))
-    def __rand__(self, o): return Logic("and", (wrap(o), self))
-    def __or__(self, o): return Logic("or", (self, wrap(o)))
-    def __ror__(self, o): return Logic("or", (wrap(o), self))
-    def __invert__(self): return Logic("not", (self,))
+    # `&`, `|`, `~` combine conditions (masks: `(j < n) & (mask[j] != 0)`); on integer data they are bitwise
+    # (`codes[i, j] & 15`, W4A16 unpacking), which tilefarm does not lower: refused where written, never read as logic
+    def __and__(self, o): return _logic("and", "&", self, o)
+    def __rand__(self, o): return _logic("and", "&", o, self)
+    def __or__(self, o): return _logic("or", "|", self, o)
+    def __ror__(self, o): return _logic("or", "|", o, self)
+    def __xor__(self, o): return _bitwise("^", self, o)
+    def __rxor__(self, o): return _bitwise("^", o, self)
+    def __lshift__(self, o): return _bitwise("<<", self, o)
+    def __rlshift__(self, o): return _bitwise("<<", o, self)
+    def __rshift__(self, o): return _bitwise(">>", self, o)
+    def __rrshift__(self, o): return _bitwise(">>", o, self)
+
+    def __invert__(self):
+        if not _boolean(self):
+            _bitwise("~", None, self)
+        return Logic("not", (self,))
 
     __hash__ = object.__hash__
 
@@ -152,6 +164,34 @@ class DType(str):
     @property
     def bits(self) -> int:
         return {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}.get(str(self), 32)
+
+
+def _boolean(value) -> bool:
+    """A truth value: a comparison, a combination of them, a Python bool or an element of a bool tensor."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, (Cmp, Logic)):
+        return True
+    if isinstance(value, Load):
+        return str(getattr(value.buffer, "declared", None) or getattr(value.buffer, "_dtype", "")) == "bool"
+    return False
+
+
+def _logic(op: str, symbol: str, a, b) -> Expr:
+    if not (_boolean(a) and _boolean(b)):
+        _bitwise(symbol, a, b)
+    return Logic(op, (wrap(a), wrap(b)))
+
+
+def _bitwise(symbol: str, a, b):
+    from ...errors import Refusal
+    shown = f"{describe(wrap(a))} {symbol} {describe(wrap(b))}" if a is not None else f"~{describe(wrap(b))}"
+    fail(f"`{shown}`: bitwise `{symbol}` on integer values is outside tilefarm's TileLang subset (tilefarm holds "
+         "integers as exact float values in bfloat16 or float32 tiles; `&`, `|` and `~` combine conditions only)",
+         hint="unpack packed low-bit codes on the host and pass them as int8 / float8 / bfloat16 tensors; "
+              "combine conditions written as comparisons (`(x != 0) & (j < n)`)",
+         refusal=Refusal.not_lowered("bitwise operations on integer data (the SFPU has bitwise and / or / shifts "
+                                     "on int32 tiles; tilefarm keeps integer data in float tiles)"))
 
 
 def wrap(value) -> Expr:
