@@ -14,7 +14,11 @@ reference evaluator. The families are the shapes real kernels are made of, and t
 - `columns`:   column reductions (dim=0) over a height that may not be a multiple of 32;
 - `masks`:     element-wise expressions under an index mask (causal, a column bound inside a tile, an
                anti-diagonal), T.if_then_else(condition on indices, expression, 0);
-- `heads`:     a 4-D [batch, seq, heads, dim] tensor processed head by head in halves of the head dimension.
+- `heads`:     a 4-D [batch, seq, heads, dim] tensor processed head by head in halves of the head dimension;
+- `selects`:   T.if_then_else on data values (comparisons of two inputs or with constants, T.Or / T.Not / &, a
+               causal index condition beside), over inputs with zeros and ties;
+- `online`:    flash attention's running row max and rescaled row sum over column blocks, carried across a
+               T.Pipelined loop, with the copy of the old max before or after the block's other work.
 
 Inputs are uniform in [-1, 1): every expression stays in a range where each op is well defined.
 """
@@ -45,6 +49,9 @@ class Kernel:
     tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)   # output -> (rtol, atol)
     # inputs -> output -> atol per element, where the error grows with the data (a sum's with the sum of magnitudes)
     bounds: Callable[[dict], dict] | None = None
+    # a generator of inputs (np.random.Generator -> name -> array) where uniform ones would miss the point (zeros
+    # in masks, ties); None: the emulator's seeded uniform inputs
+    inputs: Callable[[np.random.Generator], dict] | None = None
 
     def held(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The inputs as the device holds them (rounded to their buffers' dtypes)."""
@@ -80,7 +87,9 @@ def _expr(rng: random.Random, operands: list[str], depth: int) -> tuple[str, Cal
 
 
 def _magnitude(values: list[np.ndarray]) -> float:
-    return max(1.0, *(float(np.max(np.abs(v))) for v in values if v.size))
+    """The largest finite magnitude (a -inf a select keeps must not make every tolerance infinite)."""
+    finite = [np.abs(v[np.isfinite(v)]) for v in values]
+    return max(1.0, *(float(np.max(f)) for f in finite if f.size))
 
 
 # ---- family: regions -------------------------------------------------------------------------------------------------
@@ -355,9 +364,124 @@ def _heads(rng: random.Random, seed: int) -> Kernel:
     return Kernel(seed, "heads", source, "k", {}, {"Q": dt, "Out": dt}, ["Out"], evaluate)
 
 
+# ---- family: selects on data values ----------------------------------------------------------------------------------------
+_CONDITIONS = [   # (TileLang text over x = x[i, j], w = w[i, j], NumPy)
+    ("x[i, j] > w[i, j]", lambda x, w: x > w),
+    ("x[i, j] <= w[i, j]", lambda x, w: x <= w),
+    ("x[i, j] < 0.25", lambda x, w: x < 0.25),
+    ("w[i, j] >= -0.5", lambda x, w: w >= -0.5),
+    ("x[i, j] != 0", lambda x, w: x != 0),
+    ("x[i, j] == 0", lambda x, w: x == 0),
+    ("(x[i, j] > 0) & (w[i, j] < 0.5)", lambda x, w: (x > 0) & (w < 0.5)),
+    ("T.Or(x[i, j] < -0.5, w[i, j] > 0.5)", lambda x, w: (x < -0.5) | (w > 0.5)),
+    ("T.Not(x[i, j] > w[i, j])", lambda x, w: ~(x > w)),
+]
+
+
+def _selects(rng: random.Random, seed: int) -> Kernel:
+    """y = T.if_then_else(condition on data values, expression, expression) (key-padding masks, where-style
+    selects), sometimes with an index condition beside (causal), over inputs where a quarter of x is exactly 0
+    (masks given as tensors) and comparisons of the two inputs are exact in every format they pass through."""
+    block_M, block_N = rng.choice([32, 64]), rng.choice([32, 64])
+    M, N = block_M * rng.choice([1, 2]), block_N * rng.choice([1, 2])
+    dt = rng.choice(list(DTYPES))
+    cond_text, cond = rng.choice(_CONDITIONS)
+    causal = rng.random() < 0.3
+    if causal:
+        cond_text = f"({cond_text}) & (by * {block_M} + i >= bx * {block_N} + j)"
+    a_text, a = _expr(rng, ["x[i, j]", "w[i, j]"], rng.choice([0, 1, 2]))
+    b_text, b = rng.choice([(None, None), _expr(rng, ["x[i, j]", "w[i, j]"], rng.choice([0, 1]))])
+    if b_text is None:
+        b_text, b = rng.choice([("0.0", lambda env: 0.0), ("-T.infinity(T.float32)", lambda env: -np.inf)])
+    lines = [f"x = T.alloc_shared(({block_M}, {block_N}), \"{dt}\")",
+             f"w = T.alloc_shared(({block_M}, {block_N}), \"{dt}\")",
+             f"y = T.alloc_fragment(({block_M}, {block_N}), T.float32)",
+             f"T.copy(X[by * {block_M}, bx * {block_N}], x)",
+             f"T.copy(W[by * {block_M}, bx * {block_N}], w)",
+             f"for i, j in T.Parallel({block_M}, {block_N}):",
+             f"    y[i, j] = T.if_then_else({cond_text}, {a_text}, {b_text})",
+             f"T.copy(y, Y[by * {block_M}, bx * {block_N}])"]
+    params = (f"X: T.Tensor(({M}, {N}), \"{dt}\"), W: T.Tensor(({M}, {N}), \"{dt}\"), "
+              f"Y: T.Tensor(({M}, {N}), \"float32\")")
+    source = _wrap(seed, "k", params, f"T.ceildiv({N}, {block_N}), T.ceildiv({M}, {block_M})", "(bx, by)", lines,
+                   out_idx=[2])
+
+    def inputs(gen: np.random.Generator) -> dict:
+        # values on a grid of 1/64: exact in every format (and their differences too), zeros and ties included
+        x = gen.integers(-64, 65, (M, N)) / 64.0
+        x[gen.random((M, N)) < 0.25] = 0.0
+        w = np.where(gen.random((M, N)) < 0.2, x, gen.integers(-64, 65, (M, N)) / 64.0)
+        return {"X": x.astype(np.float32), "W": w.astype(np.float32)}
+
+    def evaluate(held):
+        x, w = held["X"], held["W"]
+        keep = cond(x, w)
+        if causal:
+            rows, cols = np.indices((M, N))
+            keep = keep & (rows >= cols)
+        return {"Y": np.where(keep, np.broadcast_to(a([x, w]), (M, N)), np.broadcast_to(b([x, w]), (M, N)))}
+    return Kernel(seed, "selects", source, "k", {}, {"X": dt, "W": dt, "Y": "float32"}, ["Y"], evaluate,
+                  inputs=inputs)
+
+
+# ---- family: online softmax statistics, carried across a loop ---------------------------------------------------------------
+def _online(rng: random.Random, seed: int) -> Kernel:
+    """The running row max and rescaled row sum of flash attention over column blocks (T.Pipelined), state carried
+    in fragments from one iteration to the next; the statements in one of the orders kernels write them (the copy
+    of the old max first or later), exp or exp2 with a scale."""
+    block_M, block_N = rng.choice([32, 64]), rng.choice([32, 64, 128])
+    steps = rng.choice([1, 2, 3, 4])
+    M, N = block_M * rng.choice([1, 2]), block_N * steps
+    dt = rng.choice(list(DTYPES))
+    stages = rng.choice([1, 2])
+    scale = rng.choice([1.0, 0.5, 1.44269504])
+    use_exp2 = rng.random() < 0.5
+    exp = "T.exp2" if use_exp2 else "T.exp"
+    np_exp = np.exp2 if use_exp2 else np.exp
+    text, fn = _expr(rng, ["x[i, j]"], rng.choice([0, 1]))
+    early_copy = rng.random() < 0.5
+    lines = [f"x = T.alloc_shared(({block_M}, {block_N}), \"{dt}\")",
+             f"e = T.alloc_fragment(({block_M}, {block_N}), T.float32)",
+             f"m = T.alloc_fragment(({block_M},), T.float32)",
+             f"m_prev = T.alloc_fragment(({block_M},), T.float32)",
+             f"t = T.alloc_fragment(({block_M},), T.float32)",
+             f"s = T.alloc_fragment(({block_M},), T.float32)",
+             "T.fill(m, -T.infinity(T.float32))",
+             "T.fill(s, 0.0)",
+             f"for k in T.Pipelined({steps}, num_stages={stages}):",
+             f"    T.copy(X[bx * {block_M}, k * {block_N}], x)"]
+    body = [f"for i, j in T.Parallel({block_M}, {block_N}):", f"    e[i, j] = {text}"]
+    if early_copy:
+        lines += ["    T.copy(m, m_prev)"] + ["    " + b for b in body]
+    else:
+        lines += ["    " + b for b in body] + ["    T.copy(m, m_prev)"]
+    lines += ["    T.reduce_max(e, m, dim=1, clear=False)",
+              f"    for i, j in T.Parallel({block_M}, {block_N}):",
+              f"        e[i, j] = {exp}((e[i, j] - m[i]) * {scale})",
+              "    T.reduce_sum(e, t, dim=1)",
+              f"    for i in T.Parallel({block_M}):",
+              f"        s[i] = s[i] * {exp}((m_prev[i] - m[i]) * {scale}) + t[i]",
+              f"T.copy(s, S[bx * {block_M}:(bx + 1) * {block_M}])",
+              f"T.copy(m, Mx[bx * {block_M}:(bx + 1) * {block_M}])"]
+    params = (f"X: T.Tensor(({M}, {N}), \"{dt}\"), S: T.Tensor(({M},), \"float32\"), "
+              f"Mx: T.Tensor(({M},), \"float32\")")
+    source = _wrap(seed, "k", params, f"T.ceildiv({M}, {block_M})", "bx", lines, out_idx=[1, 2])
+
+    def evaluate(held):
+        v = np.broadcast_to(fn([held["X"]]), held["X"].shape)
+        m = v.max(axis=1)
+        return {"Mx": m, "S": np_exp((v - m[:, None]) * scale).sum(axis=1)}
+    kernel = Kernel(seed, "online", source, "k", {}, {"X": dt, "S": "float32", "Mx": "float32"}, ["S", "Mx"],
+                    evaluate)
+    # the max: one TF32 rounding; the sum: N terms of an exp (the SFPU's, to a few bf16 ulps) in [0, 1]
+    kernel.tolerance["Mx"] = (2.0 ** -10, 0.0)
+    kernel.tolerance["S"] = (2.0 ** -6, 0.0)
+    return kernel
+
+
 FAMILIES = {"parts": _parts, "reduce": _reduce, "columns": _columns, "masks": _masks, "gemm": _gemm,
-            "heads": _heads}
-WEIGHTS = {"parts": 4, "reduce": 2, "columns": 1, "masks": 2, "gemm": 2, "heads": 2}
+            "heads": _heads, "selects": _selects, "online": _online}
+WEIGHTS = {"parts": 4, "reduce": 2, "columns": 1, "masks": 2, "gemm": 2, "heads": 2, "selects": 2, "online": 2}
 
 
 def _wrap(seed: int, entry: str, params: str, grid: str, names: str, lines: list[str], out_idx: list[int]) -> str:

@@ -55,8 +55,9 @@ def run_case(kernel: Kernel, arch: str) -> Result:
     artifacts, refused = compile_case(kernel, arch)
     if refused is not None:
         return refused
+    inputs = kernel.inputs(np.random.default_rng(kernel.seed)) if kernel.inputs is not None else None
     try:
-        outcome = emulate(artifacts, target=TargetConfig(arch=arch), source=kernel.source,
+        outcome = emulate(artifacts, target=TargetConfig(arch=arch), source=kernel.source, inputs=inputs,
                           filename=f"gen{kernel.seed}.py", entry=kernel.entry, params=kernel.params)
     except CompileError as error:
         return _refusal(kernel, arch, error)
