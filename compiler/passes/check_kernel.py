@@ -542,7 +542,12 @@ class KernelChecker:
         """Rows the reader copies one by one into the tiles it builds (read_rows)."""
         if ext % TILE:
             raise self.error(call, f"{where}: rows read {position} come in whole tiles; extent {ext} is not a "
-                                   f"multiple of {TILE}")
+                                   f"multiple of {TILE}",
+                             hint=f"use blocks of a multiple of {TILE} rows (the last block may pass the end of the "
+                                  "axis: its rows past the end are not written back)",
+                             refusal=Refusal.not_lowered(
+                                 f"blocks of fewer than {TILE} rows at an unaligned start (a tile's rows could be "
+                                 "gathered row by row, as whole-tile blocks at such starts are)"))
         if str(r.buffer.dtype) not in ("float32", "bfloat16", "float16"):
             raise self.error(call, f"{where}: rows read {position} are copied row by row; `{r.name}` is "
                                    f"{r.buffer.dtype} (float32, bfloat16 or float16)")

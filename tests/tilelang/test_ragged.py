@@ -221,3 +221,37 @@ def test_reduce_min_absmax_abssum(arch):
     np.testing.assert_allclose(outcome.outputs["Asum"], np.abs(x).sum(axis=1), rtol=2e-3)
     np.testing.assert_array_equal(outcome.outputs["Cmin"], np.minimum(x[:32].min(axis=0), 0.25))
     assert outcome.passed, outcome.verification.render()
+
+
+HALF_TILE_ROWS = src('''
+    @tilelang.jit
+    def row_max(B=2, M=80, D=64, block_M=16):
+        @T.prim_func
+        def main(X: T.Tensor((B, M, D), T.float32), R: T.Tensor((B, M), T.float32)):
+            with T.Kernel(T.ceildiv(M, block_M), B) as (bx, by):
+                x = T.alloc_fragment((block_M, D), T.float32)
+                r = T.alloc_fragment((block_M,), T.float32)
+                T.copy(X[by, bx * block_M, 0], x)
+                T.reduce_max(x, r, dim=1)
+                T.copy(r, R[by, bx * block_M])
+        return main
+''')
+
+
+def test_blocks_of_fewer_than_32_rows_are_a_classified_located_refusal():
+    e = error_of(HALF_TILE_ROWS, entry="row_max")
+    assert e.location.line == line_of(HALF_TILE_ROWS, "T.copy(X[by, bx * block_M, 0], x)")
+    assert "extent 16 is not a multiple of 32" in e.message
+    assert e.refusal is not None and e.refusal.expressible
+    assert "multiple of 32 rows" in e.hint
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_hinted_32_row_blocks_verify_on_a_ragged_row_axis(arch):
+    """The hint's rewrite: blocks of 32 rows over 80 rows (the last block passes the end), row maxima written into
+    rows of a [B, M] output."""
+    fixed = HALF_TILE_ROWS.replace("block_M=16", "block_M=32")
+    _, outcome = run_kernel(fixed, "row_max", seed=36, target=TargetConfig(arch=arch))
+    # the row maximum of fp32 tiles comes back rounded to the engine's tf32-like precision (another change: exact)
+    np.testing.assert_allclose(outcome.outputs["R"], outcome.inputs["X"].max(axis=2), rtol=1e-3, atol=1e-3)
+    assert outcome.passed, outcome.verification.render()
