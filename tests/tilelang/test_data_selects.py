@@ -13,7 +13,7 @@ import pytest
 from compiler.api import compile_source, emulate
 from schemas.target import TargetConfig
 
-from .test_frontend import src
+from .test_frontend import error_of, line_of, run_kernel, src
 
 ARCHS = ("wormhole_b0", "blackhole")
 
@@ -270,3 +270,40 @@ def test_ltz_and_gez_are_the_sfpus_sign_tests(arch):
     assert outcome.passed, outcome.verification.render()
     np.testing.assert_array_equal(outcome.outputs["L"][0, :4], [1.0, 0.0, 1.0, 0.0])
     np.testing.assert_array_equal(outcome.outputs["G"][0, :4], [0.0, 1.0, 0.0, 1.0])
+
+
+BOOL_KEYS = src('''
+    @tilelang.jit
+    def keep_keys(B=2, N=64, rows=32):
+        @T.prim_func
+        def main(S: T.Tensor((B, rows, N), T.float32), Keep: T.Tensor((B, N), "bool"),
+                 O: T.Tensor((B, rows, N), T.float32)):
+            with T.Kernel(B) as b:
+                s = T.alloc_fragment((rows, N), T.float32)
+                T.copy(S[b, 0, 0], s)
+                for i, j in T.Parallel(rows, N):
+                    s[i, j] = T.if_then_else(Keep[b, j] != 0, s[i, j], 0.0)
+                T.copy(s, O[b, 0, 0])
+        return main
+''')
+
+
+@pytest.mark.parametrize("dtype, expressible", [("bool", True), ("float64", False)])
+def test_a_tensor_argument_of_an_unread_dtype_is_refused_at_its_declaration(dtype, expressible):
+    """Before: refused by the pipeline at the prim_func's decorator line, without a column or a class."""
+    bad = BOOL_KEYS.replace('"bool"', f'"{dtype}"')
+    e = error_of(bad, entry="keep_keys")
+    line = line_of(bad, "Keep: T.Tensor(")
+    assert (e.location.line, e.location.col) == (line, bad.splitlines()[line - 1].index("Keep: T.Tensor") + 1)
+    assert f"`Keep` is {dtype}" in e.message
+    assert e.refusal is not None and e.refusal.expressible is expressible
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_hinted_int8_key_mask_verifies(arch):
+    _, outcome = run_kernel(BOOL_KEYS.replace('"bool"', "T.int8"), "keep_keys", seed=37,
+                            target=TargetConfig(arch=arch))
+    keep = outcome.inputs["Keep"]
+    want = np.where(keep[:, None, :] != 0, outcome.inputs["S"], 0.0)
+    np.testing.assert_array_equal(outcome.outputs["O"], want)
+    assert outcome.passed, outcome.verification.render()

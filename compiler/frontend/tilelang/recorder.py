@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...errors import SourceLocation
-from .base import INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
+from ...errors import Refusal, SourceLocation
+from .base import TILE_DTYPES, INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
 from .expr import (VARLEN_HINT, DType, Expr, Load, Select, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
                    is_scalar_load, read_at_run_time, render_int, wrap)
@@ -365,6 +365,13 @@ class Recorder:
     def add_param(self, name: str, shape, dtype: str, location) -> Buffer:
         """A tensor argument; a low-bit one (int8, fp8, ...) is read as the bfloat16 it is exactly, an integer one
         (int32 offsets, lengths) as float32, exact below 2^24."""
+        if read_as(dtype) not in TILE_DTYPES:    # refused at the declaration, not later at the prim_func
+            refusal = Refusal.not_lowered("a bool tensor read as 0/1 values (exact in bfloat16, as int8 is)") \
+                if dtype == "bool" else Refusal.not_expressible(f"no Tenstorrent tile format holds {dtype}")
+            fail(f"tensor argument `{name}` is {dtype}; tilefarm reads float32, bfloat16, float16, int8/uint8/int4, "
+                 "fp8/fp4 and int16/int32/int64 tensors", location=location, refusal=refusal,
+                 hint="pass a 0/1 mask as int8 or float16 (compare it with `!= 0`)" if dtype == "bool" else
+                 "pass the tensor as float32")
         buf = Buffer(self.fresh(name, "arg"), shape, read_as(dtype), "global", location)
         if dtype in INTEGER_READS:
             buf.declared = dtype
