@@ -21,7 +21,8 @@ fp32 intermediates (fp32_dest_acc_en).
 exp by default), the attention rows only.
 
 Usage: .venv/bin/python bench/attention.py [--large] [--only SUBSTRING] [--ttnn] [--approx-exp]
-(--large adds BH 1x10x8192x128)
+(--large adds BH 1x10x8192x128). Attention rows also print the DRAM bytes read against the minimum (Q, K, V read once)
+and which inputs are multicast (TTShareReads: buffer x number of core groups).
 """
 from __future__ import annotations
 
@@ -67,7 +68,11 @@ ROWS = [
 ]
 
 
-def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False) -> dict:
+def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False, with_multicast: bool = False):
+    """The profile of one compile + timing-only run; with_multicast: also the inputs TTShareReads multicasts
+    (buffer name x groups of cores, from the plan)."""
+    import json
+
     from compiler import api
     from schemas.target import TargetConfig
 
@@ -76,7 +81,12 @@ def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False
     compiled = api.compile_source(source, filename=file, entry=entry, target=target, params=params)
     outcome = api.emulate(compiled.artifacts, target=target, source=source, filename=file, entry=compiled.entry,
                           params=params, timing_only=True)
-    return api.profile(compiled.artifacts, outcome.report)
+    profile = api.profile(compiled.artifacts, outcome.report)
+    if not with_multicast:
+        return profile
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    shared = ", ".join(f"{m['buffer']} x{m['groups']}" for m in plan.get("multicast", []))
+    return profile, shared
 
 
 def ttnn_softmax_us(rows: int, cols: int, arch: str, fp32: bool) -> float:
@@ -149,17 +159,20 @@ def main() -> None:
     parser.add_argument("--approx-exp", action="store_true", help="attention with the LLK's approximate exp")
     args = parser.parse_args()
 
-    print("| arch | kernel | modelled us | TFLOP/s | TFLOP/s per core | matrix util | cores | ttnn |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| arch | kernel | modelled us | TFLOP/s | TFLOP/s per core | matrix util | cores | DRAM read MB "
+          "(minimum, ratio) | multicast CBs | ttnn |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label, file, entry, params, arch, ttnn in ATTENTION + (LARGE if args.large else []):
         if args.only not in label:
             continue
         t0 = time.perf_counter()
-        p = run(file, entry, params, arch, args.approx_exp)
+        p, shared = run(file, entry, params, arch, args.approx_exp, with_multicast=True)
         seconds = p["device_time_ns"] * 1e-9
         tflops = attention_flops(params) / seconds / 1e12
         print(f"| {arch} | {label} | {seconds * 1e6:.1f} | {tflops:.1f} | {tflops / p['cores_used']:.3f} | "
-              f"{p['matrix_utilization']:.1%} | {p['cores_used']} | {ttnn} |  <!-- {time.perf_counter() - t0:.0f} s -->",
+              f"{p['matrix_utilization']:.1%} | {p['cores_used']} | {p['dram_read_bytes'] / 1e6:.1f} "
+              f"({p['dram_read_min_bytes'] / 1e6:.1f}, {p['dram_read_bytes'] / p['dram_read_min_bytes']:.2f}x) | "
+              f"{shared or '-'} | {ttnn} |  <!-- {time.perf_counter() - t0:.0f} s -->",
               flush=True)
 
     print("\n| arch | kernel | modelled us | DRAM bytes moved | minimum | ratio | time of the minimum us | "
