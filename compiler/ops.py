@@ -77,6 +77,12 @@ _OPS = [
     _op("read_rows", "cb expr name expr expr expr expr expr",
         "read_rows(accessor_{2}, get_write_ptr({0}) + {1:p} * get_tile_size({0}), tt_scalars_l1 + 4096, {3}, {4}, "
         "{5}, {2}_tile_cols, {6}, {7})", DATAFLOW),
+    # a 32x32 window from a column start between tile boundaries (and any row), built into one page element by element:
+    # read_window(cb, page, tensor, first row, first column, the matrix's rows, its columns, its first page row,
+    # element bytes)
+    _op("read_window", "cb expr name expr expr expr expr expr expr",
+        "read_window(accessor_{2}, get_write_ptr({0}) + {1:p} * get_tile_size({0}), tt_scalars_l1 + 4096, {3}, {4}, "
+        "{5}, {6}, {7}, {2}_tile_cols, {8})", DATAFLOW),
     # values read while the kernel runs that compute needs (a run-time trip count): the reader writes them into a
     # page, compute reads them from the page's front (api/compute/cb_api.h read_tile_value)
     _op("write_value", "cb expr expr",

@@ -524,9 +524,24 @@ class KernelChecker:
                                    "DRAM) but does not use them in other ops yet",
                              hint="copy the rows into a tile first")
         if axis != view.tile_axes[0]:
+            if axis == view.tile_axes[1] and self._read_into_tile(call, r):
+                # columns from a start read while the kernel runs (`LSE[h, seq_start + t * 64:...]`, tokens along
+                # the columns): the reader builds each page element by element (read_window)
+                self._check_shifted_cols(call, r, where, "from a position known at run time")
+                return
             raise self.error(call, f"{where}: only the row position of a region may depend on values read while "
-                                   "the kernel runs (a variable-length batch's sequence offsets)")
+                                   "the kernel runs when it is written to DRAM (a variable-length batch's sequence "
+                                   "offsets); columns at such positions are read into tiles, not written",
+                             refusal=Refusal.not_lowered("a DRAM write whose column start is read while the kernel "
+                                                         "runs (reads of such columns are built element by element)"))
         self._check_shifted_rows(call, r, ext, where, "from a position known at run time")
+
+    def _check_shifted_cols(self, call, r: Region, where: str, position: str):
+        """Columns the reader copies element by element into the pages it builds (read_window)."""
+        if str(r.buffer.dtype) not in ("float32", "bfloat16", "float16"):
+            raise self.error(call, f"{where}: columns read {position} are copied element by element; `{r.name}` is "
+                                   f"{r.buffer.dtype} (float32, bfloat16 or float16)",
+                             refusal=Refusal.not_lowered("element-by-element reads of integer tensors"))
 
     @staticmethod
     def _read_into_tile(call, r: Region) -> bool:
@@ -580,8 +595,14 @@ class KernelChecker:
                                            f"written row by row; `{r.name}` is {r.buffer.dtype} (float32, bfloat16 "
                                            "or float16)", hint="tile regions must start on 32-element tile boundaries")
                 continue
+            shifted_cols = axis == view.tile_axes[1] and self._read_into_tile(call, r) and \
+                not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0)
+            if shifted_cols:
+                # columns from a start between tile boundaries (`X[r0:r0 + 32, c0 + 16:c0 + 48]`), read into a tile:
+                # the reader builds each page element by element (read_window)
+                self._check_shifted_cols(call, r, where, f"from `{start}`, not a multiple of {TILE},")
             if axis in view.tile_axes:
-                if not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0):
+                if not shifted_cols and not self.analyzer.can_prove(tvm.tirx.floormod(start, TILE) == 0):
                     raise self.error(call, f"{where}: region start `{start}` is not a multiple of {TILE}",
                                      hint="tile regions must start on 32-element tile boundaries",
                                      refusal=Refusal.not_lowered(

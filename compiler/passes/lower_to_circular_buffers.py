@@ -293,6 +293,8 @@ def lower_to_circular_buffers(func, mod, ctx):
 
             def page(tr, tc):
                 return tc * rows + tr if dst.name in column_major else tr * cols + tc
+            if shifted_cols(src):   # columns from a start between tile boundaries: pages built element by element
+                return seq(after_writes + window_reads(src, cb, rows, cols, page))
             if shifted_rows(src):   # rows from a start between tile boundaries, known when the kernel runs or not
                 return seq(after_writes + run_time_rows(src, cb, rows, cols, page))
             guard = row_guard(src, rows)
@@ -345,6 +347,11 @@ def lower_to_circular_buffers(func, mod, ctx):
         return row_axis != UNIT and (reads_at_run_time(r.starts[row_axis])
                                      or not analyzer.can_prove(tirx.floormod(r.starts[row_axis], TILE) == 0))
 
+    def shifted_cols(r) -> bool:
+        """A region whose first column is not on a tile boundary (TTCheckKernel accepted it for a read into a tile)."""
+        col_axis = view_of(buffers[r.name]).tile_axes[1]
+        return col_axis != UNIT and not analyzer.can_prove(tirx.floormod(r.starts[col_axis], TILE) == 0)
+
     row_offsets: dict[str, int] = {}
 
     def note_row_offsets(first, rows: int) -> None:
@@ -370,6 +377,31 @@ def lower_to_circular_buffers(func, mod, ctx):
         def read(tr, tc):
             return ops.call("read_rows", cb["index"], page(tr, tc), src.name, first + tr * TILE,
                             view.shape[row_axis], base, c0 + tc, elem)
+        return [ops.call("cb_reserve_back", cb["index"], rows * cols), _tile_loops(rows, cols, read),
+                ops.call("noc_async_read_barrier", cb["index"]), ops.call("cb_push_back", cb["index"], rows * cols),
+                ops.call("compute_receive", cb["index"], cb["buffer"], "", 0, 0)]
+
+    def window_reads(src, cb: dict, rows: int, cols: int, page) -> list:
+        """A region whose first column is between tile boundaries, known when the kernel runs or not (`LSE[h,
+        seq_start + t * 64:...]`: a variable-length batch's tokens along the columns): the reader builds each page
+        from the 32x32 window of elements it needs (read_window: the pages it overlaps, one at a time, then element by
+        element into the faces; elements outside the matrix are zeros). No page identity: a page holds parts of four."""
+        view = view_of(buffers[src.name])
+        row_axis, col_axis = view.tile_axes
+        zero = tirx.IntImm("int32", 0)
+        base, _ = page_origin(Region(src.buffer, tuple(zero if a in (row_axis, col_axis) else s
+                                                       for a, s in enumerate(src.starts)), src.extents))
+        elem = DATA_FORMATS[src.dtype].tile_bytes // (TILE * TILE)
+        first_row = zero if row_axis == UNIT else src.starts[row_axis]
+        total_rows = 1 if row_axis == UNIT else view.shape[row_axis]
+        first_col = src.starts[col_axis]
+        if row_axis != UNIT:
+            note_row_offsets(first_row, total_rows)
+        note_row_offsets(first_col, view.shape[col_axis])
+
+        def read(tr, tc):
+            return ops.call("read_window", cb["index"], page(tr, tc), src.name, first_row + tr * TILE,
+                            first_col + tc * TILE, total_rows, view.shape[col_axis], base, elem)
         return [ops.call("cb_reserve_back", cb["index"], rows * cols), _tile_loops(rows, cols, read),
                 ops.call("noc_async_read_barrier", cb["index"]), ops.call("cb_push_back", cb["index"], rows * cols),
                 ops.call("compute_receive", cb["index"], cb["buffer"], "", 0, 0)]

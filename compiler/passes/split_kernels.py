@@ -27,7 +27,7 @@ from .. import attrs
 ROLES = (ops.READER, ops.COMPUTE, ops.WRITER)
 PRODUCER_OPS = {"cb_reserve_back", "cb_push_back"}
 CONSUMER_OPS = {"cb_wait_front", "cb_pop_front"}
-MOVER_OPS = {"read_tile", "read_rows", "zero_tile", "noc_async_read_barrier", "mcast_send", "mcast_receive", "mcast_flag_valid",
+MOVER_OPS = {"read_tile", "read_rows", "read_window", "zero_tile", "noc_async_read_barrier", "mcast_send", "mcast_receive", "mcast_flag_valid",
              "fill_reduce_scaler", "write_barrier_before_read"}
 TENSOR_ACCESSOR_IS_DRAM = 2  # TensorAccessorArgs config word for an interleaved DRAM buffer
 
@@ -276,7 +276,7 @@ def _buffers_moved(body) -> list[str]:
 
     def visit(stmt):
         found = ops.intrinsic_of(stmt)
-        if found and found[0].name in ("read_tile", "read_rows", "write_tile", "write_rows"):
+        if found and found[0].name in ("read_tile", "read_rows", "read_window", "write_tile", "write_rows"):
             name = str(found[1][2].value)
             if name not in names:
                 names.append(name)
@@ -290,7 +290,7 @@ def _moves_rows(body) -> bool:
 
     def visit(stmt):
         op = ops.intrinsic_of(stmt)
-        if op and op[0].name == "read_rows":
+        if op and op[0].name in ("read_rows", "read_window"):
             found.append(stmt)
     tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
     return bool(found)
