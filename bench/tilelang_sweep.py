@@ -57,6 +57,7 @@ SIZES = {
     "blk_m": 32, "blk_k": 64, "split_k": 2, "num_stages": 2, "threads": 128, "thread_num": 128,
     "reduce_threads": 32, "streamk_tiles": 4, "enable_rasteration": False, "trans_A": False, "trans_B": False,
     "topk": 4, "batch_sum": 128, "batch_count": 2,
+    "batch_sizes_list": "(64,64)",   # batch_count sizes summing to batch_sum (a tuple: `--param batch_sizes_list=(64,64)`)
 }
 # Sizes at which an example is defined, where the table's are not (not to make it pass: each says why).
 # attention_sink's bhsd forwards keep one sink per query row in `sinks = T.alloc_fragment([heads])` and write and read
@@ -133,9 +134,24 @@ def _dim_of(expr: ast.expr, values: dict) -> int | None:
     return None
 
 
+def _chosen(expr: ast.expr, values: dict) -> ast.expr:
+    """`[M, K] if not trans_b else [K, M]` -> the branch the parameters' values choose (a flag or its negation);
+    any other expression as it is."""
+    if not isinstance(expr, ast.IfExp):
+        return expr
+    test, negate = expr.test, False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negate = test.operand, True
+    if not isinstance(test, ast.Name) or test.id not in values:
+        return expr
+    value = values[test.id]
+    truth = str(value) not in ("False", "false", "0", "None", "") if isinstance(value, str) else bool(value)
+    return _chosen(expr.body if truth != negate else expr.orelse, values)
+
+
 def _tensor_params(fn: ast.FunctionDef, values: dict) -> dict[str, str]:
     """Eager-JIT tensor arguments: `X: T.Tensor((M, N), dtype)` in the body -> "dtype[M,N]"."""
-    local = {t.id: s.value for s in fn.body if isinstance(s, ast.Assign)
+    local = {t.id: _chosen(s.value, values) for s in fn.body if isinstance(s, ast.Assign)
              for t in s.targets if isinstance(t, ast.Name)}
     out = {}
     for s in fn.body:   # factory arguments, and tensors only the body declares (bound when the kernel is called)

@@ -3,6 +3,7 @@
     causal=true|false|1|0         -> bool      (when the default or the annotation is a bool, or the text is a word)
     M=256, scale=0.125            -> int, float (by the default's type; an int default refuses "0.5")
     block=64,128                  -> [64, 128] (a list default, or any text with commas)
+    sizes=(64,128) / [64,128]     -> (64, 128) / [64, 128] (brackets say tuple or list; a tuple default makes a tuple)
     dtype=bfloat16                -> the dtype T.bfloat16 (a dtype default or annotation)
     A=float16[256,128]            -> a tensor argument of an eager-JIT factory (dtype and shape)
 
@@ -98,11 +99,43 @@ def _infer(value):
             return convert(text)
         except ValueError:
             pass
-    if "," in text:
-        return [_infer(part) for part in text.split(",") if part.strip()]
+    if _bracketed(text) or "," in text:
+        return _sequence(text)
+    if text[:1] in "([" or text[-1:] in ")]":
+        raise _Bad("a list of numbers such as 64,128 or (64,128) (its brackets do not match)")
     if is_dtype_text(text):
         return DType(dtype_name(text))
     return value
+
+
+def _bracketed(text: str) -> bool:
+    return len(text) >= 2 and (text[0], text[-1]) in (("(", ")"), ("[", "]"))
+
+
+def _sequence(text: str, item=None):
+    """`64,128`, `(64, 128)` or `[64, 128]` -> a list (a tuple for parentheses) of the items, each converted by
+    `item` (inferred when None: numbers, bools or dtypes; any other word is refused, naming it)."""
+    body = text.strip()
+    kind = tuple if body.startswith("(") else list
+    if not _bracketed(body) and (body[:1] in "([" or body[-1:] in ")]"):
+        raise _Bad("a list of numbers such as 64,128 or (64,128) (its brackets do not match)")
+    if _bracketed(body):
+        body = body[1:-1]
+    parts = [p.strip() for p in body.split(",")]
+    if parts and not parts[-1]:
+        parts.pop()                       # `(64,)`: a trailing comma
+    if any(not p for p in parts) or any(c in p for p in parts for c in "()[]"):
+        raise _Bad("a list of numbers such as 64,128 or (64,128) (no empty or nested items)")
+    items = []
+    for p in parts:
+        if item is not None:
+            items.append(item(p))
+            continue
+        v = _infer(p)
+        if not isinstance(v, DType) and isinstance(v, (str, list, tuple)) or v is None:
+            raise _Bad(f"a list of numbers such as 64,128 or (64,128); `{p}` is not a number")
+        items.append(v)
+    return kind(items)
 
 
 def _by_example(example, value):
@@ -116,9 +149,11 @@ def _by_example(example, value):
     if isinstance(example, float):
         return _float(value)
     if isinstance(example, (list, tuple)):
-        parts = value.split(",") if isinstance(value, str) else [value]
-        items = [_by_example(example[0], p.strip()) if example else _infer(p.strip()) for p in parts if str(p).strip()]
-        return type(example)(items)
+        if isinstance(value, (list, tuple)):
+            return type(example)(value)
+        if not isinstance(value, str):
+            value = str(value)
+        return type(example)(_sequence(value, (lambda p: _by_example(example[0], p)) if example else None))
     if isinstance(example, str):
         return value if isinstance(value, str) else str(value)
     return _infer(value)
