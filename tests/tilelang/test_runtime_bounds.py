@@ -112,6 +112,23 @@ TAIL_SUM = src('''
 ''')
 
 
+def tail_sum_expected(x, w, cu, w_at_start: bool):
+    """NumPy's TAIL_SUM: W's columns at k * 32, or at the sequence's start + k * 32 (`w_at_start`); rows and columns
+    past the tensors' ends read as zeros."""
+    want = np.zeros((2 * 4 * 32, 32))
+    for bz in range(2):
+        start, n = int(cu[bz]), int(cu[bz + 1] - cu[bz])
+        for bx in range(4):
+            for k in range(min(bx, n // 32), -(-n // 32)):
+                rows = np.arange(start + 32 * k, start + 32 * k + 32)
+                tile = np.where((rows < 256)[:, None], x[np.clip(rows, 0, 255)], 0.0)
+                cols = np.arange(32 * k, 32 * k + 32) + (start if w_at_start else 0)
+                wk = np.where(cols < 256, w[bz, np.clip(cols, 0, 255)], 0.0)
+                out = slice((bz * 4 + bx) * 32, (bz * 4 + bx + 1) * 32)
+                want[out] += tile * wk[None, :]
+    return want
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_slice_position_with_a_run_time_value_inside_t_min(arch):
     target = TargetConfig(arch=arch)
@@ -123,15 +140,7 @@ def test_a_slice_position_with_a_run_time_value_inside_t_min(arch):
         cu = np.array(cu, np.int32)
         outcome = emulate(result.artifacts, target=target, inputs={"X": x, "W": w, "cu_seqlens": cu},
                           source=TAIL_SUM, filename="k.py", entry="tail_sum")
-        want = np.zeros((2 * 4 * 32, 32))
-        for bz in range(2):
-            start, n = int(cu[bz]), int(cu[bz + 1] - cu[bz])
-            for bx in range(4):
-                for k in range(min(bx, n // 32), -(-n // 32)):
-                    rows = np.arange(start + 32 * k, start + 32 * k + 32)
-                    tile = np.where((rows < 256)[:, None], x[np.clip(rows, 0, 255)], 0.0)   # past the end: zeros
-                    out = slice((bz * 4 + bx) * 32, (bz * 4 + bx + 1) * 32)
-                    want[out] += tile * w[bz, 32 * k:32 * k + 32][None, :]
+        want = tail_sum_expected(x, w, cu, w_at_start=False)
         assert np.abs(want).max() > 0
         np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-5, atol=1e-5)
         assert outcome.passed, outcome.verification.render()
@@ -252,17 +261,7 @@ def test_columns_read_from_a_run_time_start_between_tile_boundaries(arch):
         cu = np.array(cu, np.int32)
         outcome = emulate(result.artifacts, target=target, inputs={"X": x, "W": w, "cu_seqlens": cu},
                           source=source, filename="k.py", entry="tail_sum")
-        want = np.zeros((2 * 4 * 32, 32))
-        for bz in range(2):
-            start, n = int(cu[bz]), int(cu[bz + 1] - cu[bz])
-            for bx in range(4):
-                for k in range(min(bx, n // 32), -(-n // 32)):
-                    rows = np.arange(start + 32 * k, start + 32 * k + 32)
-                    tile = np.where((rows < 256)[:, None], x[np.clip(rows, 0, 255)], 0.0)
-                    cols = np.arange(start + 32 * k, start + 32 * k + 32)
-                    wk = np.where(cols < 256, w[bz, np.clip(cols, 0, 255)], 0.0)
-                    out = slice((bz * 4 + bx) * 32, (bz * 4 + bx + 1) * 32)
-                    want[out] += tile * wk[None, :]
+        want = tail_sum_expected(x, w, cu, w_at_start=True)
         assert np.abs(want).max() > 0
         np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-5, atol=1e-5)
         assert outcome.passed, outcome.verification.render()
