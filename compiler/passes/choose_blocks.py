@@ -53,6 +53,10 @@ from .tensorize.emit import dst_group
 from .. import attrs, registry
 
 MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
+MIN_MERGED_K_STEPS = 4        # the same for a loop merged by evaluation (an online softmax): a step there is a
+                              # score block's QK^T, exp and P @ V, tens of times a GEMM K step's math per key tile,
+                              # so fewer steps still hide the next step's reads, and each step saved saves a
+                              # rescale of everything the loop carries (wider_steps weighs that)
 MIN_K_STEP_TILES = 4          # a K step shorter than this is taken only when the blocks cannot shrink any more
 OUTPUT_CB_TILES = 16          # an output CB streams a few tiles at a time (2 x a write batch of <= 8)
 SCORE_TILE_CYCLES = 1000      # compute cycles of one score tile of an online-softmax step (QK^T, exp, row max and
@@ -741,7 +745,8 @@ class Chooser:
         best = (cost(layout, blocks), layout, blocks)
         min_step = 2 * width * TILE
         for lay, unfitted in candidates:
-            fitted = self.fit(dict(unfitted), grid_roots, k_roots, depth, budget, True, min_step=min_step)
+            fitted = self.fit(dict(unfitted), grid_roots, k_roots, depth, budget, True, min_step=min_step,
+                              min_steps=MIN_MERGED_K_STEPS)
             if fitted is not None and all(fitted.get(r, 0) >= min_step for r in merged) and \
                     cost(lay, fitted) < best[0] and self.bounds_hold(fitted):
                 best = (cost(lay, fitted), lay, fitted)
@@ -876,12 +881,12 @@ class Chooser:
         return total
 
     def fit(self, blocks: dict, grid_roots, k_roots, depth: int, budget: int, shrink: bool,
-            min_step: int | None = None) -> dict | None:
+            min_step: int | None = None, min_steps: int = MIN_K_STEPS) -> dict | None:
         """Shrink K steps down to MIN_K_STEP_TILES, then (with `shrink`) halve the largest block axis, until the
         CBs fit L1; K steps below MIN_K_STEP_TILES only when no block axis can shrink any more. (Each K step costs
         every DST group of the output block a round of fixed calls, so a 512 x 512 block with a one-tile K step
         is slower than two 512 x 256 blocks with 8-tile steps, although it reads DRAM less.)"""
-        choices = self.k_choices(k_roots)
+        choices = self.k_choices(k_roots, min_steps)
         least = min_step or MIN_K_STEP_TILES * TILE
         wide = [ks for ks in choices if all(v >= min(least, self.largest_k(k_roots)) for v in ks.values())]
         for allowed in ((wide or choices, choices) if shrink else (wide or choices,)):
@@ -903,14 +908,15 @@ class Chooser:
         """The largest K step there is (bytes of the K classes' first step choice)."""
         return max((max(ks.values()) for ks in self.k_choices(k_roots) if ks), default=TILE)
 
-    def k_choices(self, k_roots) -> list[dict]:
-        """K steps from the largest worth pipelining down to one tile (every K class the same number of steps)."""
+    def k_choices(self, k_roots, min_steps: int = MIN_K_STEPS) -> list[dict]:
+        """K steps from the largest worth pipelining (at least `min_steps` steps) down to one tile (every K class the
+        same number of steps)."""
         if not k_roots:
             return [{}]
         out = []
         tiles = [self.tiles(r) for r in k_roots]
         for step in _divisors_desc(tiles[0]):
-            if tiles[0] // step < min(MIN_K_STEPS, tiles[0]) or any(t % step for t in tiles[1:]):
+            if tiles[0] // step < min(min_steps, tiles[0]) or any(t % step for t in tiles[1:]):
                 continue
             out.append({r: step * TILE for r in k_roots})
         return out or [{r: TILE for r in k_roots}]

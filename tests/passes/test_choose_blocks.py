@@ -232,10 +232,13 @@ def test_online_softmax_steps_merge():
         return before
 
     merged = run(choose_blocks, kernel(rescale=True))["main"]
-    assert "loop `kb`: 2048 elements in steps of 64 -> 256 (8 steps; merged steps leave the same results)" \
+    # 4 steps, not a GEMM's 8: each step saved saves a rescale of acc (MIN_MERGED_K_STEPS), on 32-row blocks
+    # that fill the 64 cores
+    assert "loop `kb`: 2048 elements in steps of 64 -> 512 (4 steps; merged steps leave the same results)" \
         in explain(merged)
-    assert list(merged.attrs["tt.buffers"]["k"]["shape"]) == [256, 64]
-    assert list(merged.attrs["tt.buffers"]["s"]["shape"])[1] == 256
+    assert "grid axis `bq`: 2048 elements in blocks of 64 -> 32 (64 blocks)" in explain(merged)
+    assert list(merged.attrs["tt.buffers"]["k"]["shape"]) == [512, 64]
+    assert list(merged.attrs["tt.buffers"]["s"]["shape"])[1] == 512
 
     kept = run(choose_blocks, kernel(rescale=False))["main"]
     assert "loop `kb`: steps as written (loop `kb` carries values other than accumulations" in explain(kept)
