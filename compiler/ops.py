@@ -108,10 +108,10 @@ _OPS = [
     # rows written row by row (from a first row between tile boundaries, or read while the kernel runs; only those
     # kept by a guard): the page's rows [begin, end), each row's two 16-element halves into the DRAM tile that holds
     # it. write_rows(cb, page, tensor, first row, begin, end, the matrix's rows, its first page
-    # row, tile col, element bytes)
-    _op("write_rows", "cb expr name expr expr expr expr expr expr expr",
+    # row, tile col, element bytes, first column inside the tile, columns: 0, 32 for whole rows)
+    _op("write_rows", "cb expr name expr expr expr expr expr expr expr expr expr",
         "write_rows(accessor_{2}, get_read_ptr({0}) + {1:p} * get_tile_size({0}), {3}, {4}, {5}, {6}, {7}, "
-        "{2}_tile_cols, {8}, {9})", {WRITER}),
+        "{2}_tile_cols, {8}, {9}, {10}, {11})", {WRITER}),
     # an int32 output: the writer converts the float32 pages compute packed to int32 in place before writing them
     # (fp32_pages_to_int32: the SFPU typecast's rule, truncation toward zero, saturating; integer operations only)
     _op("pages_to_int32", "cb expr", "fp32_pages_to_int32(get_read_ptr({0}), {1:p} * get_tile_size({0}) / 4)",

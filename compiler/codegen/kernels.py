@@ -194,10 +194,13 @@ WRITE_ROWS = """// Rows [begin, end) of the page at `src` (rows of a block of a 
 // halves into their places in the faces of the DRAM tile that holds it. Rows outside [0, rows) are not written
 // (TileLang's bounds-checked store); the rest of each tile keeps what other writes put there (the next
 // sequence's rows, another core's). A half-row is 32 or 64 bytes at a multiple of 32 bytes in both tiles: NoC
-// writes to DRAM need 16-byte alignment (NOC_DRAM_WRITE_ALIGNMENT_BYTES on Wormhole and Blackhole).
+// writes to DRAM need 16-byte alignment (NOC_DRAM_WRITE_ALIGNMENT_BYTES on Wormhole and Blackhole). Columns
+// [col_off, col_off + ncols) of one tile column only (0, 32: whole rows): each row is shifted in place in L1 first,
+// then only the columns' bytes are written, their source and destination agreeing mod 16.
 template <typename Accessor>
 inline void write_rows(const Accessor& tensor, uint32_t src, int32_t row, int32_t begin, int32_t end, int32_t rows,
-                       uint32_t base, uint32_t tile_cols, uint32_t col, uint32_t elem_bytes) {
+                       uint32_t base, uint32_t tile_cols, uint32_t col, uint32_t elem_bytes, uint32_t col_off,
+                       uint32_t ncols) {
     for (int32_t r = begin < 0 ? 0 : begin; r < end && r < 32; ++r) {
         const int32_t to_row = row + r;
         if (to_row < 0 || to_row >= rows) {
@@ -205,10 +208,31 @@ inline void write_rows(const Accessor& tensor, uint32_t src, int32_t row, int32_
         }
         const uint32_t page = (base + static_cast<uint32_t>(to_row) / 32) * tile_cols + col;
         const uint32_t tr = static_cast<uint32_t>(to_row) % 32;
+        if (col_off > 0) {
+            // the row's columns [0, ncols) move to [col_off, col_off + ncols) in place (last first), so each
+            // element sits at its destination's address mod 16
+            for (uint32_t c = col_off + ncols; c-- > col_off;) {
+                const uint32_t f = c - col_off;
+                const uint32_t to = ((r / 16 * 2 + c / 16) * 256 + r % 16 * 16 + c % 16) * elem_bytes;
+                const uint32_t from = ((r / 16 * 2 + f / 16) * 256 + r % 16 * 16 + f % 16) * elem_bytes;
+                if (elem_bytes == 4) {
+                    *reinterpret_cast<volatile tt_l1_ptr uint32_t*>(src + to) =
+                        *reinterpret_cast<volatile tt_l1_ptr uint32_t*>(src + from);
+                } else {
+                    *reinterpret_cast<volatile tt_l1_ptr uint16_t*>(src + to) =
+                        *reinterpret_cast<volatile tt_l1_ptr uint16_t*>(src + from);
+                }
+            }
+        }
         for (uint32_t h = 0; h < 2; ++h) {
-            const uint32_t from = src + ((r / 16 * 2 + h) * 256 + r % 16 * 16) * elem_bytes;
-            const uint32_t offset = ((tr / 16 * 2 + h) * 256 + tr % 16 * 16) * elem_bytes;
-            noc_async_write(from, get_noc_addr(page, tensor, offset), 16 * elem_bytes);
+            const uint32_t lo = col_off > h * 16 ? col_off : h * 16;
+            const uint32_t hi = col_off + ncols < h * 16 + 16 ? col_off + ncols : h * 16 + 16;
+            if (lo >= hi) {
+                continue;
+            }
+            const uint32_t from = src + ((r / 16 * 2 + h) * 256 + r % 16 * 16 + lo % 16) * elem_bytes;
+            const uint32_t offset = ((tr / 16 * 2 + h) * 256 + tr % 16 * 16 + lo % 16) * elem_bytes;
+            noc_async_write(from, get_noc_addr(page, tensor, offset), (hi - lo) * elem_bytes);
         }
     }
 }"""

@@ -328,7 +328,7 @@ def lower_to_circular_buffers(func, mod, ctx):
                         pages=2 * batch, buffer=dst.name)
             sr0, sc0 = (int(s) // TILE for s in src.starts)
             bounds = {str(k): v for k, v in (call.config or {}).items() if str(k) in ("row_begin", "row_end")}
-            if bounds or shifted_rows(dst):
+            if bounds or shifted_rows(dst) or shifted_cols(dst):
                 return seq([ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, "", 0, 0),
                             _write_batches(cb["index"], dst.name, 0, 0, rows, cols, batch,
                                            write_page=rows_writer(dst, cb, bounds),
@@ -348,7 +348,8 @@ def lower_to_circular_buffers(func, mod, ctx):
                                      or not analyzer.can_prove(tirx.floormod(r.starts[row_axis], TILE) == 0))
 
     def shifted_cols(r) -> bool:
-        """A region whose first column is not on a tile boundary (TTCheckKernel accepted it for a read into a tile)."""
+        """A region whose first column is not on a tile boundary (TTCheckKernel accepted it for a read into a tile,
+        or a write that stays inside one tile column)."""
         col_axis = view_of(buffers[r.name]).tile_axes[1]
         return col_axis != UNIT and not analyzer.can_prove(tirx.floormod(r.starts[col_axis], TILE) == 0)
 
@@ -423,9 +424,17 @@ def lower_to_circular_buffers(func, mod, ctx):
         begin = bounds.get("row_begin", tirx.IntImm("int32", 0))
         end = tirx.min(bounds["row_end"], extent) if "row_end" in bounds else extent
 
+        col_axis = view.tile_axes[1]
+        col_off, ncols = tirx.IntImm("int32", 0), tirx.IntImm("int32", TILE)
+        if col_axis != UNIT and dst.extents[col_axis] < TILE:
+            # the region's columns start at col_off of tile column c0 and end inside it (TTCheckKernel): only they
+            # are written, the tile's other columns may be other blocks'
+            col_off = analyzer.simplify(tirx.floormod(dst.starts[col_axis], TILE))
+            ncols = tirx.IntImm("int32", dst.extents[col_axis])
+
         def write(index, tr, tc):
             return ops.call("write_rows", cb["index"], index, dst.name, first + tr * TILE, begin - tr * TILE,
-                            end - tr * TILE, view.shape[row_axis], base, c0 + tc, elem)
+                            end - tr * TILE, view.shape[row_axis], base, c0 + tc, elem, col_off, ncols)
         return write
 
     body = tvm_ffi.structural_map(func.body, (tirx.TilePrimitiveCall, lower_copy), order="post")

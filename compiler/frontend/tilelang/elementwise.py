@@ -368,8 +368,13 @@ class StoreLowering:
         row_index = target.indices[row_axes[0]]
         cond = value.cond
         atoms = cond.args if isinstance(cond, Logic) and cond.op == "and" else (cond,)
-        if not any(data_loads(a) for a in atoms) and not data_loads(row_index):
-            return None         # positions known when the kernel is built: the element mask does it
+        one_column = len(target.indices) >= 2 and not _parallel_vars(target.indices[-1]) and \
+            not isinstance(target.indices[-1], Const)
+        if not any(data_loads(a) for a in atoms) and not data_loads(row_index) and not one_column:
+            # positions known when the kernel is built: the element mask does it. Not for one column chosen by
+            # block index (`glse[bid, hid * 2 + i, sid]`): its tile is shared with the blocks writing the other
+            # columns; the writer writes the kept rows' element (write_rows), no read-back
+            return None
         begins, ends = [], []
         for a in atoms:
             bound = self.row_bound(a, row)
