@@ -168,6 +168,38 @@ def test_the_approximate_exp_costs_its_llk_instruction_count(make_bundle, run):
         assert saved == pytest.approx(32 * (precise - variants[name][2]), rel=1e-3)
 
 
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_the_packer_flag_writes_cost_their_llk_instruction_count(make_bundle, run, arch):
+    """pack_reconfig_l1_acc and pack_relu_config are a stall and masked config writes in the LLK (Wormhole writes the
+    L1-accumulate bit into each of its four packers' sections, Blackhole's one packer once), not a format
+    reconfiguration: the pack thread's busy time grows by the cost table's count per call, and the output is
+    unchanged (accumulation off, no ReLU)."""
+    costs = device_costs(arch)
+    rng = np.random.default_rng(5)
+    x = bf16(rng.standard_normal((32 * 4, 64)).astype(np.float32))
+    y = bf16(rng.standard_normal((32 * 4, 64)).astype(np.float32))
+    calls = 3
+    variants = {"none": "", "l1_acc": "pack_reconfig_l1_acc(0); " * calls,
+                "relu": "pack_relu_config(ReluConfig::none()); " * calls}
+    pack_busy = {}
+    for name, extra in variants.items():
+        bundle = make_bundle("eltwise", replace={"compute.cpp": [("pack_tile(0, cb_z);",
+                                                                  extra + "\n        pack_tile(0, cb_z);")]})
+        result = run(bundle, {"x": x, "y": y, "cfg": eltwise_cfg()}, arch=arch)
+        np.testing.assert_array_equal(result.outputs["z"], bf16(x + y))
+        pack_busy[name] = sum(s["busy"] for s in program(result)["streams"] if s["risc"] == "TRISC2")
+        if extra:
+            line = next(i for i, text in enumerate((bundle / "compute.cpp").read_text().splitlines(), 1)
+                        if text.strip().startswith(extra.strip()))
+            hit, = [l for l in program(result)["lines"] if l["kernel"] == "compute.cpp" and l["line"] == line]
+            assert hit["risc"] == "TRISC2" and hit["calls"] == x.size // 1024 * calls
+            key = {"l1_acc": "pack_l1_acc_config_cycles", "relu": "pack_relu_config_cycles"}[name]
+            assert hit["busy"] / hit["calls"] == pytest.approx(costs[key], rel=1e-6)
+    # the flags are paid on the pack thread, nothing else in the loop changes
+    assert pack_busy["none"] < pack_busy["l1_acc"] and pack_busy["none"] < pack_busy["relu"]
+    assert device_costs("wormhole_b0")["pack_l1_acc_config_cycles"] > device_costs("blackhole")["pack_l1_acc_config_cycles"]
+
+
 def test_timing_only_gives_the_full_runs_device_time_and_the_model_is_deterministic(matmul):
     full = matmul(config(2))
     again = matmul(config(2))

@@ -989,14 +989,14 @@ void pack_l1_acc(bool enable, Site site) {
     KernelRun& run = compute_run(Api::ComputeConfig, site, "pack_reconfig_l1_acc");
     require_started(run, "pack_reconfig_l1_acc()");
     run.compute->pack_l1_acc = enable;
-    config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
+    config_event(run, {timing::kPack}, timing::costs().pack_l1_acc_config_cycles);
 }
 
 void pack_relu(bool enable, Site site) {
     KernelRun& run = compute_run(Api::ComputeConfig, site, "pack_relu_config");
     require_started(run, "pack_relu_config()");
     run.compute->pack_relu = enable;
-    config_event(run, {timing::kPack}, timing::costs().reconfig_cycles);
+    config_event(run, {timing::kPack}, timing::costs().pack_relu_config_cycles);
 }
 
 // The unpacker's source formats follow each CB's own format here, so a reconfig only checks its CBs exist.

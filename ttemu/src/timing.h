@@ -44,6 +44,8 @@ struct Costs {
 #include "ttemu/sfpu_ops.def"
     double init_hw_startup_cycles = 0, init_fpu_cycles = 0, init_sfpu_cycles = 0, reconfig_cycles = 0,
            tile_regs_cycles = 0;
+    // the packer's L1-accumulate and ReLU flags: a stall and masked register writes, counted from the LLK
+    double pack_l1_acc_config_cycles = 0, pack_relu_config_cycles = 0;
     double dm_arg_cycles = 0, dm_cb_cycles = 0, noc_cmd_cycles = 0, barrier_cycles = 0, sem_cycles = 0,
            mailbox_cycles = 0;
     double noc_bytes_per_cycle = 32, noc_hop_cycles = 9, noc_niu_cycles = 5, noc_mcast_bytes_per_cycle = 22;

@@ -61,6 +61,8 @@ Costs load() {
         {"init_fpu_cycles", &c.init_fpu_cycles},
         {"init_sfpu_cycles", &c.init_sfpu_cycles},
         {"reconfig_cycles", &c.reconfig_cycles},
+        {"pack_l1_acc_config_cycles", &c.pack_l1_acc_config_cycles},
+        {"pack_relu_config_cycles", &c.pack_relu_config_cycles},
         {"tile_regs_cycles", &c.tile_regs_cycles},
         {"dm_arg_cycles", &c.dm_arg_cycles},
         {"dm_cb_cycles", &c.dm_cb_cycles},
