@@ -142,6 +142,21 @@ TILE_OPS = (
                          "0.75, a degree-3 (bf16 DST) to degree-9 (fp32) polynomial, the exponent times ln 2, an "
                          "infinity fix-up"),
                     "std::log1p(x)", call_template=_TEMPLATE_APPROX, init_template=_TEMPLATE_APPROX),)),
+    TileOp("floor", "unary", np.floor, math.floor, tilelang=("floor",), tvm_builtin=False, tvm_scalar="floor", lowering=(
+        Sfpu("Floor", "floor_tile", "rounding_op_tile_init", "eltwise_unary/rounding.h", "unary",
+             Cost("sfpu_instr_floor", 13, "estimate", "[LLK] ckernel_sfpu_rounding_ops.h _floor_body_: the trunc "
+                  "body's 9 instructions, then a compare and an integer add where the value was negative"),
+             "std::floor(x)"),)),
+    TileOp("ceil", "unary", np.ceil, math.ceil, tilelang=("ceil",), tvm_builtin=False, tvm_scalar="ceil", lowering=(
+        Sfpu("Ceil", "ceil_tile", "rounding_op_tile_init", "eltwise_unary/rounding.h", "unary",
+             Cost("sfpu_instr_ceil", 13, "estimate", "[LLK] ckernel_sfpu_rounding_ops.h _ceil_body_: the trunc "
+                  "body's 9 instructions, then a compare and an integer add where the value was positive"),
+             "std::ceil(x)", init_opcode="Floor"),)),
+    TileOp("trunc", "unary", np.trunc, math.trunc, tilelang=("trunc",), tvm_builtin=False, tvm_scalar="trunc", lowering=(
+        Sfpu("Trunc", "trunc_tile", "rounding_op_tile_init", "eltwise_unary/rounding.h", "unary",
+             Cost("sfpu_instr_trunc", 10, "estimate", "[LLK] ckernel_sfpu_rounding_ops.h _trunc_body_: exponent "
+                  "extract, a mask of the fraction bits shifted by it, an and"),
+             "std::trunc(x)", init_opcode="Floor"),)),
     TileOp("silu", "unary", lambda x: x / (ONE + np.exp(-x)), lowered=False),
     TileOp("sum", "reduce", np.sum, combine=np.add, pool="sum"),
     TileOp("max", "reduce", np.max, combine=np.maximum, pool="max"),

@@ -32,12 +32,21 @@ class Case:
     low: float                # inputs drawn from [low, high): the function's domain
     high: float
     header: str               # where ttnn 0.81.1 declares <op>_tile
+    init: str = ""            # the init that configures the SFPU for it (default <op>_tile_init)
+
+    @property
+    def init_call(self) -> str:
+        return self.init or f"{self.op}_tile_init"
 
 
 CASES = [
     Case("erf", math.erf, -3.0, 3.0, "api/compute/eltwise_unary/erf_erfc.h"),
     Case("log1p", math.log1p, -0.9, 3.0, "api/compute/eltwise_unary/log1p.h"),
     Case("rsqrt", lambda x: 1 / math.sqrt(x), 0.05, 4.0, "api/compute/eltwise_unary/rsqrt.h"),
+    # the rounding functions share one init (rounding_op_tile_init); exact, signs of zero included
+    Case("floor", math.floor, -40.0, 40.0, "api/compute/eltwise_unary/rounding.h", "rounding_op_tile_init"),
+    Case("ceil", math.ceil, -40.0, 40.0, "api/compute/eltwise_unary/rounding.h", "rounding_op_tile_init"),
+    Case("trunc", math.trunc, -40.0, 40.0, "api/compute/eltwise_unary/rounding.h", "rounding_op_tile_init"),
 ]
 IDS = [c.op for c in CASES]
 
@@ -95,7 +104,7 @@ def test_the_emulators_sfpu_computes_the_function(make_bundle, run, case):
     """A hand-written compute kernel calling <op>_tile_init / <op>_tile on bf16 tiles (bf16 DST)."""
     bundle = make_bundle("eltwise", prepend={"compute.cpp": "\n".join([
         f'#include "{case.header}"',
-        f"#define OP_INIT copy_init(cb_x); {case.op}_tile_init();",
+        f"#define OP_INIT copy_init(cb_x); {case.init_call}();",
         f"#define OP_BODY copy_tile(cb_x, 0, 0); {case.op}_tile(0);"])})
     x = inputs(case, (64, 96))
     x16 = x.astype(ml_dtypes.bfloat16).astype(np.float32)
@@ -113,7 +122,7 @@ def test_a_tirx_kernel_verifies(case, arch):
     target = TargetConfig(arch=arch)
     result = compile_source(source, filename="k.py", target=target)
     compute = result.artifacts["compute.cpp"].decode()
-    assert f'#include "{case.header}"' in compute and f"{case.op}_tile_init();" in compute
+    assert f'#include "{case.header}"' in compute and f"{case.init_call}();" in compute
     a = inputs(case)
     outcome = emulate(result.artifacts, target=target, source=source, filename="k.py", inputs={"A": a})
     assert outcome.verification.ok, outcome.verification.render()
@@ -143,5 +152,5 @@ def test_the_generated_kernels_pass_the_real_header_check(case, arch):
     report = check_bundle(result.artifacts)
     assert report.passed, report.render()
     real = (sdk_headers.ensure_headers() / "tt_metal" / "hw" / "inc" / case.header).read_text()
-    for name in (f"{case.op}_tile_init", f"{case.op}_tile"):
+    for name in (case.init_call, f"{case.op}_tile"):
         assert f"ALWI void {name}(" in real

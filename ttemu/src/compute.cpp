@@ -624,12 +624,15 @@ float exp_approx_to_dst(const ComputeState& cs, float v) {
     return fmt::float_of(fmt::bits_of(v) & 0xFFFF0000u);
 }
 
+// `op` runs on the configuration its init makes: its own, or another function's whose init it shares (ceil_tile and
+// trunc_tile on floor_tile's rounding_op_tile_init, mask_posinf_tile on mask_tile_init)
 void check_sfpu(KernelRun& run, SfpuOp op, const std::string& call) {
     require_math(run, call);
-    if (run.compute->sfpu != op)
+    const SfpuOp need = sfpu_configured_by(op);
+    if (run.compute->sfpu != need)
         kernel_fail("init", call,
                     strformat("the SFPU is configured by %s; call %s() before this op",
-                              sfpu_init_name(run.compute->sfpu), sfpu_init_name(op)));
+                              sfpu_init_name(run.compute->sfpu), sfpu_init_name(need)));
 }
 }  // namespace
 
@@ -753,7 +756,7 @@ void sfpu_scalar(ScalarOp op, std::uint32_t idst, std::uint32_t param_bits, cons
 void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t odst, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeSfpu, site, name);
     std::string call = strformat("%s(%u, %u, %u)", name, i0, i1, odst);
-    check_sfpu(run, sfpu_configured_by(op), call);
+    check_sfpu(run, op, call);
     check_dst_index(run, i0, call);
     check_dst_index(run, i1, call);
     check_dst_index(run, odst, call);
