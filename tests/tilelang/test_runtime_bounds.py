@@ -129,6 +129,18 @@ def tail_sum_expected(x, w, cu, w_at_start: bool):
     return want
 
 
+def check_tail_sum(result, target, source, x, w, offsets, w_at_start: bool):
+    """The compiled TAIL_SUM variant run with each cu_seqlens of `offsets`, against tail_sum_expected."""
+    for cu in offsets:
+        cu = np.array(cu, np.int32)
+        outcome = emulate(result.artifacts, target=target, inputs={"X": x, "W": w, "cu_seqlens": cu},
+                          source=source, filename="k.py", entry="tail_sum")
+        want = tail_sum_expected(x, w, cu, w_at_start)
+        assert np.abs(want).max() > 0
+        np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-5, atol=1e-5)
+        assert outcome.passed, outcome.verification.render()
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_slice_position_with_a_run_time_value_inside_t_min(arch):
     target = TargetConfig(arch=arch)
@@ -136,14 +148,7 @@ def test_a_slice_position_with_a_run_time_value_inside_t_min(arch):
     rng = np.random.default_rng(9)
     x = rng.uniform(-1, 1, (256, 32)).astype(np.float32)
     w = rng.uniform(-1, 1, (2, 256)).astype(np.float32)
-    for cu in ([0, 70, 200], [13, 45, 256], [0, 128, 200]):
-        cu = np.array(cu, np.int32)
-        outcome = emulate(result.artifacts, target=target, inputs={"X": x, "W": w, "cu_seqlens": cu},
-                          source=TAIL_SUM, filename="k.py", entry="tail_sum")
-        want = tail_sum_expected(x, w, cu, w_at_start=False)
-        assert np.abs(want).max() > 0
-        np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-5, atol=1e-5)
-        assert outcome.passed, outcome.verification.render()
+    check_tail_sum(result, target, TAIL_SUM, x, w, ([0, 70, 200], [13, 45, 256], [0, 128, 200]), w_at_start=False)
 
 
 # an `if` / `else` on a bound divided from a length read while the kernel runs (block_causal_attention_varlen's
@@ -257,14 +262,8 @@ def test_columns_read_from_a_run_time_start_between_tile_boundaries(arch):
     rng = np.random.default_rng(19)
     x = rng.uniform(-1, 1, (256, 32)).astype(np.float32)
     w = rng.uniform(-1, 1, (2, 256)).astype(np.float32)
-    for cu in ([0, 70, 200], [13, 45, 250]):   # starts between tile boundaries; the last window passes the end
-        cu = np.array(cu, np.int32)
-        outcome = emulate(result.artifacts, target=target, inputs={"X": x, "W": w, "cu_seqlens": cu},
-                          source=source, filename="k.py", entry="tail_sum")
-        want = tail_sum_expected(x, w, cu, w_at_start=True)
-        assert np.abs(want).max() > 0
-        np.testing.assert_allclose(outcome.outputs["Y"], want, rtol=1e-5, atol=1e-5)
-        assert outcome.passed, outcome.verification.render()
+    # starts between tile boundaries; the last window passes the end
+    check_tail_sum(result, target, source, x, w, ([0, 70, 200], [13, 45, 250]), w_at_start=True)
 
 
 SHIFTED_BLOCK = src('''
