@@ -4,6 +4,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from schemas.jobs import refusal_label
+
 _recent = threading.local()  # the last CompileError raised on this thread (see recover())
 
 
@@ -40,7 +42,7 @@ class Refusal:
 
     @property
     def label(self) -> str:
-        return "expressible, not yet lowered" if self.expressible else "not expressible on Tenstorrent"
+        return refusal_label(self.expressible)
 
     def __str__(self) -> str:
         return f"{self.label}: {self.reason}"

@@ -198,6 +198,11 @@ class StageRecord(BaseModel):
     detail: str | None = None
 
 
+def refusal_label(expressible: bool) -> str:
+    """What kind of refusal: the words every report of one uses (compiler.errors.Refusal, the job's diagnostic)."""
+    return "expressible, not yet lowered" if expressible else "not expressible on Tenstorrent"
+
+
 class RefusalClass(BaseModel):
     """What kind of refusal a diagnostic is (compiler.errors.Refusal): a construct Tenstorrent has no counterpart
     for, or one it could run that tilefarm does not lower yet."""
@@ -208,7 +213,7 @@ class RefusalClass(BaseModel):
 
     @property
     def label(self) -> str:
-        return "expressible, not yet lowered" if self.expressible else "not expressible on Tenstorrent"
+        return refusal_label(self.expressible)
 
 
 class Diagnostic(BaseModel):
