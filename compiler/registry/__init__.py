@@ -93,6 +93,15 @@ def tvm_scalar_functions() -> dict:
     return out
 
 
+def reduces_on_sfpu(name: str, dtype: str) -> bool:
+    """Does a row reduction `name` of a fragment of `dtype` run on the SFPU (sfpu_reduce) rather than the FPU
+    (reduce_tile)? The FPU's source registers hold TF32, so an fp32 (or int32-as-fp32) max / min there is rounded
+    to 11 significant bits; the SFPU compares DST's values as they are. A reduction the FPU lacks (min) is always
+    on the SFPU; bf16 max stays on the FPU (exact there: bf16 fits TF32)."""
+    op = TILE_OPS[name]
+    return op.kind == "reduce" and op.sfpu_pool is not None and (op.pool is None or dtype == "float32")
+
+
 def _check() -> None:
     """The table's own consistency, at import: a bad entry fails here, naming itself."""
     seen: dict[str, str] = {}
@@ -100,7 +109,7 @@ def _check() -> None:
         for name in (fn.call, fn.opcode):
             if name and seen.setdefault(name, fn.opcode) != fn.opcode:
                 raise ValueError(f"op registry: {name!r} names two SFPU functions")
-        if fn.family != "scalar" and not fn.cpp:
+        if fn.family not in ("scalar", "reduce") and not fn.cpp:
             raise ValueError(f"op registry: SFPU function {fn.opcode} has no arithmetic (cpp)")
         if fn.api and not fn.standard_call:
             raise ValueError(f"op registry: {fn.opcode}'s declarations cannot be generated (not a standard call)")
@@ -124,5 +133,5 @@ _check()
 
 __all__ = ["BINARY", "COSTS", "Cost", "ELEMENTWISE", "FPU_BINARY", "LN2", "REDUCE", "REGISTRY", "Registry",
            "SFPU_FUNCTIONS", "SUPPORTED", "Scale", "Sfpu", "TILELANG_FUNCTIONS", "TILE_OPS", "TileLangFunction",
-           "TileOp", "UNARY", "binary_of_tilelang", "names", "tilelang_function_names", "tilelang_scalars", "tvm_scalar_functions",
+           "TileOp", "UNARY", "binary_of_tilelang", "reduces_on_sfpu", "names", "tilelang_function_names", "tilelang_scalars", "tvm_scalar_functions",
            "unary_of_tilelang"]

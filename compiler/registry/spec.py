@@ -11,7 +11,7 @@ from typing import Callable, Literal
 # What a tile op is, for everything that dispatches on it (check_kernel, choose_blocks, tensorize, the reference).
 Kind = Literal["copy", "cast", "zero", "fill", "gemm", "unary", "binary", "reduce"]
 # How an SFPU function of the compute API takes its operands (decides its C++ signature and emulator entry point).
-Family = Literal["unary", "unary_param", "binary", "scalar"]
+Family = Literal["unary", "unary_param", "binary", "scalar", "reduce"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Sfpu:
 
     `cpp` is the emulator's arithmetic in fp32 as a C++ expression: of `x` (unary), of `x` and the call's scalar
     parameter `s` (unary_param), of `a` and `b` (binary); empty for the `scalar` family (binop_with_scalar, whose
-    calls carry their own operation)."""
+    calls carry their own operation) and the `reduce` family (sfpu_reduce: the emulator's compute.cpp)."""
     opcode: str                   # SfpuOp member: Exp, Log1p, AddBinary, ...
     call: str                     # the API call: exp_tile, add_binary_tile, ...
     init: str                     # the API call that configures the SFPU for it
@@ -66,7 +66,8 @@ class TileOp:
       binop_with_scalar), `scalar_first` the binop_with_scalar call when the scalar is the first operand (None:
       commutative);
     - reduce: `numpy` reduces over axes (keepdims), `combine` merges it into dst with accum, `pool` is
-      reduce_tile's PoolType (sum / max);
+      reduce_tile's PoolType (sum / max: the FPU), `sfpu_pool` sfpu_reduce's (MAX / MIN: the SFPU, exact on
+      fp32; see `reduces_on_sfpu`);
     - copy, cast, zero, fill, gemm: structural, lowered by the passes that know them.
     `lowered=False`: the reference interpreter knows it, the Tenstorrent backend rejects it (a located error)."""
     name: str
@@ -84,6 +85,7 @@ class TileOp:
     with_scalar: Sfpu | tuple[str, str] | None = None
     scalar_first: str | None = None
     pool: str | None = None                # reduce: reduce_tile's PoolType
+    sfpu_pool: str | None = None           # reduce: sfpu_reduce's PoolType (row max / min on the SFPU)
     combine: Callable | None = None        # reduce: how an accumulating reduction merges with dst (NumPy)
 
 

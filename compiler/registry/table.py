@@ -70,6 +70,19 @@ COMPARE_WITH_ZERO = {name: Sfpu(name.capitalize(), f"{name}_tile", f"{name}_tile
 MASK = Sfpu("Mask", "mask_tile", "mask_tile_init", "mask.h", "binary", SIMPLE, "b == 0.0f ? 0.0f : a",
             standard_call=False, api=False)
 
+# sfpu_reduce<pool, format, REDUCE_ROW>(idst, ct_dim, rt_dim) (compute_kernel_api.h): the exact row max / min of
+# fp32 (or bf16) DST tiles, where the FPU's reduce_tile would round fp32 to TF32 in its source registers. Per tile
+# ([LLK] ckernel_sfpu_reduce.h perform_reduce_row_max_tile, 0.81.1): 4 groups of 8 rows, each 8 SFPLOAD, 6 SFPSWAP
+# (the two faces' columns), a horizontal rotate-and-swap butterfly, 2 SFPSTORE. The butterfly is 28 instructions
+# on Wormhole (12 inline + 16 replayed, the last rotate included) and 26 on Blackhole (no last rotate): 176 and 168
+# a tile; the model counts Wormhole's 176 for both (one registry cost), 5.5 per 32-datum row. The per-call setup
+# and the cross-tile combine (ct_dim > 1) are counted by the emulator (src/compute.cpp sfpu_reduce)
+SFPU_REDUCE = Sfpu("Reduce", "sfpu_reduce", "sfpu_reduce_init", "compute_kernel_api.h", "reduce",
+                   Cost("sfpu_instr_reduce_row", 5.5, "derived",
+                        "[LLK] ckernel_sfpu_reduce.h perform_reduce_row_max_tile (0.81.1): 4 x (8 SFPLOAD + 6 SFPSWAP "
+                        "+ 28 butterfly + 2 SFPSTORE) = 176 instructions a tile (Wormhole; Blackhole 168) / 32 rows"),
+                   standard_call=False, api=False)
+
 # The emulator's other SFPU functions: ttnn's kernels and hand-written programs call them; no tile op lowers to them.
 DEVICE_ONLY = (
     Sfpu("Fill", "fill_tile", "fill_tile_init", "eltwise_unary/fill.h", "unary_param", FILL, "s", standard_call=False,
@@ -159,8 +172,8 @@ TILE_OPS = (
              "std::trunc(x)", init_opcode="Floor"),)),
     TileOp("silu", "unary", lambda x: x / (ONE + np.exp(-x)), lowered=False),
     TileOp("sum", "reduce", np.sum, combine=np.add, pool="sum"),
-    TileOp("max", "reduce", np.max, combine=np.maximum, pool="max"),
-    TileOp("min", "reduce", np.min, combine=np.minimum, lowered=False),
+    TileOp("max", "reduce", np.max, combine=np.maximum, pool="max", sfpu_pool="MAX", sfpu=SFPU_REDUCE),
+    TileOp("min", "reduce", np.min, combine=np.minimum, sfpu_pool="MIN", sfpu=SFPU_REDUCE, lowered=False),
 )
 
 # ---- TileLang element functions built from tile ops ---------------------------------------------------------------

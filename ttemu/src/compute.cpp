@@ -1268,6 +1268,92 @@ void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
     count(run, "reduce_tile");
 }
 
+// sfpu_reduce_init<pool, format>: configures the SFPU (its compare-and-swap direction, the replay buffer) for
+// sfpu_reduce; the pool and format it was called for are the ones sfpu_reduce may use
+void sfpu_reduce_init(int pool, std::uint8_t format, Site site) {
+    KernelRun& run = compute_run(Api::ComputeInit, site, "sfpu_reduce_init");
+    require_started(run, strformat("sfpu_reduce_init<%s, %s>()", pool_name(pool), fmt::name(format)));
+    ComputeState& cs = *run.compute;
+    cs.sfpu = SfpuOp::Reduce;
+    cs.sfpu_reduce_pool = pool;
+    cs.sfpu_reduce_format = format;
+    cs.exp_scale = 1.0f;
+    cs.exp_scale_bits = 0x3F800000u;
+    cs.exp_approx = false;
+    config_event(run, {timing::kMath}, timing::costs().init_sfpu_cycles);
+}
+
+namespace {
+// SFPSWAP's order (tt-isa-documentation SFPSWAP.md): FP32 compared as sign-magnitude integers, the total order
+// -NaN < -Inf < ... < -0 < +0 < ... < +Inf < +NaN
+std::int64_t swap_order(float v) {
+    const std::uint32_t u = fmt::bits_of(v);
+    const std::int64_t magnitude = u & 0x7fffffffu;
+    return (u >> 31) ? -magnitude - 1 : magnitude;
+}
+}  // namespace
+
+// sfpu_reduce<MAX|MIN, Float32|Float16_b, REDUCE_ROW>(idst, ct_dim, rt_dim), as ckernel_sfpu_reduce.h computes it
+// (0.81.1, both archs): for each of the rt_dim rows of ct_dim tiles from idst, each tile's 32 rows are reduced by
+// compare-and-swap (exact: no rounding, SFPSWAP's order), and the SFPSTORE of each 4-row group writes the row's
+// extreme to its even columns of the left faces (tile columns 0, 2, ..., 14; the odd ones and faces 1 and 3 keep
+// their data); with ct_dim > 1 those columns of the row's first tile then take the extreme across its tiles.
+// Column 0 of the first tile of each row of tiles holds the result.
+void sfpu_reduce(int pool, int dim, std::uint8_t format, std::uint32_t idst, std::uint32_t ct_dim, std::uint32_t rt_dim,
+                 Site site) {
+    KernelRun& run = compute_run(Api::ComputeSfpu, site, "sfpu_reduce");
+    std::string call = strformat("sfpu_reduce<%s, %s, %s>(dst=%u, ct_dim=%u, rt_dim=%u)", pool_name(pool),
+                                 fmt::name(format), dim_name(dim), idst, ct_dim, rt_dim);
+    check_sfpu(run, SfpuOp::Reduce, call);
+    ComputeState& cs = *run.compute;
+    if (cs.sfpu_reduce_pool != pool || cs.sfpu_reduce_format != format)
+        kernel_fail("init", call,
+                    strformat("sfpu_reduce_init was called for <%s, %s>", pool_name(cs.sfpu_reduce_pool),
+                              fmt::name(cs.sfpu_reduce_format)));
+    if (dim != 0 || (pool != 2 && pool != 3))
+        unsupported(
+            strformat("%s: the emulator computes the row MAX and MIN of sfpu_reduce only", call.c_str()).c_str(), site);
+    if (format != fmt::Float32 && format != fmt::Float16_b)
+        unsupported(strformat("%s: integer formats (the emulator's DST holds floats)", call.c_str()).c_str(), site);
+    if (ct_dim == 0 || rt_dim == 0) kernel_fail("sfpu-reduce", call, "ct_dim and rt_dim must be at least 1");
+    check_dst_index(run, idst + ct_dim * rt_dim - 1, call);
+    // instructions ([LLK] ckernel_sfpu_reduce.h): the registry's per-tile body for each tile; per row of tiles with
+    // ct_dim > 1, the cross-tile combine (max_first_columns_across_tiles: 2 batches of 4 loads, 4 loads and 4 swaps
+    // per further tile, 4 stores); per call, the direction reset (SFPCONFIG, 3 more to select MIN) and the 16
+    // instructions recorded into the replay buffer
+    const timing::Costs& c = timing::costs();
+    const double per_tile = c.sfpu_instr_reduce_row * c.sfpu_rows_per_tile;
+    const double across = ct_dim > 1 ? 2.0 * (8.0 + 8.0 * (ct_dim - 1)) : 0.0;
+    const double setup = 1.0 + (pool == 3 ? 3.0 : 0.0) + 16.0;
+    sfpu_event(run, (rt_dim * (ct_dim * per_tile + across) + setup) / c.sfpu_rows_per_tile);
+    if (timing::math_skipped()) {
+        count(run, "sfpu_reduce");
+        return;
+    }
+    const bool is_max = pool == 2;
+    auto extreme = [&](float a, float b) {
+        return (is_max ? swap_order(b) > swap_order(a) : swap_order(b) < swap_order(a)) ? b : a;
+    };
+    for (std::uint32_t i = 0; i < rt_dim; ++i) {
+        for (std::uint32_t j = 0; j < ct_dim; ++j) {
+            float* d = dst_tile(run, idst + i * ct_dim + j);
+            for (int r = 0; r < 32; ++r) {
+                float m = d[r * 32];
+                for (int col = 1; col < 32; ++col) m = extreme(m, d[r * 32 + col]);
+                for (int col = 0; col < 16; col += 2) d[r * 32 + col] = m;
+            }
+        }
+        float* first = dst_tile(run, idst + i * ct_dim);
+        for (std::uint32_t j = 1; j < ct_dim; ++j) {
+            const float* other = dst_tile(run, idst + i * ct_dim + j);
+            for (int r = 0; r < 32; ++r)
+                for (int col = 0; col < 16; col += 2)
+                    first[r * 32 + col] = extreme(first[r * 32 + col], other[r * 32 + col]);
+        }
+    }
+    count(run, "sfpu_reduce");
+}
+
 // reduce_block_max_row_init: the unpacker and the math MOP for `block_ct` tiles per call ([LLK]
 // llk_math_reduce_custom.h: per tile, GMPOOLs over F0/F1 and F2/F3 into DST row 0 of faces 0 and 2, then one
 // transpose of those rows into column 0), the packer's row-reduce mask.

@@ -206,6 +206,8 @@ struct ComputeState {
     bool exp_approx = false;                     // exp_tile_init<true>: the approximate exp
     bool exp_clamp_negative = true;              // its InputClamping::ClampToNegative (the -88.5 sanitize pass)
     std::uint32_t exp_scale_bits = 0x3F800000u;  // exp_scale's fp32 bits (the approximate exp's constants)
+    int sfpu_reduce_pool = -1;                   // sfpu_reduce_init<pool, format>'s configuration
+    std::uint8_t sfpu_reduce_format = 0;         // (a tt::DataFormat code)
     bool face_transpose = false;                 // copy_tile transposes within each face
     Dst dst_state = Dst::Idle;
     std::uint32_t dst_capacity = 8;

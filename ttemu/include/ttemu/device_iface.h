@@ -155,6 +155,12 @@ void sfpu_binary_raw(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_
 // later exp_tile computes exp(x * scale) until the next init, with the LLK's algorithm (Schraudolph's, bit for bit:
 // compute.cpp's exp_approx_llk) and its instruction count; `clamp_negative`: InputClamping::ClampToNegative
 void sfpu_exp_init(std::uint32_t scale_bits, bool approx, bool clamp_negative, const char* call, Site site);
+// sfpu_reduce_init<pool, format> and sfpu_reduce<pool, format, dim>(idst, ct_dim, rt_dim) (ckernel_sfpu_reduce.h):
+// the exact reduction of the DST tiles idst .. idst + ct_dim * rt_dim - 1 (rt_dim rows of ct_dim tiles); pool and dim
+// numbered as for reduce_init, format a tt::DataFormat code
+void sfpu_reduce_init(int pool, std::uint8_t format, Site site);
+void sfpu_reduce(int pool, int dim, std::uint8_t format, std::uint32_t idst, std::uint32_t ct_dim, std::uint32_t rt_dim,
+                 Site site);
 // copy with each 16x16 face transposed in place (llk_unpack_A_init(transpose_of_faces=false, within_face=true))
 void copy_face_transpose_init(std::uint32_t cb, const char* call, Site site);
 void tile_regs_acquire(Site site);

@@ -1,6 +1,6 @@
 // Subset of compute_kernel_api.h: unary max/min against a scalar given as fp32 bits, the natural logarithm, abs,
-// sign, square (the op registry's, generated); the declarations ttnn's kernel library names (power, SFPU reduce:
-// not emulated).
+// sign, square (the op registry's, generated); the SFPU reduce (row max / min); the declarations ttnn's kernel
+// library names (power: not emulated).
 #pragma once
 #include "api/compute/common_globals.h"
 namespace ckernel {
@@ -50,15 +50,28 @@ ALWI void power_iterative_tile_init(TTEMU_SITE) { ttemu::dev::unsupported("power
 ALWI void power_iterative_tile(std::uint32_t idst, std::uint32_t param0, TTEMU_SITE) {
     ttemu::dev::unsupported("power_iterative_tile", ttemu_site);
 }
-// SFPU reductions within a tile (Int32 and accurate fp32 paths of ttnn's reduce helpers): declared, not emulated
+// SFPU reductions within DST tiles (ckernel_sfpu_reduce.h): row MAX / MIN of float data are emulated; the emulator
+// reports the other pools, column reductions and integer formats as unsupported when they run
 template <PoolType pool_type, DataFormat format, ReduceDim reduce_dim = ReduceDim::REDUCE_COL,
           bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void sfpu_reduce(std::uint32_t idst, std::uint32_t ct_dim = 1, std::uint32_t rt_dim = 1, TTEMU_SITE) {
-    ttemu::dev::unsupported("sfpu_reduce", ttemu_site);
+    static_assert(reduce_dim == ReduceDim::REDUCE_COL ||
+                      (reduce_dim == ReduceDim::REDUCE_ROW &&
+                       (pool_type == PoolType::SUM || pool_type == PoolType::MAX || pool_type == PoolType::MIN)),
+                  "Only column reduction (REDUCE_COL) is supported for all pool types; row reduction (REDUCE_ROW) is "
+                  "only supported for SUM, MAX and MIN");
+    static_assert(format == DataFormat::Float32 || format == DataFormat::Int32 || format == DataFormat::UInt32 ||
+                      format == DataFormat::UInt16 || format == DataFormat::Float16_b,
+                  "Unsupported data format. Supported formats: Float32, Int32, UInt32, UInt16, Float16_b");
+    ttemu::dev::sfpu_reduce(static_cast<int>(pool_type), static_cast<int>(reduce_dim),
+                            static_cast<std::uint8_t>(format), idst, ct_dim, rt_dim, ttemu_site);
 }
 template <PoolType pool_type, DataFormat format, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void sfpu_reduce_init(TTEMU_SITE) {
-    ttemu::dev::unsupported("sfpu_reduce_init", ttemu_site);
+    static_assert(format == DataFormat::Float32 || format == DataFormat::Int32 || format == DataFormat::UInt32 ||
+                      format == DataFormat::UInt16 || format == DataFormat::Float16_b,
+                  "Unsupported data format. Supported formats: Float32, Int32, UInt32, UInt16, Float16_b");
+    ttemu::dev::sfpu_reduce_init(static_cast<int>(pool_type), static_cast<std::uint8_t>(format), ttemu_site);
 }
 }  // namespace ckernel
 #include "ttemu/sfpu_routines.h"
