@@ -554,7 +554,12 @@ class KernelChecker:
         return bool(copy) and copy.name == r.name and region_of(call.args[1]).scope != "global"
 
     def _check_shifted_rows(self, call, r: Region, ext: int, where: str, position: str):
-        """Rows the reader copies one by one into the tiles it builds (read_rows)."""
+        """Rows the reader copies one by one into the tiles it builds (read_rows); fewer than a tile's rows read into
+        a tile (`glse[bz, by, 0:num_split]`, one head's row of a [heads, splits] matrix) come element by element
+        (read_window: the 32x32 window from the region's first row; its rows past the region are the tile's padding)."""
+        if ext % TILE and self._read_into_tile(call, r):
+            self._check_shifted_cols(call, r, where, position)
+            return
         if ext % TILE:
             raise self.error(call, f"{where}: rows read {position} come in whole tiles; extent {ext} is not a "
                                    f"multiple of {TILE}",

@@ -293,7 +293,9 @@ def lower_to_circular_buffers(func, mod, ctx):
 
             def page(tr, tc):
                 return tc * rows + tr if dst.name in column_major else tr * cols + tc
-            if shifted_cols(src):   # columns from a start between tile boundaries: pages built element by element
+            if shifted_cols(src) or (shifted_rows(src) and sub_tile_rows(src)):
+                # columns from a start between tile boundaries, or fewer rows than a tile's from such a start: pages
+                # built element by element
                 return seq(after_writes + window_reads(src, cb, rows, cols, page))
             if shifted_rows(src):   # rows from a start between tile boundaries, known when the kernel runs or not
                 return seq(after_writes + run_time_rows(src, cb, rows, cols, page))
@@ -346,6 +348,10 @@ def lower_to_circular_buffers(func, mod, ctx):
         row_axis = view_of(buffers[r.name]).tile_axes[0]
         return row_axis != UNIT and (reads_at_run_time(r.starts[row_axis])
                                      or not analyzer.can_prove(tirx.floormod(r.starts[row_axis], TILE) == 0))
+
+    def sub_tile_rows(r) -> bool:
+        """A region of fewer rows than a tile's multiple (`glse[bz, by, 0:2]`: one row of a [heads, splits] matrix)."""
+        return r.extents[view_of(buffers[r.name]).tile_axes[0]] % TILE != 0
 
     def shifted_cols(r) -> bool:
         """A region whose first column is not on a tile boundary (TTCheckKernel accepted it for a read into a tile,

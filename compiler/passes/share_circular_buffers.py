@@ -46,36 +46,37 @@ def touched(stmt) -> set[int]:
     return out
 
 
-def advance(stmt, cb: int, pages: int) -> int | None:
-    """Pages pushed into `cb` by one run of `stmt`, modulo the CB's `pages`; None when that is not one number (a
-    loop of a run-time trip count whose body does not advance by whole turns, branches that differ)."""
+def advance(stmt, cb: int, pages: int, moved_by: str = "cb_push_back") -> int | None:
+    """Pages pushed into `cb` (popped from it: `moved_by`) by one run of `stmt`, modulo the CB's `pages`; None when
+    that is not one number (a loop of a run-time trip count whose body does not advance by whole turns, branches
+    that differ)."""
     if isinstance(stmt, tirx.SeqStmt):
         total = 0
         for s in stmt.seq:
-            a = advance(s, cb, pages)
+            a = advance(s, cb, pages, moved_by)
             if a is None:
                 return None
             total += a
         return total % pages
     if isinstance(stmt, tirx.For):
-        a = advance(stmt.body, cb, pages)
+        a = advance(stmt.body, cb, pages, moved_by)
         if a is None:
             return None
         if isinstance(stmt.extent, tirx.IntImm):
             return a * int(stmt.extent) % pages
         return 0 if a == 0 else None
     if isinstance(stmt, tirx.IfThenElse):
-        a = advance(stmt.then_case, cb, pages)
-        b = advance(stmt.else_case, cb, pages) if stmt.else_case is not None else 0
+        a = advance(stmt.then_case, cb, pages, moved_by)
+        b = advance(stmt.else_case, cb, pages, moved_by) if stmt.else_case is not None else 0
         return a if a == b else None
     if isinstance(stmt, (tirx.Evaluate,)):
         found = ops.intrinsic_of(stmt)
-        if found and found[0].name == "cb_push_back" and int(found[1][0]) == cb:
+        if found and found[0].name == moved_by and int(found[1][0]) == cb:
             n = found[1][1]
             return int(n) % pages if isinstance(n, tirx.IntImm) else None
         return 0
     if hasattr(stmt, "body"):
-        return advance(stmt.body, cb, pages)
+        return advance(stmt.body, cb, pages, moved_by)
     return 0 if cb not in touched(stmt) else None
 
 
@@ -122,20 +123,62 @@ def _carried(loop: tirx.For, cb: int) -> bool:
     return _first_op(loop.body, cb) != "cb_reserve_back" or pushed is None or pushed != popped
 
 
+def _at_most_once(loop: tirx.For) -> bool:
+    """A loop of at most one trip (a T.Kernel of several, run by the blocks of its part of the grid): no back-edge,
+    its body ordered as straight-line code."""
+    extent = loop.extent
+    if isinstance(extent, tirx.IntImm):
+        return int(extent) <= 1
+    return isinstance(extent, tirx.Select) and all(isinstance(v, tirx.IntImm) and int(v) <= 1
+                                                   for v in (extent.true_value, extent.false_value))
+
+
 def live_ranges(compute, cbs: list[dict]) -> dict[int, tuple[int, int]]:
     """[first, last] position (statements of the block loop's body in program order, loops entered) that touches
     each intermediate value compute alone pushes and pops, for the values that can share an index (touched only
     inside the block loop, a whole number of turns per block). A range that enters or leaves a loop, or a value a
     loop carries from one trip to the next, covers the whole loop."""
-    split = _block_loop(compute.body)
+    aliased = {c["shares_with"] for c in cbs if c.get("shares_with") is not None}
+    candidates = {c["index"]: c for c in cbs
+                  if c["role"] == "intermediate" and c["producer"] == c["consumer"] == ops.COMPUTE
+                  and c.get("shares_with") is None and c["index"] not in aliased}
+    return ranges_in(compute, candidates)
+
+
+def input_ranges(mod, cbs: list[dict]) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
+    """The inputs a data-movement kernel pushes and compute pops (a mask tile, a staged block of one T.Kernel of
+    several): each value's range in compute and in its producer, each covering every loop it touches but the block
+    loop. Two such values of one producer take turns on an index when both ranges of the first end before those of
+    the second begin: the producer pushes all of the first's pages of a block before it reserves the second's, and
+    compute pops them all before it waits for the second's, so the FIFO holds them in the order both expect, and
+    neither kernel waits on a page the other holds back."""
+    aliased = {c["shares_with"] for c in cbs if c.get("shares_with") is not None}
+    out = {}
+    for role in (ops.READER, ops.WRITER):
+        if role not in [str(gv.name_hint) for gv in mod.functions]:
+            continue
+        candidates = {c["index"]: c for c in cbs
+                      if c["role"] == "input" and c["producer"] == role and c["consumer"] == ops.COMPUTE
+                      and c.get("shares_with") is None and c["index"] not in aliased and not c.get("shard_of")}
+        if not candidates:
+            continue
+        consumed = ranges_in(mod[ops.COMPUTE], candidates, whole_loops=True, moved_by="cb_pop_front")
+        produced = ranges_in(mod[role], candidates, whole_loops=True)
+        out.update({cb: (consumed[cb], produced[cb]) for cb in consumed.keys() & produced.keys()})
+    return out
+
+
+def ranges_in(func, candidates: dict[int, dict], whole_loops: bool = False,
+              moved_by: str = "cb_push_back") -> dict[int, tuple[int, int]]:
+    """Each candidate's [first, last] position in `func`'s block loop (None for a value touched outside it, or
+    moved by a number of pages per block that is not whole turns of its CB). `whole_loops`: a range covers every
+    loop (but the block loop) it touches."""
+    split = _block_loop(func.body)
     if split is None:
         return {}
     before, loop, after = split
     outside = set().union(*(touched(s) for s in before + after)) if before or after else set()
-    aliased = {c["shares_with"] for c in cbs if c.get("shares_with") is not None}
-    candidates = {c["index"]: c for c in cbs
-                  if c["role"] == "intermediate" and c["producer"] == c["consumer"] == ops.COMPUTE
-                  and c.get("shares_with") is None and c["index"] not in aliased and c["index"] not in outside}
+    candidates = {cb: c for cb, c in candidates.items() if cb not in outside}
     ranges: dict[int, list[int]] = {}
     loops: list[tuple[int, int, tirx.For]] = []
     position = [0]
@@ -164,29 +207,37 @@ def live_ranges(compute, cbs: list[dict]) -> dict[int, tuple[int, int]]:
             for cb, span in ranges.items():
                 if span[1] < first or span[0] > last or (span[0] <= first and span[1] >= last):
                     continue
-                if not (first <= span[0] and span[1] <= last) or _carried(inner, cb):
+                if whole_loops:
+                    extend = not _at_most_once(inner)
+                else:
+                    extend = not (first <= span[0] and span[1] <= last) or _carried(inner, cb)
+                if extend:
                     span[0], span[1] = min(span[0], first), max(span[1], last)
                     changed = True
     return {cb: (first, last) for cb, (first, last) in ranges.items()
-            if advance(loop.body, cb, candidates[cb]["num_pages"]) == 0}
+            if advance(loop.body, cb, candidates[cb]["num_pages"], moved_by) == 0}
 
 
-def share(cbs: list[dict], ranges: dict[int, tuple[int, int]], unpack_to_dest: set[int]) -> dict[int, int]:
+def share(cbs: list[dict], ranges: dict[int, tuple], unpack_to_dest: set[int]) -> dict[int, int]:
     """Each value's index -> the index it takes turns on (greedy over live ranges by start: for intervals that is
-    the fewest indices per kind)."""
+    the fewest indices per kind). A range is (first, last) in compute, or a pair of such ranges (compute's, the
+    producer's) for an input, which takes a turn only after both ranges of the turn's last value."""
     by_index = {c["index"]: c for c in cbs}
-    kinds: dict[tuple, list[list[int]]] = {}           # kind -> [[lead index, last statement], ...]
+    kinds: dict[tuple, list[list]] = {}           # kind -> [[lead index, last range], ...]
+
+    def spans(r) -> tuple:
+        return r if isinstance(r[0], tuple) else (r,)
     mapping = {}
-    for cb, (first, last) in sorted(ranges.items(), key=lambda r: (r[1][0], r[0])):
+    for cb, r in sorted(ranges.items(), key=lambda r: (spans(r[1])[0][0], r[0])):
         c = by_index[cb]
-        kind = (c["data_format"], c["page_bytes"], c["num_pages"], cb in unpack_to_dest)
+        kind = (c["role"], c["producer"], c["data_format"], c["page_bytes"], c["num_pages"], cb in unpack_to_dest)
         turns = kinds.setdefault(kind, [])
-        free = next((t for t in turns if t[1] < first), None)
+        free = next((t for t in turns if all(a[1] < b[0] for a, b in zip(spans(t[1]), spans(r)))), None)
         if free is None:
-            turns.append([cb, last])
+            turns.append([cb, r])
         else:
             mapping[cb] = free[0]
-            free[1] = last
+            free[1] = r
     return mapping
 
 
@@ -217,7 +268,7 @@ def share_circular_buffers_in(mod) -> tvm.IRModule:
         return mod
     config = attrs.COMPUTE_CONFIG.get(compute)
     unpack_to_dest = set(config.get("unpack_to_dest_fp32_cbs", []))
-    mapping = share(cbs, live_ranges(compute, cbs), unpack_to_dest)
+    mapping = share(cbs, {**live_ranges(compute, cbs), **input_ranges(mod, cbs)}, unpack_to_dest)
     if not mapping:
         return mod
     holds: dict[int, list[str]] = {}

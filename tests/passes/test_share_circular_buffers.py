@@ -3,11 +3,12 @@ program order, loops whole, one kind of CB, whole turns per block) and the renum
 The end-to-end programs (NumPy, both archs) are in tests/tilelang/test_cb_sharing.py."""
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 
 from compiler import attrs, ops
 from compiler.ir import seq
-from compiler.passes.share_circular_buffers import advance, live_ranges, renumber, share, touched
+from compiler.passes.share_circular_buffers import advance, input_ranges, live_ranges, renumber, share, touched
 
 
 def cb(index: int, pages: int = 2, fmt: str = "Float32", role: str = "intermediate", producer: str = "compute"):
@@ -101,3 +102,52 @@ def test_renumbering_moves_every_cb_argument_and_only_those():
     assert [int(a) for a in found[1]] == [3, 40, 1]       # copy_tile(cb, tile, dst): the tile index stays 40
     assert [int(a) for a in found[2]] == [40, 41, 0]      # pack_tile(dst, cb, tile): the DST slot stays 40
     assert int(found[3][0]) == 3                          # an init's CB is renumbered too
+
+
+def kernels(reader: list, compute: list, cbs: list[dict]) -> tvm.IRModule:
+    """A reader and a compute kernel, each a block loop over the statements given."""
+    def func(body):
+        i = tirx.Var("i", "int32")
+        return attrs.CB_CONFIG.on(tirx.PrimFunc([], seq([tirx.For(i, 0, 4, tirx.ForKind.SERIAL, seq(body))])), cbs)
+    return tvm.IRModule({ops.READER: func(reader), ops.COMPUTE: func(compute)})
+
+
+def pushed(index: int) -> list:
+    return [ops.call("cb_reserve_back", index, 1), ops.call("cb_push_back", index, 1)]
+
+
+def used(index: int) -> list:
+    return [ops.call("cb_wait_front", index, 1), ops.call("copy_tile", index, 0, 0), ops.call("cb_pop_front", index, 1)]
+
+
+def test_inputs_one_producer_moves_in_the_order_compute_uses_them_take_turns():
+    # mask tiles of two T.Kernels of one program: read, used and freed one after the other in both kernels
+    cbs = [cb(6, 1, role="input", producer="reader"), cb(7, 1, role="input", producer="reader")]
+    mod = kernels(pushed(6) + pushed(7), used(6) + used(7), cbs)
+    ranges = input_ranges(mod, cbs)
+    assert ranges == {6: ((0, 2), (0, 1)), 7: ((3, 5), (2, 3))}
+    assert share(cbs, ranges, set()) == {7: 6}
+
+
+def test_inputs_moved_in_another_order_than_compute_uses_them_keep_their_own_index():
+    # the reader pushes v7 before v6, compute takes v6 first: on one FIFO compute would read v7's page as v6's
+    cbs = [cb(6, 1, role="input", producer="reader"), cb(7, 1, role="input", producer="reader")]
+    ranges = input_ranges(kernels(pushed(7) + pushed(6), used(6) + used(7), cbs), cbs)
+    assert share(cbs, ranges, set()) == {}
+
+
+def test_inputs_in_one_loop_of_several_trips_overlap_a_loop_of_at_most_one_trip_orders_them():
+    # per trip v6 then v7: on both kernels each covers the loop (a page of v7 is pushed before the next v6's), so
+    # they keep two indices; a T.Kernel's `in_kernel` loop of at most one trip is straight-line code
+    cbs = [cb(6, 1, role="input", producer="reader"), cb(7, 1, role="input", producer="reader")]
+    mod = kernels([loop(3, pushed(6) + pushed(7))], [loop(3, used(6) + used(7))], cbs)
+    assert share(cbs, input_ranges(mod, cbs), set()) == {}
+    once = tirx.Select(tirx.Var("b", "int32") < 4, tirx.IntImm("int32", 1), tirx.IntImm("int32", 0))
+    mod = kernels([loop(once, pushed(6) + pushed(7))], [loop(once, used(6) + used(7))], cbs)
+    assert share(cbs, input_ranges(mod, cbs), set()) == {7: 6}
+
+
+def test_inputs_of_two_producers_or_an_input_and_an_intermediate_never_share():
+    cbs = [cb(6, role="input", producer="reader"), cb(7, role="input", producer="writer"), cb(24)]
+    ranges = {6: ((0, 2), (0, 1)), 7: ((3, 5), (2, 3)), 24: (6, 8)}
+    assert share(cbs, ranges, set()) == {}

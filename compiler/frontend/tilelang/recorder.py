@@ -677,36 +677,58 @@ class Recorder:
         buf.scratch = True
         return buf
 
-    def orient_vector_writes(self) -> None:
-        """A 1-D vector copied into a slice along one axis of a tensor that another region slices along two (per-row
-        values written into row `sid` of a [num_split, seqlen] scratch the combine reads in blocks:
-        `T.copy(logsum, glse[bid, hid, sid, m * bm:(m + 1) * bm])`): the tensor's tiles span the two axes (TTCheckKernel),
-        so the vector is a row of its tiles when it runs along their columns and a column when it runs along their
-        rows. A vector of the other orientation is transposed into a scratch tile first (transpose_wh on the device)."""
-        tiled: dict[Buffer, tuple] = {}
+    def orient_vectors(self) -> None:
+        """A 1-D slice along one axis of a tensor whose regions slice two axes between them: the tensor's tiles span
+        the two (TTCheckKernel), so the slice is a row of its tiles when it runs along their columns and a column
+        when it runs along their rows. A vector of the other orientation is transposed through a scratch tile
+        (transpose_wh on the device): written, per-row values into row `sid` of a [num_split, seqlen] scratch the
+        combine reads in blocks (`T.copy(logsum, glse[bid, hid, sid, m * bm:(m + 1) * bm])`); read, one head's row of
+        a [heads, num_split] log-sum-exp the split kernel writes a column at a time, spread down the rows of the
+        combine's tile (`lse_local[k, j] = glse[bz, by, k]`)."""
+        used: dict[Buffer, set] = {}
         for _, item, _ in self.lines:
             for a in item.args if isinstance(item, TileOp) else ():
                 if isinstance(a, Region) and a.extents is not None and a.buffer.scope == "global" and not a.buffer.vector:
-                    sliced = tuple(k for k, e in enumerate(a.extents) if e != 1)
-                    if len(sliced) == 2:
-                        tiled.setdefault(a.buffer, sliced)
+                    used.setdefault(a.buffer, set()).update(k for k, e in enumerate(a.extents) if e != 1)
+        tiled = {buf: tuple(sorted(axes)) for buf, axes in used.items() if len(axes) == 2}
         if not tiled:
             return
+
+        def orientation(r: Region) -> str | None:
+            """"row" or "col": the slice's orientation in its tensor's tiles; None unless a 1-D slice of one."""
+            if r.buffer not in tiled or r.extents is None:
+                return None
+            sliced = [k for k, e in enumerate(r.extents) if e != 1]
+            axes = tiled[r.buffer]
+            if len(sliced) != 1 or sliced[0] not in axes:
+                return None
+            return "row" if sliced[0] == axes[1] else "col"
+
+        def scratch(want: str, n: int, dtype: str, scope: str, location) -> Region:
+            tmp = self.temp((1, n) if want == "row" else (n, 1), dtype, scope, location)
+            return Region(tmp, (wrap(0), wrap(0)), tmp.shape)
+
         lines = []
         for depth, item, location in self.lines:
-            if isinstance(item, TileOp) and item.name == "copy" and not item.kwargs and len(item.args) == 2:
+            if isinstance(item, TileOp) and item.name == "copy" and not item.kwargs and len(item.args) == 2 and \
+                    all(isinstance(a, Region) for a in item.args):
                 dst, src = item.args
-                if isinstance(dst, Region) and isinstance(src, Region) and dst.buffer in tiled and src.buffer.vector:
-                    sliced = [k for k, e in enumerate(dst.extents) if e != 1]
-                    axes = tiled[dst.buffer]
-                    if len(sliced) == 1 and sliced[0] in axes:
-                        want = "row" if sliced[0] == axes[1] else "col"
-                        if src.buffer.orient != want:
-                            n = src.extents[0]
-                            tmp = self.temp((1, n) if want == "row" else (n, 1), dst.buffer._dtype, "local", location)
-                            whole = Region(tmp, (wrap(0), wrap(0)), tmp.shape)
-                            lines.append((depth, TileOp("cast", (whole, src), {"transpose": True}), location))
-                            item = TileOp("copy", (dst, whole))
+                if dst.buffer in tiled and src.buffer.vector:           # a vector written into a slice
+                    want = orientation(dst)
+                    if want and src.buffer.orient != want:
+                        whole = scratch(want, src.extents[0], dst.buffer._dtype, "local", location)
+                        lines.append((depth, TileOp("cast", (whole, src), {"transpose": True}), location))
+                        item = TileOp("copy", (dst, whole))
+                elif src.buffer in tiled and dst.buffer.scope != "global" and dst.extents is not None:
+                    want = orientation(src)                              # a slice read into a row or column tile
+                    shape = dst.shape2d()
+                    have = "col" if shape[1] == 1 and shape[0] > 1 else "row" if shape[0] == 1 and shape[1] > 1 \
+                        else None
+                    if want and have and have != want:
+                        whole = scratch(want, max(shape), src.buffer._dtype, "shared", location)
+                        whole.buffer.filled_from_dram = True
+                        lines.append((depth, TileOp("copy", (whole, src)), location))
+                        item = TileOp("cast", (dst, whole), {"transpose": True})
             lines.append((depth, item, location))
         self.lines = lines
 
@@ -725,7 +747,7 @@ class Recorder:
         """The TVMScript text and a map from its 1-based line numbers to the user's locations."""
         if self.kernel_state == "before":
             fail(f"the prim_func `{name}` has no `with T.Kernel(...)` block", location=def_location)
-        self.orient_vector_writes()
+        self.orient_vectors()
         self.hand_over_between_kernels()
         out: list[str] = []
         where: dict[int, SourceLocation] = {}
