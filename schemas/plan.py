@@ -122,7 +122,7 @@ class BufferPlan(_Strict):
         "variable-length batch's sequence offsets, cu_seqlens): random inputs are non-decreasing from 0 to at most it"))
     dtype: Literal["float32", "bfloat16", "float16"]
     declared_dtype: Literal["int32", "int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz",
-                            "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"] | None = Field(
+                            "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "bool"] | None = Field(
         default=None, description="a low-bit tensor as the kernel declares it, stored as `dtype` (bfloat16 holds each "
                                   "of its values exactly); inputs are values of it")
     data_format: DataFormat

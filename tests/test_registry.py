@@ -54,11 +54,15 @@ def test_op_costs_live_in_the_registry_and_reach_every_architecture():
 
 class _Math:
     """A TileLang function expansion evaluated on floats."""
-    exp, sqrt, log2 = math.exp, math.sqrt, math.log2
+    exp, sqrt, log2, trunc = math.exp, math.sqrt, math.log2, math.trunc
 
     @staticmethod
     def max(a, b):
         return max(a, b)
+
+    @staticmethod
+    def select(condition, a, b):
+        return a if condition else b
 
 
 @pytest.mark.parametrize("fn", registry.REGISTRY.tilelang_functions, ids=lambda fn: fn.name)
@@ -67,6 +71,9 @@ def test_each_tilelang_function_expands_to_what_it_computes(fn):
         assert fn.expand(_Math, x) == pytest.approx(fn.scalar(x), rel=1e-12)
     if fn.name == "abs":
         assert fn.expand(_Math, -2.5) == fn.scalar(-2.5) == 2.5
+    if fn.name == "round":      # halves away from zero (CUDA's roundf), not to even
+        for x, want in ((2.5, 3.0), (-2.5, -3.0), (0.49999997, 0.0), (-0.5, -1.0), (-7.25, -7.0)):
+            assert fn.expand(_Math, x) == fn.scalar(x) == want
 
 
 UNARY_KERNEL = textwrap.dedent("""\

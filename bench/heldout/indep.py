@@ -141,6 +141,10 @@ def expect(name, I, P):
         return {"C": f64(I["A"]) @ f64(I["B"]).T}
     if name.startswith("k35"):
         return {"O": np.where(I["Mask"][:, None, :] != 0, f64(I["S"]), 0.0)}
+    if name.startswith("k32"):      # C's float -> int32 conversion: toward zero
+        return {"Bk": np.trunc(f64(I["X"]).astype(np.float32) / np.float32(0.25))}
+    if name.startswith("k28"):
+        return {"O": np.where(I["Mask"][:, None, :], f64(I["S"]), 0.0)}
     return None
 
 

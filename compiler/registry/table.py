@@ -177,6 +177,20 @@ TILE_OPS = (
 )
 
 # ---- TileLang element functions built from tile ops ---------------------------------------------------------------
+def _round_half_away(v: float) -> float:
+    """TileLang's T.round (CUDA's roundf, LLVM's llvm.round): to the nearest integer, halves away from zero; not
+    Python's round (halves to even) nor floor(x + 0.5), whose add rounds 0.49999997 up."""
+    t = math.trunc(v)
+    return float(t + (1 if v - t >= 0.5 else -1 if v - t <= -0.5 else 0))
+
+
+def _round_expand(t, x):
+    """trunc(x), plus one away from zero where the dropped fraction x - trunc(x) (exact: trunc clears fraction bits)
+    is at least a half; ttnn's round_tile rounds halves to even, which T.round does not."""
+    whole = t.trunc(x)
+    return whole + t.select(x - whole >= 0.5, 1.0, 0.0) - t.select(x - whole <= -0.5, 1.0, 0.0)
+
+
 TILELANG_FUNCTIONS = (
     TileLangFunction("log", math.log, lambda t, x: t.log2(x) * LN2, tvm_scalar="log"),
     TileLangFunction("abs", abs, lambda t, x: t.max(x, x * -1.0), tvm_scalar="fabs"),
@@ -184,6 +198,7 @@ TILELANG_FUNCTIONS = (
                      tvm_scalar="sigmoid"),
     TileLangFunction("tanh", math.tanh, lambda t, x: (1.0 / (t.exp(x * -2.0) + 1.0)) * 2.0 - 1.0,   # 2 sigmoid(2x) - 1
                      tvm_scalar="tanh"),
+    TileLangFunction("round", _round_half_away, _round_expand, tvm_scalar="round"),
 )
 
 REGISTRY = Registry(TILE_OPS, TILELANG_FUNCTIONS, DEVICE_ONLY, shared_costs=(SIMPLE, FILL))

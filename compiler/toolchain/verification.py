@@ -62,6 +62,8 @@ def _random(rng, buffer: dict) -> np.ndarray:
         return _row_offsets(rng, shape, buffer["row_offsets"])
     if declared in WIDE_INTEGERS:        # offsets and lengths (read as float32): small, so they cross block bounds
         return rng.integers(0 if declared.startswith("u") else -WIDE_SPREAD, WIDE_SPREAD, size=shape).astype(np.float32)
+    if declared == "bool":               # a mask: 0/1, both present
+        return rng.integers(0, 2, size=shape).astype(np.float32)
     if declared.startswith(("int", "uint")):
         info = np.iinfo(getattr(np, declared)) if declared in ("int8", "uint8") else \
             (-8, 8) if declared == "int4" else (0, 16)
@@ -120,6 +122,8 @@ def as_numbers(name: str, array: np.ndarray, dtype: str) -> np.ndarray:
 
     if array.dtype == ml_dtypes.bfloat16 or np.issubdtype(array.dtype, np.floating) or array.dtype.kind in "iu":
         return array
+    if array.dtype.kind == "b":          # a bool mask: its 0/1 values
+        return array.astype(np.float32)
     if array.dtype.kind == "V" and array.dtype.itemsize == 2 and dtype == "bfloat16":
         return array.view(ml_dtypes.bfloat16)
     if array.dtype.kind == "V" and array.dtype.itemsize == 2:

@@ -288,22 +288,27 @@ BOOL_KEYS = src('''
 ''')
 
 
-@pytest.mark.parametrize("dtype, expressible", [("bool", True), ("float64", False)])
-def test_a_tensor_argument_of_an_unread_dtype_is_refused_at_its_declaration(dtype, expressible):
+def test_a_tensor_argument_of_an_unread_dtype_is_refused_at_its_declaration():
     """Before: refused by the pipeline at the prim_func's decorator line, without a column or a class."""
-    bad = BOOL_KEYS.replace('"bool"', f'"{dtype}"')
+    bad = BOOL_KEYS.replace('"bool"', '"float64"')
     e = error_of(bad, entry="keep_keys")
     line = line_of(bad, "Keep: T.Tensor(")
     assert (e.location.line, e.location.col) == (line, bad.splitlines()[line - 1].index("Keep: T.Tensor") + 1)
-    assert f"`Keep` is {dtype}" in e.message
-    assert e.refusal is not None and e.refusal.expressible is expressible
+    assert "`Keep` is float64" in e.message
+    assert e.refusal is not None and e.refusal.expressible is False
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_the_hinted_int8_key_mask_verifies(arch):
-    _, outcome = run_kernel(BOOL_KEYS.replace('"bool"', "T.int8"), "keep_keys", seed=37,
-                            target=TargetConfig(arch=arch))
+@pytest.mark.parametrize("mask", ['"bool"', "T.int8", "bare bool"])
+def test_a_key_mask_of_bool_or_int8_verifies(arch, mask):
+    # a bool tensor is read as the 0/1 values it holds (bfloat16 holds them exactly, as int8's), used as a
+    # comparison or bare as the condition (`T.if_then_else(Keep[b, j], ...)`)
+    kernel = BOOL_KEYS.replace("Keep[b, j] != 0", "Keep[b, j]") if mask == "bare bool" else \
+        BOOL_KEYS.replace('"bool"', mask)
+    _, outcome = run_kernel(kernel, "keep_keys", seed=37, target=TargetConfig(arch=arch))
     keep = outcome.inputs["Keep"]
+    if mask != "T.int8":
+        assert set(np.unique(keep)) == {0.0, 1.0}       # random masks of both values
     want = np.where(keep[:, None, :] != 0, outcome.inputs["S"], 0.0)
     np.testing.assert_array_equal(outcome.outputs["O"], want)
     assert outcome.passed, outcome.verification.render()

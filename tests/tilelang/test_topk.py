@@ -201,20 +201,31 @@ def test_float_values_stored_to_an_int32_output_truncate_and_saturate(arch):
     np.testing.assert_array_equal(outcome.outputs["Y"], want)
 
 
-def test_float_data_stored_into_an_int32_tile_is_located():
-    source = TOPK.replace("hit_at[i, j] = T.if_then_else(row_max[i] == x[i, j], j, hit_at[i, j])",
-                          "hit_at[i, j] = T.if_then_else(row_max[i] == x[i, j], x[i, j] * 2, hit_at[i, j])")
-    e = error_of(source, entry="topk", params={"index_dtype": "int32"})
-    assert e.location.line == line_of(source, "x[i, j] * 2, hit_at[i, j]")
-    assert "`x[i, j]` is float32 data" in e.message and "`hit_at` is an int32 tile" in e.message
+@pytest.mark.parametrize("arch", ARCHS)
+def test_values_stored_into_an_int32_tile_are_truncated_as_a_gpu_store_truncates_them(arch):
+    """An int32 tile takes what a GPU's int32 store keeps: the value toward zero (`x * 2`, `x * 0.5` of the row
+    maximum). Each rounded in a float32 tile first, then held as the integer."""
+    logits = logits_with_ties(64, 64, seed=5)
+    logits[11, :] = np.minimum(logits[11, :], -0.9)
+    logits[11, 7] = -0.75                                       # a negative maximum: trunc(-1.5) = -1, not -2
 
-
-def test_a_division_into_an_int32_tile_is_located():
-    source = TOPK.replace("T.if_then_else(row_max[i] == x[i, j], j, hit_at[i, j])",
-                          "T.if_then_else(row_max[i] == x[i, j], j / 2, hit_at[i, j])")
-    e = error_of(source, entry="topk", params={"index_dtype": "int32"})
-    assert e.location.line == line_of(source, "j / 2, hit_at[i, j]")
-    assert "int32 tile" in e.message
+    def expected(hit_value) -> np.ndarray:
+        """Each round: the largest of hit_value(x, j) where x is the row maximum, -1 elsewhere."""
+        x = logits.astype(np.float64).copy()
+        cols = np.arange(x.shape[1])[None, :].repeat(x.shape[0], axis=0)
+        out = np.zeros((x.shape[0], 4))
+        for t in range(4):
+            hit = x == x.max(axis=1)[:, None]
+            out[:, t] = np.where(hit, hit_value(x, cols), -1).max(axis=1)
+            x[hit] = -10000.0
+        return out
+    # (`x * 2 + j` would need -20000 + 63 exact: the FPU's TF32 operands hold 11 significant bits)
+    for value, want in (("x[i, j] * 2", expected(lambda x, j: np.trunc(x * 2))),
+                        ("x[i, j] * 0.5", expected(lambda x, j: np.trunc(x * 0.5)))):
+        source = TOPK.replace("T.if_then_else(row_max[i] == x[i, j], j, hit_at[i, j])",
+                              f"T.if_then_else(row_max[i] == x[i, j], {value}, hit_at[i, j])")
+        _, outcome = run(source, "topk", {"logits": logits}, arch, params={"index_dtype": "int32"})
+        np.testing.assert_array_equal(outcome.outputs["indices"], want.astype(np.int32))
 
 
 EAGER_TOPK = src('''

@@ -10,7 +10,7 @@ from .diagnostics import fail
 TILE_DTYPES = ("float16", "bfloat16", "float32")
 # dtypes a TileLang kernel may name that have no Tenstorrent tile format: read exactly as bfloat16, never written
 LOW_BIT = ("int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-           "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn")
+           "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "bool")
 
 
 def declared_as(dtype: str) -> str:

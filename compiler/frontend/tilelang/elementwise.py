@@ -42,6 +42,7 @@ INFINITE_TEST = {("==", False): ("<", -FLT_MAX), ("<=", False): ("<", -FLT_MAX),
                  ("<", True): ("<=", FLT_MAX), ("<=", True): (1, None), (">", True): (0, None)}
 UNARY = registry.unary_of_tilelang()           # T.exp ... -> the unary tile op
 ELEMENT_FUNCTIONS = registry.tilelang_function_names()
+ROUNDING = ("floor", "ceil", "trunc", "round")     # element functions whose values are integers
 
 
 class _TileFunctions:
@@ -50,6 +51,11 @@ class _TileFunctions:
 
     def __getattr__(self, fn):
         return lambda *args: Call(fn, tuple(wrap(a) for a in args))
+
+    @staticmethod
+    def select(condition, a, b):
+        """T.if_then_else(condition, a, b): a condition on data values is a select on the SFPU."""
+        return Select(condition, wrap(a), wrap(b))
 
 
 _TILE_FUNCTIONS = _TileFunctions()
@@ -263,40 +269,28 @@ class StoreLowering:
         return Region(buf, tuple(starts), tuple(extents)), tuple(shape)
 
     # ---- statements --------------------------------------------------------------------------------------------
-    def check_integral(self, target: Load, e) -> None:
-        """A value stored into an int32 tile (held as float32) is an integer wherever the GPU's would be one without
-        a conversion: integer tiles, element indices, comparisons, integer constants, + - * max min of them, selects
-        between them. Anything else the GPU would truncate on the store, which tilefarm does not do in a kernel."""
-        def bad(x, why):
-            self.fail(f"`{describe(x)}` {why}; `{target.buffer.name}` is an int32 tile, which tilefarm keeps as float32 "
-                      "holding integers", hint="compute it in a float32 tile (a GPU would truncate it on this store)",
-                      refusal=Refusal.not_lowered("a value truncated to an integer where it is stored into an int32 "
-                                                  "tile"))
+    @staticmethod
+    def integral(e) -> bool:
+        """Whether a value stored into an int32 tile (held as float32) is an integer without a conversion: integer
+        tiles, element indices, comparisons, integer constants, + - * max min of them, selects between them, the
+        rounding functions and conversions to an integer type."""
         if isinstance(e, Load):
-            if not str(e.buffer.declared or "").startswith(("int", "uint")):
-                bad(e, f"is {e.buffer.declared or e.buffer._dtype} data")
-        elif isinstance(e, Const):
-            if not isinstance(e.value, (int, float)) or not float(e.value).is_integer():
-                bad(e, "is not an integer")
-        elif isinstance(e, Select):
-            self.check_integral(target, e.a)
-            self.check_integral(target, e.b)
-        elif isinstance(e, Bin):
-            if e.op not in ("+", "-", "*", "max", "min"):
-                bad(e, f"uses `{e.op}`, whose result of integers is not an integer here")
-            self.check_integral(target, e.a)
-            self.check_integral(target, e.b)
-        elif isinstance(e, Call):
-            if e.fn not in ("max", "min"):
-                bad(e, "is a float function")
-            for a in e.args:
-                self.check_integral(target, a)
-        elif isinstance(e, Cast):
-            self.check_integral(target, e.x)
+            return str(e.buffer.declared or "").startswith(("int", "uint"))
+        if isinstance(e, Const):
+            return isinstance(e.value, (int, float)) and float(e.value).is_integer()
+        if isinstance(e, Select):
+            return StoreLowering.integral(e.a) and StoreLowering.integral(e.b)
+        if isinstance(e, Bin):
+            return e.op in ("+", "-", "*", "max", "min") and StoreLowering.integral(e.a) and StoreLowering.integral(e.b)
+        if isinstance(e, Call):
+            return e.fn in ROUNDING or (e.fn in ("max", "min") and all(StoreLowering.integral(a) for a in e.args))
+        if isinstance(e, Cast):
+            return str(e.dtype).startswith(("int", "uint")) or StoreLowering.integral(e.x)
+        return True           # an element index, a comparison's 0/1
 
     def store(self, target: Load, value) -> None:
-        if target.buffer.scope != "global" and target.buffer.declared in INTEGER_TILES:
-            self.check_integral(target, value)
+        if target.buffer.scope != "global" and target.buffer.declared in INTEGER_TILES and not self.integral(value):
+            value = Cast("int32", value)      # the GPU's store into an int32 tile truncates toward zero
         self.orient(target, value)
         if len(self.variables) == 2:
             value = self.reoriented(value)
@@ -342,8 +336,11 @@ class StoreLowering:
             self.compute(value, tmp)
             self.emit("copy", dst, tmp)
             return
-        if narrow or self.clobbers(value, dst):
-            tmp = self.temp(shape, "float32" if narrow else dst.buffer.dtype)
+        # an int32 tile takes integers: an expression rounded on the store (T.cast(x * s, "int32")) is computed in a
+        # float32 tile first
+        rounded = dst.buffer.declared in INTEGER_TILES and self.op_count(value) > 1
+        if narrow or rounded or self.clobbers(value, dst):
+            tmp = self.temp(shape, "float32" if narrow or rounded else dst.buffer.dtype)
             self.compute(value, tmp)
             self.emit("copy", dst, tmp)
             return
@@ -560,7 +557,11 @@ class StoreLowering:
             x = self.normalize(e.x)
             if self.is_scalar(x):
                 return Const(self.scalar(x))
-            if str(e.dtype).startswith(("int", "uint", "bool")) or str(e.dtype) in LOW_BIT:
+            if str(e.dtype).startswith(("int", "uint")) and str(e.dtype) not in LOW_BIT:
+                # C's conversion of a float to an integer type drops the fraction (CUDA's cvt.rzi): the tile holds
+                # the integer as a float (exact below 2^24), the store into an integer tensor writes it
+                return Call(UNARY["trunc"], (x,))
+            if str(e.dtype).startswith("bool") or str(e.dtype) in LOW_BIT:
                 self.fail(f"`{describe(e)}` rounds a data value to {e.dtype}; tiles hold float32, bfloat16 or "
                           "float16 and the device does not round to integer or low-bit formats",
                           hint="keep the value in a float dtype")

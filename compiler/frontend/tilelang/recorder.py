@@ -219,6 +219,8 @@ def check_integral(op, dst, location) -> None:
     what = f"`{dst.name}`" + (" (an output)" if dst.scope == "global" else "")
     if dst.scope == "global":     # an int32 output: the writer truncates what compute packed, as a GPU's store does
         return
+    if op.name in ("trunc", "floor", "ceil"):    # integers whatever they round (T.cast to an integer type, T.round)
+        return
     if op.name not in INTEGER_OPS:
         fail(f"T.tile.{op.name} into {what}, an int32 tile: tilefarm keeps int32 tiles as float32 holding integers, "
              "and this op does not keep them integers", hint="compute in a float32 tile", location=location)
