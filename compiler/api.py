@@ -206,8 +206,9 @@ def _log(entry: str, filename: str, target: TargetConfig, timings: dict, plan: d
 
 def emulate(artifacts: dict[str, bytes], *, target: TargetConfig | None = None, inputs=None, source: str | None = None,
             filename: str = "kernel.py", entry: str | None = None, seed: int = 0, workdir: Path | None = None,
-            params: dict | None = None, timing_only: bool = False):
+            params: dict | None = None, timing_only: bool = False, program: Path | None = None):
     """Run compiled artifacts on the emulated device; with `source`, verify against the NumPy reference.
+    `program`: main.cpp built already (else it is built here, cached).
 
     Returns an EmulationOutcome (.outputs, .report with "passed", .verification, .log). Inputs default to
     seeded random arrays. Raises CompileError when the program misbehaves (deadlock, bad access...).
@@ -216,7 +217,7 @@ def emulate(artifacts: dict[str, bytes], *, target: TargetConfig | None = None, 
 
     arch = (target or TargetConfig()).arch
     return emulate_and_verify(artifacts, arch=arch, inputs=inputs, source=source, filename=filename, entry=entry,
-                              seed=seed, workdir=workdir, params=params, timing_only=timing_only)
+                              seed=seed, workdir=workdir, params=params, timing_only=timing_only, program=program)
 
 
 def profile(artifacts: dict[str, bytes], report: dict) -> dict:

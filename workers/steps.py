@@ -49,13 +49,13 @@ def _first_mismatch(verification) -> str | None:
 
 
 def emulate(artifacts: dict[str, bytes], inputs: dict, *, target, source: str | None, filename: str,
-            entry: str | None, params: dict | None, workdir=None) -> Emulated:
-    """compiler.api.emulate: build and run the program on the emulated device, then compare its outputs with the
-    NumPy reference of `source`."""
+            entry: str | None, params: dict | None, workdir=None, program=None) -> Emulated:
+    """compiler.api.emulate: build (`program`: built already) and run the program on the emulated device, then
+    compare its outputs with the NumPy reference of `source`."""
     from compiler import api
 
     result = api.emulate(artifacts, inputs=inputs or None, target=target, source=source, filename=filename,
-                         entry=entry, params=params or None, workdir=workdir)
+                         entry=entry, params=params or None, workdir=workdir, program=program)
     verification = result.verification
     return Emulated(bool(result.passed), {name: npy(array) for name, array in result.outputs.items()}, result.report,
                     result.log, verification.render() if verification is not None else "",

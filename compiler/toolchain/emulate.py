@@ -174,6 +174,12 @@ def build_host_pch(lib: Path) -> Path:
     return header
 
 
+def program_key(main_cpp: bytes) -> str:
+    """The cache key of the host binary of a main.cpp with no headers beside it (a generated bundle's): the key
+    build_program computes for it, so a binary built apart is found under the same name (ttemu-programs/<key>)."""
+    return cache.key(runtime_key(), *PROGRAM_FLAGS, "main.cpp", main_cpp)
+
+
 def build_program(main_cpp: Path, workdir: Path) -> Path:
     """The host binary for `main_cpp` (cached by its content, the headers beside it and the runtime)."""
     main_cpp = Path(main_cpp).resolve()
@@ -229,24 +235,27 @@ def costs_env(arch: str, overrides: dict[str, float] | None = None) -> str:
 
 def run_program(bundle_dir: Path, inputs: dict[str, np.ndarray], workdir: Path, *, arch: str = "wormhole_b0",
                 timeout_s: float = 60, env: dict[str, str] | None = None, timing: bool = True,
-                timing_only: bool = False, cost_overrides: dict[str, float] | None = None) -> EmulationResult:
+                timing_only: bool = False, cost_overrides: dict[str, float] | None = None,
+                program: Path | None = None) -> EmulationResult:
     """Builds (cached) and runs a bundle; raises EmulationError with the emulator's report on failure. With
     `timing` the emulator also runs the timing model (report["timing"]); `timing_only` skips the arithmetic (the
-    outputs are then meaningless) but keeps every check, synchronisation and the modelled device time."""
+    outputs are then meaningless) but keeps every check, synchronisation and the modelled device time. `program`:
+    main.cpp already built (a sandboxed job is given the machine's build: workers/sandbox/client.py)."""
     bundle_dir = Path(bundle_dir).resolve()
     missing = [f for f in BUNDLE_FILES if not (bundle_dir / f).exists()]
     if missing:
         raise EmulationError(f"bundle {bundle_dir} lacks {', '.join(missing)}", kind="bundle")
     return run_host_program(bundle_dir / "main.cpp", inputs, workdir, kernel_dir=bundle_dir, arch=arch,
                             timeout_s=timeout_s, env=env, timing=timing, timing_only=timing_only,
-                            cost_overrides=cost_overrides)
+                            cost_overrides=cost_overrides, program=program)
 
 
 def run_host_program(main_cpp: Path, inputs: dict[str, np.ndarray], workdir: Path, *, kernel_dir: Path | None = None,
                      arch: str = "wormhole_b0", timeout_s: float = 60,
                      env: dict[str, str] | None = None, timing: bool = True,
-                     timing_only: bool = False, cost_overrides: dict[str, float] | None = None) -> EmulationResult:
-    """Builds (cached) and runs any host program written against the emulator's TT-Metalium headers, as
+                     timing_only: bool = False, cost_overrides: dict[str, float] | None = None,
+                     program: Path | None = None) -> EmulationResult:
+    """Builds (cached; `program`: built already) and runs any host program written against the emulator's TT-Metalium headers, as
     `./program <kernel_dir> <inputs> <outputs>` (kernel_dir defaults to main.cpp's directory). Kernels given to
     CreateKernel by a relative path resolve against the working directory, then $TT_METAL_HOME (pass it in `env`
     to run kernels from a TT-Metalium tree, such as ttnn's from the wheel)."""
@@ -258,7 +267,7 @@ def run_host_program(main_cpp: Path, inputs: dict[str, np.ndarray], workdir: Pat
     workdir.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
-    program = build_program(main_cpp, workdir)
+    program = Path(program) if program is not None else build_program(main_cpp, workdir)
     build_seconds = time.perf_counter() - t0
 
     input_dir, output_dir = workdir / "inputs", workdir / "outputs"

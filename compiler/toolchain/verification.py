@@ -155,9 +155,11 @@ def _at_parameter(error: CompileError, inputs: dict, source: str | None, filenam
 def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[str, np.ndarray] | None = None,
                        source: str | None = None, filename: str = "kernel.py", entry: str | None = None,
                        seed: int = 0, workdir: Path | None = None, timeout_s: float = 120,
-                       params: dict | None = None, timing_only: bool = False) -> EmulationOutcome:
+                       params: dict | None = None, timing_only: bool = False,
+                       program: Path | None = None) -> EmulationOutcome:
     """Run the bundle on the emulator; with `source`, also run the reference and compare. `timing_only`: the
-    timing model without the arithmetic (same device time; the outputs are not computed, so nothing is compared)."""
+    timing model without the arithmetic (same device time; the outputs are not computed, so nothing is compared).
+    `program`: the bundle's main.cpp built already (emulate.run_program)."""
     plan = json.loads(artifacts["tt.plan.json"])
     try:
         # timing-only skips the arithmetic, so the values never matter: zeros cost nothing to make (a 4096^2 pair of
@@ -175,7 +177,8 @@ def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[s
             (bundle / name).write_bytes(data)
         t0 = time.perf_counter()
         try:
-            result = run_program(bundle, given, work / "run", arch=arch, timeout_s=timeout_s, timing_only=timing_only)
+            result = run_program(bundle, given, work / "run", arch=arch, timeout_s=timeout_s, timing_only=timing_only,
+                                 program=program)
         except EmulationError as e:
             raise CompileError(f"emulation failed ({e.kind}): {e.message}", stage=STAGE,
                                hint="the generated program misbehaved on the emulated device: a compiler bug") from None

@@ -96,3 +96,40 @@ def test_a_refusal_keeps_its_class_in_the_jobs_diagnostic(tmp_path, sandbox):
     assert not diagnostic.refusal.expressible and "thread and warp indices" in diagnostic.refusal.reason
     assert diagnostic.refusal.label == "not expressible on Tenstorrent"
     assert "note: not expressible on Tenstorrent: " in diagnostic.rendered
+
+
+def test_a_sandboxed_emulate_runs_the_machines_build_of_its_main_cpp(tmp_path, compiled, monkeypatch):
+    """Issue 30: a sandboxed emulate's main.cpp is built apart, in a child that runs no code of the job's, and kept
+    sealed in the machine's cache of host programs (workers/sandbox/client.py emulator_program), which no job
+    writes: the next job with that main.cpp runs that build, and an entry that no longer matches its seal is built
+    again. Each job's outputs still match the reference."""
+    from compiler.toolchain import cache, emulate
+
+    monkeypatch.setenv("TTEMU_RUNTIME_DIR", str(emulate.runtime_root()))  # the machine's runtime, not a new one
+    monkeypatch.setenv("TILEFARM_CACHE_DIR", str(tmp_path / "cache"))
+    entry = tmp_path / "cache" / "ttemu-programs" / emulate.program_key(compiled.artifacts["main.cpp"]) / "program"
+
+    def passes(name: str) -> None:
+        job, _ = run(tmp_path / name, compiled.artifacts, compiled.timings, sandbox=True)
+        assert job.status == "succeeded" and job.verification.passed, job.error
+
+    passes("first")
+    assert cache.intact(entry)
+    built = entry.stat()
+    passes("second")
+    assert (entry.stat().st_ino, entry.stat().st_mtime_ns) == (built.st_ino, built.st_mtime_ns)  # not built again
+    entry.write_bytes(b"\x7fELF damaged")
+    passes("third")
+    assert cache.intact(entry) and entry.read_bytes().startswith(b"\x7fELF") and entry.stat().st_size > 1000
+
+
+def test_emulate_runs_the_program_it_is_given(tmp_path, compiled):
+    """compiler.api.emulate(program=...) runs that program and builds none (what a sandboxed job is handed): one
+    that exits as the emulator does for a device fault fails the run with that fault."""
+    from compiler.errors import CompileError
+
+    given = tmp_path / "program"
+    given.write_text("#!/bin/sh\nexit 7\n")
+    given.chmod(0o755)
+    with pytest.raises(CompileError, match=r"emulation failed \(device\): program exited with status 7"):
+        api.emulate(compiled.artifacts, target=TARGET, program=given, workdir=tmp_path / "work")

@@ -406,17 +406,18 @@ class BuiltProgram(_Answer):
     build_seconds: Seconds
 
 
-def built_program(value: dict, files: dict[str, bytes]) -> tuple[Failed | BuiltProgram, bytes]:
-    """(answer, the executable) of a device program's build: one ELF file, named program."""
-    answer = failed_or("build_device_program", BuiltProgram, value, files)
+def built_program(value: dict, files: dict[str, bytes], op: str = "build_device_program") -> tuple[Failed | BuiltProgram,
+                                                                                                    bytes]:
+    """(answer, the executable) of a host program's build (`op`: for a device, or for the emulator): one ELF file,
+    named program."""
+    answer = failed_or(op, BuiltProgram, value, files)
     if isinstance(answer, Failed):
         return answer, b""
     if set(files) != {"program"}:
-        raise ForgedAnswer("build_device_program", "a build answers exactly one file, program")
+        raise ForgedAnswer(op, "a build answers exactly one file, program")
     program = files["program"]
     if not program.startswith(b"\x7fELF") or len(program) > MAX_PROGRAM_BYTES:
-        raise ForgedAnswer("build_device_program", f"its program is not an executable of at most {MAX_PROGRAM_BYTES} "
-                                                   "bytes")
+        raise ForgedAnswer(op, f"its program is not an executable of at most {MAX_PROGRAM_BYTES} bytes")
     return answer, program
 
 

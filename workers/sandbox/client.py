@@ -313,6 +313,9 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
         buffer = io.BytesIO()
         np.save(buffer, np.ascontiguousarray(array))
         files[f"{name}.npy"] = buffer.getvalue()
+    program = emulator_program(settings, artifacts, plan, stop)
+    if program is not None:
+        files["program"] = program
     result = zygote_for(settings).run("emulate", {
         "target": target.model_dump(mode="json"), "source": source, "filename": filename, "entry": entry,
         "params": params or {}}, limits_for(settings, "emulate"), files, stop=stop)
@@ -321,6 +324,37 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
         raise _error_from(answer.error, "emulate")
     return steps.Emulated(answer.passed, outputs, dict(answer.report), answer.log, answer.verification,
                           answer.first_mismatch or None, [c.model_dump() for c in answer.checks])
+
+
+def emulator_program(settings, artifacts: dict[str, bytes], plan: dict, stop=None) -> bytes | None:
+    """main.cpp built against the emulator's runtime, for the emulate op. Built in a child of its own that runs no
+    code of the job's (main.cpp is the host program of the plan: answers.check_program) and kept in the machine's
+    cache of host programs (ttemu-programs/<emulate.program_key>, sealed; the CLI's builds are there too), which no
+    job can write: every emulate job with that main.cpp (any kernels, any comment in its source) runs it without
+    building (~1 CPU s each). A job's kernels are still compiled in its own child, into its own cache. None when
+    main.cpp is not the plan's program or its build failed: the emulate op then builds it in the job's child and
+    reports what went wrong, as it always did."""
+    from compiler.toolchain import cache
+    from compiler.toolchain.emulate import cache_root, program_key
+
+    try:
+        answers.check_program(artifacts, plan, "emulate")
+    except answers.ForgedAnswer:
+        return None
+    path = cache_root() / "ttemu-programs" / program_key(artifacts["main.cpp"]) / "program"
+    if cache.intact(path):
+        return path.read_bytes()
+    result = zygote_for(settings).run("build_emulator_program", {}, limits_for(settings, "emulate"),
+                                      {"artifact-main.cpp": artifacts["main.cpp"]}, stop=stop)
+    answer, program = answers.built_program(result.value, result.files, "build_emulator_program")
+    if isinstance(answer, answers.Failed):
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    built = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # a pool's threads too
+    built.write_bytes(program)
+    built.chmod(0o755)
+    cache.publish(built, path)
+    return program
 
 
 def _npy(array) -> bytes:

@@ -204,10 +204,16 @@ def _op_emulate(args: dict, work: Path) -> dict:
     from compiler.errors import CompileError
     from schemas.target import TargetConfig
 
+    program = None
+    if (work / "in" / "program").exists():  # main.cpp built apart (build_emulator_program), by no code of the job's
+        program = work / "tmp" / "program"
+        program.write_bytes((work / "in" / "program").read_bytes())
+        program.chmod(0o755)
     try:
         emulated = steps.emulate(_artifacts(work), _read_inputs(work), target=TargetConfig.model_validate(args["target"]),
                                  source=args.get("source"), filename=args.get("filename", "kernel.py"),
-                                 entry=args.get("entry"), params=args.get("params"), workdir=work / "tmp" / "emulate")
+                                 entry=args.get("entry"), params=args.get("params"), workdir=work / "tmp" / "emulate",
+                                 program=program)
     except CompileError as error:
         return _compile_error(error)
     for name, data in emulated.outputs.items():
@@ -309,6 +315,26 @@ def _op_build_device_program(args: dict, work: Path) -> dict:
     return {"ok": True, "build_seconds": seconds}
 
 
+def _op_build_emulator_program(args: dict, work: Path) -> dict:
+    """main.cpp built against the emulator's runtime (seen read-only here), as out/program. No code of the job's runs
+    here: main.cpp is the host program of the plan (answers.check_program), and the kernels are not compiled (the
+    emulated program's JIT does that, in the emulate op's own child)."""
+    import shutil
+    import tempfile
+
+    from compiler.toolchain.emulate import EmulationError, build_program
+
+    bundle = Path(tempfile.mkdtemp(dir=work / "tmp"))
+    (bundle / "main.cpp").write_bytes((work / "in" / "artifact-main.cpp").read_bytes())
+    started = time.perf_counter()
+    try:
+        program = build_program(bundle / "main.cpp", bundle)
+    except EmulationError as error:
+        return {"ok": False, "error": {"stage": "emulate", "message": str(error)[:8000]}}
+    shutil.copyfile(program, work / "out" / "program")
+    return {"ok": True, "build_seconds": time.perf_counter() - started}
+
+
 def _op_header_check(args: dict, work: Path) -> dict:
     from compiler import api
     from schemas.target import TargetConfig
@@ -326,5 +352,6 @@ def _op_check_kernels(args: dict, work: Path) -> dict:
 
 OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,
        "header_check": _op_header_check, "verify": _op_verify, "check_kernels": _op_check_kernels,
-       "build_device_program": _op_build_device_program, "run_on_device": _op_run_on_device}
+       "build_device_program": _op_build_device_program, "build_emulator_program": _op_build_emulator_program,
+       "run_on_device": _op_run_on_device}
 
