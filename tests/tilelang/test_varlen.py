@@ -689,3 +689,22 @@ def test_compiling_a_run_time_trip_count_prints_nothing_on_stderr(capfd):
     capfd.readouterr()
     compile_source(PACKED_GAIN, filename="k.py", entry="packed_gain", target=TargetConfig(arch="wormhole_b0"))
     assert "printer falls back" not in capfd.readouterr().err
+
+
+NESTED_OFFSET = src('''
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), Off: T.Tensor((2,), "int32"), C: T.Tensor((128, 64), "float16")):
+        with T.Kernel(2) as bx:
+            a = T.alloc_shared((64, 64), "float16")
+            g = T.if_then_else(bx * 64 >= Off[1], 1, 0)
+            T.copy(A[Off[g]:Off[g] + 64, 0:64], a)
+            T.copy(a, C[bx * 64:bx * 64 + 64, 0:64])
+''')
+
+
+def test_an_offset_read_at_a_position_itself_read_is_a_classified_refusal():
+    # grouped GEMM's forward: the group found by comparing the block's row with offsets, then its offset read
+    e = error_of(NESTED_OFFSET)
+    assert e.location.line == line_of(NESTED_OFFSET, "T.copy(A[Off[g]")
+    assert "depends on" in e.message and "`Off`" in e.message
+    assert e.refusal is not None and e.refusal.expressible is True

@@ -24,7 +24,7 @@ from ... import registry
 from ...errors import Refusal
 from .base import INTEGER_TILES, LOW_BIT
 from .diagnostics import fail
-from .expr import (VARLEN_HINT, Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, data_loads,
+from .expr import (VARLEN_HINT, run_time_refusal, Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, data_loads,
                    describe, float_text, fold_binary, fold_constant, is_index, read_at_run_time, render_int,
                    render_value, walk, wrap)
 from .recorder import ElementStore, Recorder, Region, TileOp, set_orientation, unify
@@ -248,7 +248,7 @@ class StoreLowering:
             rest = _without(idx, v)
             if rest is None and data_loads(idx):
                 self.fail(read_at_run_time(f"`{describe(load)}`: the position on axis {axis}", data_loads(idx)),
-                          hint=VARLEN_HINT)
+                          hint=VARLEN_HINT, refusal=run_time_refusal())
             if rest is None:
                 self.fail(f"`{describe(load)}`: axis {axis} must be indexed by `start + {v.name}` (one T.Parallel "
                           "variable, unit stride); transposed, strided or data-dependent indexing is outside "

@@ -242,6 +242,15 @@ def read_at_run_time(what: str, loads: list) -> str:
             "kernel is built (variable-length batches indexed by offsets read from a tensor are not lowered)")
 
 
+def run_time_refusal():
+    """The class of read_at_run_time's refusals: expressible (the reader RISC reads elements and computes with them),
+    not lowered for positions that are not an offset read at block-index positions plus indices times sizes."""
+    from ...errors import Refusal
+    return Refusal.not_lowered("a position or count computed from elements read while the kernel runs other than "
+                               "an offset read at block-index positions plus indices times constants (an element "
+                               "read at a position itself read, as grouped GEMM's search for its group)")
+
+
 def is_run_time_index(e) -> bool:
     """An integer of block and loop indices and run-time scalars (`T.ceildiv(cu_seqlens_k[bz + 1] - cu_seqlens_k[bz],
     64)`: a trip count read while the kernel runs)."""

@@ -15,7 +15,7 @@ from ...errors import Refusal
 from .base import LOW_BIT, Missing, Names, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note, user_location
 from .elementwise import lower_parallel
-from .expr import (VARLEN_HINT, Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, data_loads, describe,
+from .expr import (VARLEN_HINT, run_time_refusal, Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, data_loads, describe,
                    fold_constant, index_arith, is_index, is_run_time_index, read_at_run_time, truth01, walk, wrap)
 from .expr import Cast as CastExpr
 from .recorder import Buffer, Region, TileOp, active_recorder, as_region, current, fill_head, scalar_text, unify
@@ -785,7 +785,8 @@ def ceildiv(a, b):
         return (Bin("max", wrap(a), Const(0)) + (b - 1)) // b
     loads = data_loads(wrap(a)) if not isinstance(a, (int, float)) else []
     if loads:
-        fail(read_at_run_time(f"T.ceildiv({describe(wrap(a))}, {describe(wrap(b))})", loads), hint=VARLEN_HINT)
+        fail(read_at_run_time(f"T.ceildiv({describe(wrap(a))}, {describe(wrap(b))})", loads), hint=VARLEN_HINT,
+             refusal=run_time_refusal())
     fail("T.ceildiv takes integer sizes or block indices")
 
 

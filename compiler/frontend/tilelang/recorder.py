@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ...errors import Refusal, SourceLocation
 from .base import TILE_DTYPES, INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
-from .expr import (VARLEN_HINT, DType, Expr, Load, Select, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
+from .expr import (VARLEN_HINT, run_time_refusal, DType, Expr, Load, Select, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
                    is_scalar_load, read_at_run_time, render_int, wrap)
 from .tracing import activate, active_recorder, deactivate  # noqa: F401 (the recorder's API, as before)
 
@@ -101,7 +101,7 @@ class Buffer:
                 loads = [x for x in data_loads(wrap(start)) + data_loads(wrap(stop)) if not is_scalar_load(x)]
                 if loads:
                     fail(read_at_run_time(f"`{self.name}` axis {axis}: the slice's position", loads),
-                         hint=VARLEN_HINT)
+                         hint=VARLEN_HINT, refusal=run_time_refusal())
                 if data_loads(wrap(start)) and affine(wrap(start)) is None:
                     fail(f"`{self.name}` axis {axis}: the slice's position `{describe(wrap(start))}` uses values read "
                          "while the kernel runs in a product, a division or T.min / T.max; tilefarm reads rows at "
