@@ -45,11 +45,11 @@ def _sfpu_ops() -> list[OpSpec]:
     for fn in registry.SFPU_FUNCTIONS:
         if fn.init not in inits:
             inits.add(fn.init)
-            out.append(_op(fn.init, "", f"{fn.init}()", {COMPUTE}, _C + fn.header))
+            out.append(_op(fn.init, "", f"{fn.cpp_init}()", {COMPUTE}, _C + fn.header))
         if fn.call and fn.standard_call:
             args = _SFPU_ARGS[fn.family]
             spelled = ", ".join(f"{{{i}}}" for i in range(len(args.split())))
-            out.append(_op(fn.call, args, f"{fn.call}({spelled})", {COMPUTE}, _C + fn.header))
+            out.append(_op(fn.call, args, f"{fn.cpp_call}({spelled})", {COMPUTE}, _C + fn.header))
     return out
 
 

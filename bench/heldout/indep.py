@@ -129,6 +129,13 @@ def expect(name, I, P):
         x = f64(I["X"])
         r = 1 / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5)
         return {"Y": x * r * f64(I["W"])[None]}
+    if name.startswith("k18"):
+        wp = I["Wp"].astype(np.int64)
+        w = np.empty((wp.shape[0], wp.shape[1] * 2))
+        w[:, 0::2], w[:, 1::2] = (wp & 15) - 8, ((wp >> 4) & 15) - 8
+        return {"C": f64(I["A"]) @ w.T * f64(I["Scale"])[None]}
+    if name.startswith("k27"):
+        return {"W": ((I["Wp"].astype(np.int64) & 15) - 8.0) * f64(I["Scale"])[:, None]}
     if name.startswith("k02"):
         x = f64(I["X"])
         return {"O": (x == x.max(axis=1, keepdims=True)).astype(float)}

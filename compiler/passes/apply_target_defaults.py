@@ -15,7 +15,21 @@ from schemas.target import TargetConfig
 
 from ..ir import op_name, region_of
 from ..target import TILE, core_grid_for, device_for
-from .. import attrs
+from .. import attrs, registry
+from ..errors import CompileError
+
+
+def int32_ops(func) -> list[str]:
+    """The tile ops of the kernel that compute on Int32 (the op registry's `integer` ops), in body order."""
+    found: list[str] = []
+
+    def visit(call):
+        name = op_name(call)
+        if name in registry.TILE_OPS and registry.TILE_OPS[name].integer and name not in found:
+            found.append(name)
+
+    tvm_ffi.structural_walk(func.body, (tirx.TilePrimitiveCall, visit), order="pre")
+    return found
 
 
 def default_fidelity(func, arch: str) -> tuple[str, str]:
@@ -48,9 +62,14 @@ class ApplyTargetDefaults:
         grid = core_grid_for(config)
         buffers = attrs.BUFFERS.get(func)
         fp32 = config.fp32_accumulation
+        integer_ops = int32_ops(func)
         if fp32 is None:  # fp32 DST whenever an fp32 tile passes through it (computed, or staged and copied out):
-            # a 16-bit DST would round an fp32 copy to bfloat16
-            fp32 = any(b["dtype"] == "float32" for b in buffers.values())
+            # a 16-bit DST would round an fp32 copy to bfloat16; Int32 data (bitwise operators) needs all 32 bits
+            fp32 = any(b["dtype"] == "float32" for b in buffers.values()) or bool(integer_ops)
+        elif not fp32 and integer_ops:
+            raise CompileError(f"T.tile.{integer_ops[0]} computes on Int32 in DST, which needs a 32-bit DST; the "
+                               "target sets fp32_accumulation off", stage="target",
+                               hint="leave fp32_accumulation unset (or true) for kernels with bitwise operators")
         if config.math_fidelity is not None:
             fidelity, why = config.math_fidelity, "the target's math_fidelity"
         else:

@@ -15,7 +15,7 @@ How to add an op: compiler/README.md.
 from __future__ import annotations
 
 from .spec import Cost, Registry, Scale, Sfpu, TileLangFunction, TileOp
-from .table import LN2, REGISTRY
+from .table import LN2, REGISTRY, TO_FP32, TO_INT32, int32_of
 
 TILE_OPS: dict[str, TileOp] = {op.name: op for op in REGISTRY.tile_ops}
 
@@ -120,6 +120,9 @@ def _check() -> None:
         names_seen.add(op.name)
         if op.kind == "unary" and op.lowered and not op.lowering:
             raise ValueError(f"op registry: unary tile op {op.name!r} has no lowering")
+        if op.integer and not all(fn.integer for fn in (*op.lowering, op.sfpu, op.with_scalar)
+                                  if isinstance(fn, Sfpu)):
+            raise ValueError(f"op registry: Int32 tile op {op.name!r} lowers to a function of float data")
         if op.kind == "binary" and op.lowered and op.sfpu is None:
             raise ValueError(f"op registry: binary tile op {op.name!r} needs sfpu")
         if op.kind in ("unary", "binary", "reduce") and op.numpy is None:
@@ -131,7 +134,7 @@ def _check() -> None:
 
 _check()
 
-__all__ = ["BINARY", "COSTS", "Cost", "ELEMENTWISE", "FPU_BINARY", "LN2", "REDUCE", "REGISTRY", "Registry",
+__all__ = ["TO_FP32", "TO_INT32", "int32_of", "BINARY", "COSTS", "Cost", "ELEMENTWISE", "FPU_BINARY", "LN2", "REDUCE", "REGISTRY", "Registry",
            "SFPU_FUNCTIONS", "SUPPORTED", "Scale", "Sfpu", "TILELANG_FUNCTIONS", "TILE_OPS", "TileLangFunction",
            "TileOp", "UNARY", "binary_of_tilelang", "reduces_on_sfpu", "names", "tilelang_function_names", "tilelang_scalars", "tvm_scalar_functions",
            "unary_of_tilelang"]

@@ -26,7 +26,8 @@ DEF_FILE = INCLUDE / "ttemu" / "sfpu_ops.def"
 API_DIR = INCLUDE / "api" / "compute"
 BEGIN = "// --- generated from compiler/registry/table.py (python -m compiler.registry.generate): do not edit ---"
 END = "// --- end of generated ---"
-MACROS = ("TTEMU_SFPU_OP", "TTEMU_SFPU_UNARY", "TTEMU_SFPU_BINARY", "TTEMU_SFPU_COST")
+MACROS = ("TTEMU_SFPU_OP", "TTEMU_SFPU_UNARY", "TTEMU_SFPU_BINARY", "TTEMU_SFPU_INT_UNARY", "TTEMU_SFPU_INT_BINARY",
+          "TTEMU_SFPU_COST")
 
 
 class GenerateError(Exception):
@@ -48,22 +49,27 @@ def render_def() -> str:
         "//                                             configures the SFPU for it, that init's name, its cost field",
         "// TTEMU_SFPU_UNARY(Op, param, expr)           DST = expr of x (and of s, the call's scalar, when param)",
         "// TTEMU_SFPU_BINARY(Op, expr)                 DST[odst] = expr of a = DST[idst0], b = DST[idst1]",
+        "// TTEMU_SFPU_INT_UNARY(Op, param, expr)       Int32 in DST: bits = expr of u, the element's uint32_t bits (and",
+        "//                                             of p, the call's parameter, when param)",
+        "// TTEMU_SFPU_INT_BINARY(Op, expr)             Int32 in DST: bits[odst] = expr of the uint32_t bits a and b",
         "// TTEMU_SFPU_COST(key, default)               the per-op cost constants (timing::Costs::key, TTEMU_COSTS key)",
         "//",
-        "// Define the macros you need, then #include this file; it undefines all four.",
+        "// Define the macros you need, then #include this file; it undefines all six.",
     ]
-    for macro, params in zip(MACROS, ("Op, InitOp, init_call, cost", "Op, param, expr", "Op, expr", "key, value")):
+    for macro, params in zip(MACROS, ("Op, InitOp, init_call, cost", "Op, param, expr", "Op, expr", "Op, param, expr",
+                                      "Op, expr", "key, value")):
         lines += [f"#ifndef {macro}", f"#define {macro}({params})", "#endif"]
     lines.append("")
     for fn in SFPU_FUNCTIONS:
         configured_by = by_opcode[fn.init_opcode] if fn.init_opcode else fn
-        lines.append(f'TTEMU_SFPU_OP({fn.opcode}, {configured_by.opcode}, "{configured_by.init}", {fn.cost.key})')
+        lines.append(f'TTEMU_SFPU_OP({fn.opcode}, {configured_by.opcode}, "{configured_by.cpp_init}", {fn.cost.key})')
     lines.append("")
     for fn in SFPU_FUNCTIONS:
+        prefix = "TTEMU_SFPU_INT_" if fn.integer else "TTEMU_SFPU_"
         if fn.family in ("unary", "unary_param"):
-            lines.append(f"TTEMU_SFPU_UNARY({fn.opcode}, {int(fn.family == 'unary_param')}, {fn.cpp})")
+            lines.append(f"{prefix}UNARY({fn.opcode}, {int(fn.family == 'unary_param')}, {fn.cpp})")
         elif fn.family == "binary":
-            lines.append(f"TTEMU_SFPU_BINARY({fn.opcode}, {fn.cpp})")
+            lines.append(f"{prefix}BINARY({fn.opcode}, {fn.cpp})")
     lines.append("")
     for cost in COSTS.values():
         lines.append(f"TTEMU_SFPU_COST({cost.key}, {_number(cost.value)})")

@@ -32,7 +32,13 @@ class Sfpu:
 
     `cpp` is the emulator's arithmetic in fp32 as a C++ expression: of `x` (unary), of `x` and the call's scalar
     parameter `s` (unary_param), of `a` and `b` (binary); empty for the `scalar` family (binop_with_scalar, whose
-    calls carry their own operation) and the `reduce` family (sfpu_reduce: the emulator's compute.cpp)."""
+    calls carry their own operation) and the `reduce` family (sfpu_reduce: the emulator's compute.cpp). An `integer`
+    function works on each DST element's 32-bit pattern (Int32 data in a 32-bit DST): `cpp` is then uint32_t
+    arithmetic of `u` and the call's parameter `p` (unary, unary_param), of `a` and `b` (binary), and the emulator
+    never reads the pattern as a float.
+
+    `spelled` / `init_spelled`: the C++ names at the call site when they are not `call` / `init` (template
+    arguments: `bitwise_and_tile<DataFormat::Int32>`; two typecasts share the C++ name `typecast_tile`)."""
     opcode: str                   # SfpuOp member: Exp, Log1p, AddBinary, ...
     call: str                     # the API call: exp_tile, add_binary_tile, ...
     init: str                     # the API call that configures the SFPU for it
@@ -47,6 +53,17 @@ class Sfpu:
     call_template: str = ""          # the real signatures' template heads and extra parameters (defaults kept)
     init_template: str = ""
     extra_params: str = ""
+    integer: bool = False
+    spelled: str = ""
+    init_spelled: str = ""
+
+    @property
+    def cpp_call(self) -> str:
+        return self.spelled or self.call
+
+    @property
+    def cpp_init(self) -> str:
+        return self.init_spelled or self.init
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,9 @@ class TileOp:
     pool: str | None = None                # reduce: reduce_tile's PoolType
     sfpu_pool: str | None = None           # reduce: sfpu_reduce's PoolType (row max / min on the SFPU)
     combine: Callable | None = None        # reduce: how an accumulating reduction merges with dst (NumPy)
+    commutative: bool = True               # binary: a scalar first operand may swap places (shifts may not)
+    integer: bool = False                  # computes on Int32: the SFPU converts its operands to Int32 in DST first
+                                           # and its result back to fp32 (registry.TO_INT32 / TO_FP32)
 
 
     def scalar_call(self) -> tuple[str, str]:

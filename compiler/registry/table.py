@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,6 +17,40 @@ from .spec import Cost, Registry, Scale, Sfpu, TileLangFunction, TileOp
 LN2 = math.log(2.0)
 ONE = np.float32(1.0)
 _ERF = np.frompyfunc(math.erf, 1, 1)     # NumPy has no erf; math.erf per element (double, then rounded)
+
+def int32_of(x) -> np.ndarray:
+    """fp32 values as the SFPU's typecast to Int32 makes them: truncated toward zero, saturated, NaN by its sign."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(np.where(np.isnan(x), np.where(np.signbit(x), -np.inf, np.inf), x).astype(np.float64))
+    return np.clip(t, -2.0 ** 31, 2.0 ** 31 - 1).astype(np.int32)
+
+
+def _shift_left(a, b, scalar: bool):
+    amount = b.astype(np.int64) if not scalar else np.int64(b) & 0xFFFFFFFF   # a constant is read as unsigned
+    out = (a.astype(np.int64) << np.clip(amount, 0, 31)) & 0xFFFFFFFF
+    return np.where((amount < 0) | (amount >= 32), 0, out).astype(np.uint32).view(np.int32)
+
+
+def _shift_right(a, b, scalar: bool):
+    amount = b.astype(np.int64) if not scalar else np.int64(b) & 0xFFFFFFFF
+    shifted = a.astype(np.int64) >> np.clip(amount, 0, 31)                    # arithmetic
+    if scalar:                                   # right_shift_tile: an amount >= 32 is clamped to 31
+        return shifted.astype(np.int32)
+    return np.where((amount < 0) | (amount >= 32), 0, shifted).astype(np.int32)   # binary_right_shift_tile: 0
+
+
+def _on_int32(fn, *args):
+    """An Int32 tile op on float operands: each converted as the SFPU does (int32_of), `fn` on the integers, the
+    result back to float32 (round to nearest even). A shift's scalar amount (a constant) and a tile's amounts differ
+    outside [0, 31]: `fn` is told which it has."""
+    ints = [int32_of(a) for a in args]
+    if fn in (_shift_left, _shift_right):
+        out = fn(ints[0], ints[1], np.ndim(args[1]) == 0)
+    else:
+        out = fn(*ints)
+    return np.asarray(out, dtype=np.int32).astype(np.float32)
+
 
 # ---- costs several functions share --------------------------------------------------------------------------------
 SIMPLE = Cost("sfpu_instr_simple", 4, "estimate",
@@ -82,6 +117,72 @@ SFPU_REDUCE = Sfpu("Reduce", "sfpu_reduce", "sfpu_reduce_init", "compute_kernel_
                         "[LLK] ckernel_sfpu_reduce.h perform_reduce_row_max_tile (0.81.1): 4 x (8 SFPLOAD + 6 SFPSWAP "
                         "+ 28 butterfly + 2 SFPSTORE) = 176 instructions a tile (Wormhole; Blackhole 168) / 32 rows"),
                    standard_call=False, api=False)
+
+# ---- Int32 in DST (bitwise operators on integer data) ----------------------------------------------------------------
+# Integer data lives in float tiles (exact below 2^24): the SFPU converts the fp32 values to Int32 in DST, computes on
+# the bits and converts back. Semantics as the LLKs compute them (ckernel_sfpu_typecast.h, ckernel_sfpu_bitwise.h,
+# ckernel_sfpu_binary_bitwise.h, ckernel_sfpu_bitwise_not.h, ckernel_sfpu_unary_shift.h, ckernel_sfpu_shift.h): the
+# conversion truncates toward zero and saturates (NaN by its sign), the way back rounds to nearest even; a shift by a
+# constant >= 32 (or < 0, read as unsigned) gives 0 to the left and the sign to the right (clamped to 31), a shift by
+# a tile's amounts outside [0, 31] gives 0 both ways; right shifts of Int32 are arithmetic. Costs: instructions per
+# row of the LLK loops (ttnn 0.81.1, the same on both architectures).
+_I32 = "DataFormat::Int32"
+_TYPECAST_TEMPLATE = "<(uint32_t)DataFormat::{0}, (uint32_t)DataFormat::{1}>"
+TO_INT32 = Sfpu("TypecastFp32Int32", "typecast_fp32_to_int32_tile", "typecast_fp32_to_int32_tile_init",
+                "eltwise_unary/typecast.h", "unary",
+                Cost("sfpu_instr_typecast_fp32_int32", 16, "derived", "[LLK] ckernel_sfpu_typecast.h "
+                     "calculate_typecast_fp32_to_int32: 16 instructions per row (SFPLOAD, 2 SFPLOADI, SFPEXEXP, 2 "
+                     "SFPIADD, SFPEXMAN, SFPSHFT, SFPENCC, the negate's SFPSETCC + SFPIADD, the overflow fix-up's "
+                     "SFPCOMPC + SFPSETCC + SFPIADD, SFPENCC, SFPSTORE)"),
+                "ttemu::dev::int32_of_fp32_bits(u)", api=False, standard_call=True, integer=True,
+                spelled="typecast_tile" + _TYPECAST_TEMPLATE.format("Float32", "Int32"),
+                init_spelled="typecast_tile_init" + _TYPECAST_TEMPLATE.format("Float32", "Int32"))
+TO_FP32 = Sfpu("TypecastInt32Fp32", "typecast_int32_to_fp32_tile", "typecast_int32_to_fp32_tile_init",
+               "eltwise_unary/typecast.h", "unary",
+               Cost("sfpu_instr_typecast_int32_fp32", 4, "derived", "[LLK] ckernel_sfpu_typecast.h "
+                    "calculate_typecast_int32_to_fp32: SFPLOADMACRO, 4 cycles per row (its comment's schedule: "
+                    "abs, cast, setsgn, the -2^31 MAD)"),
+               "ttemu::dev::fp32_bits_of_int32(u)", api=False, standard_call=True, integer=True,
+               spelled="typecast_tile" + _TYPECAST_TEMPLATE.format("Int32", "Float32"),
+               init_spelled="typecast_tile_init" + _TYPECAST_TEMPLATE.format("Int32", "Float32"))
+_DATA_FORMAT_TEMPLATE = "template <DataFormat data_format>"
+
+
+def _int32_fn(opcode, call, init, header, family, cost, cpp):
+    return Sfpu(opcode, call, init, header, family, cost, cpp, integer=True, spelled=f"{call}<{_I32}>",
+                call_template=_DATA_FORMAT_TEMPLATE)
+
+
+BITWISE_SCALAR = {name: _int32_fn(f"Bitwise{name.capitalize()}", f"bitwise_{name}_tile", f"bitwise_{name}_tile_init",
+                                  "eltwise_unary/bitwise.h", "unary_param", SIMPLE, f"u {symbol} p")
+                  for name, symbol in (("and", "&"), ("or", "|"), ("xor", "^"))}
+BITWISE_BINARY = {name: _int32_fn(f"Bitwise{name.capitalize()}Binary", f"bitwise_{name}_binary_tile",
+                                  "binary_bitwise_tile_init", "binary_bitwise_sfpu.h", "binary", SIMPLE,
+                                  f"a {symbol} b") for name, symbol in (("and", "&"), ("or", "|"), ("xor", "^"))}
+BITWISE_BINARY = {name: fn if name == "and" else replace(fn, init_opcode="BitwiseAndBinary")   # one init for the three
+                  for name, fn in BITWISE_BINARY.items()}
+BITWISE_NOT = Sfpu("BitwiseNot", "bitwise_not_tile", "bitwise_not_tile_init", "eltwise_unary/bitwise_not.h", "unary",
+                   SIMPLE, "~u", integer=True)
+LEFT_SHIFT = _int32_fn("LeftShift", "left_shift_tile", "left_shift_tile_init", "eltwise_unary/shift.h", "unary_param",
+                       SIMPLE, "p >= 32u ? 0u : u << p")
+RIGHT_SHIFT = _int32_fn("RightShift", "right_shift_tile", "right_shift_tile_init", "eltwise_unary/shift.h",
+                        "unary_param",
+                        Cost("sfpu_instr_right_shift", 7, "derived", "[LLK] ckernel_sfpu_unary_shift.h "
+                             "calculate_right_shift<Int32>: SFPLOAD, SFPSHFT, v_if(v < 0) (SFPSETCC), SFPOR of the "
+                             "sign mask, SFPENCC, SFPSTORE, loop increment"),
+                        "ttemu::dev::arithmetic_shift_right(u, p >= 32u ? 31u : p)")
+LEFT_SHIFT_BINARY = _int32_fn("LeftShiftBinary", "binary_left_shift_tile", "binary_shift_tile_init", "binary_shift.h",
+                              "binary",
+                              Cost("sfpu_instr_binary_left_shift", 9, "estimate", "[LLK] ckernel_sfpu_shift.h "
+                                   "calculate_binary_left_shift: 2 SFPLOADs, SFPSHFT, the range test shift < 0 || "
+                                   "shift >= 32 (2 SFPSETCC, an SFPIADD), the zeroing move, SFPENCC, SFPSTORE"),
+                              "b >= 32u ? 0u : a << b")     # b read as unsigned: a negative amount is >= 32
+RIGHT_SHIFT_BINARY = replace(_int32_fn(
+    "RightShiftBinary", "binary_right_shift_tile", "binary_shift_tile_init", "binary_shift.h", "binary",
+    Cost("sfpu_instr_binary_right_shift", 16, "estimate", "[LLK] ckernel_sfpu_shift.h calculate_binary_right_shift "
+         "(Int32): 2 SFPLOADs, the negated amount (SFPIADD), SFPSHFT, v_if(value < 0 && shift != 0) (2 SFPSETCC), "
+         "the high ones (SFPLOADI, SFPIADD, SFPSHFT, SFPOR), SFPENCC, the range test and zeroing (4), SFPSTORE"),
+    "b >= 32u ? 0u : ttemu::dev::arithmetic_shift_right(a, b)"), init_opcode="LeftShiftBinary")
 
 # The emulator's other SFPU functions: ttnn's kernels and hand-written programs call them; no tile op lowers to them.
 DEVICE_ONLY = (
@@ -170,6 +271,19 @@ TILE_OPS = (
              Cost("sfpu_instr_trunc", 10, "estimate", "[LLK] ckernel_sfpu_rounding_ops.h _trunc_body_: exponent "
                   "extract, a mask of the fraction bits shifted by it, an and"),
              "std::trunc(x)", init_opcode="Floor"),)),
+    # bitwise operators on integer data (values of int tiles, held in float tiles): Int32 on the SFPU
+    *(TileOp(f"bitwise_{name}", "binary", (lambda f: lambda a, b: _on_int32(f, a, b))(fn), symbol_fn,
+             tilelang=(symbol,), tvm_builtin=False, sfpu=BITWISE_BINARY[name], with_scalar=BITWISE_SCALAR[name],
+             integer=True)
+      for name, symbol, fn, symbol_fn in (("and", "&", np.bitwise_and, lambda a, b: int(a) & int(b)),
+                                          ("or", "|", np.bitwise_or, lambda a, b: int(a) | int(b)),
+                                          ("xor", "^", np.bitwise_xor, lambda a, b: int(a) ^ int(b)))),
+    TileOp("left_shift", "binary", lambda a, b: _on_int32(_shift_left, a, b), tilelang=("<<",), tvm_builtin=False,
+           sfpu=LEFT_SHIFT_BINARY, with_scalar=LEFT_SHIFT, commutative=False, integer=True),
+    TileOp("right_shift", "binary", lambda a, b: _on_int32(_shift_right, a, b), tilelang=(">>",),
+           tvm_builtin=False, sfpu=RIGHT_SHIFT_BINARY, with_scalar=RIGHT_SHIFT, commutative=False, integer=True),
+    TileOp("bitwise_not", "unary", lambda x: _on_int32(np.invert, x), lambda x: float(~int(x)),
+           tilelang=("bitwise_not",), tvm_builtin=False, lowering=(BITWISE_NOT,), integer=True),
     TileOp("silu", "unary", lambda x: x / (ONE + np.exp(-x)), lowered=False),
     TileOp("sum", "reduce", np.sum, combine=np.add, pool="sum"),
     TileOp("max", "reduce", np.max, combine=np.maximum, pool="max", sfpu_pool="MAX", sfpu=SFPU_REDUCE),
@@ -201,4 +315,4 @@ TILELANG_FUNCTIONS = (
     TileLangFunction("round", _round_half_away, _round_expand, tvm_scalar="round"),
 )
 
-REGISTRY = Registry(TILE_OPS, TILELANG_FUNCTIONS, DEVICE_ONLY, shared_costs=(SIMPLE, FILL))
+REGISTRY = Registry(TILE_OPS, TILELANG_FUNCTIONS, DEVICE_ONLY + (TO_INT32, TO_FP32), shared_costs=(SIMPLE, FILL))

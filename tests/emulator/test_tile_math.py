@@ -202,11 +202,12 @@ def test_zero_fill_from_mem_zeros(make_bundle, run):
 
 
 def test_a_declared_but_not_emulated_call_stops_at_its_line(make_bundle, run):
-    """ttnn's kernel library names the whole SFPU catalogue; the calls the emulator does not model (integer typecasts
-    here) are declared with the real signatures and stop the kernel where it calls them."""
+    """ttnn's kernel library names the whole SFPU catalogue; the calls the emulator does not model (typecasts other
+    than Float32 <-> Int32: Float16_b -> Int32 here) are declared with the real signatures and stop the kernel where
+    it calls them."""
     from compiler.toolchain.emulate import EmulationError
     bundle = make_bundle("eltwise", prepend={"compute.cpp": "#define OP_INIT copy_init(cb_x);\n#define OP_BODY "
-                         "copy_tile(cb_x, 0, 0); typecast_tile<0, 8>(0);"})
+                         "copy_tile(cb_x, 0, 0); typecast_tile<5, 8>(0);"})
     with pytest.raises(EmulationError) as info:
         run(bundle, {"x": X, "y": Y, "cfg": eltwise_cfg(cores=1)})
     assert info.value.kind == "unsupported"

@@ -204,34 +204,3 @@ def test_random_verification_inputs_are_values_of_the_declared_dtype():
     a = outcome.inputs["A"]
     np.testing.assert_array_equal(a.astype(ml_dtypes.float8_e4m3fn).astype(np.float32), a)
     assert outcome.passed, outcome.verification.render()
-
-
-NIBBLES = src('''
-    @tilelang.jit
-    def nibbles(N=32, K=64):
-        @T.prim_func
-        def main(Codes: T.Tensor((N, K), T.uint8), Scale: T.Tensor((N,), T.float16), W: T.Tensor((N, K), T.float16)):
-            with T.Kernel(1) as bx:
-                c = T.alloc_shared((N, K), T.uint8)
-                w = T.alloc_fragment((N, K), T.float16)
-                T.copy(Codes, c)
-                for i, j in T.Parallel(N, K):
-                    w[i, j] = (T.cast(c[i, j] & 15, T.float16) - 8.0) * Scale[i]
-                T.copy(w, W)
-        return main
-''')
-
-
-@pytest.mark.parametrize("expr, symbol", [("c[i, j] & 15", "&"), ("(c[i, j] >> 4)", ">>"), ("(c[i, j] | 1)", "|"),
-                                          ("(c[i, j] << 1)", "<<"), ("(~c[i, j])", "~")])
-def test_bitwise_ops_on_integer_codes_are_refused_where_written(expr, symbol):
-    """`codes & 15` (W4A16 unpacking) was read as the logical `and` of two truth values: W came out as
-    (1 - 8) * scale wherever a code was non-zero, and the verification agreed (its reference shares the frontend's
-    reading). Bitwise operators on data are refused at the operator; on comparisons they stay logic."""
-    bad = NIBBLES.replace("c[i, j] & 15", expr)
-    e = error_of(bad, entry="nibbles")
-    line = line_of(bad, "w[i, j] = (T.cast(")
-    assert e.location.line == line
-    assert e.location.col == bad.splitlines()[line - 1].index(expr.strip("()")) + 1     # the operator's expression
-    assert f"bitwise `{symbol}`" in e.message
-    assert e.refusal is not None and e.refusal.expressible

@@ -12,6 +12,8 @@
 //    modelled (HiFi4). The approximate exp (exp_tile_init<true, scale, clamping>) computes what its LLK algorithm
 //    computes, bit for bit (exp_approx_llk below); the other approximation modes are not modelled.
 //  * pack_tile converts DST to the CB format with round-to-nearest-even.
+//  * Int32 in DST (a 32-bit DST only): the typecasts and the bitwise / shift functions of the op registry work on
+//    each element's 32-bit pattern, stored in the fp32 slot as bits and never read as a float in between.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,6 +23,28 @@
 #include "runtime.h"
 
 namespace ttemu {
+namespace dev {
+// Int32 in DST, as the LLKs compute it (ckernel_sfpu_typecast.h, ckernel_sfpu_shift.h, ckernel_sfpu_unary_shift.h)
+std::uint32_t int32_of_fp32_bits(std::uint32_t u) {  // truncate toward zero; saturate; NaN by its sign
+    float x;
+    std::memcpy(&x, &u, 4);
+    const bool negative = (u >> 31) != 0;
+    if (std::isnan(x)) return negative ? 0x80000000u : 0x7fffffffu;
+    if (x >= 2147483648.0f) return 0x7fffffffu;
+    if (x < -2147483648.0f) return 0x80000000u;
+    return static_cast<std::uint32_t>(static_cast<std::int32_t>(std::trunc(x)));
+}
+std::uint32_t fp32_bits_of_int32(std::uint32_t u) {  // SFPCAST: round to nearest even
+    const float x = static_cast<float>(static_cast<std::int32_t>(u));
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    return bits;
+}
+std::uint32_t arithmetic_shift_right(std::uint32_t u, std::uint32_t amount) {  // amount in [0, 31]
+    const std::uint32_t shifted = u >> amount;
+    return (u >> 31) && amount ? shifted | (~0u << (32 - amount)) : shifted;
+}
+}  // namespace dev
 namespace {
 using dev::FpuOp;
 using dev::SfpuOp;
@@ -84,6 +108,18 @@ bool sfpu_takes_param(SfpuOp op) {
     switch (op) {
 #define TTEMU_SFPU_UNARY(Op, param, expr) \
     case SfpuOp::Op: return param;
+#define TTEMU_SFPU_INT_UNARY(Op, param, expr) \
+    case SfpuOp::Op: return param;
+#include "ttemu/sfpu_ops.def"
+        default: return false;
+    }
+}
+bool sfpu_integer(SfpuOp op) {  // works on Int32 bit patterns in DST
+    switch (op) {
+#define TTEMU_SFPU_INT_UNARY(Op, param, expr) \
+    case SfpuOp::Op: return true;
+#define TTEMU_SFPU_INT_BINARY(Op, expr) \
+    case SfpuOp::Op: return true;
 #include "ttemu/sfpu_ops.def"
         default: return false;
     }
@@ -634,6 +670,12 @@ void check_sfpu(KernelRun& run, SfpuOp op, const std::string& call) {
                     strformat("the SFPU is configured by %s; call %s() before this op",
                               sfpu_init_name(run.compute->sfpu), sfpu_init_name(need)));
 }
+// Int32 data needs all 32 bits of each DST element (the compute API's static_asserts and the LLK's INT32 loads)
+void require_int32_dst(KernelRun& run, const std::string& call) {
+    if (!run.compute->fp32_dest)
+        kernel_fail("dst-format", call,
+                    "Int32 data in DST needs a 32-bit DST: set fp32_dest_acc_en in the ComputeConfig (DST_ACCUM_MODE)");
+}
 }  // namespace
 
 void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const char* name, Site site) {
@@ -646,6 +688,25 @@ void sfpu_unary(SfpuOp op, std::uint32_t idst, std::uint32_t param_bits, const c
     const bool approx_exp = op == SfpuOp::Exp && cs.exp_approx;
     sfpu_event(run, approx_exp ? exp_approx_instructions(cs.exp_clamp_negative) : sfpu_instructions(op));
     if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
+    if (sfpu_integer(op)) {
+        require_int32_dst(run, call);
+        float* d = dst_tile(run, idst);
+        const std::uint32_t p = param_bits;
+        for (int e = 0; e < 1024; ++e) {
+            std::uint32_t u, r = 0;
+            std::memcpy(&u, &d[e], 4);
+            switch (op) {
+#define TTEMU_SFPU_INT_UNARY(Op, param, expr) \
+    case SfpuOp::Op: r = (expr); break;
+#include "ttemu/sfpu_ops.def"
+                default: break;
+            }
+            std::memcpy(&d[e], &r, 4);
+        }
+        (void)p;
         count(run, name);
         return;
     }
@@ -760,8 +821,30 @@ void sfpu_binary(SfpuOp op, std::uint32_t i0, std::uint32_t i1, std::uint32_t od
     check_dst_index(run, i0, call);
     check_dst_index(run, i1, call);
     check_dst_index(run, odst, call);
-    sfpu_event(run, timing::costs().sfpu_instr_simple + 1);  // two loads
+    const bool integer = sfpu_integer(op);
+    if (integer) require_int32_dst(run, call);
+    // two loads; an Int32 function's own count (its LLK loop) includes them
+    sfpu_event(run, integer ? sfpu_instructions(op) : timing::costs().sfpu_instr_simple + 1);
     if (timing::math_skipped()) {
+        count(run, name);
+        return;
+    }
+    if (integer) {
+        std::uint32_t in0[1024], in1[1024];
+        std::memcpy(in0, dst_tile(run, i0), sizeof in0);
+        std::memcpy(in1, dst_tile(run, i1), sizeof in1);
+        float* d = dst_tile(run, odst);
+        for (int e = 0; e < 1024; ++e) {
+            const std::uint32_t a = in0[e], b = in1[e];
+            std::uint32_t r = 0;
+            switch (op) {
+#define TTEMU_SFPU_INT_BINARY(Op, expr) \
+    case SfpuOp::Op: r = (expr); break;
+#include "ttemu/sfpu_ops.def"
+                default: break;
+            }
+            std::memcpy(&d[e], &r, 4);
+        }
         count(run, name);
         return;
     }

@@ -281,9 +281,11 @@ class StoreLowering:
         if isinstance(e, Select):
             return StoreLowering.integral(e.a) and StoreLowering.integral(e.b)
         if isinstance(e, Bin):
-            return e.op in ("+", "-", "*", "max", "min") and StoreLowering.integral(e.a) and StoreLowering.integral(e.b)
+            return e.op in ("+", "-", "*", "max", "min", "&", "|", "^", "<<", ">>") and StoreLowering.integral(e.a) \
+                and StoreLowering.integral(e.b)
         if isinstance(e, Call):
-            return e.fn in ROUNDING or (e.fn in ("max", "min") and all(StoreLowering.integral(a) for a in e.args))
+            return e.fn in ROUNDING or (e.fn in ("max", "min", "bitwise_not") and
+                                        all(StoreLowering.integral(a) for a in e.args))
         if isinstance(e, Cast):
             return str(e.dtype).startswith(("int", "uint")) or StoreLowering.integral(e.x)
         return True           # an element index, a comparison's 0/1

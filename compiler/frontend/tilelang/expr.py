@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ... import registry
 from .base import dtype_name
 from .diagnostics import fail
@@ -53,7 +55,7 @@ class Expr:
         return Cmp("!=", self, wrap(o))
 
     # `&`, `|`, `~` combine conditions (masks: `(j < n) & (mask[j] != 0)`); on integer data they are bitwise
-    # (`codes[i, j] & 15`, W4A16 unpacking), which tilefarm does not lower: refused where written, never read as logic
+    # (`codes[i, j] & 15`, W4A16 unpacking: Int32 on the SFPU), never read as logic; on float data they are refused
     def __and__(self, o): return _logic("and", "&", self, o)
     def __rand__(self, o): return _logic("and", "&", o, self)
     def __or__(self, o): return _logic("or", "|", self, o)
@@ -67,7 +69,7 @@ class Expr:
 
     def __invert__(self):
         if not _boolean(self):
-            _bitwise("~", None, self)
+            return _bitwise("~", None, self)
         return Logic("not", (self,))
 
     __hash__ = object.__hash__
@@ -178,20 +180,110 @@ def _boolean(value) -> bool:
 
 
 def _logic(op: str, symbol: str, a, b) -> Expr:
-    if not (_boolean(a) and _boolean(b)):
-        _bitwise(symbol, a, b)
-    return Logic(op, (wrap(a), wrap(b)))
+    if _boolean(a) and _boolean(b):
+        return Logic(op, (wrap(a), wrap(b)))
+    return _bitwise(symbol, a, b)
 
 
-def _bitwise(symbol: str, a, b):
+_INTEGER_OPS = ("+", "-", "*", "//", "%", "max", "min", "&", "|", "^", "<<", ">>")
+
+
+def integral(e) -> bool:
+    """An integer value (TVM's int types): an element of an integer tensor, an index, an integer constant, a cast
+    to an integer type, and + - * // % max min and the bitwise operators of them."""
+    if isinstance(e, bool):
+        return False
+    if isinstance(e, int):
+        return True
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, Const):
+        return str(e.dtype).startswith(("int", "uint")) if e.dtype else isinstance(e.value, int) and \
+            not isinstance(e.value, bool)
+    if isinstance(e, Load):
+        return str(getattr(e.buffer, "declared", None) or getattr(e.buffer, "_dtype", "")).startswith(("int", "uint"))
+    if isinstance(e, Cast):
+        return str(e.dtype).startswith(("int", "uint"))
+    if isinstance(e, Bin):
+        return e.op in _INTEGER_OPS and integral(e.a) and integral(e.b)
+    if isinstance(e, Call):
+        return (e.fn == "bitwise_not" or e.fn in ("max", "min")) and all(integral(a) for a in e.args)
+    if isinstance(e, Select):
+        return integral(e.a) and integral(e.b)
+    return False
+
+
+def _value_type(e) -> str:
+    if isinstance(e, Load):
+        return f"{getattr(e.buffer, 'declared', None) or getattr(e.buffer, '_dtype', 'float')} data"
+    return "a truth value" if _boolean(e) else "a float value"
+
+
+def _bitwise(symbol: str, a, b) -> Expr:
+    """A bitwise operator on integer values: an Int32 tile op (op registry `integer`; `~x` is T.bitwise_not).
+    On float values or truth values mixed with integers it is refused where written."""
     from ...errors import Refusal
     shown = f"{describe(wrap(a))} {symbol} {describe(wrap(b))}" if a is not None else f"~{describe(wrap(b))}"
-    fail(f"`{shown}`: bitwise `{symbol}` on integer values is outside tilefarm's TileLang subset (tilefarm holds "
-         "integers as exact float values in bfloat16 or float32 tiles; `&`, `|` and `~` combine conditions only)",
-         hint="unpack packed low-bit codes on the host and pass them as int8 / float8 / bfloat16 tensors; "
-              "combine conditions written as comparisons (`(x != 0) & (j < n)`)",
-         refusal=Refusal.not_lowered("bitwise operations on integer data (the SFPU has bitwise and / or / shifts "
-                                     "on int32 tiles; tilefarm keeps integer data in float tiles)"))
+    for x in (b,) if a is None else (a, b):
+        if not integral(x):
+            fail(f"`{shown}`: bitwise `{symbol}` needs integers, and `{describe(wrap(x))}` is {_value_type(x)} "
+                 "(TileLang's bitwise operators take integer types; `&`, `|` and `~` of comparisons combine them)",
+                 hint="convert float data to an integer first (`T.cast(x, \"int32\") & 15`), or compare before "
+                      "combining (`(x != 0) & (j < n)`)")
+    if symbol in ("<<", ">>") and fold_constant(wrap(a)) is not None and fold_constant(wrap(b)) is None:
+        fail(f"`{shown}`: a constant shifted by per-element amounts is not lowered (the SFPU's shifts by a tile of "
+             "amounts take the value from a tile too)",
+             hint="put the constant in a tile first, or shift the data by constants",
+             refusal=Refusal.not_lowered("a constant shifted by a tile of amounts"))
+    dtype = _integer_type(b) if a is None else _integer_type(a, b)
+    bits, signed = _WIDTHS.get(dtype, (32, True))
+    if (symbol == "<<" and (bits < 32 and signed or bits > 32 or not signed and bits == 32)) or \
+            (symbol == "~" and not signed and bits >= 32):
+        fail(f"`{shown}` on {dtype} values is not lowered: the SFPU computes in int32, and this {dtype} result "
+             f"would {'wrap to ' + dtype if symbol == '<<' and bits < 32 else 'not fit int32'}",
+             hint="load the values as int32 (or uint8 / uint16 / int32 for shifts to the left)",
+             refusal=Refusal.not_lowered(f"`{symbol}` on {dtype} data (the SFPU computes bitwise operators in int32)"))
+    if a is None:
+        if bits < 32 and not signed:       # ~x of an unsigned narrow value stays in its type: x ^ 0xff..
+            return Bin("^", wrap(b), Const((1 << bits) - 1))
+        return Call("bitwise_not", (wrap(b),))
+    a, b = wrap(a), wrap(b)
+    if bits < 32 and symbol not in ("<<", ">>"):    # TVM converts a constant operand to the values' type
+        a, b = (_narrowed(x, bits, signed) for x in (a, b))
+    out = Bin(symbol, a, b)
+    if symbol == "<<" and bits < 32:                # an unsigned narrow result wraps at its width
+        out = Bin("&", out, Const((1 << bits) - 1))
+    return out
+
+
+_WIDTHS = {"int8": (8, True), "int16": (16, True), "int32": (32, True), "int64": (64, True), "uint8": (8, False),
+           "uint16": (16, False), "uint32": (32, False), "uint64": (64, False)}
+
+
+def _integer_type(*values) -> str:
+    """The integer type TVM gives a bitwise operator's result: its operands' type (a Python constant takes the
+    other operand's), int32 for indices and for operands of different types."""
+    types = set()
+    for e in values:
+        if isinstance(e, Load):
+            types.add(str(getattr(e.buffer, "declared", None) or getattr(e.buffer, "_dtype", "int32")))
+        elif isinstance(e, (Cast, Const)) and getattr(e, "dtype", None):
+            types.add(str(e.dtype))
+        elif isinstance(e, Var):
+            types.add("int32")
+        elif isinstance(e, Bin):
+            types.add(_integer_type(e.a, e.b))
+        elif isinstance(e, (Call, Select)):
+            types.add(_integer_type(*args_of(e)[-2:]))
+    return types.pop() if len(types) == 1 else "int32"
+
+
+def _narrowed(e, bits: int, signed: bool):
+    value = fold_constant(e)
+    if value is None:
+        return e
+    v = int(value) & ((1 << bits) - 1)
+    return Const(v - (1 << bits) if signed and v >> (bits - 1) else v)
 
 
 def wrap(value) -> Expr:
@@ -501,6 +593,8 @@ def describe(e) -> str:
     if isinstance(e, Select):
         return f"T.if_then_else({describe(e.cond)}, {describe(e.a)}, {describe(e.b)})"
     if isinstance(e, Call):
+        if e.fn == "bitwise_not" and len(e.args) == 1:
+            return f"~{describe(e.args[0])}"
         return f"T.{e.fn}({', '.join(describe(a) for a in e.args)})"
     if isinstance(e, Cast):
         return f"T.cast({describe(e.x)}, {e.dtype!r})"
@@ -517,7 +611,13 @@ def fold_binary(op: str, a: float, b: float) -> float:
              "/": lambda: a / b if b else math.copysign(math.inf, a) if a else math.nan,
              "max": lambda: max(a, b), "min": lambda: min(a, b), "//": lambda: a // b if b else math.nan,
              "%": lambda: a % b if b else math.nan}
+    if op in _FOLD_INTEGER:    # bitwise operators: as the SFPU computes them on Int32 (the op registry's NumPy)
+        return float(_FOLD_INTEGER[op](np.float32(a), np.float32(b)))
     return table.get(op, lambda: math.nan)()
+
+
+_FOLD_INTEGER = {spelling: op.numpy for op in registry.REGISTRY.tile_ops if op.integer and op.kind == "binary"
+                 for spelling in op.tilelang}
 
 
 def fold_constant(e) -> float | None:

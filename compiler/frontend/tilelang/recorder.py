@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ... import registry
 from ...errors import Refusal, SourceLocation
 from .base import TILE_DTYPES, INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
@@ -208,7 +209,8 @@ def _integer_valued(region) -> bool:
     return str(buf.declared or "").startswith(("int", "uint"))
 
 
-INTEGER_OPS = ("copy", "fill", "zero", "add", "sub", "mul", "max", "min", "maximum", "minimum", "keep", "sum")
+INTEGER_OPS = ("copy", "fill", "zero", "add", "sub", "mul", "max", "min", "maximum", "minimum", "keep", "sum",
+               *(op.name for op in registry.REGISTRY.tile_ops if op.integer))     # bitwise operators
 
 
 def check_integral(op, dst, location) -> None:

@@ -246,8 +246,10 @@ class Window:
         standard = registry.TILE_OPS[info.name].sfpu.standard_call if info.name in BINARY else False
         in_dst = two_tiles and all(o.region.name in self.written and o.bcast is None and not o.fpu
                                    for o in info.operands)
+        # (an Int32 op converts its second operand in the scratch slot, wherever it is: strategies.integer_binary)
+        integer = info.name in BINARY and registry.TILE_OPS[info.name].integer
         scratch = max(self.scratch, (1 if standard else 2)
-                      if info.name in BINARY and two_tiles and not (standard and in_dst) else 0)
+                      if info.name in BINARY and two_tiles and not (standard and in_dst and not integer) else 0)
         buffers = self.dst_buffers([info.dst.name])
         grouped = not self.flat and info.whole and (self.grid is None or info.grid == self.grid)
         if grouped:

@@ -18,6 +18,10 @@ a scalar. The strategies:
   reduction already reads through the source registers and no loop carries: the online softmax's `s - m`);
 - everything else on the SFPU: operands from CBs are unpacked first (copy_tile, or unary_bcast for broadcasts),
   then `*_binary_tile`, `*_unary_tile` with a scalar, or a unary function in place;
+- bitwise operators (the op registry's `integer` ops): integer data is held in float tiles, so the SFPU converts
+  each operand to Int32 in its DST slot (typecast_tile<Float32, Int32>), computes on the bits and converts the
+  result back (typecast_tile<Int32, Float32>); an operand another op still reads is copied to a slot of its own
+  first. A 32-bit DST is required (TTApplyTargetDefaults turns it on);
 - copy/cast/fill/zero: unpack or fill into the destination slot.
 Every call is preceded by its own init: the unpacker, FPU and SFPU keep one configuration each, which the
 previous op may have changed.
@@ -112,9 +116,41 @@ class Strategies:
         """DST[dst_slot] = the CB tile transposed (the unpacker swaps its faces and each face's rows and columns)."""
         return [ops.call("transpose_init", src.cb), ops.call("transpose_tile", src.cb, src.index, dst_slot)]
 
+    @staticmethod
+    def typecast(fn, slot) -> list:
+        return [ops.call(fn.init), ops.call(fn.call, slot)]
+
+    def integer_unary(self, name: str, dst_slot, src: Src) -> list:
+        out = self.load(src, dst_slot) + self.typecast(registry.TO_INT32, dst_slot)
+        for step in registry.TILE_OPS[name].lowering:
+            out += [ops.call(step.init), ops.call(step.call, dst_slot)]
+        return out + self.typecast(registry.TO_FP32, dst_slot)
+
+    def integer_binary(self, name: str, dst_slot, a: Src, b: Src, scratch) -> list:
+        """a op b on Int32: a into the destination slot, b into the scratch slot (b first: it may be the value the
+        destination slot holds), both converted, the op, the result converted back. A scalar is the call's
+        parameter, as the integer's two's-complement bits."""
+        op = registry.TILE_OPS[name]
+        if a.kind == "scalar" or b.kind == "scalar":
+            if a.kind == "scalar" and not op.commutative:
+                raise ValueError(f"{name}: a constant shifted by tile amounts has no SFPU form")
+            tile, value = (a, b.value) if b.kind == "scalar" else (b, a.value)
+            param = tirx.IntImm("uint32", int(value) & 0xFFFFFFFF)
+            fn = op.with_scalar
+            return self.load(tile, dst_slot) + self.typecast(registry.TO_INT32, dst_slot) + \
+                [ops.call(fn.init), ops.call(fn.call, dst_slot, param)] + self.typecast(registry.TO_FP32, dst_slot)
+        self.scratch_used = True
+        out = self.load(b, scratch) + self.load(a, dst_slot)
+        for slot in (dst_slot, scratch):
+            out += self.typecast(registry.TO_INT32, slot)
+        return out + [ops.call(op.sfpu.init), ops.call(op.sfpu.call, dst_slot, scratch, dst_slot)] + \
+            self.typecast(registry.TO_FP32, dst_slot)
+
     def unary(self, name: str, dst_slot, src: Src, scale: float = 1.0) -> list:
         """The operand into the destination slot, then the op registry's SFPU steps on it in place. `scale`: a
         constant the operand is multiplied by first (folded into the approximate exp's init; a multiply otherwise)."""
+        if registry.TILE_OPS[name].integer:
+            return self.integer_unary(name, dst_slot, src)
         out = self.load(src, dst_slot)
         steps = registry.TILE_OPS[name].lowering
         if self.approx_exp and steps and getattr(steps[-1], "call", None) == "exp_tile":
@@ -139,6 +175,8 @@ class Strategies:
         return out
 
     def binary(self, name: str, dst_slot, a: Src, b: Src, scratch) -> list:
+        if registry.TILE_OPS[name].integer:
+            return self.integer_binary(name, dst_slot, a, b, scratch)
         if a.kind == "scalar" or b.kind == "scalar":
             tile, scalar, scalar_first = (a, b.value, False) if b.kind == "scalar" else (b, a.value, True)
             op = registry.TILE_OPS[name]
