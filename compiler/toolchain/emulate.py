@@ -174,10 +174,12 @@ def build_host_pch(lib: Path) -> Path:
     return header
 
 
-def program_key(main_cpp: bytes) -> str:
-    """The cache key of the host binary of a main.cpp with no headers beside it (a generated bundle's): the key
-    build_program computes for it, so a binary built apart is found under the same name (ttemu-programs/<key>)."""
-    return cache.key(runtime_key(), *PROGRAM_FLAGS, "main.cpp", main_cpp)
+def program_key(main_cpp: bytes, headers: dict[str, bytes] | None = None) -> str:
+    """The cache key of main.cpp's host binary (ttemu-programs/<key>): its text, the headers beside it (a generated
+    bundle has none), the runtime it links and the flags. The sandbox's worker names a job's program built apart by
+    it, so the CLI's builds and the service's are one cache."""
+    files = {"main.cpp": main_cpp, **(headers or {})}
+    return cache.key(runtime_key(), *PROGRAM_FLAGS, *(part for name in sorted(files) for part in (name, files[name])))
 
 
 def build_program(main_cpp: Path, workdir: Path) -> Path:
@@ -185,8 +187,8 @@ def build_program(main_cpp: Path, workdir: Path) -> Path:
     main_cpp = Path(main_cpp).resolve()
     lib = build_runtime()
     pch = build_host_pch(lib)
-    local_headers = [p for p in main_cpp.parent.iterdir() if p.suffix in (".h", ".hpp")]
-    key = _files_key([main_cpp, *local_headers], main_cpp.parent, (lib.parent.name, *PROGRAM_FLAGS))
+    headers = {p.name: p.read_bytes() for p in main_cpp.parent.iterdir() if p.suffix in (".h", ".hpp")}
+    key = program_key(main_cpp.read_bytes(), headers)
     target = cache_root() / "ttemu-programs" / key / "program"
     target.parent.mkdir(parents=True, exist_ok=True)
     return _build_once(target, lambda out: _run_build(

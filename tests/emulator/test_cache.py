@@ -80,7 +80,8 @@ def test_program_and_runtime_builds_are_cached(make_bundle, tmp_path):
     assert emulate.build_program(bundle / "main.cpp", tmp_path) == prog
     assert prog.stat().st_mtime_ns == mtime and lib.exists()  # the same file, not built again
     # one key, whoever builds it: a sandboxed job's main.cpp built apart is kept under this name (program_key)
-    assert prog.parent.name == emulate.program_key((bundle / "main.cpp").read_bytes())
+    assert prog.parent.name == emulate.program_key((bundle / "main.cpp").read_bytes(),
+                                                   {"npy_util.hpp": (bundle / "npy_util.hpp").read_bytes()})
 
 
 def test_concurrent_builds_do_not_collide(make_bundle, tmp_path):

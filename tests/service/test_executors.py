@@ -116,6 +116,10 @@ def test_a_sandboxed_emulate_runs_the_machines_build_of_its_main_cpp(tmp_path, c
     passes("first")
     assert cache.intact(entry)
     built = entry.stat()
+    bundle = tmp_path / "bundle"  # the CLI's build of the same main.cpp is that entry
+    bundle.mkdir()
+    (bundle / "main.cpp").write_bytes(compiled.artifacts["main.cpp"])
+    assert emulate.build_program(bundle / "main.cpp", tmp_path) == entry
     passes("second")
     assert (entry.stat().st_ino, entry.stat().st_mtime_ns) == (built.st_ino, built.st_mtime_ns)  # not built again
     entry.write_bytes(b"\x7fELF damaged")
