@@ -258,7 +258,9 @@ SOURCE_FILE = Attr[str]("tt.source_file", str, "the user's file name, for diagno
 ENTRY = Attr[str]("tt.entry", str, "the kernel (or TileLang factory) compiled")
 PIPELINE_STAGES = Attr[int]("tt.pipeline_stages", int, "TileLang's num_stages: the input CBs' depth")
 LOGICAL_SHAPES = Attr[dict]("tt.logical_shapes", dict[str, list[int]], "1-D user tensors the kernel sees as 2-D")
-DECLARED_DTYPES = Attr[dict]("tt.declared_dtypes", dict[str, str], "low-bit user tensors the kernel reads as bfloat16")
+DECLARED_DTYPES = Attr[dict]("tt.declared_dtypes", dict[str, str],
+                             "user tensors of a dtype no tile holds (low-bit: read as bfloat16, integers: as float32) "
+                             "and int32 tiles (float32 tiles holding integers)")
 TARGET = Attr[TargetAttr]("tt.target", TargetAttr, "the target, its defaults resolved")
 GRID = Attr[GridAttr]("tt.grid", GridAttr, "the launch grid's variables and extents")
 BUFFERS = Attr[dict]("tt.buffers", dict[str, BufferAttr], "every buffer: role, scope, shape, dtype")

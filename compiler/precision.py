@@ -311,6 +311,38 @@ def _has_tile_ops(stmt) -> bool:
     return bool(found)
 
 
+def exact_values(func, declared: dict[str, str]) -> frozenset[str]:
+    """The values an element-wise op computes exactly in fp32, never reading them through the FPU's 19-bit (TF32)
+    source registers (11 significant bits): the integer tensors and tiles (`declared`: attrs.DECLARED_DTYPES;
+    float32 tiles holding integers, exact below 2^24, which verification compares exactly, as a GPU's int32
+    arithmetic is) and every value one of them is computed from (`T.cast(x * 2 + j, "int32")`: the GPU's float32
+    arithmetic before the conversion). Not a matmul's operands (its product passes the source registers anyway).
+    Empty for a kernel without integers: float kernels keep their choices."""
+    exact = {name for name, dtype in declared.items() if str(dtype).startswith(("int", "uint"))}
+    if not exact:
+        return frozenset()
+    sources: dict[str, set[str]] = {}    # value -> the values it is computed from
+
+    def tile_op(call) -> None:
+        regions = [a.source for a in call.args if isinstance(a, tvm.ir.TensorRegion)]
+        if regions and str(call.op.name).removeprefix("tirx.tile.") != "gemm":
+            sources.setdefault(str(regions[0].name), set()).update(str(r.name) for r in regions[1:])
+
+    def store(stmt) -> None:
+        loads: list = []
+        tvm_ffi.structural_walk(stmt.value, [(tvm.ir.expr.TensorLoad, lambda e: loads.append(e.source))], order="pre")
+        sources.setdefault(str(stmt.buffer.name), set()).update(str(b.name) for b in loads)
+
+    tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, tile_op), (tirx.BufferStore, store)], order="pre")
+    todo = list(exact)
+    while todo:                          # backwards over what each value is computed from
+        for src in sources.get(todo.pop(), ()):
+            if src not in exact:
+                exact.add(src)
+                todo.append(src)
+    return frozenset(exact)
+
+
 def may_round(readable: frozenset[str] | None, names) -> bool:
     """Whether the FPU may read these fp32 values (`readable`: fpu_readable's set; None: any)."""
     return readable is None or all(name in readable for name in names)

@@ -786,9 +786,12 @@ class Recorder:
         return "\n".join(out) + "\n", where
 
     def declared_dtypes(self) -> dict[str, str]:
-        """Low-bit parameters (read as bfloat16) and the dtype the user declared: their verification inputs are
-        drawn from that dtype's values."""
-        return {b.name: b.declared for b in self.params if b.declared}
+        """Parameters whose dtype no tile holds (low-bit ones read as bfloat16, integers as float32) and the dtype the
+        user declared: their verification inputs are drawn from that dtype's values. And the integer tiles
+        (float32 tiles holding integers): the lowering computes them exactly (tensorize: no FPU's TF32 operands)."""
+        out = {b.name: b.declared for b in self.params if b.declared}
+        out.update({b.name: b.declared for b, _ in self.allocs if b.declared in INTEGER_TILES})
+        return out
 
     def logical_shapes(self) -> dict[str, list[int]]:
         """Parameters whose user-facing shape differs from the generated TIRx one (1-D vectors)."""

@@ -69,6 +69,8 @@ class Tensorizer:
         outputs = {name: info["dtype"] for name, info in self.buffers.items() if info["role"] == "output"}
         # None: every fp32 value may go through the FPU; else the values that may (precision.fpu_readable)
         self.fp32_on_fpu = None if precision.fp32_on_fpu(outputs.values()) else precision.fpu_readable(func, outputs)
+        # integers held in float32 tiles, and what they are computed from: element-wise ops on the SFPU only
+        self.exact = precision.exact_values(func, attrs.DECLARED_DTYPES.get(func, {}) or {})
         self.resident: dict[str, int] = {}
         self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
         self.scaler_cb = None
@@ -159,7 +161,7 @@ class Tensorizer:
     # ---- planning --------------------------------------------------------------------------------------------------
     def plan(self, stmts: list) -> list:
         try:
-            return Planner(self.capacity, self.buffer_tiles(), self.roles, self.fp32_on_fpu).plan(stmts)
+            return Planner(self.capacity, self.buffer_tiles(), self.roles, self.fp32_on_fpu, self.exact).plan(stmts)
         except WindowTooLarge as e:
             info = e.info
             raise self.error(info.call, f"T.tile.{info.name} on `{info.dst.name}` needs more DST tiles than the "
@@ -358,7 +360,7 @@ def _resident_count(func, full_sync: bool):
     block = next(s for s in stmts if isinstance(s, tirx.For))
     rest = [s for s in stmts_of(block.body) if not isinstance(s, tirx.Bind)]
     try:
-        items = Planner(tz.capacity, tz.buffer_tiles(), tz.roles, tz.fp32_on_fpu).plan(rest)
+        items = Planner(tz.capacity, tz.buffer_tiles(), tz.roles, tz.fp32_on_fpu, tz.exact).plan(rest)
     except WindowTooLarge:
         return None, None
     return len(cb_resident(items, lambda n: tz.roles.get(n) == "compute", tz.buffer_tiles())), items

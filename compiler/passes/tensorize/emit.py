@@ -19,7 +19,7 @@ from tvm import tirx
 from ... import ops, precision, registry
 from ...ir import is_transposed, scalar_of, seq
 from ...target import TILE
-from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, first_use, fpu_in_place, tiles_of
+from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, exact_op, first_use, fpu_in_place, tiles_of
 from .strategies import LOWEST, Src, Strategies, i32
 
 
@@ -989,6 +989,7 @@ class Emitter:
         st.fp32_on_fpu = not self.loops and self.top_level and precision.may_round(
             self.tz.fp32_on_fpu, [o.region.name for o in info.operands
                                   if o.region is not None and str(o.region.buffer.dtype) == "float32"])
+        st.exact = exact_op(info, self.tz.exact)
         if name == "zero":
             return [] if fresh else st.fill(slot, 0.0)
         if name == "fill":

@@ -149,6 +149,7 @@ class Window:
     reduced: frozenset = frozenset()    # buffers a matmul or reduction reads (through the FPU's source registers)
     aliases: dict = field(default_factory=dict)   # a copy's destination -> the buffer whose DST slots it packs
     fp32_on_fpu: frozenset | None = None   # fp32 values the FPU may read (None: any; precision.fpu_readable)
+    exact: frozenset = frozenset()      # values no FPU op reads or writes (precision.exact_values: integers)
     hoisted: frozenset = frozenset()    # copies moved up to their source's window (hoist_copies): alias or close
 
     def slots_needed(self, flat: bool, buffers: list, scratch: int) -> int:
@@ -176,7 +177,7 @@ class Window:
         the same value through them (the online softmax's scores: their row max is taken by the FPU) and no loop
         carries it from one trip to the next (a running accumulator stays on the SFPU, where the rounding would
         compound trip after trip); any other fp32 value keeps its 24 bits."""
-        if info.name not in BINARY or not registry.TILE_OPS[info.name].fpu:
+        if info.name not in BINARY or not registry.TILE_OPS[info.name].fpu or exact_op(info, self.exact):
             return
         full = [o for o in info.operands if o.region is not None and o.bcast is None]
         if len(full) != 1 or not any(o.bcast for o in info.operands):
@@ -388,6 +389,11 @@ def loop_carried(stmts) -> set[str]:
     return out
 
 
+def exact_op(info: OpInfo, exact: frozenset) -> bool:
+    """Does the op write or read a value computed exactly (precision.exact_values: integers held in float32)?"""
+    return any(r.name in exact for r in [info.dst] + [o.region for o in info.operands if o.region is not None])
+
+
 def reduced_operands(stmts) -> set[str]:
     """Buffers a matmul or a reduction among `stmts` reads."""
     out: set[str] = set()
@@ -433,9 +439,11 @@ def hoist_copies(stmts) -> tuple[list, list]:
 
 
 class Planner:
-    def __init__(self, capacity: int, buffer_tiles: dict, roles: dict, fp32_on_fpu: frozenset | None = None):
+    def __init__(self, capacity: int, buffer_tiles: dict, roles: dict, fp32_on_fpu: frozenset | None = None,
+                 exact: frozenset = frozenset()):
         self.capacity, self.buffer_tiles, self.roles = capacity, buffer_tiles, roles
         self.fp32_on_fpu = fp32_on_fpu
+        self.exact = exact
         self.carried: frozenset = frozenset()
         self.reduced: frozenset = frozenset()
         self.hoisted: frozenset = frozenset()
@@ -445,7 +453,7 @@ class Planner:
 
     def window(self) -> Window:
         return Window(self.capacity, self.buffer_tiles, self.is_compute, carried=self.carried, reduced=self.reduced,
-                      hoisted=self.hoisted, fp32_on_fpu=self.fp32_on_fpu)
+                      hoisted=self.hoisted, fp32_on_fpu=self.fp32_on_fpu, exact=self.exact)
 
     def plan(self, stmts: list) -> list:
         """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer, origin) | a plain statement."""

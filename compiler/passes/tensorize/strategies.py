@@ -16,6 +16,8 @@ a scalar. The strategies:
   more than the one rounding the tolerance counts, so fp32 operands stay on the SFPU there,
   except where the plan routed the operand through the FPU (plan.Window.broadcast_on_fpu: a value a matmul or
   reduction already reads through the source registers and no loop carries: the online softmax's `s - m`);
+  never for integers held in float32 (int32 tiles and what they are computed from, precision.exact_values: 11
+  significant bits would change them above 2^11; a GPU's result is exact), which take the SFPU's exact fp32 ops;
 - everything else on the SFPU: operands from CBs are unpacked first (copy_tile, or unary_bcast for broadcasts),
   then `*_binary_tile`, `*_unary_tile` with a scalar, or a unary function in place;
 - bitwise operators (the op registry's `integer` ops): integer data is held in float tiles, so the SFPU converts
@@ -90,6 +92,7 @@ class Strategies:
         self.scaler_cb = scaler_cb            # callable: the reduce scaler CB index (created on first use)
         self.scratch_used = False             # set when a call loads an operand into the window's scratch slot
         self.fp32_on_fpu = False              # fp32 CB operands may go through the FPU (set per op: outside loops)
+        self.exact = False                    # the op computes integers held in float32: never on the FPU (set per op)
 
     # ---- moving operands into DST ------------------------------------------------------------------------------
     def load(self, src: Src, slot) -> list:
@@ -187,7 +190,7 @@ class Strategies:
         op = registry.TILE_OPS[name]
         if a.bcast is not None and b.bcast is None and op.fpu and op.scalar_first is None:
             a, b = b, a                     # commutative: the broadcast operand goes second
-        if a.kind == "cb" and b.kind == "cb" and op.fpu and a.bcast is None and \
+        if a.kind == "cb" and b.kind == "cb" and op.fpu and a.bcast is None and not self.exact and \
                 (self.fp32_on_fpu or a.fpu or not (a.fp32 or b.fp32)):
             fpu = op.fpu
             if b.bcast is None:
