@@ -84,6 +84,10 @@ CASES = {
     "x[i, j] >> s[i, j]": shr_by_tile,
     "((x[i, j] >> 4) & 15) | (s[i, j] << 8)": lambda x, s: ((x >> 4) & 15) | shl_by_constant(s, 8),
     "(x[i, j] & 255) + 1": lambda x, s: (x & 255) + 1,
+    # TVM's function spellings of the same operators
+    "T.bitwise_and(x[i, j], T.shift_right(s[i, j], 1)) | T.bitwise_not(s[i, j])":
+        lambda x, s: (x & shr_by_constant(s, 1)) | ~s,
+    "T.bitwise_or(T.shift_left(x[i, j], 2), T.bitwise_xor(s[i, j], 5))": lambda x, s: shl_by_constant(x, 2) | (s ^ 5),
 }
 SHIFTS = np.array([-1, 0, 1, 3, 31, 32, 40], np.int32)
 
@@ -233,6 +237,8 @@ FLOAT = src('''
     ("~a[i, j]", "a[i, j]", "float32 data"),
     ("a[i, j] >> 2", "a[i, j]", "float32 data"),
     ("(a[i, j] > 0) & s[i, j]", "(a[i, j] > 0)", "a truth value"),
+    ("T.bitwise_and(a[i, j], 15)", "a[i, j]", "float32 data"),
+    ("T.shift_left(s[i, j], a[i, j])", "a[i, j]", "float32 data"),
 ])
 def test_bitwise_on_float_data_is_refused_where_written(expr, operand, what):
     source = FLOAT.replace("EXPR", expr)

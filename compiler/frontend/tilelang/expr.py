@@ -60,16 +60,16 @@ class Expr:
     def __rand__(self, o): return _logic("and", "&", o, self)
     def __or__(self, o): return _logic("or", "|", self, o)
     def __ror__(self, o): return _logic("or", "|", o, self)
-    def __xor__(self, o): return _bitwise("^", self, o)
-    def __rxor__(self, o): return _bitwise("^", o, self)
-    def __lshift__(self, o): return _bitwise("<<", self, o)
-    def __rlshift__(self, o): return _bitwise("<<", o, self)
-    def __rshift__(self, o): return _bitwise(">>", self, o)
-    def __rrshift__(self, o): return _bitwise(">>", o, self)
+    def __xor__(self, o): return bitwise("^", self, o)
+    def __rxor__(self, o): return bitwise("^", o, self)
+    def __lshift__(self, o): return bitwise("<<", self, o)
+    def __rlshift__(self, o): return bitwise("<<", o, self)
+    def __rshift__(self, o): return bitwise(">>", self, o)
+    def __rrshift__(self, o): return bitwise(">>", o, self)
 
     def __invert__(self):
         if not _boolean(self):
-            return _bitwise("~", None, self)
+            return bitwise("~", None, self)
         return Logic("not", (self,))
 
     __hash__ = object.__hash__
@@ -182,7 +182,7 @@ def _boolean(value) -> bool:
 def _logic(op: str, symbol: str, a, b) -> Expr:
     if _boolean(a) and _boolean(b):
         return Logic(op, (wrap(a), wrap(b)))
-    return _bitwise(symbol, a, b)
+    return bitwise(symbol, a, b)
 
 
 _INTEGER_OPS = ("+", "-", "*", "//", "%", "max", "min", "&", "|", "^", "<<", ">>")
@@ -219,7 +219,7 @@ def _value_type(e) -> str:
     return "a truth value" if _boolean(e) else "a float value"
 
 
-def _bitwise(symbol: str, a, b) -> Expr:
+def bitwise(symbol: str, a, b) -> Expr:
     """A bitwise operator on integer values: an Int32 tile op (op registry `integer`; `~x` is T.bitwise_not).
     On float values or truth values mixed with integers it is refused where written."""
     from ...errors import Refusal

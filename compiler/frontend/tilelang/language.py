@@ -18,6 +18,7 @@ from .elementwise import lower_parallel
 from .expr import (VARLEN_HINT, run_time_refusal, Bin, Call, Const, DType, Expr, Load, Logic, Select, Var, data_loads, describe,
                    fold_constant, index_arith, is_index, is_run_time_index, read_at_run_time, truth01, walk, wrap)
 from .expr import Cast as CastExpr
+from .expr import bitwise
 from .recorder import Buffer, Region, TileOp, active_recorder, as_region, current, fill_head, scalar_text, unify
 from .reduction import column_at_index, lower_reduce, pick_row, row_at_index
 
@@ -832,6 +833,27 @@ def _unary(fn):
     return op
 
 
+def _bitwise_function(symbol: str, arity: int):
+    """TVM's T.bitwise_and / _or / _xor / _not, T.shift_left / shift_right: the operators `&` `|` `^` `~` `<<` `>>`
+    (on Python integers, Python's; on kernel values, expr.bitwise's checks and lowering)."""
+    def op(*args):
+        args = tuple(number(a) for a in args)
+        if len(args) != arity:
+            fail(f"T.{op.__name__} takes {arity} argument{'s' if arity > 1 else ''}, got {len(args)}")
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            return ~args[0] if arity == 1 else {"&": int.__and__, "|": int.__or__, "^": int.__xor__,
+                                                "<<": int.__lshift__, ">>": int.__rshift__}[symbol](*args)
+        return bitwise(symbol, None, args[0]) if arity == 1 else bitwise(symbol, args[0], args[1])
+    return op
+
+
+BITWISE_FUNCTIONS = {name: _bitwise_function(symbol, arity) for name, symbol, arity in (
+    ("bitwise_and", "&", 2), ("bitwise_or", "|", 2), ("bitwise_xor", "^", 2), ("bitwise_not", "~", 1),
+    ("shift_left", "<<", 2), ("shift_right", ">>", 2))}
+for _name, _fn in BITWISE_FUNCTIONS.items():
+    _fn.__name__ = _name
+
+
 def cast(value, dtype):
     value = number(value)
     return CastExpr(dtype_name(dtype), wrap(value))
@@ -940,7 +962,8 @@ def build_module() -> types.ModuleType:
         finalize_reducer=finalize_reducer, copy=copy, gemm=gemm, clear=clear, fill=fill,
         reduce_max=reduce_max, reduce_sum=reduce_sum, reduce_min=reduce_min, reduce_absmax=reduce_absmax,
         reduce_abssum=reduce_abssum, cumsum=cumsum, ceildiv=ceildiv, floordiv=floordiv, floormod=floormod,
-        max=max, min=min, **{fn: _unary(fn) for fn in ELEMENT_FUNCTIONS}, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,
+        max=max, min=min, **{fn: _unary(fn) for fn in ELEMENT_FUNCTIONS if fn not in BITWISE_FUNCTIONS},
+        **BITWISE_FUNCTIONS, cast=cast, Cast=Cast, if_then_else=if_then_else, infinity=infinity, min_value=min_value,
         max_value=max_value, And=And, Or=Or, Not=Not, dtype=dtype, dynamic=dynamic, symbolic=symbolic,
         const=const, empty=empty, match_buffer=match_buffer, use_swizzle=use_swizzle, annotate_layout=annotate_layout,
         annotate_padding=annotate_padding, annotate_l2_hit_ratio=annotate_l2_hit_ratio,
