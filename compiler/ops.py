@@ -37,12 +37,15 @@ def _op(name, args, cpp, roles, header=None, returns="void"):
 
 
 _C = "api/compute/"
+_SFPU_REDUCE_FORMATS = (("fp32", "Float32"), ("bf16", "Float16_b"))
 _SFPU_ARGS = {"unary": "expr", "unary_param": "expr bits", "binary": "expr expr expr"}
 
 
 def _sfpu_ops() -> list[OpSpec]:
     out, inits = [], set()
     for fn in registry.SFPU_FUNCTIONS:
+        if fn.family == "reduce":          # templated calls: spelled below (sfpu_reduce_*)
+            continue
         if fn.init not in inits:
             inits.add(fn.init)
             out.append(_op(fn.init, "", f"{fn.cpp_init}()", {COMPUTE}, _C + fn.header))
@@ -173,6 +176,13 @@ _OPS = [
           f"reduce_tile<PoolType::{p}, ReduceDim::REDUCE_ROW>({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE}, _C + "reduce.h")
       for p in ("SUM", "MAX")],
     _op("reduce_uninit", "", "reduce_uninit()", {COMPUTE}, _C + "reduce.h"),
+    # the SFPU's row max / min of a DST tile in place, exact, into its column 0 (compute_kernel_api.h sfpu_reduce), in
+    # DST's format: fp32 (Float32) or 16-bit (Float16_b)
+    *[_op(f"sfpu_reduce_init_{p.lower()}_{f}", "", f"sfpu_reduce_init<PoolType::{p}, DataFormat::{fmt}>()", {COMPUTE},
+          _C + "compute_kernel_api.h") for p in ("MAX", "MIN") for f, fmt in _SFPU_REDUCE_FORMATS],
+    *[_op(f"sfpu_reduce_row_{p.lower()}_{f}", "expr",
+          f"sfpu_reduce<PoolType::{p}, DataFormat::{fmt}, ReduceDim::REDUCE_ROW>({{0}})", {COMPUTE},
+          _C + "compute_kernel_api.h") for p in ("MAX", "MIN") for f, fmt in _SFPU_REDUCE_FORMATS],
     # column broadcasts (api/compute/bcast.h): FPU CB x CB with in1's column 0 broadcast, or a broadcast copy into DST
     # broadcasts (api/compute/bcast.h): FPU CB x CB with in1's column 0 / row 0 / [0, 0] broadcast, or a broadcast
     # copy into DST

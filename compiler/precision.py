@@ -29,7 +29,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .registry import BINARY, FPU_BINARY, REDUCE, TILE_OPS, UNARY
+from .registry import BINARY, FPU_BINARY, REDUCE, TILE_OPS, UNARY, reduces_on_sfpu
 from .verify import UNIT_ROUNDOFF
 
 _WIDTH = {"float32": 32, "tf32": 19, "float16": 16, "bfloat16": 16}
@@ -114,7 +114,8 @@ class PathWalk:
         name = str(call.op.name).removeprefix("tirx.tile.")
         if name == "gemm":
             self.fpu_read.update(str(self.region(a).name) for a in call.args[1:3] if self.region(a) is not None)
-        elif name in REDUCE and self.region(call.args[1]) is not None:
+        elif name in REDUCE and self.region(call.args[1]) is not None and \
+                not reduces_on_sfpu(name, str(self.region(call.args[1]).dtype)):
             self.fpu_read.add(str(self.region(call.args[1]).name))
         elif name in FPU_BINARY and self.fpu_rounds and id(call) not in self.in_loops:
             # outside loops an add/sub/mul of fp32 CB tiles may run on the FPU (tensorize/strategies.py): its CBs
@@ -198,7 +199,13 @@ class PathWalk:
             loops = math.prod(self.trips) if accumulates and self.trips else 1
             mid = "tf32" if str(src.dtype) == "float32" else ("float32" if self.fp32_dest else "bfloat16")
             p = self.path(src)
-            if TILE_OPS[name].combine in (np.maximum, np.minimum):
+            if reduces_on_sfpu(name, str(src.dtype)):
+                # the SFPU's max / min (sfpu_reduce) is one of the values copied into DST, as they are there: a
+                # copy's rounding only (TF32 when the FPU reads the same CB, a 16-bit DST's)
+                if str(src.name) in self.fpu_read and str(src.name) not in self.globals:
+                    p = p.op("tf32")
+                new = p if self.fp32_dest else p.op("bfloat16")
+            elif TILE_OPS[name].combine in (np.maximum, np.minimum):
                 # a maximum / minimum is one of its terms, rounded once on the way (no sum of K roundings)
                 new = p.op(mid)
             else:
@@ -239,8 +246,8 @@ def fpu_readable(func, output_dtypes: dict[str, str]) -> frozenset[str]:
     """The fp32 values the FPU may read from their CBs in a kernel with a float32 output (where fp32_on_fpu is
     False). The FPU reads through its 19-bit (TF32) source registers, and a CB it reads is read that way by every
     reader (no UnpackToDestFp32: copies too). So a value qualifies when nothing read from its CB (the FPU op's own
-    result included) reaches an output wider than 16 bits, except through a matmul or reduction, which reads fp32
-    through TF32 anyway. A whole write-out right after the ops that compute the value is packed from their DST
+    result included) reaches an output wider than 16 bits, except through a matmul or a sum, which read fp32
+    through TF32 anyway (not a max or min: the SFPU's, exact). A whole write-out right after the ops that compute the value is packed from their DST
     slots (tensorize's Window.try_send), not read from the CB. Layer norm: `centered` and `inv` feed bfloat16 y, and
     float32 rstd only through the variance's reduction and inv's own window: the FPU may read them; `x = x * s`
     written to a float32 output may not. `func`: the tensorize pass's input (tile ops, CB write-out markers)."""
@@ -264,7 +271,8 @@ def fpu_readable(func, output_dtypes: dict[str, str]) -> frozenset[str]:
                 regions = [a.source for a in stmt.args if isinstance(a, tvm.ir.TensorRegion)]
                 name = str(stmt.op.name).removeprefix("tirx.tile.")
                 for src in regions[1:]:
-                    if not ((name in REDUCE or name == "gemm") and str(src.dtype) == "float32"):
+                    through_tf32 = name == "gemm" or name in REDUCE and not reduces_on_sfpu(name, str(src.dtype))
+                    if not (through_tf32 and str(src.dtype) == "float32"):
                         # `inv = inv + eps` right after inv's last op reads it in DST, not from its CB
                         add(str(src.name), str(regions[0].name), packed_from_dst=str(src.name) == last_dst)
                 last_dst = str(regions[0].name) if regions else None

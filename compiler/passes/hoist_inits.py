@@ -52,7 +52,7 @@ def init_kind(name: str) -> str | None:
         return "unpack"
     if name == "pack_reconfig_data_format":
         return "pack"
-    if name.endswith("_tile_init") or name == "copy_dest_values_init":
+    if name.endswith("_tile_init") or name == "copy_dest_values_init" or name.startswith("sfpu_reduce_init_"):
         return "sfpu"
     if name.endswith("_init") or name in NEVER_MOVED:
         return "fpu"

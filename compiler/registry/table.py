@@ -287,7 +287,7 @@ TILE_OPS = (
     TileOp("silu", "unary", lambda x: x / (ONE + np.exp(-x)), lowered=False),
     TileOp("sum", "reduce", np.sum, combine=np.add, pool="sum"),
     TileOp("max", "reduce", np.max, combine=np.maximum, pool="max", sfpu_pool="MAX", sfpu=SFPU_REDUCE),
-    TileOp("min", "reduce", np.min, combine=np.minimum, sfpu_pool="MIN", sfpu=SFPU_REDUCE, lowered=False),
+    TileOp("min", "reduce", np.min, combine=np.minimum, sfpu_pool="MIN", sfpu=SFPU_REDUCE),
 )
 
 # ---- TileLang element functions built from tile ops ---------------------------------------------------------------

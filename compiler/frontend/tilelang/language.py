@@ -673,7 +673,7 @@ def _reduce(kind):
     return reduce
 
 
-reduce_max, reduce_sum = _reduce("max"), _reduce("sum")
+reduce_max, reduce_sum, reduce_min = _reduce("max"), _reduce("sum"), _reduce("min")
 
 
 def cumsum(src, dst=None, dim=0, reverse=False):
@@ -714,9 +714,9 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     rec.emit(TileOp("copy", (d, acc)), location)
 
 
-def _derived_reduce(name: str, pre: str, kind: str, negate_result: bool):
-    """T.reduce_min / reduce_absmax / reduce_abssum from the device's two reductions: min(x) = -max(-x),
-    absmax(x) = max(|x|), abssum(x) = sum(|x|), with |x| = max(x, -x)."""
+def _derived_reduce(name: str, kind: str):
+    """T.reduce_absmax / reduce_abssum from the device's reductions: absmax(x) = max(|x|), abssum(x) = sum(|x|),
+    with |x| = max(x, -x)."""
     def reduce(buffer, out, dim=-1, clear=True):
         rec = current()
         location = user_location()
@@ -729,26 +729,14 @@ def _derived_reduce(name: str, pre: str, kind: str, negate_result: bool):
         shape = src.shape2d()
         flipped = Region(rec.temp(shape, "float32", "local", location), (wrap(0), wrap(0)), shape)
         rec.emit(TileOp("mul", (flipped, src, scalar_text(-1.0, "float32"))), location)
-        if pre == "abs":
-            rec.emit(TileOp("maximum", (flipped, flipped, src)), location)
-        if not negate_result:
-            lower_reduce(rec, kind, flipped, dst, number(dim), clear, location)
-            return
-        result = rec.temp(tuple(dst.extents), "float32", "local", location, like=dst.buffer)
-        whole = Region(result, tuple(wrap(0) for _ in result.shape), result.shape)
-        lower_reduce(rec, kind, flipped, whole, number(dim), True, location)
-        if clear:
-            rec.emit(TileOp("mul", (dst, whole, scalar_text(-1.0, "float32"))), location)
-        else:
-            rec.emit(TileOp("mul", (whole, whole, scalar_text(-1.0, "float32"))), location)
-            rec.emit(TileOp("minimum", (dst, dst, whole)), location)
+        rec.emit(TileOp("maximum", (flipped, flipped, src)), location)
+        lower_reduce(rec, kind, flipped, dst, number(dim), clear, location)
     reduce.__name__ = name
     return reduce
 
 
-reduce_min = _derived_reduce("reduce_min", "negate", "max", True)
-reduce_absmax = _derived_reduce("reduce_absmax", "abs", "max", False)
-reduce_abssum = _derived_reduce("reduce_abssum", "abs", "sum", False)
+reduce_absmax = _derived_reduce("reduce_absmax", "max")
+reduce_abssum = _derived_reduce("reduce_abssum", "sum")
 
 
 # ---- GPU-only hints: accepted, noted in the compile log -----------------------------------------------------------

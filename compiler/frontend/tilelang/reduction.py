@@ -1,4 +1,5 @@
-"""`T.reduce_max` / `T.reduce_sum` (row reductions) -> `T.tile.max/sum(dst, src, axes=-1, accum=not clear)`.
+"""`T.reduce_max` / `T.reduce_min` / `T.reduce_sum` (row reductions) -> `T.tile.max/min/sum(dst, src, axes=-1,
+accum=not clear)`.
 
 TileLang reduces `buffer` (M, N) along `dim` into `out` (a 1-D (M,) fragment: a column of the tile world);
 `clear=False` combines with out's current values, which is the tile op's `accum`.
@@ -12,6 +13,7 @@ from .expr import Cmp, Const, Logic, Select, Var, constant_int, render_value, wr
 from .recorder import ElementStore, Region, TileOp, as_region, set_orientation
 
 TILE = 32
+COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}   # a reduction merged into its destination's values
 
 
 def lower_reduce(rec, kind, buffer, out, dim, clear, location) -> None:
@@ -63,14 +65,14 @@ def _column_reduction(rec, kind, src: Region, dst: Region, clear: bool, location
         return
     row = Region(rec.temp((1, cols), dtype, "local", location), (wrap(0), wrap(0)), (1, cols))
     rec.emit(TileOp("cast", (row, column), {"transpose": True}), location)
-    rec.emit(TileOp("add" if kind == "sum" else "maximum", (dst, dst, row)), location)
+    rec.emit(TileOp(COMBINE[kind], (dst, dst, row)), location)
 
 
 def _without_padding(rec, kind, src: Region, location) -> Region:
     """A row whose length is not a multiple of 32 ends in a tile's padding columns, which hold whatever the ops
     before computed there (exp(0 - m), ...) and take part in the device's reduction: the source is reduced as a
     copy whose padding is 0 (a sum) or -inf (a max). The mask rows are index masks (`j < n` is false in the
-    padding). A staging tile read from DRAM has zeros there already: its sum needs no copy."""
+    padding; +inf for a min). A staging tile read from DRAM has zeros there already: its sum needs no copy."""
     rows, cols = src.extents
     if cols % TILE == 0 or kind == "sum" and src.buffer.filled_from_dram and src.buffer not in rec.aliases:
         return src
@@ -85,8 +87,8 @@ def _without_padding(rec, kind, src: Region, location) -> Region:
 
     copy = Region(rec.temp((rows, cols), "float32", "local", location), (wrap(0), wrap(0)), (rows, cols))
     rec.emit(TileOp("keep", (copy, src, row_mask(1.0, 0.0))), location)
-    if kind == "max":
-        rec.emit(TileOp("add", (copy, copy, row_mask(0.0, -math.inf))), location)
+    if kind in ("max", "min"):
+        rec.emit(TileOp("add", (copy, copy, row_mask(0.0, -math.inf if kind == "max" else math.inf))), location)
     return copy
 
 

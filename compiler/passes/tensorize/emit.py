@@ -1092,6 +1092,10 @@ class Emitter:
             part = self.partial_reduce[id(info)]
             return self.strategies.reduce(pool, slot, Src("cb", cb=part), 1, lambda kt: sr + i,
                                           [] if fresh else self.strategies.fill(slot, 0.0))
+        if registry.reduces_on_sfpu(info.name, str(src.buffer.dtype)):
+            return self.strategies.sfpu_reduce(info.name, slot, Src("cb", cb=tz.cb_of(src.name)), k_tiles,
+                                               lambda kt: (sr + i) * src_cols + sc + kt, info.accumulates,
+                                               self.scratch)
         if info.accumulates:
             start = []
         elif pool == "max":

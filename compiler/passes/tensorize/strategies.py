@@ -8,7 +8,9 @@ a scalar. The strategies:
   that is an rt x ct rectangle of the output, row-major, gets one matmul_block per K tile instead (one LLK call
   for rt*ct tile products: the per-call cost is what bounds small tile ops) -- for a transposed B too when its
   CB holds the tiles column by column (the unpacker transposes each tile);
-- sum/max over the row: reduce_tile over the source row's tiles with the scaler CB (max starts from -inf);
+- sum/max over the row: reduce_tile over the source row's tiles with the scaler CB (max starts from -inf); a max or
+  min of fp32 data on the SFPU instead (sfpu_reduce: exact, where the FPU's TF32 source registers would round it),
+  a tile at a time;
 - add/sub/mul of two CB tiles: the FPU in one op, `*_tiles_bcast_{cols,rows,scalar}` for a broadcast second
   operand. fp32 operands are rounded to TF32 in the FPU's 19-bit source registers: that is the one rounding
   compiler/precision.py counts for an element-wise op in an fp32 DST, so it is taken outside loops; inside a
@@ -38,6 +40,7 @@ import tvm
 from tvm import tirx
 
 from ... import ops, registry
+from ...ir import seq
 from ...registry import Scale
 
 LOWEST = -math.inf
@@ -243,6 +246,29 @@ class Strategies:
                         i32(a_stride))
         loop = tirx.For(kk, 0, k_tiles, tirx.ForKind.SERIAL, step) if k_tiles > 1 else step
         return [ops.call("matmul_block_init", a.cb, b.cb, t, i32(ct), i32(rt), i32(a_stride)), loop]
+
+    def sfpu_reduce(self, name: str, dst_slot, src: Src, k_tiles: int, index, accumulates: bool, scratch) -> list:
+        """dst = the row max / min of the source row's k_tiles tiles (index(kt)), in column 0, on the SFPU: each tile
+        copied into DST and reduced in place by sfpu_reduce; the first straight into the destination slot (unless the
+        reduction accumulates into its old value), the others in the scratch slot, merged with binary_max/min_tile
+        (every column: only column 0 is the result)."""
+        op = registry.TILE_OPS[name]
+        fmt = "fp32" if self.fp32_dest else "bf16"
+        pool = op.sfpu_pool.lower()
+        merge = registry.TILE_OPS["maximum" if pool == "max" else "minimum"].sfpu
+
+        def reduced(kt, slot) -> list:
+            return [ops.call("copy_init", src.cb), ops.call("copy_tile", src.cb, index(kt), slot),
+                    ops.call(f"sfpu_reduce_init_{pool}_{fmt}"), ops.call(f"sfpu_reduce_row_{pool}_{fmt}", slot)]
+        first = 0 if accumulates else 1
+        out = [] if accumulates else reduced(i32(0), dst_slot)
+        if k_tiles > first:
+            self.scratch_used = True
+            kt = tirx.Var("kt", "int32") if k_tiles - first > 1 else i32(first)
+            step = seq(reduced(kt, scratch) + [ops.call(merge.init),
+                                                        ops.call(merge.call, dst_slot, scratch, dst_slot)])
+            out.append(tirx.For(kt, first, k_tiles - first, tirx.ForKind.SERIAL, step) if k_tiles - first > 1 else step)
+        return out
 
     def reduce(self, pool: str, dst_slot, src: Src, k_tiles: int, index, start: list) -> list:
         """dst = start (fill/load) then reduce_tile over the source row's k_tiles tiles (index(kt))."""
