@@ -121,8 +121,9 @@ class BufferPlan(_Strict):
         "an integer tensor whose elements the kernel adds to row positions of a matrix with this many rows (a "
         "variable-length batch's sequence offsets, cu_seqlens): random inputs are non-decreasing from 0 to at most it"))
     dtype: Literal["float32", "bfloat16", "float16"]
-    declared_dtype: Literal["int32", "int8", "uint8", "int4", "uint4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz",
-                            "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "bool"] | None = Field(
+    declared_dtype: Literal["int32", "int16", "int64", "uint16", "uint32", "int8", "uint8", "int4", "uint4",
+                            "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                            "float8_e8m0fnu", "float4_e2m1fn", "bool"] | None = Field(
         default=None, description="a low-bit tensor as the kernel declares it, stored as `dtype` (bfloat16 holds each "
                                   "of its values exactly); inputs are values of it")
     data_format: DataFormat

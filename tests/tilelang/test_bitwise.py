@@ -217,6 +217,29 @@ def test_unpacking_uint8_codes(expr, arch):
     np.testing.assert_allclose(outcome.outputs["W"].astype(np.float64), want, rtol=2e-3, atol=2e-3)
 
 
+WORDS = src('''
+    @T.prim_func
+    def main(P: T.Tensor((64, 64), "uint32"), W: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1) as bx:
+            w = T.alloc_fragment((64, 64), "float32")
+            for i, j in T.Parallel(64, 64):
+                w[i, j] = T.cast((P[i, j] >> 8) & 15, "float32") + T.cast(P[i, j] & 0xFF, "float32") * 0.5
+            T.copy(w, W)
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fields_of_uint32_words(arch):
+    """Fields of uint32 words read straight from DRAM (integers are read as float32 tiles: below 2^24)."""
+    words = np.random.default_rng(9).integers(0, 2 ** 24, (64, 64)).astype(np.uint32)
+    target = TargetConfig(arch=arch)
+    result = compile_source(WORDS, filename="k.py", target=target)
+    outcome = emulate(result.artifacts, target=target, inputs={"P": words}, source=WORDS, filename="k.py")
+    assert outcome.passed, outcome.verification.render()
+    want = np.array([((int(p) >> 8) & 15) + (int(p) & 0xFF) * 0.5 for p in words.ravel()]).reshape(words.shape)
+    np.testing.assert_array_equal(outcome.outputs["W"].astype(np.float64), want)
+
+
 FLOAT = src('''
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float32"), S: T.Tensor((64, 64), "int32"), B: T.Tensor((64, 64), "float32")):
@@ -251,9 +274,13 @@ def test_bitwise_on_float_data_is_refused_where_written(expr, operand, what):
 @pytest.mark.parametrize("expr, message", [
     ("1 << s[i, j]", "a constant shifted by per-element amounts is not lowered"),
     ("T.cast(c8[i, j] << 2, 'float32')", "on int8 values is not lowered"),
+    ("T.cast(s[i, j] | 0x80000000, 'float32')", "the constant 2147483648 on int32 values is not lowered"),
+    ("T.cast(S[i, j] ^ -1, 'float32')", "the constant -1 on uint32 values is not lowered"),
 ])
 def test_what_does_not_map_is_refused_where_written(expr, message):
     source = FLOAT.replace("EXPR", expr).replace('T.copy(S, s)', 'T.copy(S, s); c8 = T.alloc_shared((64, 64), "int8")')
+    if "S[i, j]" in expr:
+        source = source.replace('S: T.Tensor((64, 64), "int32")', 'S: T.Tensor((64, 64), "uint32")')
     err = error_of(source)
     line = line_of(source, "a[i, j] = ")
     col = source.splitlines()[line - 1].index(expr.removeprefix("T.cast(").split(",")[0]) + 1

@@ -243,6 +243,18 @@ def bitwise(symbol: str, a, b) -> Expr:
              f"would {'wrap to ' + dtype if symbol == '<<' and bits < 32 else 'not fit int32'}",
              hint="load the values as int32 (or uint8 / uint16 / int32 for shifts to the left)",
              refusal=Refusal.not_lowered(f"`{symbol}` on {dtype} data (the SFPU computes bitwise operators in int32)"))
+    for x in () if a is None or symbol in ("<<", ">>") or bits < 32 else (a, b):
+        value = fold_constant(wrap(x))
+        if value is None:
+            continue
+        # the SFPU's operand is the constant's int32 bits: one outside int32, or (on unsigned data) one that sets
+        # the sign bit, would give a result TileLang's types read differently
+        if not -2 ** 31 <= value < 2 ** 31 or (not signed and value < 0 and symbol != "&"):
+            fail(f"`{shown}`: the constant {describe(wrap(x))} on {dtype} values is not lowered: the SFPU computes "
+                 "in int32, and this result would not be what the kernel's types give",
+                 hint="use a constant in int32's range (and, on unsigned data, a non-negative one)",
+                 refusal=Refusal.not_lowered(f"`{symbol}` with a constant outside int32 (or negative on unsigned "
+                                             "data)"))
     if a is None:
         if bits < 32 and not signed:       # ~x of an unsigned narrow value stays in its type: x ^ 0xff..
             return Bin("^", wrap(b), Const((1 << bits) - 1))
