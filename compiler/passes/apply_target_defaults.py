@@ -35,13 +35,20 @@ def int32_ops(func) -> list[str]:
 def default_fidelity(func, arch: str) -> tuple[str, str]:
     """(fidelity, why) from the dtypes of the matmul operands."""
     operand_dtypes = []
+    integer = []
+    declared = attrs.DECLARED_DTYPES.get(func, {}) or {}
 
     def visit(call):
         if op_name(call) == "gemm":
             operand_dtypes.append(tuple(region_of(call.args[i]).dtype for i in (1, 2)))
+            integer.append(declared.get(region_of(call.args[0]).name, "").startswith(("int", "uint")))
     tvm_ffi.structural_walk(func.body, (tirx.TilePrimitiveCall, visit), order="pre")
     if not operand_dtypes:
         return "HiFi4", "no matmul: HiFi4 for reductions and element-wise products"
+    if any(integer):
+        # int8 x int8 into int32 (W8A8): the operands are bfloat16 holding the integers; every fidelity phase is
+        # needed for every product to be exact (LoFi keeps 5 of srcA's and 7 of srcB's significant bits)
+        return "HiFi4", "integer operands into an int32 accumulator: HiFi4 keeps every product exact"
     if all(a == b == "float32" for a, b in operand_dtypes):
         if arch == "wormhole_b0":
             return "HiFi3", "ttnn's matmul default for float32 operands on Wormhole (HiFi4 with fp32 accumulation " \

@@ -210,6 +210,7 @@ def _integer_valued(region) -> bool:
 
 
 INTEGER_OPS = ("copy", "fill", "zero", "add", "sub", "mul", "max", "min", "maximum", "minimum", "keep", "sum",
+               "gemm",                                                           # int8 x int8 -> int32 (W8A8)
                *(op.name for op in registry.REGISTRY.tile_ops if op.integer))     # bitwise operators
 
 
@@ -225,7 +226,8 @@ def check_integral(op, dst, location) -> None:
         return
     if op.name not in INTEGER_OPS:
         fail(f"T.tile.{op.name} into {what}, an int32 tile: tilefarm keeps int32 tiles as float32 holding integers, "
-             "and this op does not keep them integers", hint="compute in a float32 tile", location=location)
+             "and this op does not keep them integers", hint="compute in a float32 tile", location=location,
+             refusal=Refusal.not_lowered(f"T.tile.{op.name}'s float result truncated into an int32 tile"))
     for a in op.args[1:]:
         if isinstance(a, Region) and not (_integer_valued(a) or getattr(a.buffer, "scratch", False)):
             fail(f"`{a.buffer.name}` ({a.buffer.declared or a.buffer._dtype}) is stored into {what}, an int32 tile: "
