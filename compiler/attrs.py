@@ -261,6 +261,8 @@ LOGICAL_SHAPES = Attr[dict]("tt.logical_shapes", dict[str, list[int]], "1-D user
 DECLARED_DTYPES = Attr[dict]("tt.declared_dtypes", dict[str, str],
                              "user tensors of a dtype no tile holds (low-bit: read as bfloat16, integers: as float32) "
                              "and int32 tiles (float32 tiles holding integers)")
+EXACT_VALUES = Attr[list]("tt.exact_values", list[str],
+                          "integer values and what they are computed from: no FPU element-wise op (precision.exact_values)")
 TARGET = Attr[TargetAttr]("tt.target", TargetAttr, "the target, its defaults resolved")
 GRID = Attr[GridAttr]("tt.grid", GridAttr, "the launch grid's variables and extents")
 BUFFERS = Attr[dict]("tt.buffers", dict[str, BufferAttr], "every buffer: role, scope, shape, dtype")
@@ -282,7 +284,7 @@ COMPILE_TIME_ARGS = Attr[list]("tt.compile_time_args", list[CompileTimeArgAttr],
 COMPUTE_CONFIG = Attr[ComputeConfigAttr]("tt.compute_config", ComputeConfigAttr, "the compute kernel's ComputeConfig")
 VERIFICATION = Attr[VerificationAttr]("tt.verification", VerificationAttr, "what TTVerifyProgram checked")
 
-ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, DECLARED_DTYPES, TARGET, GRID, BUFFERS, CONSTANTS,
+ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, DECLARED_DTYPES, EXACT_VALUES, TARGET, GRID, BUFFERS, CONSTANTS,
                          ACCUMULATE, SERIAL_GROUP, BLOCKING,
                          LAYOUT_DESC, CB_CONFIG, CORE_GRID, CORE_RANGES, WORK_PARTITION, MULTICAST, KERNEL_ROLE,
                          RUNTIME_ARGS, COMPILE_TIME_ARGS, COMPUTE_CONFIG, VERIFICATION)

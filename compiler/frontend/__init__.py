@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..errors import CompileError, SourceLocation
 from .source import KernelSource, parse, prepare
 from .tilelang import is_tilelang_source
-from .. import attrs
+from .. import attrs, precision
 
 __all__ = ["KernelSource", "LoadedKernel", "load_kernel", "parse", "prepare", "is_tilelang_source"]
 
@@ -57,6 +57,10 @@ def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None
             func = attrs.LOGICAL_SHAPES.on(func, traced.logical_shapes)
         if traced.declared_dtypes:
             func = attrs.DECLARED_DTYPES.on(func, traced.declared_dtypes)
+            # found here, before passes forward copies (an int32 tile that only copies a float32 sum disappears)
+            exact = precision.exact_values(func, traced.declared_dtypes)
+            if exact:
+                func = attrs.EXACT_VALUES.on(func, sorted(exact))
         loaded.func = func
         return loaded
     if params:

@@ -86,3 +86,47 @@ def test_float_kernels_keep_the_fpu():
                              target=TargetConfig(arch="wormhole_b0")).artifacts["compute.cpp"]
     compute = compute.decode() if isinstance(compute, bytes) else compute
     assert "add_tiles(" in compute and "mul_tiles(" in compute
+
+
+# a float32 sum converted into an int32 tile (top-k's `T.cast(x * 2 + j, "int32")` hit values, without the loop):
+# the GPU adds in float32 (24 bits: -20001 + 63.5 is exact) and then truncates; the sum is computed from nothing but
+# float tiles, yet it is what an int32 tile is computed from (precision.exact_values), so it is not rounded to TF32
+FLOAT_TO_INT = src('''
+    @tilelang.jit
+    def float_to_int(M=64, N=64, block_M=32):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), "float32"), Z: T.Tensor((M, N), "float32"), K: T.Tensor((M, N), "int32"),
+                 Eq: T.Tensor((M, N), "float16")):
+            with T.Kernel(T.ceildiv(M, block_M)) as bx:
+                x = T.alloc_fragment((block_M, N), "float32")
+                z = T.alloc_fragment((block_M, N), "float32")
+                key = T.alloc_fragment((block_M, N), "int32")
+                T.copy(X[bx * block_M, 0], x)
+                T.copy(Z[bx * block_M, 0], z)
+                for i, j in T.Parallel(block_M, N):
+                    key[i, j] = T.cast(x[i, j] + z[i, j], "int32")
+                for i, j in T.Parallel(block_M, N):
+                    Eq[bx * block_M + i, j] = T.if_then_else(key[i, j] == K[bx * block_M + i, j], 1.0, 0.0)
+        return main
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_float_sum_truncated_into_an_int32_tile_is_exact(arch):
+    rng = np.random.default_rng(3)
+    # 15 and 14 significant bits (TF32 operands hold 11: -20001 would read as -20000, -10001 as -10000)
+    x = np.where(rng.random((64, 64)) < 0.5, -20001.0, -10001.0).astype(np.float32)
+    z = (np.arange(64)[None, :] + rng.integers(0, 2, (64, 1)) * 0.5).astype(np.float32)  # j, or j + 0.5: trunc
+    want_key = np.trunc(x.astype(np.float64) + z)                                   # toward zero
+    off = rng.integers(-1, 2, (64, 64))
+    k = (want_key + off).astype(np.int32)
+    target = TargetConfig(arch=arch)
+    result = compile_source(FLOAT_TO_INT, filename="k.py", entry="float_to_int", target=target)
+    compute = result.artifacts["compute.cpp"]
+    assert "add_tiles(" not in (compute.decode() if isinstance(compute, bytes) else compute)
+    outcome = emulate(result.artifacts, target=target, inputs={"X": x, "Z": z, "K": k}, source=FLOAT_TO_INT,
+                      filename="k.py", entry="float_to_int")
+    expected = want_key == k
+    assert 0 < expected.sum() < expected.size
+    np.testing.assert_array_equal(outcome.outputs["Eq"].astype(np.float64), expected.astype(np.float64))
+    assert outcome.passed, outcome.verification.render()

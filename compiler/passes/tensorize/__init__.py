@@ -70,7 +70,7 @@ class Tensorizer:
         # None: every fp32 value may go through the FPU; else the values that may (precision.fpu_readable)
         self.fp32_on_fpu = None if precision.fp32_on_fpu(outputs.values()) else precision.fpu_readable(func, outputs)
         # integers held in float32 tiles, and what they are computed from: element-wise ops on the SFPU only
-        self.exact = precision.exact_values(func, attrs.DECLARED_DTYPES.get(func, {}) or {})
+        self.exact = frozenset(attrs.EXACT_VALUES.get(func, []) or [])
         self.resident: dict[str, int] = {}
         self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
         self.scaler_cb = None
