@@ -203,8 +203,8 @@ def test_float_values_stored_to_an_int32_output_truncate_and_saturate(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_values_stored_into_an_int32_tile_are_truncated_as_a_gpu_store_truncates_them(arch):
-    """An int32 tile takes what a GPU's int32 store keeps: the value toward zero (`x * 2`, `x * 0.5` of the row
-    maximum). Each rounded in a float32 tile first, then held as the integer."""
+    """An int32 tile takes what a GPU's int32 store keeps: the value toward zero (`x * 2`, `x * 0.5`, `x * 2 + j` of
+    the row maximum). Each rounded in a float32 tile first, then held as the integer."""
     logits = logits_with_ties(64, 64, seed=5)
     logits[11, :] = np.minimum(logits[11, :], -0.9)
     logits[11, 7] = -0.75                                       # a negative maximum: trunc(-1.5) = -1, not -2
@@ -219,9 +219,12 @@ def test_values_stored_into_an_int32_tile_are_truncated_as_a_gpu_store_truncates
             out[:, t] = np.where(hit, hit_value(x, cols), -1).max(axis=1)
             x[hit] = -10000.0
         return out
-    # (`x * 2 + j` would need -20000 + 63 exact: the FPU's TF32 operands hold 11 significant bits)
+    # `x * 2 + j`: -20000 + 63 after the first rounds, 15 significant bits, exact only off the FPU (its TF32 source
+    # registers hold 11: the row max of such hit values, and the sum, are on the SFPU)
+    assert expected(lambda x, j: x * 2 + j).min() == -20000 + 63      # row 20: one value, then all -10000
     for value, want in (("x[i, j] * 2", expected(lambda x, j: np.trunc(x * 2))),
-                        ("x[i, j] * 0.5", expected(lambda x, j: np.trunc(x * 0.5)))):
+                        ("x[i, j] * 0.5", expected(lambda x, j: np.trunc(x * 0.5))),
+                        ("x[i, j] * 2 + j", expected(lambda x, j: np.trunc(x * 2 + j)))):
         source = TOPK.replace("T.if_then_else(row_max[i] == x[i, j], j, hit_at[i, j])",
                               f"T.if_then_else(row_max[i] == x[i, j], {value}, hit_at[i, j])")
         _, outcome = run(source, "topk", {"logits": logits}, arch, params={"index_dtype": "int32"})
