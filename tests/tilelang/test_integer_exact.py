@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compiler import attrs
 from compiler.api import compile_source, emulate
+from compiler.frontend import load_kernel
 from schemas.target import TargetConfig
 
 from .test_frontend import src
@@ -130,3 +132,17 @@ def test_a_float_sum_truncated_into_an_int32_tile_is_exact(arch):
     assert 0 < expected.sum() < expected.size
     np.testing.assert_array_equal(outcome.outputs["Eq"].astype(np.float64), expected.astype(np.float64))
     assert outcome.passed, outcome.verification.render()
+
+
+def exact_values_of(source: str, entry: str) -> set[str]:
+    return set(attrs.EXACT_VALUES.get(load_kernel(source, "k.py", entry).func, []) or [])
+
+
+def test_exact_values_are_the_integers_and_what_they_are_computed_from():
+    """precision.exact_values as the frontend records it: the int32 tensors and tiles, the float32 sum an int32
+    tile is computed from (and its operands), nothing for a kernel without integers."""
+    exact = exact_values_of(FLOAT_TO_INT, "float_to_int")
+    assert {"K", "key", "x", "z"} <= exact and "Eq" not in exact
+    assert {"A", "B", "s", "p", "d"} <= exact_values_of(INT_ARITHMETIC, "int_arith")
+    floats = INT_ARITHMETIC.replace('"int32")', '"float16")').replace('"int32"),', '"float16"),')
+    assert exact_values_of(floats, "int_arith") == set()
