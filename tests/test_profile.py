@@ -11,7 +11,7 @@ from compiler import api
 from compiler.profile import build_profile, verdict
 from schemas.target import TargetConfig
 
-from .conftest import ROOT
+from .conftest import ROOT, project_name
 
 GEMM = ROOT / "examples" / "tilelang" / "gemm.py"
 PARAMS = {"M": 256, "N": 256, "K": 256}
@@ -102,7 +102,7 @@ def test_the_verdict_names_what_bounds_the_program(streams, ratio, expected):
 
 
 def test_cli_profile_json_and_verify_profile():
-    args = [str(GEMM), "--entry", "matmul", *(f"--param={k}={v}" for k, v in PARAMS.items())]
+    args = [project_name(GEMM), "--entry", "matmul", *(f"--param={k}={v}" for k, v in PARAMS.items())]
     proc = subprocess.run([sys.executable, "-m", "tilefarm", "profile", *args, "--json"], capture_output=True,
                           text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
