@@ -138,7 +138,7 @@ def test_each_window_starts_on_the_rows_the_window_before_has_packed(arch):
     params = {"batch": 1, "heads": 2, "seq_len": 512, "dim": 128, "causal": False, "block_M": 128, "block_N": 256}
     source = EXAMPLE.read_text()
     target = TargetConfig(arch=arch, blocking="as_written")
-    result = compile_source(source, filename=str(EXAMPLE), entry="flash_attention", params=params, target=target)
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=params, target=target)
     compute = result.artifacts["compute.cpp"].decode()
     assert re.search(r"cb_wait_front\(cb_s, g_\d+ \* 8 \+ 8\);\s+tile_regs_acquire", compute)      # row max
     assert re.search(r"cb_wait_front\(cb_m, r \+ 1\);", compute)                                  # exponentials
@@ -153,7 +153,7 @@ def test_each_window_starts_on_the_rows_the_window_before_has_packed(arch):
     shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
     q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
     outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=str(EXAMPLE), entry="flash_attention", params=params)
+                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
     assert outcome.passed, outcome.verification.render()
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
 
