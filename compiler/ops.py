@@ -119,6 +119,10 @@ _OPS = [
     # (fp32_pages_to_int32: the SFPU typecast's rule, truncation toward zero, saturating; integer operations only)
     _op("pages_to_int32", "cb expr", "fp32_pages_to_int32(get_read_ptr({0}), {1:p} * get_tile_size({0}) / 4)",
         {WRITER}),
+    # an int8 / uint8 output: the writer converts each float page compute packed (bfloat16 or float32) to its 1024
+    # bytes, in place at the page's start, before writing it (pages_to_bytes: truncation toward zero, saturating)
+    _op("pages_to_bytes", "cb expr expr", "pages_to_bytes(get_read_ptr({0}), {1:p}, get_tile_size({0}), {2})",
+        {WRITER}),
     _op("noc_async_writes_flushed", "", "noc_async_writes_flushed()", {WRITER}),
     _op("noc_async_write_barrier", "", "noc_async_write_barrier()", DATAFLOW),
     # before a read of pages this kernel wrote earlier (an accumulated output): the writes must have landed

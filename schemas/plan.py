@@ -17,7 +17,8 @@ class _Strict(BaseModel):
 # field may carry C++ (a name is an identifier; anything else is from a closed set or kept out of the code).
 Identifier = Annotated[str, StringConstraints(pattern=r"^[^\W\d]\w{0,127}$")]
 OneLine = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f\\]{0,255}$")]  # in a // comment: no newline, no \
-DataFormat = Literal["Float32", "Float16_b", "Float16", "Int32"]   # Int32: int32 outputs (the writer converts)
+# Int32: int32 outputs; Int8 / UInt8: int8 / uint8 outputs, 1024-byte pages (the writer converts both)
+DataFormat = Literal["Float32", "Float16_b", "Float16", "Int32", "Int8", "UInt8"]
 Fidelity = MathFidelity
 
 

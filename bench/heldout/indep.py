@@ -150,6 +150,11 @@ def expect(name, I, P):
         return {"O": np.where(I["Mask"][:, None, :] != 0, f64(I["S"]), 0.0)}
     if name.startswith("k32"):      # C's float -> int32 conversion: toward zero
         return {"Bk": np.trunc(f64(I["X"]).astype(np.float32) / np.float32(0.25))}
+    if name.startswith("k29"):      # codes: round(x / (max(|x|, 1e-4) / 127)) halves away from zero, as int8
+        x = f64(I["X"]).astype(np.float32)
+        s = (np.maximum(np.abs(x).max(axis=1), np.float32(1e-4)) / np.float32(127.0)).astype(np.float32)
+        v = (x / s[:, None]).astype(np.float64)
+        return {"Q": np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -128, 127), "S": s}
     if name.startswith("k28"):
         return {"O": np.where(I["Mask"][:, None, :], f64(I["S"]), 0.0)}
     return None

@@ -238,6 +238,38 @@ inline void write_rows(const Accessor& tensor, uint32_t src, int32_t row, int32_
 }"""
 
 
+PAGES_TO_BYTES = """// `pages` float pages at `addr` (`page_bytes` each: 1024 bfloat16 or float32 values) -> int8 (`is_signed`) or
+// uint8 values, in place: page p's 1024 bytes at its start (byte i is written after value i is read). Truncation
+// toward zero; values beyond the type's range (inf included) saturate to its ends, NaN becomes 0.
+inline void pages_to_bytes(uint32_t addr, uint32_t pages, uint32_t page_bytes, uint32_t is_signed) {
+    const int32_t low = is_signed ? -128 : 0, high = is_signed ? 127 : 255;
+    for (uint32_t p = 0; p < pages; ++p) {
+        const uint32_t page = addr + p * page_bytes;
+        volatile tt_l1_ptr uint8_t* out = reinterpret_cast<volatile tt_l1_ptr uint8_t*>(page);
+        for (uint32_t i = 0; i < 1024; ++i) {
+            uint32_t bits;
+            if (page_bytes == 4096) {
+                bits = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(page)[i];
+            } else {
+                bits = static_cast<uint32_t>(reinterpret_cast<volatile tt_l1_ptr uint16_t*>(page)[i]) << 16;
+            }
+            const int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xffu) - 127;
+            int32_t value = 0;
+            if (exponent == 128 && (bits & 0x7fffffu) != 0) {
+                value = 0;                                          // NaN
+            } else if (exponent >= 8) {
+                value = (bits >> 31) != 0 ? low : high;             // |x| >= 256, inf
+            } else if (exponent >= 0) {
+                const int32_t magnitude = static_cast<int32_t>(((bits & 0x7fffffu) | 0x800000u) >> (23 - exponent));
+                value = (bits >> 31) != 0 ? -magnitude : magnitude;
+            }
+            value = value < low ? low : value > high ? high : value;
+            out[i] = static_cast<uint8_t>(value);
+        }
+    }
+}"""
+
+
 FP32_TO_INT32 = """// `words` float32 values at `addr` -> int32 in place, as the SFPU's typecast_tile<Float32, Int32> converts
 // (ckernel_sfpu_typecast.h calculate_typecast_fp32_to_int32): truncation toward zero, |x| < 1 -> 0, magnitudes of
 // 2^31 and more (inf, NaN) saturate to INT32_MIN for a negative sign, else INT32_MAX. Integer operations only.
@@ -459,6 +491,8 @@ class KernelPrinter:
             head += ["", *WRITE_ROWS.splitlines()]
         if "pages_to_int32" in self.used_ops:
             head += ["", *FP32_TO_INT32.splitlines()]
+        if "pages_to_bytes" in self.used_ops:
+            head += ["", *PAGES_TO_BYTES.splitlines()]
         if "fill_reduce_scaler" in self.used_ops:
             head += ["",
                      "// The reduce scaler tile: bf16 1.0 in the first row of each 16x16 face, zeros elsewhere",

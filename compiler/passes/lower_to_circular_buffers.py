@@ -20,7 +20,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import ops
-from ..errors import CompileError
+from ..errors import CompileError, Refusal
 from ..ir import Region, error_at, op_name, reads_at_run_time, region_of, seq
 from ..layout import UNIT, view_of
 from ..target import DATA_FORMATS, TILE
@@ -55,10 +55,11 @@ def _tile_loops(rows: int, cols: int, make) -> tirx.Stmt:
 
 
 def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int, row_guard=None,
-                   write_page=None, to_int32: bool = False) -> tirx.Stmt:
+                   write_page=None, convert: str | None = None) -> tirx.Stmt:
     """The writer's side of a write-out: per batch, wait for its tiles, write them, flush once, free them.
     `write_page(index, tr, tc)`: the write of the page at `index` (default: the whole tile (r0 + tr, c0 + tc)).
-    `to_int32`: an int32 output; the writer converts the batch's float32 pages to int32 before writing them."""
+    `convert`: the declared dtype of an integer output: int32, whose float32 pages the writer converts to int32
+    before writing them, or int8 / uint8, whose pages it converts to 1024 bytes each (pages_to_bytes)."""
     def batch_body(tile_of):
         q = tirx.Var("q", "int32")
         index = q if batch > 1 else tirx.IntImm("int32", 0)
@@ -69,7 +70,9 @@ def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int,
         if cond is not None:
             write = tirx.IfThenElse(cond, write, None)
         return seq([ops.call("cb_wait_front", cb, batch),
-                    *([ops.call("pages_to_int32", cb, batch)] if to_int32 else []),
+                    *([ops.call("pages_to_int32", cb, batch)] if convert == "int32" else []),
+                    *([ops.call("pages_to_bytes", cb, batch, int(convert == "int8"))]
+                      if convert in ("int8", "uint8") else []),
                     tirx.For(q, 0, batch, tirx.ForKind.SERIAL, write) if batch > 1 else write,
                     ops.call("noc_async_writes_flushed"),
                     ops.call("cb_pop_front", cb, batch)])
@@ -331,15 +334,21 @@ def lower_to_circular_buffers(func, mod, ctx):
             sr0, sc0 = (int(s) // TILE for s in src.starts)
             bounds = {str(k): v for k, v in (call.config or {}).items() if str(k) in ("row_begin", "row_end")}
             if bounds or shifted_rows(dst) or shifted_cols(dst):
+                if declared.get(dst.name) in ("int8", "uint8"):
+                    raise error_at(call, func, f"`{dst.name}` is {declared[dst.name]}: its pages are converted to "
+                                               "bytes and written whole; rows written one by one (a bound on the "
+                                               "rows kept, a start between tile boundaries) are not lowered for it",
+                                   stage=STAGE, hint="write whole tiles of it, or make it float16",
+                                   refusal=Refusal.not_lowered("an int8 / uint8 output written row by row"))
                 return seq([ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, "", 0, 0),
                             _write_batches(cb["index"], dst.name, 0, 0, rows, cols, batch,
                                            write_page=rows_writer(dst, cb, bounds),
-                                           to_int32=declared.get(dst.name) == "int32")])
+                                           convert=declared.get(dst.name))])
             r0, c0 = page_origin(dst)
             return seq([
                 ops.call("compute_send", cb["index"], src.name, sr0, sc0, rows, cols, dst.name, r0, c0),
                 _write_batches(cb["index"], dst.name, r0, c0, rows, cols, batch, row_guard(dst, rows),
-                               to_int32=declared.get(dst.name) == "int32"),
+                               convert=declared.get(dst.name)),
             ])
         return call                        # L1 -> L1: a compute copy, tensorized later
 

@@ -197,9 +197,14 @@ def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[s
     return EmulationOutcome(outputs, given, report, result.log, timings, verification)
 
 
+CONVERTED = ("Int32", "Int8", "UInt8")     # the data formats of integer outputs whose pages the writer converts
+
+
 def output_dtypes(plan: dict) -> dict[str, str]:
-    """Each buffer's dtype as the user sees it: an int32 output (Int32 pages, converted by the writer) is int32."""
-    return {b["name"]: b["declared_dtype"] if b.get("data_format") == "Int32" else b["dtype"] for b in plan["buffers"]}
+    """Each buffer's dtype as the user sees it: an int32, int8 or uint8 output (pages converted by the writer) is
+    that integer type."""
+    return {b["name"]: b["declared_dtype"] if b.get("data_format") in CONVERTED else b["dtype"]
+            for b in plan["buffers"]}
 
 
 def typed_outputs(plan: dict, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -221,6 +226,16 @@ def to_int32(values: np.ndarray) -> np.ndarray:
     return out.astype(np.int32)
 
 
+def to_bytes(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float values as an int8 / uint8 output holds them (pages_to_bytes): truncated toward zero, saturated to the
+    type's range (inf included), NaN as 0."""
+    info = np.iinfo(dtype)
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        out = np.clip(np.trunc(np.nan_to_num(v, nan=0.0, posinf=info.max, neginf=info.min)), info.min, info.max)
+    return out.astype(dtype)
+
+
 def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *, filename: str = "kernel.py",
                       entry: str | None = None, params: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """What a program's outputs are held to: the NumPy reference of the input kernel run on `inputs` (each output in
@@ -235,7 +250,8 @@ def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *,
     given = {name: np.asarray(a).reshape(ir_shapes.get(name, np.shape(a))) for name, a in inputs.items()}
     expected = {name: np.asarray(a).reshape(shapes.get(name, a.shape)) for name, a in run_reference(func, given).items()}
     dtypes = output_dtypes(plan)
-    expected = {name: to_int32(a) if dtypes.get(name) == "int32" else a for name, a in expected.items()}
+    expected = {name: to_int32(a) if dtypes.get(name) == "int32" else
+                to_bytes(a, dtypes[name]) if dtypes.get(name) in ("int8", "uint8") else a for name, a in expected.items()}
     return expected, output_paths(func, plan)
 
 

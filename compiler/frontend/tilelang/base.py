@@ -33,11 +33,14 @@ def read_as(dtype: str) -> str:
 # integer tiles and outputs a kernel computes (top-k's indices): float32 tiles holding integers, exact below 2^24; an
 # int32 output's pages are converted to int32 by the writer (truncation toward zero, as the SFPU's typecast)
 INTEGER_TILES = ("int32",)
+# 8-bit integer outputs (a quantization's codes): compute holds their values as floats, the writer converts each
+# page to bytes (truncation toward zero, saturating to the type's range) and writes 1024-byte pages
+BYTE_OUTPUTS = ("int8", "uint8")
 
 
 def unwritable(dtype: str, what: str) -> str | None:
     """Why a low-bit or integer output cannot be written (None: it can): the device would have to round to it."""
-    if dtype in INTEGER_TILES:
+    if dtype in INTEGER_TILES or dtype in BYTE_OUTPUTS:
         return None
     if dtype in INTEGER_READS:
         return (f"{what} is {dtype}: writing it means converting to integers, which no Tenstorrent tile format or "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ... import registry
 from ...errors import Refusal, SourceLocation
-from .base import TILE_DTYPES, INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
+from .base import BYTE_OUTPUTS, TILE_DTYPES, INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
 from .expr import (VARLEN_HINT, run_time_refusal, DType, Expr, Load, Select, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
                    is_scalar_load, read_at_run_time, render_int, wrap)
@@ -220,29 +220,30 @@ def check_integral(op, dst, location) -> None:
     integers is an integer. A float value stored into int32 (which the GPU would truncate) is refused."""
     from .diagnostics import fail
     what = f"`{dst.name}`" + (" (an output)" if dst.scope == "global" else "")
+    kind = f"an {dst.declared} tile"
     if dst.scope == "global":     # an int32 output: the writer truncates what compute packed, as a GPU's store does
         return
     if op.name in ("trunc", "floor", "ceil"):    # integers whatever they round (T.cast to an integer type, T.round)
         return
     if op.name not in INTEGER_OPS:
-        fail(f"T.tile.{op.name} into {what}, an int32 tile: tilefarm keeps int32 tiles as float32 holding integers, "
+        fail(f"T.tile.{op.name} into {what}, {kind}: tilefarm keeps {dst.declared} tiles as floats holding integers, "
              "and this op does not keep them integers", hint="compute in a float32 tile", location=location,
-             refusal=Refusal.not_lowered(f"T.tile.{op.name}'s float result truncated into an int32 tile"))
+             refusal=Refusal.not_lowered(f"T.tile.{op.name}'s float result truncated into {kind}"))
     for a in op.args[1:]:
         if isinstance(a, Region) and not (_integer_valued(a) or getattr(a.buffer, "scratch", False)):
-            fail(f"`{a.buffer.name}` ({a.buffer.declared or a.buffer._dtype}) is stored into {what}, an int32 tile: "
+            fail(f"`{a.buffer.name}` ({a.buffer.declared or a.buffer._dtype}) is stored into {what}, {kind}: "
                  "the GPU would truncate it to an integer, which tilefarm does not do inside a kernel",
                  hint="store float values into a float32 tile; int32 tiles take integers (indices, counts)",
                  location=location)
         if isinstance(a, (int, float)) and not float(a).is_integer():
-            fail(f"{a} is stored into {what}, an int32 tile", location=location)
+            fail(f"{a} is stored into {what}, {kind}", location=location)
         if isinstance(a, str):
             try:
                 value = float(a.replace("T.float32(", "").rstrip(")"))
             except ValueError:
                 continue
             if not value.is_integer():
-                fail(f"{value} is stored into {what}, an int32 tile", location=location)
+                fail(f"{value} is stored into {what}, {kind}", location=location)
 
 
 @dataclass(eq=False)
@@ -474,7 +475,7 @@ class Recorder:
         dst = op.args[0] if op.args else None
         if not isinstance(dst, Region) or dst.buffer.declared is None:
             return
-        if dst.buffer.declared in INTEGER_TILES:     # integers held as float32 (check_integral keeps them integers)
+        if dst.buffer.declared in INTEGER_TILES + BYTE_OUTPUTS:   # integers held as floats (kept integers)
             check_integral(op, dst.buffer, location)
             return
         src = op.args[1] if len(op.args) > 1 else None
@@ -766,7 +767,12 @@ class Recorder:
         def shape_text(shape):
             return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
-        params = ", ".join(f"{b.name}: T.Buffer({shape_text(b.matrix_shape())}, \"{b._dtype}\")" for b in self.params)
+        def param_dtype(b: Buffer) -> str:
+            """An int8 / uint8 output is float32 in the kernel (its values are packed exactly, then converted to bytes
+            by the writer): a 16-bit one would round 2.999 up to 3 before the conversion truncates it."""
+            return "float32" if b.declared in BYTE_OUTPUTS and b in self.global_writes else b._dtype
+        params = ", ".join(f"{b.name}: T.Buffer({shape_text(b.matrix_shape())}, \"{param_dtype(b)}\")"
+                           for b in self.params)
         line("@T.prim_func", def_location, 0)
         line(f"def {name}({params}):", def_location, 0)
         if self.accumulated:
@@ -792,7 +798,7 @@ class Recorder:
         user declared: their verification inputs are drawn from that dtype's values. And the integer tiles
         (float32 tiles holding integers): the lowering computes them exactly (tensorize: no FPU's TF32 operands)."""
         out = {b.name: b.declared for b in self.params if b.declared}
-        out.update({b.name: b.declared for b, _ in self.allocs if b.declared in INTEGER_TILES})
+        out.update({b.name: b.declared for b, _ in self.allocs if b.declared in INTEGER_TILES + BYTE_OUTPUTS})
         return out
 
     def logical_shapes(self) -> dict[str, list[int]]:
