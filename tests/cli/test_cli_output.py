@@ -18,6 +18,7 @@ from collections import defaultdict
 import pytest
 
 from tests.cli.test_client import tilefarm
+from tests.conftest import project_name
 from tests.served import fresh_kernel
 from tests.service.conftest import REPO, base_env
 
@@ -28,12 +29,13 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory):
-    """`tilefarm profile` of TileLang's GEMM, with its trace and CSV exports."""
+    """`tilefarm profile` of TileLang's GEMM, with its trace and CSV exports (run in the checkout, the example named
+    from it: the generated code quotes the name, so the caches' entries serve every checkout)."""
     out = tmp_path_factory.mktemp("profile")
-    result = tilefarm("profile", str(GEMM), *GEMM_ARGS, "--trace", str(out / "trace.json"), "--csv",
+    result = tilefarm("profile", project_name(GEMM), *GEMM_ARGS, "--trace", str(out / "trace.json"), "--csv",
                       str(out / "ops.csv"), timeout=300)
     assert result.returncode == 0, result.stderr
-    found = tilefarm("profile", str(GEMM), *GEMM_ARGS, "--json", timeout=300)
+    found = tilefarm("profile", project_name(GEMM), *GEMM_ARGS, "--json", timeout=300)
     assert found.returncode == 0, found.stderr
     return result.stdout, json.loads(found.stdout), out
 
