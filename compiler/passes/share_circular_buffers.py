@@ -153,13 +153,16 @@ def input_ranges(mod, cbs: list[dict]) -> dict[int, tuple[tuple[int, int], tuple
     compute pops them all before it waits for the second's, so the FIFO holds them in the order both expect, and
     neither kernel waits on a page the other holds back."""
     aliased = {c["shares_with"] for c in cbs if c.get("shares_with") is not None}
+    # a multicast's CB is written by another core at the address its own copy of the CB has reached: left alone
+    multicast = {int(g["cb"]) for gv in mod.functions for g in (attrs.MULTICAST.get(mod[gv], None) or [])}
     out = {}
     for role in (ops.READER, ops.WRITER):
         if role not in [str(gv.name_hint) for gv in mod.functions]:
             continue
         candidates = {c["index"]: c for c in cbs
                       if c["role"] == "input" and c["producer"] == role and c["consumer"] == ops.COMPUTE
-                      and c.get("shares_with") is None and c["index"] not in aliased and not c.get("shard_of")}
+                      and c.get("shares_with") is None and c["index"] not in aliased and not c.get("shard_of")
+                      and c["index"] not in multicast}
         if not candidates:
             continue
         consumed = ranges_in(mod[ops.COMPUTE], candidates, whole_loops=True, moved_by="cb_pop_front")
