@@ -29,6 +29,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from . import attrs
 from .registry import BINARY, FPU_BINARY, REDUCE, TILE_OPS, UNARY, reduces_on_sfpu
 from .verify import UNIT_ROUNDOFF
 
@@ -98,6 +99,7 @@ class PathWalk:
         self.trips: list[int] = []
         self.fpu_read: set[str] = set()
         self.in_loops: set[int] = set()      # tile ops inside a loop (their fp32 operands stay off the FPU)
+        self.exact = frozenset(attrs.EXACT_VALUES.get(func, []) or [])    # values computed exactly (exact_values)
         tvm_ffi.structural_walk(func.body, [(tirx.For, self.note_loop)], order="pre")
         tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, self.note_fpu)], order="pre")
         self.walk(func.body)
@@ -105,6 +107,11 @@ class PathWalk:
     @staticmethod
     def region(arg):
         return arg.source if isinstance(arg, tvm.ir.TensorRegion) else None
+
+    def on_sfpu(self, name: str, call) -> bool:
+        """The reduction `call` runs on the SFPU (tensorize's plan.on_sfpu: the same rule on the same names)."""
+        names = {str(self.region(a).name) for a in call.args[:2] if self.region(a) is not None}
+        return reduces_on_sfpu(name, str(self.region(call.args[1]).dtype), bool(names & self.exact))
 
     def note_loop(self, loop) -> None:
         tvm_ffi.structural_walk(loop.body, [(tirx.TilePrimitiveCall, lambda c: self.in_loops.add(id(c)))],
@@ -115,7 +122,7 @@ class PathWalk:
         if name == "gemm":
             self.fpu_read.update(str(self.region(a).name) for a in call.args[1:3] if self.region(a) is not None)
         elif name in REDUCE and self.region(call.args[1]) is not None and \
-                not reduces_on_sfpu(name, str(self.region(call.args[1]).dtype)):
+                not self.on_sfpu(name, call):
             self.fpu_read.add(str(self.region(call.args[1]).name))
         elif name in FPU_BINARY and self.fpu_rounds and id(call) not in self.in_loops:
             # outside loops an add/sub/mul of fp32 CB tiles may run on the FPU (tensorize/strategies.py): its CBs
@@ -199,7 +206,7 @@ class PathWalk:
             loops = math.prod(self.trips) if accumulates and self.trips else 1
             mid = "tf32" if str(src.dtype) == "float32" else ("float32" if self.fp32_dest else "bfloat16")
             p = self.path(src)
-            if reduces_on_sfpu(name, str(src.dtype)):
+            if self.on_sfpu(name, call):
                 # the SFPU's max / min (sfpu_reduce) is one of the values copied into DST, as they are there: a
                 # copy's rounding only (TF32 when the FPU reads the same CB, a 16-bit DST's)
                 if str(src.name) in self.fpu_read and str(src.name) not in self.globals:
@@ -251,6 +258,7 @@ def fpu_readable(func, output_dtypes: dict[str, str]) -> frozenset[str]:
     slots (tensorize's Window.try_send), not read from the CB. Layer norm: `centered` and `inv` feed bfloat16 y, and
     float32 rstd only through the variance's reduction and inv's own window: the FPU may read them; `x = x * s`
     written to a float32 output may not. `func`: the tensorize pass's input (tile ops, CB write-out markers)."""
+    exact = frozenset(attrs.EXACT_VALUES.get(func, []) or [])
     flows: dict[str, set[str]] = {}      # value -> values computed from it (any way)
     from_cb: dict[str, set[str]] = {}    # value -> values computed from it as read from its CB
     names: set[str] = set(output_dtypes)
@@ -271,7 +279,8 @@ def fpu_readable(func, output_dtypes: dict[str, str]) -> frozenset[str]:
                 regions = [a.source for a in stmt.args if isinstance(a, tvm.ir.TensorRegion)]
                 name = str(stmt.op.name).removeprefix("tirx.tile.")
                 for src in regions[1:]:
-                    through_tf32 = name == "gemm" or name in REDUCE and not reduces_on_sfpu(name, str(src.dtype))
+                    through_tf32 = name == "gemm" or name in REDUCE and not reduces_on_sfpu(
+                        name, str(src.dtype), bool({str(r.name) for r in regions[:2]} & exact))
                     if not (through_tf32 and str(src.dtype) == "float32"):
                         # `inv = inv + eps` right after inv's last op reads it in DST, not from its CB
                         add(str(src.name), str(regions[0].name), packed_from_dst=str(src.name) == last_dst)
@@ -319,21 +328,45 @@ def _has_tile_ops(stmt) -> bool:
     return bool(found)
 
 
+COMPARE_WITH_ZERO = ("gtz", "gez", "ltz", "lez", "eqz", "nez")    # a comparison's tile op, on a difference
+
+
+def _buffers(func) -> list:
+    """The kernel's tensors and allocated tiles."""
+    found = list(func.params)
+    tvm_ffi.structural_walk(func.body, [(tirx.AllocBuffer, lambda a: found.append(a.buffer)),
+                                        (tirx.DeclBuffer, lambda d: found.append(d.buffer))], order="pre")
+    return found
+
+
 def exact_values(func, declared: dict[str, str]) -> frozenset[str]:
     """The values an element-wise op computes exactly in fp32, never reading them through the FPU's 19-bit (TF32)
     source registers (11 significant bits): the integer tensors and tiles (`declared`: attrs.DECLARED_DTYPES;
     float32 tiles holding integers, exact below 2^24, which verification compares exactly, as a GPU's int32
     arithmetic is) and every value one of them is computed from (`T.cast(x * 2 + j, "int32")`: the GPU's float32
     arithmetic before the conversion). Not a matmul's operands (its product passes the source registers anyway).
-    Empty for a kernel without integers: float kernels keep their choices."""
+    And a comparison of data with data (top-k's `max_val[i] == x[i, j]`: the difference of two values, compared with
+    zero), whose answer a TF32 rounding of either side would change; not one of data with a constant (`x > 0.5`,
+    `m == -inf`), which the FPU reads as the device does. Empty for a float kernel without such comparisons: its
+    choices are unchanged."""
     exact = {name for name, dtype in declared.items() if str(dtype).startswith(("int", "uint"))}
-    if not exact:
-        return frozenset()
     sources: dict[str, set[str]] = {}    # value -> the values it is computed from
+    compared: list[str] = []             # the values compare-with-zero ops test
+    extremes: set[str] = set()           # the results of row maxima / minima
+    written: set[str] = set()            # values copied whole into a tensor
+    fp32 = {str(b.name) for b in _buffers(func) if str(b.dtype) == "float32"}
+    params = {str(p.name) for p in func.params}
 
     def tile_op(call) -> None:
         regions = [a.source for a in call.args if isinstance(a, tvm.ir.TensorRegion)]
-        if regions and str(call.op.name).removeprefix("tirx.tile.") != "gemm":
+        name = str(call.op.name).removeprefix("tirx.tile.")
+        if regions and name in COMPARE_WITH_ZERO:
+            compared.append(str(regions[0].name))
+        if regions and name in ("max", "min") and name in REDUCE:
+            extremes.add(str(regions[0].name))
+        if len(regions) == 2 and name == "copy" and str(regions[0].name) in params:
+            written.add(str(regions[1].name))
+        if regions and name != "gemm":
             sources.setdefault(str(regions[0].name), set()).update(str(r.name) for r in regions[1:])
 
     def store(stmt) -> None:
@@ -342,6 +375,10 @@ def exact_values(func, declared: dict[str, str]) -> frozenset[str]:
         sources.setdefault(str(stmt.buffer.name), set()).update(str(b.name) for b in loads)
 
     tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, tile_op), (tirx.BufferStore, store)], order="pre")
+    # a comparison of fp32 data with data (16-bit values pass the FPU's registers unrounded), and a maximum written
+    # out as it is (a GPU's max is one of the values): exact
+    exact |= {name for name in compared if len(sources.get(name, set()) - {name}) >= 2 and sources[name] & fp32}
+    exact |= {name for name in extremes & written if name in fp32}
     todo = list(exact)
     while todo:                          # backwards over what each value is computed from
         for src in sources.get(todo.pop(), ()):

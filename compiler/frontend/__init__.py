@@ -57,10 +57,10 @@ def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None
             func = attrs.LOGICAL_SHAPES.on(func, traced.logical_shapes)
         if traced.declared_dtypes:
             func = attrs.DECLARED_DTYPES.on(func, traced.declared_dtypes)
-            # found here, before passes forward copies (an int32 tile that only copies a float32 sum disappears)
-            exact = precision.exact_values(func, traced.declared_dtypes)
-            if exact:
-                func = attrs.EXACT_VALUES.on(func, sorted(exact))
+        # found here, before passes forward copies (an int32 tile that only copies a float32 sum disappears)
+        exact = precision.exact_values(func, traced.declared_dtypes or {})
+        if exact:
+            func = attrs.EXACT_VALUES.on(func, sorted(exact))
         loaded.func = func
         return loaded
     if params:

@@ -19,7 +19,8 @@ from tvm import tirx
 from ... import ops, precision, registry
 from ...ir import is_transposed, scalar_of, seq
 from ...target import TILE
-from .plan import LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, exact_op, first_use, fpu_in_place, tiles_of
+from .plan import (LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, exact_op, first_use, fpu_in_place,
+                   on_sfpu, tiles_of)
 from .strategies import LOWEST, Src, Strategies, i32
 
 
@@ -1092,7 +1093,7 @@ class Emitter:
             part = self.partial_reduce[id(info)]
             return self.strategies.reduce(pool, slot, Src("cb", cb=part), 1, lambda kt: sr + i,
                                           [] if fresh else self.strategies.fill(slot, 0.0))
-        if registry.reduces_on_sfpu(info.name, str(src.buffer.dtype)):
+        if on_sfpu(info, tz.exact):
             return self.strategies.sfpu_reduce(info.name, slot, Src("cb", cb=tz.cb_of(src.name)), k_tiles,
                                                lambda kt: (sr + i) * src_cols + sc + kt, info.accumulates,
                                                self.scratch)

@@ -251,7 +251,7 @@ class Window:
         integer = info.name in BINARY and registry.TILE_OPS[info.name].integer
         scratch = max(self.scratch, (1 if standard else 2)
                       if info.name in BINARY and two_tiles and not (standard and in_dst and not integer) else 0)
-        if on_sfpu(info):
+        if on_sfpu(info, self.exact):
             scratch = max(scratch, 1)      # the source row's further tiles, reduced there (strategies.sfpu_reduce)
         buffers = self.dst_buffers([info.dst.name])
         grouped = not self.flat and info.whole and (self.grid is None or info.grid == self.grid)
@@ -396,21 +396,23 @@ def exact_op(info: OpInfo, exact: frozenset) -> bool:
     return any(r.name in exact for r in [info.dst] + [o.region for o in info.operands if o.region is not None])
 
 
-def on_sfpu(info: OpInfo) -> bool:
-    """A row max / min the SFPU computes (registry.reduces_on_sfpu: of fp32 data, exact), not the FPU's reduce_tile."""
-    return info.name in REDUCE and registry.reduces_on_sfpu(info.name, str(info.operands[0].region.buffer.dtype))
+def on_sfpu(info: OpInfo, exact: frozenset) -> bool:
+    """A row max / min the SFPU computes (registry.reduces_on_sfpu: a min, or a max of fp32 data that must be exact,
+    `exact`: precision.exact_values), not the FPU's reduce_tile."""
+    return info.name in REDUCE and registry.reduces_on_sfpu(info.name, str(info.operands[0].region.buffer.dtype),
+                                                            exact_op(info, exact))
 
 
-def reduced_operands(stmts) -> set[str]:
+def reduced_operands(stmts, exact: frozenset) -> set[str]:
     """Buffers a matmul or a reduction among `stmts` reads through the FPU's source registers (not the SFPU's max /
     min of fp32 data, which reads them as they are)."""
     out: set[str] = set()
     for s in stmts:
         if isinstance(s, tirx.For):
-            out |= reduced_operands(stmts_of(s.body))
+            out |= reduced_operands(stmts_of(s.body), exact)
         elif isinstance(s, tirx.TilePrimitiveCall):
             info = op_info(s)
-            if info.name == "gemm" or info.name in REDUCE and not on_sfpu(info):
+            if info.name == "gemm" or info.name in REDUCE and not on_sfpu(info, exact):
                 out |= {o.region.name for o in info.operands if o.region is not None}
     return out
 
@@ -466,7 +468,7 @@ class Planner:
     def plan(self, stmts: list) -> list:
         """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer, origin) | a plain statement."""
         self.carried = self.carried | frozenset(loop_carried(stmts))
-        self.reduced = self.reduced | frozenset(reduced_operands(stmts))
+        self.reduced = self.reduced | frozenset(reduced_operands(stmts, self.exact))
         stmts, moved = hoist_copies(stmts)
         self.hoisted = self.hoisted | frozenset(moved)
         items, cur = [], None
