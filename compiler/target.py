@@ -58,6 +58,15 @@ DATA_FORMATS: dict[str, DataFormatSpec] = {
     "float16": DataFormatSpec("Float16", 1, 2048, "float16"),
 }
 
+# integer outputs: compute packs their values as floats, the writer converts each page before writing it (int32 in
+# place, fp32_pages_to_int32; int8 / uint8 to the page's first 1024 bytes, pages_to_bytes); their DRAM pages' format
+CONVERTED_OUTPUTS: dict[str, DataFormatSpec] = {
+    "int32": DataFormatSpec("Int32", 8, 4096, "int32"),
+    "int8": DataFormatSpec("Int8", 14, TILE * TILE, "int8"),
+    "uint8": DataFormatSpec("UInt8", 30, TILE * TILE, "uint8"),
+}
+BYTE_OUTPUTS = tuple(d for d, f in CONVERTED_OUTPUTS.items() if f.tile_bytes == TILE * TILE)   # int8, uint8
+
 
 def dst_capacity(fp32_accumulation: bool, full_sync: bool) -> int:
     """Tiles usable per tile_regs_acquire (reference sheet §3.2)."""

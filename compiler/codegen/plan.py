@@ -85,8 +85,6 @@ def build_plan(mod) -> dict:
                  "size_bytes": lay["pages"] * lay["page_bytes"]}
         if name in declared:
             entry["declared_dtype"] = declared[name]
-            if declared[name] == "int32" and info["role"] == "output":   # pages converted by the writer
-                entry["data_format"] = "Int32"
         if "generator" in info:
             entry["generator"] = info["generator"]
         if info.get("accumulate"):

@@ -4,18 +4,14 @@ A DRAM tensor of any rank is a stack of matrices tiled along its two tile axes (
 form a (batch * tile rows, tile cols) grid, which is all the reader, the writer and the host need."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tvm import tirx
 
 from ..ir import ceil_div
 from ..layout import view_of
-from ..target import DATA_FORMATS, TILE
+from ..target import CONVERTED_OUTPUTS, DATA_FORMATS, TILE
 from .. import attrs
 
 MEMORY = {"input": "DRAM", "output": "DRAM", "unused": "DRAM", "constant": "DRAM", "staging": "L1", "compute": "DST"}
-# an int8 / uint8 output: compute packs floats, the writer converts each page to 1024 bytes (pages_to_bytes)
-BYTE_FORMATS = {"int8": "Int8", "uint8": "UInt8"}
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTInferLayout")
@@ -25,8 +21,8 @@ def infer_layout(func, mod, ctx):
     layouts = {}
     for name, buf in attrs.BUFFERS.get(func).items():
         fmt = DATA_FORMATS[buf["dtype"]]
-        if buf["role"] == "output" and declared.get(name) in BYTE_FORMATS:
-            fmt = replace(fmt, name=BYTE_FORMATS[declared[name]], tile_bytes=TILE * TILE)
+        if buf["role"] == "output" and declared.get(name) in CONVERTED_OUTPUTS:   # pages the writer converts
+            fmt = CONVERTED_OUTPUTS[declared[name]]
         desc = {"memory": MEMORY[buf["role"]], "data_format": fmt.name, "tile_shape": [TILE, TILE],
                 "tile_bytes": fmt.tile_bytes, "shape": list(buf["shape"])}
         if desc["memory"] == "DRAM":

@@ -23,7 +23,7 @@ from .. import ops
 from ..errors import CompileError, Refusal
 from ..ir import Region, error_at, op_name, reads_at_run_time, region_of, seq
 from ..layout import UNIT, view_of
-from ..target import DATA_FORMATS, TILE
+from ..target import BYTE_OUTPUTS, DATA_FORMATS, TILE
 from .. import attrs
 
 STAGE = "circular-buffers"
@@ -72,7 +72,7 @@ def _write_batches(cb: int, name: str, r0, c0, rows: int, cols: int, batch: int,
         return seq([ops.call("cb_wait_front", cb, batch),
                     *([ops.call("pages_to_int32", cb, batch)] if convert == "int32" else []),
                     *([ops.call("pages_to_bytes", cb, batch, int(convert == "int8"))]
-                      if convert in ("int8", "uint8") else []),
+                      if convert in BYTE_OUTPUTS else []),
                     tirx.For(q, 0, batch, tirx.ForKind.SERIAL, write) if batch > 1 else write,
                     ops.call("noc_async_writes_flushed"),
                     ops.call("cb_pop_front", cb, batch)])
@@ -334,7 +334,7 @@ def lower_to_circular_buffers(func, mod, ctx):
             sr0, sc0 = (int(s) // TILE for s in src.starts)
             bounds = {str(k): v for k, v in (call.config or {}).items() if str(k) in ("row_begin", "row_end")}
             if bounds or shifted_rows(dst) or shifted_cols(dst):
-                if declared.get(dst.name) in ("int8", "uint8"):
+                if declared.get(dst.name) in BYTE_OUTPUTS:
                     raise error_at(call, func, f"`{dst.name}` is {declared[dst.name]}: its pages are converted to "
                                                "bytes and written whole; rows written one by one (a bound on the "
                                                "rows kept, a start between tile boundaries) are not lowered for it",

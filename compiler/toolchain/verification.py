@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import CompileError
+from ..target import BYTE_OUTPUTS, CONVERTED_OUTPUTS
 from ..reference import numpy_dtype, run_reference
 from ..precision import output_paths
 from ..verify import VerificationReport, compare_outputs
@@ -197,7 +198,7 @@ def emulate_and_verify(artifacts: dict[str, bytes], *, arch: str, inputs: dict[s
     return EmulationOutcome(outputs, given, report, result.log, timings, verification)
 
 
-CONVERTED = ("Int32", "Int8", "UInt8")     # the data formats of integer outputs whose pages the writer converts
+CONVERTED = tuple(f.name for f in CONVERTED_OUTPUTS.values())   # formats of outputs whose pages the writer converts
 
 
 def output_dtypes(plan: dict) -> dict[str, str]:
@@ -251,7 +252,7 @@ def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *,
     expected = {name: np.asarray(a).reshape(shapes.get(name, a.shape)) for name, a in run_reference(func, given).items()}
     dtypes = output_dtypes(plan)
     expected = {name: to_int32(a) if dtypes.get(name) == "int32" else
-                to_bytes(a, dtypes[name]) if dtypes.get(name) in ("int8", "uint8") else a for name, a in expected.items()}
+                to_bytes(a, dtypes[name]) if dtypes.get(name) in BYTE_OUTPUTS else a for name, a in expected.items()}
     return expected, output_paths(func, plan)
 
 

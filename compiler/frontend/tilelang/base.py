@@ -5,6 +5,7 @@ Depends on diagnostics (and compiler.errors) only, so every other module of the 
 from __future__ import annotations
 
 from ...errors import Refusal
+from ...target import BYTE_OUTPUTS
 from .diagnostics import fail
 
 TILE_DTYPES = ("float16", "bfloat16", "float32")
@@ -33,9 +34,9 @@ def read_as(dtype: str) -> str:
 # integer tiles and outputs a kernel computes (top-k's indices): float32 tiles holding integers, exact below 2^24; an
 # int32 output's pages are converted to int32 by the writer (truncation toward zero, as the SFPU's typecast)
 INTEGER_TILES = ("int32",)
-# 8-bit integer outputs (a quantization's codes): compute holds their values as floats, the writer converts each
-# page to bytes (truncation toward zero, saturating to the type's range) and writes 1024-byte pages
-BYTE_OUTPUTS = ("int8", "uint8")
+# integer tiles held as floats that stores keep integers: int32's, and int8 / uint8 ones (a quantization's codes,
+# written to outputs whose pages the writer converts to bytes: compiler/target.py BYTE_OUTPUTS)
+INTEGER_VALUED = INTEGER_TILES + BYTE_OUTPUTS
 
 
 def unwritable(dtype: str, what: str) -> str | None:

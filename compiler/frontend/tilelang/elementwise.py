@@ -22,7 +22,7 @@ import math
 
 from ... import registry
 from ...errors import Refusal
-from .base import BYTE_OUTPUTS, INTEGER_TILES, LOW_BIT
+from .base import BYTE_OUTPUTS, INTEGER_VALUED, LOW_BIT
 from .diagnostics import fail
 from .expr import (VARLEN_HINT, run_time_refusal, Bin, Call, Cast, Cmp, Const, Load, Logic, Select, Var, affine, args_of, data_loads,
                    describe, float_text, fold_binary, fold_constant, is_index, read_at_run_time, render_int,
@@ -291,7 +291,7 @@ class StoreLowering:
         return True           # an element index, a comparison's 0/1
 
     def store(self, target: Load, value) -> None:
-        if target.buffer.scope != "global" and target.buffer.declared in INTEGER_TILES + BYTE_OUTPUTS and \
+        if target.buffer.scope != "global" and target.buffer.declared in INTEGER_VALUED and \
                 not self.integral(value):
             value = Cast("int32", value)      # the GPU's store into an int32 tile truncates toward zero
         self.orient(target, value)
@@ -341,7 +341,7 @@ class StoreLowering:
             return
         # an int32 tile takes integers: an expression rounded on the store (T.cast(x * s, "int32")) is computed in a
         # float32 tile first
-        rounded = dst.buffer.declared in INTEGER_TILES + BYTE_OUTPUTS and self.op_count(value) > 1
+        rounded = dst.buffer.declared in INTEGER_VALUED and self.op_count(value) > 1
         if narrow or rounded or self.clobbers(value, dst):
             tmp = self.temp(shape, "float32" if narrow or rounded else dst.buffer.dtype)
             self.compute(value, tmp)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ... import registry
 from ...errors import Refusal, SourceLocation
-from .base import BYTE_OUTPUTS, TILE_DTYPES, INTEGER_READS, INTEGER_TILES, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
+from .base import BYTE_OUTPUTS, TILE_DTYPES, INTEGER_READS, INTEGER_TILES, INTEGER_VALUED, declared_as, read_as, dtype_name, tile_dtype_hint, untileable, unwritable
 from .diagnostics import fail, note_at
 from .expr import (VARLEN_HINT, run_time_refusal, DType, Expr, Load, Select, Var, affine, constant_int, data_loads, describe, float_text, fold_constant,
                    is_scalar_load, read_at_run_time, render_int, wrap)
@@ -475,7 +475,7 @@ class Recorder:
         dst = op.args[0] if op.args else None
         if not isinstance(dst, Region) or dst.buffer.declared is None:
             return
-        if dst.buffer.declared in INTEGER_TILES + BYTE_OUTPUTS:   # integers held as floats (kept integers)
+        if dst.buffer.declared in INTEGER_VALUED:   # integers held as floats (kept integers)
             check_integral(op, dst.buffer, location)
             return
         src = op.args[1] if len(op.args) > 1 else None
@@ -798,7 +798,7 @@ class Recorder:
         user declared: their verification inputs are drawn from that dtype's values. And the integer tiles
         (float32 tiles holding integers): the lowering computes them exactly (tensorize: no FPU's TF32 operands)."""
         out = {b.name: b.declared for b in self.params if b.declared}
-        out.update({b.name: b.declared for b, _ in self.allocs if b.declared in INTEGER_TILES + BYTE_OUTPUTS})
+        out.update({b.name: b.declared for b, _ in self.allocs if b.declared in INTEGER_VALUED})
         return out
 
     def logical_shapes(self) -> dict[str, list[int]]:
