@@ -730,29 +730,41 @@ class Chooser:
 
     def wider_steps(self, layout, blocks, candidates, grid_roots, k_roots, extents, depth, budget, cx, cy):
         """For a loop whose steps merge by evaluation (an online softmax), which rescales everything it carries
-        every step (the whole output block: its width in tiles, about a score tile's work each), the blocks that
-        cost least by busiest core's rows x (key tiles + steps x carried width): the chosen ones, or smaller
-        blocks with steps at least twice the carried width."""
+        every step (the whole output block: its width in tiles, about a score tile's work each), the blocks whose
+        busiest core costs least: the larger of its compute, rows x (key tiles + steps x carried width) score
+        tiles at SCORE_TILE_CYCLES, and its blocks' key-loop reads at its share of the DRAM bandwidth (read_cycles:
+        a smaller query block reads the keys more often), as triangular_cost weighs them; then the less compute.
+        Candidates: the chosen
+        blocks, or every halving of the candidates' blocks with the widest key step that fits, at least twice the
+        carried width."""
         merged = [r for r in k_roots if self.t.classes[r].merged_by_model and r in self.t.carried]
         if not merged:
             return layout, blocks
         width = max(ceil_div(self.buffers[name]["shape"][1], TILE) for r in merged for name in self.t.carried[r])
 
         def cost(lay, bl):
-            rows = self.work(bl, grid_roots, extents, lay, cx, cy)[0]
-            return rows * sum(self.tiles(r) * (1 + width / (bl.get(r, self.t.classes[r].block) // TILE))
-                              for r in merged)
+            rows, blocks_per_core = self.work(bl, grid_roots, extents, lay, cx, cy)
+            steps = {r: ceil_div(self.tiles(r), bl.get(r, self.t.classes[r].block) // TILE) for r in merged}
+            compute = rows * sum(self.tiles(r) * (1 + width / (bl.get(r, self.t.classes[r].block) // TILE))
+                                 for r in merged) * SCORE_TILE_CYCLES
+            reads = blocks_per_core * sum(steps[r] * self.step_tiles(r, bl) for r in merged) * self.read_cycles(cx * cy)
+            return max(compute, reads), compute     # equal bounds: the less compute (the reads hide behind it)
         best = (cost(layout, blocks), layout, blocks)
         min_step = 2 * width * TILE
         for lay, unfitted in candidates:
-            fitted = self.fit(dict(unfitted), grid_roots, k_roots, depth, budget, True, min_step=min_step,
-                              min_steps=MIN_MERGED_K_STEPS)
-            if fitted is not None and all(fitted.get(r, 0) >= min_step for r in merged) and \
-                    cost(lay, fitted) < best[0] and self.bounds_hold(fitted):
-                best = (cost(lay, fitted), lay, fitted)
+            for trial in self.halvings(unfitted, grid_roots):
+                # at each size of the blocks, the widest key step that fits (fit shrinks blocks before it narrows
+                # a step below the widest, so it alone never offers smaller blocks with wider steps)
+                fitted = self.fit(trial, grid_roots, k_roots, depth, budget, False, min_step=min_step,
+                                  min_steps=MIN_MERGED_K_STEPS)
+                if fitted is not None and all(fitted.get(r, 0) >= min_step for r in merged) and \
+                        cost(lay, fitted) < best[0] and self.bounds_hold(fitted):
+                    best = (cost(lay, fitted), lay, fitted)
         if best[2] is not blocks:
+            (bound, compute), (bound0, compute0) = best[0], cost(layout, blocks)
             self.explain.append(f"key steps of at least {2 * width} tiles (twice the {width} tiles the loop rescales "
-                                f"every step) on smaller blocks: {best[0] / cost(layout, blocks):.0%} of the work")
+                                f"every step) on smaller blocks: {bound / bound0:.0%} of the busiest core's modelled "
+                                f"cycles ({compute / compute0:.0%} of its compute)")
         return best[1], best[2]
 
     def as_written(self, why: str):
@@ -890,19 +902,24 @@ class Chooser:
         least = min_step or MIN_K_STEP_TILES * TILE
         wide = [ks for ks in choices if all(v >= min(least, self.largest_k(k_roots)) for v in ks.values())]
         for allowed in ((wide or choices, choices) if shrink else (wide or choices,)):
-            trial_blocks = dict(blocks)
-            while True:
+            for trial_blocks in (self.halvings(blocks, grid_roots) if shrink else [blocks]):
                 for ks in allowed:
-                    trial = dict(trial_blocks)
-                    trial.update(ks)
+                    trial = {**trial_blocks, **ks}
                     if self.l1_bytes(trial, depth) <= budget:
                         return trial
-                grid = [r for r in grid_roots if r is not None and trial_blocks.get(r, self.t.classes[r].block) > TILE]
-                if not shrink or not grid:
-                    break
-                largest = max(grid, key=lambda r: trial_blocks.get(r, self.t.classes[r].block))
-                trial_blocks[largest] = ceil_div(trial_blocks.get(largest, self.t.classes[largest].block) // TILE, 2) * TILE
         return None
+
+    def halvings(self, blocks: dict, grid_roots) -> list[dict]:
+        """`blocks`, then with its largest grid axis halved (in whole tiles), again, ... down to one-tile blocks: the
+        sizes fit() passes through when it shrinks."""
+        out, trial = [dict(blocks)], dict(blocks)
+        while True:
+            grid = [r for r in grid_roots if r is not None and trial.get(r, self.t.classes[r].block) > TILE]
+            if not grid:
+                return out
+            largest = max(grid, key=lambda r: trial.get(r, self.t.classes[r].block))
+            trial[largest] = ceil_div(trial.get(largest, self.t.classes[largest].block) // TILE, 2) * TILE
+            out.append(dict(trial))
 
     def largest_k(self, k_roots) -> int:
         """The largest K step there is (bytes of the K classes' first step choice)."""

@@ -166,72 +166,76 @@ def test_a_block_index_used_elsewhere_keeps_its_blocks():
         in explain(func)
 
 
+def _tile(shape, dtype="float32", role="compute", scope="local"):
+    return {"role": role, "scope": scope, "shape": shape, "dtype": dtype}
+
+
+def online_softmax(rescale: bool, n: int = 2048, d: int = 64, arch: str = "wormhole_b0"):
+    """An online softmax over n keys of width d (fp16 Q, K, V, fp32 O) in 64-row query blocks and 64-key steps,
+    with the attributes TTChooseBlocks reads; rescale=False: alpha times 0 (each step forgets the earlier ones)."""
+    buffers = {"Q": {**_tile([n, d], "float16", "input", "global"), "tile_axes": [0, 1]},
+               "K": {**_tile([n, d], "float16", "input", "global"), "tile_axes": [0, 1]},
+               "V": {**_tile([n, d], "float16", "input", "global"), "tile_axes": [0, 1]},
+               "O": {**_tile([n, d], "float32", "output", "global"), "tile_axes": [0, 1]},
+               "q": _tile([64, d], "float16", "staging", "shared"),
+               "k": _tile([64, d], "float16", "staging", "shared"),
+               "v": _tile([64, d], "float16", "staging", "shared"),
+               "s": _tile([64, 64]), "p": _tile([64, 64], "float16"), "acc": _tile([64, d]), "m": _tile([64, 1]),
+               "m_prev": _tile([64, 1]), "alpha": _tile([64, 1]), "l": _tile([64, 1]), "l_part": _tile([64, 1])}
+    scale = 1.0 if rescale else 0.0
+
+    @T.prim_func
+    def before(Q: T.Buffer((n, d), "float16"), K: T.Buffer((n, d), "float16"),
+               V: T.Buffer((n, d), "float16"), O: T.Buffer((n, d), "float32")):
+        T.func_attr({"tt.grid": {"vars": ["bq"], "extents": [n // 64]}, "tt.buffers": buffers,
+                     "tt.target": pending_target(arch, math_fidelity="HiFi2")})
+        T.device_entry()
+        bq = T.cta_id([n // 64])
+        q = T.alloc_shared((64, d), "float16")
+        k = T.alloc_shared((64, d), "float16")
+        v = T.alloc_shared((64, d), "float16")
+        s = T.alloc_local((64, 64), "float32")
+        p = T.alloc_local((64, 64), "float16")
+        acc = T.alloc_local((64, d), "float32")
+        m = T.alloc_local((64, 1), "float32")
+        m_prev = T.alloc_local((64, 1), "float32")
+        alpha = T.alloc_local((64, 1), "float32")
+        l = T.alloc_local((64, 1), "float32")
+        l_part = T.alloc_local((64, 1), "float32")
+        T.tile.copy(q, Q[bq * 64:bq * 64 + 64, 0:d])
+        T.tile.zero(acc)
+        T.tile.zero(l)
+        T.tile.fill(m, T.float32(-1e30))
+        for kb in range(n // 64):
+            T.tile.copy(k, K[kb * 64:kb * 64 + 64, 0:d])
+            T.tile.zero(s)
+            T.tile.gemm(s, q, k, s, transpose_B=True, beta=1.0)
+            T.tile.copy(m_prev, m)
+            T.tile.max(m, s, -1, True)
+            T.tile.sub(alpha, m_prev, m)
+            T.tile.mul(alpha, alpha, T.float32(0.125))
+            T.tile.exp(alpha, alpha)
+            T.tile.mul(alpha, alpha, T.float32(scale))
+            T.tile.sub(s, s, m)
+            T.tile.mul(s, s, T.float32(0.125))
+            T.tile.exp(s, s)
+            T.tile.sum(l_part, s, -1, False)
+            T.tile.mul(l, l, alpha)
+            T.tile.add(l, l, l_part)
+            T.tile.copy(p, s)
+            T.tile.mul(acc, acc, alpha)
+            T.tile.copy(v, V[kb * 64:kb * 64 + 64, 0:d])
+            T.tile.gemm(acc, p, v, acc, beta=1.0)
+        T.tile.copy(O[bq * 64:bq * 64 + 64, 0:d], acc)
+    return before
+
+
 def test_online_softmax_steps_merge():
     """The whole online softmax (running maximum, the rescale exp(c (m_prev - m)) of the running sum and of the
     output, exp(c (s - m)) @ v): one step over 2n keys leaves m, l and acc as two steps over n do, so the key loop
     is re-tiled like a GEMM's K loop (at least 8 steps: 64 key tiles in steps of 8). Without the rescale of the
     running sum and output (alpha times 0: each step forgets the previous ones) the steps do not merge."""
-    def tile(shape, dtype="float32", role="compute", scope="local"):
-        return {"role": role, "scope": scope, "shape": shape, "dtype": dtype}
-
-    def kernel(rescale: bool):
-        buffers = {"Q": {**tile([2048, 64], "float16", "input", "global"), "tile_axes": [0, 1]},
-                   "K": {**tile([2048, 64], "float16", "input", "global"), "tile_axes": [0, 1]},
-                   "V": {**tile([2048, 64], "float16", "input", "global"), "tile_axes": [0, 1]},
-                   "O": {**tile([2048, 64], "float32", "output", "global"), "tile_axes": [0, 1]},
-                   "q": tile([64, 64], "float16", "staging", "shared"),
-                   "k": tile([64, 64], "float16", "staging", "shared"),
-                   "v": tile([64, 64], "float16", "staging", "shared"),
-                   "s": tile([64, 64]), "p": tile([64, 64], "float16"), "acc": tile([64, 64]), "m": tile([64, 1]),
-                   "m_prev": tile([64, 1]), "alpha": tile([64, 1]), "l": tile([64, 1]), "l_part": tile([64, 1])}
-        scale = 1.0 if rescale else 0.0
-
-        @T.prim_func
-        def before(Q: T.Buffer((2048, 64), "float16"), K: T.Buffer((2048, 64), "float16"),
-                   V: T.Buffer((2048, 64), "float16"), O: T.Buffer((2048, 64), "float32")):
-            T.func_attr({"tt.grid": {"vars": ["bq"], "extents": [32]}, "tt.buffers": buffers,
-                         "tt.target": pending_target(math_fidelity="HiFi2")})
-            T.device_entry()
-            bq = T.cta_id([32])
-            q = T.alloc_shared((64, 64), "float16")
-            k = T.alloc_shared((64, 64), "float16")
-            v = T.alloc_shared((64, 64), "float16")
-            s = T.alloc_local((64, 64), "float32")
-            p = T.alloc_local((64, 64), "float16")
-            acc = T.alloc_local((64, 64), "float32")
-            m = T.alloc_local((64, 1), "float32")
-            m_prev = T.alloc_local((64, 1), "float32")
-            alpha = T.alloc_local((64, 1), "float32")
-            l = T.alloc_local((64, 1), "float32")
-            l_part = T.alloc_local((64, 1), "float32")
-            T.tile.copy(q, Q[bq * 64:bq * 64 + 64, 0:64])
-            T.tile.zero(acc)
-            T.tile.zero(l)
-            T.tile.fill(m, T.float32(-1e30))
-            for kb in range(32):
-                T.tile.copy(k, K[kb * 64:kb * 64 + 64, 0:64])
-                T.tile.zero(s)
-                T.tile.gemm(s, q, k, s, transpose_B=True, beta=1.0)
-                T.tile.copy(m_prev, m)
-                T.tile.max(m, s, -1, True)
-                T.tile.sub(alpha, m_prev, m)
-                T.tile.mul(alpha, alpha, T.float32(0.125))
-                T.tile.exp(alpha, alpha)
-                T.tile.mul(alpha, alpha, T.float32(scale))
-                T.tile.sub(s, s, m)
-                T.tile.mul(s, s, T.float32(0.125))
-                T.tile.exp(s, s)
-                T.tile.sum(l_part, s, -1, False)
-                T.tile.mul(l, l, alpha)
-                T.tile.add(l, l, l_part)
-                T.tile.copy(p, s)
-                T.tile.mul(acc, acc, alpha)
-                T.tile.copy(v, V[kb * 64:kb * 64 + 64, 0:64])
-                T.tile.gemm(acc, p, v, acc, beta=1.0)
-            T.tile.copy(O[bq * 64:bq * 64 + 64, 0:64], acc)
-        return before
-
-    merged = run(choose_blocks, kernel(rescale=True))["main"]
+    merged = run(choose_blocks, online_softmax(rescale=True))["main"]
     # 4 steps, not a GEMM's 8: each step saved saves a rescale of acc (MIN_MERGED_K_STEPS), on 32-row blocks
     # that fill the 64 cores
     assert "loop `kb`: 2048 elements in steps of 64 -> 512 (4 steps; merged steps leave the same results)" \
@@ -240,6 +244,26 @@ def test_online_softmax_steps_merge():
     assert list(merged.attrs["tt.buffers"]["k"]["shape"]) == [512, 64]
     assert list(merged.attrs["tt.buffers"]["s"]["shape"])[1] == 512
 
-    kept = run(choose_blocks, kernel(rescale=False))["main"]
+    kept = run(choose_blocks, online_softmax(rescale=False))["main"]
     assert "loop `kb`: steps as written (loop `kb` carries values other than accumulations" in explain(kept)
     assert list(kept.attrs["tt.buffers"]["k"]["shape"]) == [64, 64]
+
+
+def test_online_softmax_blocks_trade_query_rows_for_wider_key_steps():
+    """Where the query blocks cannot be one per core (8192 keys, 128 wide, on 4x4 Blackhole cores), the largest query
+    blocks L1 allows (256 rows) leave room for 256-key steps only, and every step rescales the whole output block:
+    smaller query blocks with wider key steps do the same score tiles with fewer rescales, and on 16 cores their
+    extra reads of K and V hide behind the compute. The chooser weighs every halving of the blocks with the widest
+    step that fits (the busiest core's compute and reads, then the less compute), not just the first blocks that
+    fit. (The emulator agrees: TileLang's flash attention 1x1x8192x128 on 4x4 Blackhole cores, 2659 -> 2547 us
+    modelled; 1x10x8192x128 on all 130 cores, 320-row blocks in 256-key steps -> 160 in 512: 3329 -> 2870 us.)"""
+    grid = {"core_grid": [4, 4], "num_cores": 16}
+    before = online_softmax(rescale=True, n=8192, d=128, arch="blackhole")
+    before = before.with_attr("tt.target", {**before.attrs["tt.target"], **grid})
+    func = run(choose_blocks, before)["main"]
+    buffers = func.attrs["tt.buffers"]
+    rows, step = int(buffers["q"]["shape"][0]), int(buffers["k"]["shape"][0])
+    assert "key steps of at least 8 tiles (twice the 4 tiles the loop rescales every step) on smaller blocks" \
+        in explain(func)
+    assert (rows, step) == (32, 1024), explain(func)
+    assert "2 buffered blocks per input" in explain(func)
