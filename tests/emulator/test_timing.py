@@ -293,3 +293,31 @@ def test_an_incomplete_cost_table_is_refused(make_bundle, tmp_path):
         emulate.run_program(make_bundle("eltwise"), {"x": x, "y": x, "cfg": eltwise_cfg()}, tmp_path / "w",
                             timing=False, env={"TTEMU_COSTS": partial})
     assert info.value.kind == "host-api" and "dram_latency_cycles" in info.value.message
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_a_broadcast_operand_costs_the_faces_the_unpacker_reads(make_bundle, run, arch):
+    """The LLK's unpacker reads only the faces of a broadcast operand that hold what is broadcast (llk_unpack_AB.h:
+    a column broadcast faces 0 and 2, a scalar face 0, a row broadcast a face per face of A): against sub_tiles on
+    the same tiles, the unpacker's busy time per call drops by the unread faces' bytes at the unpacker's L1 rate;
+    the math thread's is the same (one eltwise pass)."""
+    costs = device_costs(arch)
+    rng = np.random.default_rng(11)
+    x = bf16(rng.standard_normal((32 * 4, 64)).astype(np.float32))
+    y = bf16(rng.standard_normal((32 * 4, 64)).astype(np.float32))
+    variants = {"none": ("sub_init(cb_x, cb_y);", "sub_tiles(cb_x, cb_y, 0, 0, 0);", 4),
+                "cols": ("sub_bcast_cols_init(cb_x, cb_y);", "sub_tiles_bcast_cols(cb_x, cb_y, 0, 0, 0);", 2),
+                "rows": ("sub_bcast_rows_init(cb_x, cb_y);", "sub_tiles_bcast_rows(cb_x, cb_y, 0, 0, 0);", 4),
+                "scalar": ("sub_bcast_scalar_init(cb_x, cb_y);", "sub_tiles_bcast_scalar(cb_x, cb_y, 0, 0, 0);", 1)}
+    busy = {}
+    for name, (init, body, _) in variants.items():
+        bundle = make_bundle("eltwise", prepend={"compute.cpp": f"#define OP_INIT {init}\n#define OP_BODY {body}"})
+        result = run(bundle, {"x": x, "y": y, "cfg": eltwise_cfg()}, arch=arch)
+        streams = program(result)["streams"]
+        busy[name] = {risc: sum(s["busy"] for s in streams if s["risc"] == risc) for risc in ("TRISC0", "TRISC1")}
+    tiles = x.size // 1024
+    face_cycles = 2048 / 4 / costs["unpack_bytes_per_cycle"]     # one bfloat16 face at the unpacker's rate
+    for name, (_, _, faces) in variants.items():
+        saved = (busy["none"]["TRISC0"] - busy[name]["TRISC0"]) / tiles
+        assert saved == pytest.approx((4 - faces) * face_cycles, rel=1e-3, abs=1e-3), name
+        assert busy[name]["TRISC1"] == pytest.approx(busy["none"]["TRISC1"], rel=1e-9), name

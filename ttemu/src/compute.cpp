@@ -1538,6 +1538,23 @@ float bcast_at(const float* b, int bcast, int r, int c) {
         default: return b[r * 32 + c];
     }
 }
+// The faces of a broadcast operand the unpacker reads, of a tile's four ([LLK] llk_unpack_AB.h mop config: COL
+// unpacks B once per face row, faces 0 and 2, whose first columns hold column 0; SCALAR face 0 once; ROW the first
+// face row once per face of A. llk_unpack_A.h, unary broadcasts: COL faces 0 and 2, SCALAR face 0, ROW faces 0 and 1
+// twice through SrcB or once each when a 32-bit tile goes straight to DST).
+double bcast_faces(int bcast, bool unary, bool to_dest) {
+    switch (bcast) {
+        case 1: return 2.0;
+        case 2: return unary && to_dest ? 2.0 : 4.0;
+        case 3: return 1.0;
+        default: return 4.0;
+    }
+}
+// What the unpacker fetches of a broadcast operand: its faces' share of the tile's datums (cb_unpack_bytes).
+double bcast_unpack_bytes(const KernelRun& run, std::uint32_t cb, int bcast, bool unary = false) {
+    const bool to_dest = unary && cb_tile_bytes(run, cb) == timing::tile_bytes(fmt::Float32);
+    return cb_unpack_bytes(run, cb) * bcast_faces(bcast, unary, to_dest) / 4.0;
+}
 void check_bcast(KernelRun& run, int bcast, const std::string& call) {
     if (run.compute->bcast != bcast)
         kernel_fail("init", call,
@@ -1556,7 +1573,7 @@ void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std:
     float a[1024], b[1024];
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
-    fpu_event(run, cb_unpack_bytes(run, in0) + cb_unpack_bytes(run, in1), 2,
+    fpu_event(run, cb_unpack_bytes(run, in0) + bcast_unpack_bytes(run, in1, bcast), 2,
               timing::costs().eltwise_cycles_per_tile * (op == FpuOp::BcastMul ? fidelity_phases(run) : 1.0), 1);
     if (timing::math_skipped()) {
         count(run, name);
@@ -1586,7 +1603,7 @@ void sub_bcast_cols_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0
     float b[1024];
     for (std::uint32_t j = 0; j < ct_dim; ++j) unpack_operand(run, in0, i0 + j, true, &a[j * 1024], call);
     unpack_operand(run, in1, i1, true, b, call);
-    fpu_event(run, ct_dim * cb_unpack_bytes(run, in0) + cb_unpack_bytes(run, in1), ct_dim + 1.0,
+    fpu_event(run, ct_dim * cb_unpack_bytes(run, in0) + bcast_unpack_bytes(run, in1, 1), ct_dim + 1.0,
               timing::costs().eltwise_cycles_per_tile * ct_dim, ct_dim);
     run.counters.tile_ops["sub_tiles_bcast_cols_custom (tiles)"] += ct_dim;
     if (timing::math_skipped()) return;
@@ -1608,7 +1625,7 @@ void unary_bcast(int bcast, std::uint32_t cb, std::uint32_t itile, std::uint32_t
     check_dst_index(run, idst, call);
     float b[1024];
     unpack_operand(run, cb, itile, false, b, call);
-    fpu_event(run, cb_tile_bytes(run, cb), 1, timing::costs().datacopy_cycles_per_tile, 1);
+    fpu_event(run, bcast_unpack_bytes(run, cb, bcast, true), 1, timing::costs().datacopy_cycles_per_tile, 1);
     count(run, "unary_bcast");
     if (timing::math_skipped()) return;
     float* d = dst_tile(run, idst);
