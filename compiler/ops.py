@@ -103,6 +103,9 @@ _OPS = [
         "{4}, {5}, {6}, {7}, {8}, {9})", DATAFLOW),
     _op("mcast_receive", "cb expr expr expr expr", "mcast_receive_block(get_semaphore({1}), get_semaphore({2}), {3}, {4})",
         DATAFLOW),
+    # a page computed on this core put where a multicast sends it from: page 0 of `src` to the next page of `dst`
+    _op("copy_page", "cb cb", "copy_local_page(get_write_ptr({0}), get_read_ptr({1}), get_tile_size({1}))",
+        DATAFLOW),
     _op("mcast_flag_valid", "cb expr",
         "noc_semaphore_set(reinterpret_cast<volatile tt_l1_ptr uint32_t*>(get_semaphore({1})), 1)", DATAFLOW),
     _op("write_tile", "cb expr name expr expr",
@@ -213,6 +216,9 @@ _OPS = [
     # compute packs that region of the buffer (tile origin sr0, sc0) for tiles (r0.., c0..) of `tensor`
     _op("compute_receive", "cb name name expr expr", "", {INTERNAL}),
     _op("compute_send", "cb name expr expr expr expr name expr expr", "", {INTERNAL}),
+    # exchange_partials(partial, part0, part1): the two cores of a split row (TTSplitRows) swap their partial row
+    # reductions, part k getting core k's on both (TTExchangePartials lowers it)
+    _op("exchange_partials", "name name name", "", {INTERNAL}),
     _op("copy_dest_values_bf16", "expr expr", "copy_dest_values<DataFormat::Float16_b>({0}, {1})", {COMPUTE},
         _C + "copy_dest_values.h"),
 ]

@@ -14,6 +14,7 @@ from .passes.apply_target_defaults import ApplyTargetDefaults
 from .passes.check_kernel import check_kernel
 from .passes.choose_blocks import choose_blocks
 from .passes.serialize_accumulation import serialize_accumulation
+from .passes.exchange_partials import exchange_partials
 from .passes.forward_copies import forward_copies
 from .passes.grid_to_persistent import grid_to_persistent
 from .passes.hoist_inits import hoist_inits
@@ -25,6 +26,7 @@ from .passes.partition_work import partition_work
 from .passes.share_circular_buffers import share_circular_buffers
 from .passes.share_reads import share_reads
 from .passes.split_kernels import split_kernels
+from .passes.split_rows import split_rows
 from .passes.stream_reads import stream_reads
 from .passes.tensorize import tensorize
 from .passes.verify_program import verify_program
@@ -40,6 +42,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
             serialize_accumulation,        # blocks adding into the same output tiles: one core each, in order
             ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options, math fidelity
             choose_blocks,                 # block shapes, core grid, partition from the problem: the kernel re-tiled
+            split_rows,                    # fewer row blocks than half the cores: each row's columns on two cores
             infer_layout,                  # tt.layout_desc: DRAM interleaved tiles, formats, padding
         ],
         # its blocks dealt to cores: a persistent per-core loop
@@ -51,6 +54,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
         "LowerDataMovement": [
             lower_to_circular_buffers,     # staging tiles -> CBs; DRAM copies -> NoC page reads/writes
             share_reads,                   # a block several cores read at the same step: read once, multicast
+            exchange_partials,             # a split row's two cores swap their partial row reductions
             lower_index_masks,             # index masks (causal, bounds) -> tiles of a host-generated table
             pad_tiles,                     # zero-fill reads / drop writes of pages outside the buffer
         ],

@@ -94,6 +94,14 @@ inline void mcast_receive_block(uint32_t ready_sem, uint32_t valid_sem, uint32_t
 }"""
 
 
+COPY_LOCAL_PAGE = """// A page of this core's L1 copied to another address of it (a partial row reduction put where its multicast
+// sends it from: TTExchangePartials).
+inline void copy_local_page(uint32_t dst, uint32_t src, uint32_t bytes) {
+    noc_async_read(get_noc_addr(src), dst, bytes);
+    noc_async_read_barrier();
+}"""
+
+
 READ_SCALAR = """// An element of an integer tensor (offsets, lengths: float32 tiles, exact below 2^24) read while the kernel runs:
 // the tile that holds it into L1, then the element from its 16x16 face.
 template <typename Accessor>
@@ -518,6 +526,8 @@ class KernelPrinter:
             head += ["", *MCAST_SEND.format(flush=flush).splitlines()]
         if "mcast_receive" in self.used_ops:
             head += ["", *MCAST_RECEIVE.splitlines()]
+        if "copy_page" in self.used_ops:
+            head += ["", *COPY_LOCAL_PAGE.splitlines()]
         if self.used_ops & {"read_scalar", "read_rows", "read_window"}:
             prologue += [f"{INDENT}cb_reserve_back(cb_tt_scalars_{self.role}, 3);  // scratch for the elements and rows read below",
                          f"{INDENT}const uint32_t tt_scalars_l1 = get_write_ptr(cb_tt_scalars_{self.role});"]

@@ -289,6 +289,9 @@ class Window:
         buffer = receive[2]
         if not self.flat and (buffer in self.staging_read or buffer in self.received):
             return False                   # a grouped window waits for its staging tiles before it starts
+        if receive[3] is None and self.sent:
+            return False                   # pages of no DRAM tensor may be made from what this window sends (a
+                                           # split row's exchanged partials): its packs must not wait for them
         self.items.append(receive)
         self.received.add(buffer)
         return True
