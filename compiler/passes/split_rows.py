@@ -1,22 +1,23 @@
 """TTSplitRows: a row kernel with fewer row blocks than half the cores splits each row's columns over two cores,
 which combine their partial row reductions.
 
-A row-wise normalization (softmax, layer norm, RMS norm) reads a block of rows, reduces each row, and only then runs
-its later passes; with one block a core the passes between the read and the write run with the DRAM idle, and
-when the blocks are fewer than half the cores (2048 x 1024 on Blackhole: 64 tile rows, 130 cores) half the cores
-do nothing. Here every block's columns go to two cores: a new innermost grid axis `cs` (blocks (bx, 0) and (bx, 1)
-are consecutive, so a contiguous partition puts them on neighbouring cores), every buffer as wide as the rows N
-becomes N/2 wide and every DRAM region across the rows starts at cs * N/2. Each row reduction becomes a reduction
-of the core's half into a partial, an exchange of the two partials between the two cores
-(`exchange_partials(partial, part0, part1)`: part k holds core k's partial on both cores; TTExchangePartials lowers
-it) and their combination in the order of k, so that both cores hold the same bits. An output with no column
-axis (layer norm's mean and rstd) is written by both cores with the same values; TTExchangePartials has only core 0
-write it.
+A row-wise normalization (softmax, layer norm) reads a block of rows, reduces each row, and only then runs its
+later passes; with one block a core the passes between the read and the write run with the DRAM idle, and when the
+blocks are at most half the cores (2048 x 1024 on Blackhole: 64 tile rows, 130 cores) half the cores do nothing.
+Here every block's columns go to two cores: a new outer grid axis `row_half` (block (h, bx) is h x blocks + bx, so
+the cores holding one half are consecutive and TTShareReads still multicasts each half of gamma / beta along row
+runs), every buffer as wide as the rows N becomes N/2 wide and every DRAM region across the rows starts at
+row_half x N/2. Each row reduction becomes a reduction of the core's half into a partial, an exchange of the two
+partials (`exchange_partials(partial, part0, part1)`: part k holds core k's partial on both cores;
+TTExchangePartials lowers it) and their combination in the order of k, so that both cores hold the same bits. An
+output with no column axis (layer norm's mean and rstd) gets the same values on both cores; TTExchangePartials has
+only core 0 write it.
 
-Applies when, and only when: the kernel's blocking is chosen (auto), its grid is one axis with at most half as many
-blocks as the target has cores, its body is a flat list of tile ops (no loops), every reduction is over the last
-axis of buffers N wide (N a multiple of 64), every other buffer is one column wide or not on the rows, and every
-region of an N-wide buffer spans the whole row. Records why in tt.blocking's explanation.
+Applies when, and only when: the kernel's blocking is chosen (auto) and its partition contiguous (one block a
+core), its grid is one axis with at most half as many blocks as the target has cores, its body is a flat list of
+tile ops (no loops), every reduction is over the last axis of buffers N wide (N a multiple of 64), every other
+buffer is one column wide, every region of an N-wide buffer spans the whole row, and two reductions are chained
+(chained_reductions). Records the split in tt.blocking's explanation.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def row_width(func) -> int | None:
     """N when the kernel qualifies (see the module docstring), else None."""
     target = attrs.TARGET.get(func)
     grid = attrs.GRID.get(func)
-    if target.get("blocking") != "auto" or len(grid["extents"]) != 1:
+    if target.get("blocking") != "auto" or target.get("partition") != "contiguous" or len(grid["extents"]) != 1:
         return None
     if SPLIT * int(grid["extents"][0]) > int(target["num_cores"]):
         return None
