@@ -102,6 +102,20 @@ def test_block_row_max_without_its_init_is_an_error(make_bundle, run):
     assert "reduce_block_max_row_init must be in effect" in err.value.message
 
 
+def test_block_row_max_of_fp32_tiles_is_an_error(make_bundle, run):
+    """reduce_custom.h documents bfloat16_b operand and scaler tiles only (its unpack MOP and pooling assume 16-bit
+    source rows): the same block program on fp32 tiles is refused, pointing at reduce_tile."""
+    math = """reduce_block_max_row_init<3>(cb_z);
+    reduce_block_max_row<3>(cb_x, cb_y, 0, 0);
+    reduce_block_max_row_uninit(cb_x);"""
+    with pytest.raises(EmulationError) as err:
+        run(block_program(make_bundle, math, PACK_SIX),
+            {"x": X, "y": scaler(1.0), "cfg": eltwise_cfg(in_fmt="fp32", fp32_dest=True, cb_pages=6)})
+    assert err.value.kind == "cb-format"
+    assert "reduce_block_max_row takes bfloat16_b operand and scaler tiles only" in err.value.message
+    assert "reduce_tile<PoolType::MAX, ReduceDim::REDUCE_ROW>" in err.value.message
+
+
 def test_block_sub_bcast_cols_and_the_packers_mop_width(make_bundle, run):
     """DST[j] = x[j] - column 0 of y[0] (j < 3), DST[3 + j] = x[3 + j] - column 0 of y[3]; then the packer packs 3
     tiles per call (llk_pack_init(cb, 3)): two pack calls write all six tiles in order."""

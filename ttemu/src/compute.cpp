@@ -1478,6 +1478,17 @@ void reduce_block_max_row(std::uint32_t icb, std::uint32_t icb_scaler, std::uint
                     "reduce_block_max_row_init must be in effect (the unpacker/FPU is configured by " +
                         std::string(fpu_init_name(cs.fpu)) + ")");
     check_dst_index(run, idst, call);
+    // api/compute/reduce_custom.h: "Operand and scaler data format is bfloat16_b" (its unpack MOP and the math's
+    // pooling assume 16-bit source rows; an fp32 row max goes through reduce_tile)
+    for (std::uint32_t cb : {icb, icb_scaler}) {
+        const std::uint8_t f = cb_format(run, cb, call);
+        if (f != fmt::Float16_b)
+            kernel_fail("cb-format", call,
+                        strformat("CB c_%u holds %s tiles: reduce_block_max_row takes bfloat16_b operand and scaler "
+                                  "tiles only (api/compute/reduce_custom.h); reduce a row of other tiles with "
+                                  "reduce_tile<PoolType::MAX, ReduceDim::REDUCE_ROW>",
+                                  cb, fmt::name(f)));
+    }
     std::vector<float> a(static_cast<std::size_t>(ct) * 1024);
     float sc[1024];
     if (respect_trigger) {
