@@ -27,7 +27,7 @@ from ..ir import seq, stmts_of
 from ..target import DATA_FORMATS
 from .lower_to_circular_buffers import INPUT_CB_BASE, OUTPUT_CB_BASE, free_cb_index
 from .partition_work import blocks_of
-from .share_reads import FIELDS
+from .share_reads import FIELDS, block_loop, with_block_loop
 from .split_rows import SPLIT
 
 
@@ -135,18 +135,14 @@ class Exchanger:
         return found is not None and found[0].name == "write_tile" and not _uses(stmt, self.cs)
 
     def run(self):
-        stmts = stmts_of(self.func.body)
-        index = next((k for k, s in enumerate(stmts) if isinstance(s, tirx.For)), None)
+        stmts, index = block_loop(self.func)
         if index is None:
             return self.func
-        loop = stmts[index]
-        body = self.rewrite(stmts_of(loop.body))
+        body = self.rewrite(stmts_of(stmts[index].body))
         if not self.args:
             return self.func
-        new_loop = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq(body))
-        binds = [tirx.Bind(var, ops.call_expr("runtime_arg", name)) for var, name in self.args]
-        out = stmts[:index] + binds + self.flags + [new_loop] + stmts[index + 1:]
-        return attrs.put(self.func.with_body(seq(out)), {attrs.CB_CONFIG: self.cbs, attrs.MULTICAST: self.groups})
+        return attrs.put(with_block_loop(self.func, stmts, index, body, self.args, self.flags),
+                         {attrs.CB_CONFIG: self.cbs, attrs.MULTICAST: self.groups})
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTExchangePartials")

@@ -81,6 +81,21 @@ def groups_of(cores: list[tuple], key) -> list[list[tuple]]:
     return out
 
 
+def block_loop(func) -> tuple[list, int | None]:
+    """The kernel's top-level statements and the index of its block loop (the first loop; None without one)."""
+    stmts = stmts_of(func.body)
+    return stmts, next((k for k, s in enumerate(stmts) if isinstance(s, tirx.For)), None)
+
+
+def with_block_loop(func, stmts: list, index: int, body: list, args: list, flags: list):
+    """`func` with the block loop at stmts[index] given `body`, preceded by a runtime-arg binding per (var, name) of
+    `args` and by `flags` (the multicast flags a core sets before its first block)."""
+    loop = stmts[index]
+    new_loop = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq(body))
+    binds = [tirx.Bind(var, ops.call_expr("runtime_arg", name)) for var, name in args]
+    return func.with_body(seq(stmts[:index] + binds + list(flags) + [new_loop] + stmts[index + 1:]))
+
+
 def roles(group: list[tuple]) -> dict:
     """core -> its multicast fields (logical coordinates; the host turns them into NoC coordinates)."""
     sender = group[0]
@@ -119,8 +134,7 @@ class Sharer:
         self.flags: list = []           # mcast_flag_valid calls
 
     def run(self):
-        stmts = stmts_of(self.func.body)
-        index = next((k for k, s in enumerate(stmts) if isinstance(s, tirx.For)), None)
+        stmts, index = block_loop(self.func)
         if index is None:
             return self.func
         loop = stmts[index]
@@ -133,10 +147,7 @@ class Sharer:
         body = self.rewrite(inner, [])
         if not self.groups:
             return self.func
-        new_loop = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, seq(body))
-        binds = [tirx.Bind(var, ops.call_expr("runtime_arg", name)) for var, name in self.args]
-        out = stmts[:index] + binds + self.flags + [new_loop] + stmts[index + 1:]
-        return attrs.MULTICAST.on(self.func.with_body(seq(out)), self.groups)
+        return attrs.MULTICAST.on(with_block_loop(self.func, stmts, index, body, self.args, self.flags), self.groups)
 
     def count_fill(self, stmt):
         args = _intrinsic(stmt, "cb_reserve_back")
