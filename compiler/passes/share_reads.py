@@ -5,10 +5,12 @@ Which cores share a read is decided from the IR's access pattern, never from the
 addresses and in the trip counts of the loops around it. Two cores read the same data at every step when they
 walk the same number of blocks and, block by block, those indices agree -- the rows of a GEMM's A for the cores
 of a core row under a `block` partition, B for a core column, attention's K and V for the cores of one (batch,
-head), a LayerNorm's gamma for every core. Each such set of cores that forms a rectangle of the core grid (else
-each of its row runs) becomes a multicast group: its first core reads the block and multicasts it, the others
-receive it, with the two semaphores of ttnn's 2-D multicast matmul (receivers count themselves ready on the
-sender's, the sender raises their VALID flag after the data):
+head), a LayerNorm's gamma for every core. A trip count computed from grid indices alone (causal attention's key
+loop, `kb < ceildiv((bq + 1) * M, N)`) is compared by its value, block by block: query blocks whose key loops run
+equally far (N a multiple of M) share their K and V reads, though their own indices differ. Each such set of cores
+that forms a rectangle of the core grid (else each of its row runs) becomes a multicast group: its first core
+reads the block and multicasts it, the others receive it, with the two semaphores of ttnn's 2-D multicast matmul
+(receivers count themselves ready on the sender's, the sender raises their VALID flag after the data):
 
     cb_reserve_back(cb, n)
     if <cb>_mcast_role:                 sender: reads; barrier; mcast_send(cb, n, ..., rectangle, receivers)
@@ -17,16 +19,20 @@ sender's, the sender raises their VALID flag after the data):
 
 A row or column group multicasts to the rest of its rectangle; a 2-D one includes its sender (loopback). The
 roles and coordinates are per-core runtime args (`kind: multicast`); `tt.multicast` lists the groups and their
-semaphores for the host program. A CB filled in more than one place is not shared (the cores' CB pointers must
-stay in step).
+semaphores for the host program. A CB filled in more than one place (the masked and unmasked halves of a split
+key loop) is shared only when every place is, by the same groups: the cores' CB pointers must stay in step.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import tvm_ffi
 from tvm import tirx
 
 from .. import ops
 from ..ir import seq, stmts_of
+from .block_bounds import Unsupported, evaluate
 from .partition_work import blocks_of
 from .. import attrs
 
@@ -128,7 +134,8 @@ class Sharer:
         self.work = attrs.WORK_PARTITION.get(func)
         self.cores = {tuple(c["core"]): blocks_of(c) for c in self.work["cores"]}
         self.decoded: dict = {}
-        self.fills: dict = {}
+        self.places: dict = {}          # input CB -> [(reads, context)], every place that fills it
+        self.shared: dict = {}          # input CB -> (its send / receive, by the reads), for the CBs shared
         self.groups: list = []          # tt.multicast
         self.args: list = []            # (Var, runtime arg name)
         self.flags: list = []           # mcast_flag_valid calls
@@ -138,29 +145,36 @@ class Sharer:
         if index is None:
             return self.func
         loop = stmts[index]
-        tvm_ffi.structural_walk(loop, (tirx.Evaluate, self.count_fill), order="pre")
         self.inner_loop_vars = []
         tvm_ffi.structural_walk(loop.body, (tirx.For, lambda f: self.inner_loop_vars.append(f.loop_var)), order="pre")
         inner = stmts_of(loop.body)
         self.grid_vars = {str(s.var.name): s.var for s in inner if isinstance(s, tirx.Bind)
                           and str(s.var.name) in self.grid_names}
-        body = self.rewrite(inner, [])
+        fills: dict = {}
+        tvm_ffi.structural_walk(loop, (tirx.Evaluate, lambda e: self.count_fill(e, fills)), order="pre")
+        self.walk(inner, [], self.collect)
+        for cb, places in sorted(self.places.items()):
+            if len(places) == fills.get(cb, 0):
+                self.decide(cb, places)
         if not self.groups:
             return self.func
+        body = self.walk(inner, [], self.emit)
         return attrs.MULTICAST.on(with_block_loop(self.func, stmts, index, body, self.args, self.flags), self.groups)
 
-    def count_fill(self, stmt):
+    def count_fill(self, stmt, fills: dict):
         args = _intrinsic(stmt, "cb_reserve_back")
         if args is not None and self.cbs[int(args[0])]["role"] == "input":
-            self.fills[int(args[0])] = self.fills.get(int(args[0]), 0) + 1
+            fills[int(args[0])] = fills.get(int(args[0]), 0) + 1
 
-    def rewrite(self, stmts: list, context: list) -> list:
-        """A statement list with its read groups shared; `context` holds the trip-count vars around it."""
+    def walk(self, stmts: list, context: list, visit) -> list:
+        """The statement list with each read group (reserve .. push of a reader-filled input CB) passed to
+        `visit(cb, pages, reads, context)`, replaced by what it returns unless None; `context` holds the bounds of the
+        loops around it."""
         out, k = [], 0
         while k < len(stmts):
             s = stmts[k]
             if isinstance(s, tirx.For):
-                body = self.rewrite(stmts_of(s.body), context + _vars(s.min) + _vars(s.extent))
+                body = self.walk(stmts_of(s.body), context + [s.min, s.extent], visit)
                 out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(body)))
                 k += 1
                 continue
@@ -172,7 +186,7 @@ class Sharer:
                 end = next((j for j in range(k + 1, len(stmts))
                             if (a := _intrinsic(stmts[j], "cb_push_back")) is not None and int(a[0]) == cb), None)
                 if end is not None:
-                    shared = self.share(cb, n, stmts[k + 1:end], context)
+                    shared = visit(cb, n, stmts[k + 1:end], context)
                     if shared is not None:
                         out += [s, shared, stmts[end]]
                         k = end + 1
@@ -181,45 +195,77 @@ class Sharer:
             k += 1
         return out
 
-    def dependence(self, reads: list, context: list) -> list[int] | None:
-        """Grid axes the group's data depends on; None when it depends on something else about the block."""
+    def collect(self, cb: int, n, reads: list, context: list):
+        self.places.setdefault(cb, []).append((reads, context))
+
+    def emit(self, cb: int, n, reads: list, context: list):
+        if cb not in self.shared:
+            return None
+        v, sender_sem, receiver_sem = self.shared[cb]
+        send = ops.call("mcast_send", cb, n, sender_sem, receiver_sem, v["start_x"], v["start_y"], v["end_x"],
+                        v["end_y"], v["receivers"], v["loopback"])
+        receive = ops.call("mcast_receive", cb, sender_sem, receiver_sem, v["sender_x"], v["sender_y"])
+        return tirx.IfThenElse(v["role"] != 0, seq(list(reads) + [send]), receive)
+
+    def dependence(self, reads: list, context: list) -> tuple[list[int], list] | None:
+        """What the group's data and its number of reads depend on: the grid axes its page addresses (and any loop
+        bound that also depends on a loop index) use, and the loop bounds computed from grid indices alone (compared
+        by value); None when they depend on something else about the block."""
         local = set()
         for s in reads:
             tvm_ffi.structural_walk(s, (tirx.For, lambda f: local.add(f.loop_var)), order="pre")
-        axes = set()
         exprs = []
         for s in reads:
             tvm_ffi.structural_walk(s, (tirx.Evaluate, lambda e: exprs.append(e)), order="pre")
-        variables = [v for e in exprs if _intrinsic(e, "read_tile") is not None for v in _vars(e)] + context
+        bounds = []
+        variables = [v for e in exprs if _intrinsic(e, "read_tile") is not None for v in _vars(e)]
+        for bound in context:
+            found = _vars(bound)
+            if all(self.is_grid_var(v) for v in found):
+                if found:
+                    bounds.append(bound)
+            else:
+                variables += found
+        axes = set()
         for v in variables:
             if any(v.same_as(lv) for lv in local):
                 continue
-            name = str(v.name)
-            grid_var = self.grid_vars.get(name)
-            if grid_var is not None and grid_var.same_as(v):
-                axes.add(self.grid_names.index(name))
+            if self.is_grid_var(v):
+                axes.add(self.grid_names.index(str(v.name)))
             elif not self.is_inner_loop_var(v):
                 return None
-        return sorted(axes)
+        return sorted(axes), bounds
+
+    def is_grid_var(self, v) -> bool:
+        grid_var = self.grid_vars.get(str(v.name))
+        return grid_var is not None and grid_var.same_as(v)
 
     def is_inner_loop_var(self, v) -> bool:
         """A loop index inside the block loop: the same on every core at the same step."""
         return any(v.same_as(lv) for lv in self.inner_loop_vars)
 
-    def share(self, cb: int, n, reads: list, context: list):
-        if self.fills.get(cb, 0) != 1 or not any(_intrinsic(e, "read_tile") is not None
-                                                  for s in reads for e in _flat(s)):
-            return None
-        axes = self.dependence(reads, context)
-        if axes is None:
-            return None
+    def decide(self, cb: int, places: list):
+        """Share `cb` when every place that fills it reads DRAM and can be shared: cores are grouped by the grid
+        indices and trip counts of all its places together, so each group's cores fill it in step."""
+        axes, bounds = set(), []
+        for reads, context in places:
+            if not any(_intrinsic(e, "read_tile") is not None for s in reads for e in _flat(s)):
+                return
+            found = self.dependence(reads, context)
+            if found is None:
+                return
+            axes.update(found[0])
+            bounds += [b for b in found[1] if not any(b.same_as(o) for o in bounds)]
+        axes = sorted(axes)
+        trips = self.bound_values(bounds)
+        if trips is None:
+            return
 
         def key(core):
-            blocks = self.cores[core]
-            return tuple(tuple(self.decode(b)[a] for a in axes) for b in blocks)
+            return tuple((tuple(self.decode(b)[a] for a in axes), trips[b]) for b in self.cores[core])
         groups = groups_of(sorted(self.cores), key)
         if all(len(g) == 1 for g in groups):
-            return None
+            return
         table = {}
         for g in groups:
             table.update(roles(g))
@@ -236,11 +282,22 @@ class Sharer:
                             "groups": len(groups),   # per core: x, y and the FIELDS (compact: attrs are FFI objects)
                             "cores": [[*c, *(v[f] for f in FIELDS)] for c, v in sorted(table.items())]})
         self.flags.append(ops.call("mcast_flag_valid", cb, receiver_sem))
-        v = variables
-        send = ops.call("mcast_send", cb, n, sender_sem, receiver_sem, v["start_x"], v["start_y"], v["end_x"],
-                        v["end_y"], v["receivers"], v["loopback"])
-        receive = ops.call("mcast_receive", cb, sender_sem, receiver_sem, v["sender_x"], v["sender_y"])
-        return tirx.IfThenElse(v["role"] != 0, seq(list(reads) + [send]), receive)
+        self.shared[cb] = (variables, sender_sem, receiver_sem)
+
+    def bound_values(self, bounds: list) -> list[tuple] | None:
+        """Per block number, the loop bounds' values there (its grid indices substituted); None when one is not
+        an index expression tilefarm evaluates."""
+        blocks = np.arange(math.prod(self.extents))
+        env, stride = [], 1
+        for name, extent in reversed(list(zip(self.grid_names, self.extents))):
+            if name in self.grid_vars:
+                env.append((self.grid_vars[name], blocks // stride % extent))
+            stride *= extent
+        try:
+            values = [np.broadcast_to(evaluate(bound, env), blocks.shape) for bound in bounds]
+        except Unsupported:
+            return None
+        return list(zip(*(v.tolist() for v in values))) if values else [()] * len(blocks)
 
     def decode(self, block: int) -> list[int]:
         if block not in self.decoded:

@@ -145,8 +145,9 @@ def test_gemm_shares_a_along_core_rows_and_b_down_core_columns():
         assert entry["receivers"] == 3
 
 
-def rows_times_gamma(trip_count_depends_on_block: bool = False):
-    """Y = X * g: 8 blocks of X's rows, on 4 x 2 cores; g (one row) is the same page for every block."""
+def rows_times_gamma(trip_count=lambda bx: 1, second_loop=None):
+    """Y = X * g: 8 blocks of X's rows, on 4 x 2 cores; g (one row) is the same page for every block, read
+    trip_count(bx) times (and second_loop(bx) more times in a second loop filling the same CB)."""
     cbs = [{"index": i, "name": f"cb_{b}", "buffer": b, "role": "input", "data_format": "Float32", "dtype": "float32",
             "page_bytes": 4096, "num_pages": 2, "producer": "reader", "consumer": "compute", "tiles": [1, 2]}
            for i, b in ((0, "x"), (1, "g_s"))]
@@ -167,13 +168,21 @@ def rows_times_gamma(trip_count_depends_on_block: bool = False):
             T.tt.noc_async_read_barrier(0)
             T.tt.cb_push_back(0, 2)
             T.tt.compute_receive(0, "x", "X", bx, 0)
-            for j in range(bx + 1 if trip_count_depends_on_block else 1):
+            for j in range(trip_count(bx)):
                 T.tt.cb_reserve_back(1, 2)
                 T.tt.read_tile(1, 0, "g", 0, 0)
                 T.tt.read_tile(1, 1, "g", 0, 1)
                 T.tt.noc_async_read_barrier(1)
                 T.tt.cb_push_back(1, 2)
                 T.tt.compute_receive(1, "g_s", "g", 0, 0)
+            if second_loop is not None:
+                for j in range(second_loop(bx)):
+                    T.tt.cb_reserve_back(1, 2)
+                    T.tt.read_tile(1, 0, "g", 0, 0)
+                    T.tt.read_tile(1, 1, "g", 0, 1)
+                    T.tt.noc_async_read_barrier(1)
+                    T.tt.cb_push_back(1, 2)
+                    T.tt.compute_receive(1, "g_s", "g", 0, 0)
     return before
 
 
@@ -189,7 +198,7 @@ def test_a_read_every_core_shares_is_one_loopback_group():
 
 def test_reads_behind_a_block_dependent_trip_count_are_not_shared():
     """Cores with different blocks would run different numbers of iterations of the group: nothing changes."""
-    before = rows_times_gamma(trip_count_depends_on_block=True)
+    before = rows_times_gamma(trip_count=lambda bx: bx + 1)
     assert_ir_equal(run(share_reads, before)["main"], before)
 
 
@@ -203,3 +212,30 @@ def test_groups_are_rectangles_or_row_runs():
                      [(2, 2), (3, 2)]]
     column = roles([(1, 0), (1, 1), (1, 2)])
     assert column[(1, 2)]["start_y"] == 1 and column[(1, 0)]["role"] == 1 and column[(1, 2)]["receivers"] == 2
+
+
+def test_cores_whose_block_dependent_trip_counts_agree_share_the_reads():
+    """A trip count computed from the block index is compared by value: blocks 2j and 2j+1 both run j + 1 steps of
+    the gamma loop (causal attention's query blocks against key steps twice as long), so cores (0, y) and (1, y),
+    (2, y) and (3, y) read g at the same steps and share it; each pair is a row run with its own sender."""
+    before = rows_times_gamma(trip_count=lambda bx: bx // 2 + 1)
+    shared = groups(run(share_reads, before)["main"])
+    assert set(shared) == {"g_s"} and shared["g_s"]["axes"] == [] and shared["g_s"]["groups"] == 4
+    cores = cores_of(shared["g_s"])
+    senders = sorted(xy for xy, c in cores.items() if c["role"] == 1)
+    assert senders == [(0, 0), (0, 1), (2, 0), (2, 1)]
+    for (x, y), c in cores.items():
+        sender = (x - x % 2, y)
+        assert (c["sender_x"], c["sender_y"]) == sender and c["receivers"] == 1 and c["loopback"] == 0
+        assert (c["start_x"], c["start_y"], c["end_x"], c["end_y"]) == (sender[0] + 1, y, sender[0] + 1, y)
+
+
+def test_a_cb_filled_in_two_loops_is_shared_only_by_the_groups_of_both():
+    """The unmasked and masked halves of a split key loop fill one CB: cores are grouped by both loops' trip counts,
+    so each group's CB pointers stay in step. Blocks 2j, 2j+1 agree on both halves (j and 1 steps) and share;
+    with a second loop of bx % 2 + 1 steps they agree on none and nothing is shared."""
+    halves = rows_times_gamma(trip_count=lambda bx: bx // 2, second_loop=lambda bx: 1)
+    shared = groups(run(share_reads, halves)["main"])
+    assert shared["g_s"]["groups"] == 4 and len(cores_of(shared["g_s"])) == 8
+    apart = rows_times_gamma(trip_count=lambda bx: bx // 2, second_loop=lambda bx: bx % 2 + 1)
+    assert_ir_equal(run(share_reads, apart)["main"], apart)

@@ -285,3 +285,25 @@ def test_a_value_computed_before_a_split_causal_loop_is_waited_for_after_it(arch
     want = (w @ v) / (w.sum(axis=-1) + np.exp(sinks)[:, None])[..., None]     # the sink: one more logit, no value
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, atol=2e-2, rtol=2e-2)
     assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_query_blocks_with_equal_trip_counts_share_their_key_and_value_reads(arch):
+    """1-tile query blocks against 2-tile key steps: blocks 2j and 2j+1 run the same j + 1 key steps (the unmasked
+    and the diagonal halves alike), so on a `block` partition (one block per core, a head per core row) each pair
+    of neighbouring cores reads K and V once -- the left one multicasts to the right one -- and the output still
+    matches NumPy's causal attention."""
+    params = dict(batch=1, heads=2, seq_len=256, dim=32, block_M=32, block_N=64, causal=True)
+    target = TargetConfig(arch=arch, core_grid=(8, 2), blocking="as_written", partition="block")
+    source = (EXAMPLES / "flash_attention.py").read_text()
+    result, outcome = run_kernel(source, "flash_attention", params, seed=9, target=target)
+    plan = json.loads(result.artifacts["tt.plan.json"])
+    shared = {m["buffer"]: m["groups"] for m in plan["multicast"]}
+    assert shared == {"k": 8, "v": 8}, shared            # 2 heads x 4 pairs of cores
+    ins = outcome.inputs
+    expected = causal_attention(ins["Q"], ins["K"], ins["V"], 1.0 / np.sqrt(params["dim"]))
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), expected, atol=2e-2, rtol=2e-2)
+    assert outcome.passed, outcome.verification.render()
+    # DRAM buffers in order Q, K, V, O: per head 4 pairs reading j + 1 steps of 2 tiles (unshared: 80 tiles)
+    tiles = [b["tiles_read"] for b in outcome.report["buffers"][1:3]]
+    assert tiles == [2 * 2 * sum(j + 1 for j in range(4))] * 2, tiles
