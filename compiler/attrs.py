@@ -80,6 +80,7 @@ class GridAttr(TypedDict):
     vars: list[str]
     extents: list[int]
     triangular_axis: NotRequired[int | None]
+    zigzag_sets: NotRequired[int]     # a zigzag partition's cores per set (partition_work: blocks of equal trip counts)
 
 
 @DECLARED_ONLY

@@ -61,6 +61,9 @@ class Grid(_Strict):
     extents: list[int] = Field(min_length=1, max_length=3)
     triangular_axis: int | None = Field(default=None, description="the grid axis whose index bounds a loop's trip "
                                         "count (causal attention's query blocks): what the zigzag partition pairs")
+    zigzag_sets: int = Field(default=1, ge=1, description="a zigzag partition's cores per set: each aligned group "
+                             "of this many blocks (equal trip counts) is dealt one block per core of a set of "
+                             "neighbouring cores, so their reads are shared")
 
 
 class CoreWork(_Strict):

@@ -25,7 +25,8 @@ blocks (4096^3: 512 x 512 per core). The K step is the largest divisor of K's ti
 block axis is halved (more blocks per core) until they do. A key loop whose trip count grows with a grid index
 (causal attention: query block v sees keys up to its own end) weighs each block by its steps: smaller query blocks
 and the `zigzag` partition (block i with block n-1-i on one core) where that gives the busiest core fewer steps
-(Chooser.balanced). The user's core grid is an upper bound; `blocking:
+(Chooser.balanced), with its K and V reads divided among the cores that share them -- blocks whose key loops run
+equally far (TTShareReads), which the zigzag partition in sets of cores lines up (partition_work). The user's core grid is an upper bound; `blocking:
 as_written` keeps the kernel's own blocks. Records `tt.blocking` (the choice and why) and resolves the target's
 partition and CB depth.
 """
@@ -49,6 +50,7 @@ from .block_bounds import TripCount, extra_keys_masked, position_form, retiled_v
 from .lower_index_masks import _constant, region as mask_region, table_dtype
 from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
 from .partition_work import blocks_of, partition
+from .share_reads import groups_of
 from .tensorize.emit import dst_group
 from .. import attrs, registry
 
@@ -61,6 +63,9 @@ MIN_K_STEP_TILES = 4          # a K step shorter than this is taken only when th
 OUTPUT_CB_TILES = 16          # an output CB streams a few tiles at a time (2 x a write batch of <= 8)
 SCORE_TILE_CYCLES = 1000      # compute cycles of one score tile of an online-softmax step (QK^T, exp, row max and
                               # sum, its share of P @ V): the model's BH 1x10x2048x128 causal kernel, ~1000-1350
+APPROX_EXP_SAVING = 577 - 96  # the same with the LLK's approximate exp (TargetConfig.approx_exp): a tile's exp_tile
+                              # costs 96 cycles instead of 577 (BENCHMARKS.md, the approximate exp); measured ~480
+                              # a score tile on the busiest core at BH 1x10x2048x128 causal
 ELEMENTWISE = registry.ELEMENTWISE
 
 
@@ -523,6 +528,7 @@ class Chooser:
         self.buffers = attrs.BUFFERS.get(func)
         self.explain: list[str] = []
         self.compute_cycles: float | None = None
+        self.zigzag_sets = 1            # a zigzag partition's cores per set (balanced)
 
     def tiles(self, root) -> int:
         c = self.t.classes[root]
@@ -616,12 +622,14 @@ class Chooser:
         return max((ceil_div(self.buffers[name]["shape"][1], TILE) for r in merged for name in self.t.carried[r]),
                    default=0)
 
-    def triangular_cost(self, policy, blocks, grid_roots, extents, width, cx, cy) -> float:
+    def triangular_cost(self, policy, blocks, grid_roots, extents, width, cx, cy, sets: int = 1) -> float:
         """The busiest core's cycles when a key loop's trip count grows with a grid index: per block of r query
         tiles doing T key steps of s tiles, r x (T x (s + width) + width) score tiles of compute (every step: the
         score tiles plus the rescale of the carried output; once per block its normalization) at SCORE_TILE_CYCLES
         each, and T steps of the loop's DRAM tiles (K and V) at the core's share of the DRAM bandwidth
-        (read_cycles); a core's reads overlap its compute, so the larger of the two sums over its blocks."""
+        (read_cycles), divided among the cores that share them (TTShareReads multicasts the reads of a row run of
+        cores whose blocks agree on the other grid indices and on their trip counts, block by block); a core's
+        reads overlap its compute, so the larger of the two sums over its blocks."""
         trip, _, query_root, key_root = next(iter(self.t.bounded.values()))
         q, k = self.t.classes[query_root], self.t.classes[key_root]
         new = self.new_extents(blocks, grid_roots, extents)
@@ -629,15 +637,32 @@ class Chooser:
         rows, step = blocks.get(query_root, q.block), blocks.get(key_root, k.block)
         steps = trip.new_values(q.block, rows, k.block, step, new[axis])
         rt, st = ceil_div(rows, TILE), ceil_div(step, TILE)
-        compute = rt * (steps * (st + width) + width) * SCORE_TILE_CYCLES
-        cores = partition(policy, new, [cx, cy], axis=axis)
+        per_tile = SCORE_TILE_CYCLES - (APPROX_EXP_SAVING if self.target.get("approx_exp") else 0)
+        compute = rt * (steps * (st + width) + width) * per_tile
+        cores = partition(policy, new, [cx, cy], axis=axis, sets=sets)
         reads = steps * self.step_tiles(key_root, blocks) * self.read_cycles(cx * cy)
         inner = math.prod(new[axis + 1:])
+        walks = {tuple(c["core"]): blocks_of(c) for c in cores}
+
+        def shared_by(core):    # the other grid indices and the trip count of each block, as TTShareReads groups
+            return tuple((b // (inner * new[axis]), b % inner, int(steps[b // inner % new[axis]])) for b in walks[core])
+        sharing = {core: len(group) for group in groups_of(sorted(walks), shared_by) for core in group}
         worst = 0.0
-        for core in cores:
-            mine = [b // inner % new[axis] for b in blocks_of(core)]
-            worst = max(worst, float(sum(compute[v] for v in mine)), float(sum(reads[v] for v in mine)))
+        for core, walk in walks.items():
+            mine = [b // inner % new[axis] for b in walk]
+            worst = max(worst, float(sum(compute[v] for v in mine)),
+                        float(sum(reads[v] for v in mine)) / sharing[core])
         return worst
+
+    def equal_trip_sets(self, blocks, grid_roots, extents) -> list[int]:
+        """Every g >= 2 such that each aligned group of g query blocks (gj..gj+g-1) runs the key loop equally far
+        (key steps g times the query blocks): the zigzag partition's possible set sizes."""
+        trip, _, query_root, key_root = next(iter(self.t.bounded.values()))
+        q, k = self.t.classes[query_root], self.t.classes[key_root]
+        n = self.new_extents(blocks, grid_roots, extents)[self.triangular_axis()]
+        steps = trip.new_values(q.block, blocks.get(query_root, q.block), k.block, blocks.get(key_root, k.block), n)
+        return [g for g in range(2, n // 2 + 1)
+                if n % g == 0 and all(len(set(steps[j:j + g].tolist())) == 1 for j in range(0, n, g))]
 
     def step_tiles(self, key_root, blocks: dict) -> int:
         """DRAM tiles one step of the key loop reads: its staging buffers along the key class (K and V)."""
@@ -685,18 +710,22 @@ class Chooser:
                 if self.l1_bytes(trial, depth) > budget or not self.bounds_hold(trial):
                     continue
                 for p in policies:
-                    cost = self.triangular_cost(p, trial, grid_roots, extents, width, cx, cy)
-                    if best is None or cost < best[0]:
-                        best = (cost, p, trial)
+                    for g in [1] + (self.equal_trip_sets(trial, grid_roots, extents) if p == "zigzag" else []):
+                        cost = self.triangular_cost(p, trial, grid_roots, extents, width, cx, cy, sets=g)
+                        if best is None or cost < best[0]:
+                            best = (cost, p, trial, g)
         if best is None:
             return layout, blocks
-        cost, p, trial = best
+        cost, p, trial, self.zigzag_sets = best
         if policy != "zigzag" and cost >= base:
             return layout, blocks
         loop_var = next(iter(self.t.bounded))
         grid_var = self.a.grid_vars[self.triangular_axis()]
         how = ("`zigzag` partition, query block i with block n-1-i on one core" if p == "zigzag" else
                f"`{p}` partition")
+        if p == "zigzag" and self.zigzag_sets > 1:
+            how += (f", in sets of {self.zigzag_sets} cores taking {self.zigzag_sets} blocks with equal trip counts "
+                    f"at each step (their reads shared)")
         self.explain.append(f"loop `{loop_var.name}`'s trip count grows with `{grid_var.name}` (a query block sees "
                             f"keys up to its own end): {how}, {ceil_div(trial[query_root], TILE)}-tile query blocks; "
                             f"the busiest core's key steps take {cost / base:.0%} of the cycles they would with the "
@@ -772,7 +801,11 @@ class Chooser:
         does not fit at all)."""
         depths = self.depths()
         depth = next((d for d in depths if self.l1_bytes({}, d) <= self.target["l1_available_for_cbs"]), depths[-1])
-        return self.finish({}, list(self.a.grid_extents), depth, None, why)
+        extents = list(self.a.grid_extents)
+        if self.target["partition"] == "zigzag" and self.t.bounded and self.triangular_axis() is not None:
+            # the zigzag asked for: blocks whose key loops run equally far go to sets of cores, their reads shared
+            self.zigzag_sets = max(self.equal_trip_sets({}, self.grid_roots(), extents), default=1)
+        return self.finish({}, extents, depth, None, why)
 
     def depths(self) -> list[int]:
         """Buffered blocks per input CB to try, deepest first: the target's cb_depth exactly; else TileLang's
@@ -1195,6 +1228,8 @@ def choose_blocks(func, mod, ctx):
     axis = chooser.triangular_axis()
     if axis is not None:
         grid["triangular_axis"] = axis
+    if partition == "zigzag" and chooser.zigzag_sets > 1:
+        grid["zigzag_sets"] = chooser.zigzag_sets
     blocking = {"mode": target["blocking"], "changed": bool(changes), "explain": lines,
                 "math_fidelity": f"{target['math_fidelity']}: {target.pop('math_fidelity_reason')}"}
     if chooser.compute_cycles is not None:

@@ -7,7 +7,11 @@ zigzag: along one grid axis of n blocks (the axis whose index bounds a loop's tr
 blocks, where block i does about i + 1 key steps), runs of pairs (i, n-1-i) -- a low and a high block -- so that
 every core does about as many steps: two rows of the formula, blocks i..i+c-1 and n-i-c..n-1-i (one row when the
 run reaches the middle). A run stays within one line of the axis (the other axes' indices fixed); with more lines
-than cores, each core takes whole lines.
+than cores, each core takes whole lines. zigzag in sets of g cores (`sets`, when the loop's trip count is the same
+for the g blocks of each aligned group gj..gj+g-1: key steps g times the query blocks): the line's groups are paired
+(j, G-1-j) as blocks are, a run of group pairs goes to g neighbouring cores, and core r of the set takes block r of
+each group (stride g; the high row mirrored, block g-1-r) -- so at every step of the walk the set's cores work on
+blocks of one group, with equal trip counts, and TTShareReads multicasts what they read.
 """
 from __future__ import annotations
 
@@ -37,15 +41,17 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _zigzag(grid: list[int], core_grid: list[int], axis: int) -> list[dict]:
+def _zigzag(grid: list[int], core_grid: list[int], axis: int, sets: int = 1) -> list[dict]:
     n = grid[axis]
     stride = math.prod(grid[axis + 1:])
     others = [(i, e) for i, e in enumerate(grid) if i != axis]
     lines = math.prod(e for _, e in others)
-    pairs = ceil_div(n, 2)
     cx, cy = core_grid
     if lines > cx * cy:     # more lines than cores: whole lines per core (each line the same work)
         return partition("contiguous", grid, core_grid, group=n if axis == len(grid) - 1 else 1)
+    if sets > 1 and n % sets == 0 and cx // sets * cy >= lines:
+        return _zigzag_sets(grid, core_grid, axis, sets)
+    pairs = ceil_div(n, 2)
     runs = min(pairs, cx * cy // lines)     # runs of pairs per line: as many as the cores take
     cores = []
     for line in range(lines):
@@ -72,11 +78,56 @@ def _zigzag(grid: list[int], core_grid: list[int], axis: int) -> list[dict]:
     return cores
 
 
-def partition(policy: str, grid: list[int], core_grid: list[int], group: int = 1, axis: int | None = None) -> list[dict]:
+def _line_bases(grid: list[int], axis: int) -> list[int]:
+    """The first block of each line along `axis` (the other axes' indices, row-major)."""
+    others = [(i, e) for i, e in enumerate(grid) if i != axis]
+    bases = []
+    for line in range(math.prod(e for _, e in others)):
+        base, rest = 0, line
+        for i, e in reversed(others):
+            base += (rest % e) * math.prod(grid[i + 1:])
+            rest //= e
+        bases.append(base)
+    return bases
+
+
+def _zigzag_sets(grid: list[int], core_grid: list[int], axis: int, sets: int) -> list[dict]:
+    """zigzag over groups of `sets` blocks, each run of group pairs on `sets` neighbouring cores (module doc)."""
+    n, g = grid[axis], sets
+    stride = math.prod(grid[axis + 1:])
+    groups = n // g
+    pairs = ceil_div(groups, 2)
+    cx, cy = core_grid
+    per_row = cx // g                                 # a set never straddles two core rows: it is one row run
+    bases = _line_bases(grid, axis)
+    runs = min(pairs, per_row * cy // len(bases))     # sets of cores per line
+    cores, placed = [], 0
+    for base in bases:
+        sizes = [count for _, count in _split(pairs, runs)]
+        if groups % 2:      # the last run holds the middle group alone: give it the longer run
+            sizes.reverse()
+        for first, count in zip(itertools.accumulate([0] + sizes), sizes):
+            if count == 0:
+                continue
+            high = count - (1 if groups % 2 and first + count == pairs else 0)   # the middle group has no mirror
+            x0, y = placed % per_row * g, placed // per_row
+            placed += 1
+            for r in range(g):
+                low_start = g * first + r
+                high_start = g * (groups - first - high) + (g - 1 - r)
+                cores.append({"core": [x0 + r, y], "start": base + low_start * stride, "count": count + high,
+                              "stride": g * stride, "row_len": count,
+                              "row_stride": (high_start - low_start) * stride})
+    return cores
+
+
+def partition(policy: str, grid: list[int], core_grid: list[int], group: int = 1, axis: int | None = None,
+              sets: int = 1) -> list[dict]:
     """Each core's walk. `group` > 1 (contiguous only): runs of that many consecutive blocks stay on one core.
-    `axis`: the grid axis a zigzag partition pairs blocks along (default: the last)."""
+    `axis`: the grid axis a zigzag partition pairs blocks along (default: the last); `sets` > 1: zigzag over groups
+    of that many blocks, dealt to sets of that many neighbouring cores (module doc)."""
     if policy == "zigzag" and group == 1:
-        return _zigzag(grid, core_grid, len(grid) - 1 if axis is None else axis)
+        return _zigzag(grid, core_grid, len(grid) - 1 if axis is None else axis, sets)
     if group > 1:
         if policy != "contiguous":
             raise CompileError(f"blocks in runs of {group} need the contiguous partition, not `{policy}`",
@@ -288,7 +339,7 @@ def partition_work(func, mod, ctx):
     grid_attr = attrs.GRID.get(func)
     grid = grid_attr["extents"]
     cores = partition(target["partition"], grid, target["core_grid"], attrs.SERIAL_GROUP.get(func, 1),
-                      grid_attr.get("triangular_axis"))
+                      grid_attr.get("triangular_axis"), grid_attr.get("zigzag_sets", 1))
     blocks = 1
     for e in grid:
         blocks *= e

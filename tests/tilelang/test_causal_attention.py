@@ -307,3 +307,26 @@ def test_query_blocks_with_equal_trip_counts_share_their_key_and_value_reads(arc
     # DRAM buffers in order Q, K, V, O: per head 4 pairs reading j + 1 steps of 2 tiles (unshared: 80 tiles)
     tiles = [b["tiles_read"] for b in outcome.report["buffers"][1:3]]
     assert tiles == [2 * 2 * sum(j + 1 for j in range(4))] * 2, tiles
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_zigzag_in_sets_of_cores_shares_reads_and_matches_numpy(arch):
+    """The zigzag asked for, on 1-tile query blocks against 2-tile key steps: blocks 2j, 2j+1 run equally far, so they
+    go to a set of 2 neighbouring cores, each taking one block of every group of a run of two group pairs (core 0:
+    blocks 0, 2, 13, 15; core 1: 1, 3, 12, 14). The set multicasts K and V (read 144 tiles each, half of what every
+    core reading alone does) and the output matches NumPy's causal attention."""
+    params = dict(batch=1, heads=2, seq_len=512, dim=32, block_M=32, block_N=64, causal=True)
+    target = TargetConfig(arch=arch, core_grid=(4, 2), blocking="as_written", partition="zigzag")
+    source = (EXAMPLES / "flash_attention.py").read_text()
+    result, outcome = run_kernel(source, "flash_attention", params, seed=10, target=target)
+    plan = json.loads(result.artifacts["tt.plan.json"])
+    assert plan["grid"]["zigzag_sets"] == 2
+    assert [c["blocks"] for c in plan["work"]["cores"]][:4] == [[0, 2, 13, 15], [1, 3, 12, 14], [4, 6, 9, 11],
+                                                                [5, 7, 8, 10]]
+    assert {m["buffer"]: m["groups"] for m in plan["multicast"]} == {"k": 4, "v": 4}
+    # DRAM buffers Q, K, V, O: a head's 16 blocks run 72 key steps of 2 tiles, each read once per set of 2 cores
+    assert [b["tiles_read"] for b in outcome.report["buffers"][1:3]] == [2 * 72, 2 * 72]
+    ins = outcome.inputs
+    expected = causal_attention(ins["Q"], ins["K"], ins["V"], 1.0 / np.sqrt(params["dim"]))
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), expected, atol=2e-2, rtol=2e-2)
+    assert outcome.passed, outcome.verification.render()
