@@ -244,17 +244,19 @@ def profile_exports(profile: dict, plan: dict) -> dict[str, bytes]:
             "ops_perf_results.csv": ops_perf_csv(profile, plan, device_costs(profile["arch"])).encode()}
 
 
-def header_check(artifacts: dict[str, bytes], target: TargetConfig | None = None):
+def header_check(artifacts: dict[str, bytes], target: TargetConfig | None = None, *, keep: bool = True):
     """Compile the bundle's kernels against the real TT-Metalium 0.81.1 device headers, as the JIT wraps them.
 
     Returns a HeaderCheckReport (.passed, .kernels with per-kernel status and the compiler's messages mapped to
     the generated file, .render()). The headers are fetched from PyPI on first use (compiler/toolchain/sdk_headers.py).
-    Raises HeaderCheckUnavailable when this machine cannot run the check (no `g++ -m32`, no headers).
+    Raises HeaderCheckUnavailable when this machine cannot run the check (no `g++ -m32`, no headers). With `keep`,
+    a data-movement kernel checked before on this machine (the same files, headers and compiler) is not compiled
+    again: its verdict is kept (header_check.cache_dir()); a sandboxed check passes False and keeps nothing.
     """
     from .toolchain.header_check import check_bundle
 
     arch = target.arch if target is not None else None
-    return check_bundle(artifacts, arch=arch)
+    return check_bundle(artifacts, arch=arch, keep=keep)
 
 
 def run_on_device(artifacts: dict[str, bytes], target: TargetConfig | None = None, inputs=None, *, device=None,

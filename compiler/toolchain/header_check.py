@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..target import DATA_FORMATS
+from .emulate import cache_root
 from .environment import child_env
 from .sdk_headers import TTNN_VERSION, ensure_headers
 
@@ -291,21 +292,41 @@ def _run(commands: list[list[str]], cwd: Path) -> tuple[bool, str]:
     return ok, "".join(outputs)
 
 
+def _data_movement_inputs(kernel: dict, source: bytes, plan: dict, root: Path, arch: ArchFlags,
+                          gen: Path) -> tuple[dict[str, bytes], list[str]]:
+    """What a data-movement kernel's check compiles: the files written into `gen` (name -> bytes) and the command."""
+    name = kernel["file"]
+    short, wrapper, role_defines = DM_PROCESSORS[kernel.get("processor")]
+    files = {name: source, "chlkc_descriptors.h": descriptors_header(plan).encode(),
+             "kernel_includes.hpp": f'#include "{name}"\n'.encode()}
+    defines = [*COMMON_DEFINES, *arch.defines, f"KERNEL_COMPILE_TIME_ARGS={_compile_time_args(kernel)}"]
+    command = [HOST_CXX, *HOST_FLAGS, *WARNING_FLAGS, f"-I{gen}", *_include_flags(root, arch, compute=False),
+               *(f"-D{d}" for d in defines), *(f"-D{d}" for d in role_defines),
+               f"-DNOC_INDEX={_noc_index(kernel, kernel.get('processor'))}",
+               str(root / "tt_metal/hw/firmware/src/tt-1xx" / wrapper)]
+    return files, command
+
+
+def _unchecked_compute(name: str) -> KernelCheck:
+    return KernelCheck(name, "compute", ["trisc0", "trisc1", "trisc2"], "skipped",
+                       reason="NOT CHECKED: compute kernels need the SFPI headers, which no package registry "
+                              "ships; set TT_METAL_HOME to an SDK with runtime/sfpi to check them")
+
+
 def _check_one(kernel: dict, source: bytes, plan: dict, root: Path, arch: ArchFlags, work: Path,
-               sfpi: tuple[Path, Path] | None) -> KernelCheck:
+               sfpi: tuple[Path, Path] | None, cache_dir: Path | None = None) -> KernelCheck:
     name, role = kernel["file"], kernel["role"]
     gen = work / role
     gen.mkdir(parents=True, exist_ok=True)
-    (gen / name).write_bytes(source)
-    (gen / "chlkc_descriptors.h").write_text(descriptors_header(plan))
-    defines = [*COMMON_DEFINES, *arch.defines, f"KERNEL_COMPILE_TIME_ARGS={_compile_time_args(kernel)}"]
-    firmware = root / "tt_metal/hw/firmware/src/tt-1xx"
     commands: list[list[str]] = []
+    key = None
     if role == "compute":
+        (gen / name).write_bytes(source)
+        (gen / "chlkc_descriptors.h").write_text(descriptors_header(plan))
         if sfpi is None:
-            return KernelCheck(name, role, ["trisc0", "trisc1", "trisc2"], "skipped",
-                               reason="NOT CHECKED: compute kernels need the SFPI headers, which no package registry "
-                                      "ships; set TT_METAL_HOME to an SDK with runtime/sfpi to check them")
+            return _unchecked_compute(name)
+        defines = [*COMMON_DEFINES, *arch.defines, f"KERNEL_COMPILE_TIME_ARGS={_compile_time_args(kernel)}"]
+        firmware = root / "tt_metal/hw/firmware/src/tt-1xx"
         cxx, sfpi_include = sfpi
         (gen / "defines_generated.h").write_text("// no user defines\n")
         for thread, upper, index in TRISCS:
@@ -322,22 +343,136 @@ def _check_one(kernel: dict, source: bytes, plan: dict, root: Path, arch: ArchFl
         if processor not in DM_PROCESSORS:
             return KernelCheck(name, role, [str(processor)], "failed",
                                output=f"tt.plan.json: unknown data-movement processor {processor!r}")
-        short, wrapper, role_defines = DM_PROCESSORS[processor]
-        (gen / "kernel_includes.hpp").write_text(f'#include "{name}"\n')
-        commands.append([HOST_CXX, *HOST_FLAGS, *WARNING_FLAGS, f"-I{gen}", *_include_flags(root, arch, compute=False),
-                         *(f"-D{d}" for d in defines), *(f"-D{d}" for d in role_defines),
-                         f"-DNOC_INDEX={_noc_index(kernel, processor)}", str(firmware / wrapper)])
-        processors, compiler = [short], f"host {HOST_CXX} -m32"
+        t0 = time.perf_counter()
+        files, command = _data_movement_inputs(kernel, source, plan, root, arch, gen)
+        key = check_key(files, command, gen, root) if cache_dir is not None else None
+        if key is not None and (kept := cached_check(cache_dir, key)) is not None:
+            kept.seconds = time.perf_counter() - t0
+            return kept
+        for file_name, data in files.items():
+            (gen / file_name).write_bytes(data)
+        commands.append(command)
+        processors, compiler = [DM_PROCESSORS[processor][0]], f"host {HOST_CXX} -m32"
     t0 = time.perf_counter()
     ok, output = _run(commands, gen)
     output = _clean(output, gen, root)
-    return KernelCheck(name, role, processors, "passed" if ok else "failed", messages=_messages(output, name),
-                       output=output, seconds=time.perf_counter() - t0, compiler=compiler)
+    result = KernelCheck(name, role, processors, "passed" if ok else "failed", messages=_messages(output, name),
+                         output=output, seconds=time.perf_counter() - t0, compiler=compiler)
+    if role != "compute" and key is not None:
+        keep_check(cache_dir, key, result)
+    return result
+
+
+# ------------------------------------------------------------------------------------------ the machine's kept verdicts
+
+# A data-movement kernel's check is g++ -fsyntax-only of files that are all named in its key, so its verdict and
+# messages are kept per machine (<cache>/header-checks/<key>.json, sealed as compiler/toolchain/cache.py says), as
+# the host programs and kernel objects are. Only trusted code (the CLI, the API in process, tests) reads and writes
+# them: a sandboxed job's check (keep=False) compiles its kernels and answers for that job alone.
+CACHE_SUBDIR = "header-checks"
+CHECK_CODE = Path(__file__)
+
+
+def cache_dir() -> Path:
+    return cache_root() / CACHE_SUBDIR
+
+
+@lru_cache(maxsize=None)
+def _compiler_identity(cxx: str) -> str:
+    """What says which compiler (and so which libstdc++ and C headers) runs: `g++ -v`'s version and configuration,
+    and the size and time of its cc1plus (a rebuild of the same version)."""
+    env = child_env()
+    version = subprocess.run([cxx, "-v"], capture_output=True, text=True, env=env).stderr
+    cc1plus = subprocess.run([cxx, "-m32", "-print-prog-name=cc1plus"], capture_output=True, text=True,
+                             env=env).stdout.strip()
+    try:
+        st = os.stat(cc1plus)
+        stamp = f"{st.st_size} {st.st_mtime_ns}"
+    except OSError:
+        stamp = "no cc1plus"
+    return f"{version}\n{cc1plus} {stamp}"
+
+
+_TREE_DIGESTS: dict[str, tuple[tuple, str]] = {}
+
+
+def headers_digest(root: Path) -> str:
+    """sha256 over every file of the headers tree (name and content; ~1200 files, 15 MB, ~0.1 CPU s), hashed again
+    only when a file's size or time has changed since this process last hashed it."""
+    from . import cache
+
+    entries = []
+    for directory, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(directory, name)
+            try:
+                st = os.stat(path)
+                entries.append((os.path.relpath(path, root), st.st_size, st.st_mtime_ns, st.st_ino))
+            except OSError:  # a dangling link: a name without content, as g++ sees it
+                entries.append((os.path.relpath(path, root), -1, -1, -1))
+    stamp = tuple(entries)
+    known = _TREE_DIGESTS.get(str(root))
+    if known is not None and known[0] == stamp:
+        return known[1]
+    parts = []
+    for relative, size, *_ in entries:
+        parts += [relative, (Path(root) / relative).read_bytes() if size >= 0 else b"<none>"]
+    digest = cache.key(*parts)
+    _TREE_DIGESTS[str(root)] = (stamp, digest)
+    return digest
+
+
+def check_key(files: dict[str, bytes], command: list[str], gen: Path, root: Path) -> str:
+    """The one place a kept check's name comes from: everything that decides what g++ -fsyntax-only says. The check's
+    own code (flags, defines, the descriptors it writes), the compiler, every file of the headers tree, the command
+    (with the work and headers directories as placeholders: the output names neither) and every file it reads from
+    the work directory (the kernel, its descriptors, kernel_includes.hpp)."""
+    from . import cache
+
+    normalized = [arg.replace(str(gen), "<gen>").replace(str(root), "<headers>") for arg in command]
+    parts = ["tilefarm header check", CHECK_CODE.read_bytes(), _compiler_identity(command[0]), headers_digest(root),
+             json.dumps(normalized)]
+    for name in sorted(files):
+        parts += [name, files[name]]
+    return cache.key(*parts)
+
+
+def cached_check(directory: Path, key: str) -> KernelCheck | None:
+    """The kept verdict of `key`, or None when there is none or it is damaged (its seal does not match)."""
+    from . import cache
+
+    path = Path(directory) / f"{key}.json"
+    if not cache.intact(path):
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+        fields = {f.name for f in KernelCheck.__dataclass_fields__.values()}
+        return KernelCheck(**{k: v for k, v in data.items() if k in fields})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def keep_check(directory: Path, key: str, result: KernelCheck) -> None:
+    """Keep a verdict; a cache this process cannot write is left as it is (the check still ran)."""
+    import threading
+
+    from . import cache
+
+    path = Path(directory) / f"{key}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        built = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        built.write_text(json.dumps(asdict(result)))
+        cache.publish(built, path)
+    except OSError:
+        pass
 
 
 def check_bundle(artifacts: dict[str, bytes], *, arch: str | None = None, headers_root: Path | None = None,
-                 workdir: Path | None = None) -> HeaderCheckReport:
-    """Check every kernel of a compiled bundle (artifact name -> bytes, as compile_source produces).
+                 workdir: Path | None = None, keep: bool = True) -> HeaderCheckReport:
+    """Check every kernel of a compiled bundle (artifact name -> bytes, as compile_source produces). With `keep`,
+    data-movement verdicts come from and go to the machine's cache (cache_dir()); a sandboxed check passes False.
 
     Raises HeaderCheckUnavailable when this machine cannot run the check; kernel failures are in the report."""
     t0 = time.perf_counter()
@@ -357,7 +492,7 @@ def check_bundle(artifacts: dict[str, bytes], *, arch: str | None = None, header
     with tempfile.TemporaryDirectory(prefix="tilefarm-check-") as tmp:
         work = Path(workdir) if workdir else Path(tmp)
         with ThreadPoolExecutor(max_workers=len(kernels)) as pool:
-            results = list(pool.map(lambda k: _check_one(k, artifacts[k["file"]], plan, root, ARCHES[arch], work, sfpi),
-                                    kernels))
+            results = list(pool.map(lambda k: _check_one(k, artifacts[k["file"]], plan, root, ARCHES[arch], work, sfpi,
+                                                         cache_dir() if keep else None), kernels))
     return HeaderCheckReport(arch=arch, headers=f"ttnn {TTNN_VERSION} wheel headers", kernels=results,
                              seconds=time.perf_counter() - t0)

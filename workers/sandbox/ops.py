@@ -340,7 +340,8 @@ def _op_header_check(args: dict, work: Path) -> dict:
     from schemas.target import TargetConfig
 
     artifacts = _artifacts(work)
-    report = api.header_check(artifacts, target=TargetConfig.model_validate(args["target"]))
+    # keep=False: a job's check answers for that job only; the machine's kept verdicts are written by trusted code
+    report = api.header_check(artifacts, target=TargetConfig.model_validate(args["target"]), keep=False)
     return {"ok": True, "passed": bool(report.passed), "report": report.to_dict(), "rendered": report.render()}
 
 
