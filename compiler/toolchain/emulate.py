@@ -174,16 +174,25 @@ def build_host_pch(lib: Path) -> Path:
     return header
 
 
+def api_key() -> str:
+    """What a host program is compiled against: the emulator's include/ (every file), the compiler and the flags. Not
+    the runtime's sources: a program names libttemu.so, not where it is, and loads the current runtime when it runs
+    (run_host_program's LD_LIBRARY_PATH), so an emulator change that leaves the headers alone keeps every program."""
+    files = [p for p in INCLUDE_DIR.rglob("*") if p.is_file()]
+    return _files_key(files, INCLUDE_DIR, ("host program API", compiler_version(), *RUNTIME_FLAGS))
+
+
 def program_key(main_cpp: bytes, headers: dict[str, bytes] | None = None) -> str:
     """The cache key of main.cpp's host binary (ttemu-programs/<key>): its text, the headers beside it (a generated
-    bundle has none), the runtime it links and the flags. The sandbox's worker names a job's program built apart by
-    it, so the CLI's builds and the service's are one cache."""
+    bundle has none), the emulator's API headers it compiles against (api_key) and the flags. The sandbox's worker
+    names a job's program built apart by it, so the CLI's builds and the service's are one cache."""
     files = {"main.cpp": main_cpp, **(headers or {})}
-    return cache.key(runtime_key(), *PROGRAM_FLAGS, *(part for name in sorted(files) for part in (name, files[name])))
+    return cache.key(api_key(), *PROGRAM_FLAGS, *(part for name in sorted(files) for part in (name, files[name])))
 
 
 def build_program(main_cpp: Path, workdir: Path) -> Path:
-    """The host binary for `main_cpp` (cached by its content, the headers beside it and the runtime)."""
+    """The host binary for `main_cpp` (cached by its content, the headers beside it and the emulator's API headers);
+    it is linked with libttemu.so by name (no path, no rpath): run_host_program says which runtime it loads."""
     main_cpp = Path(main_cpp).resolve()
     lib = build_runtime()
     pch = build_host_pch(lib)
@@ -193,7 +202,7 @@ def build_program(main_cpp: Path, workdir: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     return _build_once(target, lambda out: _run_build(
         [CXX, *PROGRAM_FLAGS, "-include", str(pch), str(main_cpp), f"-I{INCLUDE_DIR}", f"-I{main_cpp.parent}",
-         str(lib), f"-Wl,-rpath,{lib.parent}", "-o", str(out)], "program-compile"))
+         f"-L{lib.parent}", "-lttemu", "-o", str(out)], "program-compile"))
 
 
 @lru_cache(maxsize=1)
@@ -279,7 +288,11 @@ def run_host_program(main_cpp: Path, inputs: dict[str, np.ndarray], workdir: Pat
     report_path = workdir / "report.json"
     report_path.unlink(missing_ok=True)
     # page identity (emulator/src/page_tags.cpp): every hand-off of a tile checked, except when only timing
-    run_env = {**child_env(), **kernel_compiler_env(), "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
+    # the current runtime, whoever built the program (a program is kept across runtimes with the same API headers)
+    inherited = child_env().get("LD_LIBRARY_PATH")
+    run_env = {**child_env(), **kernel_compiler_env(),
+               "LD_LIBRARY_PATH": ":".join([str(build_runtime().parent), *([inherited] if inherited else [])]),
+               "TTEMU_ARCH": arch, "TTEMU_REPORT": str(report_path),
                "TTEMU_INCLUDE_DIR": str(INCLUDE_DIR), "TTEMU_CACHE_DIR": str(kernel_cache_dir()),
                "TTEMU_PAGE_TAGS": "0" if timing_only else "1", **(env or {})}
     if timing or timing_only:
