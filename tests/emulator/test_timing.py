@@ -91,6 +91,43 @@ def test_multicast_sends_a_tile_once_where_unicast_sends_it_per_receiver(traffic
     assert kernel_cycles(unicast) > 3 * kernel_cycles(multicast)
 
 
+def barrier_line(kernel: str, call: str) -> int:
+    """The source line of `call` in a traffic kernel (the report's per-line statistics are keyed by it)."""
+    text = (BUNDLES / "traffic" / kernel).read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1) if line.strip().startswith(call))
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_a_read_response_shares_a_link_with_a_long_write_by_its_class(traffic, arch):
+    """A 2 KB read response meets a 128 KB write (a chain forward) on one link and one ejection port. They are
+    packets of different virtual channel classes (a response, a unicast request), which the routers interleave flit
+    by flit ([ISA] NoC/README.md, Virtual channels; NoC/RoutingPaths.md, Congestion): the response moves at half the
+    link's rate instead of waiting for the whole write, and the write ends later by the flits the response took.
+    Hand count: a link carries noc_bytes_per_cycle (r); alone the response takes 2048 / r cycles, beside the write
+    2048 / (r / 2), i.e. 2048 / r more; the write gives up 2048 bytes, 2048 / r cycles at its rate. Without the
+    classes the response waited for the write's 64 x 2048 / r cycles."""
+    rate = device_costs(arch)["noc_bytes_per_cycle"]
+    read_wait, write_wait = barrier_line("late_reader.cpp", "noc_async_read_barrier"), \
+        barrier_line("long_writer.cpp", "noc_async_write_barrier")
+
+    def run(write: bool, read: bool) -> tuple[float, float, float]:
+        result = traffic(2, cores=3, tiles=64, flag=int(write) | int(read) << 1, arch=arch)
+        lines = program(result)["lines"]
+        wait = {l["kernel"]: l["wait"] for l in lines
+                if (l["kernel"], l["line"]) in {("late_reader.cpp", read_wait), ("long_writer.cpp", write_wait)}}
+        writer_end, = [s["end"] for s in program(result)["streams"] if s["kernel"] == "long_writer.cpp"]
+        return wait["late_reader.cpp"], wait["long_writer.cpp"], writer_end
+
+    read_alone, _, _ = run(write=False, read=True)
+    _, write_alone, writer_end_alone = run(write=True, read=False)
+    read_beside, write_beside, writer_end_beside = run(write=True, read=True)
+    assert write_alone >= 64 * 2048 / rate  # the write is on the link for its whole length
+    assert read_beside - read_alone == pytest.approx(2048 / rate, abs=0.5)
+    # the writer was already waiting at its barrier when the read came: that wait, and its end, grow by the same
+    assert write_beside - write_alone == pytest.approx(2048 / rate, abs=0.5)
+    assert writer_end_beside - writer_end_alone == pytest.approx(2048 / rate, abs=0.5)
+
+
 def test_double_buffered_cbs_overlap_reading_and_computing(make_bundle, run):
     rng = np.random.default_rng(1)
     x = bf16(rng.standard_normal((32 * 16, 64)).astype(np.float32))

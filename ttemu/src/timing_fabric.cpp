@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace ttemu::timing {
 
@@ -10,14 +11,21 @@ float* Fabric::Ledger::at(std::int64_t bin) {
     if (used.empty()) {
         used.assign(kBins * lanes, 0.0f);
         tag.assign(kBins, -1);
+        if (owners) who.assign(kBins * lanes, -1);
     }
     std::size_t slot = static_cast<std::size_t>(bin % static_cast<std::int64_t>(kBins));
     float* lane = &used[slot * lanes];
     if (tag[slot] != bin) {
         tag[slot] = bin;
         std::fill_n(lane, lanes, 0.0f);
+        if (owners) std::fill_n(&who[slot * lanes], lanes, -1);
     }
     return lane;
+}
+
+std::int32_t* Fabric::Ledger::owner(std::int64_t bin) {
+    std::size_t slot = static_cast<std::size_t>(bin % static_cast<std::int64_t>(kBins));
+    return &who[slot * lanes];
 }
 
 float Fabric::Ledger::get(std::int64_t bin, std::size_t lane) const {
@@ -34,10 +42,17 @@ Fabric::Fabric(const Costs& costs, int grid_x, int grid_y)
       noc_h_(std::max(1, static_cast<int>(costs.noc_grid.size() < 2 ? grid_y + 2 : costs.noc_grid[1]))) {
     const std::size_t banks = static_cast<std::size_t>(std::max(1.0, costs.dram_banks));
     const std::size_t endpoints = static_cast<std::size_t>(cores()) + banks;
+    auto noc_ledgers = [](std::vector<Ledger>& v, std::size_t n) {
+        v.resize(n);
+        for (Ledger& l : v) {
+            l.lanes = kNocClasses;
+            l.owners = true;
+        }
+    };
     for (auto& noc : ports_)
-        for (auto& dir : noc) dir.resize(endpoints);
+        for (auto& dir : noc) noc_ledgers(dir, endpoints);
     for (int n = 0; n < 2; ++n) {
-        links_[n].resize(static_cast<std::size_t>(noc_w_ * noc_h_ * 2));
+        noc_ledgers(links_[n], static_cast<std::size_t>(noc_w_ * noc_h_ * 2));
         link_busy_[n].assign(links_[n].size(), 0.0);
     }
     bank_free_.assign(banks, 0.0);
@@ -101,33 +116,120 @@ int Fabric::route(int noc, XY a, XY b, double first) {
     return hops;
 }
 
-std::pair<double, double> Fabric::stream(double t, double bytes, double rate) {
-    const double width = Ledger::kWidth, capacity = link_rate() * width;
+std::pair<double, double> Fabric::stream(double t, double bytes, double rate, int cls, double path, double floor) {
+    const double width = Ledger::kWidth, capacity = link_rate() * width, eps = 1e-6;
+    const std::int32_t id = next_id_++;
     // each resource's bins are the source's, shifted by its offset (rounded to whole bins)
     std::vector<std::int64_t>& shift = shift_;
     shift.resize(hops_.size());
     for (std::size_t i = 0; i < hops_.size(); ++i) shift[i] = std::llround(hops_[i].offset / width);
+    taken_.clear();
     double remaining = bytes, first = -1, last = t;
     std::int64_t bin = static_cast<std::int64_t>(t / width);
     double from = t;  // the part of the current bin left to the transfer
     for (int guard = 0; remaining > 1e-9 && guard < 1 << 20; ++guard, ++bin) {
-        double bin_end = (bin + 1) * width;
-        double room = rate * (bin_end - from);
-        for (std::size_t i = 0; i < hops_.size() && room > 0; ++i)
-            room = std::min(room, capacity - hops_[i].ledger->get(bin + shift[i], 0));
+        const double bin_end = (bin + 1) * width, span = bin_end - from;
+        double room = rate * span, in_bin_rate = rate;
+        for (std::size_t i = 0; i < hops_.size() && room > 0; ++i) {
+            const Ledger& l = *hops_[i].ledger;
+            double total = 0;
+            int contenders = 0;
+            for (int k = 0; k < kNocClasses; ++k) {
+                const double u = l.get(bin + shift[i], static_cast<std::size_t>(k));
+                total += u;
+                if (u > eps && k != cls) ++contenders;
+            }
+            double hop_room = capacity - total;
+            if (contenders > 0) {  // the link's flits are shared with the other classes' packets in this bin
+                const double fair = link_rate() / (contenders + 1);
+                const double own = l.get(bin + shift[i], static_cast<std::size_t>(cls));
+                if (fair * span - own > hop_room) {
+                    hop_room = fair * span - own;
+                    in_bin_rate = std::min(in_bin_rate, fair);
+                }
+            }
+            room = std::min(room, hop_room);
+        }
         if (room > 1e-9) {
             double moved = std::min(room, remaining);
-            for (std::size_t i = 0; i < hops_.size(); ++i)
-                hops_[i].ledger->at(bin + shift[i])[0] += static_cast<float>(moved);
+            for (std::size_t i = 0; i < hops_.size(); ++i) {
+                float* u = hops_[i].ledger->at(bin + shift[i]);
+                std::int32_t* who = hops_[i].ledger->owner(bin + shift[i]);
+                double total = 0, pool = 0;
+                for (int k = 0; k < kNocClasses; ++k) {
+                    total += u[k];
+                    if (k != cls) pool += u[k];
+                }
+                const double take = moved - std::max(0.0, capacity - total);
+                if (take > eps && pool > eps) {  // the bytes this transfer takes from the earlier ones' share
+                    for (int k = 0; k < kNocClasses; ++k) {
+                        if (k == cls || u[k] <= eps) continue;
+                        const double part = std::min<double>(u[k], take * u[k] / pool);
+                        u[k] -= static_cast<float>(part);
+                        if (who[k] >= 0 && who[k] != id)
+                            taken_[(static_cast<std::int64_t>(who[k]) << 16) | static_cast<std::int64_t>(i)] += part;
+                    }
+                }
+                u[cls] += static_cast<float>(moved);
+                who[cls] = id;
+            }
             if (first < 0) first = from;
             remaining -= moved;
-            // within the bin the transfer moves at its rate, from the bin's share left to it
-            last = remaining > 1e-9 ? bin_end : from + moved / rate;
+            // within the bin the transfer moves at its rate (its share of the link where it is contended)
+            last = remaining > 1e-9 ? bin_end : from + moved / in_bin_rate;
         }
         from = bin_end;
     }
     if (first < 0) first = t;
-    return {first, std::max(last, first + bytes / rate)};
+    last = std::max(last, first + bytes / rate);
+    // the earlier transfers lose, at the hop where they lost most, what this one took: they end that much later
+    std::map<std::int32_t, double> lost;  // ordered: the re-bookings happen in one order, run after run
+    for (const auto& [key, part] : taken_) {
+        double& m = lost[static_cast<std::int32_t>(key >> 16)];
+        m = std::max(m, part);
+    }
+    for (const auto& [victim, lost_bytes] : lost) slow_down(victim, lost_bytes);
+    // forget transfers that can no longer be overtaken (their last bin is well behind this one's first)
+    if (live_.size() > prune_at_) {
+        for (auto it = live_.begin(); it != live_.end();)
+            it = it->second.last + 16 * width < t ? live_.erase(it) : std::next(it);
+        prune_at_ = std::max<std::size_t>(4096, 2 * live_.size());
+    }
+    live_[id] = Live{hops_, shift, cls, rate, last, path, floor};
+    return {first, last};
+}
+
+void Fabric::slow_down(std::int32_t id, double bytes) {
+    auto it = live_.find(id);
+    if (it == live_.end() || bytes <= 0) return;
+    Live& v = it->second;
+    const double width = Ledger::kWidth, capacity = link_rate() * width;
+    // its lost bytes go through its route after its last byte, at its rate, where every resource has room
+    double left = bytes, from = v.last, last = v.last;
+    for (std::int64_t bin = static_cast<std::int64_t>(v.last / width), guard = 0; left > 1e-9 && guard < 1 << 20;
+         ++bin, ++guard) {
+        const double bin_end = (bin + 1) * width;
+        double room = v.rate * (bin_end - from);
+        for (std::size_t i = 0; i < v.hops.size() && room > 0; ++i) {
+            double total = 0;
+            for (int k = 0; k < kNocClasses; ++k) total += v.hops[i].ledger->get(bin + v.shift[i], static_cast<std::size_t>(k));
+            room = std::min(room, capacity - total);
+        }
+        if (room > 1e-9) {
+            const double part = std::min(left, room);
+            for (std::size_t i = 0; i < v.hops.size(); ++i) {
+                v.hops[i].ledger->at(bin + v.shift[i])[v.cls] += static_cast<float>(part);
+                v.hops[i].ledger->owner(bin + v.shift[i])[v.cls] = id;
+            }
+            left -= part;
+            last = left > 1e-9 ? bin_end : from + part / v.rate;
+        }
+        from = bin_end;
+    }
+    const double before = std::max(v.last + v.path, v.floor);
+    v.last = std::max(last, v.last + bytes / v.rate);
+    const double after = std::max(v.last + v.path, v.floor);
+    if (after > before) delays_.push_back({id, after - before});
 }
 
 double Fabric::read(int noc, int dst, std::uint32_t src, double bytes, double t) {
@@ -150,7 +252,8 @@ double Fabric::read(int noc, int dst, std::uint32_t src, double bytes, double t)
     hops_.push_back(Hop{port(noc, 0, src), 0});
     int n = route(noc, from, me, c_.noc_niu_cycles);
     hops_.push_back(Hop{port(noc, 1, static_cast<std::uint32_t>(dst)), c_.noc_niu_cycles + n * c_.noc_hop_cycles});
-    auto [first, last] = stream(head, bytes, link_rate());
+    // the data comes back as a response packet (class 0b11)
+    auto [first, last] = stream(head, bytes, link_rate(), kNocResponse, path, floor);
     for (std::size_t i = 1; i + 1 < hops_.size(); ++i)
         link_busy_[noc][static_cast<std::size_t>(hops_[i].ledger - links_[noc].data())] += bytes / link_rate();
     double done = std::max(last + path, floor);
@@ -167,7 +270,7 @@ std::pair<double, double> Fabric::write(int noc, int src, std::uint32_t dst, dou
     hops_.push_back(Hop{port(noc, 0, static_cast<std::uint32_t>(src)), 0});
     int n = route(noc, me, to, c_.noc_niu_cycles);
     hops_.push_back(Hop{port(noc, 1, dst), c_.noc_niu_cycles + n * c_.noc_hop_cycles});
-    auto [first, last] = stream(t, bytes, link_rate());
+    auto [first, last] = stream(t, bytes, link_rate(), kNocRequest, path, 0);
     for (std::size_t i = 1; i + 1 < hops_.size(); ++i)
         link_busy_[noc][static_cast<std::size_t>(hops_[i].ledger - links_[noc].data())] += bytes / link_rate();
     double arrived = last + path, done = arrived;
@@ -230,7 +333,7 @@ double Fabric::multicast(int noc, int src, std::uint32_t rect, bool include_self
             hops_.push_back(Hop{port(noc, 1, static_cast<std::uint32_t>(core)), offset});
         }
     }
-    auto [start, end] = stream(t, bytes, rate);
+    auto [start, end] = stream(t, bytes, rate, kNocBroadcast, 0, 0);
     for (const Hop& h : hops_)
         if (h.ledger >= links_[noc].data() && h.ledger < links_[noc].data() + links_[noc].size())
             link_busy_[noc][static_cast<std::size_t>(h.ledger - links_[noc].data())] += bytes / link_rate();

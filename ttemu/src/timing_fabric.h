@@ -5,9 +5,16 @@
 // rightwards then downwards, NoC 1 upwards then leftwards, on a torus; a multicast follows its tree (along X to the
 // rectangle, along Y down its first column, then along each of its rows). Routers cut through, so a transfer
 // streams through all the resources of its route at once, each reached a fixed latency after the one before.
-// Packets of different transfers on one link are interleaved ([ISA] NoC/RoutingPaths.md, Congestion), so each
-// resource keeps a ledger of the bytes booked per time bin: a transfer moves, bin by bin, what every resource of its
-// route still has room for, up to its own rate. Unicasts and multicasts sharing a link slow each other down.
+// Packets on one link with different virtual channel numbers are interleaved flit by flit, packets with the same one
+// wait for each other ([ISA] NoC/RoutingPaths.md, Congestion), and a channel's class bits are fixed by the kind of
+// packet: unicast requests (writes), broadcast requests (multicasts), responses (read data) ([ISA] NoC/README.md,
+// Virtual channels). So each resource keeps a ledger of the bytes booked per time bin in one lane per class: a
+// transfer moves, bin by bin, what every resource of its route still has room for, up to its own rate; where another
+// class already holds the bin, the transfer gets its share of the link (link rate / the classes contending) and moves
+// at that rate, and the earlier transfers lose the bytes it took: those are booked again after their last byte, where
+// their route has room, and they complete that much later (delays(), which the engine applies to the barriers waiting
+// for them). Within a class the earlier-booked transfer keeps the link (transfers of one class are not interleaved
+// packet by packet: see ttemu/README.md).
 //
 // DRAM: each bank (channel) serves reads and writes in the order they reach it, at its bandwidth.
 //
@@ -17,6 +24,7 @@
 // others use meanwhile (a conflicting access waits a cycle for the bank).
 #pragma once
 #include <cstdint>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,6 +37,8 @@ struct XY {
 };
 
 enum L1Client : int { kL1Noc = 0, kL1Unpack = 1, kL1Pack = 2, kL1Clients = 3 };
+// The virtual channel classes of the NoC's packets ([ISA] NoC/README.md, Virtual channels): one ledger lane each.
+enum NocClass : int { kNocRequest = 0, kNocBroadcast = 1, kNocResponse = 2, kNocClasses = 3 };
 
 class Fabric {
 public:
@@ -73,6 +83,11 @@ public:
     double bank_busy(std::size_t b) const { return bank_busy_[b]; }
     double link_busy_max() const;  // the busiest link's busy cycles (report)
 
+    // The id of the transfer the last read, write or multicast started (ids count up from 0).
+    int last_transfer() const { return next_id_ - 1; }
+    // Earlier transfers that later ones slowed down since the last call: (id, how much later they complete).
+    std::vector<std::pair<int, double>>& delays() { return delays_; }
+
 private:
     // Amounts booked per time bin, in a ring of bins (a booking older than the ring is forgotten).
     struct Ledger {
@@ -81,12 +96,23 @@ private:
         std::size_t lanes = 1;
         std::vector<float> used;
         std::vector<std::int64_t> tag;
+        std::vector<std::int32_t> who;  // NoC ledgers: per bin and lane the transfer that booked it last (-1: none)
+        bool owners = false;
         float* at(std::int64_t bin);  // the lanes of `bin` (allocated and reset on first use)
+        std::int32_t* owner(std::int64_t bin);  // the owners of `bin`'s lanes (after `at`)
         float get(std::int64_t bin, std::size_t lane) const;
     };
     struct Hop {
         Ledger* ledger;
         double offset;  // cycles after the transfer's head leaves the source NIU that it reaches this resource
+    };
+
+    // A transfer that later ones may still slow down: its route, class, rate and when its last byte leaves the source.
+    struct Live {
+        std::vector<Hop> hops;
+        std::vector<std::int64_t> shift;
+        int cls;
+        double rate, last, path, floor;  // done = max(last + path, floor)
     };
 
     const Costs& c_;
@@ -98,6 +124,11 @@ private:
     std::vector<Ledger> l1_;  // per core: bank-cycles per bin and client
     std::vector<Hop> hops_;   // scratch route
     std::vector<std::int64_t> shift_;
+    std::int32_t next_id_ = 0;
+    std::unordered_map<std::int32_t, Live> live_;
+    std::size_t prune_at_ = 4096;
+    std::unordered_map<std::int64_t, double> taken_;  // scratch: (victim id, hop) -> bytes a transfer took from it
+    std::vector<std::pair<int, double>> delays_;
 
     std::size_t bank_of(std::uint32_t endpoint) const;
     Ledger* port(int noc, int dir, std::uint32_t endpoint);
@@ -106,8 +137,12 @@ private:
     // Appends the links of the unicast route from `a` to `b` (hop offsets after `first`): returns the hop count.
     int route(int noc, XY a, XY b, double first);
     void link(int noc, int x, int y, int axis, double offset);
-    // Streams `bytes` through hops_ at up to `rate` from t: returns {first byte out of the source, last byte out}.
-    std::pair<double, double> stream(double t, double bytes, double rate);
+    // Streams `bytes` of class `cls` through hops_ at up to `rate` from t as a new transfer: returns {first byte out
+    // of the source, last byte out}. `path` and `floor` give its completion (max(last + path, floor)) for delays().
+    std::pair<double, double> stream(double t, double bytes, double rate, int cls, double path, double floor);
+    // Moves transfer `id`'s last `bytes` after its last byte, into the room its route has there: it completes later
+    // (recorded in delays_).
+    void slow_down(std::int32_t id, double bytes);
     void book_l1(int core, double t0, double t1, double bytes);
 };
 

@@ -148,6 +148,8 @@ struct SimStream {
     double clock = 0, end = 0;
     bool done = false, in_heap = false, cost_paid = false, blocked = false;
     double reads_done = 0, writes_acked = 0, writes_flushed = 0, last_write[2] = {0, 0};
+    // the barrier event this stream executed last (and nothing since), whose wait a slowed transfer lengthens; or -1
+    std::int64_t after_barrier = -1;
     double time[kCategories] = {0, 0, 0, 0};
     std::uint64_t tile_products = 0;
     std::map<std::uint32_t, double> cb_wait;
@@ -239,6 +241,10 @@ public:
             HeapItem item = heap_.top();
             heap_.pop();
             SimStream& s = streams_[static_cast<std::size_t>(item.id)];
+            if (item.t < s.clock && !s.done) {  // a slowed transfer moved its barrier's end: run it then
+                heap_.push({s.clock, item.id});
+                continue;
+            }
             s.in_heap = false;
             if (s.done) continue;
             while (!s.done) {
@@ -342,6 +348,16 @@ private:
     std::unordered_map<std::uint64_t, std::vector<int>> waiters_;
     Fabric fabric_;
     std::vector<std::pair<int, double>> arrivals_;  // scratch: a multicast's (core, time written)
+    // NoC transfers a later one may still slow down (Fabric::delays): by transfer id, the stream that issued it and
+    // the times it contributed to that stream's barriers
+    struct Issued {
+        int stream;
+        Ev kind;
+        int noc;
+        double left, done, acked;
+    };
+    std::unordered_map<int, Issued> issued_;
+    std::size_t issued_prune_at_ = 8192;
     std::uint64_t forced_ = 0;
     std::vector<std::string> forced_at_;
 
@@ -398,29 +414,73 @@ private:
     }
 
     // ---- NoC transfers through the shared fabric (timing_fabric.h)
-    void noc_read(SimStream& s, const Event& e) {
-        s.reads_done = std::max(s.reads_done, fabric_.read(e.noc & 1, s.core, e.a, e.b, s.clock));
+    void noc_read(SimStream& s, int id, const Event& e) {
+        const double done = fabric_.read(e.noc & 1, s.core, e.a, e.b, s.clock);
+        s.reads_done = std::max(s.reads_done, done);
+        issued(s, Issued{id, Ev::NocRead, e.noc & 1, done, done, done});
     }
 
-    void noc_write(SimStream& s, const Event& e) {
+    void noc_write(SimStream& s, int id, const Event& e) {
         const int noc = e.noc & 1;
         auto [left, done] = fabric_.write(noc, s.core, e.a, e.b, s.clock);
+        const double acked = done + fabric_.latency(noc, fabric_.endpoint_xy(e.a), fabric_.core_xy(s.core));
         s.writes_flushed = std::max(s.writes_flushed, left);
         s.last_write[noc] = std::max(s.last_write[noc], done);
-        s.writes_acked =
-            std::max(s.writes_acked, done + fabric_.latency(noc, fabric_.endpoint_xy(e.a), fabric_.core_xy(s.core)));
+        s.writes_acked = std::max(s.writes_acked, acked);
+        issued(s, Issued{id, Ev::NocWrite, noc, left, done, acked});
     }
 
-    void noc_mcast(SimStream& s, const Event& e) {
+    void noc_mcast(SimStream& s, int id, const Event& e) {
         const int noc = e.noc & 1;
         arrivals_.clear();
         double left = fabric_.multicast(noc, s.core, e.a, e.aux & 1, e.b, s.clock, arrivals_);
         s.writes_flushed = std::max(s.writes_flushed, left);
         const XY me = fabric_.core_xy(s.core);
+        double last = left, acked = left;
         for (const auto& [core, done] : arrivals_) {
             s.last_write[noc] = std::max(s.last_write[noc], done);
-            s.writes_acked = std::max(s.writes_acked, done + fabric_.latency(noc, fabric_.core_xy(core), me));
+            last = std::max(last, done);
+            acked = std::max(acked, done + fabric_.latency(noc, fabric_.core_xy(core), me));
         }
+        s.writes_acked = std::max(s.writes_acked, acked);
+        issued(s, Issued{id, Ev::NocMcast, noc, left, last, acked});
+    }
+
+    // Remembers the transfer just issued and applies the delays it caused to the earlier ones: their streams'
+    // barrier times move later, and a barrier that already waited for the old time waits longer.
+    void issued(SimStream& s, Issued what) {
+        if (issued_.size() > issued_prune_at_) {
+            for (auto it = issued_.begin(); it != issued_.end();)
+                it = it->second.acked + 1024 < s.clock ? issued_.erase(it) : std::next(it);
+            issued_prune_at_ = std::max<std::size_t>(8192, 2 * issued_.size());
+        }
+        issued_[fabric_.last_transfer()] = what;
+        for (const auto& [id, delay] : fabric_.delays()) {
+            auto it = issued_.find(id);
+            if (it == issued_.end()) continue;
+            Issued& t = it->second;
+            t.left += delay;
+            t.done += delay;
+            t.acked += delay;
+            SimStream& v = streams_[static_cast<std::size_t>(t.stream)];
+            if (t.kind == Ev::NocRead) {
+                v.reads_done = std::max(v.reads_done, t.done);
+            } else {
+                v.writes_flushed = std::max(v.writes_flushed, t.left);
+                v.last_write[t.noc] = std::max(v.last_write[t.noc], t.done);
+                v.writes_acked = std::max(v.writes_acked, t.acked);
+            }
+            if (v.after_barrier < 0) continue;
+            const Event& b = (*v.events)[static_cast<std::size_t>(v.after_barrier)];
+            const double until = b.kind == Ev::ReadBarrier    ? v.reads_done
+                                 : b.kind == Ev::WriteBarrier ? v.writes_acked
+                                                              : v.writes_flushed;
+            if (until > v.clock) {
+                charge(v, b, until - v.clock, kWaitNoc);
+                if (v.done) v.end = v.clock;
+            }
+        }
+        fabric_.delays().clear();
     }
 
     Word& word(int core, std::uint32_t offset) {
@@ -462,6 +522,7 @@ private:
             s.end = s.clock;
             return false;
         }
+        s.after_barrier = -1;
         const Event& e = (*s.events)[s.pc];
         CoreSim& cs = cores_[static_cast<std::size_t>(s.core)];
         const bool cost_after = e.kind == Ev::UnpackOp || e.kind == Ev::MathOp || e.kind == Ev::PackOp;
@@ -497,12 +558,21 @@ private:
                 cs.pushes[e.b].trim_below(e.a + 1);
                 wake(key(kCbBack, s.core, e.b), s.clock);
                 break;
-            case Ev::NocRead: noc_read(s, e); break;
-            case Ev::NocWrite: noc_write(s, e); break;
-            case Ev::NocMcast: noc_mcast(s, e); break;
-            case Ev::ReadBarrier: finish_wait(s, e, std::max(s.clock, s.reads_done), kWaitNoc); break;
-            case Ev::WriteBarrier: finish_wait(s, e, std::max(s.clock, s.writes_acked), kWaitNoc); break;
-            case Ev::WritesFlushed: finish_wait(s, e, std::max(s.clock, s.writes_flushed), kWaitNoc); break;
+            case Ev::NocRead: noc_read(s, id, e); break;
+            case Ev::NocWrite: noc_write(s, id, e); break;
+            case Ev::NocMcast: noc_mcast(s, id, e); break;
+            case Ev::ReadBarrier:
+                finish_wait(s, e, std::max(s.clock, s.reads_done), kWaitNoc);
+                s.after_barrier = static_cast<std::int64_t>(s.pc);
+                break;
+            case Ev::WriteBarrier:
+                finish_wait(s, e, std::max(s.clock, s.writes_acked), kWaitNoc);
+                s.after_barrier = static_cast<std::int64_t>(s.pc);
+                break;
+            case Ev::WritesFlushed:
+                finish_wait(s, e, std::max(s.clock, s.writes_flushed), kWaitNoc);
+                s.after_barrier = static_cast<std::int64_t>(s.pc);
+                break;
             case Ev::WordWrite: word_write(s, e); break;
             case Ev::WordLocal: word_change(s.core, e.b, s.clock, e.aux & 1, e.c); break;
             case Ev::WordWait:

@@ -7,6 +7,9 @@
 //   mode 1: core (0,0) sends `tiles` tiles to cores (1..cores-1, 0): one multicast per tile (same_bank = 0) or
 //           one unicast write per receiver per tile (same_bank = 1); each tile is announced by a semaphore the
 //           receivers count.
+//   mode 2: core (0,0) writes `tiles` tiles to core (2,0) in one write (flag bit 0) while core (2,0) reads one tile
+//           from core (1,0) (flag bit 1), issued once core (0,0)'s signal is in: the read's response shares the link
+//           (1,0) -> (2,0) of NoC 0 and core (2,0)'s ejection port with the write.
 #include <tt-metalium/distributed.hpp>
 #include <tt-metalium/host_api.hpp>
 #include <tt-metalium/tensor_accessor_args.hpp>
@@ -50,6 +53,29 @@ int main(int argc, char** argv) {
                            {static_cast<uint32_t>(src->address()), first, stride, tiles, barrier_every});
             SetRuntimeArgs(program, sink, core, {tiles});
         }
+    } else if (mode == 2) {
+        CoreRange cores({0, 0}, {2, 0});
+        CreateCircularBuffer(program, cores,
+                             CircularBufferConfig(tiles * tile_bytes, {{CBIndex::c_0, tt::DataFormat::Float16_b}})
+                                 .set_page_size(CBIndex::c_0, tile_bytes));
+        CreateCircularBuffer(program, cores,
+                             CircularBufferConfig(tile_bytes, {{CBIndex::c_1, tt::DataFormat::Float16_b}})
+                                 .set_page_size(CBIndex::c_1, tile_bytes));
+        const uint32_t ready_sem = CreateSemaphore(program, cores, 0), go_sem = CreateSemaphore(program, cores, 0);
+        auto writer = CreateKernel(program, kdir + "/long_writer.cpp", CoreRange({0, 0}, {0, 0}),
+                                   DataMovementConfig{.processor = DataMovementProcessor::RISCV_0, .noc = NOC::NOC_0});
+        auto reader = CreateKernel(program, kdir + "/late_reader.cpp", CoreRange({2, 0}, {2, 0}),
+                                   DataMovementConfig{.processor = DataMovementProcessor::RISCV_1, .noc = NOC::NOC_0});
+        CreateKernel(program, kdir + "/idle.cpp", CoreRange({1, 0}, {1, 0}),
+                     DataMovementConfig{.processor = DataMovementProcessor::RISCV_0, .noc = NOC::NOC_0});
+        const CoreCoord a = mesh->worker_core_from_logical_core({0, 0}), b = mesh->worker_core_from_logical_core({1, 0}),
+                        c = mesh->worker_core_from_logical_core({2, 0});
+        SetRuntimeArgs(program, writer, CoreCoord{0, 0},
+                       {static_cast<uint32_t>(c.x), static_cast<uint32_t>(c.y), tiles * tile_bytes, ready_sem, go_sem,
+                        same_bank & 1});
+        SetRuntimeArgs(program, reader, CoreCoord{2, 0},
+                       {static_cast<uint32_t>(b.x), static_cast<uint32_t>(b.y), static_cast<uint32_t>(a.x),
+                        static_cast<uint32_t>(a.y), tiles, ready_sem, go_sem, (same_bank >> 1) & 1});
     } else {
         CoreRange cores({0, 0}, {num_cores - 1, 0});
         CreateCircularBuffer(program, cores,
