@@ -89,8 +89,10 @@ def test_row_softmax_verifies_on_the_emulator(params):
     assert outcome.passed, outcome.verification.render()
     y = outcome.outputs["Y"].astype("float64")
     assert abs(y.sum(axis=1) - 1).max() < (2e-2 if params["dtype"] == "bfloat16" else 1e-3)  # rows of a softmax
-    # fewer rows than cores: the default blocking gives each core one tile row; as written, one block per block_M
-    assert result.plan["grid"]["extents"] == [params["M"] // 32]
+    # fewer rows than cores: the default blocking gives each core one tile row, and with at most half as many tile
+    # rows as cores each row's columns go to two cores (TTSplitRows' row_half axis); as written, one block per block_M
+    assert result.plan["grid"]["vars"][0] == "row_half"
+    assert result.plan["grid"]["extents"] == [2, params["M"] // 32]
     written = compile_source(source, filename=project_name(path), entry="softmax", params=params,
                              target=TargetConfig(blocking="as_written"))
     assert written.plan["grid"]["extents"] == [params["M"] // params["block_M"]]

@@ -87,10 +87,12 @@ def test_a_value_reaching_a_float32_output_stays_off_the_fpu(arch):
 def test_layer_norm_scales_on_the_fpu_beside_float32_statistics(arch):
     """Layer norm's centered and inv reach bfloat16 y, and float32 rstd only through the variance's reduction and
     inv's own window (rstd is packed from inv's DST slots, not copied from its CB): y's `centered * inv` runs on
-    the FPU from their CBs, and rstd is NumPy's 1 / sqrt(var + eps) of the kernel's own variance."""
+    the FPU from their CBs, and rstd is NumPy's 1 / sqrt(var + eps) of the kernel's own variance. On two cores, one
+    row block each: with spare cores TTSplitRows halves the rows, centered then fits DST whole and y's product runs
+    on the SFPU beside it (fp32, the other path)."""
     source = (Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "layer_norm.py").read_text()
     result, outcome = run_kernel(source, entry="layer_norm", params={"rows": 64, "cols": 256}, seed=3,
-                                 target=TargetConfig(arch=arch))
+                                 target=TargetConfig(arch=arch, core_grid=(2, 1)))
     compute = compute_source(result)
     assert "mul_tiles_bcast_cols(cb_centered, cb_inv" in compute, compute
     assert "copy_tile(cb_inv" not in compute, compute

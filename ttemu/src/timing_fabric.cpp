@@ -212,7 +212,8 @@ void Fabric::slow_down(std::int32_t id, double bytes) {
         double room = v.rate * (bin_end - from);
         for (std::size_t i = 0; i < v.hops.size() && room > 0; ++i) {
             double total = 0;
-            for (int k = 0; k < kNocClasses; ++k) total += v.hops[i].ledger->get(bin + v.shift[i], static_cast<std::size_t>(k));
+            for (int k = 0; k < kNocClasses; ++k)
+                total += v.hops[i].ledger->get(bin + v.shift[i], static_cast<std::size_t>(k));
             room = std::min(room, capacity - total);
         }
         if (room > 1e-9) {

@@ -98,7 +98,7 @@ private:
         std::vector<std::int64_t> tag;
         std::vector<std::int32_t> who;  // NoC ledgers: per bin and lane the transfer that booked it last (-1: none)
         bool owners = false;
-        float* at(std::int64_t bin);  // the lanes of `bin` (allocated and reset on first use)
+        float* at(std::int64_t bin);            // the lanes of `bin` (allocated and reset on first use)
         std::int32_t* owner(std::int64_t bin);  // the owners of `bin`'s lanes (after `at`)
         float get(std::int64_t bin, std::size_t lane) const;
     };
