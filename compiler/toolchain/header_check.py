@@ -426,8 +426,8 @@ def headers_digest(root: Path) -> str:
 def check_key(files: dict[str, bytes], command: list[str], gen: Path, root: Path) -> str:
     """The one place a kept check's name comes from: everything that decides what g++ -fsyntax-only says. The check's
     own code (flags, defines, the descriptors it writes), the compiler, every file of the headers tree, the command
-    (with the work and headers directories as placeholders: the output names neither) and every file it reads from
-    the work directory (the kernel, its descriptors, kernel_includes.hpp)."""
+    (with the work and headers directories written as <gen> and <headers>: the output names neither) and every file
+    it reads from the work directory (the kernel, its descriptors, kernel_includes.hpp)."""
     from . import cache
 
     normalized = [arg.replace(str(gen), "<gen>").replace(str(root), "<headers>") for arg in command]
