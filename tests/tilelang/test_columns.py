@@ -8,7 +8,7 @@ import pytest
 
 from schemas.target import TargetConfig
 
-from .test_frontend import error_of, run_kernel, src
+from .test_frontend import error_of, line_of, run_kernel, src
 
 ARCHS = ("wormhole_b0", "blackhole")
 
@@ -142,3 +142,52 @@ def test_the_first_rows_of_a_tile_written_out_directly(arch):
     rows = outcome.inputs["X"].astype(np.float64)[:2] - 0.5
     np.testing.assert_allclose(outcome.outputs["Y"], np.tile(rows, (4, 1)), rtol=1e-3, atol=1e-3)
     assert outcome.passed, outcome.verification.render()
+
+
+SHIFTED_PARTS = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 96), "float32"), Y: T.Tensor((64, 96), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((64, 96), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(64, 64):
+                x[i, j] = x[i, j + 32] + 1.0
+            for i, j in T.Parallel(64, 64):
+                x[i, j + 32] = x[i, j] * 2.0
+            for i, j in T.Parallel(32, 96):
+                x[i, j] = x[i + 32, j] - x[i, j]
+            for i, j in T.Parallel(64, 32):
+                x[i, j + 64] = x[i, j + 64] + x[i, j]
+            T.copy(x, Y)
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_part_of_a_tile_computed_from_another_part_of_it(arch):
+    """`x[i, j] = x[i, j + 32] + 1` reads every element before the store, as a GPU does: shifts that overlap the part
+    they write (columns back, then forward; rows), and a part updated from itself and another part. Computed in
+    tile order in place, the forward shift would read columns it had already overwritten."""
+    _, outcome = run_kernel(SHIFTED_PARTS, seed=52, target=TargetConfig(arch=arch))
+    x = outcome.inputs["X"].astype(np.float64)
+    x[:, 0:64] = x[:, 32:96] + 1
+    x[:, 32:96] = x[:, 0:64] * 2
+    x[0:32, :] = x[32:64, :] - x[0:32, :]
+    x[:, 64:96] = x[:, 64:96] + x[:, 0:32]
+    np.testing.assert_allclose(outcome.outputs["Y"], x, rtol=2e-3, atol=2e-3 * np.abs(x).max())
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_a_tile_read_transposed_while_written_is_refused():
+    source = src('''
+        @T.prim_func
+        def main(X: T.Tensor((32, 32), "float32"), Y: T.Tensor((32, 32), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((32, 32), "float32")
+                T.copy(X, x)
+                for i, j in T.Parallel(32, 32):
+                    x[i, j] = x[j, i] + 1.0
+                T.copy(x, Y)
+    ''')
+    message = error_of(source).render()
+    assert "reads the tile being written transposed" in message, message
+    assert f"k.py:{line_of(source, 'x[j, i]')}:" in message, message

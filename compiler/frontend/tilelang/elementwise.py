@@ -811,8 +811,13 @@ class StoreLowering:
 
     # ---- clobbering ----------------------------------------------------------------------------------------------
     def clobbers(self, e, dst: Region) -> bool:
-        """Would evaluating `e` into dst (in compute()'s order) overwrite dst before a later op reads it?"""
+        """Would evaluating `e` into dst (in compute()'s order) overwrite dst before a later op reads it? Also when
+        `e` reads another part of dst's tile (`x[i, j] = x[i, j + 32] * 2`, a shift of a tile's columns onto
+        themselves): the value is computed whole into a separate tile first, then copied in, as a GPU reads every
+        element before the store."""
         self.check_overlap(e, dst)
+        if any(isinstance(x, Load) and x.buffer is dst.buffer and not self.same(x, dst) for x in walk(e)):
+            return True
         state = {"written": False, "bad": False}
         self.simulate(e, dst, True, state)
         return state["bad"]
@@ -821,8 +826,6 @@ class StoreLowering:
         for x in walk(e):
             if isinstance(x, Load) and x.buffer is dst.buffer and self.transposed(x):
                 self.fail(f"`{describe(x)}` reads the tile being written transposed; transpose into a separate tile")
-            if isinstance(x, Load) and x.buffer is dst.buffer and not self.same(x, dst):
-                self.fail(f"`{describe(x)}` reads another part of the tile being written; write to a separate tile")
 
     def same(self, load, r: Region) -> bool:
         return isinstance(load, Load) and load.buffer is r.buffer and not self.transposed(load) and \
