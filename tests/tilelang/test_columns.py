@@ -191,3 +191,57 @@ def test_a_tile_read_transposed_while_written_is_refused():
     message = error_of(source).render()
     assert "reads the tile being written transposed" in message, message
     assert f"k.py:{line_of(source, 'x[j, i]')}:" in message, message
+
+
+PARTS_READ_FROM_DRAM = src('''
+    @T.prim_func
+    def main(A1: T.Tensor((64, 128), "bfloat16"), A2: T.Tensor((64, 128), "bfloat16"),
+             B: T.Tensor((128, 64), "bfloat16"), W: T.Tensor((64, 64), "float32"), Z: T.Tensor((64, 64), "float32"),
+             C: T.Tensor((64, 64), "float32"), D: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((64, 64), "bfloat16")
+            b = T.alloc_shared((64, 64), "bfloat16")
+            c = T.alloc_fragment((64, 64), "float32")
+            w = T.alloc_shared((64, 64), "float32")
+            T.clear(c)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A1[0:32, k * 64:(k + 1) * 64], a[0:32, :])
+                T.copy(A2[32:64, k * 64:(k + 1) * 64], a[32:64, :])
+                T.copy(B[k * 64:(k + 1) * 64, 0:64], b)
+                T.gemm(a, b, c)
+            T.copy(c, C)
+            T.copy(W, w)
+            T.copy(Z[0:64, 32:64], w[0:64, 0:32])
+            T.copy(w, D)
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_dram_reads_into_parts_of_a_tile(arch):
+    """`T.copy(A1[0:32, ...], a[0:32, :])`: each part is read into a tile of its own and copied into its place; two
+    tensors' rows make one GEMM operand per step of a pipelined loop, and a part of a tile read whole before is
+    overwritten by a later read (the rest keeps the first read's values)."""
+    _, outcome = run_kernel(PARTS_READ_FROM_DRAM, seed=53, target=TargetConfig(arch=arch))
+    x = {k: v.astype(np.float64) for k, v in outcome.inputs.items()}
+    a = np.concatenate([x["A1"][0:32], x["A2"][32:64]], axis=0)
+    want_c = a @ x["B"]
+    want_d = x["W"].copy()
+    want_d[:, 0:32] = x["Z"][:, 32:64]
+    np.testing.assert_allclose(outcome.outputs["C"], want_c, rtol=2e-2, atol=2e-2 * np.abs(want_c).max())
+    np.testing.assert_array_equal(outcome.outputs["D"], want_d)
+    assert outcome.passed, outcome.verification.render()
+
+
+def test_a_dram_read_into_part_of_a_tile_row_is_refused_where_it_is():
+    source = src('''
+        @T.prim_func
+        def main(X: T.Tensor((16, 64), "float32"), Y: T.Tensor((32, 64), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_shared((32, 64), "float32")
+                T.fill(x, -1.0)
+                T.copy(X[0:16, :], x[16:32, :])
+                T.copy(x, Y)
+    ''')
+    message = error_of(source).render()
+    assert "must start on a tile boundary" in message, message
+    assert f"k.py:{line_of(source, 'x[16:32, :]')}:" in message, message

@@ -522,6 +522,15 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         rec.emit(TileOp("copy", (staged, s)), location)
         rec.emit(TileOp("cast", (d, staged)), location)
         return
+    elif s.buffer.scope == "global" and len(d.buffer.shape) == 2 and tuple(d.extents) != tuple(d.buffer.shape):
+        # a DRAM read into part of an L1 tile (`T.copy(A[0:M, 64:128], a[0:M, 64:128])`): the reader fills a
+        # circular buffer's pages whole, so the part is read into a tile of its own and copied into its place
+        stage = rec.temp(s.shape2d(), s.buffer.dtype, "shared", location)
+        stage.filled_from_dram = True
+        staged = Region(stage, tuple(wrap(0) for _ in stage.shape), stage.shape)
+        rec.emit(TileOp("copy", (staged, s)), location)
+        rec.emit(TileOp("copy", (d, staged)), location)
+        return
     elif s.buffer.scope == "global":
         d.buffer.filled_from_dram = True
     elif row_at_index(s):
