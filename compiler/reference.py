@@ -727,7 +727,229 @@ def _for(tr: _Translator, s: Any) -> _Stmt:
             st.scalars[key] = i
             body(st)
 
-    return loop
+    try:
+        whole = _element_nest(tr, s)
+    except _NotWhole:
+        return loop
+
+    def nest(st: _State) -> None:
+        try:
+            whole(st)
+        except _OneByOne:
+            loop(st)
+
+    return nest
+
+
+# ------------------------------------------------------------------------------- whole element loops
+#
+# A nest of loops around one BufferStore (a T.Parallel / T.grid body the frontend left element-wise: a mask, a
+# gather) runs as one NumPy evaluation over its whole index space: the same values, one store. The scalar
+# closures above stay the semantics: a nest runs element by element where the whole evaluation could differ --
+# at translation when an expression is not one of those below (_NotWhole), at run time when the values ask for it
+# (_OneByOne: a load out of bounds or a zero divisor anywhere, even on an if_then_else side the scalar run skips;
+# two iterations storing one element; a load of the stored buffer at another element than the one stored).
+
+
+class _NotWhole(Exception):
+    """This nest or expression is run element by element (decided once, at translation)."""
+
+
+class _OneByOne(Exception):
+    """This run of the nest is done element by element (decided per run, from the values)."""
+
+
+_DEST = -1   # env key of (the stored array, its index arrays): loads of it are checked against them
+
+
+def _integral(x: Any) -> Any:
+    """Python's view of a bool in arithmetic: an int."""
+    if isinstance(x, np.ndarray) and x.dtype == bool:
+        return x.astype(np.int64)
+    return int(x) if isinstance(x, (bool, np.bool_)) else x
+
+
+def _nonzero(b: Any) -> Any:
+    if np.any(np.asarray(b) == 0):
+        raise _OneByOne      # Python raises ZeroDivisionError (or ValueError) on that element
+    return b
+
+
+def _trunc_div(a: Any, b: Any) -> Any:
+    q = np.abs(a) // np.abs(_nonzero(b))
+    return np.where((np.asarray(a) >= 0) == (np.asarray(b) >= 0), q, -q)
+
+
+def _floor_of_quotient(a: Any, b: Any) -> Any:
+    r = np.true_divide(a, _nonzero(b))
+    if not np.all(np.isfinite(r)):
+        raise _OneByOne      # math.floor raises on inf / nan
+    return np.floor(r)
+
+
+def _fmod(a: Any, b: Any) -> Any:
+    if not np.all(np.isfinite(a)):
+        raise _OneByOne      # math.fmod raises on an infinite dividend
+    return np.fmod(np.asarray(a, dtype=np.float64), _nonzero(b))
+
+
+def _whole_binary(name: str, is_int: bool) -> Callable[[Any, Any], Any]:
+    """The array form of _binary_expr's operator `name` (the same values element by element)."""
+    table: dict[str, Callable[[Any, Any], Any]] = {
+        "Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+        "Min": lambda a, b: np.where(np.asarray(b) < a, b, a),     # Python's min(a, b): a unless b < a
+        "Max": lambda a, b: np.where(np.asarray(b) > a, b, a),
+        "EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
+        "GE": np.greater_equal, "And": np.logical_and, "Or": np.logical_or,
+    }
+    if is_int:
+        table.update({"Div": _trunc_div, "Mod": lambda a, b: np.subtract(a, _trunc_div(a, b) * b),
+                      "FloorDiv": lambda a, b: np.floor_divide(a, _nonzero(b)),
+                      "FloorMod": lambda a, b: np.mod(a, _nonzero(b))})
+    else:
+        table.update({"Div": lambda a, b: np.true_divide(a, _nonzero(b)), "Mod": _fmod,
+                      "FloorDiv": _floor_of_quotient})
+    if name not in table:
+        raise _NotWhole(name)
+    fn = table[name]
+    if name in ("And", "Or", "EQ", "NE", "LT", "LE", "GT", "GE"):
+        return fn
+    return lambda a, b: fn(_integral(a), _integral(b))
+
+
+_WholeExpr = Callable[[_State, dict], Any]
+
+
+def _whole_expr(tr: _Translator, e: Any, loops: set[int]) -> _WholeExpr:
+    """`e` over the nest's index arrays (env: loop var key -> its values, shaped to broadcast over the nest)."""
+    if isinstance(e, (bool, int, float)):
+        return lambda st, env, v=e: v
+    kind = type(e).__name__
+    if kind in ("IntImm", "FloatImm"):
+        value = tr.expr(e)(None)
+        return lambda st, env: value
+    if kind == "Var":
+        key = _key(e)
+        if key in loops:
+            return lambda st, env: env[key]
+
+        def outer(st: _State, env: dict) -> Any:
+            try:
+                return st.scalars[key]
+            except KeyError:
+                raise _OneByOne from None     # the scalar run raises its error
+        return outer
+    if kind == "TensorLoad":
+        return _whole_load(tr, e, loops)
+    if kind == "Cast":
+        inner = _whole_expr(tr, e.value, loops)
+        target = str(e.ty)
+        if _is_int_dtype(target):
+            def to_int(st: _State, env: dict) -> Any:
+                x = np.asarray(inner(st, env))
+                if x.dtype.kind == "f":
+                    if not np.all(np.isfinite(x)):
+                        raise _OneByOne      # int() raises on inf / nan
+                    x = np.trunc(x)
+                return x.astype(np.int64)
+            return to_int
+        try:
+            rounded = numpy_dtype(target) if target in _FLOAT_DTYPES or target.startswith("float") else np.float32
+        except ReferenceInterpreterError:
+            raise _NotWhole(target) from None
+        return lambda st, env: np.asarray(inner(st, env), dtype=np.float64).astype(rounded).astype(
+            np.float32).astype(np.float64)
+    if kind == "Not":
+        inner = _whole_expr(tr, e.a, loops)
+        return lambda st, env: np.logical_not(inner(st, env))
+    if kind == "Select" or (kind == "Call" and str(e.op.name).rsplit(".", 1)[-1] == "if_then_else"):
+        parts = (e.condition, e.true_value, e.false_value) if kind == "Select" else tuple(e.args)
+        cond, tv, fv = (_whole_expr(tr, x, loops) for x in parts)
+        return lambda st, env: np.where(np.asarray(cond(st, env), dtype=bool), tv(st, env), fv(st, env))
+    if hasattr(e, "a") and hasattr(e, "b") and kind != "Let":
+        op = _whole_binary(kind, _is_int_dtype(str(e.a.ty)))
+        a, b = _whole_expr(tr, e.a, loops), _whole_expr(tr, e.b, loops)
+        return lambda st, env: op(a(st, env), b(st, env))
+    raise _NotWhole(kind)       # Let, math calls: element by element
+
+
+def _whole_load(tr: _Translator, e: Any, loops: set[int]) -> _WholeExpr:
+    buf_key = _key(e.source)
+    indices = [_whole_expr(tr, i, loops) for i in e.indices]
+
+    def load(st: _State, env: dict) -> Any:
+        arr = st.buffers.get(buf_key)
+        if arr is None:
+            raise _OneByOne
+        idx = [np.asarray(i(st, env)) for i in indices]
+        if len(idx) != arr.ndim or any(i.dtype.kind not in "iub" for i in idx) or \
+                any(np.any((i < 0) | (i >= n)) for i, n in zip(idx, arr.shape)):
+            raise _OneByOne     # out of bounds somewhere (maybe on a side the scalar run skips): its error or not
+        dest, stored = env[_DEST]
+        if np.may_share_memory(arr, dest) and not (
+                arr is dest and stored is not None and all(np.array_equal(np.broadcast_to(i, s.shape), s) for i, s in zip(idx, stored))):
+            raise _OneByOne     # reads an element another iteration stores
+        values = arr[tuple(i.astype(np.intp) for i in idx)]
+        return values.astype(np.int64) if values.dtype.kind in "iub" else values.astype(np.float64)
+
+    return load
+
+
+def _element_nest(tr: _Translator, s: Any) -> _Stmt:
+    """The nest of loops from `s` to the one BufferStore it holds, as one NumPy evaluation (or _NotWhole)."""
+    loops = []
+    node = s
+    while type(node).__name__ == "For":
+        if tirx.ForKind(node.kind).name not in ("SERIAL", "UNROLLED", "PARALLEL", "VECTORIZED"):
+            raise _NotWhole("loop kind")
+        loops.append(node)
+        node = node.body
+    if type(node).__name__ != "BufferStore" or not len(node.indices):
+        raise _NotWhole("not one store")
+    keys = [_key(f.loop_var) for f in loops]
+    used: set[int] = set()
+    for f in loops:   # a rectangular nest: no bound reads a loop variable of the nest
+        tvm_ffi.structural_walk([f.min, f.extent], [(tirx.Var, lambda v: used.add(_key(v)))], order="pre")
+    if used & set(keys):
+        raise _NotWhole("bounds read the nest's variables")
+    bounds = [(tr.expr(f.min), tr.expr(f.extent)) for f in loops]
+    nest = set(keys)
+    dest_key = _key(node.buffer)
+    indices = [_whole_expr(tr, i, nest) for i in node.indices]
+    value = _whole_expr(tr, node.value, nest)
+    depth = len(loops)
+
+    def run(st: _State) -> None:
+        env: dict = {}
+        shape = []
+        for d, (key, (lo, extent)) in enumerate(zip(keys, bounds)):
+            start, n = int(lo(st)), int(extent(st))
+            if n <= 0:
+                return          # no iteration stores anything
+            env[key] = np.arange(start, start + n).reshape([n if a == d else 1 for a in range(depth)])
+            shape.append(n)
+        arr = st.buffers.get(dest_key)
+        if arr is None or arr.ndim != len(indices):
+            raise _OneByOne
+        env[_DEST] = (arr, None)                  # an index that loads the stored buffer: element by element
+        idx = [np.broadcast_to(np.asarray(i(st, env)), shape) for i in indices]
+        if any(i.dtype.kind not in "iub" for i in idx):
+            raise _OneByOne     # int() of a float index
+        env[_DEST] = (arr, idx)
+        with np.errstate(all="ignore"):
+            values = np.broadcast_to(np.asarray(value(st, env)), shape)
+        inside = np.ones(shape, dtype=bool)
+        for i, n in zip(idx, arr.shape):
+            inside &= (i >= 0) & (i < n)          # out of bounds: dropped, as for tile writes
+        where = tuple(i[inside].astype(np.intp) for i in idx)
+        if np.unique(np.ravel_multi_index(where, arr.shape)).size != where[0].size:
+            raise _OneByOne     # two iterations store one element: the last one wins
+        with np.errstate(all="ignore"):
+            arr[where] = values[inside].astype(arr.dtype)
+        for key, n in zip(keys, shape):           # as the scalar loops leave them
+            st.scalars[key] = int(env[key].flat[-1])
+
+    return run
 
 
 def _store(tr: _Translator, s: Any) -> _Stmt:

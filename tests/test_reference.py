@@ -454,3 +454,75 @@ def test_row_softmax_reference(rng):
     expected = e / e.sum(axis=1, keepdims=True)
     assert out["B"].dtype == BF16
     np.testing.assert_allclose(f32(out["B"]), expected, rtol=2 ** -7, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------ element loops
+
+ELEMENT_LOOPS = """
+@T.prim_func
+def main(A: T.Buffer((64, 48), "float32"), C: T.Buffer((64, 48), "float32"), H: T.Buffer((64, 48), "float16"),
+         I: T.Buffer((32, 48), "int32")):
+    T.device_entry()
+    bx = T.cta_id([2])
+    for i, j in T.grid(32, 48):
+        C[bx * 32 + i, j] = T.if_then_else(bx * 32 + i >= j, A[bx * 32 + i, j] * T.float32(2.0) + T.float32(1.0),
+                                           T.float32("-inf"))
+    for i, j in T.grid(32, 48):
+        H[bx * 32 + i, j] = T.Cast("float16", T.min(A[bx * 32 + i, j], T.float32(0.5)) / T.float32(3.0))
+    for i, j in T.grid(32, 48):
+        I[i, j] = T.truncdiv(i - 16, 3) * 1000 + T.truncmod(j - 20, 7) * 100 + T.floordiv(j - 24, 5) * 10 + \\
+            T.floormod(i - 13, 4) + T.max(i, j) * 10000 + T.Cast("int32", A[i, j] * T.float32(4.0)) * 1000000
+"""
+
+
+def test_element_loops_a_mask_a_rounding_cast_and_integer_division(rng):
+    """Loop nests around one store (a T.Parallel body left element-wise: a causal mask, a cast, index arithmetic),
+    which the interpreter evaluates over the whole nest at once: C/C++ truncating division and remainder, floor
+    division and modulo of negative numbers, a float16 cast rounded once."""
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    out = run_reference(parse(ELEMENT_LOOPS), {"A": a})
+    rows, cols = np.arange(64)[:, None], np.arange(48)[None, :]
+    np.testing.assert_array_equal(out["C"], np.where(rows >= cols, a * np.float32(2) + np.float32(1), -np.inf))
+    np.testing.assert_array_equal(out["H"], (np.minimum(a, 0.5).astype(np.float64) / 3).astype(np.float16))
+    i, j = np.arange(32)[:, None], cols
+    trunc_div = np.fix((i - 16) / 3).astype(np.int64)
+    trunc_mod = np.fmod(j - 20, 7)
+    expected = trunc_div * 1000 + trunc_mod * 100 + ((j - 24) // 5) * 10 + (i - 13) % 4 + np.maximum(i, j) * 10000 \
+        + np.fix(a[:32] * np.float32(4)).astype(np.int64) * 1000000
+    assert trunc_div.min() < 0 and trunc_mod.min() < 0 and ((j - 24) // 5).min() < 0       # the negative cases
+    np.testing.assert_array_equal(out["I"], expected.astype(np.int32))
+
+
+ORDERED_LOOPS = """
+@T.prim_func
+def main(A: T.Buffer((64,), "float32"), P: T.Buffer((64,), "float32"), S: T.Buffer((64,), "float32"),
+         D: T.Buffer((64,), "float32"), E: T.Buffer((64,), "float32"), Q: T.Buffer((64,), "float32")):
+    T.device_entry()
+    for i in T.serial(64):
+        P[i] = T.if_then_else(i + 8 < 64, A[T.min(i + 8, 70)], T.float32(0.0))
+    S[0] = A[0]
+    for i in T.serial(63):
+        S[i + 1] = S[i] + A[i + 1]
+    for i in T.serial(64):
+        D[i // 2] = A[i]
+    for i in T.serial(64):
+        E[i + 32] = A[i]
+    for i in T.serial(64):
+        Q[i] = A[i] * T.float32(2.0)
+    for i in T.serial(64):
+        Q[i] = Q[i] + A[i]
+"""
+
+
+def test_element_loops_keep_their_order_where_it_shows(rng):
+    """What a whole-nest evaluation would get wrong runs element by element: a load past the end on the side of an
+    if_then_else not taken (no error), a running sum (each iteration reads the previous one's store), two iterations
+    storing one element (the last wins); stores past the end are dropped; a store reading its own element is one
+    update per element."""
+    a = rng.standard_normal(64).astype(np.float32)
+    out = run_reference(parse(ORDERED_LOOPS), {"A": a})
+    np.testing.assert_array_equal(out["P"], np.concatenate([a[8:], np.zeros(8, np.float32)]))
+    np.testing.assert_array_equal(out["S"], np.cumsum(a, dtype=np.float32))
+    np.testing.assert_array_equal(out["D"], np.concatenate([a[1::2], np.zeros(32, np.float32)]))
+    np.testing.assert_array_equal(out["E"], np.concatenate([np.zeros(32, np.float32), a[:32]]))
+    np.testing.assert_array_equal(out["Q"], a * np.float32(2) + a)
