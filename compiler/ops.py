@@ -216,9 +216,10 @@ _OPS = [
     # compute packs that region of the buffer (tile origin sr0, sc0) for tiles (r0.., c0..) of `tensor`
     _op("compute_receive", "cb name name expr expr", "", {INTERNAL}),
     _op("compute_send", "cb name expr expr expr expr name expr expr", "", {INTERNAL}),
-    # exchange_partials(partial, part0, part1): the two cores of a split row (TTSplitRows) swap their partial row
-    # reductions, part k getting core k's on both (TTExchangePartials lowers it)
-    _op("exchange_partials", "name name name", "", {INTERNAL}),
+    # exchange_partials(partial, part0, part1, level): the two cores of a split row (TTSplitRows) whose part indices
+    # differ only in bit `level` swap their partial row reductions, part k getting the one of the core whose bit is k
+    # on both (TTExchangePartials lowers it)
+    _op("exchange_partials", "name name name expr", "", {INTERNAL}),
     _op("copy_dest_values_bf16", "expr expr", "copy_dest_values<DataFormat::Float16_b>({0}, {1})", {COMPUTE},
         _C + "copy_dest_values.h"),
 ]

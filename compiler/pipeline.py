@@ -42,7 +42,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
             serialize_accumulation,        # blocks adding into the same output tiles: one core each, in order
             ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options, math fidelity
             choose_blocks,                 # block shapes, core grid, partition from the problem: the kernel re-tiled
-            split_rows,                    # fewer row blocks than half the cores: each row's columns on two cores
+            split_rows,                    # fewer row blocks than half the cores: each row's columns on 2^k cores
             infer_layout,                  # tt.layout_desc: DRAM interleaved tiles, formats, padding
         ],
         # its blocks dealt to cores: a persistent per-core loop
@@ -54,7 +54,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
         "LowerDataMovement": [
             lower_to_circular_buffers,     # staging tiles -> CBs; DRAM copies -> NoC page reads/writes
             share_reads,                   # a block several cores read at the same step: read once, multicast
-            exchange_partials,             # a split row's two cores swap their partial row reductions
+            exchange_partials,             # a split row's cores swap their partial row reductions pairwise
             lower_index_masks,             # index masks (causal, bounds) -> tiles of a host-generated table
             pad_tiles,                     # zero-fill reads / drop writes of pages outside the buffer
         ],

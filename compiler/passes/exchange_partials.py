@@ -1,20 +1,22 @@
-"""TTExchangePartials: the two cores of a split row (TTSplitRows) swap their partial row reductions.
+"""TTExchangePartials: two cores of a split row (TTSplitRows) swap their partial row reductions.
 
-`exchange_partials(partial, part0, part1)` becomes, for the core holding half k of the row (k = cs):
+`exchange_partials(partial, part0, part1, level)` becomes, for the core holding part h of the row (h = cs), whose
+partner at this level is the core of part h ^ 2^level:
 
     compute_send(P, partial)                  compute packs its partial (one tile per tile row) into CB P
     cb_wait_front(P, 1)                       the writer RISC, per part j = 0, 1 (every core in the same order):
     cb_reserve_back(E_j, 1)
-    if E_j_mcast_role (j == k):               the page P holds goes to E_j's next page here, then to the same
+    if E_j_mcast_role (bit `level` of h is j): the page P holds goes to E_j's next page here, then to the same
         copy_page(E_j, P); mcast_send(E_j)    address on the partner (TTShareReads' two-semaphore protocol, one
     else: mcast_receive(E_j)                  receiver, no loopback)
     cb_push_back(E_j, 1); compute_receive(E_j, part_j)
     cb_pop_front(P, 1)
 
-so that part j is core j's partial on both cores and both combine them in the same order (the same bits). Each E_j
-is a multicast group of tt.multicast (its sender the pair's core j, its one receiver the other core), with its
-semaphores and per-core runtime args, read by the host program as any other group. A write-out whose address does
-not depend on `cs` (layer norm's mean and rstd: the same values on both cores) is written by core 0 only.
+so that part j is the partial of the pair's core whose bit is j, on both cores, and both combine them in the same
+order (the same bits). Each E_j is a multicast group of tt.multicast (per pair, its sender the core whose bit is j,
+its one receiver the other), with per-core runtime args, read by the host program as any other group; the groups of
+one level share two semaphores (semaphores). A write-out whose address does not depend on `cs` (layer norm's mean
+and rstd: the same values on every core of the row) is written by part 0 only.
 """
 from __future__ import annotations
 
@@ -28,14 +30,14 @@ from ..target import DATA_FORMATS
 from .lower_to_circular_buffers import INPUT_CB_BASE, OUTPUT_CB_BASE, free_cb_index
 from .partition_work import blocks_of
 from .share_reads import FIELDS, block_loop, with_block_loop
-from .split_rows import SPLIT
 
 
 def _marker(stmt):
     found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
     if found is None or found[0].name != "exchange_partials":
         return None
-    return [str(a.value) for a in found[1]]
+    *names, level = found[1]
+    return [str(a.value) for a in names], int(level)
 
 
 def _uses(node, var) -> bool:
@@ -62,6 +64,7 @@ class Exchanger:
         self.args: list = []
         self.flags: list = []
         self.cs = None
+        self.level_semaphores: dict = {}
 
     def cb(self, buffer: str, role: str, producer: str, consumer: str) -> int:
         info = self.buffers[buffer]
@@ -73,37 +76,52 @@ class Exchanger:
                          "producer": producer, "consumer": consumer, "tiles": [1, 1]})
         return index
 
-    def group(self, cb: int, buffer: str, part: int) -> dict:
-        """The multicast group of part `part`: per pair of cores, the one with cs == part sends to the other."""
-        index = len(self.groups)
+    def group(self, cb: int, buffer: str, part: int, level: int, semaphores: tuple[int, int]) -> dict:
+        """The multicast group of part `part` at `level`: per pair of cores whose part indices differ in bit `level`,
+        the one whose bit is `part` sends to the other."""
         table = []
         rows = attrs.GRID.get(self.func)["extents"][1]
+        bit = 1 << level
         for block, core in sorted(self.block_core.items()):
-            half, row = divmod(block, rows)
-            sender = self.block_core[part * rows + row]
-            receiver = self.block_core[(1 - part) * rows + row]
-            fields = {"role": int(half == part), "sender_x": sender[0], "sender_y": sender[1],
+            index, row = divmod(block, rows)
+            sender_index = (index & ~bit) | (part * bit)
+            sender = self.block_core[sender_index * rows + row]
+            receiver = self.block_core[(sender_index ^ bit) * rows + row]
+            fields = {"role": int(index == sender_index), "sender_x": sender[0], "sender_y": sender[1],
                       "start_x": receiver[0], "start_y": receiver[1], "end_x": receiver[0], "end_y": receiver[1],
                       "receivers": 1, "loopback": 0}
             table.append([*core, *(fields[f] for f in FIELDS)])
-        self.groups.append({"cb": cb, "buffer": buffer, "sender_semaphore": 2 * index,
-                            "receiver_semaphore": 2 * index + 1, "axes": ["row_half"],
-                            "groups": len(self.block_core) // SPLIT, "cores": table})
+        self.groups.append({"cb": cb, "buffer": buffer, "sender_semaphore": semaphores[0],
+                            "receiver_semaphore": semaphores[1], "axes": ["row_half"],
+                            "groups": len(self.block_core) // 2, "cores": table})
         name = f"cb_{buffer}"
         variables = {}
         for field in FIELDS:
             var = tirx.Var(f"{name}_mcast_{field}", "int32")
             variables[field] = var
             self.args.append((var, f"{name}_mcast_{field}"))
-        self.flags.append(ops.call("mcast_flag_valid", cb, 2 * index + 1))
-        return {"vars": variables, "sender": 2 * index, "receiver": 2 * index + 1}
+        self.flags.append(ops.call("mcast_flag_valid", cb, semaphores[1]))
+        return {"vars": variables, "sender": semaphores[0], "receiver": semaphores[1]}
 
-    def exchange(self, partial: str, parts: list[str]) -> list:
+    def semaphores(self, level: int) -> tuple[int, int]:
+        """The two semaphore ids of every exchange at `level` (after every id the other multicast groups use).
+        All of them are shared: at one level only the two cores of a pair touch them, both go through that level's
+        exchanges (part 0 then part 1, one reduction after another) in the same order, and each use is closed by its
+        own handshake -- a receiver clears its `valid` flag before it raises the sender's `ready`, a sender waits for
+        that `ready` before it writes -- so a flag is never taken for another use's. Pairs of different levels
+        differ, so each level has its own."""
+        if level not in self.level_semaphores:
+            first = max((max(g["sender_semaphore"], g["receiver_semaphore"]) + 1 for g in self.groups), default=0)
+            self.level_semaphores[level] = (first, first + 1)
+        return self.level_semaphores[level]
+
+    def exchange(self, partial: str, parts: list[str], level: int) -> list:
         p = self.cb(partial, "output", ops.COMPUTE, ops.WRITER)
         out = [ops.call("compute_send", p, partial, 0, 0, 1, 1, "", 0, 0), ops.call("cb_wait_front", p, 1)]
+        semaphores = self.semaphores(level)
         for j, part in enumerate(parts):
             e = self.cb(part, "input", ops.WRITER, ops.COMPUTE)
-            g = self.group(e, part, j)
+            g = self.group(e, part, j, level, semaphores)
             v = g["vars"]
             send = seq([ops.call("copy_page", e, p),
                         ops.call("mcast_send", e, 1, g["sender"], g["receiver"], v["start_x"], v["start_y"],
@@ -119,9 +137,10 @@ class Exchanger:
         for s in stmts:
             if isinstance(s, tirx.Bind) and str(s.var.name) == "row_half":
                 self.cs = s.var
-            names = _marker(s)
-            if names is not None:
-                out += self.exchange(names[0], names[1:])
+            marker = _marker(s)
+            if marker is not None:
+                names, level = marker
+                out += self.exchange(names[0], names[1:], level)
             elif isinstance(s, tirx.For):
                 out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(self.rewrite(stmts_of(s.body)))))
             elif self.cs is not None and self.is_unsplit_write(s):

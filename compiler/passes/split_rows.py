@@ -1,17 +1,20 @@
-"""TTSplitRows: a row kernel with fewer row blocks than half the cores splits each row's columns over two cores,
-which combine their partial row reductions.
+"""TTSplitRows: a row kernel with fewer row blocks than half the cores splits each row's columns over S cores (a
+power of two), which combine their partial row reductions.
 
 A row-wise normalization (softmax, layer norm) reads a block of rows, reduces each row, and only then runs its
 later passes; with one block a core the passes between the read and the write run with the DRAM idle, and when the
 blocks are at most half the cores (2048 x 1024 on Blackhole: 64 tile rows, 130 cores) half the cores do nothing.
-Here every block's columns go to two cores: a new outer grid axis `row_half` (block (h, bx) is h x blocks + bx, so
-the cores holding one half are consecutive and TTShareReads still multicasts each half of gamma / beta along row
-runs), every buffer as wide as the rows N becomes N/2 wide and every DRAM region across the rows starts at
-row_half x N/2. Each row reduction becomes a reduction of the core's half into a partial, an exchange of the two
-partials (`exchange_partials(partial, part0, part1)`: part k holds core k's partial on both cores;
-TTExchangePartials lowers it) and their combination in the order of k, so that both cores hold the same bits. An
-output with no column axis (layer norm's mean and rstd) gets the same values on both cores; TTExchangePartials has
-only core 0 write it.
+Here every block's columns go to S cores (ways: the largest power of two the cores, the row's tiles, the CBs and
+the semaphores allow; 2 for 64 row blocks on Blackhole, 4 for 32): a new outer grid axis `row_half`, the core's part
+of the row (block (h, bx) is h x blocks + bx, so the cores holding one part are consecutive and TTShareReads still
+multicasts each part of gamma / beta along row runs), every buffer as wide as the rows N becomes N/S wide and every
+DRAM region across the rows starts at row_half x N/S. Each row reduction becomes a reduction of the core's part into
+a partial, then log2 S levels of recursive doubling: at level k, an exchange with the core whose part index differs
+in bit k (`exchange_partials(value, part0, part1, k)`: part j holds the value of the pair's core whose bit k is j, on
+both; TTExchangePartials lowers it) and the combination of the two in the order of j. After level k the 2^(k+1)
+cores of a group hold the same bits ((p0 + p1) + (p2 + p3) on all four of S = 4). An output with no column axis
+(layer norm's mean and rstd) gets the same values on every core of the row; TTExchangePartials has only part 0
+write it.
 
 Applies when, and only when: the kernel's blocking is chosen (auto) and its partition contiguous (one block a
 core), its grid is one axis with at most half as many blocks as the target has cores, its body is a flat list of
@@ -29,7 +32,7 @@ from .. import attrs, ops
 from ..ir import op_name, region_of, stmts_of
 from ..target import TILE
 
-SPLIT = 2                     # cores a row's columns are split over
+SPLIT = 2                     # the fewest cores a row's columns are split over
 REDUCTIONS = {"sum": "add", "max": "maximum"}
 
 
@@ -83,6 +86,33 @@ def row_width(func) -> int | None:
     return n
 
 
+SEMAPHORES = 16              # per core (tt-metal's NUM_SEMAPHORES; the emulator's kMaxSemaphores)
+KERNEL_CBS = 4               # CBs besides one per buffer: the reduce scaler and TTSplitKernels' three
+
+
+def ways(func, n: int, reductions: int) -> int:
+    """How many cores a row's columns go to: the largest power of two S with S x blocks <= cores, N / S whole tiles,
+    and the exchanges' resources within the core's: parts combine by recursive doubling (log2 S levels of pairwise
+    exchanges per reduction: S is a power of two), each exchange adds three CBs (the partial and its two parts) beside
+    one CB per buffer that is not a DRAM input, and each level two semaphores (TTExchangePartials), for which half
+    the core's are kept (the rest for TTShareReads' multicasts)."""
+    blocks = int(attrs.GRID.get(func)["extents"][0])
+    target = attrs.TARGET.get(func)
+    buffers = attrs.BUFFERS.get(func)
+    own_cbs = KERNEL_CBS + sum(1 for info in buffers.values() if not (info["scope"] == "global"
+                                                                      and info["role"] == "input"))
+
+    def fits(s: int) -> bool:
+        levels = s.bit_length() - 1
+        return (s * blocks <= int(target["num_cores"]) and n % (s * TILE) == 0 and 2 * levels <= SEMAPHORES // 2
+                and own_cbs + 3 * levels * reductions <= int(target["num_cbs"]))
+
+    s = SPLIT
+    while fits(2 * s):
+        s *= 2
+    return s
+
+
 def chained_reductions(calls: list) -> bool:
     """Whether a row reduction reads a value computed from an earlier one's result (softmax's sum of exp(x - max),
     layer norm's sum of squares of x - mean): then a whole pass over the row runs between the read and the last pass,
@@ -112,9 +142,11 @@ def split_rows(func, mod, ctx):
     n = row_width(func)
     if n is None:
         return func
-    half = n // SPLIT
-    buffers = {name: dict(info) for name, info in attrs.BUFFERS.get(func).items()}
     attr_stmt, stmts = _body_stmts(func)
+    parts = ways(func, n, sum(1 for s in stmts if isinstance(s, tirx.TilePrimitiveCall) and op_name(s) in REDUCTIONS))
+    levels = parts.bit_length() - 1
+    half = n // parts
+    buffers = {name: dict(info) for name, info in attrs.BUFFERS.get(func).items()}
     cs = tirx.Var("row_half", "int32")
     new_vars: dict = {}
 
@@ -147,7 +179,7 @@ def split_rows(func, mod, ctx):
         if isinstance(s, tirx.ScopeIdDefStmt):
             d = getattr(s, "def")
             parent, cur = exec_scope._SCOPE_BINDING_TO_PARENT_CUR[d.scope]
-            extents = [tirx.IntImm("int32", SPLIT), *d.extents]
+            extents = [tirx.IntImm("int32", parts), *d.extents]
             out.append(tirx.ScopeIdDefStmt(exec_scope.ScopeIdDef([cs, *d.def_ids], extents, parent, cur),
                                            span=s.span))
             continue
@@ -162,19 +194,27 @@ def split_rows(func, mod, ctx):
         dst = args[0]
         name = str(dst.source.name)
         info = buffers[name]
-        made = {}
-        for suffix, scope, role in (("partial", "local", "compute"), ("part0", "shared", "staging"),
-                                    ("part1", "shared", "staging")):
-            new_name = f"{name}_{suffix}"
+
+        def alloc(new_name, scope, role):
             buf = tirx.decl_buffer([int(d) for d in info["shape"]], info["dtype"], new_name, scope=scope)
             buffers[new_name] = {"dtype": info["dtype"], "role": role, "scope": scope, "shape": list(info["shape"])}
             extra_allocs.append(tirx.AllocBuffer(buf))
-            made[suffix] = tvm.ir.TensorRegion(buf, list(dst.region), dst.ty)
-        args[0] = made["partial"]
+            return tvm.ir.TensorRegion(buf, list(dst.region), dst.ty)
+
+        # level k pairs the cores whose part indices differ in bit k; after it both hold the same combination of
+        # their 2^(k+1) parts, in the order of the part index (the same bits on every core of the row)
+        source = alloc(f"{name}_partial", "local", "compute")
+        args[0] = source
         out.append(tirx.TilePrimitiveCall(*args, op=s.op, workspace=s.workspace, config=s.config,
                                           dispatch=s.dispatch, scope=s.scope))
-        out.append(ops.call("exchange_partials", f"{name}_partial", f"{name}_part0", f"{name}_part1"))
-        out.append(_tile_call(REDUCTIONS[op_name(s)], dst, made["part0"], made["part1"], like=s))
+        for level in range(levels):
+            tag = "" if level == 0 else f"_l{level}"
+            pair = [alloc(f"{name}{tag}_part{j}", "shared", "staging") for j in (0, 1)]
+            out.append(ops.call("exchange_partials", str(source.source.name), *(str(r.source.name) for r in pair),
+                                level))
+            combined = dst if level == levels - 1 else alloc(f"{name}_l{level + 1}", "local", "compute")
+            out.append(_tile_call(REDUCTIONS[op_name(s)], combined, *pair, like=s))
+            source = combined
     first_call = next(k for k, s in enumerate(out) if not isinstance(s, (tirx.AllocBuffer, tirx.ScopeIdDefStmt)))
     out = out[:first_call] + extra_allocs + out[first_call:]
     for name, info in buffers.items():
@@ -185,11 +225,11 @@ def split_rows(func, mod, ctx):
         body = tirx.AttrStmt(attr_stmt.node, attr_stmt.attr_key, attr_stmt.value, body)
     grid = dict(attrs.GRID.get(func))
     grid["vars"] = ["row_half", *grid["vars"]]
-    grid["extents"] = [SPLIT, *grid["extents"]]
+    grid["extents"] = [parts, *grid["extents"]]
     blocking = dict(attrs.BLOCKING.get(func))
     blocking["explain"] = [*blocking.get("explain", []),
-                           f"rows split over {SPLIT} cores (grid axis `row_half`): {grid['extents'][1]} row blocks for "
+                           f"rows split over {parts} cores (grid axis `row_half`): {grid['extents'][1]} row blocks for "
                            f"{attrs.TARGET.get(func)['num_cores']} cores; each reduces {half} of the {n} columns "
-                           f"and the two exchange their partial row reductions"]
+                           f"and they combine their partial row reductions in {levels} pairwise exchange(s)"]
     blocking["changed"] = True
     return attrs.put(func.with_body(body), {attrs.GRID: grid, attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})
