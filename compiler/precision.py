@@ -299,8 +299,12 @@ def fpu_readable(func, output_dtypes: dict[str, str]) -> frozenset[str]:
                     add(str(b.name), str(stmt.buffer.name))
                 last_dst = None
             elif isinstance(stmt, tirx.IfThenElse):
-                visit([stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else []))
-                last_dst = None
+                branches = [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
+                visit(branches)
+                if any(_has_tile_ops(b) or _has_compute_send(b) for b in branches):
+                    last_dst = None
+                # else: a reader's or writer's guarded step (a split row's write of its statistics by part 0 only,
+                # TTExchangePartials) between the op and the value's send leaves the window and its DST as they are
             elif not isinstance(stmt, (tirx.Evaluate, tirx.Bind)):
                 inner = getattr(stmt, "body", None)
                 if isinstance(inner, tirx.Stmt):
@@ -325,6 +329,13 @@ def fpu_readable(func, output_dtypes: dict[str, str]) -> frozenset[str]:
 def _has_tile_ops(stmt) -> bool:
     found: list = []
     tvm_ffi.structural_walk(stmt, [(tirx.TilePrimitiveCall, found.append)], order="pre")
+    return bool(found)
+
+
+def _has_compute_send(stmt) -> bool:
+    found: list = []
+    tvm_ffi.structural_walk(stmt, [(tvm.ir.Call, lambda c: found.append(c) if str(getattr(c.op, "name", ""))
+                                    == "tirx.tt.compute_send" else None)], order="pre")
     return bool(found)
 
 
