@@ -1,9 +1,6 @@
 """Bad input gets a clear, located error: file:line:col, a message naming the construct, exit code 2."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from compiler.api import compile_source
@@ -12,6 +9,17 @@ from compiler.pipeline import tt_passes
 from schemas.target import TargetConfig
 
 from .conftest import ROOT, TEST_DATA
+
+
+def tilefarm(*args: str):
+    """`tilefarm ARGS` run in this process (typer's CliRunner): its exit code, stdout and stderr, without a new
+    process importing tvm for each command (~2 CPU s each); tests/test_emulated_examples.py runs `python -m
+    tilefarm` itself."""
+    from typer.testing import CliRunner
+
+    from tilefarm.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
 
 HEADER = 'from tvm.script import tirx as T\n\n\n@T.prim_func\n'
 GEMM = HEADER + '''def main(A: T.Buffer((128, 128), "float16"), B: T.Buffer((128, 128), "float16"), C: T.Buffer((128, 128), "float32")):
@@ -169,9 +177,8 @@ def test_core_grid_override_must_fit():
 def test_cli_prints_located_error_and_exits_2(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(GEMM.replace("range(4):", "range(4)"))
-    proc = subprocess.run([sys.executable, "-m", "tilefarm", "compile", str(bad), "-o", str(tmp_path / "o")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2
+    proc = tilefarm("compile", bad, "-o", tmp_path / "o")
+    assert proc.exit_code == 2
     assert proc.stderr.startswith(f"{bad}:{line_of(GEMM, 'for k in range(4):')}:")
     assert "error: invalid syntax" in proc.stderr
     assert not (tmp_path / "o").exists()
@@ -180,9 +187,8 @@ def test_cli_prints_located_error_and_exits_2(tmp_path):
 def test_cli_writes_artifacts_log_and_ir(tmp_path):
     src = tmp_path / "gemm.py"
     src.write_text(GEMM)
-    proc = subprocess.run([sys.executable, "-m", "tilefarm", "compile", str(src), "-t", "blackhole",
-                           "--partition", "strided", "-o", str(tmp_path / "o"), "--dump-ir"], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    proc = tilefarm("compile", src, "-t", "blackhole", "--partition", "strided", "-o", tmp_path / "o", "--dump-ir")
+    assert proc.exit_code == 0, proc.output
     out = tmp_path / "o"
     assert {p.name for p in out.iterdir()} >= {"reader.cpp", "compute.cpp", "writer.cpp", "main.cpp", "tt.plan.json",
                                                 "compile.log", "ir"}
@@ -196,17 +202,18 @@ def test_cli_writes_artifacts_log_and_ir(tmp_path):
 
 def test_cli_explains_the_blocks_it_chose(tmp_path):
     path = ROOT / "examples" / "tilelang" / "gemm.py"
-    args = [sys.executable, "-m", "tilefarm", "compile", str(path), "--entry", "matmul", "--param", "M=1024",
-            "--param", "N=1024", "--param", "K=1024", "--param", "dtype=bfloat16", "-o", str(tmp_path / "o"), "--explain"]
-    proc = subprocess.run(args, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    args = ["compile", path, "--entry", "matmul", "--param", "M=1024", "--param", "N=1024", "--param", "K=1024",
+            "--param", "dtype=bfloat16", "-o", tmp_path / "o", "--explain"]
+    proc = tilefarm(*args)
+    assert proc.exit_code == 0, proc.output
     lines = proc.stdout.splitlines()
     assert "schedule (auto blocking):" in lines
     assert "  grid axis `by`: 1024 elements in blocks of 64 -> 128 (8 blocks)" in lines
     assert "  loop `k`: 1024 elements in steps of 32 -> 128 (8 steps; merged steps only accumulate)" in lines
     assert any(line.startswith("  grid 8x8 on a 8x8 core grid, `block` partition") for line in lines)
     assert "  math fidelity HiFi2: ttnn's matmul default for bfloat16 operands" in lines
-    proc = subprocess.run(args + ["--blocking", "as_written", "--math-fidelity", "HiFi4"], capture_output=True, text=True)
+    proc = tilefarm(*args, "--blocking", "as_written", "--math-fidelity", "HiFi4")
+    assert proc.exit_code == 0, proc.output
     assert "  grid axis `by`: 1024 elements in blocks of 64 -> 64 (16 blocks)" in proc.stdout.splitlines()
     assert "  math fidelity HiFi4: the target's math_fidelity" in proc.stdout.splitlines()
 

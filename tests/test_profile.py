@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -101,15 +99,20 @@ def test_the_verdict_names_what_bounds_the_program(streams, ratio, expected):
                                {"cb_A": "input", "cb_C": "output", "cb_acc": "intermediate"})
 
 
-def test_cli_profile_json_and_verify_profile():
+def test_cli_profile_json_and_verify_profile(monkeypatch):
+    """`tilefarm profile --json` and `tilefarm verify --profile`, in this process (typer's CliRunner: no new process
+    importing tvm per command), from the checkout as tests/test_emulated_examples.py runs `python -m tilefarm`."""
+    from typer.testing import CliRunner
+
+    from tilefarm.cli import app
+
+    monkeypatch.chdir(ROOT)   # the kernel named from the checkout: main.cpp quotes it, the program cache keys on it
     args = [project_name(GEMM), "--entry", "matmul", *(f"--param={k}={v}" for k, v in PARAMS.items())]
-    proc = subprocess.run([sys.executable, "-m", "tilefarm", "profile", *args, "--json"], capture_output=True,
-                          text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
+    proc = CliRunner().invoke(app, ["profile", *args, "--json"])
+    assert proc.exit_code == 0, proc.output
     found = json.loads(proc.stdout)  # one JSON object
     assert {"device_time_ns", "matrix_utilization", "dram_read_bytes", "dram_read_min_bytes", "cores", "lines"} <= set(found)
     assert 0 <= found["matrix_utilization"] <= 1 and all({"line", "cycles", "share"} <= set(r) for r in found["lines"])
-    proc = subprocess.run([sys.executable, "-m", "tilefarm", "verify", *args, "--profile"], capture_output=True,
-                          text=True, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
+    proc = CliRunner().invoke(app, ["verify", *args, "--profile"])
+    assert proc.exit_code == 0, proc.output
     assert "PASS" in proc.stdout and "bottleneck:" in proc.stdout and "T.gemm" in proc.stdout
