@@ -103,6 +103,16 @@ _OPS = [
         "{4}, {5}, {6}, {7}, {8}, {9})", DATAFLOW),
     _op("mcast_receive", "cb expr expr expr expr", "mcast_receive_block(get_semaphore({1}), get_semaphore({2}), {3}, {4})",
         DATAFLOW),
+    # the receive in two steps, so that a core can send between them (TTExchangePartials' swap): clear the flag and
+    # tell the sender this core's page is reserved; then wait for the flag
+    _op("mcast_receive_ready", "cb expr expr expr expr",
+        "mcast_receive_ready(get_semaphore({1}), get_semaphore({2}), {3}, {4})", DATAFLOW),
+    _op("mcast_receive_wait", "cb expr", "mcast_receive_wait(get_semaphore({1}))", DATAFLOW),
+    # the sending side of a swap: wait for the one receiver's ready, write the page to the same address on it, set
+    # its flag by an inline write (this core's own flag is cleared: it is receiving)
+    _op("swap_send", "cb expr expr expr expr",
+        "swap_send_page(get_write_ptr({0}), get_tile_size({0}), get_semaphore({1}), get_semaphore({2}), {3}, {4})",
+        DATAFLOW),
     # a page computed on this core put where a multicast sends it from: page 0 of `src` to the next page of `dst`
     _op("copy_page", "cb cb", "copy_local_page(get_write_ptr({0}), get_read_ptr({1}), get_tile_size({1}))",
         DATAFLOW),

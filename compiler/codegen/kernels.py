@@ -94,6 +94,31 @@ inline void mcast_receive_block(uint32_t ready_sem, uint32_t valid_sem, uint32_t
 }"""
 
 
+MCAST_RECEIVE_READY = """// The first half of mcast_receive_block: clear the flag, tell the sender this core's pages are reserved.
+inline void mcast_receive_ready(uint32_t ready_sem, uint32_t valid_sem, uint32_t sender_x, uint32_t sender_y) {
+    noc_semaphore_set(reinterpret_cast<volatile tt_l1_ptr uint32_t*>(valid_sem), 0);
+    noc_semaphore_inc(get_noc_addr(sender_x, sender_y, ready_sem), 1);
+}"""
+
+MCAST_RECEIVE_WAIT = """// The second half: wait until the sender has written the pages and set the flag.
+inline void mcast_receive_wait(uint32_t valid_sem) {
+    noc_semaphore_wait(reinterpret_cast<volatile tt_l1_ptr uint32_t*>(valid_sem), 1);
+}"""
+
+
+SWAP_SEND = """// A page to the same address on one other core that is receiving one from this core at the same time
+// (TTExchangePartials' swap): wait until it has reserved its page, write the page, then set its flag (an inline
+// write: this core's own flag is cleared, as it is receiving too).
+inline void swap_send_page(uint32_t l1, uint32_t bytes, uint32_t ready_sem, uint32_t valid_sem, uint32_t x, uint32_t y) {
+    volatile tt_l1_ptr uint32_t* ready = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(ready_sem);
+    noc_semaphore_wait(ready, 1);
+    noc_semaphore_set(ready, 0);
+    noc_async_write(l1, get_noc_addr(x, y, l1), bytes);
+    noc_async_writes_flushed();  // the page leaves before the flag
+    noc_inline_dw_write(get_noc_addr(x, y, valid_sem), 1);
+}"""
+
+
 COPY_LOCAL_PAGE = """// A page of this core's L1 copied to another address of it (a partial row reduction put where its multicast
 // sends it from: TTExchangePartials).
 inline void copy_local_page(uint32_t dst, uint32_t src, uint32_t bytes) {
@@ -526,6 +551,12 @@ class KernelPrinter:
             head += ["", *MCAST_SEND.format(flush=flush).splitlines()]
         if "mcast_receive" in self.used_ops:
             head += ["", *MCAST_RECEIVE.splitlines()]
+        if "mcast_receive_ready" in self.used_ops:
+            head += ["", *MCAST_RECEIVE_READY.splitlines()]
+        if "mcast_receive_wait" in self.used_ops:
+            head += ["", *MCAST_RECEIVE_WAIT.splitlines()]
+        if "swap_send" in self.used_ops:
+            head += ["", *SWAP_SEND.splitlines()]
         if "copy_page" in self.used_ops:
             head += ["", *COPY_LOCAL_PAGE.splitlines()]
         if self.used_ops & {"read_scalar", "read_rows", "read_window"}:

@@ -1,22 +1,24 @@
 """TTExchangePartials: two cores of a split row (TTSplitRows) swap their partial row reductions.
 
 `exchange_partials(partial, part0, part1, level)` becomes, for the core holding part h of the row (h = cs), whose
-partner at this level is the core of part h ^ 2^level:
+partner at this level is the core of part h ^ 2^level, a swap on the writer RISC:
 
     compute_send(P, partial)                  compute packs its partial (one tile per tile row) into CB P
-    cb_wait_front(P, 1)                       the writer RISC, per part j = 0, 1 (every core in the same order):
-    cb_reserve_back(E_j, 1)
-    if E_j_mcast_role (bit `level` of h is j): the page P holds goes to E_j's next page here, then to the same
-        copy_page(E_j, P); mcast_send(E_j)    address on the partner (TTShareReads' two-semaphore protocol, one
-    else: mcast_receive(E_j)                  receiver, no loopback)
-    cb_push_back(E_j, 1); compute_receive(E_j, part_j)
+    cb_reserve_back(E_0, 1); cb_reserve_back(E_1, 1)
+    mcast_receive_ready(E_other)              clear this core's flag, raise the partner's `ready`
+    cb_wait_front(P, 1)
+    copy_page(E_own, P); swap_send(E_own)     own = bit `level` of h: the partial to E_own's next page here, then,
+                                              once the partner is ready, to the same address on it and its flag set
+    mcast_receive_wait(E_other)               the partner's partial has arrived in E_other
+    cb_push_back(E_j, 1); compute_receive(E_j, part_j) for j = 0, 1
     cb_pop_front(P, 1)
 
 so that part j is the partial of the pair's core whose bit is j, on both cores, and both combine them in the same
-order (the same bits). Each E_j is a multicast group of tt.multicast (per pair, its sender the core whose bit is j,
-its one receiver the other), with per-core runtime args, read by the host program as any other group; the groups of
-one level share two semaphores (semaphores). A write-out whose address does not depend on `cs` (layer norm's mean
-and rstd: the same values on every core of the row) is written by part 0 only.
+order (the same bits); both directions move at once. Each E_j is a group of tt.multicast (per pair, its sender the
+core whose bit is j, its one receiver the other) whose per-core runtime args (role, the partner's coordinates) the
+host program reads as any other group's; the exchanges of one level share two semaphores (semaphores). A write-out
+whose address does not depend on `cs` (layer norm's mean and rstd: the same values on every core of the row) is
+written by part 0 only.
 """
 from __future__ import annotations
 
@@ -104,12 +106,13 @@ class Exchanger:
         return {"vars": variables, "sender": semaphores[0], "receiver": semaphores[1]}
 
     def semaphores(self, level: int) -> tuple[int, int]:
-        """The two semaphore ids of every exchange at `level` (after every id the other multicast groups use).
-        All of them are shared: at one level only the two cores of a pair touch them, both go through that level's
-        exchanges (part 0 then part 1, one reduction after another) in the same order, and each use is closed by its
-        own handshake -- a receiver clears its `valid` flag before it raises the sender's `ready`, a sender waits for
-        that `ready` before it writes -- so a flag is never taken for another use's. Pairs of different levels
-        differ, so each level has its own."""
+        """The two semaphore ids of every exchange at `level` (after every id the other multicast groups use):
+        `ready` (raised by the partner when its page is reserved) and `valid` (set by the partner when its page has
+        been written). All of them are shared: at one level only the two cores of a pair touch them, both go through
+        that level's exchanges in the same order, and each use is closed by its own handshake -- a core clears its
+        `valid` before it raises the partner's `ready`, waits for its own `ready` (and resets it) before it writes,
+        and leaves an exchange only once its `valid` is set, which the partner does after its own reset -- so no
+        flag or count is taken for another use's. Pairs of different levels differ, so each level has its own."""
         if level not in self.level_semaphores:
             first = max((max(g["sender_semaphore"], g["receiver_semaphore"]) + 1 for g in self.groups), default=0)
             self.level_semaphores[level] = (first, first + 1)
@@ -119,16 +122,28 @@ class Exchanger:
         p = self.cb(partial, "output", ops.COMPUTE, ops.WRITER)
         out = [ops.call("compute_send", p, partial, 0, 0, 1, 1, "", 0, 0), ops.call("cb_wait_front", p, 1)]
         semaphores = self.semaphores(level)
+        # a swap: each core reserves both parts' pages, tells its partner it may send, sends its own partial and
+        # only then waits for the partner's -- both directions at once, not part 1 after part 0
+        es, gs = [], []
         for j, part in enumerate(parts):
-            e = self.cb(part, "input", ops.WRITER, ops.COMPUTE)
-            g = self.group(e, part, j, level, semaphores)
-            v = g["vars"]
-            send = seq([ops.call("copy_page", e, p),
-                        ops.call("mcast_send", e, 1, g["sender"], g["receiver"], v["start_x"], v["start_y"],
-                                 v["end_x"], v["end_y"], v["receivers"], v["loopback"])])
-            receive = ops.call("mcast_receive", e, g["sender"], g["receiver"], v["sender_x"], v["sender_y"])
-            out += [ops.call("cb_reserve_back", e, 1), tirx.IfThenElse(v["role"] != 0, send, receive),
-                    ops.call("cb_push_back", e, 1), ops.call("compute_receive", e, part, "", 0, 0)]
+            es.append(self.cb(part, "input", ops.WRITER, ops.COMPUTE))
+            gs.append(self.group(es[j], part, j, level, semaphores))
+        out += [ops.call("cb_reserve_back", e, 1) for e in es]
+
+        def send(j):
+            v = gs[j]["vars"]
+            return seq([ops.call("copy_page", es[j], p),
+                        ops.call("swap_send", es[j], semaphores[0], semaphores[1], v["start_x"], v["start_y"])])
+
+        def ready(j):
+            v = gs[j]["vars"]
+            return ops.call("mcast_receive_ready", es[j], semaphores[0], semaphores[1], v["sender_x"], v["sender_y"])
+
+        sends_part0 = gs[0]["vars"]["role"] != 0
+        out += [tirx.IfThenElse(sends_part0, ready(1), ready(0)), tirx.IfThenElse(sends_part0, send(0), send(1)),
+                ops.call("mcast_receive_wait", es[0], semaphores[1])]    # the level's one flag, either part
+        for j, part in enumerate(parts):
+            out += [ops.call("cb_push_back", es[j], 1), ops.call("compute_receive", es[j], part, "", 0, 0)]
         out.append(ops.call("cb_pop_front", p, 1))
         return out
 

@@ -28,7 +28,7 @@ ROLES = (ops.READER, ops.COMPUTE, ops.WRITER)
 PRODUCER_OPS = {"cb_reserve_back", "cb_push_back"}
 CONSUMER_OPS = {"cb_wait_front", "cb_pop_front"}
 MOVER_OPS = {"read_tile", "read_rows", "read_window", "zero_tile", "noc_async_read_barrier", "mcast_send", "mcast_receive", "mcast_flag_valid",
-             "copy_page",
+             "mcast_receive_ready", "mcast_receive_wait", "swap_send", "copy_page",
              "fill_reduce_scaler", "write_barrier_before_read"}
 TENSOR_ACCESSOR_IS_DRAM = 2  # TensorAccessorArgs config word for an interleaved DRAM buffer
 

@@ -74,7 +74,11 @@ def test_row_blocks_split_over_cores_exchange_partials_and_verify(arch, file, en
     for value in reduced:
         assert f"cb_wait_front(cb_{value}_partial, 1);" in writer
         assert f"cb_wait_front(cb_{value}_part1, 1);" in compute
-    assert "copy_local_page(" in writer and "mcast_send_block(" in writer
+    # a swap: each core raises its partner's ready, sends its own partial, then waits for the partner's
+    body = writer[writer.index("void kernel_main"):]
+    assert "copy_local_page(" in body and "swap_send_page(" in body
+    ready, send, wait = (body.index(f) for f in ("mcast_receive_ready(", "swap_send_page(", "mcast_receive_wait("))
+    assert ready < send < wait
     if entry == "layer_norm":   # mean and rstd do not depend on the part: the row's core 0 writes them
         assert len(re.findall(r"if \(row_half == 0\) \{\s*noc_async_write_page", writer)) == 2, writer
     assert outcome.passed, outcome.verification.render()
