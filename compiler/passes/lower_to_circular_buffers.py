@@ -414,10 +414,15 @@ def lower_to_circular_buffers(func, mod, ctx):
         if row_axis != UNIT:
             note_row_offsets(first_row, total_rows)
         note_row_offsets(first_col, view.shape[col_axis])
+        # a region of fewer columns than its tiles hold (`Wp[0, k * 16]`, 16 packed bytes) ends before the matrix
+        # does: the window's columns past it are zeros, as a tile's padding read from DRAM is
+        width = src.extents[col_axis]
+        last_col = view.shape[col_axis] if width % TILE == 0 else \
+            tirx.min(first_col + tirx.IntImm("int32", width), tirx.IntImm("int32", view.shape[col_axis]))
 
         def read(tr, tc):
             return ops.call("read_window", cb["index"], page(tr, tc), src.name, first_row + tr * TILE,
-                            first_col + tc * TILE, total_rows, view.shape[col_axis], base, elem)
+                            first_col + tc * TILE, total_rows, last_col, base, elem)
         return [ops.call("cb_reserve_back", cb["index"], rows * cols), _tile_loops(rows, cols, read),
                 ops.call("noc_async_read_barrier", cb["index"]), ops.call("cb_push_back", cb["index"], rows * cols),
                 ops.call("compute_receive", cb["index"], cb["buffer"], "", 0, 0)]

@@ -75,3 +75,29 @@ def test_a_row_read_between_tile_boundaries_lands_as_a_column_of_a_tile(arch):
     want = part.max(axis=1)[:, None] * np.arange(1, 33)[None, :]      # max over k of part[h, k] * (j + 1)
     np.testing.assert_allclose(outcome.outputs["Out"], want, rtol=1e-2, atol=1e-2)
     assert outcome.passed, outcome.verification.render()
+
+
+# 16 columns at a time from inside a 64-column matrix (`X[0, k * 16]`: W4A16's packed bytes, half a tile per block):
+# the reader builds the page from the window and zeros its columns past the region, the padding a row sum of the
+# staged tile counts as zero (a window reaching into the next block's columns would add them)
+HALF_TILES = src('''
+    @T.prim_func
+    def main(X: T.Tensor((32, 64), "float32"), S: T.Tensor((32,), "float32")):
+        with T.Kernel(1) as b:
+            x = T.alloc_shared((32, 16), "float32")
+            s = T.alloc_fragment((32,), "float32")
+            T.clear(s)
+            for k in T.serial(4):
+                T.copy(X[0, k * 16], x)
+                T.reduce_sum(x, s, dim=1, clear=False)
+            T.copy(s, S)
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_half_tiles_of_columns_read_from_inside_a_matrix_pad_with_zeros(arch):
+    result, outcome = run_kernel(HALF_TILES, seed=37, target=TargetConfig(arch=arch))
+    assert "read_window(" in result.artifacts["reader.cpp"].decode()
+    x = outcome.inputs["X"].astype(np.float64)
+    np.testing.assert_allclose(outcome.outputs["S"], x.sum(axis=1), rtol=1e-2, atol=1e-2)
+    assert outcome.passed, outcome.verification.render()
