@@ -164,6 +164,36 @@ def _without(idx, v):
     return rest
 
 
+def _repeat(idx):
+    """`start + v // c` (v a T.Parallel variable, c a constant integer > 1) -> (v, c, the `v // c` node), else None."""
+    nodes = [x for x in walk(idx) if isinstance(x, Bin) and x.op == "//" and isinstance(x.a, Var) and
+             x.a.kind == "parallel" and isinstance(x.b, Const) and isinstance(x.b.value, int) and x.b.value > 1]
+    if len(nodes) != 1:
+        return None
+    node = nodes[0]
+    u = Var("_", "parallel", 1)
+    rest = _without(_substituted(idx, node, u), u)
+    if rest is None or any(x is node.a for x in walk(rest)):
+        return None
+    return node.a, node.b.value, node
+
+
+def _periodic(e) -> bool:
+    """`v // c` or `v % c` (c a constant integer > 1) of element indices, not linear inside a tile (`j % 2`)."""
+    if not (isinstance(e, Bin) and e.op in ("//", "%") and _parallel_vars(e.a) and isinstance(e.b, Const) and
+            isinstance(e.b.value, int) and not isinstance(e.b.value, bool) and e.b.value > 1):
+        return False
+    return e.b.value % 32 != 0        # a multiple of 32 is constant (//) or linear (%) inside each tile
+
+
+def _substituted(e, node, by):
+    if e is node:
+        return by
+    if isinstance(e, Bin):
+        return Bin(e.op, _substituted(e.a, node, by), _substituted(e.b, node, by))
+    return e
+
+
 def _has_load(e) -> bool:
     return any(isinstance(x, Load) for x in walk(e))
 
@@ -251,7 +281,8 @@ class StoreLowering:
                           hint=VARLEN_HINT, refusal=run_time_refusal())
             if rest is None:
                 self.fail(f"`{describe(load)}`: axis {axis} must be indexed by `start + {v.name}` (one T.Parallel "
-                          "variable, unit stride); transposed, strided or data-dependent indexing is outside "
+                          f"variable, unit stride), or in a read by `start + {v.name} // c` (each element repeated, c "
+                          "a constant dividing the extent); transposed, strided or data-dependent indexing is outside "
                           "tilefarm's TileLang subset")
             tile_axis = self.axis_of[v]
             if buf.vector:
@@ -297,6 +328,7 @@ class StoreLowering:
         self.orient(target, value)
         if len(self.variables) == 2:
             value = self.reoriented(value)
+        value = self.expanded(value)
         dst, shape = self.region(target)
         self.shape = shape
         if target.buffer.vector and len(self.variables) == 2 and 1 not in shape:
@@ -450,6 +482,90 @@ class StoreLowering:
             return Cast(e.dtype, self.reoriented(e.x))
         return e
 
+    def expanded(self, e):
+        """Reads of each element repeated c times along an axis (`wp[i, j // 2]`: two int4 codes packed per byte,
+        `s[i // c, j]`) -> reads of a tile holding the repeated elements, computed by the matrix engine: along
+        columns x @ E with E[r, j] = (j // c == r), along rows E @ x with E[i, r] = (i // c == r). Every product is
+        x * 1 or x * 0 and each sum has one nonzero term, so the tile holds x's values exactly when they are
+        exact in bfloat16 operands: 8-bit integer codes (an integer destination makes the matmul HiFi4,
+        TTApplyTargetDefaults). Other data is refused here, as is a repeat that does not divide the extent."""
+        if isinstance(e, Load):
+            return self.repeat_expanded(e) if any(_repeat(idx) for idx in e.indices) else e
+        if isinstance(e, Bin):
+            return Bin(e.op, self.expanded(e.a), self.expanded(e.b))
+        if isinstance(e, Cmp):
+            return Cmp(e.op, self.expanded(e.a), self.expanded(e.b))
+        if isinstance(e, Select):
+            return Select(self.expanded(e.cond), self.expanded(e.a), self.expanded(e.b))
+        if isinstance(e, Logic):
+            return Logic(e.op, tuple(self.expanded(a) for a in e.args))
+        if isinstance(e, Call):
+            return Call(e.fn, tuple(self.expanded(a) for a in e.args))
+        if isinstance(e, Cast):
+            return Cast(e.dtype, self.expanded(e.x))
+        return e
+
+    def repeat_expanded(self, load: Load) -> Load:
+        buf = load.buffer
+        shown = describe(load)
+        declared = str(buf.declared or "")
+        if buf.vector:
+            self.fail(f"`{shown}` repeats elements of the 1-D `{buf.name}`; tilefarm expands repeats of 2-D tiles",
+                      hint=f"read `{buf.name}` as a (1, n) or (n, 1) tile",
+                      refusal=Refusal.not_lowered("a repeated read (`v[j // c]`) of a 1-D buffer"))
+        if buf._dtype != "bfloat16" or declared not in BYTE_OUTPUTS:
+            self.fail(f"`{shown}` repeats elements of `{buf.name}` ({declared or buf._dtype}); tilefarm expands a "
+                      "repeat on the matrix engine, exact for 8-bit integer codes (int8 / uint8) only",
+                      hint="read the values without the repeat, or as int8 / uint8 codes",
+                      refusal=Refusal.not_lowered(f"a repeated read (`x[i, j // c]`) of {declared or buf._dtype} data"))
+        indices, repeats = [], []
+        for axis, idx in enumerate(load.indices):
+            found = _repeat(idx)
+            if found is None:
+                indices.append(idx)
+                continue
+            v, c, node = found
+            if v.extent % c:
+                self.fail(f"`{shown}`: axis {axis} repeats each element {c} times over `{v.name}`'s {v.extent} "
+                          f"positions; the repeat must divide the extent")
+            u = Var(self.rec.fresh(f"{v.name}_rep", "r"), "parallel", v.extent // c)
+            self.axis_of[u] = self.axis_of[v]
+            indices.append(_substituted(idx, node, u))
+            repeats.append((self.axis_of[v], c))
+        if len({a for a, _ in repeats}) != len(repeats):
+            self.fail(f"`{shown}`: two axes repeat along the same T.Parallel axis")
+        source = Load(buf, tuple(indices))
+        x, shape = self.leaf(source), list(self.region(source)[1])
+        for axis, c in repeats:
+            out = list(shape)
+            out[axis] *= c
+            n, r = out[axis], shape[axis]
+            e_shape = (r, n) if axis == 1 else (n, r)
+            p = Var(self.rec.fresh("i_rep", "r"), "parallel", e_shape[0])
+            q = Var(self.rec.fresh("j_rep", "r"), "parallel", e_shape[1])
+            wide, narrow = (q, p) if axis == 1 else (p, q)
+            # E = (0 <= wide - c * narrow < c): the offset is an index value (a table, TTLowerIndexMasks), the two
+            # tests the SFPU's comparisons with zero (exact on integers)
+            offset = self.temp(e_shape, "float32")
+            self.rec.emit(ElementStore(offset, (p, q), lambda wide=wide, narrow=narrow, c=c: render_value(
+                Bin("-", wide, Bin("*", narrow, Const(c))), {})), self.location)
+            ones, below = self.temp(e_shape, "float32"), self.temp(e_shape, "float32")
+            self.emit("gez", ones, offset)
+            self.emit("add", below, offset, float_text(float(-c)))
+            self.emit("ltz", below, below)
+            self.emit("mul", ones, ones, below)
+            expansion = self.temp(e_shape, "bfloat16")
+            self.emit("copy", expansion, ones)
+            acc_buf = self.rec.temp(tuple(out), "float32", "local", self.location)
+            acc_buf.declared = declared       # the codes, held as floats (an integer tile: exact values)
+            acc = Region(acc_buf, (wrap(0), wrap(0)), tuple(out))
+            self.emit("zero", acc)
+            self.emit("gemm", acc, x, expansion, acc, beta="1.0") if axis == 1 else \
+                self.emit("gemm", acc, expansion, x, acc, beta="1.0")
+            x, shape = acc, out
+        at = {a: v for v, a in self.axis_of.items() if any(v is w for w in self.variables)}
+        return Load(x.buffer, tuple(at[a] if shape[a] > 1 else wrap(0) for a in (0, 1)))
+
     def reducer_update(self, target: Load, value, along: Var, dst: Region, shape: tuple) -> None:
         """`r[i] += x[i, j]` (a T.alloc_reducer, op "sum") or `r[i] = T.max(r[i], x[i, j])` (op "max") in a 2-D
         T.Parallel: every j combines into r[i], which a GPU does through per-thread copies merged by
@@ -518,7 +634,7 @@ class StoreLowering:
                           refusal=Refusal.not_lowered("an element index offset by a block or loop index, as data"))
             # an index used as a value (`T.if_then_else(hit, j, -1)`: argmax) is a table of integers, exact in float32
             # tiles below 2^24 (TTLowerIndexMasks); conditions are masks
-            return Mask(e)
+            return self.index_value(e)
         if isinstance(e, Select):
             return self.select(e)
         if isinstance(e, (Cmp, Logic)):
@@ -570,6 +686,33 @@ class StoreLowering:
                           hint="keep the value in a float dtype")
             return Cast(e.dtype, x)
         self.fail(f"`{describe(e)}` in a T.Parallel body is outside tilefarm's TileLang subset")
+
+    def index_value(self, e):
+        """An integer value of element indices: a table when linear inside each 32x32 tile (TTLowerIndexMasks); a
+        quotient or remainder by a constant that is not (`(j % 2) * 4`, which nibble of a packed byte) from the
+        linear table: v // c = floor(v / c + 1 / (2c)) -- the margin of 1 / (2c) keeps v / c, rounded (through the
+        FPU's TF32 operands at worst, 2^-11 relative), on the right side of every integer while |v| < 1024 -- and
+        v % c = v - c * (v // c)."""
+        if not any(_periodic(x) for x in walk(e)):
+            return Mask(e)
+        if isinstance(e, Bin) and _periodic(e):
+            c = e.b.value
+            form = affine(e.a)
+            if form is None or any(not (isinstance(v, Var) and v.kind == "parallel") for v in form[0]) or \
+                    abs(form[1]) + sum(abs(k) * (v.extent - 1) for v, k in form[0].items()) >= 1024:
+                self.fail(f"`{describe(e)}` is computed on the device from the index as a float, exact for an affine "
+                          "index of the T.Parallel variables below 1024 in magnitude",
+                          refusal=Refusal.not_lowered("a quotient or remainder of element indices of 1024 or more, "
+                                                      "or of a quotient"))
+            a = self.index_value(e.a)
+            q = Call(UNARY["floor"], (Bin("+", Bin("*", a, Const(1.0 / c)), Const(0.5 / c)),))
+            return q if e.op == "//" else Bin("-", a, Bin("*", q, Const(float(c))))
+        if isinstance(e, Bin) and e.op in ("+", "-", "*"):
+            a, b = (self.fold(x) for x in (e.a, e.b))
+            return Bin(e.op, Const(a) if a is not None else self.index_value(e.a),
+                       Const(b) if b is not None else self.index_value(e.b))
+        self.fail(f"`{describe(e)}`: an index used as a value must be linear in the element indices inside each "
+                  "32x32 tile, or a sum or product of such values and their quotients and remainders by constants")
 
     @staticmethod
     def fold(e) -> float | None:
