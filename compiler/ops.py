@@ -279,10 +279,24 @@ def call_expr(name: str, *args) -> tirx.PrimExpr:
 _register()
 
 
+_SPEC_OF_OP: dict[int, OpSpec | None] = {}   # an Op's handle -> its spec (None: not one of ours); Ops live forever
+
+
 def intrinsic_of(node) -> tuple[OpSpec, list] | None:
-    """(spec, args) when `node` (an Evaluate or a Call) is one of ours."""
+    """(spec, args) when `node` (an Evaluate or a Call) is one of ours. The passes ask this of every statement they
+    visit, several times per compile (~20k calls for an attention kernel): each Op's name is read once, and the
+    arguments are read as one slice (list(Array) asks the array's length again for every element)."""
     if isinstance(node, tirx.Evaluate):
         node = node.value
-    if isinstance(node, tvm.ir.Call) and isinstance(node.op, Op) and str(node.op.name).startswith(OP_PREFIX):
-        return OPS[str(node.op.name)[len(OP_PREFIX):]], list(node.args)
+    if isinstance(node, tvm.ir.Call):
+        op = node.op
+        if isinstance(op, Op):
+            handle = op.__chandle__()
+            spec = _SPEC_OF_OP.get(handle, False)
+            if spec is False:
+                name = str(op.name)
+                spec = OPS[name[len(OP_PREFIX):]] if name.startswith(OP_PREFIX) else None
+                _SPEC_OF_OP[handle] = spec
+            if spec is not None:
+                return spec, node.args[:]
     return None
