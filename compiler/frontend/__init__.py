@@ -6,6 +6,8 @@ function that maps diagnostics on generated TIRx lines back to the user's file.
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..errors import CompileError, SourceLocation
@@ -24,6 +26,7 @@ class LoadedKernel:
     line_map: dict = field(default_factory=dict)
     user_file: str = ""
     notes: tuple = ()                     # `file:line:col: note: ...` lines for the compile log
+    kept: bool = True                     # may be given again for the same arguments (not: it read sibling modules)
 
     def relocate(self, error: CompileError) -> CompileError:
         """A diagnostic on a generated TIRx line -> the same diagnostic at the user's TileLang line."""
@@ -37,16 +40,56 @@ class LoadedKernel:
         return error.at(mapped or SourceLocation(self.user_file))
 
 
+# The last kernels loaded in this process, by everything their loading reads: a compile loads the kernel, and the
+# verification of its run loads it again for the NumPy reference (compiler/toolchain/verification.py), in the same
+# process (the CLI's verify, a sandboxed job, the tests): ~0.03-0.1 CPU s of tracing and TVMScript parsing each.
+_LOADED: OrderedDict[tuple, LoadedKernel] = OrderedDict()
+_LOADED_KEPT = 8
+_LOADED_LOCK = threading.Lock()
+
+
+def _frozen(value):
+    """`params` as a key: plain values only (their types included: (64, 64) and [64, 64] differ); TypeError else."""
+    if value is None or type(value) in (str, int, float, bool):
+        return type(value).__name__, value
+    if type(value) in (list, tuple):
+        return type(value).__name__, tuple(_frozen(v) for v in value)
+    if type(value) is dict and all(type(k) is str for k in value):
+        return "dict", tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    raise TypeError(f"not a plain value: {type(value).__name__}")
+
+
 def load_kernel(text: str, filename: str = "kernel.py", entry: str | None = None,
                 params: dict | None = None, cores: int = 64) -> LoadedKernel:
     """Source text -> LoadedKernel. Executes user Python (TVMScript or TileLang): only inside the sandbox. `cores`:
-    the target's worker count (TileLang's `driver.get_num_sms()`)."""
+    the target's worker count (TileLang's `driver.get_num_sms()`). The same arguments again (params of plain values)
+    give the same LoadedKernel, not loaded again: callers only read it."""
+    try:
+        key = (text, filename, entry, _frozen(params), cores)
+    except TypeError:
+        return _load_kernel(text, filename, entry, params, cores)
+    with _LOADED_LOCK:
+        if key in _LOADED:
+            _LOADED.move_to_end(key)
+            return _LOADED[key]
+    loaded = _load_kernel(text, filename, entry, params, cores)
+    if not loaded.kept:
+        return loaded
+    with _LOADED_LOCK:
+        _LOADED[key] = loaded
+        while len(_LOADED) > _LOADED_KEPT:
+            _LOADED.popitem(last=False)
+    return loaded
+
+
+def _load_kernel(text: str, filename: str, entry: str | None, params: dict | None, cores: int) -> LoadedKernel:
     if is_tilelang_source(text):
         from .tilelang import trace
 
         traced = trace(text, filename, entry, params, cores)
         generated = f"{filename} (TIRx generated from TileLang)"
-        loaded = LoadedKernel(None, traced.entry, generated, traced.line_map, filename, traced.notes)
+        loaded = LoadedKernel(None, traced.entry, generated, traced.line_map, filename, traced.notes,
+                              kept=not traced.read_siblings)   # a sibling may change on the disk: load it again
         try:
             func = parse(KernelSource(generated, traced.text, traced.entry, traced.text, 1))
         except CompileError as e:

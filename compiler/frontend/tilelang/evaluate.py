@@ -58,6 +58,7 @@ class TracedKernel:
     logical_shapes: dict = field(default_factory=dict)   # parameter -> the user's shape where the TIRx one differs
     declared_dtypes: dict = field(default_factory=dict)  # low-bit parameter -> its dtype (read as bfloat16)
     notes: tuple = ()                           # `file:line:col: note: ...` for the compile log
+    read_siblings: bool = False                 # took names from modules beside the file (read from the disk)
 
 
 def _loc(filename, line=None, col=None) -> SourceLocation:
@@ -571,7 +572,7 @@ def trace(text: str, filename: str = "kernel.py", entry: str | None = None,
                                               parameter_positions(tree, filename))
                 finally:
                     reset_const_values(size_token)
-            return TracedKernel(*traced, notes=tuple(notes))
+            return TracedKernel(*traced, notes=tuple(notes), read_siblings=bool(siblings.modules))
         except CompileError:
             raise
         except RecursionError:
