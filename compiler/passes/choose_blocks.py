@@ -106,6 +106,7 @@ class Analysis:
         self.grid_extents: list = []
         self.reads_by_var: dict = {}
         self.reads: list = []                # (global buffer, vars its region depends on)
+        self.staged_from: dict = {}          # L1 buffer read from DRAM -> vars the regions read into it depend on
         self.gemms: list = []                # (destination, A, B) buffer names of every gemm
         self.calls: list = []                # every tile op, in program order
         self.masks: list = []                # (element loop nest, its store, the serial loops around it)
@@ -249,6 +250,7 @@ class Analysis:
                     self.uses.append((v, "batch", None))
         if src.scope == "global":
             self.reads.append((g.name, depends))
+            self.staged_from.setdefault(l.name, set()).update(depends)
 
     # -- classes
     def classes(self) -> dict:
@@ -771,16 +773,23 @@ class Chooser:
             return layout, blocks
         width = max(ceil_div(self.buffers[name]["shape"][1], TILE) for r in merged for name in self.t.carried[r])
 
+        per_tile = SCORE_TILE_CYCLES - (APPROX_EXP_SAVING if self.target.get("approx_exp") else 0)
+
         def cost(lay, bl):
-            rows, blocks_per_core = self.work(bl, grid_roots, extents, lay, cx, cy)
+            rows, _ = self.work(bl, grid_roots, extents, lay, cx, cy)
             steps = {r: ceil_div(self.tiles(r), bl.get(r, self.t.classes[r].block) // TILE) for r in merged}
             compute = rows * sum(self.tiles(r) * (1 + width / (bl.get(r, self.t.classes[r].block) // TILE))
-                                 for r in merged) * SCORE_TILE_CYCLES
-            reads = blocks_per_core * sum(steps[r] * self.step_tiles(r, bl) for r in merged) * self.read_cycles(cx * cy)
+                                 for r in merged) * per_tile
+            per_block = sum(steps[r] * self.step_tiles(r, bl) for r in merged)
+            reads = self.shared_reads(lay, bl, grid_roots, extents, merged, per_block, cx, cy)
             return max(compute, reads), compute     # equal bounds: the less compute (the reads hide behind it)
         best = (cost(layout, blocks), layout, blocks)
         min_step = 2 * width * TILE
-        for lay, unfitted in candidates:
+        # besides each candidate's own partition, its blocks dealt every num_cores-th to a core (`strided`): a
+        # core's walk then runs over the grid's last axis in step with its neighbours', so cores that would split a
+        # head's blocks unevenly between runs read each key block together (TTShareReads multicasts it)
+        strided = [("strided", bl) for lay, bl in candidates if lay == "contiguous"]
+        for lay, unfitted in candidates + strided:
             for trial in self.halvings(unfitted, grid_roots):
                 # at each size of the blocks, the widest key step that fits (fit shrinks blocks before it narrows
                 # a step below the widest, so it alone never offers smaller blocks with wider steps)
@@ -795,6 +804,32 @@ class Chooser:
                                 f"every step) on smaller blocks: {bound / bound0:.0%} of the busiest core's modelled "
                                 f"cycles ({compute / compute0:.0%} of its compute)")
         return best[1], best[2]
+
+    def shared_reads(self, layout, blocks, grid_roots, extents, key_roots, per_block: int, cx, cy) -> float:
+        """The busiest core's key-loop read cycles: `per_block` DRAM tiles for each block it walks, at the share of
+        the DRAM bandwidth its group's reader gets. TTShareReads multicasts a read to a row run of cores whose
+        blocks, step by step of their walks, agree on every grid index the read depends on: one core of each such
+        group reads, so the bandwidth is shared by the groups, not by the cores (read_cycles of the group count).
+        A partition that splits a head's blocks between cores unevenly makes many small groups, each reading
+        the whole key loop: its reads cost more per core."""
+        new = self.new_extents(blocks, grid_roots, extents)
+        staging = {name for r in key_roots for name, _ in self.t.classes[r].members
+                   if self.buffers[name]["role"] == "staging"}
+        used = [v for name in staging for v in self.a.staged_from.get(name, ())]
+        depends = {i for i, g in enumerate(self.a.grid_vars) if any(g.same_as(v) for v in used)}
+        walks = {tuple(c["core"]): blocks_of(c) for c in partition(layout, new, [cx, cy])}
+
+        def index(b):       # a block's grid indices, the last axis fastest
+            out = []
+            for e in reversed(new):
+                out.append(b % e)
+                b //= e
+            return out[::-1]
+
+        def shared_by(core):
+            return tuple(tuple(index(b)[i] for i in sorted(depends)) for b in walks[core])
+        groups = groups_of(sorted(walks), shared_by)
+        return max((len(walk) for walk in walks.values()), default=0) * per_block * self.read_cycles(len(groups))
 
     def as_written(self, why: str):
         """The kernel's own blocks, with the deepest input buffering that fits L1 (the verifier reports a kernel that
