@@ -763,8 +763,8 @@ class Chooser:
         """For a loop whose steps merge by evaluation (an online softmax), which rescales everything it carries
         every step (the whole output block: its width in tiles, about a score tile's work each), the blocks whose
         busiest core costs least: the larger of its compute, rows x (key tiles + steps x carried width) score
-        tiles at SCORE_TILE_CYCLES, and its blocks' key-loop reads at its share of the DRAM bandwidth (read_cycles:
-        a smaller query block reads the keys more often), as triangular_cost weighs them; then the less compute.
+        tiles at SCORE_TILE_CYCLES, and its blocks' key-loop reads at the share of the DRAM bandwidth its multicast
+        group's reader gets (shared_reads: a smaller query block reads the keys more often); then the less compute.
         Candidates: the chosen
         blocks, or every halving of the candidates' blocks with the widest key step that fits, at least twice the
         carried width."""
