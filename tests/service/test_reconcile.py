@@ -62,6 +62,32 @@ def stack(private_redis, tmp_path):
     redis.Redis.from_url(private_redis).flushdb()
 
 
+@pytest.fixture(scope="module")
+def held_stack(own_redis, tmp_path_factory):
+    """One API and one short-lease worker on the module's own Redis for the outage drills, its stages held while its
+    gate is closed: each drill closes it, lets its one job go on, and leaves the worker serving (the next drill's job
+    runs on it), so a worker warm-up is paid once, not once per drill. Its worker takes from database 0's `compile`
+    list, which cannot be prefixed: no other stack may run on that database beside it (the module's one other drill
+    on own_redis runs before the first that uses this one). Its drills come last, so it stops (its heartbeats and
+    reconcile rounds every 0.5 s) when the last of them ends."""
+    workdir = tmp_path_factory.mktemp("reconcile-held")
+    service = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", workdir, **SHORT_LEASE)
+    service.gate = Gate(workdir / "hold")
+    try:
+        service.start_worker(**service.gate.env)
+        yield service
+    finally:
+        service.gate.open()
+        service.stop()
+
+
+def said_since(worker, mark: int, *phrases: str) -> bool:
+    """Whether the worker's log says any of the phrases after its first `mark` characters (what this drill caused,
+    not what an earlier one on the same worker did)."""
+    text = worker.log.read_text(errors="replace")[mark:]
+    return any(phrase in text for phrase in phrases)
+
+
 def test_waiting_jobs_whose_tokens_were_lost_all_run_once(stack):
     """Three jobs wait (no worker yet); one is taken out of its team's queue by a worker that dies before claiming
     it, and every token in the broker is lost (what a task killed before it took a job, or a dead worker's deleted
@@ -77,99 +103,6 @@ def test_waiting_jobs_whose_tokens_were_lost_all_run_once(stack):
     assert "listed again in compile" in stack.client.get(f"/v1/jobs/{taken}/logs").text
     found = repairs(stack)
     assert found["relisted"] == 1 and found["token"] >= 2 and found["lost_worker"] == 0, found
-
-
-def test_a_live_workers_job_outlives_a_redis_outage_longer_than_its_lease(own_redis, tmp_path):
-    """Redis is SIGKILLed while a job runs and stays down past the job's lease; its worker renews the lease once
-    Redis is back. The job is not called lost: it ends succeeded on its first attempt.
-
-    The worker's pool process is stopped through the outage so that its renewal comes after the reconcilers' first
-    look at the restarted Redis, as a renewal that is slow to reconnect does; it is let go on as soon as a reconcile
-    round has run against the restarted Redis (or, as before, the job was taken from it)."""
-    gate = Gate(tmp_path / "hold", closed=True)
-    stack = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", tmp_path, **SHORT_LEASE)
-    try:
-        stack.start_worker(**gate.env)
-        job_id = stack.submit(unique(kernel("gemm.py")))["id"]
-        running = until(lambda: (j := stack.client.get(f"/v1/jobs/{job_id}").json())["status"] == "running" and j,
-                        60, "never ran")
-        pool = running["worker"]["pid"]
-        os.kill(pool, signal.SIGSTOP)
-        try:
-            lease_until = job_store(stack).get(job_id).lease_until  # its last renewal
-            own_redis.kill()
-            until(lambda: time.time() > lease_until + 1, 60, "")  # the outage outlasts the lease
-            own_redis.start()
-            until(lambda: stack.client.get("/readyz").status_code == 200, 30, "the API did not recover by itself")
-            rounds = repairs(stack).get("rounds", 0)
-            until(lambda: repairs(stack).get("rounds", 0) > rounds
-                  or stack.client.get(f"/v1/jobs/{job_id}").json()["status"] != "running", 60,
-                  "no reconcile round after the outage")
-        finally:
-            os.kill(pool, signal.SIGCONT)
-        gate.open()
-        final = stack.wait(job_id, timeout=BOUND_S)
-        assert final["status"] == "succeeded" and final["attempts"] == 1, final
-        log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
-        assert "previous attempt was lost" not in log and "worker was lost" not in log, log
-    finally:
-        gate.open()
-        stack.stop()
-
-
-def test_a_stage_that_runs_through_a_redis_outage_is_kept_not_run_again(own_redis, tmp_path):
-    """Redis is SIGKILLed while a job is held at the start of its compile stage; let go, the stage runs into the
-    outage (it cannot count, log or record anything) and Redis stays down past the job's lease. Once Redis is back
-    the worker writes what the stage did: the job succeeds on its first attempt (not failed, not run again)."""
-    gate = Gate(tmp_path / "hold", closed=True)
-    stack = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", tmp_path, **SHORT_LEASE)
-    try:
-        worker = stack.start_worker(**gate.env)
-        job_id = stack.submit(unique(kernel("gemm.py")))["id"]
-        until(lambda: stack.client.get(f"/v1/jobs/{job_id}").json()["status"] == "running", 60, "never ran")
-        lease_until = job_store(stack).get(job_id).lease_until
-        own_redis.kill()
-        gate.open()
-        # the stage reached the store during the outage: it waits for it (or, as before, the task failed)
-        until(lambda: any(said in worker.log.read_text(errors="replace")
-                          for said in ("the job store is unavailable", "raised unexpected")), 60, worker.tail())
-        until(lambda: time.time() > lease_until + 2, 60, "")  # the outage outlasts the lease
-        own_redis.start()
-        final = stack.wait(job_id, timeout=BOUND_S)
-        assert final["status"] == "succeeded" and final["attempts"] == 1, final
-        log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
-        assert "previous attempt was lost" not in log and "internal error" not in log, log
-    finally:
-        gate.open()
-        stack.stop()
-
-
-def test_a_stage_that_runs_while_redis_is_out_of_memory_is_kept_not_run_again(own_redis, tmp_path):
-    """Redis reaches its maxmemory (every write refused with OOM, reads still answered) while a job is held at the
-    start of its compile stage; let go, the stage's writes are refused, and so are its lease's renewals, for longer
-    than the lease. Once memory is freed the job succeeds on its first attempt (not failed, not run again)."""
-    gate = Gate(tmp_path / "hold", closed=True)
-    stack = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", tmp_path, **SHORT_LEASE)
-    server = redis.Redis(port=own_redis.port)
-    try:
-        worker = stack.start_worker(**gate.env)
-        job_id = stack.submit(unique(kernel("gemm.py")))["id"]
-        until(lambda: stack.client.get(f"/v1/jobs/{job_id}").json()["status"] == "running", 60, "never ran")
-        server.config_set("maxmemory", 1)  # below what it holds: out of memory, every write refused (noeviction)
-        lease_until = job_store(stack).get(job_id).lease_until
-        gate.open()
-        until(lambda: any(said in worker.log.read_text(errors="replace")
-                          for said in ("the job store is unavailable", "raised unexpected")), 60, worker.tail())
-        until(lambda: time.time() > lease_until + 2, 60, "")  # refused for longer than the lease
-        server.config_set("maxmemory", 0)
-        final = stack.wait(job_id, timeout=BOUND_S)
-        assert final["status"] == "succeeded" and final["attempts"] == 1, final
-        log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
-        assert "previous attempt was lost" not in log and "internal error" not in log, log
-    finally:
-        server.config_set("maxmemory", 0)
-        gate.open()
-        stack.stop()
 
 
 def test_a_worker_survives_taking_tokens_while_redis_is_out_of_memory(own_redis, tmp_path):
@@ -218,3 +151,90 @@ def test_embedded_jobs_whose_tokens_were_lost_all_run_once(tmp_path):
     finally:
         gate.open()
         service.stop()
+
+
+def test_a_live_workers_job_outlives_a_redis_outage_longer_than_its_lease(own_redis, held_stack):
+    """Redis is SIGKILLed while a job runs and stays down past the job's lease; its worker renews the lease once
+    Redis is back. The job is not called lost: it ends succeeded on its first attempt.
+
+    The worker's pool process is stopped through the outage so that its renewal comes after the reconcilers' first
+    look at the restarted Redis, as a renewal that is slow to reconnect does; it is let go on as soon as a reconcile
+    round has run against the restarted Redis (or, as before, the job was taken from it)."""
+    stack, gate = held_stack, held_stack.gate
+    gate.close()
+    try:
+        job_id = stack.submit(unique(kernel("gemm.py")))["id"]
+        running = until(lambda: (j := stack.client.get(f"/v1/jobs/{job_id}").json())["status"] == "running" and j,
+                        60, "never ran")
+        pool = running["worker"]["pid"]
+        os.kill(pool, signal.SIGSTOP)
+        try:
+            lease_until = job_store(stack).get(job_id).lease_until  # its last renewal
+            own_redis.kill()
+            until(lambda: time.time() > lease_until + 1, 60, "")  # the outage outlasts the lease
+            own_redis.start()
+            until(lambda: stack.client.get("/readyz").status_code == 200, 30, "the API did not recover by itself")
+            rounds = repairs(stack).get("rounds", 0)
+            until(lambda: repairs(stack).get("rounds", 0) > rounds
+                  or stack.client.get(f"/v1/jobs/{job_id}").json()["status"] != "running", 60,
+                  "no reconcile round after the outage")
+        finally:
+            os.kill(pool, signal.SIGCONT)
+        gate.open()
+        final = stack.wait(job_id, timeout=BOUND_S)
+        assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
+        assert "previous attempt was lost" not in log and "worker was lost" not in log, log
+    finally:
+        gate.open()
+
+
+def test_a_stage_that_runs_through_a_redis_outage_is_kept_not_run_again(own_redis, held_stack):
+    """Redis is SIGKILLed while a job is held at the start of its compile stage; let go, the stage runs into the
+    outage (it cannot count, log or record anything) and Redis stays down past the job's lease. Once Redis is back
+    the worker writes what the stage did: the job succeeds on its first attempt (not failed, not run again)."""
+    stack, gate, worker = held_stack, held_stack.gate, held_stack.worker
+    gate.close()
+    try:
+        job_id = stack.submit(unique(kernel("gemm.py")))["id"]
+        until(lambda: stack.client.get(f"/v1/jobs/{job_id}").json()["status"] == "running", 60, "never ran")
+        lease_until = job_store(stack).get(job_id).lease_until
+        mark = len(worker.log.read_text(errors="replace"))
+        own_redis.kill()
+        gate.open()
+        # the stage reached the store during the outage: it waits for it (or, as before, the task failed)
+        until(lambda: said_since(worker, mark, "the job store is unavailable", "raised unexpected"), 60, worker.tail())
+        until(lambda: time.time() > lease_until + 2, 60, "")  # the outage outlasts the lease
+        own_redis.start()
+        final = stack.wait(job_id, timeout=BOUND_S)
+        assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
+        assert "previous attempt was lost" not in log and "internal error" not in log, log
+    finally:
+        gate.open()
+
+
+def test_a_stage_that_runs_while_redis_is_out_of_memory_is_kept_not_run_again(own_redis, held_stack):
+    """Redis reaches its maxmemory (every write refused with OOM, reads still answered) while a job is held at the
+    start of its compile stage; let go, the stage's writes are refused, and so are its lease's renewals, for longer
+    than the lease. Once memory is freed the job succeeds on its first attempt (not failed, not run again)."""
+    stack, gate, worker = held_stack, held_stack.gate, held_stack.worker
+    server = redis.Redis(port=own_redis.port)
+    gate.close()
+    try:
+        job_id = stack.submit(unique(kernel("gemm.py")))["id"]
+        until(lambda: stack.client.get(f"/v1/jobs/{job_id}").json()["status"] == "running", 60, "never ran")
+        mark = len(worker.log.read_text(errors="replace"))
+        server.config_set("maxmemory", 1)  # below what it holds: out of memory, every write refused (noeviction)
+        lease_until = job_store(stack).get(job_id).lease_until
+        gate.open()
+        until(lambda: said_since(worker, mark, "the job store is unavailable", "raised unexpected"), 60, worker.tail())
+        until(lambda: time.time() > lease_until + 2, 60, "")  # refused for longer than the lease
+        server.config_set("maxmemory", 0)
+        final = stack.wait(job_id, timeout=BOUND_S)
+        assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        log = stack.client.get(f"/v1/jobs/{job_id}/logs").text
+        assert "previous attempt was lost" not in log and "internal error" not in log, log
+    finally:
+        server.config_set("maxmemory", 0)
+        gate.open()
