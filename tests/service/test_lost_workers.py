@@ -23,20 +23,39 @@ def unique(source: str) -> str:
     return source + f"\n# {uuid.uuid4().hex}\n"
 
 
-@pytest.fixture
-def stack(private_redis, tmp_path):
-    url = private_redis
-    env = base_env(TILEFARM_BROKER_URL=url, TILEFARM_DATA_DIR=str(tmp_path / "data"),
+@pytest.fixture(scope="module")
+def stack(private_redis, tmp_path_factory):
+    """One API for the module; every worker is started with its gate: closed, a worker's stages never go on (it
+    takes a job and holds it until it is killed), open, it runs them. The healthy worker one drill ends with is the
+    next drill's first stuck one (its gate closed), so no drill starts a worker it does not need."""
+    url, workdir = private_redis, tmp_path_factory.mktemp("lost-workers")
+    env = base_env(TILEFARM_BROKER_URL=url, TILEFARM_DATA_DIR=str(workdir / "data"),
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:",
                    TILEFARM_COMPILE_TIME_LIMIT_S=str(COMPILE_LIMIT_S), **LEASE)
-    service = Service(env, tmp_path)
-    service.stuck = {**LEASE, **Gate(tmp_path / "hold", closed=True).env}  # a worker whose stages never go on
+    service = Service(env, workdir)
+    service.gate = Gate(workdir / "hold")
     service.start_api()
-    yield service
-    service.stop()
-    import redis
+    try:
+        yield service
+    finally:
+        service.gate.open()
+        service.stop()
+        import redis
 
-    redis.Redis.from_url(url).flushdb()
+        redis.Redis.from_url(url).flushdb()
+
+
+def stuck_worker(service) -> None:
+    """A worker whose stages never go on: the gate closed, the healthy worker an earlier drill left, or a new one."""
+    service.gate.close()
+    if service.worker is None:
+        service.start_worker(**LEASE, **service.gate.env)
+
+
+def healthy_worker(service):
+    """A new worker whose stages go on (the stuck ones were killed): its lease sweep notices the lost job."""
+    service.gate.open()
+    return service.start_worker(**LEASE, **service.gate.env)
 
 
 def store_of(service) -> RedisJobStore:
@@ -57,12 +76,12 @@ def kill_worker_group(service) -> None:
 
 
 def test_a_job_whose_worker_vanished_is_run_again_exactly_once(stack):
-    stack.start_worker(**stack.stuck)
+    stuck_worker(stack)
     first = stack.submit(unique(kernel("gemm.py")))["id"]
     waiting = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(2)]
     lost = running(stack, first)
     kill_worker_group(stack)
-    worker = stack.start_worker(**LEASE)  # a healthy worker: its lease sweep notices the lost job
+    worker = healthy_worker(stack)
     final = stack.wait(first, timeout=COMPILE_LIMIT_S + 60)  # bounds a hang
     assert final["status"] == "succeeded" and final["attempts"] == 2, final
     assert final["worker"]["pid"] != lost["worker"]["pid"]
@@ -85,15 +104,15 @@ def test_a_job_whose_worker_vanished_is_run_again_exactly_once(stack):
 
 
 def test_a_job_that_loses_its_worker_twice_fails_with_the_reason(stack):
-    stack.start_worker(**stack.stuck)
+    stuck_worker(stack)
     job_id = stack.submit(unique(kernel("gemm.py")))["id"]
     running(stack, job_id)
     kill_worker_group(stack)
-    stack.start_worker(**stack.stuck)  # takes it over (attempt 2) and is lost as well
+    stuck_worker(stack)  # takes it over (attempt 2) and is lost as well
     until(lambda: stack.client.get(f"/v1/jobs/{job_id}").json()["attempts"] == 2, 60, "never taken over")
     running(stack, job_id)
     kill_worker_group(stack)
-    stack.start_worker(**LEASE)
+    healthy_worker(stack)
     final = stack.wait(job_id, timeout=COMPILE_LIMIT_S + 60)
     assert final["status"] == "failed" and final["attempts"] == 2, final
     assert "worker was lost during 'compile' on attempt 2 of 2" in final["error"]
