@@ -44,14 +44,21 @@ def own_redis(tmp_path_factory):
     server.proc.stop()
 
 
-@pytest.fixture
-def stack(own_redis, tmp_path):
-    env = base_env(TILEFARM_BROKER_URL=f"redis://127.0.0.1:{own_redis.port}/0", TILEFARM_DATA_DIR=str(tmp_path / "data"),
+@pytest.fixture(scope="module")
+def stack(own_redis, tmp_path_factory):
+    """One API for the module's drills, and no worker until a drill starts one (with the module's gate, open until a
+    drill closes it): the first drill's worker serves the second, the third starts one with a limit of its own."""
+    workdir = tmp_path_factory.mktemp("resilience")
+    env = base_env(TILEFARM_BROKER_URL=f"redis://127.0.0.1:{own_redis.port}/0", TILEFARM_DATA_DIR=str(workdir / "data"),
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:")
-    service = Service(env, tmp_path)
+    service = Service(env, workdir)
+    service.gate = Gate(workdir / "hold")
     service.start_api()
-    yield service
-    service.stop()
+    try:
+        yield service
+    finally:
+        service.gate.open()
+        service.stop()
 
 
 def until(predicate, timeout: float, what: str):
@@ -79,7 +86,8 @@ def test_redis_down_is_503_then_recovers_and_queued_jobs_survive(own_redis, stac
     own_redis.start()
     until(lambda: stack.client.get("/readyz").status_code == 200, 30, "the API did not recover by itself")
     assert [stack.client.get(f"/v1/jobs/{j}").json()["status"] for j in queued] == ["queued"] * 3
-    stack.start_worker()
+    assert stack.worker is None  # (the module's first drill)
+    stack.start_worker(**stack.gate.env)
     for job_id in queued:
         assert stack.wait(job_id)["status"] == "succeeded"
     # and again with the worker up: it reconnects by itself and serves the next job
@@ -90,9 +98,11 @@ def test_redis_down_is_503_then_recovers_and_queued_jobs_survive(own_redis, stac
     assert stack.wait(after["id"], timeout=90)["status"] == "succeeded", stack.worker.tail()
 
 
-def test_api_restarted_mid_job(stack, tmp_path):
-    gate = Gate(tmp_path / "hold", closed=True)
-    stack.start_worker(**gate.env)
+def test_api_restarted_mid_job(stack):
+    gate = stack.gate
+    gate.close()
+    if stack.worker is None:  # the drill before started one with this gate, unless it ran alone
+        stack.start_worker(**gate.env)
     job = stack.submit(unique(kernel("gemm.py")))
     until(lambda: stack.client.get(f"/v1/jobs/{job['id']}").json()["status"] == "running", 30, "never ran")
     api = stack.procs.pop()
@@ -106,10 +116,12 @@ def test_api_restarted_mid_job(stack, tmp_path):
     assert stack.client.get(f"/v1/jobs/{job['id']}/artifacts/compute.cpp").status_code == 200
 
 
-def test_stage_over_its_time_limit_fails_cleanly_and_the_worker_keeps_serving(stack, tmp_path):
+def test_stage_over_its_time_limit_fails_cleanly_and_the_worker_keeps_serving(stack):
     """Every stage is held at its start and never let go: only its time limit can end it (the waits below only
     bound a hang)."""
-    held = Gate(tmp_path / "hold", closed=True)
+    stack.stop_worker()  # the drills' worker before: this one has a limit of its own
+    held = stack.gate
+    held.close()
     worker = stack.start_worker(**held.env, TILEFARM_COMPILE_TIME_LIMIT_S="1")
     job = stack.wait(stack.submit(unique(kernel("gemm.py")))["id"], timeout=60)
     assert job["status"] == "failed" and job["stages"][0]["state"] == "failed", job
