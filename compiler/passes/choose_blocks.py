@@ -773,22 +773,27 @@ class Chooser:
             return layout, blocks
         width = max(ceil_div(self.buffers[name]["shape"][1], TILE) for r in merged for name in self.t.carried[r])
 
-        per_tile = SCORE_TILE_CYCLES - (APPROX_EXP_SAVING if self.target.get("approx_exp") else 0)
+        # a key loop whose trip count grows with a grid index (causal) has its blocks, partition and read sharing
+        # weighed again by balanced() (triangular_cost): here it keeps the estimate that balanced() starts from --
+        # every block's reads at the grid's share of the bandwidth, the exact exp's score tile
+        bounded = bool(self.t.bounded) and self.triangular_axis() is not None
+        per_tile = SCORE_TILE_CYCLES - (APPROX_EXP_SAVING if self.target.get("approx_exp") and not bounded else 0)
 
         def cost(lay, bl):
-            rows, _ = self.work(bl, grid_roots, extents, lay, cx, cy)
+            rows, blocks_per_core = self.work(bl, grid_roots, extents, lay, cx, cy)
             steps = {r: ceil_div(self.tiles(r), bl.get(r, self.t.classes[r].block) // TILE) for r in merged}
             compute = rows * sum(self.tiles(r) * (1 + width / (bl.get(r, self.t.classes[r].block) // TILE))
                                  for r in merged) * per_tile
             per_block = sum(steps[r] * self.step_tiles(r, bl) for r in merged)
-            reads = self.shared_reads(lay, bl, grid_roots, extents, merged, per_block, cx, cy)
+            reads = (blocks_per_core * per_block * self.read_cycles(cx * cy) if bounded else
+                     self.shared_reads(lay, bl, grid_roots, extents, merged, per_block, cx, cy))
             return max(compute, reads), compute     # equal bounds: the less compute (the reads hide behind it)
         best = (cost(layout, blocks), layout, blocks)
         min_step = 2 * width * TILE
         # besides each candidate's own partition, its blocks dealt every num_cores-th to a core (`strided`): a
         # core's walk then runs over the grid's last axis in step with its neighbours', so cores that would split a
         # head's blocks unevenly between runs read each key block together (TTShareReads multicasts it)
-        strided = [("strided", bl) for lay, bl in candidates if lay == "contiguous"]
+        strided = [] if bounded else [("strided", bl) for lay, bl in candidates if lay == "contiguous"]
         for lay, unfitted in candidates + strided:
             for trial in self.halvings(unfitted, grid_roots):
                 # at each size of the blocks, the widest key step that fits (fit shrinks blocks before it narrows
