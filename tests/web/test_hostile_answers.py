@@ -197,8 +197,11 @@ def sign_in(browser, url: str):
     page.on("request", lambda request: requests.append(request.url))
     page.goto(url + "/")
     page.fill("#token-input", ADMIN_KEY)
-    page.click("#token-form button[type=submit]")
-    page.wait_for_function("() => document.querySelector('#token-state').textContent.includes('admin')")
+    # a token the server takes reloads the page (app.js initToken): wait for the new page, not the old one's
+    # last frame (the check ran while the next document was still empty, where #token-state is not yet there)
+    with page.expect_navigation():
+        page.click("#token-form button[type=submit]")
+    page.wait_for_function("() => document.querySelector('#token-state')?.textContent.includes('admin')")
     return page, requests
 
 
