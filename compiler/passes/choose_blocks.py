@@ -50,7 +50,7 @@ from .block_bounds import TripCount, extra_keys_masked, position_form, retiled_v
 from .lower_index_masks import _constant, region as mask_region, table_dtype
 from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
 from .partition_work import blocks_of, partition
-from .share_reads import groups_of
+from .share_reads import decode, groups_of
 from .tensorize.emit import dst_group
 from .. import attrs, registry
 
@@ -823,16 +823,10 @@ class Chooser:
         used = [v for name in staging for v in self.a.staged_from.get(name, ())]
         depends = {i for i, g in enumerate(self.a.grid_vars) if any(g.same_as(v) for v in used)}
         walks = {tuple(c["core"]): blocks_of(c) for c in partition(layout, new, [cx, cy])}
-
-        def index(b):       # a block's grid indices, the last axis fastest
-            out = []
-            for e in reversed(new):
-                out.append(b % e)
-                b //= e
-            return out[::-1]
+        axes = sorted(depends)
 
         def shared_by(core):
-            return tuple(tuple(index(b)[i] for i in sorted(depends)) for b in walks[core])
+            return tuple(tuple(decode(b, new)[i] for i in axes) for b in walks[core])
         groups = groups_of(sorted(walks), shared_by)
         return max((len(walk) for walk in walks.values()), default=0) * per_block * self.read_cycles(len(groups))
 

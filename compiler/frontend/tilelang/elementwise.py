@@ -186,6 +186,25 @@ def _periodic(e) -> bool:
     return e.b.value % 32 != 0        # a multiple of 32 is constant (//) or linear (%) inside each tile
 
 
+def _map_loads(e, f):
+    """`e` with every Load replaced by f(Load), the rest of the tree rebuilt around them (operands left to right)."""
+    if isinstance(e, Load):
+        return f(e)
+    if isinstance(e, Bin):
+        return Bin(e.op, _map_loads(e.a, f), _map_loads(e.b, f))
+    if isinstance(e, Cmp):
+        return Cmp(e.op, _map_loads(e.a, f), _map_loads(e.b, f))
+    if isinstance(e, Select):
+        return Select(_map_loads(e.cond, f), _map_loads(e.a, f), _map_loads(e.b, f))
+    if isinstance(e, Logic):
+        return Logic(e.op, tuple(_map_loads(a, f) for a in e.args))
+    if isinstance(e, Call):
+        return Call(e.fn, tuple(_map_loads(a, f) for a in e.args))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, _map_loads(e.x, f))
+    return e
+
+
 def _substituted(e, node, by):
     if e is node:
         return by
@@ -455,32 +474,21 @@ class StoreLowering:
         """A 1-D tile already laid out as a row (column) read where this store needs a column (row) -- per-row
         values computed from a row of a 2-D tile, used down the rows (`o[i, j] += p[i, j] * scale[i]`): read from
         a transposed copy of it."""
-        if isinstance(e, Load):
-            buf = e.buffer
-            used = _parallel_vars(e.indices[0]) if buf.vector and buf.scope != "global" else []
-            if not used or buf.orient is None:
-                return e
-            wanted = "col" if self.axis_of[used[0]] == 0 else "row"
-            if buf.orient == wanted:
-                return e
-            flipped = self.rec.temp((buf.shape[0],), "float32", "local", self.location)
-            set_orientation(flipped, wanted, "a transposed copy")
-            self.emit("cast", Region(flipped, (wrap(0),), buf.shape), Region(buf, (wrap(0),), buf.shape),
-                      transpose=True)
-            return Load(flipped, e.indices)
-        if isinstance(e, Bin):
-            return Bin(e.op, self.reoriented(e.a), self.reoriented(e.b))
-        if isinstance(e, Cmp):
-            return Cmp(e.op, self.reoriented(e.a), self.reoriented(e.b))
-        if isinstance(e, Select):
-            return Select(self.reoriented(e.cond), self.reoriented(e.a), self.reoriented(e.b))
-        if isinstance(e, Logic):
-            return Logic(e.op, tuple(self.reoriented(a) for a in e.args))
-        if isinstance(e, Call):
-            return Call(e.fn, tuple(self.reoriented(a) for a in e.args))
-        if isinstance(e, Cast):
-            return Cast(e.dtype, self.reoriented(e.x))
-        return e
+        if not isinstance(e, Load):
+            return _map_loads(e, self.reoriented)
+        buf = e.buffer
+        used = _parallel_vars(e.indices[0]) if buf.vector and buf.scope != "global" else []
+        if not used or buf.orient is None:
+            return e
+        wanted = "col" if self.axis_of[used[0]] == 0 else "row"
+        if buf.orient == wanted:
+            return e
+        flipped = self.rec.temp((buf.shape[0],), "float32", "local", self.location)
+        set_orientation(flipped, wanted, "a transposed copy")
+        self.emit("cast", Region(flipped, (wrap(0),), buf.shape), Region(buf, (wrap(0),), buf.shape),
+                  transpose=True)
+        return Load(flipped, e.indices)
+        return _map_loads(e, self.reoriented)
 
     def expanded(self, e):
         """Reads of each element repeated c times along an axis (`wp[i, j // 2]`: two int4 codes packed per byte,
@@ -489,21 +497,7 @@ class StoreLowering:
         x * 1 or x * 0 and each sum has one nonzero term, so the tile holds x's values exactly when they are
         exact in bfloat16 operands: 8-bit integer codes (an integer destination makes the matmul HiFi4,
         TTApplyTargetDefaults). Other data is refused here, as is a repeat that does not divide the extent."""
-        if isinstance(e, Load):
-            return self.repeat_expanded(e) if any(_repeat(idx) for idx in e.indices) else e
-        if isinstance(e, Bin):
-            return Bin(e.op, self.expanded(e.a), self.expanded(e.b))
-        if isinstance(e, Cmp):
-            return Cmp(e.op, self.expanded(e.a), self.expanded(e.b))
-        if isinstance(e, Select):
-            return Select(self.expanded(e.cond), self.expanded(e.a), self.expanded(e.b))
-        if isinstance(e, Logic):
-            return Logic(e.op, tuple(self.expanded(a) for a in e.args))
-        if isinstance(e, Call):
-            return Call(e.fn, tuple(self.expanded(a) for a in e.args))
-        if isinstance(e, Cast):
-            return Cast(e.dtype, self.expanded(e.x))
-        return e
+        return _map_loads(e, lambda x: self.repeat_expanded(x) if any(_repeat(i) for i in x.indices) else x)
 
     def repeat_expanded(self, load: Load) -> Load:
         buf = load.buffer

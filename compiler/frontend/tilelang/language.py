@@ -507,30 +507,16 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         d = fill_head(d, s)
     unify(s.buffer, d.buffer)
     if s.buffer.scope == "global" and d.buffer.scope == "global":   # DRAM to DRAM goes through the core's L1
-        shape = s.shape2d()
-        stage = rec.temp(shape, s.buffer.dtype, "shared", location)
-        stage.filled_from_dram = True
-        whole = Region(stage, tuple(wrap(0) for _ in shape), shape)
-        rec.emit(TileOp("copy", (whole, s)), location)
-        s = whole
+        s = _staged(rec, s, location)
     elif s.buffer.scope == "global" and s.buffer.dtype != d.buffer.dtype:
         # a converting read (`T.copy(Logits_fp16[...], s_fp32)`): the reader fills a tile of the source's format and
         # the unpacker converts it on the way into the engine, packed into the destination's format
-        stage = rec.temp(s.shape2d(), s.buffer.dtype, "shared", location, like=d.buffer)
-        stage.filled_from_dram = True
-        staged = Region(stage, tuple(wrap(0) for _ in stage.shape), stage.shape)
-        rec.emit(TileOp("copy", (staged, s)), location)
-        rec.emit(TileOp("cast", (d, staged)), location)
+        rec.emit(TileOp("cast", (d, _staged(rec, s, location, like=d.buffer))), location)
         return
     elif s.buffer.scope == "global" and len(d.buffer.shape) == 2 and tuple(d.extents) != tuple(d.buffer.shape):
         # a DRAM read into part of an L1 tile (`T.copy(A[0:M, 64:128], a[0:M, 64:128])`): the reader fills a
         # circular buffer's pages whole, so the part is read into a tile of its own and copied into its place
-        stage = rec.temp(s.shape2d(), s.buffer.dtype, "shared", location)
-        stage.filled_from_dram = True
-        staged = Region(stage, tuple(wrap(0) for _ in stage.shape), stage.shape)
-        rec.emit(TileOp("copy", (staged, s)), location)
-        rec.emit(TileOp("copy", (d, staged)), location)
-        return
+        s = _staged(rec, s, location)
     elif s.buffer.scope == "global":
         d.buffer.filled_from_dram = True
     elif row_at_index(s):
@@ -639,12 +625,12 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, 
     rec.emit(TileOp("copy", (d, total)), location)
 
 
-def _staged(rec, r: Region, location) -> Region:
-    """A global region read into a shared tile of its own."""
-    shape = r.shape2d()
-    stage = rec.temp(shape, r.buffer.dtype, "shared", location)
+def _staged(rec, r: Region, location, like=None) -> Region:
+    """A global region read into a shared tile of its own (a circular buffer's pages, which the reader fills whole);
+    `like`: a 1-D buffer whose orientation the tile takes."""
+    stage = rec.temp(r.shape2d(), r.buffer.dtype, "shared", location, like=like)
     stage.filled_from_dram = True
-    whole = Region(stage, (wrap(0), wrap(0)), shape)
+    whole = Region(stage, tuple(wrap(0) for _ in stage.shape), stage.shape)
     rec.emit(TileOp("copy", (whole, r)), location)
     return whole
 
