@@ -7,8 +7,10 @@ never sent (the API died between storing a job and publishing). Each round (ever
 main process):
 
 - running jobs whose worker is lost are queued again, or failed (workers/leases.py: sweep, LeaseWatch);
-- each queue gets a token for every job waiting in it beyond the tokens waiting in the broker (a token that finds
-  its queue empty does nothing, so a few too many cost nothing);
+- each queue gets a token for every job waiting in it beyond the tokens waiting in the broker, when it was short
+  on two rounds in a row (the fewer of the two shortfalls): a token a worker has just been handed has left the
+  broker while its job is still in the FIFO until the task takes it, so one round alone would count it as lost
+  and send a spare (a token that finds its queue empty does nothing, but it is not a repair);
 - a queued job in no FIFO on two rounds in a row (a token's worker took it out and never claimed it) is put back
   in its team's FIFO, with a token.
 
@@ -43,6 +45,7 @@ class Reconciler:
     def __init__(self, store, queue: TaskQueue, watch: leases.LeaseWatch):
         self.store, self.queue, self.watch = store, queue, watch
         self._unlisted: set[str] = set()  # queued jobs in no FIFO at the last round
+        self._short: dict[str, int] = {}  # queue -> waiting jobs beyond its tokens at the last round
 
     def run_once(self) -> Round:
         """One round; what it repaired is counted in the store (/metrics: tilefarm_reconcile_*)."""
@@ -55,7 +58,7 @@ class Reconciler:
             return done
         except Exception:
             self.watch.forget()
-            self._unlisted = set()
+            self._unlisted, self._short = set(), {}
             raise
 
     def requeue(self, job: JobRecord) -> None:
@@ -66,17 +69,20 @@ class Reconciler:
         waiting = {job.id: job for job in self.store.active_jobs()
                    if job.status == "queued" and not job.cancel_requested}
         listed: set[str] = set()
+        short: dict[str, int] = {}
         for queue in sorted({queue_of(job) for job in waiting.values()}):
             _, fifos = self.store.fair_waiting(queue)
             in_queue = {job_id for ids in fifos.values() for job_id in ids} & waiting.keys()
             listed |= in_queue
             if not in_queue:  # nothing waits here: no need to ask the broker
                 continue
-            missing = len(in_queue) - self.queue.tokens_waiting(queue)
+            short[queue] = len(in_queue) - self.queue.tokens_waiting(queue)
+            missing = min(short[queue], self._short.get(queue, 0))
             for _ in range(missing):
                 self.queue.send_token(queue)
             if missing > 0:
                 done.tokens[queue] = missing
+                short[queue] -= missing
         unlisted = waiting.keys() - listed
         for job_id in sorted(unlisted & self._unlisted):
             job = waiting[job_id]
@@ -86,4 +92,5 @@ class Reconciler:
             self.requeue(job)
             done.requeued.append(job_id)
         self._unlisted = unlisted - set(done.requeued)
+        self._short = {queue: n for queue, n in short.items() if n > 0}
         return done

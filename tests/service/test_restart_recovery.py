@@ -111,3 +111,31 @@ def test_a_restart_recovers_through_the_reconciler_alone(embedded, monkeypatch):
     messages = broker_messages(settings)
     assert messages and all(message == (RUN_NEXT, [COMPILE_QUEUE]) for message in messages), messages  # no job named
     assert len(messages) >= store.fair_depth(COMPILE_QUEUE) == 4  # every waiting job has a token
+
+
+def test_a_token_just_handed_to_a_worker_is_not_taken_for_lost(embedded):
+    """Between a worker taking a token and its task taking the job from the FIFO, the token is out of the broker and
+    the job still waits: one round alone would count the token as lost and send a spare."""
+    settings, store, queue = embedded
+    for team in ("alpha", "alpha", "beta"):
+        submitted(store, queue, team)
+    reconciler = Reconciler(store, queue, leases.LeaseWatch(settings.job_lease_s, 3600))
+    token = take_a_token(settings.embedded_broker_path)  # delivered; its task has not started yet
+    assert reconciler.run_once().tokens == {}
+    assert store.fair_pop(COMPILE_QUEUE, token) is not None  # the task takes its job
+    assert reconciler.run_once().tokens == {}
+    assert queue.tokens_waiting(COMPILE_QUEUE) == store.fair_depth(COMPILE_QUEUE) == 2
+
+
+def test_a_token_still_missing_on_the_next_round_is_sent_again_once(embedded):
+    settings, store, queue = embedded
+    for team in ("alpha", "beta", "beta"):
+        submitted(store, queue, team)
+    take_a_token(settings.embedded_broker_path)  # taken by a worker that died: never acknowledged, never back
+    take_a_token(settings.embedded_broker_path)
+    reconciler = Reconciler(store, queue, leases.LeaseWatch(settings.job_lease_s, 3600))
+    assert reconciler.run_once().tokens == {}
+    assert reconciler.run_once().tokens == {COMPILE_QUEUE: 2}
+    assert queue.tokens_waiting(COMPILE_QUEUE) == store.fair_depth(COMPILE_QUEUE) == 3
+    assert reconciler.run_once().tokens == {}  # nothing short any more: nothing sent twice
+    assert queue.tokens_waiting(COMPILE_QUEUE) == 3
