@@ -5,6 +5,7 @@ than the kernel's own; a mask that does not hide what re-tiling would add keeps 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -330,3 +331,29 @@ def test_zigzag_in_sets_of_cores_shares_reads_and_matches_numpy(arch):
     expected = causal_attention(ins["Q"], ins["K"], ins["V"], 1.0 / np.sqrt(params["dim"]))
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), expected, atol=2e-2, rtol=2e-2)
     assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_causal_mask_is_written_into_the_scores_it_initializes(arch):
+    """`s[i, j] = T.if_then_else(row >= col, 0, -inf)` before `T.gemm(q, k, s)`: the mask is written into s itself,
+    not into a scratch tile copied into s. So a key step below the diagonal starts s from zero (the matmul writes
+    its products straight out, as after T.clear), a diagonal step from the mask tile, and no scratch tile is packed
+    that nothing reads."""
+    from compiler.api import compile_source
+
+    source = (EXAMPLES / "flash_attention.py").read_text()
+    result = compile_source(source, filename="flash_attention.py", entry="flash_attention", dump_ir=True,
+                            target=TargetConfig(arch=arch),
+                            params=dict(batch=1, heads=2, seq_len=512, dim=64, causal=True))
+    frontend = result.ir_dumps["00_input.py"]
+    assert "s[i_mask, j_mask] = T.if_then_else(" in frontend, frontend
+    assert "T.tile.copy(s[" not in frontend    # no copy into s of a mask computed elsewhere
+    lowered = next(text for name, text in result.ir_dumps.items() if name.endswith("TTForwardCopies.py"))
+    assert "T.tile.zero(s[" in lowered and "T.tile.copy(s[0:" in lowered   # below the diagonal / on it
+    compute = result.artifacts["compute.cpp"].decode()
+    packed = set(re.findall(r"pack_tile(?:<\w+>)?\(\w+, (cb_\w+)", compute))
+    unpacked = set(re.findall(r"(?:copy_tile|matmul_block|reduce_tile<[^>]*>|\w+_tiles(?:_bcast_\w+)?|unary_bcast<[^>]*>)"
+                              r"\((cb_\w+)(?:, (cb_\w+))?", compute))
+    read = {cb for pair in unpacked for cb in pair if cb} | {"cb_O"}
+    scratch = {cb for cb in packed - read if cb.startswith("cb_tl_tmp")}
+    assert not scratch, f"scratch tiles packed but never read: {sorted(scratch)}"

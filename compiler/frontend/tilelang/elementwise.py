@@ -924,9 +924,11 @@ class StoreLowering:
         self.emit("copy", whole, r)
         return whole
 
-    def mask(self, m: Mask) -> Region:
+    def mask(self, m: Mask, into: Region | None = None) -> Region:
+        """The index-dependent tile `m` (a float32 scratch tile, or `into`: a float32 region of its shape, written
+        directly rather than through a scratch tile and a copy)."""
         shape = self.shape_of(m)
-        tmp = self.temp(shape, "float32")
+        tmp = into if into is not None else self.temp(shape, "float32")
         names = {}
         loop_vars = []
         for v in self.variables:
@@ -1009,6 +1011,9 @@ class StoreLowering:
                 self.emit("zero", dst)
             else:
                 self.emit("fill", dst, float_text(value))
+            return
+        if isinstance(e, Mask) and dst.buffer.dtype == "float32" and self.shape_of(e) == self.region_shape(dst):
+            self.mask(e, into=dst)    # `s[i, j] = T.if_then_else(i >= j, 0, -inf)`: the mask is written into s
             return
         if self.is_leaf(e):
             if not (isinstance(e, Load) and self.same(e, dst)):
