@@ -8,8 +8,15 @@ exactly (bfloat16 / float16 -> float32). A write-out of the copy (`T.copy(y, Y[.
 source instead, also when the copy rounds to the output's dtype (the packer rounds the same way): the copy's DST slot
 is spared, so more tile positions share each engine init.
 
-Per block, at the top level of the block loop's body only (a value a nested loop carries is left alone); a statement
-that is not a tile op (a loop, a receive of new tiles, a write-out) and names either buffer ends the scan.
+Per block, in the block loop's body and in the bodies of the loops in it (attention's key loop); a statement that is
+not a tile op (a loop, a receive of new tiles, a write-out) and names either buffer ends the scan. A copy left at
+the end of a nested loop's body may be read by the next step or after the loop: it stays, and is dropped at the end
+only if nothing in the kernel reads its destination any more (`drop_unread`, as every copy, cast, zero or fill of a
+compute tile nothing reads).
+
+A whole tile zeroed and then added in place (`y = y + x`, causal attention's mask `T.if_then_else(row >= col, s,
+-inf)` below the diagonal, where TTLowerIndexMasks makes its mask tile zero) is the same: the add is dropped (y is
+unchanged: the GPU's select kept it, -0.0 included), and the zero with it when nothing else reads the tile.
 """
 from __future__ import annotations
 
@@ -68,12 +75,96 @@ def _with_source(call, old, new):
                                   dispatch=call.dispatch, scope=call.scope)
 
 
-def forward(stmts: list, buffers: dict) -> list:
-    """The block body's statements with each whole copy forwarded to its readers (and dropped when unread)."""
+def _reads(stmt, name: str) -> int:
+    """How many times a statement reads buffer `name`: as a tile op's operand (or the destination of an op that
+    accumulates into it), a load, or a marker's string argument (a write-out)."""
+    count = [0]
+
+    def visit(node):
+        if isinstance(node, tirx.TilePrimitiveCall):
+            if op_name(node) in ("zero", "fill"):
+                return                          # their operands name only what they write
+            first = region_of(node.args[0]) if node.args else None
+            if first is not None and first.name == name and _reads_destination(node):
+                count[0] += 1
+            for a in node.args[1:]:
+                if isinstance(a, tvm.ir.TensorRegion) and str(a.source.name) == name:
+                    count[0] += 1
+        elif isinstance(node, tvm.ir.expr.TensorLoad) and str(node.source.name) == name:
+            count[0] += 1
+        elif isinstance(node, tvm.ir.StringImm) and str(node.value) == name:
+            count[0] += 1
+
+    tvm_ffi.structural_walk(stmt, [((tirx.TilePrimitiveCall, tvm.ir.expr.TensorLoad, tvm.ir.StringImm), visit)],
+                            order="pre")
+    return count[0]
+
+
+def _adds_in_place(call, x) -> bool:
+    """`y = y + x` (either operand order): adding x to y and writing y where it was."""
+    if not (isinstance(call, tirx.TilePrimitiveCall) and op_name(call) == "add" and len(call.args) == 3
+            and all(isinstance(a, tvm.ir.TensorRegion) for a in call.args)):
+        return False
+    y, a, b = call.args
+    other = b if a.source.same_as(x) else a if b.source.same_as(x) else None
+    return other is not None and not y.source.same_as(x) and other.source.same_as(y.source) and \
+        tvm_ffi.structural_equal(other.region, y.region)
+
+
+def _drop_zero_adds(stmts: list, k: int, buffers: dict, dead_at_end: bool) -> bool:
+    """stmts[k] zeroes a whole compute tile x: drop the in-place adds of x after it; True when the zero itself is
+    dropped (nothing reads x any more)."""
+    call = stmts[k]
+    dst = region_of(call.args[0])
+    info = buffers.get(dst.name) if dst is not None else None
+    if info is None or info["role"] != "compute" or not _whole(dst, info["shape"]):
+        return False
+    x = call.args[0].source
+    dropped, unread = [], False
+    for j in range(k + 1, len(stmts)):
+        other = stmts[j]
+        if _adds_in_place(other, x):
+            dropped.append(j)
+            continue
+        if not isinstance(other, tirx.TilePrimitiveCall):
+            if _mentions(other, {dst.name}):
+                break
+            continue
+        if _reads(other, dst.name):
+            break
+        out = region_of(other.args[0])
+        if out is not None and out.name == dst.name:
+            unread = _whole(out, info["shape"])
+            break
+    else:
+        unread = dead_at_end
+    for j in reversed(dropped):
+        del stmts[j]
+    if unread:
+        del stmts[k]
+    return unread
+
+
+def _with_body(loop, body):
+    """The loop, annotations and all, around a new body."""
+    return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, thread_binding=loop.thread_binding,
+                    annotations=loop.annotations, step=loop.step, span=loop.span)
+
+
+def forward(stmts: list, buffers: dict, dead_at_end: bool = True) -> list:
+    """The body's statements with each whole copy forwarded to its readers (and dropped when unread).
+    dead_at_end: nothing reads what the body leaves (the block loop's body); a nested loop's next step or what
+    follows the loop may (its copies left there are dropped by `drop_unread` when nothing reads them)."""
     stmts = list(stmts)
     k = 0
     while k < len(stmts):
         call = stmts[k]
+        if isinstance(call, tirx.TilePrimitiveCall) and op_name(call) == "zero" and not call.config:
+            dst = region_of(call.args[0])
+            if dst is not None and _drop_zero_adds(stmts, k, buffers, dead_at_end):
+                continue
+            k += 1
+            continue
         if not (isinstance(call, tirx.TilePrimitiveCall) and op_name(call) in ("copy", "cast")
                 and not call.config):
             k += 1
@@ -118,7 +209,7 @@ def forward(stmts: list, buffers: dict) -> list:
                     rewritten.pop(j, None)             # a partial write keeps the copy's other tiles
                 break
         else:
-            unread = True                              # the block ends: nothing after reads it
+            unread = dead_at_end                       # the block ends: nothing after reads it
         for j, new in rewritten.items():
             stmts[j] = new
         if unread:
@@ -132,14 +223,46 @@ def forward(stmts: list, buffers: dict) -> list:
 def forward_copies(func, mod, ctx):
     buffers = attrs.BUFFERS.get(func)
 
-    def block_loop(stmt):
-        if isinstance(stmt, tirx.For):
-            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, seq(forward(stmts_of(stmt.body), buffers)))
-        return stmt
+    def inner_loops(stmts: list) -> list:
+        """Each loop's body forwarded, inner loops first."""
+        return [_with_body(st, seq(forward(inner_loops(stmts_of(st.body)), buffers, dead_at_end=False)))
+                if isinstance(st, tirx.For) else st for st in stmts]
 
     stmts = stmts_of(func.body)
     first = next((k for k, s in enumerate(stmts) if isinstance(s, tirx.For)), None)
     if first is None:
         return func
-    stmts[first] = block_loop(stmts[first])
-    return func.with_body(seq(stmts))
+    stmts[first] = _with_body(stmts[first], seq(forward(inner_loops(stmts_of(stmts[first].body)), buffers)))
+    return drop_unread(func.with_body(seq(stmts)), buffers)
+
+
+PURE_WRITES = ("copy", "cast", "zero", "fill")
+
+
+def drop_unread(func, buffers: dict):
+    """Copies, casts, zeros and fills of a compute tile nothing in the kernel reads are dropped (a copy forwarded
+    in a key loop, whose readers all read its source now), until none is left."""
+    while True:
+        dead = set()
+
+        def writes(stmt):
+            if isinstance(stmt, tirx.TilePrimitiveCall) and op_name(stmt) in PURE_WRITES and not stmt.config:
+                dst = region_of(stmt.args[0])
+                if dst is not None and buffers.get(dst.name, {}).get("role") == "compute":
+                    dead.add(dst.name)
+
+        tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, writes)], order="pre")
+        dead = {name for name in dead if not _reads(func.body, name)}
+        if not dead:
+            return func
+
+        def keep(stmt) -> bool:
+            dst = region_of(stmt.args[0]) if isinstance(stmt, tirx.TilePrimitiveCall) and \
+                op_name(stmt) in PURE_WRITES and not stmt.config else None
+            return dst is None or dst.name not in dead
+
+        def prune(stmt, mutator):
+            return seq([mutator.mutate(s) for s in stmts_of(stmt) if keep(s)])
+
+        func = func.with_body(tvm_ffi.structural_mutate(func.body, [(tirx.SeqStmt, prune)]))
+

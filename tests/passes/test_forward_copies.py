@@ -193,3 +193,97 @@ def test_only_exact_conversions_are_forwarded(src_dtype, x_dtype):
     func = with_attrs(before, {attrs.BUFFERS: buffers(src_dtype, x=x_dtype, m=x_dtype)})
     forwarded = ("copy", "x", ("A_s",)) not in tile_ops(run(forward_copies, func)["main"])
     assert forwarded == (x_dtype == "float32")   # float16 -> float32 is exact, float32 -> bfloat16 rounds
+
+
+KEY_LOOP = {"q_s": {"role": "staging", "scope": "shared", "shape": [32, 128], "dtype": "bfloat16"},
+            "mask_s": {"role": "staging", "scope": "shared", "shape": [32, 128], "dtype": "bfloat16"},
+            "C": {"role": "output", "scope": "global", "shape": [64, 128], "dtype": "float32"},
+            "s": {"role": "compute", "scope": "local", "shape": [32, 128], "dtype": "float32"},
+            "t": {"role": "compute", "scope": "local", "shape": [32, 128], "dtype": "float32"}}
+
+
+def test_in_a_key_loop_the_mask_copy_is_forwarded_and_the_zero_mask_add_dropped():
+    """Causal attention's `s = T.if_then_else(row >= col, s, -inf)` after TTLowerIndexMasks: below the diagonal the
+    mask tile t is zeroed and added to s, on it t is the staged mask tile. The add of zeros goes (s unchanged), the
+    add on the diagonal reads the staged tile, and t, read by nothing left, is neither zeroed nor copied."""
+    @T.prim_func
+    def before(block_count: T.int32, steps: T.int32):
+        q_s = T.alloc_shared((32, 128), "bfloat16")
+        mask_s = T.alloc_shared((32, 128), "bfloat16")
+        s = T.alloc_local((32, 128), "float32")
+        t = T.alloc_local((32, 128), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "q_s", "Q", bx, 0)
+            for step in range(steps):
+                T.tile.exp(s[0:32, 0:128], q_s[0:32, 0:128])
+                T.tile.zero(t[0:32, 0:128])
+                T.tile.add(s[0:32, 0:128], s[0:32, 0:128], t[0:32, 0:128])
+            for step in range(steps, steps + 1):
+                T.tt.compute_receive(1, "mask_s", "M", bx, 0)
+                T.tile.exp(s[0:32, 0:128], q_s[0:32, 0:128])
+                T.tile.copy(t[0:32, 0:128], mask_s[0:32, 0:128])
+                T.tile.add(s[0:32, 0:128], s[0:32, 0:128], t[0:32, 0:128])
+            T.tt.compute_send(16, "s", 0, 0, 1, 4, "C", bx, 0)
+
+    @T.prim_func
+    def expected(block_count: T.int32, steps: T.int32):
+        q_s = T.alloc_shared((32, 128), "bfloat16")
+        mask_s = T.alloc_shared((32, 128), "bfloat16")
+        s = T.alloc_local((32, 128), "float32")
+        t = T.alloc_local((32, 128), "float32")   # noqa: F841 -- the pass leaves the allocation
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "q_s", "Q", bx, 0)
+            for step in range(steps):
+                T.tile.exp(s[0:32, 0:128], q_s[0:32, 0:128])
+            for step in range(steps, steps + 1):
+                T.tt.compute_receive(1, "mask_s", "M", bx, 0)
+                T.tile.exp(s[0:32, 0:128], q_s[0:32, 0:128])
+                T.tile.add(s[0:32, 0:128], s[0:32, 0:128], mask_s[0:32, 0:128])
+            T.tt.compute_send(16, "s", 0, 0, 1, 4, "C", bx, 0)
+
+    before, expected = (with_attrs(f, {attrs.BUFFERS: KEY_LOOP}) for f in (before, expected))
+    assert_ir_equal(run(forward_copies, before)["main"], expected)
+
+
+def test_in_a_key_loop_a_copy_the_next_step_reads_is_kept():
+    """t = mask at the end of a step, read by the step after it (before the copy): the add after the copy reads
+    the staged tile, but the copy stays; so does a zero another op reads (a product, not an in-place add)."""
+    @T.prim_func
+    def before(block_count: T.int32, steps: T.int32):
+        q_s = T.alloc_shared((32, 128), "bfloat16")
+        mask_s = T.alloc_shared((32, 128), "bfloat16")
+        s = T.alloc_local((32, 128), "float32")
+        t = T.alloc_local((32, 128), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "q_s", "Q", bx, 0)
+            for step in range(steps):
+                T.tile.mul(s[0:32, 0:128], s[0:32, 0:128], t[0:32, 0:128])
+                T.tt.compute_receive(1, "mask_s", "M", bx, 0)
+                T.tile.copy(t[0:32, 0:128], mask_s[0:32, 0:128])
+                T.tile.add(s[0:32, 0:128], s[0:32, 0:128], t[0:32, 0:128])
+            for step in range(steps):
+                T.tile.zero(t[0:32, 0:128])
+                T.tile.add(s[0:32, 0:128], s[0:32, 0:128], t[0:32, 0:128])
+                T.tile.mul(s[0:32, 0:128], s[0:32, 0:128], t[0:32, 0:128])
+            T.tt.compute_send(16, "s", 0, 0, 1, 4, "C", bx, 0)
+
+    @T.prim_func
+    def expected(block_count: T.int32, steps: T.int32):
+        q_s = T.alloc_shared((32, 128), "bfloat16")
+        mask_s = T.alloc_shared((32, 128), "bfloat16")
+        s = T.alloc_local((32, 128), "float32")
+        t = T.alloc_local((32, 128), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "q_s", "Q", bx, 0)
+            for step in range(steps):
+                T.tile.mul(s[0:32, 0:128], s[0:32, 0:128], t[0:32, 0:128])
+                T.tt.compute_receive(1, "mask_s", "M", bx, 0)
+                T.tile.copy(t[0:32, 0:128], mask_s[0:32, 0:128])
+                T.tile.add(s[0:32, 0:128], s[0:32, 0:128], mask_s[0:32, 0:128])
+            for step in range(steps):
+                T.tile.zero(t[0:32, 0:128])
+                T.tile.mul(s[0:32, 0:128], s[0:32, 0:128], t[0:32, 0:128])
+            T.tt.compute_send(16, "s", 0, 0, 1, 4, "C", bx, 0)
+
+    before, expected = (with_attrs(f, {attrs.BUFFERS: KEY_LOOP}) for f in (before, expected))
+    assert_ir_equal(run(forward_copies, before)["main"], expected)
