@@ -19,8 +19,10 @@ from tests.service.conftest import Proc, Service, base_env, kernel, private_redi
 from tests.service.test_reconcile import repairs, unique
 from tests.service.test_resilience import until
 
-LIMITS = {"TILEFARM_COMPILE_TIME_LIMIT_S": "20", "TILEFARM_EMULATE_TIME_LIMIT_S": "1", "TILEFARM_HARD_LIMIT_GRACE_S": "1"}
-HARD_LIMIT_S = 22  # a task's hard limit: compile + emulate + grace
+# a short hard limit, so that a warm-up outlasting it is a short wait; the compile limit still leaves a gemm's
+# compile (well under a second of CPU) ample room on a loaded machine
+LIMITS = {"TILEFARM_COMPILE_TIME_LIMIT_S": "6", "TILEFARM_EMULATE_TIME_LIMIT_S": "1", "TILEFARM_HARD_LIMIT_GRACE_S": "1"}
+HARD_LIMIT_S = 8  # a task's hard limit: compile + emulate + grace
 
 
 def descendants(pid: int) -> list[int]:
