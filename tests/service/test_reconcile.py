@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from farm.store import RedisJobStore
-from tests.service.conftest import Gate, Service, base_env, kernel, private_redis  # noqa: F401  (fixtures)
+from tests.service.conftest import Gate, Service, base_env, kernel
 from tests.service.test_resilience import own_redis, until  # noqa: F401  (a fixture: redis-server with AOF)
 
 COMPILE_LIMIT_S = 60
@@ -54,31 +54,26 @@ def repairs(service: Service) -> dict[str, float]:
     return found
 
 
-@pytest.fixture
-def stack(private_redis, tmp_path):
-    service = redis_stack(private_redis, tmp_path)
-    yield service
-    service.stop()
-    redis.Redis.from_url(private_redis).flushdb()
-
-
 @pytest.fixture(scope="module")
 def held_stack(own_redis, tmp_path_factory):
-    """One API and one short-lease worker on the module's own Redis for the outage drills, its stages held while its
-    gate is closed: each drill closes it, lets its one job go on, and leaves the worker serving (the next drill's job
-    runs on it), so a worker warm-up is paid once, not once per drill. Its worker takes from database 0's `compile`
-    list, which cannot be prefixed: no other stack may run on that database beside it (the module's one other drill
-    on own_redis runs before the first that uses this one). Its drills come last, so it stops (its heartbeats and
-    reconcile rounds every 0.5 s) when the last of them ends."""
+    """One API and, once the first drill started it, one short-lease worker on the module's own Redis for the drills
+    that take tokens or Redis away, its stages held while its gate is closed: each drill leaves the worker serving (the
+    next drill's jobs run on it), so an API start and a worker warm-up are paid once, not once per drill. Its worker
+    takes from database 0's `compile` list, which cannot be prefixed: no other stack runs on that database beside it.
+    Its drills come last, so it stops (its heartbeats and reconcile rounds every 0.5 s) when the last of them ends."""
     workdir = tmp_path_factory.mktemp("reconcile-held")
     service = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", workdir, **SHORT_LEASE)
     service.gate = Gate(workdir / "hold")
     try:
-        service.start_worker(**service.gate.env)
         yield service
     finally:
         service.gate.open()
         service.stop()
+
+
+def serving(stack: Service):
+    """The held stack's worker: the one an earlier drill started, or a new one (with the gate)."""
+    return stack.worker or stack.start_worker(**stack.gate.env)
 
 
 def said_since(worker, mark: int, *phrases: str) -> bool:
@@ -86,49 +81,6 @@ def said_since(worker, mark: int, *phrases: str) -> bool:
     not what an earlier one on the same worker did)."""
     text = worker.log.read_text(errors="replace")[mark:]
     return any(phrase in text for phrase in phrases)
-
-
-def test_waiting_jobs_whose_tokens_were_lost_all_run_once(stack):
-    """Three jobs wait (no worker yet); one is taken out of its team's queue by a worker that dies before claiming
-    it, and every token in the broker is lost (what a task killed before it took a job, or a dead worker's deleted
-    messages, leave behind). A worker that starts then runs all three, each once."""
-    jobs = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(3)]
-    taken = job_store(stack).fair_pop("compile", token=f"dead-worker-{uuid.uuid4().hex}")
-    assert taken == jobs[0]
-    assert redis.Redis.from_url(stack.env["TILEFARM_BROKER_URL"]).delete("compile") == 1  # the tokens, gone
-    stack.start_worker()
-    for job_id in jobs:
-        final = stack.wait(job_id, timeout=BOUND_S)
-        assert final["status"] == "succeeded" and final["attempts"] == 1, final
-    assert "listed again in compile" in stack.client.get(f"/v1/jobs/{taken}/logs").text
-    found = repairs(stack)
-    assert found["relisted"] == 1 and found["token"] >= 2 and found["lost_worker"] == 0, found
-
-
-def test_a_worker_survives_taking_tokens_while_redis_is_out_of_memory(own_redis, tmp_path):
-    """Tokens wait while Redis reaches its maxmemory; the worker takes one (Redis hands it over, but the worker cannot
-    note it as unacknowledged: OOM). The worker goes on (it reconnects instead of dying), and once memory is freed
-    every job ends."""
-    stack = redis_stack(f"redis://127.0.0.1:{own_redis.port}/0", tmp_path)
-    server = redis.Redis(port=own_redis.port)
-    try:
-        worker = stack.start_worker()
-        os.kill(worker.process.pid, signal.SIGSTOP)  # the worker's main process: it takes no token meanwhile
-        try:
-            jobs = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(2)]
-            server.config_set("maxmemory", 1)  # below what it holds: every write refused (noeviction)
-        finally:
-            os.kill(worker.process.pid, signal.SIGCONT)
-        until(lambda: "maxmemory" in worker.log.read_text(errors="replace"), 60, worker.tail())  # it took one
-        server.config_set("maxmemory", 0)
-        for job_id in jobs:
-            final = stack.wait(job_id, timeout=BOUND_S)
-            assert final["status"] == "succeeded" and final["attempts"] == 1, final
-        assert worker.process.poll() is None, worker.tail()
-        assert "Unrecoverable error" not in worker.log.read_text(errors="replace")
-    finally:
-        server.config_set("maxmemory", 0)
-        stack.stop()
 
 
 def test_embedded_jobs_whose_tokens_were_lost_all_run_once(tmp_path):
@@ -153,6 +105,52 @@ def test_embedded_jobs_whose_tokens_were_lost_all_run_once(tmp_path):
         service.stop()
 
 
+def test_waiting_jobs_whose_tokens_were_lost_all_run_once(held_stack):
+    """Three jobs wait (no worker yet); one is taken out of its team's queue by a worker that dies before claiming
+    it, and every token in the broker is lost (what a task killed before it took a job, or a dead worker's deleted
+    messages, leave behind). A worker that starts then runs all three, each once. (The first drill on the held stack:
+    no worker has started yet, and the reconcile counters are this drill's.)"""
+    stack = held_stack
+    assert stack.worker is None
+    jobs = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(3)]
+    taken = job_store(stack).fair_pop("compile", token=f"dead-worker-{uuid.uuid4().hex}")
+    assert taken == jobs[0]
+    assert redis.Redis.from_url(stack.env["TILEFARM_BROKER_URL"]).delete("compile") == 1  # the tokens, gone
+    serving(stack)
+    for job_id in jobs:
+        final = stack.wait(job_id, timeout=BOUND_S)
+        assert final["status"] == "succeeded" and final["attempts"] == 1, final
+    assert "listed again in compile" in stack.client.get(f"/v1/jobs/{taken}/logs").text
+    found = repairs(stack)
+    assert found["relisted"] == 1 and found["token"] >= 2 and found["lost_worker"] == 0, found
+
+
+def test_a_worker_survives_taking_tokens_while_redis_is_out_of_memory(own_redis, held_stack):
+    """Tokens wait while Redis reaches its maxmemory; the worker takes one (Redis hands it over, but the worker cannot
+    note it as unacknowledged: OOM). The worker goes on (it reconnects instead of dying), and once memory is freed
+    every job ends. (On the held stack's worker, its gate open: the drill before ran jobs on it, none is left.)"""
+    stack = held_stack
+    server = redis.Redis(port=own_redis.port)
+    try:
+        worker = serving(stack)
+        mark = len(worker.log.read_text(errors="replace"))
+        os.kill(worker.process.pid, signal.SIGSTOP)  # the worker's main process: it takes no token meanwhile
+        try:
+            jobs = [stack.submit(unique(kernel("gemm.py")))["id"] for _ in range(2)]
+            server.config_set("maxmemory", 1)  # below what it holds: every write refused (noeviction)
+        finally:
+            os.kill(worker.process.pid, signal.SIGCONT)
+        until(lambda: said_since(worker, mark, "maxmemory"), 60, worker.tail())  # it took one
+        server.config_set("maxmemory", 0)
+        for job_id in jobs:
+            final = stack.wait(job_id, timeout=BOUND_S)
+            assert final["status"] == "succeeded" and final["attempts"] == 1, final
+        assert worker.process.poll() is None, worker.tail()
+        assert "Unrecoverable error" not in worker.log.read_text(errors="replace")  # in this drill or the one before
+    finally:
+        server.config_set("maxmemory", 0)
+
+
 def test_a_live_workers_job_outlives_a_redis_outage_longer_than_its_lease(own_redis, held_stack):
     """Redis is SIGKILLed while a job runs and stays down past the job's lease; its worker renews the lease once
     Redis is back. The job is not called lost: it ends succeeded on its first attempt.
@@ -161,6 +159,7 @@ def test_a_live_workers_job_outlives_a_redis_outage_longer_than_its_lease(own_re
     look at the restarted Redis, as a renewal that is slow to reconnect does; it is let go on as soon as a reconcile
     round has run against the restarted Redis (or, as before, the job was taken from it)."""
     stack, gate = held_stack, held_stack.gate
+    serving(stack)
     gate.close()
     try:
         job_id = stack.submit(unique(kernel("gemm.py")))["id"]
@@ -193,7 +192,7 @@ def test_a_stage_that_runs_through_a_redis_outage_is_kept_not_run_again(own_redi
     """Redis is SIGKILLed while a job is held at the start of its compile stage; let go, the stage runs into the
     outage (it cannot count, log or record anything) and Redis stays down past the job's lease. Once Redis is back
     the worker writes what the stage did: the job succeeds on its first attempt (not failed, not run again)."""
-    stack, gate, worker = held_stack, held_stack.gate, held_stack.worker
+    stack, gate, worker = held_stack, held_stack.gate, serving(held_stack)
     gate.close()
     try:
         job_id = stack.submit(unique(kernel("gemm.py")))["id"]
@@ -218,7 +217,7 @@ def test_a_stage_that_runs_while_redis_is_out_of_memory_is_kept_not_run_again(ow
     """Redis reaches its maxmemory (every write refused with OOM, reads still answered) while a job is held at the
     start of its compile stage; let go, the stage's writes are refused, and so are its lease's renewals, for longer
     than the lease. Once memory is freed the job succeeds on its first attempt (not failed, not run again)."""
-    stack, gate, worker = held_stack, held_stack.gate, held_stack.worker
+    stack, gate, worker = held_stack, held_stack.gate, serving(held_stack)
     server = redis.Redis(port=own_redis.port)
     gate.close()
     try:
