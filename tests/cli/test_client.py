@@ -1,6 +1,7 @@
 """The `tilefarm` client commands against a real `tilefarm serve` (embedded mode) started as a subprocess."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -10,7 +11,9 @@ import select
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -25,12 +28,32 @@ def service(embedded):
     return embedded  # the test process's shared `tilefarm serve` (tests/conftest.py), its gate open
 
 
-def tilefarm(*args: str, server: str | None = None, cwd: Path | None = None, timeout: float = 120, **env: str):
-    environment = base_env(**env)
+class Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def tilefarm(*args: str, server: str | None = None, **env: str) -> Ran:
+    """`tilefarm ARGS` run in this process (typer's CliRunner), from the checkout and with the environment a new
+    process would have had (no TILEFARM_* of the test run's own; `server` as TILEFARM_SERVER): its exit code, stdout
+    and stderr, without a new process importing the CLI for each of the ~40 commands of the module (and
+    test_cli_output's). A command that raises ends with exit code 1 and its traceback on stderr, as a process would;
+    test_tty_progress_is_a_live_display runs `python -m tilefarm` itself, on a terminal."""
+    from typer.testing import CliRunner
+
+    from tilefarm.cli import app
+
+    environment: dict[str, str | None] = {name: None for name in os.environ if name.startswith("TILEFARM_")}
     if server:
         environment["TILEFARM_SERVER"] = server
-    return subprocess.run([sys.executable, "-m", "tilefarm", *args], env=environment, cwd=cwd or REPO,
-                          capture_output=True, text=True, timeout=timeout)
+    environment.update(env)
+    with contextlib.chdir(REPO):
+        result = CliRunner().invoke(app, list(args), env=environment, prog_name="tilefarm")
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return Ran(result.exit_code, result.stdout, stderr)
 
 
 def write_kernel(directory: Path, name: str = "gemm.py") -> Path:
