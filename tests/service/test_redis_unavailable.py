@@ -52,7 +52,7 @@ def stack(tmp_path_factory):
     own.start()
     url = f"redis://127.0.0.1:{own.port}/0"
     env = base_env(TILEFARM_BROKER_URL=url, TILEFARM_DATA_DIR=str(workdir / "data"),
-                   TILEFARM_KEY_PREFIX=f"t-{uuid.uuid4().hex[:6]}:", TILEFARM_REDIS_TIMEOUT_S="2")
+                   TILEFARM_KEY_PREFIX=f"t-{uuid.uuid4().hex[:6]}:", TILEFARM_REDIS_TIMEOUT_S="1")
     service = Service(env, workdir)
     service.start_api()
     service.start_worker()
