@@ -54,7 +54,10 @@ def _broker_messages(path: Path) -> int:
 
 @pytest.fixture(scope="module")
 def gated_embedded(tmp_path_factory):
-    """Stages a test can hold at their start (conftest.Gate), so a job can be caught running."""
+    """Stages a test can hold at their start (conftest.Gate), so a job can be caught running. One `tilefarm serve`
+    for the module's drills that kill parts of it: the first looks at it before any job was sent, the last but one
+    kills it whole and starts it again on the same data, the last stops that one with SIGTERM (each start is a
+    worker warm-up: seconds of CPU)."""
     workdir = tmp_path_factory.mktemp("embedded-gated")
     gate = Gate(workdir / "hold")
     service = Service(base_env(TILEFARM_DATA_DIR=str(workdir / "data"), **gate.env), workdir)
@@ -72,6 +75,25 @@ def _held_running(service, job_id: str) -> dict:
         assert running["status"] == "queued" and time.time() < deadline, running
         time.sleep(0.02)
     return running
+
+
+def test_the_zygote_starts_with_the_worker(gated_embedded):
+    """The sandbox zygote's start (tvm import, warm-up compiles: seconds) happens beside the pool process's start-up,
+    so the first job does not wait for it: the zygote runs and /readyz says the worker is warm before any job was
+    sent, and the first job is served by that same zygote (no second start). (The first drill on the module's
+    gated service: no job was sent to it before.)"""
+    service = gated_embedded
+    api = service.procs[0].process
+    deadline = time.time() + 120
+    while (ready := service.client.get("/readyz")).status_code != 200:
+        assert ready.status_code == 503 and api.poll() is None and time.time() < deadline, ready.text
+        time.sleep(0.05)
+    assert ready.json()["checks"]["workers"] == "1 warm"
+    before = _zygotes(api.pid)
+    assert len(before) == 1, "no zygote started before any job was submitted"
+    job = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"])
+    check_succeeded(job)
+    assert _zygotes(api.pid) == before  # the job went to the zygote started with the worker
 
 
 def test_embedded_sigkilled_pool_process_job_is_redelivered_once(gated_embedded):
@@ -129,47 +151,6 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_the_zygote_starts_with_the_worker_and_sigterm_stops_serve_and_its_worker_in_order(tmp_path):
-    """The sandbox zygote's start (tvm import, warm-up compiles: seconds) happens beside the pool process's start-up,
-    so the first job does not wait for it: the zygote runs and /readyz says the worker is warm before any job was
-    sent, and the first job is served by that same zygote (no second start).
-
-    Then `kill -- -PGID` (docker stop, systemd, the tests' own teardown): the API stops its worker before it exits;
-    no worker process is left behind (one hung in its pool's shutdown, as when the signal reached every process).
-    (One fresh service for both: the second half needs a service that ran a job, which the first half leaves.)"""
-    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data")), tmp_path)
-    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
-    api = service.procs[0].process
-    worker_processes: list[int] = []
-    try:
-        deadline = time.time() + 120
-        while (ready := service.client.get("/readyz")).status_code != 200:
-            assert ready.status_code == 503 and api.poll() is None and time.time() < deadline, ready.text
-            time.sleep(0.05)
-        assert ready.json()["checks"]["workers"] == "1 warm"
-        before = _zygotes(api.pid)
-        assert len(before) == 1, "no zygote started before any job was submitted"
-        job = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"])
-        check_succeeded(job)
-        assert _zygotes(api.pid) == before  # the job went to the zygote started with the worker
-
-        worker_processes = _descendants(api.pid)  # the Celery worker, its pool process, the pool's sandbox zygote
-        assert len(worker_processes) >= 2
-        os.killpg(api.pid, signal.SIGTERM)
-        assert api.wait(60) == 128 + signal.SIGTERM
-        said = service.procs[0].log.read_text(errors="replace")
-        assert "embedded worker stopped in order (exit status 0)" in said, said[-2000:]  # not killed by LocalWorker.stop
-        deadline = time.time() + 10
-        while left := [pid for pid in worker_processes if _running(pid)]:
-            assert time.time() < deadline, f"left running: {left}"
-            time.sleep(0.1)
-    finally:
-        service.stop()
-        for pid in worker_processes:  # whatever a failure left behind
-            if _running(pid):
-                os.kill(pid, signal.SIGKILL)
-
-
 def test_embedded_sigkilled_worker_main_process_is_replaced_and_its_job_completes(gated_embedded):
     """The whole local worker dies (its main process SIGKILLed, the pool orphaned): the API's supervisor kills
     what is left of it, hands its unacknowledged message back to the queue and starts a new worker, which runs
@@ -217,22 +198,21 @@ def test_a_killed_sandbox_ends_its_job_and_the_jobs_after_it_run(gated_embedded)
     assert not killed & _zygotes(api.pid)
 
 
-def test_serve_started_again_after_it_died_runs_what_it_left(tmp_path):
+def test_serve_started_again_after_it_died_runs_what_it_left(gated_embedded):
     """`tilefarm serve` and its worker SIGKILLed together (nothing stopped in order) while a job runs and another
     waits; serve started again on the same data runs both to the end, each once more at most: the running one
     again (attempt 2), the waiting one once. Its start-up sends nothing (service/embedded.py recover): the worker's
-    reconciler takes the jobs up, through their team's queue."""
-    gate = Gate(tmp_path / "hold", closed=True)
-    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data"), TILEFARM_HEARTBEAT_S="0.5", **gate.env),
-                      tmp_path)
+    reconciler takes the jobs up, through their team's queue. (On the module's gated service, every job of the
+    drills before it ended: the two are all the dead run leaves.)"""
+    service, gate = gated_embedded, gated_embedded.gate
     serve = [sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)]
-    service.start_api(serve)
+    gate.close()
     try:
         lost = service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"]
         pool_pid = _held_running(service, lost)["worker"]["pid"]
         waiting = service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"]
         worker_pid = int(Path(f"/proc/{pool_pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        api = service.procs[0].process
+        api = service.procs[-1].process
         os.kill(api.pid, signal.SIGKILL)
         os.killpg(worker_pid, signal.SIGKILL)  # the worker runs in a session of its own: main process, pool, zygote
         api.wait(30)
@@ -241,8 +221,11 @@ def test_serve_started_again_after_it_died_runs_what_it_left(tmp_path):
             assert time.time() < deadline, "the dead run's worker is still there"
             time.sleep(0.05)
         gate.open()
+        mark = len(service.procs[-1].log.read_text(errors="replace"))  # the runs share one log file
+        # started again with reconcile rounds every 0.5 s: its reconciler takes the two jobs up within a second
+        service.env = {**service.env, "TILEFARM_HEARTBEAT_S": "0.5"}
         service.start_api(serve)
-        said = service.procs[-1].log.read_text(errors="replace")
+        said = service.procs[-1].log.read_text(errors="replace")[mark:]
         assert "2 job(s) left unfinished by the last run" in said, said[-2000:]
         again = service.wait(lost, timeout=120)
         check_succeeded(again)
@@ -252,4 +235,28 @@ def test_serve_started_again_after_it_died_runs_what_it_left(tmp_path):
         assert after["attempts"] == 1
     finally:
         gate.open()
-        service.stop()
+
+
+def test_sigterm_stops_serve_and_its_worker_in_order(gated_embedded):
+    """`kill -- -PGID` (docker stop, systemd, the tests' own teardown) on a service that ran jobs (the module's gated
+    one, as the drill before started it again): the API stops its worker before it exits; no worker process is left
+    behind (one hung in its pool's shutdown, as when the signal reached every process)."""
+    service = gated_embedded
+    api = service.procs[-1].process
+    assert api.poll() is None, service.procs[-1].tail()
+    worker_processes = _descendants(api.pid)  # the Celery worker, its pool process, the pool's sandbox zygote
+    try:
+        assert len(worker_processes) >= 2
+        mark = len(service.procs[-1].log.read_text(errors="replace"))
+        os.killpg(api.pid, signal.SIGTERM)
+        assert api.wait(60) == 128 + signal.SIGTERM
+        said = service.procs[-1].log.read_text(errors="replace")[mark:]
+        assert "embedded worker stopped in order (exit status 0)" in said, said[-2000:]  # not killed by LocalWorker.stop
+        deadline = time.time() + 10
+        while left := [pid for pid in worker_processes if _running(pid)]:
+            assert time.time() < deadline, f"left running: {left}"
+            time.sleep(0.1)
+    finally:
+        for pid in worker_processes:  # whatever a failure left behind
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
