@@ -357,3 +357,37 @@ def test_the_causal_mask_is_written_into_the_scores_it_initializes(arch):
     read = {cb for pair in unpacked for cb in pair if cb} | {"cb_O"}
     scratch = {cb for cb in packed - read if cb.startswith("cb_tl_tmp")}
     assert not scratch, f"scratch tiles packed but never read: {sorted(scratch)}"
+
+
+MASK_INTO_PARTS = src('''
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 64), "float32")
+            s = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a)
+            for i, j in T.Parallel(64, 64):
+                s[i, j] = a[i, j]
+            for i, j in T.Parallel(32, 64):
+                s[i + 32, j] = T.if_then_else(i >= j, 1.0, -2.0)
+            for i, j in T.Parallel(32, 32):
+                s[i, j + 32] = T.if_then_else(i + j >= 40, 3.0, 5.0)
+            for i, j in T.Parallel(64, 64):
+                s[i, j] = s[i, j] + a[i, j]
+            T.copy(s, B)
+''')
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_mask_stored_into_part_of_a_tile_keeps_the_rest(arch):
+    """Masks into the lower half and the top-right quarter of s (their scratch tiles copied into those parts): the
+    rest of s keeps its values."""
+    _, outcome = run_kernel(MASK_INTO_PARTS, target=TargetConfig(arch=arch))
+    a = outcome.inputs["A"].astype(np.float64)
+    expected = a.copy()
+    i, j = np.meshgrid(np.arange(32), np.arange(64), indexing="ij")
+    expected[32:, :] = np.where(i >= j, 1.0, -2.0)
+    i, j = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
+    expected[:32, 32:] = np.where(i + j >= 40, 3.0, 5.0)
+    np.testing.assert_allclose(outcome.outputs["B"].astype(np.float64), expected + a, rtol=1e-6, atol=1e-6)
+    assert outcome.passed, outcome.verification.render()

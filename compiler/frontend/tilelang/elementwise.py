@@ -1012,8 +1012,10 @@ class StoreLowering:
             else:
                 self.emit("fill", dst, float_text(value))
             return
-        if isinstance(e, Mask) and dst.buffer.dtype == "float32" and self.shape_of(e) == self.region_shape(dst):
-            self.mask(e, into=dst)    # `s[i, j] = T.if_then_else(i >= j, 0, -inf)`: the mask is written into s
+        if isinstance(e, Mask) and dst.buffer.dtype == "float32" and not dst.buffer.vector and \
+                self.shape_of(e) == tuple(dst.buffer.shape) and tuple(dst.extents or ()) == tuple(dst.buffer.shape) \
+                and all(render_int(start) == "0" for start in dst.starts):
+            self.mask(e, into=dst)    # `s[i, j] = T.if_then_else(i >= j, 0, -inf)`: the mask is written into s whole
             return
         if self.is_leaf(e):
             if not (isinstance(e, Load) and self.same(e, dst)):
