@@ -20,6 +20,7 @@ import pytest
 
 from compiler.toolchain import cache
 from compiler.toolchain.emulate import runtime_root
+from compiler.toolchain.sdk_headers import headers_dir
 from tests.security.forging import compile_forgery, forging_kernel, genuine_compile
 from tests.service.conftest import Proc, Service, base_env, private_db, redis_url  # noqa: F401  (a fixture)
 
@@ -73,7 +74,9 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
     root_only.chmod(0o600)
     shared_cache = workdir / "hardware-kernel-cache"  # the hardware worker's own kernel cache (TTEMU_CACHE_DIR)
     (shared_cache / "kernels").mkdir(parents=True)
-    caches = workdir / "hardware-cache"  # the hardware worker's build caches (the emulator runtime: the machine's)
+    # the hardware worker's build caches (the emulator runtime and the TT-Metalium headers, which no job writes and the
+    # test does not look at: the machine's, not fetched and extracted again, 18 MB, for each run)
+    caches = workdir / "hardware-cache"
     (caches / "device-programs").mkdir(parents=True)
     env = base_env(TILEFARM_BROKER_URL=private_db(redis_url), TILEFARM_DATA_DIR=str(workdir / "data"),
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
@@ -84,7 +87,8 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
     hardware = Proc([sys.executable, "-m", "celery", "-A", "farm.celery_app", "worker", "-Q", f"hardware.{ARCH}",
                      "-c", "1", "--pool", "prefork", "--loglevel", "INFO", "-n", f"hw-{uuid.uuid4().hex[:6]}@%h"],
                     {**env, "TILEFARM_DEVICES_CONFIG": str(config), "TTEMU_CACHE_DIR": str(shared_cache),
-                     "TILEFARM_CACHE_DIR": str(caches), "TTEMU_RUNTIME_DIR": str(runtime_root())},
+                     "TILEFARM_CACHE_DIR": str(caches), "TTEMU_RUNTIME_DIR": str(runtime_root()),
+                     "TILEFARM_SDK_HEADERS_DIR": str(headers_dir())},
                     workdir / "hardware.log")
     service.procs.append(hardware)
     deadline = time.time() + 60
