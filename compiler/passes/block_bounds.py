@@ -66,6 +66,42 @@ def evaluate(expr, env: list):
     return fn(evaluate(expr.a, env), evaluate(expr.b, env))
 
 
+def grid_terms(expr, is_grid) -> list:
+    """The largest subexpressions of an index expression that depend on grid indices alone (on at least one), each
+    one `evaluate` can compute: `bz * 64 + by // 4 * 32 + step * 8 + tr` -> [bz * 64 + by // 4 * 32]. Two blocks on
+    which every one of them has the same value see the same expression in the other variables (GQA: query heads
+    4j..4j+3 read KV head j). Below a node evaluate does not know, the grid variables themselves."""
+    found = _vars(expr)
+    if not any(is_grid(v) for v in found):
+        return []
+    if all(is_grid(v) for v in found) and _evaluable(expr):
+        return [expr]
+    children = _children(expr)
+    if children is None:
+        return [v for v in found if is_grid(v)]
+    return [t for c in children for t in grid_terms(c, is_grid)]
+
+
+def _children(expr) -> list | None:
+    """The operands of an index expression node `evaluate` knows; None for any other node."""
+    if isinstance(expr, (tirx.Var, tirx.IntImm)):
+        return []
+    if isinstance(expr, tirx.Cast):
+        return [expr.value]
+    if isinstance(expr, tirx.Not):
+        return [expr.a]
+    if isinstance(expr, tirx.Select):
+        return [expr.condition, expr.true_value, expr.false_value]
+    if type(expr) in _BINARY:
+        return [expr.a, expr.b]
+    return None
+
+
+def _evaluable(expr) -> bool:
+    children = _children(expr)
+    return children is not None and all(_evaluable(c) for c in children)
+
+
 def position_form(value, axes: list):
     """The mask's value as a function of element positions: axes = [(element loop var, block var, block)], each
     element index i replaced by p - v * block for a fresh position var p. Returns (expr, [position vars]) or None

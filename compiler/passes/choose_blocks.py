@@ -46,11 +46,12 @@ from ..layout import UNIT, view_of
 from ..cost_model import matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
-from .block_bounds import TripCount, extra_keys_masked, position_form, retiled_value, substitute, unmasked_steps
+from .block_bounds import (TripCount, extra_keys_masked, grid_terms, position_form, retiled_value, substitute,
+                           unmasked_steps)
 from .lower_index_masks import _constant, region as mask_region, table_dtype
 from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
 from .partition_work import blocks_of, partition
-from .share_reads import decode, groups_of
+from .share_reads import block_values, groups_of
 from .tensorize.emit import dst_group
 from .. import attrs, registry
 
@@ -106,7 +107,7 @@ class Analysis:
         self.grid_extents: list = []
         self.reads_by_var: dict = {}
         self.reads: list = []                # (global buffer, vars its region depends on)
-        self.staged_from: dict = {}          # L1 buffer read from DRAM -> vars the regions read into it depend on
+        self.staged_terms: dict = {}         # L1 buffer read from DRAM -> its regions' starts' grid-only parts
         self.gemms: list = []                # (destination, A, B) buffer names of every gemm
         self.calls: list = []                # every tile op, in program order
         self.masks: list = []                # (element loop nest, its store, the serial loops around it)
@@ -250,7 +251,11 @@ class Analysis:
                     self.uses.append((v, "batch", None))
         if src.scope == "global":
             self.reads.append((g.name, depends))
-            self.staged_from.setdefault(l.name, set()).update(depends)
+            self.staged_terms.setdefault(l.name, []).extend(
+                t for start in g.starts for t in grid_terms(start, self.is_grid_var))
+
+    def is_grid_var(self, v) -> bool:
+        return any(v.same_as(g) for g in self.grid_vars)
 
     # -- classes
     def classes(self) -> dict:
@@ -629,7 +634,7 @@ class Chooser:
         tiles doing T key steps of s tiles, r x (T x (s + width) + width) score tiles of compute (every step: the
         score tiles plus the rescale of the carried output; once per block its normalization) at SCORE_TILE_CYCLES
         each, and T steps of the loop's DRAM tiles (K and V) at the core's share of the DRAM bandwidth
-        (read_cycles), divided among the cores that share them (TTShareReads multicasts the reads of a row run of
+        (read_cycles), divided among the cores that share them (TTShareReads multicasts the reads of a rectangle of
         cores whose blocks agree on the other grid indices and on their trip counts, block by block); a core's
         reads overlap its compute, so the larger of the two sums over its blocks."""
         trip, _, query_root, key_root = next(iter(self.t.bounded.values()))
@@ -646,7 +651,11 @@ class Chooser:
         inner = math.prod(new[axis + 1:])
         walks = {tuple(c["core"]): blocks_of(c) for c in cores}
 
-        def shared_by(core):    # the other grid indices and the trip count of each block, as TTShareReads groups
+        # the other grid indices and the trip count of each block: TTShareReads groups by what the reads depend on
+        # (read_values), which for GQA joins query heads of one KV head too; counted here, that sharing makes 1-tile
+        # query blocks in sets of 4 look cheapest, which the timing model puts at 128 us against 106 (BH, GQA 1 x 8 x
+        # 1024 x 128 causal): the score-tile cost misses what a 1-tile block's steps lose
+        def shared_by(core):
             return tuple((b // (inner * new[axis]), b % inner, int(steps[b // inner % new[axis]])) for b in walks[core])
         sharing = {core: len(group) for group in groups_of(sorted(walks), shared_by) for core in group}
         worst = 0.0
@@ -812,23 +821,29 @@ class Chooser:
 
     def shared_reads(self, layout, blocks, grid_roots, extents, key_roots, per_block: int, cx, cy) -> float:
         """The busiest core's key-loop read cycles: `per_block` DRAM tiles for each block it walks, at the share of
-        the DRAM bandwidth its group's reader gets. TTShareReads multicasts a read to a row run of cores whose
-        blocks, step by step of their walks, agree on every grid index the read depends on: one core of each such
+        the DRAM bandwidth its group's reader gets. TTShareReads multicasts a read to a rectangle of cores whose
+        blocks, step by step of their walks, agree on what the read depends on (read_values): one core of each such
         group reads, so the bandwidth is shared by the groups, not by the cores (read_cycles of the group count).
         A partition that splits a head's blocks between cores unevenly makes many small groups, each reading
         the whole key loop: its reads cost more per core."""
         new = self.new_extents(blocks, grid_roots, extents)
-        staging = {name for r in key_roots for name, _ in self.t.classes[r].members
-                   if self.buffers[name]["role"] == "staging"}
-        used = [v for name in staging for v in self.a.staged_from.get(name, ())]
-        depends = {i for i, g in enumerate(self.a.grid_vars) if any(g.same_as(v) for v in used)}
         walks = {tuple(c["core"]): blocks_of(c) for c in partition(layout, new, [cx, cy])}
-        axes = sorted(depends)
+        values = self.read_values(key_roots, new)
 
         def shared_by(core):
-            return tuple(tuple(decode(b, new)[i] for i in axes) for b in walks[core])
+            return tuple(values[b] for b in walks[core])
         groups = groups_of(sorted(walks), shared_by)
         return max((len(walk) for walk in walks.values()), default=0) * per_block * self.read_cycles(len(groups))
+
+    def read_values(self, key_roots, extents) -> list[tuple]:
+        """Per block of a grid of `extents`, the values of what the key loop's DRAM regions (its staging buffers')
+        depend on: the largest parts of their starts computed from grid indices alone (TTShareReads groups cores by
+        them: GQA's `by // groups` makes the query heads of one KV head one group). A re-tiled index appears only as
+        v * E, so its values tell blocks apart as the re-tiled starts do."""
+        staging = {name for r in key_roots for name, _ in self.t.classes[r].members
+                   if self.buffers[name]["role"] == "staging"}
+        terms = [t for name in sorted(staging) for t in self.a.staged_terms.get(name, ())]
+        return block_values(terms, self.a.grid_vars, extents)
 
     def as_written(self, why: str):
         """The kernel's own blocks, with the deepest input buffering that fits L1 (the verifier reports a kernel that

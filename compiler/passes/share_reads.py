@@ -1,14 +1,17 @@
 """TTShareReads: a DRAM block that several cores read at the same step is read once and multicast.
 
 Which cores share a read is decided from the IR's access pattern, never from the kernel's name: a read group
-(reserve, page reads, barrier, push of one input CB) depends on the grid indices that appear in its page
-addresses and in the trip counts of the loops around it. Two cores read the same data at every step when they
-walk the same number of blocks and, block by block, those indices agree -- the rows of a GEMM's A for the cores
-of a core row under a `block` partition, B for a core column, attention's K and V for the cores of one (batch,
-head), a LayerNorm's gamma for every core. A trip count computed from grid indices alone (causal attention's key
+(reserve, page reads, barrier, push of one input CB) depends on the grid indices through the largest parts of its
+page addresses (and of the trip counts of the loops around it) computed from grid indices alone. Two cores read
+the same data at every step when they walk the same number of blocks and, block by block, those parts have the
+same values -- the rows of a GEMM's A for the cores of a core row under a `block` partition, B for a core column,
+attention's K and V for the cores of one (batch, head), and in grouped-query attention, whose K row is
+`by // groups * S + ...`, for the cores of every query head of one KV head; a LayerNorm's gamma for every core.
+A trip count computed from grid indices alone (causal attention's key
 loop, `kb < ceildiv((bq + 1) * M, N)`) is compared by its value, block by block: query blocks whose key loops run
 equally far (N a multiple of M) share their K and V reads, though their own indices differ. Each such set of cores
-that forms a rectangle of the core grid (else each of its row runs) becomes a multicast group: its first core
+that forms a rectangle of the core grid (else its row runs, those spanning the same columns on consecutive rows
+joined into rectangles) becomes a multicast group: its first core
 reads the block and multicasts it, the others receive it, with the two semaphores of ttnn's 2-D multicast matmul
 (receivers count themselves ready on the sender's, the sender raises their VALID flag after the data):
 
@@ -32,7 +35,7 @@ from tvm import tirx
 
 from .. import ops
 from ..ir import seq, stmts_of
-from .block_bounds import Unsupported, evaluate
+from .block_bounds import Unsupported, evaluate, grid_terms
 from .partition_work import blocks_of
 from .. import attrs
 
@@ -50,18 +53,10 @@ def _intrinsic(stmt, name: str):
     return found[1] if found and found[0].name == name else None
 
 
-def decode(block: int, extents: list[int]) -> list[int]:
-    """Grid indices of a block number, row-major (the last varying fastest), as TTGridToPersistent decodes it."""
-    out = []
-    for e in reversed(extents):
-        out.append(block % e)
-        block //= e
-    return out[::-1]
-
-
 def groups_of(cores: list[tuple], key) -> list[list[tuple]]:
-    """Cores with the same key, as rectangles of the core grid: a set that fills its bounding box is one group,
-    any other is cut into row runs."""
+    """Cores with the same key, as rectangles of the core grid: a set that fills its bounding box is one group, any
+    other is cut into row runs, and runs spanning the same columns on consecutive rows are one rectangle again (a
+    head's blocks dealt contiguously: a part row, full rows, a part row -- three groups)."""
     by_key: dict = {}
     for core in cores:
         by_key.setdefault(key(core), []).append(core)
@@ -74,16 +69,26 @@ def groups_of(cores: list[tuple], key) -> list[list[tuple]]:
         rows: dict = {}
         for x, y in members:
             rows.setdefault(y, []).append(x)
+        open_runs: dict = {}        # (first x, last x) -> the rectangle whose last row is the previous row
         for y, row in sorted(rows.items()):
             row.sort()
-            run = [row[0]]
+            runs, run = [], [row[0]]
             for x in row[1:] + [None]:
                 if x is not None and x == run[-1] + 1:
                     run.append(x)
                     continue
-                out.append([(rx, y) for rx in run])
+                runs.append((run[0], run[-1]))
                 if x is not None:
                     run = [x]
+            below = {}
+            for span in runs:
+                rect = open_runs.get(span)
+                if rect is None or rect[-1][1] != y - 1:
+                    rect = []
+                    out.append(rect)
+                rect += [(x, y) for x in range(span[0], span[1] + 1)]
+                below[span] = rect
+            open_runs = below
     return out
 
 
@@ -133,7 +138,6 @@ class Sharer:
         self.extents = list(grid["extents"])
         self.work = attrs.WORK_PARTITION.get(func)
         self.cores = {tuple(c["core"]): blocks_of(c) for c in self.work["cores"]}
-        self.decoded: dict = {}
         self.places: dict = {}          # input CB -> [(reads, context)], every place that fills it
         self.shared: dict = {}          # input CB -> (its send / receive, by the reads), for the CBs shared
         self.groups: list = []          # tt.multicast
@@ -207,18 +211,24 @@ class Sharer:
         receive = ops.call("mcast_receive", cb, sender_sem, receiver_sem, v["sender_x"], v["sender_y"])
         return tirx.IfThenElse(v["role"] != 0, seq(list(reads) + [send]), receive)
 
-    def dependence(self, reads: list, context: list) -> tuple[list[int], list] | None:
-        """What the group's data and its number of reads depend on: the grid axes its page addresses (and any loop
-        bound that also depends on a loop index) use, and the loop bounds computed from grid indices alone (compared
-        by value); None when they depend on something else about the block."""
+    def dependence(self, reads: list, context: list) -> tuple[list, list] | None:
+        """What the group's data and its number of reads depend on, as expressions of grid indices alone (compared
+        by value, block by block): the largest such parts of its page addresses (`by // 4 * 32` of GQA's K row, not
+        `by`: query heads of one KV head read the same pages) and of any loop bound that also depends on a loop
+        index; and the loop bounds computed from grid indices alone. None when they depend on something else about
+        the block."""
         local = set()
         for s in reads:
             tvm_ffi.structural_walk(s, (tirx.For, lambda f: local.add(f.loop_var)), order="pre")
         exprs = []
         for s in reads:
             tvm_ffi.structural_walk(s, (tirx.Evaluate, lambda e: exprs.append(e)), order="pre")
-        bounds = []
-        variables = [v for e in exprs if _intrinsic(e, "read_tile") is not None for v in _vars(e)]
+        terms, bounds, variables = [], [], []
+        for e in exprs:
+            args = _intrinsic(e, "read_tile")
+            if args is not None:
+                variables += _vars(e)
+                terms += [t for a in args for t in grid_terms(a, self.is_grid_var)]
         for bound in context:
             found = _vars(bound)
             if all(self.is_grid_var(v) for v in found):
@@ -226,15 +236,12 @@ class Sharer:
                     bounds.append(bound)
             else:
                 variables += found
-        axes = set()
+                terms += grid_terms(bound, self.is_grid_var)
         for v in variables:
-            if any(v.same_as(lv) for lv in local):
+            if any(v.same_as(lv) for lv in local) or self.is_grid_var(v) or self.is_inner_loop_var(v):
                 continue
-            if self.is_grid_var(v):
-                axes.add(self.grid_names.index(str(v.name)))
-            elif not self.is_inner_loop_var(v):
-                return None
-        return sorted(axes), bounds
+            return None
+        return terms, bounds
 
     def is_grid_var(self, v) -> bool:
         grid_var = self.grid_vars.get(str(v.name))
@@ -245,24 +252,24 @@ class Sharer:
         return any(v.same_as(lv) for lv in self.inner_loop_vars)
 
     def decide(self, cb: int, places: list):
-        """Share `cb` when every place that fills it reads DRAM and can be shared: cores are grouped by the grid
-        indices and trip counts of all its places together, so each group's cores fill it in step."""
-        axes, bounds = set(), []
+        """Share `cb` when every place that fills it reads DRAM and can be shared: cores are grouped by the values,
+        block by block, of what all its places depend on together, so each group's cores fill it in step."""
+        terms, bounds = [], []
         for reads, context in places:
             if not any(_intrinsic(e, "read_tile") is not None for s in reads for e in _flat(s)):
                 return
             found = self.dependence(reads, context)
             if found is None:
                 return
-            axes.update(found[0])
+            terms += [t for t in found[0] if not any(t.same_as(o) for o in terms)]
             bounds += [b for b in found[1] if not any(b.same_as(o) for o in bounds)]
-        axes = sorted(axes)
-        trips = self.bound_values(bounds)
-        if trips is None:
+        values = self.values(terms + bounds)
+        if values is None:
             return
+        axes = sorted({self.grid_names.index(str(v.name)) for t in terms for v in _vars(t)})
 
         def key(core):
-            return tuple((tuple(self.decode(b)[a] for a in axes), trips[b]) for b in self.cores[core])
+            return tuple(values[b] for b in self.cores[core])
         groups = groups_of(sorted(self.cores), key)
         if all(len(g) == 1 for g in groups):
             return
@@ -284,25 +291,25 @@ class Sharer:
         self.flags.append(ops.call("mcast_flag_valid", cb, receiver_sem))
         self.shared[cb] = (variables, sender_sem, receiver_sem)
 
-    def bound_values(self, bounds: list) -> list[tuple] | None:
-        """Per block number, the loop bounds' values there (its grid indices substituted); None when one is not
-        an index expression tilefarm evaluates."""
-        blocks = np.arange(math.prod(self.extents))
-        env, stride = [], 1
-        for name, extent in reversed(list(zip(self.grid_names, self.extents))):
-            if name in self.grid_vars:
-                env.append((self.grid_vars[name], blocks // stride % extent))
-            stride *= extent
-        try:
-            values = [np.broadcast_to(evaluate(bound, env), blocks.shape) for bound in bounds]
-        except Unsupported:
-            return None
-        return list(zip(*(v.tolist() for v in values))) if values else [()] * len(blocks)
+    def values(self, exprs: list) -> list[tuple] | None:
+        return block_values(exprs, [self.grid_vars.get(name) for name in self.grid_names], self.extents)
 
-    def decode(self, block: int) -> list[int]:
-        if block not in self.decoded:
-            self.decoded[block] = decode(block, self.extents)
-        return self.decoded[block]
+
+def block_values(exprs: list, grid_vars: list, extents: list[int]) -> list[tuple] | None:
+    """Per block number (row-major over `extents`, the last index fastest, as TTGridToPersistent decodes it), the
+    values there of expressions of the grid indices `grid_vars` (None for an index the kernel does not bind); None
+    when one is not an index expression tilefarm evaluates."""
+    blocks = np.arange(math.prod(extents))
+    env, stride = [], 1
+    for var, extent in reversed(list(zip(grid_vars, extents))):
+        if var is not None:
+            env.append((var, blocks // stride % extent))
+        stride *= extent
+    try:
+        values = [np.broadcast_to(evaluate(e, env), blocks.shape) for e in exprs]
+    except Unsupported:
+        return None
+    return list(zip(*(v.tolist() for v in values))) if values else [()] * len(blocks)
 
 
 def _flat(stmt) -> list:

@@ -208,8 +208,15 @@ def test_groups_are_rectangles_or_row_runs():
     key = {c: 0 for c in cores}
     key[(2, 2)] = key[(3, 2)] = 1
     found = sorted(groups_of(cores, key.get))
-    assert found == [[(0, 0), (1, 0), (2, 0), (3, 0)], [(0, 1), (1, 1), (2, 1), (3, 1)], [(0, 2), (1, 2)],
+    assert found == [[(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1), (2, 1), (3, 1)], [(0, 2), (1, 2)],
                      [(2, 2), (3, 2)]]
+    # a run of consecutive cores (a contiguous partition's head): part row, full rows, part row -> three rectangles
+    key = {c: int(5 <= c[1] * 4 + c[0] <= 11) for c in cores}     # cores 5..11 of 12: (1..3, 1), row 2
+    found = [g for g in groups_of(cores, key.get) if key[g[0]] == 1]
+    assert found == [[(1, 1), (2, 1), (3, 1)], [(0, 2), (1, 2), (2, 2), (3, 2)]]
+    key = {c: int(3 <= c[1] * 4 + c[0] <= 9) for c in cores}      # (3, 0), row 1, (0..1, 2)
+    found = [g for g in groups_of(cores, key.get) if key[g[0]] == 1]
+    assert found == [[(3, 0)], [(0, 1), (1, 1), (2, 1), (3, 1)], [(0, 2), (1, 2)]]
     column = roles([(1, 0), (1, 1), (1, 2)])
     assert column[(1, 2)]["start_y"] == 1 and column[(1, 0)]["role"] == 1 and column[(1, 2)]["receivers"] == 2
 
@@ -239,3 +246,50 @@ def test_a_cb_filled_in_two_loops_is_shared_only_by_the_groups_of_both():
     assert shared["g_s"]["groups"] == 4 and len(cores_of(shared["g_s"])) == 8
     apart = rows_times_gamma(trip_count=lambda bx: bx // 2, second_loop=lambda bx: bx % 2 + 1)
     assert_ir_equal(run(share_reads, apart)["main"], apart)
+
+
+def kv_heads_attention(kv_row):
+    """GQA's key loop: 4 query heads (`by`) of 2 query blocks (`bx`) on 4 x 2 cores, contiguous (core (x, y) runs
+    block 4y + x: row y holds query heads 2y and 2y + 1); each block reads 2 key steps of K, at the row
+    kv_row(by, step) -- by // 2 * 4 + step: query heads 2j and 2j + 1 read KV head j."""
+    cbs = [{"index": 0, "name": "cb_K_s", "buffer": "K_s", "role": "input", "data_format": "Float16_b",
+            "dtype": "bfloat16", "page_bytes": 2048, "num_pages": 2, "producer": "reader", "consumer": "compute",
+            "tiles": [1, 1]}]
+    work = {"blocks": 8, "grid": [4, 2], "num_cores": 8, "policy": "contiguous", "work_args": WORK["work_args"],
+            "cores": [{"core": [x, y], "start": y * 4 + x, "count": 1, "stride": 1, "row_len": 1, "row_stride": 0}
+                      for y in range(2) for x in range(4)]}
+
+    @T.prim_func
+    def before(K: T.Buffer((256, 32), "bfloat16")):
+        T.func_attr({"tt.cb_config": cbs, "tt.grid": {"vars": ["by", "bx"], "extents": [4, 2]},
+                     "tt.work_partition": work})
+        block_start: T.let[T.int32] = T.tt.runtime_arg("block_start")
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        for i in range(block_count):
+            block: T.let[T.int32] = block_start + i
+            by: T.let[T.int32] = block // 2
+            bx: T.let[T.int32] = block % 2
+            for step in range(2):
+                T.tt.cb_reserve_back(0, 1)
+                T.tt.read_tile(0, 0, "K", kv_row(by, step), 0)
+                T.tt.noc_async_read_barrier(0)
+                T.tt.cb_push_back(0, 1)
+                T.tt.compute_receive(0, "K_s", "K", kv_row(by, step), 0)
+    return before
+
+
+def test_query_heads_of_one_kv_head_share_its_reads():
+    """Cores are grouped by the value of the address's grid-only part (`by // 2 * 4`), not by `by`: the 4 cores of
+    a core row, two query heads of one KV head, read it once (one sender per row, 2 DRAM reads per step instead of
+    4). The same kernel reading K at `by * 4 + step` (a KV head per query head) shares only within a head."""
+    shared = groups(run(share_reads, kv_heads_attention(lambda by, step: by // 2 * 4 + step))["main"])
+    assert set(shared) == {"K_s"} and shared["K_s"]["axes"] == ["by"] and shared["K_s"]["groups"] == 2
+    cores = cores_of(shared["K_s"])
+    assert sorted(xy for xy, c in cores.items() if c["role"] == 1) == [(0, 0), (0, 1)]
+    for (x, y), c in cores.items():     # core (3, y) runs query head 2y + 1, its sender (0, y) query head 2y
+        assert (c["sender_x"], c["sender_y"]) == (0, y) and c["receivers"] == 3
+        assert (c["start_x"], c["start_y"], c["end_x"], c["end_y"]) == (1, y, 3, y)
+    per_head = groups(run(share_reads, kv_heads_attention(lambda by, step: by * 4 + step))["main"])
+    assert per_head["K_s"]["groups"] == 4
+    assert sorted(xy for xy, c in cores_of(per_head["K_s"]).items() if c["role"] == 1) == \
+        [(0, 0), (0, 1), (2, 0), (2, 1)]
