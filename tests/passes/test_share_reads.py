@@ -268,7 +268,7 @@ def kv_heads_attention(kv_row):
         for i in range(block_count):
             block: T.let[T.int32] = block_start + i
             by: T.let[T.int32] = block // 2
-            bx: T.let[T.int32] = block % 2
+            bx: T.let[T.int32] = block % 2     # noqa: F841 - bound as TTGridToPersistent binds every index
             for step in range(2):
                 T.tt.cb_reserve_back(0, 1)
                 T.tt.read_tile(0, 0, "K", kv_row(by, step), 0)
