@@ -635,7 +635,8 @@ class Chooser:
         score tiles plus the rescale of the carried output; once per block its normalization) at SCORE_TILE_CYCLES
         each, and T steps of the loop's DRAM tiles (K and V) at the core's share of the DRAM bandwidth
         (read_cycles), divided among the cores that share them (TTShareReads multicasts the reads of a rectangle of
-        cores whose blocks agree on the other grid indices and on their trip counts, block by block); a core's
+        cores whose blocks agree on what the reads depend on, read_values, and on their trip counts, block by
+        block: GQA's query heads of one KV head too); a core's
         reads overlap its compute, so the larger of the two sums over its blocks."""
         trip, _, query_root, key_root = next(iter(self.t.bounded.values()))
         q, k = self.t.classes[query_root], self.t.classes[key_root]
@@ -651,12 +652,10 @@ class Chooser:
         inner = math.prod(new[axis + 1:])
         walks = {tuple(c["core"]): blocks_of(c) for c in cores}
 
-        # the other grid indices and the trip count of each block: TTShareReads groups by what the reads depend on
-        # (read_values), which for GQA joins query heads of one KV head too; counted here, that sharing makes 1-tile
-        # query blocks in sets of 4 look cheapest, which the timing model puts at 128 us against 106 (BH, GQA 1 x 8 x
-        # 1024 x 128 causal): the score-tile cost misses what a 1-tile block's steps lose
-        def shared_by(core):
-            return tuple((b // (inner * new[axis]), b % inner, int(steps[b // inner % new[axis]])) for b in walks[core])
+        values = self.read_values([key_root], new)
+
+        def shared_by(core):    # what its reads depend on and the trip count of each block, as TTShareReads groups
+            return tuple((values[b], int(steps[b // inner % new[axis]])) for b in walks[core])
         sharing = {core: len(group) for group in groups_of(sorted(walks), shared_by) for core in group}
         worst = 0.0
         for core, walk in walks.items():
@@ -700,8 +699,9 @@ class Chooser:
         """A key loop whose trip count grows with a grid index (causal attention: query block v sees keys up to its
         own end, so the last blocks do n times the steps of the first): the query blocks, key steps and partition
         whose busiest core does the least work (triangular_cost), among the chosen blocks and query blocks down to
-        half of them, key steps up to the chosen ones, dealt by the chosen layout or zigzag (query block i with
-        block n-1-i on one core: every core about the same number of steps)."""
+        half of them, key steps up to the chosen ones, dealt by the chosen layout, `block` (a core column holds one
+        query block of every head: GQA's heads of one KV head, in one column, share its reads) or zigzag (query
+        block i with block n-1-i on one core: every core about the same number of steps)."""
         policy = self.target["partition"]
         if not self.t.bounded or policy not in (None, "zigzag") or self.triangular_axis() is None:
             return layout, blocks
@@ -709,7 +709,7 @@ class Chooser:
         if query_root not in grid_roots or query_root not in blocks and self.t.classes[query_root].fixed:
             return layout, blocks
         width = self.carried_width(k_roots)
-        policies = ["zigzag"] if policy == "zigzag" else [layout, "zigzag"]
+        policies = ["zigzag"] if policy == "zigzag" else list(dict.fromkeys([layout, "block", "zigzag"]))
         rows0 = ceil_div(blocks.get(query_root, self.t.classes[query_root].block), TILE)
         step0 = blocks.get(key_root, self.t.classes[key_root].block)
         steps = [ks for ks in self.k_choices(k_roots) if ks.get(key_root, step0) <= step0] or [{}]
