@@ -250,7 +250,7 @@ def test_in_a_key_loop_a_copy_the_next_step_reads_is_kept():
     the staged tile, but the copy stays; so does a zero another op reads (a product, not an in-place add)."""
     @T.prim_func
     def before(block_count: T.int32, steps: T.int32):
-        q_s = T.alloc_shared((32, 128), "bfloat16")
+        q_s = T.alloc_shared((32, 128), "bfloat16")   # noqa: F841 -- as written in the kernel
         mask_s = T.alloc_shared((32, 128), "bfloat16")
         s = T.alloc_local((32, 128), "float32")
         t = T.alloc_local((32, 128), "float32")
@@ -269,7 +269,7 @@ def test_in_a_key_loop_a_copy_the_next_step_reads_is_kept():
 
     @T.prim_func
     def expected(block_count: T.int32, steps: T.int32):
-        q_s = T.alloc_shared((32, 128), "bfloat16")
+        q_s = T.alloc_shared((32, 128), "bfloat16")   # noqa: F841 -- as written in the kernel
         mask_s = T.alloc_shared((32, 128), "bfloat16")
         s = T.alloc_local((32, 128), "float32")
         t = T.alloc_local((32, 128), "float32")
