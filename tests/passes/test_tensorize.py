@@ -211,6 +211,78 @@ def test_attention_values_the_fpu_reads_and_loop_carried_values_live_in_cbs():
     assert resident <= intermediates   # each resident value got its CB
 
 
+SPLIT_ATTENTION = tensorize_attrs(
+    {"q": ("staging", "float16", (1, 1)), "k": ("staging", "float16", (1, 1)), "v": ("staging", "float16", (1, 1)),
+     "s": ("compute", "float32", (1, 1)), "p": ("compute", "float16", (1, 1)), "acc": ("compute", "float32", (1, 1)),
+     "m": ("compute", "float32", (1, 1)), "m_prev": ("compute", "float32", (1, 1)),
+     "alpha": ("compute", "float32", (1, 1)), "l": ("compute", "float32", (1, 1)), "t": ("compute", "float32", (1, 1)),
+     "O": ("output", "float32", (2, 1))},
+    [(0, "q", 2), (1, "k", 2), (2, "v", 2), (16, "O", 2)])
+
+
+def attention_split_in_two():
+    """`attention` with its key loop split as TTLowerIndexMasks splits a causal one: the same step over keys 0-1,
+    then 2-3, alpha computed in a temporary t."""
+    @T.macro
+    def step(j, q, k, v, s, p, acc, m, m_prev, alpha, l, t):
+        T.tt.compute_receive(1, "k", "K", j, 0)
+        T.tile.gemm(s[0:32, 0:32], q[0:32, 0:32], k[0:32, 0:32], s[0:32, 0:32], False, True, T.float32(1.0),
+                    T.float32(0.0))
+        T.tile.copy(m_prev[0:32, 0], m[0:32, 0])
+        T.tile.max(m[0:32, 0], s[0:32, 0:32], [-1], True)
+        T.tile.sub(t[0:32, 0], m_prev[0:32, 0], m[0:32, 0])
+        T.tile.exp(t[0:32, 0])
+        T.tile.copy(alpha[0:32, 0], t[0:32, 0])
+        T.tile.sub(s[0:32, 0:32], s[0:32, 0:32], m[0:32, 0])
+        T.tile.exp(s[0:32, 0:32])
+        T.tile.mul(l[0:32, 0], l[0:32, 0], alpha[0:32, 0])
+        T.tile.sum(l[0:32, 0], s[0:32, 0:32], [-1], True)
+        T.tile.cast(p[0:32, 0:32], s[0:32, 0:32])
+        T.tile.mul(acc[0:32, 0:32], acc[0:32, 0:32], alpha[0:32, 0])
+        T.tt.compute_receive(2, "v", "V", j, 0)
+        T.tile.gemm(acc[0:32, 0:32], p[0:32, 0:32], v[0:32, 0:32], acc[0:32, 0:32], False, False, T.float32(1.0),
+                    T.float32(1.0))
+
+    @T.prim_func
+    def split(block_count: T.int32):
+        T.func_attr(SPLIT_ATTENTION)
+        q = T.alloc_shared((32, 32), "float16")
+        k = T.alloc_shared((32, 32), "float16")
+        v = T.alloc_shared((32, 32), "float16")
+        s = T.alloc_local((32, 32), "float32")
+        p = T.alloc_local((32, 32), "float16")
+        acc = T.alloc_local((32, 32), "float32")
+        m = T.alloc_local((32, 1), "float32")
+        m_prev = T.alloc_local((32, 1), "float32")
+        alpha = T.alloc_local((32, 1), "float32")
+        l = T.alloc_local((32, 1), "float32")
+        t = T.alloc_local((32, 1), "float32")
+        for bx in range(block_count):
+            T.tt.compute_receive(0, "q", "Q", bx, 0)
+            T.tile.zero(acc[0:32, 0:32])
+            T.tile.zero(l[0:32, 0])
+            T.tile.fill(m[0:32, 0], T.float32("-inf"))
+            for j in range(2):
+                step(j, q, k, v, s, p, acc, m, m_prev, alpha, l, t)
+            for j in range(2, 4):
+                step(j, q, k, v, s, p, acc, m, m_prev, alpha, l, t)
+            T.tile.mul(acc[0:32, 0:32], acc[0:32, 0:32], T.float32(1.0))
+            T.tt.compute_send(16, "acc", 0, 0, 1, 1, "O", bx, 0)
+    return split
+
+
+def test_a_temporary_of_a_loop_split_in_two_stays_in_dst():
+    """t is written whole before it is read in each of the two loops' windows: no value crosses windows, so it
+    lives in DST in each (it got a CB, packed every step, when it was in two windows); what the loops carry (m, l,
+    acc), what the FPU reads (s, p, alpha) and m_prev (copied in one window, read in the next) keep their CBs."""
+    _, resident = plan_of(attention_split_in_two())
+    assert "t" not in resident
+    assert {"s", "p", "acc", "m", "l", "alpha", "m_prev"} <= resident
+    after = run(tensorize, attention_split_in_two())["main"]
+    intermediates = {str(c["buffer"]) for c in after.attrs["tt.cb_config"] if c["role"] == "intermediate"}
+    assert "t" not in intermediates and resident <= intermediates
+
+
 WIDE = tensorize_attrs(
     {"A_s": ("staging", "float32", (4, 4)), "x": ("compute", "float32", (4, 4)), "y": ("compute", "float32", (4, 4)),
      "C": ("output", "float32", (4, 4))},

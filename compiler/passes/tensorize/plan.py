@@ -644,12 +644,18 @@ def first_use(acc: list, tiles: tuple, in_dst: bool = False) -> tuple:
 
 
 def cb_resident(items, is_compute, buffer_tiles: dict) -> set[str]:
-    """Computed buffers that need an intermediate CB: used by more than one window, or read before written."""
+    """Computed buffers that need an intermediate CB: read before written in a window, or accessed outside one. A
+    buffer several windows use, each writing it whole before it reads it (a temporary of a loop body that
+    TTLowerIndexMasks split in two: causal attention's `m_prev`, `l_part`), carries no value from one window to
+    another: it lives in DST in each."""
     resident = set()
     for name, acc in accesses(items).items():
         if not is_compute(name):
             continue
-        windows = {w for w, _, _ in acc}
-        if len(windows) > 1 or None in windows or first_use(acc, buffer_tiles[name])[0] != "write":
+        by_window: dict = {}
+        for entry in acc:
+            by_window.setdefault(entry[0], []).append(entry)
+        if None in by_window or any(first_use(entries, buffer_tiles[name])[0] != "write"
+                                    for entries in by_window.values()):
             resident.add(name)
     return resident
