@@ -30,7 +30,10 @@ app.conf.update(
     task_serializer="json", accept_content=["json"], result_serializer="json",
     task_ignore_result=True,                 # job state lives in the job store, not in Celery results
     task_acks_late=True,                     # ack after the job ran: a worker lost mid-job leaves it in the queue
-    task_reject_on_worker_lost=True,         # ... and a killed pool process requeues it at once
+    task_reject_on_worker_lost=True,         # ... and a killed pool process requeues it at once:
+    # the pool waits worker_lost_wait for a result a dying process may have sent before it raises WorkerLostError;
+    # results are ignored and a redelivered token finds its job ended (runner._claim), so 1 s, not Celery's 10 s
+    worker_lost_wait=1.0,
     worker_prefetch_multiplier=1,            # jobs are long; don't hoard them on one worker
     # the hard limit kills a pool process stuck past every stage's own limit (JobRequest.on_timeout records it); no
     # soft limit: it is an exception raised from a signal handler into whatever runs (the stages stop themselves,
