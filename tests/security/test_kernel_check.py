@@ -78,8 +78,11 @@ def genuine():
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory):
+    # the sandbox's process limit as served (512): RLIMIT_NPROC counts every process and thread of the sandbox user
+    # on the machine, so a smaller one here failed a compile's g++ (EAGAIN) while the suite's other process ran an
+    # emulation (a thread per core) in a sandbox of its own
     return Settings(data_dir=tmp_path_factory.mktemp("kernel-check-data"), compile_time_limit_s=30,
-                    sandbox_memory_bytes=1024**3, sandbox_processes=64)
+                    sandbox_memory_bytes=1024**3)
 
 
 @pytest.fixture(scope="module")
