@@ -239,30 +239,26 @@ def forward_copies(func, mod, ctx):
 PURE_WRITES = ("copy", "cast", "zero", "fill")
 
 
+def _pure_write_of(stmt, buffers: dict) -> str | None:
+    """The compute tile a copy, cast, zero or fill writes (its only effect), else None."""
+    if not (isinstance(stmt, tirx.TilePrimitiveCall) and op_name(stmt) in PURE_WRITES and not stmt.config):
+        return None
+    dst = region_of(stmt.args[0])
+    return dst.name if dst is not None and buffers.get(dst.name, {}).get("role") == "compute" else None
+
+
 def drop_unread(func, buffers: dict):
     """Copies, casts, zeros and fills of a compute tile nothing in the kernel reads are dropped (a copy forwarded
     in a key loop, whose readers all read its source now), until none is left."""
     while True:
-        dead = set()
-
-        def writes(stmt):
-            if isinstance(stmt, tirx.TilePrimitiveCall) and op_name(stmt) in PURE_WRITES and not stmt.config:
-                dst = region_of(stmt.args[0])
-                if dst is not None and buffers.get(dst.name, {}).get("role") == "compute":
-                    dead.add(dst.name)
-
-        tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, writes)], order="pre")
-        dead = {name for name in dead if not _reads(func.body, name)}
+        written: set = set()
+        tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, lambda s: written.add(_pure_write_of(s, buffers)))],
+                                order="pre")
+        dead = {name for name in written - {None} if not _reads(func.body, name)}
         if not dead:
             return func
 
-        def keep(stmt) -> bool:
-            dst = region_of(stmt.args[0]) if isinstance(stmt, tirx.TilePrimitiveCall) and \
-                op_name(stmt) in PURE_WRITES and not stmt.config else None
-            return dst is None or dst.name not in dead
-
         def prune(stmt, mutator):
-            return seq([mutator.mutate(s) for s in stmts_of(stmt) if keep(s)])
+            return seq([mutator.mutate(s) for s in stmts_of(stmt) if _pure_write_of(s, buffers) not in dead])
 
         func = func.with_body(tvm_ffi.structural_mutate(func.body, [(tirx.SeqStmt, prune)]))
-
