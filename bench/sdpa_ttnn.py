@@ -21,7 +21,9 @@ TFLOP/s for the streaming kernel at Q256/K512, D128, K 8192, given as the op tim
 the compute alone; and a head-aligned work split (each head's Q chunks on its own 13 cores, the host program's
 cfg[14]), a what-if that removes the cores working on two heads, which read one head's K/V from DRAM tile by tile.
 
-Usage: .venv/bin/python bench/sdpa_ttnn.py [--only SUBSTRING]
+Usage: .venv/bin/python bench/sdpa_ttnn.py [--only SUBSTRING] [--sweep]
+(--sweep: the comparison rows, the shapes of bench/attention.py's rows on both archs, at every Q chunk 64/128/256 x
+K chunk 128/256/512; the fastest is the figure tilefarm's kernels are held to)
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -47,9 +50,26 @@ HIFI2_CYCLES_PER_TILE = 32
 ONE_CORE_TFLOPS = 1.99
 ONE_CORE_FLOPS = 4 * 8192 * 8192 * 128
 
-# (label, B, NQH, NKH, S, D, q_chunk, k_chunk, grid, causal, K/V chains (non-causal: forwarding chains; causal: the
-# reader's prefix chains, kv_chain_mode 2), streaming, published ms)
-ROWS = [
+
+class Row(NamedTuple):
+    label: str
+    b: int
+    nqh: int
+    nkh: int
+    s: int
+    d: int
+    q_chunk: int
+    k_chunk: int
+    grid: tuple[int, int]
+    causal: bool
+    chains: bool       # non-causal: K/V forwarding chains; causal: the reader's prefix chains (kv_chain_mode 2)
+    streaming: int     # compile arg 24: the streaming kernel (1) or compute_common.hpp's loop (0)
+    published: float | None    # ms
+    head_aligned: bool = False
+    arch: str = "blackhole"
+
+
+ROWS = [Row(*row) for row in [
     ("1x10x8192x128 Q256/K512 (K/V chains)", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False, True, 1, 1.78),
     ("1x10x8192x128 Q256/K512 causal", 1, 10, 10, 8192, 128, 256, 512, (13, 10), True, False, 1, 1.96),
     # the reader's causal prefix chains under our own linking rule (the factory's causal chain builder is not in the
@@ -72,18 +92,32 @@ ROWS = [
     # per core, each head's Q chunks run on a chain of cores that forwards K/V"), which its STANDARD 1.78 ms ran
     ("1x10x8192x128 Q256/K512 (K/V chains), head-aligned split", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False,
      True, 1, 1.78, True),
+]] + [
+    # the shapes of bench/attention.py's other rows (issue 27's comparisons at the same shape): Q256/K512 where the
+    # sequence allows, the factory's defaults otherwise; no published time
+    Row("1x8x1024x128 GQA, 2 KV heads, Q256/K512", 1, 8, 2, 1024, 128, 256, 512, (13, 10), False, False, 1, None),
+    Row("1x8x1024x128 GQA, 2 KV heads, Q256/K512 causal", 1, 8, 2, 1024, 128, 256, 512, (13, 10), True, False, 1,
+        None),
+    Row("wormhole_b0 1x10x2048x128 Q256/K512 (K/V chains)", 1, 10, 10, 2048, 128, 256, 512, (8, 8), False, True, 1,
+        None, arch="wormhole_b0"),
+    Row("wormhole_b0 1x10x2048x128 Q256/K512 causal", 1, 10, 10, 2048, 128, 256, 512, (8, 8), True, False, 1, None,
+        arch="wormhole_b0"),
+    Row("wormhole_b0 1x8x1024x128 GQA, 2 KV heads, Q256/K512", 1, 8, 2, 1024, 128, 256, 512, (8, 8), False, False, 1,
+        None, arch="wormhole_b0"),
+    Row("wormhole_b0 1x8x1024x128 GQA, 2 KV heads, Q256/K512 causal", 1, 8, 2, 1024, 128, 256, 512, (8, 8), True,
+        False, 1, None, arch="wormhole_b0"),
 ]
 
 
-def run_row(b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal, chains, streaming,
-            workdir: Path, head_aligned: bool = False) -> emulate.EmulationResult:
+def run_row(row: Row, workdir: Path) -> emulate.EmulationResult:
     src = workdir / "src"
     src.mkdir(parents=True, exist_ok=True)
     shutil.copy(PROGRAM, src / "main.cpp")
     shutil.copy(NPY_UTIL, src / "npy_util.hpp")
-    cfg = np.array([[b, nqh, nkh, s, d, q_chunk, k_chunk, *grid, causal, streaming, 1, 2, chains and not causal,
-                     head_aligned, chains and causal]], np.float32)
-    return emulate.run_host_program(src / "main.cpp", {"cfg": cfg}, workdir / "run", arch="blackhole",
+    cfg = np.array([[row.b, row.nqh, row.nkh, row.s, row.d, row.q_chunk, row.k_chunk, *row.grid, row.causal,
+                     row.streaming, 1, 2, row.chains and not row.causal, row.head_aligned,
+                     row.chains and row.causal]], np.float32)
+    return emulate.run_host_program(src / "main.cpp", {"cfg": cfg}, workdir / "run", arch=row.arch,
                                     env={"TT_METAL_HOME": str(sdk_headers.ensure_kernels())}, timeout_s=3600,
                                     timing_only=True)
 
@@ -91,17 +125,24 @@ def run_row(b, nqh, nkh, s, d, q_chunk, k_chunk, grid, causal, chains, streaming
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
+    parser.add_argument("--sweep", action="store_true",
+                        help="the comparison rows (no published time) at every Q chunk 64/128/256 x K chunk "
+                             "128/256/512: ttnn's kernels at their best chunk sizes for the shape")
     args = parser.parse_args()
+    if args.sweep:
+        sweep(args.only)
+        return
     print("| case | model device us | model TRISC1 us | TFLOP/s | HiFi2 engine share | UNPACK / MATH / PACK busy | "
           "published ms | model / measured | forced waits | run s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for label, b, nqh, nkh, s, d, qc, kc, grid, causal, chains, streaming, published, *aligned in ROWS:
-        if args.only not in label:
+    for row in ROWS:
+        if args.only not in row.label:
             continue
+        label, b, nqh, s, d, grid, causal, published = (row.label, row.b, row.nqh, row.s, row.d, row.grid,
+                                                        row.causal, row.published)
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            result = run_row(b, nqh, nkh, s, d, qc, kc, grid, causal, chains, streaming, Path(tmp),
-                             head_aligned=bool(aligned and aligned[0]))
+            result = run_row(row, Path(tmp))
             seconds = time.perf_counter() - t0
         timing = result.report["timing"]
         ghz = timing["clock_ghz"]
@@ -116,6 +157,26 @@ def main() -> None:
               f"{ideal_cycles / timing['trisc1_cycles']:.1%} | {thread_busy(timing)} | {shown} | {ratio} | "
               f"{sum(p['forced_waits'] for p in timing['programs'])} | {seconds:.0f} |",
               flush=True)
+
+
+def sweep(only: str) -> None:
+    """Each comparison row (no published time) at every chunk pair; the fastest is ttnn's figure for that shape."""
+    print("| case | Q chunk / K chunk: model device us | best |")
+    print("|---|---|---|")
+    for row in ROWS:
+        if row.published is not None or row.head_aligned or only not in row.label:
+            continue
+        times = {}
+        for q_chunk in (64, 128, 256):
+            for k_chunk in (128, 256, 512):
+                trial = row._replace(q_chunk=q_chunk, k_chunk=k_chunk)
+                with tempfile.TemporaryDirectory() as tmp:
+                    timing = run_row(trial, Path(tmp)).report["timing"]
+                times[q_chunk, k_chunk] = timing["device_cycles"] / timing["clock_ghz"] / 1e3
+        best = min(times, key=times.get)
+        label = row.label.replace(f"Q{row.q_chunk}/K{row.k_chunk}", "").replace(", ,", ",").strip(" ,")
+        print(f"| {label} | {', '.join(f'Q{q}/K{k} {t:.1f}' for (q, k), t in times.items())} | "
+              f"Q{best[0]}/K{best[1]} {times[best]:.1f} |", flush=True)
 
 
 def thread_busy(timing: dict) -> str:
