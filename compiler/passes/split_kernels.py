@@ -87,6 +87,19 @@ def once_per_block(body) -> set[int]:
     return {int(f[1][0]) for f in found if f and f[0].name == "cb_reserve_back"}
 
 
+def reserved_in_block(body) -> set[int]:
+    """The CBs reserved anywhere in the block loop's body (once per block or in a loop in it)."""
+    loop = next((s for s in stmts_of(body) if isinstance(s, tirx.For)), None)
+    found: set[int] = set()
+
+    def visit(stmt):
+        call = ops.intrinsic_of(stmt)
+        if call and call[0].name == "cb_reserve_back":
+            found.add(int(call[1][0]))
+    tvm_ffi.structural_walk(loop.body if loop is not None else body, [(tirx.Evaluate, visit)], order="pre")
+    return found
+
+
 def assign_movers(func, cbs: list[dict]) -> list[dict]:
     """Input CBs to the reader or the writer: greedily move the largest to the writer while that lowers the
     busier one's tiles per block; then one that leaves it as it is, when the input is read once per block in a later
@@ -94,7 +107,9 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
     writer it arrives while the writer waits for its first output (RMS norm's weight beside its X). An input first
     read after the writer first waits for an output stays on the reader: the writer would wait for compute to
     produce that output before reading it, and compute may need it first (`T.copy(c, C)` then `T.copy(A, W)`:
-    compute waits for A's staging tile above C's pack)."""
+    compute waits for A's staging tile above C's pack). When cores take several blocks, an input read once per block
+    that compute needs before its streamed inputs stays on the reader (it is read for the next block while compute
+    works on this one; on the writer it would wait behind this block's outputs)."""
     counts = pages_per_block(func.body)
     order = first_calls(func.body)
     later = later_pass_inputs(func.body, {c["index"] for c in cbs if c["role"] == "input"
@@ -107,6 +122,20 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
                             for c in cbs if c["role"] == "output")
             + sum(moved[c["index"]] for c in cbs if c["role"] == "input" and c["producer"] == ops.WRITER)}
     out = [dict(c) for c in cbs]
+    # A core taking several blocks reads block i + 1's once-per-block inputs that compute needs before its streamed
+    # ones (attention's Q before the K steps) on the reader, while compute still works on block i (their CB holds two
+    # blocks by default). The writer's program is in order: there such a read would wait behind block i's output
+    # pages, i.e. for compute to finish block i, and compute would then wait for it at the start of block i + 1. An
+    # input needed after the streamed ones (a norm's weight, after the row it scales) has that time.
+    work = attrs.WORK_PARTITION.get(func, None)
+    several = work is not None and max((core["count"] for core in work["cores"]), default=1) > 1
+    once = once_per_block(func.body)
+    first_wait = {c["index"]: order[(c["index"], "cb_wait_front")] for c in cbs
+                  if c["role"] == "input" and (c["index"], "cb_wait_front") in order}
+    in_loops = reserved_in_block(func.body) - once
+    streamed = [at for cb, at in first_wait.items() if cb in in_loops]
+    queued_behind_outputs = ({cb for cb in once if cb in first_wait and first_wait[cb] < min(streamed)}
+                             if several and streamed and first_output_wait is not None else set())
     candidates = sorted((c for c in out if c["role"] == "input" and c["producer"] == ops.READER
                          and c["buffer"] != "reduce_scaler"
                          and (first_output_wait is None
@@ -114,6 +143,8 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
                         key=lambda c: (-moved[c["index"]], -c["index"]))
     for c in candidates:
         x = moved[c["index"]]
+        if c["index"] in queued_behind_outputs:
+            continue
         if max(load[ops.READER] - x, load[ops.WRITER] + x) < max(load.values()):
             c["producer"] = ops.WRITER
             load[ops.READER] -= x
@@ -121,6 +152,7 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
     for c in candidates:   # then a tie: an input read once per block (no loop around it) in a later pass
         x = moved[c["index"]]
         if c["producer"] == ops.READER and c["index"] in later and c["index"] in once_per_block(func.body) \
+                and c["index"] not in queued_behind_outputs \
                 and load[ops.READER] > load[ops.WRITER] and load[ops.WRITER] + x <= load[ops.READER]:
             c["producer"] = ops.WRITER
             load[ops.READER] -= x
