@@ -52,13 +52,15 @@ def embedded(tmp_path_factory):
     zygote compiling the examples, ~5 s of CPU), paid once, not once per module. A module whose tests need settings
     of their own, or a service no other module touched, starts its own. Its `.gate` (tests/service/conftest.py Gate)
     is open: a test that must catch a job at a stage's start holds it (`with embedded.gate.held()`, after
-    tests.served.idle: no other test's job is running or waiting then)."""
+    tests.served.idle: no other test's job is running or waiting then). Its heartbeat is 1 s, not the default 5:
+    what a test watches through it (/readyz saying a stopped worker is not taking work, three heartbeats of silence)
+    happens within seconds; the rounds it paces (readiness beats, lease renewals, reconcile) cost next to nothing."""
     from tests.served import embedded_service
     from tests.service.conftest import Gate
 
     workdir = tmp_path_factory.mktemp("embedded")
     gate = Gate(workdir / "hold")
-    with embedded_service(workdir, **gate.env) as running:
+    with embedded_service(workdir, TILEFARM_HEARTBEAT_S="1", **gate.env) as running:
         running.gate = gate
         yield running
 

@@ -69,7 +69,7 @@ def test_ready_means_warm_and_early_jobs_wait_queued(tmp_path):
 def test_a_stopped_worker_is_not_ready_and_ready_again_when_it_runs(embedded):
     """/readyz is a heartbeat of a worker taking work: the embedded worker's main process (which takes the work) or
     its pool process (which runs it) SIGSTOPped makes it 'not ready' within three heartbeats, SIGCONT ready again.
-    On the test process's shared `tilefarm serve` (tests/conftest.py, its default heartbeat): nothing is killed, and
+    On the test process's shared `tilefarm serve` (tests/conftest.py, a heartbeat of 1 s): nothing is killed, and
     the test leaves it ready, as it found it."""
     from tests.served import idle
     from tests.service.test_resilience import until
