@@ -77,6 +77,45 @@ def test_a_kernel_the_preprocessor_refuses_is_refused_alike(tmp_path, compiled, 
     executor.check_kernels(job, compiled.artifacts)  # the compiler's own kernels pass
 
 
+def test_kernels_that_passed_the_sandboxed_check_pass_again_without_a_child(tmp_path, compiled, monkeypatch):
+    """The sandboxed kernel check keeps that the kernels passed (workers/sandbox/client.py check_kernels): the same
+    bytes are taken again without a child; other bytes (one kernel, or the plan its defines come from), a refused
+    kernel and a damaged kept entry are checked afresh, each time."""
+    from compiler.toolchain import emulate
+    from workers.sandbox import client
+
+    settings = Settings(data_dir=tmp_path / "data")
+    client.zygote_for(settings)  # started (or found) with the machine's cache: its runtime is there
+    monkeypatch.setattr(emulate, "cache_root", lambda: tmp_path / "cache")
+    ran: list[str] = []
+    real_run = client.Zygote.run
+    monkeypatch.setattr(client.Zygote, "run", lambda self, op, *args, **kw: ran.append(op) or real_run(self, op, *args, **kw))
+    job = JobRecord(id="kept", source=SOURCE, filename="gemm.py", target=TARGET, created_at=time.time())
+    executor = executor_for(settings)
+
+    executor.check_kernels(job, compiled.artifacts)
+    executor.check_kernels(job, compiled.artifacts)
+    assert ran == ["check_kernels"]  # the second look is the kept verdict
+    (kept,) = [p for p in (tmp_path / "cache" / "kernel-checks").iterdir() if p.suffix != ".sha256"]
+    other_plan = json.loads(compiled.artifacts["tt.plan.json"])
+    other_plan["target"]["arch"] = "blackhole"
+    for other in ({**compiled.artifacts, "writer.cpp": compiled.artifacts["writer.cpp"] + b"\n"},
+                  {**compiled.artifacts, "tt.plan.json": json.dumps(other_plan).encode()}):
+        ran.clear()
+        executor.check_kernels(job, other)
+        assert ran == ["check_kernels"]
+    refused = {**compiled.artifacts, "reader.cpp": b'#include "/etc/shadow"\n' + compiled.artifacts["reader.cpp"]}
+    for _ in range(2):
+        ran.clear()
+        with pytest.raises(ForgedAnswer, match="/etc/shadow"):
+            executor.check_kernels(job, refused)
+        assert ran == ["check_kernels"]  # a refusal is never kept
+    kept.write_bytes(b"damaged")  # its seal no longer matches: not a verdict any more
+    ran.clear()
+    executor.check_kernels(job, compiled.artifacts)
+    assert ran == ["check_kernels"] and kept.read_bytes() == b""
+
+
 @pytest.mark.parametrize("sandbox", [False, True], ids=["in-process", "sandboxed"])
 def test_a_refusal_keeps_its_class_in_the_jobs_diagnostic(tmp_path, sandbox):
     """What kind of refusal it is (not expressible on Tenstorrent, or not lowered yet) reaches the job record, the
