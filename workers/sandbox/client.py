@@ -304,12 +304,17 @@ def check_kernels(settings, artifacts: dict[str, bytes]) -> None:
     from compiler.toolchain.kernel_check import KERNEL_FILES, rules_digest
 
     files = {f"artifact-{name}": artifacts[name] for name in (*KERNEL_FILES, "tt.plan.json")}
-    passed = cache_root() / "kernel-checks" / cache.key("kernel check", rules_digest(), api_key(),
-                                                         *(part for name in sorted(files) for part in (name, files[name])))
-    if cache.intact(passed):
+    try:
+        passed = cache_root() / "kernel-checks" / cache.key(
+            "kernel check", rules_digest(), api_key(), *(part for name in sorted(files) for part in (name, files[name])))
+    except (OSError, subprocess.SubprocessError):  # no compiler to name (the check's child will say so): keep nothing
+        passed = None
+    if passed is not None and cache.intact(passed):
         return
     result = zygote_for(settings).run("check_kernels", {}, limits_for(settings, "compile"), files)
     steps.refuse_kernels(answers.kernels_checked(result.value, result.files))
+    if passed is None:
+        return
     try:
         passed.parent.mkdir(parents=True, exist_ok=True)
         built = passed.with_name(f".{passed.name}.{os.getpid()}.{threading.get_ident()}.tmp")
