@@ -73,6 +73,51 @@ def is_transposed(call: tirx.TilePrimitiveCall) -> bool:
     return bool(op_config(call).get("transpose", False))
 
 
+MASK_SELECT = "mask_select"
+
+
+@dataclass(frozen=True)
+class MaskSelect:
+    """A copy of an index mask's staged tiles that takes a staged page only where the tile is neither all true nor
+    all false (TTLowerIndexMasks; the reader reads only those pages): tile (i, j) of the copy's destination region
+    has the table offset `offset + row_step * i + col_step * j` (an expression of block and loop indices); it is
+    its staged page when lo < offset < hi, else the constant true_value (offset >= hi) or false_value
+    (offset <= lo). Carried in the copy's config as `mask_select`."""
+    offset: Any
+    row_step: int
+    col_step: int
+    lo: int
+    hi: int
+    true_value: float
+    false_value: float
+
+    def offset_at(self, i, j):
+        """The table offset of tile (i, j) of the destination region."""
+        out = self.offset
+        if self.row_step:
+            out = out + self.row_step * i
+        if self.col_step:
+            out = out + self.col_step * j
+        return out
+
+    def config(self) -> dict:
+        # plain ints and float32 immediates: the printed config reads back to the same IR
+        offset = int(self.offset) if isinstance(self.offset, tirx.IntImm) else self.offset
+        return {MASK_SELECT: [offset, self.row_step, self.col_step, self.lo, self.hi,
+                              tirx.FloatImm("float32", self.true_value), tirx.FloatImm("float32", self.false_value)]}
+
+
+def mask_select(call: tirx.TilePrimitiveCall) -> MaskSelect | None:
+    """The MaskSelect of a copy TTLowerIndexMasks made, else None."""
+    value = (call.config or {}).get(MASK_SELECT) if isinstance(call, tirx.TilePrimitiveCall) else None
+    if value is None:
+        return None
+    offset, row, col, lo, hi, true_value, false_value = value
+    if isinstance(offset, int):
+        offset = tirx.IntImm("int32", int(offset))
+    return MaskSelect(offset, int(row), int(col), int(lo), int(hi), float(true_value.value), float(false_value.value))
+
+
 @dataclass(frozen=True)
 class Region:
     """A rectangular region of a 2-D buffer as written in a tile op: `A[by*32:by*32+32, k*32:k*32+32]`."""

@@ -26,6 +26,14 @@ _COMPARISONS = (tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.EQ, tirx.NE)
 INDENT = "    "
 
 
+def _may_be_negative(e) -> bool:
+    """An index expression with a subtraction or a negative constant: its uint32_t value may have wrapped."""
+    found = []
+    tvm_ffi.structural_walk(e, [(tirx.Sub, found.append),
+                                (tirx.IntImm, lambda c: found.append(c) if int(c.value) < 0 else None)], order="pre")
+    return bool(found)
+
+
 def _holds_run_time_value(e) -> bool:
     """An index expression with an element read while the kernel runs, or a value handed to compute (signed)."""
     found = []
@@ -370,8 +378,9 @@ class KernelPrinter:
         if isinstance(e, (tvm.ir.Var, tirx.Var)):
             return self.var(e)
         spec = _BINOPS.get(type(e))
-        if spec is not None and isinstance(e, _COMPARISONS) and _holds_run_time_value(e):
-            # a block index (uint32_t) against a value read while the kernel runs (int32_t, may be negative)
+        if spec is not None and isinstance(e, _COMPARISONS) and (_holds_run_time_value(e) or _may_be_negative(e)):
+            # a block index (uint32_t) against a value read while the kernel runs (int32_t, may be negative), or a
+            # difference of indices (a mask tile's offset): compared signed, as the indices' true values are
             a, b = (f"static_cast<int32_t>({self.expr(x)})" for x in (e.a, e.b))
             text = f"{a} {spec[0]} {b}"
             return f"({text})" if spec[1] <= parent_prec else text

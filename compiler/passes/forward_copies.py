@@ -25,7 +25,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .. import ops
-from ..ir import op_name, region_of, seq, stmts_of
+from ..ir import mask_select, op_name, region_of, seq, stmts_of
 from ..registry import REDUCE
 from .. import attrs
 
@@ -240,8 +240,9 @@ PURE_WRITES = ("copy", "cast", "zero", "fill")
 
 
 def _pure_write_of(stmt, buffers: dict) -> str | None:
-    """The compute tile a copy, cast, zero or fill writes (its only effect), else None."""
-    if not (isinstance(stmt, tirx.TilePrimitiveCall) and op_name(stmt) in PURE_WRITES and not stmt.config):
+    """The compute tile a copy, cast, zero or fill writes (its only effect; an index mask's copy too), else None."""
+    if not (isinstance(stmt, tirx.TilePrimitiveCall) and op_name(stmt) in PURE_WRITES
+            and (not stmt.config or mask_select(stmt) is not None and len(stmt.config) == 1)):
         return None
     dst = region_of(stmt.args[0])
     return dst.name if dst is not None and buffers.get(dst.name, {}).get("role") == "compute" else None

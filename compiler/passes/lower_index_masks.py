@@ -1,17 +1,20 @@
 """TTLowerIndexMasks: element loops that write an index-dependent tile (a mask) -> tiles read from a constant table.
 
-    for i, j in T.grid(64, 64):                                  reader: one page per tile of acc, from the table
-        acc[i, j] = T.if_then_else(bx*64 + i >= k*64 + j,  ->   compute: copy(acc[ti*32:.., tj*32:..], mask_s[t])
+    for i, j in T.grid(64, 64):                          reader: the table's page of each tile neither all 0 nor -inf
+        acc[i, j] = T.if_then_else(bx*64 + i >= k*64 + j,  ->   compute: that page into the tile, or a fill
                                    0.0, -inf)
 
 A condition `a*i + b*j + d >= 0` (a, b in {-1, 0, 1}, d any integer expression of block and loop indices) takes,
 inside the tile at (ti, tj), the form `a*r + b*c + d' >= 0` with d' = 32*a*ti + 32*b*tj + d: the tile depends only
 on d', and only for the 64 (diagonal) or 33 (row / column boundary) values of d' where it is neither all true nor
 all false. Those tiles plus the two constant ones form a table that the host program generates (a DRAM buffer of
-role "constant" whose `generator` the plan carries); the reader reads entry clamp(d', lo, hi) - lo of it into a
-staging CB, and compute copies each page into its tile. Tiles the analyzer proves constant over the whole grid
-become fills. Conditions combine with T.And / T.Or / T.Not when the values are an additive mask (0 / -inf) or a
-multiplicative one (1 / 0): the atoms' masks are added, multiplied or maxed.
+role "constant" whose `generator` the plan carries). Reader and compute both evaluate each tile's d' (block and loop
+indices are scalars to both): the reader reads entry d' - lo into the tile's page of a staging CB only when
+lo < d' < hi, and compute copies that page into the tile there and fills the tile with the true value (d' >= hi)
+or the false value (d' <= lo) elsewhere (ir.MaskSelect on the copy). So a causal diagonal step of a 4x8-tile block
+reads 4 pages, not 32. Tiles the analyzer proves constant over the whole grid become fills. Conditions combine
+with T.And / T.Or / T.Not when the values are an additive mask (0 / -inf) or a multiplicative one (1 / 0): the
+atoms' masks are added, multiplied or maxed.
 
 Runs after TTLowerToCircularBuffers (it adds a DRAM buffer, a staging CB and reader calls); TTCheckKernel calls
 `check_mask` first so that every diagnostic is located before anything is lowered.
@@ -27,7 +30,7 @@ from tvm import tirx
 from tvm.ir import Op
 
 from .. import ops
-from ..ir import error_at, seq
+from ..ir import MaskSelect, error_at, seq
 from ..target import DATA_FORMATS, TILE
 from .lower_to_circular_buffers import free_cb_index
 from .. import attrs
@@ -49,9 +52,9 @@ def region(buffer, starts, extents) -> tvm.ir.TensorRegion:
     return tvm.ir.TensorRegion(buffer, ranges, tirx.BufferRegionType())
 
 
-def tile_call(name: str, *args) -> tirx.TilePrimitiveCall:
-    return tirx.TilePrimitiveCall(*args, op=Op.get(f"tirx.tile.{name}"), workspace={}, config={}, dispatch=None,
-                                  scope=None)
+def tile_call(name: str, *args, config: dict | None = None) -> tirx.TilePrimitiveCall:
+    return tirx.TilePrimitiveCall(*args, op=Op.get(f"tirx.tile.{name}"), workspace={}, config=config or {},
+                                  dispatch=None, scope=None)
 
 
 class Atom:
@@ -402,24 +405,45 @@ class MaskLowering:
                 out.append(tile_call(mask.combine, whole, whole, region(tmp, [0, 0], [mask.rows, mask.cols])))
         return seq(out)
 
+    def offset(self, mask: Mask, k: int, ti: int, tj: int) -> tuple:
+        """(atom k inside tile (ti, tj), that tile's table offset d')."""
+        atom = mask.tile_atoms[(ti, tj)][k]
+        return atom, self.analyzer.simplify(atom.d + TILE * (atom.a * ti + atom.b * tj))
+
+    def read_if_needed(self, cb: int, page: int, table, atom: Atom, offset):
+        """The reader's statement for one tile: its table entry read into page `page` only when the tile is neither
+        all true nor all false (lo < d' < hi); None when the analyzer proves it never is."""
+        bound = self.analyzer.const_int_bound(offset)
+        if bound.min_value >= atom.hi or bound.max_value <= atom.lo:
+            return None
+        # the entry clamped to the range the branch takes (a no-op there) to show TTPadTiles it is in the table
+        entry = tirx.max(tirx.min(offset, i32(atom.hi - 1)), i32(atom.lo + 1)) - atom.lo
+        read = ops.call("read_tile", cb, page, table.name, self.analyzer.simplify(entry), 0)
+        needed = self.analyzer.simplify(tirx.And(offset > atom.lo, offset < atom.hi))
+        return read if self.analyzer.can_prove(needed) else tirx.IfThenElse(needed, read, None)
+
+    @staticmethod
+    def selection(mask: Mask, atom: Atom, offset, row_step: int = 0, col_step: int = 0) -> MaskSelect:
+        return MaskSelect(offset, row_step, col_step, atom.lo, atom.hi, mask.true_value, mask.false_value)
+
     def atom_tiles(self, k: int, mask: Mask, target) -> list:
-        """Atom k of the mask into `target`, tile by tile: a fill where the analyzer proves the tile constant, else a
-        read of its entry in the atom's table (tiles whose atoms differ in shape read from their own tables)."""
+        """Atom k of the mask into `target`, tile by tile: a fill where the analyzer proves the tile constant, else
+        a copy that takes the tile's page of the atom's table where the tile is neither all true nor all false and
+        fills it with the constant otherwise (MaskSelect: the reader reads only those pages; tiles whose atoms
+        differ in shape read from their own tables)."""
         fills, reads = [], []
         for ti in range(-(-mask.rows // TILE)):
             for tj in range(-(-mask.cols // TILE)):
-                atom = mask.tile_atoms[(ti, tj)][k]
+                atom, offset = self.offset(mask, k, ti, tj)
                 h, w = min(TILE, mask.rows - ti * TILE), min(TILE, mask.cols - tj * TILE)
                 tile = region(target, [ti * TILE, tj * TILE], [h, w])
-                offset = self.analyzer.simplify(atom.d + TILE * (atom.a * ti + atom.b * tj))
                 bound = self.analyzer.const_int_bound(offset)
                 if bound.min_value >= atom.hi:
                     fills.append(_fill(tile, mask.true_value))
                 elif bound.max_value <= atom.lo:
                     fills.append(_fill(tile, mask.false_value))
                 else:
-                    entry = self.analyzer.simplify(tirx.max(tirx.min(offset, i32(atom.hi)), i32(atom.lo)) - atom.lo)
-                    reads.append((tile, h, w, entry, atom))
+                    reads.append((tile, h, w, offset, atom))
         if not reads:
             if len(fills) > WHOLE_FROM and len({_fill_value(f) for f in fills}) == 1:
                 return [_fill(region(target, [0, 0], [mask.rows, mask.cols]), _fill_value(fills[0]))]
@@ -429,30 +453,54 @@ class MaskLowering:
             return self.whole_tiles(k, mask, target)
         stage, cb = self.staging(len(reads), mask)
         reader = [ops.call("cb_reserve_back", cb, len(reads))]
-        reader += [ops.call("read_tile", cb, n, self.table(atom, mask).name, entry, 0)
-                   for n, (_, _, _, entry, atom) in enumerate(reads)]
+        reader += [self.read_if_needed(cb, n, self.table(atom, mask), atom, offset)
+                   for n, (_, _, _, offset, atom) in enumerate(reads)]
         reader += [ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, len(reads)),
                    ops.call("compute_receive", cb, stage.name, "", 0, 0)]
-        moves = [tile_call("copy", tile, region(stage, [n * TILE, 0], [h, w]))
-                 for n, (tile, h, w, _, _) in enumerate(reads)]
+        moves = [tile_call("copy", tile, region(stage, [n * TILE, 0], [h, w]),
+                           config=self.selection(mask, atom, offset).config())
+                 for n, (tile, h, w, offset, atom) in enumerate(reads)]
         return fills + reader + moves
 
+    def whole_selection(self, mask: Mask, offsets: dict) -> MaskSelect | None:
+        """One MaskSelect for the whole mask when its tiles' offsets are one affine function of the tile indices
+        (every condition `a*i + b*j + d >= 0`: d' = d + 32*a*ti + 32*b*tj) and its atoms one shape; else None."""
+        atoms = {(atom.a, atom.b, atom.lo, atom.hi) for atom, _ in offsets.values()}
+        if len(atoms) != 1:
+            return None
+        atom, base = offsets[(0, 0)]
+        row, col = TILE * atom.a, TILE * atom.b
+        for (ti, tj), (_, offset) in offsets.items():
+            if not self.analyzer.can_prove(offset - (base + row * ti + col * tj) == 0):
+                return None
+        return self.selection(mask, atom, base, row, col)
+
     def whole_tiles(self, k: int, mask: Mask, target) -> list:
-        """A mask of more tiles than the smallest DST holds, written by one op: every tile read from the atom's
-        table (a constant tile from its all-true or all-false entry) into a staging tile of the mask's shape, then
-        copied whole (tile by tile, each copy would be a DST window over a buffer that does not fit DST)."""
+        """A mask of more tiles than the smallest DST holds, written by one op: the tiles that are neither all true
+        nor all false read from the atom's table into a staging tile of the mask's shape, then one copy that takes
+        those pages and fills the others (MaskSelect; each tile's copy would be a DST window over a buffer that does
+        not fit DST). Tiles whose offsets are not one affine function of the tile indices are all read (a constant
+        tile from its all-true or all-false entry) and copied whole."""
         tiles = [(ti, tj) for ti in range(-(-mask.rows // TILE)) for tj in range(-(-mask.cols // TILE))]
+        offsets = {t: self.offset(mask, k, *t) for t in tiles}
+        select = self.whole_selection(mask, offsets)
         stage, cb = self.staging(len(tiles), mask, (mask.rows, mask.cols))
         reader = [ops.call("cb_reserve_back", cb, len(tiles))]
-        for n, (ti, tj) in enumerate(tiles):
-            atom = mask.tile_atoms[(ti, tj)][k]
-            offset = self.analyzer.simplify(atom.d + TILE * (atom.a * ti + atom.b * tj))
+        for n, t in enumerate(tiles):
+            atom, offset = offsets[t]
+            table = self.table(atom, mask)
+            if select is not None:
+                read = self.read_if_needed(cb, n, table, atom, offset)
+                reader += [read] if read is not None else []
+                continue
             entry = self.analyzer.simplify(tirx.max(tirx.min(offset, i32(atom.hi)), i32(atom.lo)) - atom.lo)
-            reader.append(ops.call("read_tile", cb, n, self.table(atom, mask).name, entry, 0))
+            reader.append(ops.call("read_tile", cb, n, table.name, entry, 0))
         reader += [ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, len(tiles)),
                    ops.call("compute_receive", cb, stage.name, "", 0, 0)]
         whole = [mask.rows, mask.cols]
-        return reader + [tile_call("copy", region(target, [0, 0], whole), region(stage, [0, 0], whole))]
+        config = select.config() if select is not None else None
+        return reader + [tile_call("copy", region(target, [0, 0], whole), region(stage, [0, 0], whole),
+                                   config=config)]
 
     def run(self):
         found = []

@@ -5,15 +5,17 @@ DRAM layout, num_cbs). Each `before` is a block loop as it reaches the pass: the
 reader's `compute_receive` and the writer's `compute_send` markers."""
 from __future__ import annotations
 
+import math
 import textwrap
 
+import numpy as np
 import pytest
 import tvm
 from tvm import tirx
 
 from compiler import attrs, ops
 from compiler.errors import CompileError
-from compiler.ir import seq, stmts_of
+from compiler.ir import evaluate, mask_select, seq, stmts_of
 from compiler.passes.lower_index_masks import lower_index_masks
 
 from .helpers import assert_ir_equal, run, target_attr, with_attrs
@@ -90,25 +92,33 @@ def test_causal_mask_reads_diagonal_tiles_from_the_table():
     stage = next(c for c in func.attrs["tt.cb_config"] if c["buffer"] == "tt_mask_s1")
     assert int(stage["num_pages"]) == 4 * 2 and stage["role"] == "input"
     cb_index = int(stage["index"])
+    offsets = [bx * 64 - k * 64, bx * 64 - k * 64 - 32, bx * 64 + 32 - k * 64, bx * 64 - k * 64]
 
-    # entry = clamp(d, -32, 31) + 32; below the diagonal (ti > tj) d >= 32 > -32 since k <= bx: no lower clamp
-    entries = [tirx.max(tirx.min(bx * 64 - k * 64, 31), -32) + 32,
-               tirx.max(tirx.min(bx * 64 - k * 64 - 32, 31), -32) + 32,
-               tirx.min(bx * 64 + 32 - k * 64, 31) + 32,
-               tirx.max(tirx.min(bx * 64 - k * 64, 31), -32) + 32]
-    reader = [ops.call("cb_reserve_back", cb_index, 4)]
-    reader += [ops.call("read_tile", cb_index, n, "tt_mask0", e, 0) for n, e in enumerate(entries)]
-    reader += [ops.call("noc_async_read_barrier", cb_index), ops.call("cb_push_back", cb_index, 4),
-               ops.call("compute_receive", cb_index, "tt_mask_s1", "", 0, 0)]
-
+    # each page is read only when its tile is neither all true nor all false (-32 < d < 31), from entry d + 32
     def is_call(stmt, name):
         found = ops.intrinsic_of(stmt)
         return found is not None and found[0].name == name and int(found[1][0]) == cb_index
     start = next(n for n, stmt in enumerate(body) if is_call(stmt, "cb_reserve_back"))
-    assert_ir_equal(seq(body[start:start + len(reader)]), seq(reader))
-    copies = [s for s in body[start + len(reader):] if isinstance(s, tirx.TilePrimitiveCall)][:4]
+    reads = body[start + 1:start + 5]
+    assert all(isinstance(r, tirx.IfThenElse) and r.else_case is None for r in reads)
+    analyzer = tvm.sym.Analyzer()
+    for n, (r, d) in enumerate(zip(reads, offsets)):
+        assert analyzer.can_prove(r.condition == tirx.And(d > -32, d < 31)), r.condition
+        spec, args = ops.intrinsic_of(r.then_case)
+        assert spec.name == "read_tile" and int(args[1]) == n and str(args[2].value) == "tt_mask0"
+        with analyzer.constraint_scope(tirx.And(d > -32, d < 31)):
+            assert analyzer.can_prove(args[3] == d + 32)
+    assert [ops.intrinsic_of(s)[0].name for s in body[start + 5:start + 8]] == [
+        "noc_async_read_barrier", "cb_push_back", "compute_receive"]
+    copies = [s for s in body[start + 8:] if isinstance(s, tirx.TilePrimitiveCall)][:4]
     assert [(int(c.args[0].region[0].min), int(c.args[0].region[1].min), int(c.args[1].region[0].min))
             for c in copies] == [(0, 0, 0), (0, 32, 32), (32, 0, 64), (32, 32, 96)]
+    # each copy takes its page only for such a tile and fills 0 (d >= 31) or -inf (d <= -32) otherwise
+    for c, d in zip(copies, offsets):
+        select = mask_select(c)
+        assert (select.row_step, select.col_step, select.lo, select.hi) == (0, 0, -32, 31)
+        assert (select.true_value, select.false_value) == (0.0, -math.inf)
+        assert analyzer.can_prove(select.offset == d)
     table = func.attrs["tt.buffers"]["tt_mask0"]
     assert table["role"] == "constant" and dict(table["generator"]) == {
         "kind": "affine_mask", "row_coef": 1, "col_coef": -1, "first_offset": -32, "entries": 64,
@@ -177,3 +187,159 @@ def test_a_table_is_bfloat16_when_its_values_are(values, dtype, fmt):
     assert func.attrs["tt.buffers"]["tt_mask_s1"]["dtype"] == dtype
     stage = next(c for c in func.attrs["tt.cb_config"] if c["buffer"] == "tt_mask_s1")
     assert stage["data_format"] == fmt and stage["dtype"] == dtype
+
+
+# ---- what the lowered block computes, step by step ----------------------------------------------------------------
+# A mask of M x N elements over a grid of `grid` blocks bx and a key loop k: the lowered statements are run for each
+# (bx, k) -- the reader's page reads under their conditions, then the copies, fills and combining ops -- and the
+# tile written must equal the condition evaluated element by element, with a page read for exactly the tiles where
+# an atom of the condition is neither all true nor all false.
+MASK_LOOP = '''
+@T.prim_func
+def before(block_count: T.int32):
+    m = T.alloc_local(({M}, {N}), "float32")
+    C_l = T.alloc_local(({M}, {N}), "float32")
+    for n in range(block_count):
+        bx: T.let[T.int32] = n
+        for k in range({trips}):
+            for i, j in T.grid({M}, {N}):
+                m[i, j] = T.if_then_else({cond}, T.float32({true}), T.float32({false}))
+            T.tile.add(C_l[0:{M}, 0:{N}], C_l[0:{M}, 0:{N}], m[0:{M}, 0:{N}])
+'''
+
+INF = float("inf")
+# (id, M, N, grid extent, key trips, condition, true, false, atoms: per atom (bx, k, i, j) -> bool, "and" / "or")
+MASKS = [
+    ("causal-64x64", 64, 64, 2, "bx + 1", "bx * 64 + i >= k * 64 + j", 0, "-inf",
+     [lambda bx, k, i, j: bx * 64 + i >= k * 64 + j], "and"),
+    ("causal-64x128", 64, 128, 4, "(bx * 64 + 64 + 127) // 128", "bx * 64 + i >= k * 128 + j", 0, "-inf",
+     [lambda bx, k, i, j: bx * 64 + i >= k * 128 + j], "and"),
+    ("causal-128x64-shifted", 128, 64, 2, "4", "bx * 128 + i + 16 >= k * 64 + j", 0, "-inf",
+     [lambda bx, k, i, j: bx * 128 + i + 16 >= k * 64 + j], "and"),
+    ("columns-multiplicative", 64, 128, 1, "2", "k * 128 + j < 200", 1, 0,
+     [lambda bx, k, i, j: k * 128 + j < 200], "and"),
+    ("anti-diagonal", 64, 128, 2, "2", "bx * 64 + i + k * 128 + j >= 150", 1, 0,
+     [lambda bx, k, i, j: bx * 64 + i + k * 128 + j >= 150], "and"),
+    ("causal-and-columns", 64, 128, 2, "2", "T.And(bx * 64 + i >= k * 128 + j, k * 128 + j < 200)", 0, "-inf",
+     [lambda bx, k, i, j: bx * 64 + i >= k * 128 + j, lambda bx, k, i, j: k * 128 + j < 200], "and"),
+    ("not-or-rows", 128, 64, 2, "3", "T.Or(T.Not(bx * 128 + i >= k * 64 + j), bx * 128 + i < 100)", "-inf", 0,
+     [lambda bx, k, i, j: not bx * 128 + i >= k * 64 + j, lambda bx, k, i, j: bx * 128 + i < 100], "or"),
+]
+
+
+def mask_before(M, N, grid, trips, cond, true, false):
+    text = textwrap.dedent(MASK_LOOP).format(M=M, N=N, trips=trips, cond=cond, true=f'"{true}"' if
+                                             isinstance(true, str) else true,
+                                             false=f'"{false}"' if isinstance(false, str) else false)
+    buffers = {"m": {"role": "compute", "scope": "local", "shape": [M, N], "dtype": "float32"},
+               "C_l": {"role": "compute", "scope": "local", "shape": [M, N], "dtype": "float32"}}
+    return with_attrs(tvm.script.from_source(text), {
+        attrs.GRID: {"vars": ["bx"], "extents": [grid]}, attrs.BUFFERS: buffers,
+        attrs.LAYOUT_DESC: {"m": l1([M, N]), "C_l": l1([M, N])}, attrs.CB_CONFIG: [], attrs.TARGET: target_attr()})
+
+
+def table_tile(generator, entry: int) -> np.ndarray:
+    """Entry `entry` of an affine_mask table: a*r + b*c + first_offset + entry >= 0 -> true value."""
+    r, c = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
+    value = {"inf": INF, "-inf": -INF}
+    t, f = (value.get(generator[x], generator[x]) for x in ("true_value", "false_value"))
+    held = generator["row_coef"] * r + generator["col_coef"] * c + generator["first_offset"] + entry >= 0
+    return np.where(held, float(t), float(f))
+
+
+def block_vars(func) -> tuple:
+    """(bx, the key loop) of the lowered block."""
+    block = next(s for s in stmts_of(func.body) if isinstance(s, tirx.For))
+    bx = next(b.var for b in stmts_of(block.body) if isinstance(b, tirx.Bind) and str(b.var.name) == "bx")
+    return bx, key_loop(func)[0]
+
+
+def run_step(func, bx_value: int, k_value: int) -> tuple[np.ndarray, int]:
+    """The mask tile m after one key step of the lowered block at (bx, k), and how many pages the reader read."""
+    bx, loop = block_vars(func)
+    env = {bx: bx_value, loop.loop_var: k_value}
+    buffers = func.attrs["tt.buffers"]
+    cb_buffer = {int(c["index"]): c["buffer"] for c in func.attrs["tt.cb_config"]}
+    pages: dict = {}                 # (staging buffer, page) -> the tile read into it
+    tiles: dict = {}                 # compute buffer -> its values
+    reads = [0]
+
+    def values(name):
+        return tiles.setdefault(name, np.full([int(d) for d in buffers[name]["shape"]], np.nan))
+
+    def copy(stmt, out, r0, rows, c0, cols):
+        src = stmt.args[1]
+        s0, t0 = (int(x.min) for x in src.region)
+        stage_cols = -(-int(buffers[str(src.source.name)]["shape"][1]) // 32)
+        select = mask_select(stmt)
+        for i in range(-(-rows // 32)):
+            for j in range(-(-cols // 32)):
+                h, w = min(32, rows - 32 * i), min(32, cols - 32 * j)
+                tile = out[r0 + 32 * i:r0 + 32 * i + h, c0 + 32 * j:c0 + 32 * j + w]
+                if select is not None:
+                    d = evaluate(select.offset, env) + select.row_step * i + select.col_step * j
+                    if d >= select.hi or d <= select.lo:
+                        tile[...] = select.true_value if d >= select.hi else select.false_value
+                        continue
+                page = (s0 // 32 + i) * stage_cols + t0 // 32 + j
+                tile[...] = pages.pop((str(src.source.name), page))[:h, :w]   # read this step, taken once
+
+    def run(stmt):
+        if isinstance(stmt, tirx.IfThenElse):
+            if evaluate(stmt.condition, env):
+                run(stmt.then_case)
+            elif stmt.else_case is not None:
+                run(stmt.else_case)
+            return
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in stmt.seq:
+                run(s)
+            return
+        found = ops.intrinsic_of(stmt)
+        if found is not None and found[0].name == "read_tile":
+            cb, page, table, row = found[1][:4]
+            generator = buffers[str(table.value)]["generator"]
+            pages[(cb_buffer[int(cb)], int(page))] = table_tile(generator, evaluate(row, env))
+            reads[0] += 1
+            return
+        if not isinstance(stmt, tirx.TilePrimitiveCall):
+            return
+        name = str(stmt.op.name).removeprefix("tirx.tile.")
+        dst = stmt.args[0]
+        (r0, rows), (c0, cols) = ((int(x.min), int(x.extent)) for x in dst.region)
+        out = values(str(dst.source.name))
+        if name in ("zero", "fill"):
+            out[r0:r0 + rows, c0:c0 + cols] = 0.0 if name == "zero" else float(stmt.args[1].value)
+        elif name == "copy":
+            copy(stmt, out, r0, rows, c0, cols)
+        elif name in ("add", "mul", "maximum", "minimum") and str(dst.source.name) == "m":
+            a, b = (values(str(x.source.name)) for x in stmt.args[1:3])
+            out[...] = {"add": np.add, "mul": np.multiply, "maximum": np.maximum, "minimum": np.minimum}[name](a, b)
+    for stmt in key_loop(func)[1]:
+        run(stmt)
+    assert not pages, "a page read that nothing took"
+    return tiles["m"], reads[0]
+
+
+def mixed_tiles(atom, bx: int, k: int, M: int, N: int) -> int:
+    """Tiles of an M x N mask where the atom is neither all true nor all false."""
+    held = np.array([[atom(bx, k, i, j) for j in range(N)] for i in range(M)])
+    return sum(len(np.unique(held[r:r + 32, c:c + 32])) > 1 for r in range(0, M, 32) for c in range(0, N, 32))
+
+
+@pytest.mark.parametrize("case", MASKS, ids=[c[0] for c in MASKS])
+def test_the_reader_reads_only_the_tiles_an_atom_does_not_make_constant(case):
+    _, M, N, grid, trips, cond, true, false, atoms, kind = case
+    func = run(lower_index_masks, mask_before(M, N, grid, trips, cond, true, false))["main"]
+    bx_var, loop = block_vars(func)
+    t, f = (-INF if x == "-inf" else float(x) for x in (true, false))
+    fewer = 0
+    for bx in range(grid):
+        for k in range(evaluate(loop.extent, {bx_var: bx})):
+            mask, reads = run_step(func, bx, k)
+            held = np.array([[(all if kind == "and" else any)(a(bx, k, i, j) for a in atoms) for j in range(N)]
+                             for i in range(M)])
+            np.testing.assert_array_equal(mask, np.where(held, t, f), err_msg=f"bx={bx} k={k}")
+            assert reads == sum(mixed_tiles(a, bx, k, M, N) for a in atoms), (bx, k, reads)
+            fewer += reads < -(-M // 32) * -(-N // 32) * len(atoms)
+    assert fewer, "every step read every tile"

@@ -17,11 +17,13 @@ import tvm_ffi
 from tvm import tirx
 
 from ... import ops, precision, registry
-from ...ir import is_transposed, scalar_of, seq
+from ...ir import is_transposed, mask_select, scalar_of, seq
 from ...target import TILE
 from .plan import (LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, exact_op, first_use, fpu_in_place,
                    on_sfpu, tiles_of)
 from .strategies import LOWEST, Src, Strategies, i32
+
+_ANALYZER = tvm.sym.Analyzer()
 
 
 def _first_touch(w: Window, buffer: str) -> OpInfo | None:
@@ -1001,7 +1003,9 @@ class Emitter:
             rows, cols = tiles_of(src.extents)   # destination tile (i, j) is the transpose of source tile (j, i)
             return st.transpose(slot, self.cb_src(src.name, sr + (j if rows > 1 else 0), sc + (i if cols > 1 else 0)))
         if name in ("copy", "cast"):
-            return st.copy(slot, self.src(info.operands[0], i, j))
+            take = st.copy(slot, self.src(info.operands[0], i, j))
+            select = mask_select(info.call)
+            return take if select is None else self.mask_tile(select, take, slot, i, j, fresh)
         if name in registry.UNARY:
             return st.unary(name, slot, self.src(info.operands[0], i, j), info.scale)
         if name in registry.BINARY:
@@ -1012,6 +1016,23 @@ class Emitter:
         if name in registry.REDUCE:
             return self.reduce(info, slot, i, j, fresh)
         raise AssertionError(f"no lowering for T.tile.{name}")
+
+    def mask_tile(self, select, take: list, slot, i, j, fresh: bool) -> list:
+        """An index mask's tile (ir.MaskSelect): its staged page where the tile is neither all true nor all false
+        (the reader read only those), else the constant filled in (nothing for a zero into a fresh slot: DST is
+        zero when acquired)."""
+        offset = _ANALYZER.simplify(select.offset_at(i, j))
+
+        def constant(value: float) -> list:
+            return [] if fresh and value == 0.0 else self.strategies.fill(slot, value)
+        high, low = constant(select.true_value), constant(select.false_value)
+        if high and low:
+            other = tirx.IfThenElse(offset >= select.hi, seq(high), seq(low))
+        elif high or low:
+            other = tirx.IfThenElse(offset >= select.hi if high else offset <= select.lo, seq(high or low), None)
+        else:
+            other = None
+        return [tirx.IfThenElse(tirx.And(offset > select.lo, offset < select.hi), seq(take), other)]
 
     def gemm(self, info, slot, i, j, fresh: bool) -> list:
         tz = self.tz
