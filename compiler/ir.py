@@ -78,11 +78,12 @@ MASK_SELECT = "mask_select"
 
 @dataclass(frozen=True)
 class MaskSelect:
-    """A copy of an index mask's staged tiles that takes a staged page only where the tile is neither all true nor
-    all false (TTLowerIndexMasks; the reader reads only those pages): tile (i, j) of the copy's destination region
-    has the table offset `offset + row_step * i + col_step * j` (an expression of block and loop indices); it is
-    its staged page when lo < offset < hi, else the constant true_value (offset >= hi) or false_value
-    (offset <= lo). Carried in the copy's config as `mask_select`."""
+    """An index mask's staged tiles taken only where a tile is neither all true nor all false (TTLowerIndexMasks;
+    the reader reads only those pages): tile (i, j) of the op's destination region has the table offset
+    `offset + row_step * i + col_step * j` (an expression of block and loop indices); the op's operand `operand`
+    (a copy's source; a staged mask TTForwardCopies forwarded into an element-wise op) is that tile's staged page
+    when lo < offset < hi, else the constant true_value (offset >= hi) or false_value (offset <= lo). Carried in
+    the op's config as `mask_select`."""
     offset: Any
     row_step: int
     col_step: int
@@ -90,6 +91,7 @@ class MaskSelect:
     hi: int
     true_value: float
     false_value: float
+    operand: int = 0
 
     def offset_at(self, i, j):
         """The table offset of tile (i, j) of the destination region."""
@@ -104,7 +106,8 @@ class MaskSelect:
         # plain ints and float32 immediates: the printed config reads back to the same IR
         offset = int(self.offset) if isinstance(self.offset, tirx.IntImm) else self.offset
         return {MASK_SELECT: [offset, self.row_step, self.col_step, self.lo, self.hi,
-                              tirx.FloatImm("float32", self.true_value), tirx.FloatImm("float32", self.false_value)]}
+                              tirx.FloatImm("float32", self.true_value), tirx.FloatImm("float32", self.false_value),
+                              self.operand]}
 
 
 def mask_select(call: tirx.TilePrimitiveCall) -> MaskSelect | None:
@@ -112,10 +115,11 @@ def mask_select(call: tirx.TilePrimitiveCall) -> MaskSelect | None:
     value = (call.config or {}).get(MASK_SELECT) if isinstance(call, tirx.TilePrimitiveCall) else None
     if value is None:
         return None
-    offset, row, col, lo, hi, true_value, false_value = value
+    offset, row, col, lo, hi, true_value, false_value, operand = value
     if isinstance(offset, int):
         offset = tirx.IntImm("int32", int(offset))
-    return MaskSelect(offset, int(row), int(col), int(lo), int(hi), float(true_value.value), float(false_value.value))
+    return MaskSelect(offset, int(row), int(col), int(lo), int(hi), float(true_value.value), float(false_value.value),
+                      int(operand))
 
 
 @dataclass(frozen=True)

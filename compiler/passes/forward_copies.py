@@ -16,15 +16,21 @@ compute tile nothing reads).
 
 A whole tile zeroed and then added in place (`y = y + x`, causal attention's mask `T.if_then_else(row >= col, s,
 -inf)` below the diagonal, where TTLowerIndexMasks makes its mask tile zero) is the same: the add is dropped (y is
-unchanged: the GPU's select kept it, -0.0 included), and the zero with it when nothing else reads the tile.
+unchanged: the GPU's select kept it, -0.0 included), and the zero with it when nothing else reads the tile. On the
+diagonal the mask tile is a copy of the staged pages of its tiles that are neither all true nor all false
+(ir.MaskSelect): when only element-wise ops read it (`y + x`), they read the staged tiles with the selection
+themselves (per tile: the op with the page, or with the constant) and the copy goes.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import tvm
 import tvm_ffi
 from tvm import tirx
 
 from .. import ops
+from .. import registry
 from ..ir import mask_select, op_name, region_of, seq, stmts_of
 from ..registry import REDUCE
 from .. import attrs
@@ -145,6 +151,70 @@ def _drop_zero_adds(stmts: list, k: int, buffers: dict, dead_at_end: bool) -> bo
     return unread
 
 
+def _takes_mask(call, x, shape) -> int | None:
+    """The operand position at which an element-wise op reads the whole tile x once, next to a tile of x's shape
+    (`scores + mask`), when the op has a form with a constant in that place (the SFPU's op with a scalar); else
+    None. Such an op can take a staged mask's selection itself (ir.MaskSelect)."""
+    if not (isinstance(call, tirx.TilePrimitiveCall) and op_name(call) in registry.BINARY and not call.config
+            and len(call.args) == 3 and all(isinstance(a, tvm.ir.TensorRegion) for a in call.args)):
+        return None
+    op = registry.TILE_OPS[op_name(call)]
+    regions = [region_of(a) for a in call.args]
+    positions = [n for n, a in enumerate(call.args[1:]) if a.source.same_as(x)]
+    if op.integer or op.with_scalar is None or len(positions) != 1 or \
+            not all(_whole(r, shape) if a.source.same_as(x) else tuple(r.extents) == tuple(shape)
+                    for a, r in zip(call.args, regions)):
+        return None
+    if positions[0] == 0 and not op.commutative and op.scalar_first is None:
+        return None
+    return positions[0]
+
+
+def _forward_mask(stmts: list, k: int, buffers: dict, dead_at_end: bool) -> bool:
+    """stmts[k] copies an index mask's staged tiles into a compute tile x, taking only the pages of tiles neither
+    all true nor all false (ir.MaskSelect). When every op that reads x before it is written again is an
+    element-wise op of x and a tile of its shape (GQA's `scores + mask`), each reads the staged tiles with the
+    selection instead (per tile: the op with the staged page, or with the constant): x is not computed. True when
+    the copy is dropped (nothing reads x any more)."""
+    call = stmts[k]
+    dst, src = region_of(call.args[0]), region_of(call.args[1])
+    info = buffers.get(dst.name) if dst is not None else None
+    select = mask_select(call)
+    if info is None or src is None or info["role"] != "compute" or not _whole(dst, info["shape"]) \
+            or len(call.config) != 1:
+        return False
+    x, staged = call.args[0].source, call.args[1].source
+    rewritten, unread = {}, False
+    for j in range(k + 1, len(stmts)):
+        other = stmts[j]
+        if not isinstance(other, tirx.TilePrimitiveCall):
+            if _mentions(other, {dst.name, src.name}):
+                return False
+            continue
+        out = region_of(other.args[0])
+        if out is not None and out.name == src.name:
+            return False
+        if _reads(other, dst.name):
+            position = _takes_mask(other, x, info["shape"])
+            if position is None or out is not None and out.name == dst.name:
+                return False
+            config = replace(select, operand=position).config()
+            rewritten[j] = tirx.TilePrimitiveCall(*_with_source(other, x, staged).args, op=other.op,
+                                                  workspace=other.workspace, config=config,
+                                                  dispatch=other.dispatch, scope=other.scope)
+            continue
+        if out is not None and out.name == dst.name:
+            unread = _whole(out, info["shape"])
+            break
+    else:
+        unread = dead_at_end
+    for j, new in rewritten.items():
+        stmts[j] = new
+    if unread:
+        del stmts[k]
+    return unread
+
+
 def _with_body(loop, body):
     """The loop, annotations and all, around a new body."""
     return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, thread_binding=loop.thread_binding,
@@ -164,6 +234,10 @@ def forward(stmts: list, buffers: dict, dead_at_end: bool = True) -> list:
             if dst is not None and _drop_zero_adds(stmts, k, buffers, dead_at_end):
                 continue
             k += 1
+            continue
+        if isinstance(call, tirx.TilePrimitiveCall) and op_name(call) == "copy" and mask_select(call) is not None:
+            if not _forward_mask(stmts, k, buffers, dead_at_end):
+                k += 1
             continue
         if not (isinstance(call, tirx.TilePrimitiveCall) and op_name(call) in ("copy", "cast")
                 and not call.config):

@@ -1005,26 +1005,30 @@ class Emitter:
         if name in ("copy", "cast"):
             take = st.copy(slot, self.src(info.operands[0], i, j))
             select = mask_select(info.call)
-            return take if select is None else self.mask_tile(select, take, slot, i, j, fresh)
+            if select is None:
+                return take
+            return self.mask_tile(select, take, slot, i, j, fresh,
+                                  lambda value: [] if fresh and value == 0.0 else st.fill(slot, value))
         if name in registry.UNARY:
             return st.unary(name, slot, self.src(info.operands[0], i, j), info.scale)
         if name in registry.BINARY:
             a, b = (self.src(o, i, j) for o in info.operands)
-            return st.binary(name, slot, a, b, self.scratch)
+            take = st.binary(name, slot, a, b, self.scratch)
+            select = mask_select(info.call)
+            if select is None:
+                return take
+            return self.mask_tile(select, take, slot, i, j, fresh,
+                                  lambda value: self.with_mask_constant(name, slot, (a, b), select.operand, value))
         if name == "gemm":
             return self.gemm(info, slot, i, j, fresh)
         if name in registry.REDUCE:
             return self.reduce(info, slot, i, j, fresh)
         raise AssertionError(f"no lowering for T.tile.{name}")
 
-    def mask_tile(self, select, take: list, slot, i, j, fresh: bool) -> list:
-        """An index mask's tile (ir.MaskSelect): its staged page where the tile is neither all true nor all false
-        (the reader read only those), else the constant filled in (nothing for a zero into a fresh slot: DST is
-        zero when acquired)."""
+    def mask_tile(self, select, take: list, slot, i, j, fresh: bool, constant) -> list:
+        """An op on an index mask's tile (ir.MaskSelect): `take` (the op on its staged page, which the reader read)
+        where the tile is neither all true nor all false, else constant(value) for the tile's constant value."""
         offset = _ANALYZER.simplify(select.offset_at(i, j))
-
-        def constant(value: float) -> list:
-            return [] if fresh and value == 0.0 else self.strategies.fill(slot, value)
         high, low = constant(select.true_value), constant(select.false_value)
         if high and low:
             other = tirx.IfThenElse(offset >= select.hi, seq(high), seq(low))
@@ -1033,6 +1037,24 @@ class Emitter:
         else:
             other = None
         return [tirx.IfThenElse(tirx.And(offset > select.lo, offset < select.hi), seq(take), other)]
+
+    def with_mask_constant(self, name: str, slot, operands: tuple, position: int, value: float) -> list:
+        """An element-wise op whose operand `position` is the constant `value` (a mask tile that is all true or all
+        false): the other operand as it is where the constant leaves it unchanged (x + 0, x * 1: nothing when it
+        is in this slot already), the constant where it decides the result alone (x + -inf, x * 0: the GPU's select
+        the mask stands for gives it for any x), else the op with a scalar."""
+        other = operands[1 - position]
+        identity = {"add": 0.0, "sub": 0.0 if position == 1 else None, "mul": 1.0, "maximum": -math.inf,
+                    "minimum": math.inf}.get(name)
+        absorbing = {"mul": [0.0], "add": [-math.inf, math.inf], "sub": [-math.inf, math.inf] if position == 1
+                     else [], "maximum": [math.inf], "minimum": [-math.inf]}.get(name, [])
+        if value == identity:
+            return self.strategies.copy(slot, other)
+        if value in absorbing:
+            return self.strategies.fill(slot, -value if name == "sub" else value)
+        scalar = Src("scalar", value=value)
+        pair = (other, scalar) if position == 1 else (scalar, other)
+        return self.strategies.binary(name, slot, *pair, self.scratch)
 
     def gemm(self, info, slot, i, j, fresh: bool) -> list:
         tz = self.tz
