@@ -49,3 +49,39 @@ def matmul_block_table(costs: dict) -> list[float]:
         for ct in range(1, MAX_DST_TILES // rt + 1):
             out += [rt, ct, *matmul_block_terms(costs, rt, ct)]
     return out
+
+
+def noc_route(load: dict, costs: dict, noc: int, src: tuple, dst: tuple, nbytes: float) -> None:
+    """Add `nbytes` to every router link a transfer from NoC coordinates `src` to `dst` crosses on `noc` (the
+    emulator's routes, ttemu/src/timing_fabric.h: NoC 0 right then down, NoC 1 up then left, on a torus); `load`
+    maps (noc, x, y, axis) -> bytes."""
+    width, height = (int(v) for v in costs["noc_grid"])
+    x, y = src
+    if noc == 0:
+        while x != dst[0]:
+            load[(0, x, y, 0)] = load.get((0, x, y, 0), 0.0) + nbytes
+            x = (x + 1) % width
+        while y != dst[1]:
+            load[(0, x, y, 1)] = load.get((0, x, y, 1), 0.0) + nbytes
+            y = (y + 1) % height
+    else:
+        while y != dst[1]:
+            load[(1, x, y, 1)] = load.get((1, x, y, 1), 0.0) + nbytes
+            y = (y - 1) % height
+        while x != dst[0]:
+            load[(1, x, y, 0)] = load.get((1, x, y, 0), 0.0) + nbytes
+            x = (x - 1) % width
+
+
+def dram_read_link_cycles(costs: dict, reads: list) -> float:
+    """Cycles the busiest NoC link carries DRAM read data: `reads` is [(logical core (x, y), bytes, noc)], each
+    core's bytes spread evenly over the banks (interleaved pages) and routed from every bank to the core."""
+    xs, ys = costs["worker_noc_x"], costs["worker_noc_y"]
+    flat = costs["dram_noc_xy"]
+    banks = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+    load: dict = {}
+    for (cx, cy), nbytes, noc in reads:
+        here = (int(xs[cx]), int(ys[cy]))
+        for bank in banks:
+            noc_route(load, costs, noc, bank, here, nbytes / len(banks))
+    return max(load.values(), default=0.0) / float(costs["noc_bytes_per_cycle"])

@@ -20,6 +20,8 @@ swapped, 542 -> 420 us.
 """
 from __future__ import annotations
 
+from ..cost_model import noc_route
+
 DEFAULT = {"reader": 0, "writer": 1}
 SWAPPED = {"reader": 1, "writer": 0}
 WRITE_NOC = 1    # the writer's DRAM writes stay on NoC 1 when it reads on NoC 0 (codegen/kernels.py, on_write_noc)
@@ -30,28 +32,13 @@ def busiest_link_cycles(costs: dict, cores: list[dict], cbs: list[dict], pages: 
     """Cycles the busiest NoC link spends on the program's DRAM reads and writes with `nocs` (role -> NoC).
     `cores`: the work partition's cores (logical [x, y], blocks); `pages`: CB name -> pages moved per block;
     `senders`: CB index -> the cores that read a multicast CB's blocks (the others receive them)."""
-    width, height = (int(v) for v in costs["noc_grid"])
     xs, ys = costs["worker_noc_x"], costs["worker_noc_y"]
     flat = costs["dram_noc_xy"]
     banks = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
     load: dict = {}
 
     def route(noc: int, a: tuple, b: tuple, nbytes: float) -> None:
-        x, y = a
-        if noc == 0:
-            while x != b[0]:
-                load[(0, x, y, 0)] = load.get((0, x, y, 0), 0.0) + nbytes
-                x = (x + 1) % width
-            while y != b[1]:
-                load[(0, x, y, 1)] = load.get((0, x, y, 1), 0.0) + nbytes
-                y = (y + 1) % height
-        else:
-            while y != b[1]:
-                load[(1, x, y, 1)] = load.get((1, x, y, 1), 0.0) + nbytes
-                y = (y - 1) % height
-            while x != b[0]:
-                load[(1, x, y, 0)] = load.get((1, x, y, 0), 0.0) + nbytes
-                x = (x - 1) % width
+        noc_route(load, costs, noc, a, b, nbytes)
 
     for core in cores:
         here = (int(xs[core["core"][0]]), int(ys[core["core"][1]]))

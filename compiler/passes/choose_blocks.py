@@ -43,7 +43,7 @@ from tvm.tirx import exec_scope
 from ..errors import CompileError
 from ..ir import ceil_div, is_transposed, op_name, reads_at_run_time, region_of, scalar_of, stmts_of
 from ..layout import UNIT, view_of
-from ..cost_model import matmul_block_cycles
+from ..cost_model import dram_read_link_cycles, matmul_block_cycles
 from ..target import DATA_FORMATS, TILE, device_costs, dst_capacity
 from .lower_index_masks import match as match_mask
 from .block_bounds import (TripCount, extra_keys_masked, grid_terms, position_form, retiled_value, substitute,
@@ -629,7 +629,7 @@ class Chooser:
         return max((ceil_div(self.buffers[name]["shape"][1], TILE) for r in merged for name in self.t.carried[r]),
                    default=0)
 
-    def triangular_cost(self, policy, blocks, grid_roots, extents, width, cx, cy, sets: int = 1) -> float:
+    def triangular_cost(self, policy, blocks, grid_roots, extents, width, cx, cy, sets: int = 1) -> tuple:
         """The busiest core's cycles when a key loop's trip count grows with a grid index: per block of r query
         tiles doing T key steps of s tiles, r x (T x (s + width) + width) score tiles of compute (every step: the
         score tiles plus the rescale of the carried output; once per block its normalization) at SCORE_TILE_CYCLES
@@ -637,7 +637,8 @@ class Chooser:
         (read_cycles), divided among the cores that share them (TTShareReads multicasts the reads of a rectangle of
         cores whose blocks agree on what the reads depend on, read_values, and on their trip counts, block by
         block: GQA's query heads of one KV head too); a core's
-        reads overlap its compute, so the larger of the two sums over its blocks."""
+        reads overlap its compute, so the larger of the two sums over its blocks. Returned with the busiest NoC
+        link's cycles for the groups' DRAM reads (read_link_cycles), by which balanced() sizes the zigzag sets."""
         trip, _, query_root, key_root = next(iter(self.t.bounded.values()))
         q, k = self.t.classes[query_root], self.t.classes[key_root]
         new = self.new_extents(blocks, grid_roots, extents)
@@ -656,13 +657,31 @@ class Chooser:
 
         def shared_by(core):    # what its reads depend on and the trip count of each block, as TTShareReads groups
             return tuple((values[b], int(steps[b // inner % new[axis]])) for b in walks[core])
-        sharing = {core: len(group) for group in groups_of(sorted(walks), shared_by) for core in group}
+        groups = groups_of(sorted(walks), shared_by)
+        sharing = {core: len(group) for group in groups for core in group}
         worst = 0.0
         for core, walk in walks.items():
             mine = [b // inner % new[axis] for b in walk]
             worst = max(worst, float(sum(compute[v] for v in mine)),
                         float(sum(reads[v] for v in mine)) / sharing[core])
-        return worst
+        return worst, self.read_link_cycles(groups, walks, steps, inner, new[axis], key_root, blocks)
+
+    def read_link_cycles(self, groups, walks, steps, inner: int, n: int, key_root, blocks) -> float:
+        """The busiest NoC link's cycles carrying the key loop's DRAM reads: one reader per TTShareReads group (its
+        first core) reads the K and V tiles of its walk's steps, spread over the DRAM banks and routed from each bank
+        to it (cost_model.dram_read_link_cycles: the arch's bank positions, routes and link rate), half on each NoC
+        (TTSplitKernels evens the tiles the reader, NoC 0, and the writer, NoC 1, move). Many readers each reading
+        their whole walk load the links near the banks past the DRAM's own bandwidth share; 0 without a cost table."""
+        try:
+            costs = device_costs(self.target["arch"])
+        except CompileError:
+            return 0.0
+        per_step = self.step_tiles(key_root, blocks) * DATA_FORMATS["bfloat16"].tile_bytes
+        flows = []
+        for group in groups:
+            nbytes = float(sum(steps[b // inner % n] for b in walks[group[0]])) * per_step
+            flows += [(group[0], nbytes / 2, 0), (group[0], nbytes / 2, 1)]
+        return dram_read_link_cycles(costs, flows)
 
     def equal_trip_sets(self, blocks, grid_roots, extents) -> list[int]:
         """Every g >= 2 such that each aligned group of g query blocks (gj..gj+g-1) runs the key loop equally far
@@ -701,7 +720,13 @@ class Chooser:
         whose busiest core does the least work (triangular_cost), among the chosen blocks and query blocks down to
         half of them, key steps up to the chosen ones, dealt by the chosen layout, `block` (a core column holds one
         query block of every head: GQA's heads of one KV head, in one column, share its reads) or zigzag (query
-        block i with block n-1-i on one core: every core about the same number of steps)."""
+        block i with block n-1-i on one core: every core about the same number of steps). Of a zigzag's set sizes
+        (equal_trip_sets), the one whose larger of the busiest core's and the busiest NoC link's cycles is least:
+        a set's cores share each read, so larger sets mean fewer readers and less read data on the links from the
+        DRAM banks (Wormhole 1x10x2048x128: 30 readers in sets of 2 load a link 525 k cycles, past the busiest
+        core's 448 k, the emulator's V multicast senders wait on the NoC most of the kernel). The link term only
+        sizes the sets: weighed between blocks and partitions it also picked blocks with one reader a core whose
+        reads the emulator runs slower than both terms (1x10x1024x128: 256 -> 321 us)."""
         policy = self.target["partition"]
         if not self.t.bounded or policy not in (None, "zigzag") or self.triangular_axis() is None:
             return layout, blocks
@@ -713,7 +738,7 @@ class Chooser:
         rows0 = ceil_div(blocks.get(query_root, self.t.classes[query_root].block), TILE)
         step0 = blocks.get(key_root, self.t.classes[key_root].block)
         steps = [ks for ks in self.k_choices(k_roots) if ks.get(key_root, step0) <= step0] or [{}]
-        base = self.triangular_cost(layout, blocks, grid_roots, extents, width, cx, cy)
+        base, _ = self.triangular_cost(layout, blocks, grid_roots, extents, width, cx, cy)
         best = None
         for rows in range(rows0, ceil_div(rows0, 2) - 1, -1):
             for ks in steps:
@@ -721,10 +746,13 @@ class Chooser:
                 if self.l1_bytes(trial, depth) > budget or not self.bounds_hold(trial):
                     continue
                 for p in policies:
-                    for g in [1] + (self.equal_trip_sets(trial, grid_roots, extents) if p == "zigzag" else []):
-                        cost = self.triangular_cost(p, trial, grid_roots, extents, width, cx, cy, sets=g)
-                        if best is None or cost < best[0]:
-                            best = (cost, p, trial, g)
+                    # the cores per zigzag set by the busiest NoC link's cycles as well: larger sets share each
+                    # read among more cores, so fewer readers load the links from the DRAM banks
+                    sets = [1] + (self.equal_trip_sets(trial, grid_roots, extents) if p == "zigzag" else [])
+                    priced = [self.triangular_cost(p, trial, grid_roots, extents, width, cx, cy, sets=g) for g in sets]
+                    (cost, _), g = min(zip(priced, sets), key=lambda c: (max(c[0]), c[0][0]))
+                    if best is None or cost < best[0]:
+                        best = (cost, p, trial, g)
         if best is None:
             return layout, blocks
         cost, p, trial, self.zigzag_sets = best
