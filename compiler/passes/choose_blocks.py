@@ -26,7 +26,8 @@ block axis is halved (more blocks per core) until they do. A key loop whose trip
 (causal attention: query block v sees keys up to its own end) weighs each block by its steps: smaller query blocks
 and the `zigzag` partition (block i with block n-1-i on one core) where that gives the busiest core fewer steps
 (Chooser.balanced), with its K and V reads divided among the cores that share them -- blocks whose key loops run
-equally far (TTShareReads), which the zigzag partition in sets of cores lines up (partition_work). The user's core grid is an upper bound; `blocking:
+equally far (TTShareReads), which the zigzag partition in sets of cores lines up (partition_work); a set's size
+also weighs the NoC links its readers' DRAM reads load (Chooser.read_link_cycles). The user's core grid is an upper bound; `blocking:
 as_written` keeps the kernel's own blocks. Records `tt.blocking` (the choice and why) and resolves the target's
 partition and CB depth.
 """
@@ -723,8 +724,9 @@ class Chooser:
         block i with block n-1-i on one core: every core about the same number of steps). Of a zigzag's set sizes
         (equal_trip_sets), the one whose larger of the busiest core's and the busiest NoC link's cycles is least:
         a set's cores share each read, so larger sets mean fewer readers and less read data on the links from the
-        DRAM banks (Wormhole 1x10x2048x128: 30 readers in sets of 2 load a link 525 k cycles, past the busiest
-        core's 448 k, the emulator's V multicast senders wait on the NoC most of the kernel). The link term only
+        DRAM banks (Wormhole 1x10x2048x128, 2-tile blocks on 8-tile steps: 30 readers in sets of 2 load a link
+        525 k cycles, past the busiest core's 424 k; the emulator's V multicast senders wait on the NoC most of the
+        kernel). The link term only
         sizes the sets: weighed between blocks and partitions it also picked blocks with one reader a core whose
         reads the emulator runs slower than both terms (1x10x1024x128: 256 -> 321 us)."""
         policy = self.target["partition"]
