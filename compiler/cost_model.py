@@ -73,12 +73,17 @@ def noc_route(load: dict, costs: dict, noc: int, src: tuple, dst: tuple, nbytes:
             x = (x - 1) % width
 
 
+def dram_bank_xys(costs: dict) -> list[tuple[int, int]]:
+    """The NoC coordinates of each DRAM bank's endpoint (the table's dram_noc_xy pairs)."""
+    flat = costs["dram_noc_xy"]
+    return [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+
 def dram_read_link_cycles(costs: dict, reads: list) -> float:
     """Cycles the busiest NoC link carries DRAM read data: `reads` is [(logical core (x, y), bytes, noc)], each
     core's bytes spread evenly over the banks (interleaved pages) and routed from every bank to the core."""
     xs, ys = costs["worker_noc_x"], costs["worker_noc_y"]
-    flat = costs["dram_noc_xy"]
-    banks = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+    banks = dram_bank_xys(costs)
     load: dict = {}
     for (cx, cy), nbytes, noc in reads:
         here = (int(xs[cx]), int(ys[cy]))

@@ -20,7 +20,7 @@ swapped, 542 -> 420 us.
 """
 from __future__ import annotations
 
-from ..cost_model import noc_route
+from ..cost_model import dram_bank_xys, noc_route
 
 DEFAULT = {"reader": 0, "writer": 1}
 SWAPPED = {"reader": 1, "writer": 0}
@@ -33,13 +33,8 @@ def busiest_link_cycles(costs: dict, cores: list[dict], cbs: list[dict], pages: 
     `cores`: the work partition's cores (logical [x, y], blocks); `pages`: CB name -> pages moved per block;
     `senders`: CB index -> the cores that read a multicast CB's blocks (the others receive them)."""
     xs, ys = costs["worker_noc_x"], costs["worker_noc_y"]
-    flat = costs["dram_noc_xy"]
-    banks = [(int(flat[i]), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+    banks = dram_bank_xys(costs)
     load: dict = {}
-
-    def route(noc: int, a: tuple, b: tuple, nbytes: float) -> None:
-        noc_route(load, costs, noc, a, b, nbytes)
-
     for core in cores:
         here = (int(xs[core["core"][0]]), int(ys[core["core"][1]]))
         for cb in cbs:
@@ -53,9 +48,9 @@ def busiest_link_cycles(costs: dict, cores: list[dict], cbs: list[dict], pages: 
             per_bank = moved * cb["page_bytes"] * len(core["blocks"]) / len(banks)
             for bank in banks:
                 if reads:
-                    route(nocs[cb["producer"]], bank, here, per_bank)
+                    noc_route(load, costs, nocs[cb["producer"]], bank, here, per_bank)
                 else:
-                    route(nocs[cb["consumer"]], here, bank, per_bank)
+                    noc_route(load, costs, nocs[cb["consumer"]], here, bank, per_bank)
     return max(load.values(), default=0.0) / float(costs["noc_bytes_per_cycle"])
 
 

@@ -87,19 +87,6 @@ def once_per_block(body) -> set[int]:
     return {int(f[1][0]) for f in found if f and f[0].name == "cb_reserve_back"}
 
 
-def reserved_in_block(body) -> set[int]:
-    """The CBs reserved anywhere in the block loop's body (once per block or in a loop in it)."""
-    loop = next((s for s in stmts_of(body) if isinstance(s, tirx.For)), None)
-    found: set[int] = set()
-
-    def visit(stmt):
-        call = ops.intrinsic_of(stmt)
-        if call and call[0].name == "cb_reserve_back":
-            found.add(int(call[1][0]))
-    tvm_ffi.structural_walk(loop.body if loop is not None else body, [(tirx.Evaluate, visit)], order="pre")
-    return found
-
-
 def assign_movers(func, cbs: list[dict]) -> list[dict]:
     """Input CBs to the reader or the writer: greedily move the largest to the writer while that lowers the
     busier one's tiles per block; then one that leaves it as it is, when the input is read once per block in a later
@@ -132,7 +119,7 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
     once = once_per_block(func.body)
     first_wait = {c["index"]: order[(c["index"], "cb_wait_front")] for c in cbs
                   if c["role"] == "input" and (c["index"], "cb_wait_front") in order}
-    in_loops = reserved_in_block(func.body) - once
+    in_loops = {cb for cb, call in counts if call == "cb_reserve_back"} - once   # reserved in a loop of the block
     streamed = [at for cb, at in first_wait.items() if cb in in_loops]
     queued_behind_outputs = ({cb for cb in once if cb in first_wait and first_wait[cb] < min(streamed)}
                              if several and streamed and first_output_wait is not None else set())
@@ -151,7 +138,7 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
             load[ops.WRITER] += x
     for c in candidates:   # then a tie: an input read once per block (no loop around it) in a later pass
         x = moved[c["index"]]
-        if c["producer"] == ops.READER and c["index"] in later and c["index"] in once_per_block(func.body) \
+        if c["producer"] == ops.READER and c["index"] in later and c["index"] in once \
                 and c["index"] not in queued_behind_outputs \
                 and load[ops.READER] > load[ops.WRITER] and load[ops.WRITER] + x <= load[ops.READER]:
             c["producer"] = ops.WRITER
