@@ -19,7 +19,10 @@ thread bounds the kernel under the model.
 Two rows that are not the factory's 8192 configuration: one core (the report's per-core throughput table, 1.99
 TFLOP/s for the streaming kernel at Q256/K512, D128, K 8192, given as the op time of 1x1x8192x128), which compares
 the compute alone; and a head-aligned work split (each head's Q chunks on its own 13 cores, the host program's
-cfg[14]), a what-if that removes the cores working on two heads, which read one head's K/V from DRAM tile by tile.
+cfg[14]): the split the report documents for the recipes' factory, whose STANDARD kernel the 1.78 ms is ("Up to one
+batch/head per core, each head's Q chunks run on a chain of cores that forwards K/V"), run here with the streaming
+kernel (the report's one-core table: STANDARD 1.07x its throughput). The factory's own split for the streaming
+kernel puts four cores on two heads, whose readers fetch the second head's K/V from DRAM tile by tile.
 
 Usage: .venv/bin/python bench/sdpa_ttnn.py [--only SUBSTRING] [--sweep]
 (--sweep: the comparison rows, the shapes of bench/attention.py's rows on both archs, at every Q chunk 64/128/256 x
@@ -87,8 +90,8 @@ ROWS = [Row(*row) for row in [
     # per core with K/V in L1; here K/V come from DRAM, which one core's reader keeps ahead of compute)
     ("1x1x8192x128 Q256/K512, one core", 1, 1, 1, 8192, 128, 256, 512, (1, 1), False, False, 1,
      ONE_CORE_FLOPS / ONE_CORE_TFLOPS / 1e9),
-    # a what-if split, not the streaming factory's: each head's 32 Q chunks on its own 13 cores (no core on two
-    # heads, every core in its head's K/V chain), as the report says of the recipes' factory ("Up to one batch/head
+    # not the streaming factory's split: each head's 32 Q chunks on its own 13 cores (no core on two heads, every
+    # core in its head's K/V chain), the split the report documents for the recipes' factory ("Up to one batch/head
     # per core, each head's Q chunks run on a chain of cores that forwards K/V"), which its STANDARD 1.78 ms ran
     ("1x10x8192x128 Q256/K512 (K/V chains), head-aligned split", 1, 10, 10, 8192, 128, 256, 512, (13, 10), False,
      True, 1, 1.78, True),
