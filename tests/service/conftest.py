@@ -58,8 +58,17 @@ class Proc:
                                         start_new_session=True, preexec_fn=die_with_parent)
 
     def stop(self, sig=signal.SIGTERM, timeout=15.0) -> None:
+        self.signal(sig)
+        self.wait_stopped(timeout)
+
+    def signal(self, sig=signal.SIGTERM) -> None:
+        """Its process group gets `sig` (if it is still running); wait_stopped waits for the end."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, sig)
+
+    def wait_stopped(self, timeout=15.0) -> None:
+        """Its end, SIGKILL to its group after `timeout` s."""
+        if self.process.poll() is None:
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -210,10 +219,15 @@ class Service:
             assert time.time() < deadline, (job, self.worker.tail() if self.worker else "no worker")
             
     def stop(self) -> None:
+        """Every process (worker, API) told to stop at once, then each waited for: a stop is mostly waiting (a pool
+        process's exit, an interpreter's), so their stops overlap instead of following one another."""
         self.client.close()
-        self.stop_worker()
-        for proc in self.procs:
-            proc.stop()
+        procs = ([self.worker] if self.worker else []) + self.procs
+        self.worker = None
+        for proc in procs:
+            proc.signal()
+        for proc in procs:
+            proc.wait_stopped()
 
 
 @pytest.fixture(scope="session")
