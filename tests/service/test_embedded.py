@@ -108,7 +108,7 @@ def test_embedded_sigkilled_pool_process_job_is_redelivered_once(gated_embedded)
     assert final["attempts"] == 2 and final["worker"]["pid"] != running["worker"]["pid"]
     assert "previous attempt was lost" in gated_embedded.client.get(f"/v1/jobs/{job['id']}/logs").text
     broker = Path(gated_embedded.env["TILEFARM_DATA_DIR"]) / "broker.sqlite"
-    deadline = time.time() + 10  # the ack follows the task's return: the redelivered message is then deleted
+    deadline = time.time() + 60  # the ack follows the task's return: the redelivered message is then deleted
     while (left := _broker_messages(broker)) != 0:
         assert time.time() < deadline, f"{left} message(s) left in the broker"
         time.sleep(0.05)
@@ -167,7 +167,7 @@ def test_embedded_sigkilled_worker_main_process_is_replaced_and_its_job_complete
     assert final["attempts"] == 2 and final["worker"]["pid"] != pool_pid
     assert not _running(pool_pid)  # the orphaned pool process did not go on with the job beside the new one
     broker = Path(gated_embedded.env["TILEFARM_DATA_DIR"]) / "broker.sqlite"
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     while (left := _broker_messages(broker)) != 0:
         assert time.time() < deadline, f"{left} message(s) left in the broker"
         time.sleep(0.05)
@@ -252,7 +252,7 @@ def test_sigterm_stops_serve_and_its_worker_in_order(gated_embedded):
         assert api.wait(60) == 128 + signal.SIGTERM
         said = service.procs[-1].log.read_text(errors="replace")[mark:]
         assert "embedded worker stopped in order (exit status 0)" in said, said[-2000:]  # not killed by LocalWorker.stop
-        deadline = time.time() + 10
+        deadline = time.time() + 60
         while left := [pid for pid in worker_processes if _running(pid)]:
             assert time.time() < deadline, f"left running: {left}"
             time.sleep(0.1)

@@ -27,7 +27,7 @@ class PersistentRedis:
         self.proc = Proc(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
                           "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
                          base_env(), self.dir / "redis.log")
-        deadline = time.time() + 10
+        deadline = time.time() + 60
         while not _redis_up(self.port):
             assert time.time() < deadline, self.proc.tail()
             time.sleep(0.05)

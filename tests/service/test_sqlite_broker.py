@@ -46,21 +46,21 @@ def test_ack_deletes_reject_requeues_in_place_close_restores(tmp_path):
         queue = conn.SimpleQueue("compile")
         for body in ("first", "second"):
             queue.put(body)
-        message = queue.get(timeout=1)
+        message = queue.get(timeout=30)
         assert message.payload == "first" and [v for _, v in _rows(path)] == [0, 1]
         message.reject(requeue=True)                           # e.g. task_reject_on_worker_lost
         assert [v for _, v in _rows(path)] == [1, 1]
-        again = queue.get(timeout=1)
+        again = queue.get(timeout=30)
         assert again.payload == "first"                        # redelivered in its place, ahead of "second"
         again.ack()
         assert [v for _, v in _rows(path)] == [1]              # acknowledged = gone, the table does not grow
-        unacked = queue.get(timeout=1)
+        unacked = queue.get(timeout=30)
         assert unacked.payload == "second" and [v for _, v in _rows(path)] == [0]
         queue.close()
     assert [v for _, v in _rows(path)] == [1]                  # the consumer went away: the message waits again
     with Connection(_url(path)) as conn:
         queue = conn.SimpleQueue("compile")
-        message = queue.get(timeout=1)
+        message = queue.get(timeout=30)
         assert message.payload == "second"
         message.reject(requeue=False)
         assert _rows(path) == [] and queue.qsize() == 0
@@ -163,7 +163,7 @@ def test_reads_a_broker_file_written_by_kombus_sqlalchemy_transport(tmp_path):
     with Connection(f"sqla+sqlite:///{path}") as conn:
         conn.SimpleQueue("compile").put({"job": "from-before-the-upgrade"})
     with Connection(_url(path)) as conn:
-        message = conn.SimpleQueue("compile").get(timeout=1)
+        message = conn.SimpleQueue("compile").get(timeout=30)
         assert message.payload == {"job": "from-before-the-upgrade"}
         message.ack()
     assert _rows(path) == []
@@ -176,24 +176,28 @@ def test_two_consumers_never_take_the_same_message(tmp_path):
         for i in range(40):
             queue.put(i)
     taken: list[int] = []
+    all_taken = threading.Event()    # the consumers stop on the event, not on a quiet spell of the queue
 
     def consume() -> None:
         with Connection(_url(path)) as conn:
             queue = conn.SimpleQueue("compile")
-            while True:
+            while not all_taken.is_set():
                 try:
                     message = queue.get(timeout=0.5)
                 except queue.Empty:
-                    return
+                    continue
                 taken.append(message.payload)
                 message.ack()
+                if len(taken) >= 40:
+                    all_taken.set()
 
-    threads = [threading.Thread(target=consume) for _ in range(3)]
+    threads = [threading.Thread(target=consume, daemon=True) for _ in range(3)]
     for thread in threads:
         thread.start()
+    all_taken.wait(120)
     for thread in threads:
         thread.join(60)
-    assert sorted(taken) == list(range(40)) and _rows(path) == []
+    assert sorted(taken) == list(range(40)) and _rows(path) == [], sorted(taken)
 
 
 def test_job_store_wait_is_woken_by_a_write_from_another_process(tmp_path):
@@ -245,7 +249,7 @@ def test_messages_of_a_worker_killed_before_its_acks_are_released(tmp_path):
         _publish_from_another_process(path, body)
     code = (f"import os; from kombu import Connection; from kombu.transport import TRANSPORT_ALIASES; "
             f"TRANSPORT_ALIASES['{sqlite_broker.ALIAS}'] = 'farm.sqlite_broker:Transport'; "
-            f"q = Connection({_url(path)!r}).SimpleQueue('compile'); m = q.get(timeout=5); "
+            f"q = Connection({_url(path)!r}).SimpleQueue('compile'); m = q.get(timeout=30); "
             f"print(m.payload, flush=True); os.kill(os.getpid(), 9)")
     taken = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert taken.returncode == -9 and taken.stdout.strip() == "first"
@@ -253,4 +257,4 @@ def test_messages_of_a_worker_killed_before_its_acks_are_released(tmp_path):
     assert sqlite_broker.release_unacknowledged(str(path)) == 1
     assert [v for _, v in _rows(path)] == [1, 1]
     with Connection(_url(path)) as conn:
-        assert conn.SimpleQueue("compile").get(timeout=1).payload == "first"  # its place kept
+        assert conn.SimpleQueue("compile").get(timeout=30).payload == "first"  # its place kept
