@@ -29,7 +29,7 @@ def test_mutate_with_a_log_line_is_one_change_seen_whole(store):
     async def change_seen() -> JobRecord:
         async with store.subscribe(job.id) as subscription:
             changed = store.mutate(job.id, lambda j: j.model_copy(update={"status": "running"}), log="picked up\n")
-            assert await subscription.wait(5) is True  # one wake-up for the state and its line
+            assert await subscription.wait(60) is True  # one wake-up for the state and its line
             return changed
 
     changed = asyncio.run(change_seen())

@@ -227,7 +227,7 @@ def test_doorbell_forgets_dead_listeners_and_handles_long_paths(tmp_path):
     gone.sock.close()                                          # its process died without unregistering
     alive = short.listen()
     short.ring(b"job-1")
-    assert alive.wait(1.0) == [b"job-1"]
+    assert alive.wait(30.0) == [b"job-1"]
     assert [p.name for p in (tmp_path / "bell").iterdir()] == [Path(alive.registration).name]
     alive.close()
     assert list((tmp_path / "bell").iterdir()) == []
@@ -237,7 +237,7 @@ def test_doorbell_forgets_dead_listeners_and_handles_long_paths(tmp_path):
     listener = bell.listen()
     assert Path(listener.registration).name.startswith("@")
     bell.ring(b"x")
-    assert listener.wait(1.0) == [b"x"]
+    assert listener.wait(30.0) == [b"x"]
     listener.close()
 
 
