@@ -718,8 +718,11 @@ class Chooser:
     def balanced(self, layout, blocks, grid_roots, k_roots, extents, depth, budget, cx, cy):
         """A key loop whose trip count grows with a grid index (causal attention: query block v sees keys up to its
         own end, so the last blocks do n times the steps of the first): the query blocks, key steps and partition
-        whose busiest core does the least work (triangular_cost), among the chosen blocks and query blocks down to
-        half of them, key steps up to the chosen ones, dealt by the chosen layout, `block` (a core column holds one
+        whose busiest core does the least work (triangular_cost), among the chosen blocks, query blocks down to
+        half of them and up to the whole axis (those that fit L1; wider_steps weighs every block's reads at the
+        grid's share of the bandwidth and no sharing, so it stops short of the blocks that pay off here: Wormhole
+        1x10x2048x128, 3-tile blocks there, 6-tile blocks on 8-tile steps here, 803.6 -> 601.8 us), key steps up
+        to the chosen ones, dealt by the chosen layout, `block` (a core column holds one
         query block of every head: GQA's heads of one KV head, in one column, share its reads) or zigzag (query
         block i with block n-1-i on one core: every core about the same number of steps). Of a zigzag's set sizes
         (equal_trip_sets), the one whose larger of the busiest core's and the busiest NoC link's cycles is least:
@@ -742,7 +745,10 @@ class Chooser:
         steps = [ks for ks in self.k_choices(k_roots) if ks.get(key_root, step0) <= step0] or [{}]
         base, _ = self.triangular_cost(layout, blocks, grid_roots, extents, width, cx, cy)
         best = None
-        for rows in range(rows0, ceil_div(rows0, 2) - 1, -1):
+        # the chosen blocks and down to half of them first, then larger ones up to the whole axis (L1 bounds them):
+        # an equal cost keeps the smaller block
+        larger = range(rows0 + 1, self.tiles(query_root) + 1)
+        for rows in [*range(rows0, ceil_div(rows0, 2) - 1, -1), *larger]:
             for ks in steps:
                 trial = {**blocks, query_root: rows * TILE, **ks}
                 if self.l1_bytes(trial, depth) > budget or not self.bounds_hold(trial):

@@ -477,3 +477,38 @@ def test_zigzag_sets_are_sized_by_the_noc_links_the_reads_load():
     expected = causal_attention(ins["Q"], ins["K"], ins["V"], 1.0 / np.sqrt(params["dim"]))
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), expected, atol=2e-2, rtol=2e-2)
     assert outcome.passed, outcome.verification.render()
+
+
+def test_query_blocks_larger_than_the_first_estimate_are_weighed():
+    """Wormhole 1x10x2048x128 causal (approximate exp): wider_steps' estimate, every block's reads unshared at the
+    grid's share of the DRAM bandwidth, gives 3-tile query blocks; balanced() weighs query blocks up to the whole
+    axis too and takes 6-tile blocks on 8-tile key steps, zigzag pairs on 60 cores (it took 2-tile blocks on 4-tile
+    steps in sets of 2 when it looked no further than the estimate: the timing model 803.6 -> 601.8 us; the whole
+    kernel verifies against the NumPy reference on the emulator, 287 s, too slow to run here; the same blocks at a
+    size that runs here: test_six_tile_query_blocks_on_eight_tile_key_steps_match_numpy)."""
+    from compiler.api import compile_source
+
+    params = dict(batch=1, heads=10, seq_len=2048, dim=128, causal=True)
+    source = (EXAMPLES / "flash_attention.py").read_text()
+    result = compile_source(source, filename="flash_attention.py", entry="flash_attention", params=params,
+                            target=TargetConfig(arch="wormhole_b0", approx_exp=True))
+    plan = json.loads(result.artifacts["tt.plan.json"])
+    lines = plan["schedule"]["explain"]
+    assert "grid axis `bq`: 2048 elements in blocks of 64 -> 192 (11 blocks)" in lines, lines
+    assert "loop `kb`: 2048 elements in steps of 64 -> 256 (8 steps; merged steps leave the same results)" in lines
+    assert plan["work"]["policy"] == "zigzag" and plan["work"]["num_cores"] == 60
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_six_tile_query_blocks_on_eight_tile_key_steps_match_numpy(arch):
+    """The blocks the chooser takes for Wormhole 1x10x2048x128 causal at a size that runs here: 6-tile query blocks
+    (the last one ragged: 512 = 2 x 192 + 128) on 8-tile key steps, zigzag, against NumPy's causal attention."""
+    params = dict(batch=1, heads=2, seq_len=512, dim=128, causal=True, block_M=192, block_N=256)
+    target = TargetConfig(arch=arch, approx_exp=True, blocking="as_written", partition="zigzag")
+    source = (EXAMPLES / "flash_attention.py").read_text()
+    result, outcome = run_kernel(source, "flash_attention", params, seed=12, target=target)
+    assert json.loads(result.artifacts["tt.plan.json"])["grid"]["extents"] == [1, 2, 3]
+    ins = outcome.inputs
+    expected = causal_attention(ins["Q"], ins["K"], ins["V"], 1.0 / np.sqrt(params["dim"]))
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), expected, atol=2e-2, rtol=2e-2)
+    assert outcome.passed, outcome.verification.render()
