@@ -28,6 +28,7 @@ from .passes.share_reads import share_reads
 from .passes.split_kernels import split_kernels
 from .passes.split_rows import split_rows
 from .passes.stream_reads import stream_reads
+from .passes.stream_variance import stream_variance
 from .passes.tensorize import tensorize
 from .passes.verify_program import verify_program
 
@@ -43,6 +44,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
             ApplyTargetDefaults(config),   # tt.target: device numbers, schedule options, math fidelity
             choose_blocks,                 # block shapes, core grid, partition from the problem: the kernel re-tiled
             split_rows,                    # fewer row blocks than half the cores: each row's columns on 2^k cores
+            stream_variance,               # one row block a core: the variance about the first tile's mean, streamed
             infer_layout,                  # tt.layout_desc: DRAM interleaved tiles, formats, padding
         ],
         # its blocks dealt to cores: a persistent per-core loop

@@ -13,8 +13,9 @@ level of statements (the block loop's body):
    c's tiles reads, in iteration g, only tiles below a*g + b (checked by evaluating every iteration's tile indices)
    and reads no other block the reader is bringing in, the reader pushes c in batches (reserve / reads / barrier /
    push per batch) and the loop waits at the top of each iteration for the tiles it reads (a cumulative
-   cb_wait_front only tests that pages are there, as tt-metal's reduce kernels use it). The whole block's wait and
-   page checks follow the loop, for the passes after it;
+   cb_wait_front only tests that pages are there, as tt-metal's reduce kernels use it). Statements before that loop
+   that read only tiles at fixed indices short of the last (layer norm's shift, the mean of the row's first tile)
+   each wait for those tiles. The whole block's wait and page checks follow the loop, for the passes after it;
 3. the same wait for a value compute hands to itself (an intermediate CB, packed group by group by the window before):
    when the first loop reading it takes its tiles in order, one DST section an iteration, iteration g waits for the tiles it reads (the count is
    the loop's own tile index at its inner loops' last values, plus one, checked against every iteration's tiles), so
@@ -170,6 +171,18 @@ def in_order(loop: tirx.For, cb: int, n: int) -> tuple[int, int, set] | None:
     return a, b, unroll.others
 
 
+def fixed_tiles(stmt, cb: int, n: int) -> tuple[int, set] | None:
+    """(tiles of cb it needs, other CBs read) when a statement that is not a loop reads tiles of cb at fixed
+    indices, the largest below n - 1 (layer norm's shift, the mean of the row's first tile, before the loop over
+    the row): it can run once those tiles are in."""
+    unroll = _Unroll(cb)
+    try:
+        most = unroll.most(stmt, {})
+    except ValueError:
+        return None
+    return (most + 1, unroll.others) if 0 <= most < n - 1 else None
+
+
 def _is_wait(stmt) -> bool:
     return _named(stmt, "cb_wait_front") or (isinstance(stmt, tirx.For) and _named(stmt.body, "page_expect"))
 
@@ -204,11 +217,21 @@ def stream(stmts: list, capacity: dict[int, tuple[int, int]]) -> list:
         if wait is None or _wait_at(out, wait)[1] != n:
             continue
         _, _, end = _wait_at(out, wait)
-        first = next((j for j in range(end, len(out)) if _reads_tiles(out[j], cb)), None)
-        if first is None or not isinstance(out[first], tirx.For):
+        first, prefix, others = None, {}, set()
+        for j in range(end, len(out)):
+            if not _reads_tiles(out[j], cb):
+                continue
+            if isinstance(out[j], tirx.For):
+                first = j
+                break
+            fixed = fixed_tiles(out[j], cb, n)
+            if fixed is None:
+                break
+            prefix[j], others = fixed[0], others | fixed[1]
+        if first is None:
             continue
         order = in_order(out[first], cb, n)
-        if order is None or order[2] & (_read_cbs(out) - {cb}):     # another block still on its way
+        if order is None or (order[2] | others) & (_read_cbs(out) - {cb}):     # another block still on its way
             continue
         a, b, _ = order
         batch = _batch(n, a, *capacity.get(cb, (n, 2048)))
@@ -219,7 +242,9 @@ def stream(stmts: list, capacity: dict[int, tuple[int, int]]) -> list:
             else loop.loop_var + tirx.IntImm("int32", 1)
         streamed = tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind,
                             seq([ops.call("cb_wait_front", cb, needed)] + stmts_of(loop.body)))
-        out = (out[:k] + [_batched_read(read_loop, cb, n, batch)] + out[k + 4:wait] + out[end:first] + [streamed]
+        before = [s for j in range(end, first)
+                  for s in ([ops.call("cb_wait_front", cb, prefix[j])] if j in prefix else []) + [out[j]]]
+        out = (out[:k] + [_batched_read(read_loop, cb, n, batch)] + out[k + 4:wait] + before + [streamed]
                + out[wait:end] + out[first + 1:])
         return stream(out, capacity)     # indices moved: look again (each read streams once)
     return out

@@ -101,6 +101,65 @@ def test_first_pass_streams_and_gamma_waits_for_its_use():
     assert_ir_equal(run(stream_reads, before)["main"], expected)
 
 
+def test_statements_reading_the_first_tiles_before_the_loop_wait_for_those_tiles_only():
+    """Layer norm's shift (the mean of the row's first tile, stream_variance.py) reads tile 0 before the loop over
+    the row: it waits for 1 tile, the loop then streams as the first reading loop does."""
+    @T.prim_func
+    def before(bx: T.int32):
+        T.func_attr({"tt.cb_config": CBS})
+        T.tt.cb_reserve_back(0, 16)
+        for tc in range(16):
+            T.tt.read_tile(0, tc, "X", bx, tc)
+        T.tt.noc_async_read_barrier(0)
+        T.tt.cb_push_back(0, 16)
+        T.tt.cb_wait_front(0, 16)
+        T.tt.tile_regs_acquire()
+        T.tt.mul_tiles(0, 0, 0, 0, 0)
+        T.tt.tile_regs_commit()
+        T.tt.tile_regs_wait()
+        T.tt.pack_tile(0, 24, 0)
+        T.tt.tile_regs_release()
+        for g in range(8):
+            T.tt.tile_regs_acquire()
+            for q in range(2):
+                T.tt.mul_tiles(0, 0, g * 2 + q, g * 2 + q, q)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.pack_tile(0, 24, 0)
+            T.tt.tile_regs_release()
+        T.tt.cb_pop_front(0, 16)
+
+    @T.prim_func
+    def expected(bx: T.int32):
+        T.func_attr({"tt.cb_config": CBS})
+        for tb in range(2):
+            T.tt.cb_reserve_back(0, 8)
+            for q in range(8):
+                T.tt.read_tile(0, q, "X", bx, tb * 8 + q)
+            T.tt.noc_async_read_barrier(0)
+            T.tt.cb_push_back(0, 8)
+        T.tt.tile_regs_acquire()
+        T.tt.cb_wait_front(0, 1)
+        T.tt.mul_tiles(0, 0, 0, 0, 0)
+        T.tt.tile_regs_commit()
+        T.tt.tile_regs_wait()
+        T.tt.pack_tile(0, 24, 0)
+        T.tt.tile_regs_release()
+        for g in range(8):
+            T.tt.cb_wait_front(0, 2 * g + 2)
+            T.tt.tile_regs_acquire()
+            for q in range(2):
+                T.tt.mul_tiles(0, 0, g * 2 + q, g * 2 + q, q)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.pack_tile(0, 24, 0)
+            T.tt.tile_regs_release()
+        T.tt.cb_wait_front(0, 16)
+        T.tt.cb_pop_front(0, 16)
+
+    assert_ir_equal(run(stream_reads, before)["main"], expected)
+
+
 def test_no_streaming_when_the_loop_reads_another_block_in_flight_or_out_of_order():
     """A loop that also reads a block the reader is still bringing (a GEMM's A beside its B) or that reads the
     block's last tile first keeps the whole-block read and wait."""

@@ -269,9 +269,9 @@ class Emitter:
         self.late_loads: dict[str, list] = {}   # buffer -> its preload, placed before the op that first reads it
         # row sums through the packer (find_row_partials): writer window id -> (buffer, partial CB); id(reduce op)
         # -> the partial CB; reader window id -> (partial CB, pages)
-        self.partial_packs: dict[int, tuple[str, int]] = {}
+        self.partial_packs: dict[int, list[tuple[str, int]]] = {}
         self.partial_reduce: dict[int, int] = {}
-        self.partial_reads: dict[int, tuple[int, int]] = {}
+        self.partial_reads: dict[int, list[tuple[int, int]]] = {}
         self.unpacked: set[tuple[int, str]] = set()   # (window id, buffer): pages pushed but not packed (dead)
 
     # ---- statement lists ------------------------------------------------------------------------------------
@@ -498,8 +498,8 @@ class Emitter:
                 body.append(ops.call("pack_reconfig_l1_acc", i32(0)))
             if b in in_place:
                 body.append(ops.call("cb_push_back", target, at_once(b)))
-        if id(w) in self.partial_packs:
-            body += self.partial_pack(*self.partial_packs[id(w)])
+        for name, part in self.partial_packs.get(id(w), []):
+            body += self.partial_pack(name, part)
         for item in w.items:
             if item[0] == "send":
                 body += self.pack_send(item)
@@ -509,18 +509,16 @@ class Emitter:
             hoisted, body = _hoist_matmul_init(body)
             loop = tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))
             if id(w) in self.partial_packs:
-                loop, pushed_per_row = self.rows_of_groups(loop, *self.partial_packs[id(w)])
+                loop, pushed_per_row = self.rows_of_groups(loop, self.partial_packs[id(w)])
             body = hoisted + [loop]
         if self.broadcast_now:
             before = self.broadcast_tiles() + before
         after = [ops.call("cb_pop_front", cb, tz.tiles(name)[0]) for name, cb in self.broadcast_now.items()]
-        if id(w) in self.partial_packs:
-            name, cb = self.partial_packs[id(w)]
+        for name, cb in self.partial_packs.get(id(w), []):
             before = [ops.call("cb_reserve_back", cb, tz.tiles(name)[0])] + before
             if not pushed_per_row:
                 after.append(ops.call("cb_push_back", cb, tz.tiles(name)[0]))
-        if id(w) in self.partial_reads:
-            cb, pages = self.partial_reads[id(w)]
+        for cb, pages in self.partial_reads.get(id(w), []):
             before = [ops.call("cb_wait_front", cb, pages)] + before
             after.append(ops.call("cb_pop_front", cb, pages))
         for b in resident:
@@ -639,16 +637,18 @@ class Emitter:
         and the math engine (the bound in attention) do 1/cols of the reduction's work; the packer packs one more
         tile per tile of s, or none more when nothing reads s after the sum before rewriting it (then s is not
         packed; its pages are still reserved and pushed). Only when the partials' pages fit the L1 the other CBs leave. ttnn's SDPA sums its
-        exponentials the same way (packed with L1 accumulation into its row-sum CB in the exp pass)."""
+        exponentials the same way (packed with L1 accumulation into its row-sum CB in the exp pass). A window may
+        feed several such sums (layer norm's shifted d and d * d, stream_variance.py), each its own partial."""
         tz = self.tz
         for at, w in enumerate(items):
             if isinstance(w, LoopItem):
                 self.find_row_partials(w.body, list(items[at + 1:]) + list(after), True)
                 continue
-            if not isinstance(w, Window) or w.flat or id(w) in self.partial_packs:
+            if not isinstance(w, Window) or w.flat:
                 continue
             for name in w.written:
-                if name not in tz.resident or name in tz.two_versions or name in w.aliases \
+                if any(name == packed for packed, _ in self.partial_packs.get(id(w), [])) \
+                        or name not in tz.resident or name in tz.two_versions or name in w.aliases \
                         or tz.cbs[tz.resident[name]]["data_format"] != "Float32" \
                         or tuple(w.grid) != tuple(tz.tiles(name)):
                     continue
@@ -657,7 +657,7 @@ class Emitter:
                     continue
                 cb = tz.resident[name]
                 reader = next((other for other in items[at + 1:] if self.touches_cb(other, cb)), None)
-                if not isinstance(reader, Window) or id(reader) in self.partial_reads:
+                if not isinstance(reader, Window):
                     continue
                 op = self.row_sum_of(reader, name)
                 if op is None or in_loop and not any(   # in a loop: the sum goes into a running vector the loop carries
@@ -668,9 +668,9 @@ class Emitter:
                 part = tz.partial_cb(name)
                 if part is None:
                     continue
-                self.partial_packs[id(w)] = (name, part)
+                self.partial_packs.setdefault(id(w), []).append((name, part))
                 self.partial_reduce[id(op)] = part
-                self.partial_reads[id(reader)] = (part, rows)
+                self.partial_reads.setdefault(id(reader), []).append((part, rows))
                 k = items.index(reader)
 
                 def overwritten(stmts, then):   # the next access to `name` in stmts writes it whole
@@ -681,7 +681,6 @@ class Emitter:
                         and overwritten(items[k + 1:], lambda: overwritten(after, lambda: True)) \
                         and overwritten(list(items[k + 1:]) + list(items[:at]), lambda: True):   # the next step's / block's
                     self.unpacked.add((id(w), name))
-                break
 
     def row_sum_of(self, reader: Window, name: str):
         """The op of window `reader` that first touches `name`, when it is a fresh row sum (T.reduce_sum(name, v,
@@ -717,19 +716,21 @@ class Emitter:
         return not self.w.flat and rows > 1 and self.group <= cols and cols % self.group == 0 and \
             tuple(self.tz.tiles(name)) == tuple(self.w.grid)
 
-    def rows_of_groups(self, loop: tirx.For, name: str, part: int) -> tuple:
-        """The group loop of a window packing row partials (partial_pack) as a loop over the rows of `name`, each
-        a run of whole groups, whose partial page is pushed once the row's last group is packed: the row sum after
-        the window can start on a row while the packer is still on later ones (it waits row by row,
-        stream_reads.py). (loop, True) when the groups tile the rows so; (loop, False) as it is otherwise."""
-        rows, cols = self.tz.tiles(name)
+    def rows_of_groups(self, loop: tirx.For, packs: list[tuple[str, int]]) -> tuple:
+        """The group loop of a window packing row partials (partial_pack; `packs` their (buffer, partial CB), all
+        as large as the window's grid) as a loop over the rows, each a run of whole groups, whose partial pages are
+        pushed once the row's last group is packed: the row sum after the window can start on a row while the packer
+        is still on later ones (it waits row by row, stream_reads.py). (loop, True) when the groups tile the rows
+        so; (loop, False) as it is otherwise."""
+        rows, cols = self.tz.tiles(packs[0][0])
         if rows < 2 or self.group > cols or cols % self.group or int(loop.extent) != rows * (cols // self.group):
             return loop, False        # one row: pushed after the loop, as soon (the loop stays one to stream)
         per_row = cols // self.group
         r, h = tirx.Var("r", "int32"), tirx.Var("h", "int32")
         g = r * i32(per_row) + h
         body = tvm_ffi.structural_map(loop.body, (tirx.Var, lambda v: g if v.same_as(self.g) else v), order="post")
-        row = seq([tirx.For(h, 0, per_row, tirx.ForKind.SERIAL, body), ops.call("cb_push_back", part, i32(1))])
+        row = seq([tirx.For(h, 0, per_row, tirx.ForKind.SERIAL, body),
+                   *(ops.call("cb_push_back", part, i32(1)) for _, part in packs)])
         return tirx.For(r, 0, rows, tirx.ForKind.SERIAL, row), True
 
     def partial_pack(self, name: str, part: int) -> list:

@@ -1,0 +1,84 @@
+"""Layer norm's variance about the mean of the row's first tile, summed as the row arrives
+(compiler/passes/stream_variance.py): where it applies (one bfloat16 row block a core, not split), what the compute
+kernel does (the shift after the first tile, the two row sums through the packer's partials in the streamed pass),
+and that the values still verify against NumPy on both archs, also on rows far from zero."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.api import compile_source, emulate
+from schemas.target import TargetConfig
+
+ARCHS = ("wormhole_b0", "blackhole")
+LAYER_NORM = (Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "layer_norm.py").read_text()
+
+
+def compute_of(result) -> str:
+    return next(data.decode() for name, data in result.artifacts.items() if name.endswith("compute.cpp"))
+
+
+def compiled(arch: str, rows: int, cols: int, grid: list[int], dtype: str = "bfloat16"):
+    target = TargetConfig(arch=arch, core_grid=grid, blocking="as_written")      # 32-row blocks
+    params = {"rows": rows, "cols": cols, "dtype": dtype, "block_rows": 32}
+    return compile_source(LAYER_NORM, filename="layer_norm.py", entry="layer_norm", params=params,
+                          target=target), target, params
+
+
+def shifted(result) -> bool:
+    return "constexpr uint32_t cb_x_shift = " in compute_of(result)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_one_block_a_core_streams_the_variance_and_verifies(arch):
+    result, target, params = compiled(arch, 128, 512, [2, 2])      # 4 row blocks on 4 cores
+    compute = compute_of(result)
+    assert shifted(result), compute
+    # the shift waits for the first tile only; the pass over d = x - K waits per iteration for its tiles
+    assert re.search(r"cb_wait_front\(cb_x_s, 1\);\s*reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>\(cb_x_s, "
+                     r"cb_reduce_scaler, 0, ", compute), compute
+    assert re.search(r"cb_wait_front\(cb_x_s, \d+ \* \w+ \+ \d+\);", compute), compute
+    # both sums (d and d * d) added into partial tiles by that pass's packer
+    assert len(set(re.findall(r"pack_tile<true>\([^,]+, (cb_\w+_rowsum), 0\);", compute))) == 2, compute
+    outcome = emulate(result.artifacts, target=target, source=LAYER_NORM, filename="layer_norm.py",
+                      entry="layer_norm", params=params, seed=3)
+    assert outcome.passed, outcome.verification.render()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_rows_far_from_zero_keep_their_variance(arch):
+    """Rows at 100 with a spread of 0.5: E[x^2] - E[x]^2 would lose the variance in fp32's cancellation; about the
+    first tile's mean it keeps it (rstd within 1e-3 of float64 on the bfloat16 input)."""
+    result, target, params = compiled(arch, 128, 512, [2, 2])
+    assert shifted(result)
+    rng = np.random.default_rng(11)
+    x = (100.0 + 0.5 * rng.standard_normal((128, 512))).astype(np.float32)
+    gamma, beta = rng.standard_normal(512).astype(np.float32), rng.standard_normal(512).astype(np.float32)
+    outcome = emulate(result.artifacts, target=target, inputs={"X": x, "gamma": gamma, "beta": beta},
+                      source=LAYER_NORM, filename="layer_norm.py", entry="layer_norm", params=params)
+    assert outcome.passed, outcome.verification.render()
+    xb = x.view(np.uint32)
+    xb = ((xb + 0x7FFF + ((xb >> 16) & 1)) & 0xFFFF0000).view(np.float32).astype(np.float64)
+    rstd = 1 / np.sqrt(xb.var(axis=1) + 1e-5)
+    got = np.asarray(outcome.outputs["rstd"], np.float64).reshape(-1)
+    assert np.max(np.abs(got - rstd) / rstd) < 1e-3
+
+
+@pytest.mark.parametrize("rows,grid,dtype,why", [
+    (256, [2, 2], "bfloat16", "two row blocks a core: the second one's read overlaps the first one's passes"),
+    (128, [2, 2], "float32", "a float32 row: the bfloat16 shift's rounding is not bounded by the data's spacing"),
+])
+def test_not_applied(rows, grid, dtype, why):
+    result, _, _ = compiled("wormhole_b0", rows, 512, grid, dtype)
+    assert not shifted(result), why
+
+
+def test_not_applied_to_a_split_row():
+    target = TargetConfig(arch="blackhole")     # 2048 rows: 64 blocks on 130 cores, each row over 2 cores
+    result = compile_source(LAYER_NORM, filename="layer_norm.py", entry="layer_norm",
+                            params={"rows": 2048, "cols": 1024}, target=target)
+    assert "row_half" in compute_of(result)
+    assert not shifted(result)
