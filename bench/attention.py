@@ -18,7 +18,8 @@ ttnn (--ttnn): ttnn 0.81.1's softmax and layer norm / RMS norm kernels from the 
 fp32 intermediates (fp32_dest_acc_en).
 
 --approx-exp: exp lowered to the LLK's approximate exp (TargetConfig.approx_exp; ttnn's SDPA runs its approximate
-exp by default), the attention rows only.
+exp by default), the attention rows only. --bf16-scores: the scores held in bfloat16 tiles
+(TargetConfig.intermediate_dtype; ttnn's SDPA holds S and P in BF16 in its default kernel and STANDARD recipe).
 
 Usage: .venv/bin/python bench/attention.py [--large] [--only SUBSTRING] [--ttnn] [--approx-exp]
 (--large adds BH 1x10x8192x128). Attention rows also print the DRAM bytes read against the minimum (Q, K, V read once)
@@ -74,7 +75,8 @@ ROWS = [
 ]
 
 
-def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False, with_multicast: bool = False):
+def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False, with_multicast: bool = False,
+        intermediate_dtype: str = "declared"):
     """The profile of one compile + timing-only run; with_multicast: also the inputs TTShareReads multicasts
     (buffer name x groups of cores, from the plan)."""
     import json
@@ -82,7 +84,7 @@ def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False
     from compiler import api
     from schemas.target import TargetConfig
 
-    target = TargetConfig(arch=arch, approx_exp=approx_exp)
+    target = TargetConfig(arch=arch, approx_exp=approx_exp, intermediate_dtype=intermediate_dtype)
     source = (TILELANG / file).read_text()
     compiled = api.compile_source(source, filename=file, entry=entry, target=target, params=params)
     outcome = api.emulate(compiled.artifacts, target=target, source=source, filename=file, entry=compiled.entry,
@@ -163,6 +165,9 @@ def main() -> None:
     parser.add_argument("--only", default="")
     parser.add_argument("--ttnn", action="store_true", help="ttnn's softmax at the row kernels' shape")
     parser.add_argument("--approx-exp", action="store_true", help="attention with the LLK's approximate exp")
+    parser.add_argument("--bf16-scores", action="store_true",
+                        help="attention with TargetConfig.intermediate_dtype bfloat16 (the scores held in bfloat16 "
+                             "in L1, as ttnn's SDPA holds them)")
     args = parser.parse_args()
 
     print("| arch | kernel | modelled us | TFLOP/s | TFLOP/s per core | matrix util | cores | DRAM read MB "
@@ -172,7 +177,8 @@ def main() -> None:
         if args.only not in label:
             continue
         t0 = time.perf_counter()
-        p, shared = run(file, entry, params, arch, args.approx_exp, with_multicast=True)
+        p, shared = run(file, entry, params, arch, args.approx_exp, with_multicast=True,
+                        intermediate_dtype="bfloat16" if args.bf16_scores else "declared")
         seconds = p["device_time_ns"] * 1e-9
         tflops = attention_flops(params) / seconds / 1e12
         print(f"| {arch} | {label} | {seconds * 1e6:.1f} | {tflops:.1f} | {tflops / p['cores_used']:.3f} | "

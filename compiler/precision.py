@@ -89,8 +89,10 @@ def _narrower(dst: str, src: str) -> bool:
 
 
 class PathWalk:
-    def __init__(self, func, fp32_dest: bool, fpu_rounds: bool = True, approx_exp: bool = False):
+    def __init__(self, func, fp32_dest: bool, fpu_rounds: bool = True, approx_exp: bool = False,
+                 held_bf16: frozenset = frozenset()):
         self.fp32_dest = fp32_dest
+        self.held_bf16 = held_bf16           # float32 values the program holds in bfloat16 tiles (intermediate_dtype)
         self.approx_exp = approx_exp         # exp / exp2 on the LLK's approximate exp
         self.fpu_rounds = fpu_rounds         # fp32 data may go through the FPU's TF32 registers (fp32_on_fpu)
         self.paths: dict[str, Path] = {}
@@ -228,6 +230,8 @@ class PathWalk:
             new = Path(exact=False).merge(*(self.path(s) for s in sources))
         whole = all(isinstance(r.min, tirx.IntImm) and int(r.min) == 0 for r in call.args[0].region) and \
             [int(r.extent) for r in call.args[0].region] == [int(d) for d in dst.shape]
+        if str(dst.name) in self.held_bf16 and dst_dtype == "float32" and not new.exact:
+            new = replace(new, stores=new.stores + ("bfloat16",))    # packed to a bfloat16 tile: one rounding
         self.paths[str(dst.name)] = new if whole else before.merge(new)
 
 
@@ -408,6 +412,8 @@ def output_paths(func, plan: dict) -> dict[str, Path]:
     """The Path of every output of the input kernel (`plan`: its compiled plan, for the DST format)."""
     fp32_dest = bool(plan.get("compute_config", {}).get("fp32_dest_acc_en", plan["target"].get("fp32_accumulation")))
     outputs = [b["name"] for b in plan["buffers"] if b["role"] == "output"]
+    held_bf16 = frozenset(c["buffer"] for c in plan.get("circular_buffers", [])
+                          if c["role"] == "intermediate" and c["dtype"] == "bfloat16")
     walk = PathWalk(func, fp32_dest, fp32_on_fpu([b["dtype"] for b in plan["buffers"] if b["role"] == "output"]),
-                    approx_exp=bool(plan["target"].get("approx_exp")))
+                    approx_exp=bool(plan["target"].get("approx_exp")), held_bf16=held_bf16)
     return {name: walk.paths.get(name, Path()) for name in outputs}

@@ -5,7 +5,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from .target import Arch, Blocking, MathFidelity, PartitionPolicy
+from .target import Arch, Blocking, IntermediateDtype, MathFidelity, PartitionPolicy
 
 
 class _Strict(BaseModel):
@@ -47,6 +47,8 @@ class PlanTarget(_Strict):
     math_fidelity: Fidelity
     fp32_accumulation: bool
     approx_exp: bool = Field(default=False, description="exp lowered to the LLK's approximate exp")
+    intermediate_dtype: IntermediateDtype = Field(
+        default="declared", description="bfloat16: float32 matmul outputs no loop carries held in bfloat16 in L1")
     l1_shard: list[str] = Field(default_factory=list, description="tensors kept block-sharded in L1")
 
 

@@ -9,6 +9,7 @@ Arch = Literal["wormhole_b0", "blackhole", "grayskull"]
 PartitionPolicy = Literal["contiguous", "strided", "block", "zigzag"]
 MathFidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
 Blocking = Literal["auto", "as_written"]
+IntermediateDtype = Literal["declared", "bfloat16"]
 
 
 class TargetConfig(BaseModel):
@@ -43,6 +44,14 @@ class TargetConfig(BaseModel):
                                    "as ttnn's SDPA runs by default) instead of the precise one; a constant scale "
                                    "multiplying the exponent is folded into its init. Verification tolerances count "
                                    "its error.")
+    intermediate_dtype: IntermediateDtype = Field(
+        default="declared", description="declared: every value in L1 in the dtype the kernel gives it. bfloat16: a "
+                                        "float32 fragment that a matmul writes whole and no loop carries from one "
+                                        "iteration to the next (attention's scores S, what is computed from them in "
+                                        "place) is held in bfloat16 tiles in L1, as ttnn's SDPA holds S and P (its "
+                                        "default streaming kernel and STANDARD recipe): half its L1 bytes and its "
+                                        "unpacks; accumulators (O, the row max and sum) and outputs keep their dtype. "
+                                        "Verification tolerances count the rounding.")
     l1_shard: list[str] = Field(
         default_factory=list, description="Tensors (by the kernel's names) kept block-sharded in L1 instead of DRAM: "
                                           "each core's shard is the block it computes (an output, packed in place) "

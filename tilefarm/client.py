@@ -159,7 +159,7 @@ def build_request(kernel: str | os.PathLike, *, filename: str | None = None, ent
                   queue: bool = False, core_grid: tuple[int, int] | None = None, partition: str | None = None,
                   cb_depth: int | None = None, math_fidelity: str | None = None, blocking: str | None = None,
                   fp32_accumulation: bool | None = None, approx_exp: bool | None = None,
-                  l1_shard: list[str] | None = None) -> JobRequest:
+                  intermediate_dtype: str | None = None, l1_shard: list[str] | None = None) -> JobRequest:
     """The POST /v1/jobs body. `target` is an arch name, a TargetConfig or its dict; core_grid ... l1_shard, every
     other field of TargetConfig by its name (tests/cli/test_target_fields.py holds them to it), set those fields of
     it. InvalidRequest when the service would refuse it (a field the schemas reject)."""
@@ -168,7 +168,7 @@ def build_request(kernel: str | os.PathLike, *, filename: str | None = None, ent
     source, name = _kernel(kernel, filename)
     config = make_target(target, core_grid=core_grid, partition=partition, cb_depth=cb_depth,
                          math_fidelity=math_fidelity, blocking=blocking, fp32_accumulation=fp32_accumulation,
-                         approx_exp=approx_exp, l1_shard=l1_shard)
+                         approx_exp=approx_exp, intermediate_dtype=intermediate_dtype, l1_shard=l1_shard)
     try:
         return JobRequest(source=source, filename=name, entry=entry, params=params or {}, target=config, stages=stages,
                           inputs={k: v if isinstance(v, InputArray) else encode_array(v)
@@ -543,17 +543,18 @@ class _ClientOps:
                 core_grid: tuple[int, int] | None = None, partition: str | None = None, cb_depth: int | None = None,
                 math_fidelity: str | None = None, blocking: str | None = None,
                 fp32_accumulation: bool | None = None, approx_exp: bool | None = None,
-                l1_shard: list[str] | None = None, idempotency_key: str | None = None):
+                intermediate_dtype: str | None = None, l1_shard: list[str] | None = None,
+                idempotency_key: str | None = None):
         """Submit a kernel (TIRx or TileLang): a path, its source text, or a JobRequest. `target`: an arch name, a
         TargetConfig or its dict; the target fields (core_grid, partition, cb_depth, math_fidelity, blocking,
-        fp32_accumulation, approx_exp, l1_shard: TargetConfig's own) change that target. Inputs are {buffer name: NumPy array}. InvalidRequest
+        fp32_accumulation, approx_exp, intermediate_dtype, l1_shard: TargetConfig's own) change that target. Inputs are {buffer name: NumPy array}. InvalidRequest
         before anything is sent when the schemas refuse it; the submit is retried safely (one Idempotency-Key per
         call)."""
         request = kernel if isinstance(kernel, JobRequest) else build_request(
             kernel, filename=filename, entry=entry, params=params, target=target, stages=stages, inputs=inputs,
             dump_ir=dump_ir, queue=queue, core_grid=core_grid, partition=partition, cb_depth=cb_depth,
             math_fidelity=math_fidelity, blocking=blocking, fp32_accumulation=fp32_accumulation, approx_exp=approx_exp,
-            l1_shard=l1_shard)
+            intermediate_dtype=intermediate_dtype, l1_shard=l1_shard)
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
         response = yield _Call("POST", "/v1/jobs", json=request.model_dump(mode="json", exclude_none=True),
                                headers=headers)

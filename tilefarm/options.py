@@ -62,6 +62,10 @@ TARGET_OPTIONS: dict[str, tuple[object, object]] = {
                                                 help="exp with the LLK's approximate exp (within 3.13%, ~6x fewer "
                                                      "SFPU instructions, ttnn SDPA's default) [default: precise]",
                                                 show_default=False)),
+    "intermediate_dtype": (Optional[str], typer.Option(None, "--intermediate-dtype",
+                                                       help="declared [default] | bfloat16: float32 matmul outputs "
+                                                            "no loop carries (attention's scores) held in bfloat16 "
+                                                            "in L1, as ttnn's SDPA holds them; tolerances count it")),
     "l1_shard": (List[str], typer.Option([], "--l1-shard", help="keep this tensor block-sharded in L1 (each core's "
                                                                  "shard is the block it computes or reads; no DRAM "
                                                                  "traffic for it); repeatable")),

@@ -100,5 +100,6 @@ class ApplyTargetDefaults:
             "math_fidelity_reason": why,
             "fp32_accumulation": bool(fp32),
             "approx_exp": config.approx_exp,
+            "intermediate_dtype": config.intermediate_dtype,
             "l1_shard": list(config.l1_shard),
         })

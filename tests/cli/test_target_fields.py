@@ -18,7 +18,8 @@ from tilefarm.options import TARGET_OPTIONS
 SOURCE = "# a kernel\n"
 # a value other than the default for every field
 CHANGED = {"arch": "blackhole", "core_grid": (2, 2), "partition": "strided", "cb_depth": 3, "math_fidelity": "LoFi",
-           "blocking": "as_written", "fp32_accumulation": True, "approx_exp": True, "l1_shard": ["A"]}
+           "blocking": "as_written", "fp32_accumulation": True, "approx_exp": True, "intermediate_dtype": "bfloat16",
+           "l1_shard": ["A"]}
 
 
 def test_every_target_field_is_a_cli_option():

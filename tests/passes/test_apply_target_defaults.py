@@ -68,7 +68,7 @@ def test_the_target_attribute_of_a_bf16_gemm_on_wormhole():
         "partition": None, "tile_order": "row_major", "dram_layout": "interleaved", "tile_shape": [32, 32],
         "cb_depth": None, "blocking": "auto", "math_fidelity": "HiFi2",
         "math_fidelity_reason": "ttnn's matmul default for bfloat16 operands", "fp32_accumulation": True,
-        "approx_exp": False, "l1_shard": []})
+        "approx_exp": False, "intermediate_dtype": "declared", "l1_shard": []})
     assert_ir_equal(run(ApplyTargetDefaults(TargetConfig()), before)["main"], expected)
 
 

@@ -19,7 +19,8 @@ from ...ir import error_at, fresh_loop_vars, seq, stmts_of
 from ...target import DATA_FORMATS, dst_capacity
 from ..lower_to_circular_buffers import free_cb_index
 from .emit import Emitter
-from .plan import LoopItem, Planner, Window, WindowTooLarge, accesses, cb_resident, first_use, two_versions
+from .plan import (LoopItem, Planner, Window, WindowTooLarge, accesses, cb_resident, first_use, fresh_matmul_outputs,
+                   two_versions)
 from ... import attrs, precision
 
 STAGE = "tensorize"
@@ -64,6 +65,7 @@ class Tensorizer:
         self.staging_cb = {c["buffer"]: c["index"] for c in self.cbs.values() if c["role"] == "input"}
         self.fp32 = self.target["fp32_accumulation"]
         self.full_sync = full_sync
+        self.narrowed: set[str] = set()     # fresh float32 matmul outputs (run: fresh_matmul_outputs)
         self.capacity = dst_capacity(self.fp32, full_sync)
         self.roles = {name: info["role"] for name, info in self.buffers.items()}
         outputs = {name: info["dtype"] for name, info in self.buffers.items() if info["role"] == "output"}
@@ -151,11 +153,20 @@ class Tensorizer:
                                              "compute", [rows, 1])
         return self.partial_cbs[name]
 
+    def held_dtype(self, name: str) -> str:
+        """The dtype of `name`'s tiles in L1: its own, or bfloat16 for a float32 matmul output no loop carries when
+        the target asks for bfloat16 intermediates (the verification tolerance counts that rounding:
+        precision.output_paths reads it from the plan's CBs)."""
+        dtype = self.buffers[name]["dtype"]
+        if dtype == "float32" and self.target.get("intermediate_dtype") == "bfloat16" and name in self.narrowed:
+            return "bfloat16"
+        return dtype
+
     def make_resident(self, names) -> None:
         for name in names:
             versions = 2 if name in self.two_versions else 1
             self.resident[name] = self.add_cb(self.free_index(INTERMEDIATE_CB_BASE), name, f"cb_{name}",
-                                              self.buffers[name]["dtype"], versions * self.ntiles(name),
+                                              self.held_dtype(name), versions * self.ntiles(name),
                                               "intermediate", "compute", self.tiles(name))
 
     # ---- planning --------------------------------------------------------------------------------------------------
@@ -206,6 +217,7 @@ class Tensorizer:
         items = self.plan(rest) if items is None else items
         self.check_initialized(items)
         self.two_versions = two_versions(items)
+        self.narrowed = {n for n in fresh_matmul_outputs(rest) if self.roles.get(n) == "compute"}
         self.grow_interleaved_rings(items)
         self.make_resident(sorted(cb_resident(items, lambda n: self.roles.get(n) == "compute", self.buffer_tiles()),
                                   key=list(self.buffers).index))

@@ -394,6 +394,25 @@ def loop_carried(stmts) -> set[str]:
     return out
 
 
+def fresh_matmul_outputs(stmts) -> set[str]:
+    """Buffers a gemm writes whole (onto zeros or not) that no loop among `stmts` carries from one trip to the next
+    (loop_carried: read before they are overwritten whole): attention's scores S, cleared and computed every key
+    step; not an accumulator over a K loop, which that loop carries. What TargetConfig.intermediate_dtype "bfloat16"
+    holds in bfloat16 tiles when they are float32."""
+    written: set[str] = set()
+
+    def visit(body) -> None:
+        for s in body:
+            if isinstance(s, tirx.For):
+                visit(stmts_of(s.body))
+            elif isinstance(s, tirx.TilePrimitiveCall):
+                info = op_info(s)
+                if info.name == "gemm" and info.whole:
+                    written.add(info.dst.name)
+    visit(stmts)
+    return written - loop_carried(stmts)
+
+
 def exact_op(info: OpInfo, exact: frozenset) -> bool:
     """Does the op write or read a value computed exactly (precision.exact_values: integers held in float32)?"""
     return any(r.name in exact for r in [info.dst] + [o.region for o in info.operands if o.region is not None])

@@ -1,0 +1,89 @@
+"""TargetConfig.intermediate_dtype "bfloat16": a float32 fragment that a matmul writes whole and no loop carries
+(attention's scores S, cleared and computed every key step) is held in bfloat16 tiles in L1, as ttnn's SDPA holds S
+and P; accumulators (O, the row max and sum) keep float32, and the verification tolerance counts each rounding.
+Checked against NumPy attention on both archs, and on a GEMM whose float32 accumulator a K loop carries."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.api import compile_source, emulate
+from schemas.target import TargetConfig
+from tests.conftest import project_name
+from tests.tilelang.test_attention_lowering import attention
+from tests.tilelang.test_frontend import run_kernel, src
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "flash_attention.py"
+PARAMS = {"batch": 1, "heads": 2, "seq_len": 256, "dim": 128, "causal": False}
+
+
+def held(result) -> dict[str, str]:
+    return {c["buffer"]: c["dtype"] for c in result.plan["circular_buffers"] if c["role"] == "intermediate"}
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_scores_are_held_in_bfloat16_and_the_output_verifies(arch, causal):
+    params = {**PARAMS, "causal": causal}
+    source = EXAMPLE.read_text()
+    target = TargetConfig(arch=arch, intermediate_dtype="bfloat16")
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=params,
+                            target=target)
+    dtypes = held(result)
+    assert dtypes["s"] == "bfloat16"                          # rewritten every key step: narrowed
+    assert dtypes["acc"] == dtypes["m"] == dtypes["l"] == "float32"     # carried by the key loop: kept
+    (cb_s,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s"]
+    assert cb_s["data_format"] == "Float16_b" and cb_s["page_bytes"] == 2048
+    rng = np.random.default_rng(5)
+    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
+    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
+    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
+                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
+    assert outcome.passed, outcome.verification.render()
+    (out,) = outcome.verification.outputs
+    assert "bfloat16" in out.derivation                        # the tolerance counts the narrowing
+    want = attention(q, k, v) if not causal else causal_attention(q, k, v)
+    got = outcome.outputs["O"].astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1.5e-2)
+
+
+def test_by_default_the_scores_keep_the_dtype_the_kernel_gives_them():
+    result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
+                            params=PARAMS, target=TargetConfig(arch="blackhole"))
+    assert held(result)["s"] == "float32"
+
+
+def causal_attention(q, k, v):
+    n = q.shape[-2]
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(q.shape[-1])
+    s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.einsum("bhqk,bhkd->bhqd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
+
+
+GEMM_THEN_EXP = src('''
+    @T.prim_func
+    def main(A: T.Tensor((64, 256), "float16"), B: T.Tensor((256, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, k * 64], A_s)
+                T.copy(B[k * 64, 0], B_s)
+                T.gemm(A_s, B_s, acc)
+            for i, j in T.Parallel(64, 64):
+                acc[i, j] = T.exp(acc[i, j] * 0.01)
+            T.copy(acc, C[0, 0])
+''')
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_an_accumulator_a_k_loop_carries_keeps_float32(arch):
+    """C += A @ B over a K loop: the loop reads acc before it writes it, so acc is carried and stays float32."""
+    result, outcome = run_kernel(GEMM_THEN_EXP, target=TargetConfig(arch=arch, intermediate_dtype="bfloat16"))
+    assert held(result).get("acc", "float32") == "float32"
+    assert outcome.passed, outcome.verification.render()
