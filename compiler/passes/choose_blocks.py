@@ -54,6 +54,7 @@ from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
 from .partition_work import blocks_of, partition
 from .share_reads import block_values, groups_of
 from .tensorize.emit import dst_group
+from .tensorize.plan import fresh_matmul_outputs
 from .. import attrs, registry
 
 MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
@@ -537,6 +538,9 @@ class Chooser:
         self.explain: list[str] = []
         self.compute_cycles: float | None = None
         self.zigzag_sets = 1            # a zigzag partition's cores per set (balanced)
+        # float32 matmul outputs held in bfloat16 tiles (TargetConfig.intermediate_dtype; TTTensorize's same rule)
+        self.held_bf16 = fresh_matmul_outputs(func.body) if self.target.get("intermediate_dtype") == "bfloat16" \
+            else set()
 
     def tiles(self, root) -> int:
         c = self.t.classes[root]
@@ -560,7 +564,8 @@ class Chooser:
         tile once (an over-estimate: small ones stay in DST), a few pages per output."""
         total = 0
         for name, info in self.buffers.items():
-            fmt = DATA_FORMATS[info["dtype"]]
+            held = info["dtype"] == "float32" and name in self.held_bf16 and info["scope"] != "global"
+            fmt = DATA_FORMATS["bfloat16" if held else info["dtype"]]
             if info["scope"] == "global":
                 if info["role"] == "output":
                     total += OUTPUT_CB_TILES * fmt.tile_bytes

@@ -217,7 +217,7 @@ class Tensorizer:
         items = self.plan(rest) if items is None else items
         self.check_initialized(items)
         self.two_versions = two_versions(items)
-        self.narrowed = {n for n in fresh_matmul_outputs(rest) if self.roles.get(n) == "compute"}
+        self.narrowed = {n for n in fresh_matmul_outputs(self.func.body) if self.roles.get(n) == "compute"}
         self.grow_interleaved_rings(items)
         self.make_resident(sorted(cb_resident(items, lambda n: self.roles.get(n) == "compute", self.buffer_tiles()),
                                   key=list(self.buffers).index))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+import tvm_ffi
 from tvm import tirx
 
 from ... import ops, precision
@@ -394,23 +395,21 @@ def loop_carried(stmts) -> set[str]:
     return out
 
 
-def fresh_matmul_outputs(stmts) -> set[str]:
-    """Buffers a gemm writes whole (onto zeros or not) that no loop among `stmts` carries from one trip to the next
+def fresh_matmul_outputs(body) -> set[str]:
+    """Buffers a gemm writes whole (onto zeros or not) that no loop in `body` carries from one trip to the next
     (loop_carried: read before they are overwritten whole): attention's scores S, cleared and computed every key
     step; not an accumulator over a K loop, which that loop carries. What TargetConfig.intermediate_dtype "bfloat16"
-    holds in bfloat16 tiles when they are float32."""
+    holds in bfloat16 tiles when they are float32 (TTChooseBlocks' L1 budget and TTTensorize's CBs alike)."""
     written: set[str] = set()
+    loops: list = []
 
-    def visit(body) -> None:
-        for s in body:
-            if isinstance(s, tirx.For):
-                visit(stmts_of(s.body))
-            elif isinstance(s, tirx.TilePrimitiveCall):
-                info = op_info(s)
-                if info.name == "gemm" and info.whole:
-                    written.add(info.dst.name)
-    visit(stmts)
-    return written - loop_carried(stmts)
+    def gemm(call) -> None:
+        info = op_info(call)
+        if info.name == "gemm" and info.whole:
+            written.add(info.dst.name)
+    tvm_ffi.structural_walk(body, [(tirx.TilePrimitiveCall, gemm), (tirx.For, loops.append)], order="pre")
+    carried = set().union(*(loop_carried([loop]) for loop in loops))
+    return written - carried
 
 
 def exact_op(info: OpInfo, exact: frozenset) -> bool:
