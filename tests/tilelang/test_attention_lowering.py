@@ -34,6 +34,18 @@ def attention(q, k, v):
     return np.einsum("bhqk,bhkd->bhqd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
 
 
+def run_attention(result, target, params: dict, seed: int, scale: float = 1.0):
+    """The compiled example run on the emulator with N(0, scale^2) float16 Q, K, V: (outcome, q, k, v); fails with
+    the verification's report when the run does not verify."""
+    rng = np.random.default_rng(seed)
+    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
+    q, k, v = ((rng.standard_normal(shape) * scale).astype(np.float16) for _ in range(3))
+    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=EXAMPLE.read_text(),
+                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
+    assert outcome.passed, outcome.verification.render()
+    return outcome, q, k, v
+
+
 def test_a_common_scale_is_factored_out_of_the_exponent():
     source = EXAMPLE.read_text()
     script = load_kernel(source, str(EXAMPLE), entry="flash_attention", params=PARAMS).func.script()
@@ -57,12 +69,7 @@ def test_the_max_subtract_runs_on_the_fpu_and_the_carried_output_on_the_sfpu(arc
     # s is rewritten in place: each group's old pages are read by the FPU, freed, and the new ones packed behind
     (cb_s,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s"]
     assert cb_s["num_pages"] == cb_s["tiles"][0] * cb_s["tiles"][1]
-    rng = np.random.default_rng(7)
-    shape = (PARAMS["batch"], PARAMS["heads"], PARAMS["seq_len"], PARAMS["dim"])
-    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
-    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=project_name(EXAMPLE), entry="flash_attention", params=PARAMS)
-    assert outcome.passed, outcome.verification.render()
+    outcome, q, k, v = run_attention(result, target, PARAMS, 7)
     want = attention(q, k, v)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=4e-3)
 
@@ -86,12 +93,7 @@ def test_the_rescale_copies_broadcast_tiles_and_the_pv_matmul_accumulates_in_l1(
     assert any(c["buffer"] == "alpha_bcast" for c in result.plan["circular_buffers"])
     key_loop = compute.index("for (uint32_t kb")
     assert compute.index("copy_tile(cb_l, ", key_loop) > compute.index("reduce_tile<PoolType::SUM", key_loop)
-    rng = np.random.default_rng(11)
-    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
-    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
-    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
-    assert outcome.passed, outcome.verification.render()
+    outcome, q, k, v = run_attention(result, target, params, 11)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
 
 
@@ -116,12 +118,7 @@ def test_the_row_sum_of_the_exponentials_is_packed_into_one_partial_tile_per_row
     assert "pack_tile(q" in window and not re.search(r"pack_tile\([^,]+, cb_s,", window)   # p packed, s not
     assert "reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(cb_s_rowsum, " in compute
     assert "reduce_tile<PoolType::SUM, ReduceDim::REDUCE_ROW>(cb_s, " not in compute
-    rng = np.random.default_rng(13)
-    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
-    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
-    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
-    assert outcome.passed, outcome.verification.render()
+    outcome, q, k, v = run_attention(result, target, params, 13)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
 
 
@@ -147,12 +144,7 @@ def test_each_window_starts_on_the_rows_the_window_before_has_packed(arch):
     # T.copy(m, m_prev) before the row max rewrites m: both from m's old page in the CB, no DST-to-DST SFPU copy
     assert re.search(r"copy_tile\(cb_m, 0, 1\);.*copy_tile\(cb_m, 0, 0\);.*reduce_tile<PoolType::MAX", compute, re.S)
     assert "copy_dest_values" not in compute
-    rng = np.random.default_rng(17)
-    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
-    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
-    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
-    assert outcome.passed, outcome.verification.render()
+    outcome, q, k, v = run_attention(result, target, params, 17)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
 
 
@@ -173,12 +165,7 @@ def test_approx_exp_folds_the_scale_into_the_llk_exp_and_verifies_within_its_err
     assert "exp_tile<true>(" in compute and "exp_tile(" not in compute and "exp_tile_init()" not in compute
     assert "mul_unary_tile(" not in compute and "mul_unary_tile(" in precise.artifacts["compute.cpp"].decode()
     assert result.plan["compute_config"]["math_approx_mode"] is True
-    rng = np.random.default_rng(7)
-    shape = (PARAMS["batch"], PARAMS["heads"], PARAMS["seq_len"], PARAMS["dim"])
-    q, k, v = (rng.standard_normal(shape).astype(np.float16) * 2 for _ in range(3))
-    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=project_name(EXAMPLE), entry="flash_attention", params=PARAMS)
-    assert outcome.passed, outcome.verification.render()
+    outcome, q, k, v = run_attention(result, target, PARAMS, 7, scale=2.0)
     (check,) = [o for o in outcome.verification.outputs if o.name == "O"]
     assert "approximate exp" in check.derivation
     want = attention(q, k, v)

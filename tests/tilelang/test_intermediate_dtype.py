@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.api import compile_source, emulate
+from compiler.api import compile_source
 from schemas.target import TargetConfig
 from tests.conftest import project_name
-from tests.tilelang.test_attention_lowering import attention
+from tests.tilelang.test_attention_lowering import attention, run_attention
 from tests.tilelang.test_frontend import run_kernel, src
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "flash_attention.py"
@@ -36,12 +36,7 @@ def test_attention_scores_are_held_in_bfloat16_and_the_output_verifies(arch, cau
     assert dtypes["acc"] == dtypes["m"] == dtypes["l"] == "float32"     # carried by the key loop: kept
     (cb_s,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s"]
     assert cb_s["data_format"] == "Float16_b" and cb_s["page_bytes"] == 2048
-    rng = np.random.default_rng(5)
-    shape = (params["batch"], params["heads"], params["seq_len"], params["dim"])
-    q, k, v = (rng.standard_normal(shape).astype(np.float16) for _ in range(3))
-    outcome = emulate(result.artifacts, target=target, inputs={"Q": q, "K": k, "V": v}, source=source,
-                      filename=project_name(EXAMPLE), entry="flash_attention", params=params)
-    assert outcome.passed, outcome.verification.render()
+    outcome, q, k, v = run_attention(result, target, params, 5)
     (out,) = outcome.verification.outputs
     assert "bfloat16" in out.derivation                        # the tolerance counts the narrowing
     want = attention(q, k, v) if not causal else causal_attention(q, k, v)
