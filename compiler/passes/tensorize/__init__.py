@@ -65,7 +65,7 @@ class Tensorizer:
         self.staging_cb = {c["buffer"]: c["index"] for c in self.cbs.values() if c["role"] == "input"}
         self.fp32 = self.target["fp32_accumulation"]
         self.full_sync = full_sync
-        self.narrowed: set[str] = set()     # fresh float32 matmul outputs (run: fresh_matmul_outputs)
+        self.narrowed: set[str] = set()     # fresh matmul outputs held in bfloat16 (run: intermediate_dtype)
         self.capacity = dst_capacity(self.fp32, full_sync)
         self.roles = {name: info["role"] for name, info in self.buffers.items()}
         outputs = {name: info["dtype"] for name, info in self.buffers.items() if info["role"] == "output"}
@@ -158,7 +158,7 @@ class Tensorizer:
         the target asks for bfloat16 intermediates (the verification tolerance counts that rounding:
         precision.output_paths reads it from the plan's CBs)."""
         dtype = self.buffers[name]["dtype"]
-        if dtype == "float32" and self.target.get("intermediate_dtype") == "bfloat16" and name in self.narrowed:
+        if dtype == "float32" and name in self.narrowed:
             return "bfloat16"
         return dtype
 
@@ -217,7 +217,8 @@ class Tensorizer:
         items = self.plan(rest) if items is None else items
         self.check_initialized(items)
         self.two_versions = two_versions(items)
-        self.narrowed = {n for n in fresh_matmul_outputs(self.func.body) if self.roles.get(n) == "compute"}
+        if self.target.get("intermediate_dtype") == "bfloat16":
+            self.narrowed = {n for n in fresh_matmul_outputs(self.func.body) if self.roles.get(n) == "compute"}
         self.grow_interleaved_rings(items)
         self.make_resident(sorted(cb_resident(items, lambda n: self.roles.get(n) == "compute", self.buffer_tiles()),
                                   key=list(self.buffers).index))
