@@ -193,6 +193,18 @@ _OPS = [
           f"reduce_tile<PoolType::{p}, ReduceDim::REDUCE_ROW>({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE}, _C + "reduce.h")
       for p in ("SUM", "MAX")],
     _op("reduce_uninit", "", "reduce_uninit()", {COMPUTE}, _C + "reduce.h"),
+    # the row max of a row of `block_ct` consecutive bfloat16 tiles in one call (api/compute/reduce_custom.h, ttnn's
+    # SDPA row max): one unpack of the block and the scaler, one math MOP; the running maxima enter from row 0 of
+    # faces 0 and 2 of the DST slot (a face-transposed copy of a column tile, copy_face_transposed_init), the result
+    # lands in column 0. init(output CB, block_ct), call(cb, scaler cb, first tile, dst, block_ct), uninit(cb)
+    _op("reduce_block_max_row_init", "cb expr", "reduce_block_max_row_init<{1}>({0})", {COMPUTE},
+        _C + "reduce_custom.h"),
+    _op("reduce_block_max_row", "cb cb expr expr expr", "reduce_block_max_row<{4}>({0}, {1}, {2}, {3})", {COMPUTE},
+        _C + "reduce_custom.h"),
+    _op("reduce_block_max_row_uninit", "cb", "reduce_block_max_row_uninit({0})", {COMPUTE}, _C + "reduce_custom.h"),
+    # copy_tile with each 16x16 face transposed in place (copy_init's transpose_within_16x16_face): a column tile's
+    # column 0 becomes row 0 of faces 0 and 2, where reduce_block_max_row reads its running maxima
+    _op("copy_face_transposed_init", "cb", "copy_init({0}, 0, true)", {COMPUTE}, _C + "tile_move_copy.h"),
     # the SFPU's row max / min of a DST tile in place, exact, into its column 0 (compute_kernel_api.h sfpu_reduce), in
     # DST's format: fp32 (Float32) or 16-bit (Float16_b)
     *[_op(f"sfpu_reduce_init_{p.lower()}_{f}", "", f"sfpu_reduce_init<PoolType::{p}, DataFormat::{fmt}>()", {COMPUTE},

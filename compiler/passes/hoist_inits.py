@@ -26,18 +26,19 @@ from tvm import tirx
 from .. import attrs, ops
 from ..ir import seq, stmts_of
 
-NEVER_MOVED = ("reduce_init_sum", "reduce_init_max")
+NEVER_MOVED = ("reduce_init_sum", "reduce_init_max", "reduce_block_max_row_init")
 STARTUP = ("hw_startup_matmul", "hw_startup_binary", "hw_startup_unary")
 KINDS = ("fpu", "sfpu", "unpack", "pack")
+UNINITS = ("reduce_uninit", "reduce_block_max_row_uninit")
 FPU_OPS = ("matmul_tiles", "matmul_block", "copy_tile", "transpose_tile", "add_tiles", "sub_tiles", "mul_tiles",
-           "reduce_tile_sum", "reduce_tile_max")
+           "reduce_tile_sum", "reduce_tile_max", "reduce_block_max_row")
 NOT_ENGINE = ("cb_", "tile_regs_", "runtime_arg", "pack_reconfig_l1_acc", "read_tile", "write_tile", "noc_", "mcast_",
               "write_rows", "zero_tile", "fill_reduce_scaler", "compute_", "write_barrier", "page_")
 
 
 def uses_kind(name: str) -> set[str]:
     """Which configurations an (non-init) intrinsic runs with."""
-    if init_kind(name) is not None or name in STARTUP or name == "reduce_uninit" or name.startswith(NOT_ENGINE):
+    if init_kind(name) is not None or name in STARTUP or name in UNINITS or name.startswith(NOT_ENGINE):
         return set()
     if name in ("pack_tile", "pack_tile_at"):
         return {"pack"}

@@ -30,7 +30,7 @@ from tvm import tirx
 
 from .. import attrs, ops
 from ..ir import seq, stmts_of
-from .hoist_inits import STARTUP, init_kind
+from .hoist_inits import STARTUP, UNINITS, init_kind
 
 BATCH_BYTES = 16 * 1024     # bytes a streamed CB's reader has in flight before each barrier (8 bfloat16 tiles)
 UNROLL_LIMIT = 4096         # tile reads evaluated to prove a loop reads in order
@@ -95,7 +95,7 @@ def tile_reads(call) -> list[tuple[int, object]] | None:
     """(cb, tile index) of each tile a compute call unpacks; [] for a call that reads no tile (an init, a
     reconfig); None for a call whose reads are not one tile per CB argument (matmul_block's runs)."""
     spec, args = call
-    if (init_kind(spec.name) is not None or spec.name in STARTUP or spec.name == "reduce_uninit"
+    if (init_kind(spec.name) is not None or spec.name in STARTUP or spec.name in UNINITS
             or spec.name.startswith(("tile_regs_", "page_"))):
         return []
     cbs = [k for k, kind in enumerate(spec.args) if kind == "cb"]
@@ -103,6 +103,9 @@ def tile_reads(call) -> list[tuple[int, object]] | None:
         return []
     if spec.name.startswith("cb_") or spec.name in ("pack_tile", "pack_tile_at"):
         return [] if spec.name in ("pack_tile", "pack_tile_at") else None
+    if spec.name == "reduce_block_max_row":   # a run of block_ct tiles of the source, and the scaler tile
+        ct = _int(args[4])
+        return None if ct is None else [(_int(args[0]), args[2] + t) for t in range(ct)] + [(_int(args[1]), 0)]
     if spec.name == "matmul_block" or cbs != list(range(len(cbs))) or len(spec.args) < 2 * len(cbs) \
             or any(kind != "expr" for kind in spec.args[len(cbs):2 * len(cbs)]):
         return None

@@ -44,10 +44,30 @@ def test_attention_scores_are_held_in_bfloat16_and_the_output_verifies(arch, cau
     np.testing.assert_allclose(got, want, rtol=0, atol=1.5e-2)
 
 
+@pytest.mark.parametrize("arch,causal,heads,seq_len,blocking", [
+    ("wormhole_b0", False, 2, 256, "as_written"), ("blackhole", False, 2, 256, "as_written"),   # TileLang's blocks
+    ("wormhole_b0", True, 2, 1024, "auto"), ("blackhole", True, 8, 1024, "auto")])   # the chooser's (multi-tile rows)
+def test_the_row_max_of_bfloat16_scores_is_one_block_call_per_row(arch, causal, heads, seq_len, blocking):
+    """The row max of the bfloat16 scores is one reduce_block_max_row per row of S (ttnn's SDPA row max), the
+    running max m loaded face-transposed where the call reads it; against float64 attention."""
+    params = {**PARAMS, "causal": causal, "heads": heads, "seq_len": seq_len}
+    target = TargetConfig(arch=arch, intermediate_dtype="bfloat16", blocking=blocking)
+    result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
+                            params=params, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    assert "reduce_block_max_row<" in compute and "copy_init(cb_m, 0, true)" in compute
+    assert "PoolType::MAX" not in compute
+    outcome, q, k, v = run_attention(result, target, params, 7)
+    want = attention(q, k, v) if not causal else causal_attention(q, k, v)
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=1.5e-2)
+
+
 def test_by_default_the_scores_keep_the_dtype_the_kernel_gives_them():
     result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
                             params=PARAMS, target=TargetConfig(arch="blackhole"))
     assert held(result)["s"] == "float32"
+    compute = result.artifacts["compute.cpp"].decode()
+    assert "reduce_tile<PoolType::MAX" in compute and "reduce_block_max_row" not in compute   # fp32: per tile
 
 
 def causal_attention(q, k, v):
@@ -82,3 +102,50 @@ def test_an_accumulator_a_k_loop_carries_keeps_float32(arch):
     result, outcome = run_kernel(GEMM_THEN_EXP, target=TargetConfig(arch=arch, intermediate_dtype="bfloat16"))
     assert held(result).get("acc", "float32") == "float32"
     assert outcome.passed, outcome.verification.render()
+
+
+BF16_ROW_MAX = src('''
+    @T.prim_func
+    def main(X: T.Tensor((64, 256), "bfloat16"), S: T.Tensor((64, 1), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_shared((64, 128), "bfloat16")
+            y = T.alloc_fragment((64, 128), "bfloat16")
+            m = T.alloc_fragment((64,), "float32")
+            s = T.alloc_shared((64, 1), "float32")
+            T.fill(m, -T.infinity("float32"))
+            for k in T.serial(2):
+                T.copy(X[0:64, k * 128:(k + 1) * 128], x)
+                for i, j in T.Parallel(64, 128):
+                    y[i, j] = x[i, j] * 2.0 - 1.0
+                T.reduce_max(y, m, dim=1, clear=CLEAR)
+            for k in T.serial(1):
+                T.copy(m, s[:, k])
+            T.copy(s, S)
+''')
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+@pytest.mark.parametrize("clear", [False, True])
+def test_a_row_max_of_bfloat16_tiles_the_kernel_computed_is_one_block_call_per_row(arch, clear):
+    """A row max over a row of bfloat16 tiles in L1 that compute packed: one reduce_block_max_row per row (ttnn's
+    SDPA row max), its running maxima from a fill (clear) or the old value loaded with each face transposed
+    (accumulating), the result in column 0 as reduce_tile leaves it. Against NumPy."""
+    source = BF16_ROW_MAX.replace("CLEAR", str(clear))
+    result, outcome = run_kernel(source, seed=61, target=TargetConfig(arch=arch, blocking="as_written"))
+    compute = result.artifacts["compute.cpp"].decode()
+    assert "reduce_block_max_row<4>(cb_y," in compute and "PoolType::MAX" not in compute
+    assert ("copy_init(cb_m, 0, true)" in compute) == (not clear)
+    assert outcome.passed, outcome.verification.render()
+    x = outcome.inputs["X"].astype(np.float64) * 2.0 - 1.0
+    want = (x[:, 128:] if clear else x).max(axis=1, keepdims=True)
+    np.testing.assert_allclose(outcome.outputs["S"], want, rtol=1e-2, atol=1e-2)
+
+
+def test_a_row_max_the_reader_streams_in_stays_a_reduce_tile_per_tile():
+    """softmax's row max over the bfloat16 row the reader brings: reduce_tile starts on the row's first tile while
+    the rest arrive (the one block call would wait for the whole row)."""
+    example = EXAMPLE.parent / "softmax.py"
+    result = compile_source(example.read_text(), filename=project_name(example), entry="softmax",
+                            params={"M": 2048, "N": 1024}, target=TargetConfig(arch="blackhole"))
+    compute = result.artifacts["compute.cpp"].decode()
+    assert "reduce_tile<PoolType::MAX" in compute and "reduce_block_max_row" not in compute

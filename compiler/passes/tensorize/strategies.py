@@ -110,6 +110,11 @@ class Strategies:
         return [ops.call("copy_init", src.cb), ops.call("copy_tile", src.cb, src.index, slot)]
 
     @staticmethod
+    def load_face_transposed(src: Src, slot) -> list:
+        """DST[slot] = the CB tile with each 16x16 face transposed (column 0 -> row 0 of faces 0 and 2)."""
+        return [ops.call("copy_face_transposed_init", src.cb), ops.call("copy_tile", src.cb, src.index, slot)]
+
+    @staticmethod
     def fill(slot, value: float) -> list:
         return [ops.call("fill_tile_init"), ops.call("fill_tile", slot, float(value))]
 
@@ -270,10 +275,17 @@ class Strategies:
             out.append(tirx.For(kt, first, k_tiles - first, tirx.ForKind.SERIAL, step) if k_tiles - first > 1 else step)
         return out
 
-    def reduce(self, pool: str, dst_slot, src: Src, k_tiles: int, index, start: list) -> list:
-        """dst = start (fill/load) then reduce_tile over the source row's k_tiles tiles (index(kt))."""
+    def reduce(self, pool: str, dst_slot, src: Src, k_tiles: int, index, start: list, block: bool = False) -> list:
+        """dst = start (fill/load) then reduce_tile over the source row's k_tiles tiles (index(kt)); `block`: a max
+        over a row of consecutive bfloat16 tiles in one reduce_block_max_row call (its running maxima in row 0 of
+        faces 0 and 2 of the slot: -inf from a fill, or a face-transposed load, load_face_transposed)."""
         scaler = self.scaler_cb()
         order = (scaler, src.cb) if pool == "sum" else (src.cb, scaler)   # SUM feeds the scaler to SrcA, MAX data
+        if block:
+            return start + [ops.call("reconfig_data_format", *order),
+                            ops.call("reduce_block_max_row_init", src.cb, i32(k_tiles)),
+                            ops.call("reduce_block_max_row", src.cb, scaler, index(i32(0)), dst_slot, i32(k_tiles)),
+                            ops.call("reduce_block_max_row_uninit", src.cb)]
         kt = tirx.Var("kt", "int32") if k_tiles > 1 else i32(0)
         step = ops.call(f"reduce_tile_{pool}", src.cb, scaler, index(kt), i32(0), dst_slot)
         return start + [ops.call("reconfig_data_format", *order), ops.call(f"reduce_init_{pool}", src.cb, scaler, scaler),

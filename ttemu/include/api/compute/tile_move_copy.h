@@ -6,8 +6,12 @@ namespace ckernel {
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void copy_init(std::uint32_t cbid, std::uint32_t transpose = 0, std::uint32_t transpose_within_16x16_face = false,
                     std::uint32_t call_line = __builtin_LINE(), TTEMU_SITE) {
-    if (transpose_within_16x16_face && !transpose)
-        ttemu::dev::unsupported("copy_init with transpose_within_16x16_face alone", ttemu_site);
+    // each 16x16 face transposed in place, the faces where they are (llk_unpack_A_init's within-face transpose:
+    // ttnn's SDPA loads its running row maxima so for reduce_block_max_row)
+    if (transpose_within_16x16_face && !transpose) {
+        ttemu::dev::copy_face_transpose_init(cbid, "copy_init", ttemu_site);
+        return;
+    }
     ttemu::dev::fpu_init(transpose ? ttemu::dev::FpuOp::Transpose : ttemu::dev::FpuOp::Copy, cbid, cbid, transpose,
                          "copy_init", ttemu_site);
 }
