@@ -62,8 +62,9 @@ def first_calls(body) -> dict[tuple[int, str], int]:
 
 
 def later_pass_inputs(body, inputs: set[int]) -> set[int]:
-    """The input CBs compute first waits for only after it has packed a tile since its first wait for every other
-    one of `inputs`: read in a later pass over the block (RMS norm's weight, used after the row statistics)."""
+    """The input CBs compute first waits for only after it has packed a tile since its first wait for the first
+    of `inputs`: read in a later pass over the block (RMS norm's weight, layer norm's gamma and beta, used after the
+    row statistics; two first needed in the same later pass both count)."""
     first_wait: dict[int, int] = {}
     packs: list[int] = []
 
@@ -76,8 +77,8 @@ def later_pass_inputs(body, inputs: set[int]) -> set[int]:
         elif found[0].name in ("pack_tile", "pack_tile_at"):
             packs.append(1)
     tvm_ffi.structural_walk(body, [(tirx.Evaluate, visit)], order="pre")
-    return {cb for cb, at in first_wait.items()
-            if len(first_wait) > 1 and all(at > other for c, other in first_wait.items() if c != cb)}
+    first = min(first_wait.values(), default=0)
+    return {cb for cb, at in first_wait.items() if at > first}
 
 
 def once_per_block(body) -> set[int]:

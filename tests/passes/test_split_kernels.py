@@ -299,6 +299,79 @@ def test_an_input_read_in_a_later_pass_moves_to_the_writer_on_a_tie():
     assert reads == {"reader": {"X"}, "compute": set(), "writer": {"W"}}
 
 
+def test_two_inputs_first_read_in_the_same_later_pass_count_as_later():
+    """y0 = (x * x) * g and y1 = (x * x) * b, g and b first waited for after x's pass has packed its square (layer
+    norm's gamma and beta after the row statistics): the reader would move 3 tiles per block and the writer 2. No
+    single move makes the busier RISC less busy; on the tie one of them (b, the larger index) moves to the writer,
+    which then moves 3, no more than the reader did. Before, neither was later than the other, so neither moved."""
+    cbs = [cb(0, "x_s", "input", "reader", "compute"), cb(1, "g_s", "input", "reader", "compute"),
+           cb(2, "b_s", "input", "reader", "compute"), cb(16, "Y", "output", "compute", "writer"),
+           cb(24, "sq", "intermediate", "compute", "compute")]
+    layouts = {name: {"memory": "DRAM", "page_bytes": 4096} for name in ("X", "G", "B", "Y")}
+
+    @T.prim_func
+    def before(X: T.Buffer((32, 64), "float32"), G: T.Buffer((32, 64), "float32"), B: T.Buffer((32, 64), "float32"),
+               Y: T.Buffer((32, 128), "float32")):
+        T.func_attr({"tt.cb_config": cbs, "tt.layout_desc": layouts})
+        block_count: T.let[T.int32] = T.tt.runtime_arg("block_count")
+        for i in range(block_count):
+            T.tt.cb_reserve_back(0, 1)
+            T.tt.read_tile(0, 0, "X", 0, i)
+            T.tt.noc_async_read_barrier(0)
+            T.tt.cb_push_back(0, 1)
+            T.tt.cb_reserve_back(1, 1)
+            T.tt.read_tile(1, 0, "G", 0, i)
+            T.tt.noc_async_read_barrier(1)
+            T.tt.cb_push_back(1, 1)
+            T.tt.cb_reserve_back(2, 1)
+            T.tt.read_tile(2, 0, "B", 0, i)
+            T.tt.noc_async_read_barrier(2)
+            T.tt.cb_push_back(2, 1)
+            T.tt.cb_wait_front(0, 1)
+            T.tt.tile_regs_acquire()
+            T.tt.mul_init(0, 0)
+            T.tt.mul_tiles(0, 0, 0, 0, 0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(24, 1)
+            T.tt.pack_tile(0, 24, 0)
+            T.tt.cb_push_back(24, 1)
+            T.tt.tile_regs_release()
+            T.tt.cb_pop_front(0, 1)
+            T.tt.cb_wait_front(24, 1)
+            T.tt.cb_wait_front(1, 1)
+            T.tt.cb_wait_front(2, 1)
+            T.tt.tile_regs_acquire()
+            T.tt.mul_init(24, 1)
+            T.tt.mul_tiles(24, 1, 0, 0, 0)
+            T.tt.mul_init(24, 2)
+            T.tt.mul_tiles(24, 2, 0, 0, 1)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.cb_reserve_back(16, 1)
+            T.tt.pack_tile(0, 16, 0)
+            T.tt.cb_push_back(16, 1)
+            T.tt.cb_reserve_back(16, 1)
+            T.tt.pack_tile(1, 16, 0)
+            T.tt.cb_push_back(16, 1)
+            T.tt.tile_regs_release()
+            T.tt.cb_pop_front(24, 1)
+            T.tt.cb_pop_front(1, 1)
+            T.tt.cb_pop_front(2, 1)
+            T.tt.cb_wait_front(16, 2)
+            T.tt.write_tile(16, 0, "Y", 0, i * 2)
+            T.tt.write_tile(16, 1, "Y", 0, i * 2 + 1)
+            T.tt.noc_async_writes_flushed()
+            T.tt.cb_pop_front(16, 2)
+
+    after = run(split_kernels, before)
+    producers = {c["buffer"]: c["producer"] for c in attrs.CB_CONFIG.get(after["compute"])}
+    assert producers == {"x_s": "reader", "g_s": "reader", "b_s": "writer", "Y": "compute", "sq": "compute"}
+    reads = {role: {str(args[2].value) for name, args in calls(after[role]) if name == "read_tile"}
+             for role in ("reader", "compute", "writer")}
+    assert reads == {"reader": {"X", "G"}, "compute": set(), "writer": {"B"}}
+
+
 def _work(counts: list[int]) -> dict:
     cores = [{"core": [x, 0], "start": x, "count": n, "stride": len(counts), "row_len": n, "row_stride": 0}
              for x, n in enumerate(counts)]
