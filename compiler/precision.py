@@ -90,9 +90,12 @@ def _narrower(dst: str, src: str) -> bool:
 
 class PathWalk:
     def __init__(self, func, fp32_dest: bool, fpu_rounds: bool = True, approx_exp: bool = False,
-                 held_bf16: frozenset = frozenset()):
+                 held_bf16: frozenset = frozenset(), bf16_partials: dict | None = None):
         self.fp32_dest = fp32_dest
         self.held_bf16 = held_bf16           # float32 values the program holds in bfloat16 tiles (intermediate_dtype)
+        # value -> tiles per row of its row sums' bfloat16 partial (packer L1 accumulation into a bfloat16 tile:
+        # each accumulated tile rounds the partial once)
+        self.bf16_partials = bf16_partials or {}
         self.approx_exp = approx_exp         # exp / exp2 on the LLK's approximate exp
         self.fpu_rounds = fpu_rounds         # fp32 data may go through the FPU's TF32 registers (fp32_on_fpu)
         self.paths: dict[str, Path] = {}
@@ -219,6 +222,8 @@ class PathWalk:
                 new = p.op(mid)
             else:
                 new = replace(p, exact=False, depth=max(p.depth, k * loops), mid=_wider_unit(p.mid, mid))
+                if str(src.name) in self.bf16_partials:   # summed through a bfloat16 partial: a rounding per tile
+                    new = replace(new, stores=new.stores + ("bfloat16",) * self.bf16_partials[str(src.name)])
             if accumulates:
                 new = new.merge(before)
         elif name in UNARY or name in BINARY:
@@ -414,6 +419,13 @@ def output_paths(func, plan: dict) -> dict[str, Path]:
     outputs = [b["name"] for b in plan["buffers"] if b["role"] == "output"]
     held_bf16 = frozenset(c["buffer"] for c in plan.get("circular_buffers", [])
                           if c["role"] == "intermediate" and c["dtype"] == "bfloat16")
+    # the row-sum partials TTTensorize holds in bfloat16 (`<value>_rowsum`, tensorize partial_cb): the value's
+    # tiles per row, each a rounding of the partial it is accumulated into
+    cbs = {c["buffer"]: c for c in plan.get("circular_buffers", []) if c["role"] == "intermediate"}
+    bf16_partials = {name[:-len("_rowsum")]: int(cbs[name[:-len("_rowsum")]]["tiles"][1])
+                     for name, c in cbs.items() if name.endswith("_rowsum") and c["dtype"] == "bfloat16"
+                     and name[:-len("_rowsum")] in cbs and cbs[name[:-len("_rowsum")]].get("tiles")}
     walk = PathWalk(func, fp32_dest, fp32_on_fpu([b["dtype"] for b in plan["buffers"] if b["role"] == "output"]),
-                    approx_exp=bool(plan["target"].get("approx_exp")), held_bf16=held_bf16)
+                    approx_exp=bool(plan["target"].get("approx_exp")), held_bf16=held_bf16,
+                    bf16_partials=bf16_partials)
     return {name: walk.paths.get(name, Path()) for name in outputs}

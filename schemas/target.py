@@ -50,8 +50,10 @@ class TargetConfig(BaseModel):
                                         "iteration to the next (attention's scores S, what is computed from them in "
                                         "place) is held in bfloat16 tiles in L1, as ttnn's SDPA holds S and P (its "
                                         "default streaming kernel and STANDARD recipe): half its L1 bytes and its "
-                                        "unpacks; accumulators (O, the row max and sum) and outputs keep their dtype. "
-                                        "Verification tolerances count the rounding.")
+                                        "unpacks; accumulators (O, the row max and sum) and outputs keep their dtype, "
+                                        "but a row sum of such a value goes through a bfloat16 partial per step (the "
+                                        "packer's L1 accumulation, as ttnn's SDPA sums its exponentials). "
+                                        "Verification tolerances count the roundings.")
     l1_shard: list[str] = Field(
         default_factory=list, description="Tensors (by the kernel's names) kept block-sharded in L1 instead of DRAM: "
                                           "each core's shard is the block it computes (an output, packed in place) "

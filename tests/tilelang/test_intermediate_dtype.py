@@ -4,6 +4,7 @@ and P; accumulators (O, the row max and sum) keep float32, and the verification 
 Checked against NumPy attention on both archs, and on a GEMM whose float32 accumulator a K loop carries."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +58,14 @@ def test_the_row_max_of_bfloat16_scores_is_one_block_call_per_row(arch, causal, 
     compute = result.artifacts["compute.cpp"].decode()
     assert "reduce_block_max_row<" in compute and "copy_init(cb_m, 0, true)" in compute
     assert "PoolType::MAX" not in compute
+    # the row sums: exp tiles packed with L1 accumulation into a bfloat16 partial per row (ttnn's bf16 sums), one
+    # reduce_tile a row; the tolerance counts a bfloat16 rounding per accumulated tile
+    cbs = {c["buffer"]: c for c in result.plan["circular_buffers"]}
+    assert cbs["s_rowsum"]["dtype"] == "bfloat16" and re.search(r"pack_tile<true>\(\w+, cb_s_rowsum, ", compute)
     outcome, q, k, v = run_attention(result, target, params, 7)
+    (out,) = outcome.verification.outputs
+    stores = re.search(r"(\d+) intermediate store\(s\) to bfloat16", out.derivation)
+    assert stores and int(stores.group(1)) > cbs["s"]["tiles"][1]     # the partial's, and s's own narrowing
     want = attention(q, k, v) if not causal else causal_attention(q, k, v)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=1.5e-2)
 

@@ -138,18 +138,21 @@ class Tensorizer:
         return self.broadcast_cbs[name]
 
     def partial_cb(self, name: str) -> int | None:
-        """A CB for `name`'s row partials, one fp32 tile per tile row (Emitter.find_row_partials), or None when its
-        pages do not fit the L1 the other CBs leave."""
+        """A CB for `name`'s row partials, one tile per tile row (Emitter.find_row_partials) in `name`'s dtype, or
+        bfloat16 when `name` is held in bfloat16 (intermediate_dtype: ttnn's SDPA sums its exponentials into a
+        bfloat16 CB; precision.output_paths counts a rounding per accumulated tile), or None when its pages do not
+        fit the L1 the other CBs leave."""
         if name in self.partial_cbs:
             return self.partial_cbs[name]
         rows = self.tiles(name)[0]
-        fmt = DATA_FORMATS[self.buffers[name]["dtype"]]
+        dtype = self.held_dtype(name)
+        fmt = DATA_FORMATS[dtype]
         used = sum(c["page_bytes"] * c["num_pages"] for c in self.cbs.values() if c.get("shares_with") is None)
         if used + rows * fmt.tile_bytes > self.target["l1_available_for_cbs"] \
                 or self.free_index(INTERMEDIATE_CB_BASE) >= self.target["num_cbs"]:
             return None
         self.partial_cbs[name] = self.add_cb(self.free_index(INTERMEDIATE_CB_BASE), f"{name}_rowsum",
-                                             f"cb_{name}_rowsum", self.buffers[name]["dtype"], rows, "intermediate",
+                                             f"cb_{name}_rowsum", dtype, rows, "intermediate",
                                              "compute", [rows, 1])
         return self.partial_cbs[name]
 

@@ -675,7 +675,9 @@ class Emitter:
         kernel: RMS norm's x * x, softmax's exp(x - max), layer norm's centered square) or in a loop when its result
         goes into a running vector the loop carries (s = exp(s - m); T.reduce_sum(s, l_part, dim=1) as the next
         reader of s; l = l * alpha + l_part): the window's packer also adds each tile of s into
-        one fp32 partial tile per tile row of s (packer L1 accumulation, the row's first tile packed as it is), and
+        one fp32 partial tile per tile row of s (packer L1 accumulation, the row's first tile packed as it is; a
+        bfloat16 tile for a value held in bfloat16 by TargetConfig.intermediate_dtype, as ttnn's SDPA holds its row
+        sums: each accumulation rounds, which precision.py counts), and
         the reduction reads that partial, one reduce_tile per row instead of one per tile of the row. The unpacker
         and the math engine (the bound in attention) do 1/cols of the reduction's work; the packer packs one more
         tile per tile of s, or none more when nothing reads s after the sum before rewriting it (then s is not
@@ -692,7 +694,7 @@ class Emitter:
             for name in w.written:
                 if any(name == packed for packed, _ in self.partial_packs.get(id(w), [])) \
                         or name not in tz.resident or name in tz.two_versions or name in w.aliases \
-                        or tz.cbs[tz.resident[name]]["data_format"] != "Float32" \
+                        or tz.cbs[tz.resident[name]]["data_format"] != "Float32" and name not in tz.narrowed \
                         or tuple(w.grid) != tuple(tz.tiles(name)):
                     continue
                 rows, cols = tz.tiles(name)
