@@ -639,8 +639,9 @@ class Chooser:
         """The busiest core's cycles when a key loop's trip count grows with a grid index: per block of r query
         tiles doing T key steps of s tiles, r x (T x (s + width) + width) score tiles of compute (every step: the
         score tiles plus the rescale of the carried output; once per block its normalization) at SCORE_TILE_CYCLES
-        each, and T steps of the loop's DRAM tiles (K and V) at the core's share of the DRAM bandwidth
-        (read_cycles), divided among the cores that share them (TTShareReads multicasts the reads of a rectangle of
+        each, and T steps of the loop's DRAM tiles (K and V) at a reading core's share of the DRAM bandwidth
+        (read_cycles: the grid's cores less those whose reads a group's other cores make), divided among the cores
+        that share them (TTShareReads multicasts the reads of a rectangle of
         cores whose blocks agree on what the reads depend on, read_values, and on their trip counts, block by
         block: GQA's query heads of one KV head too); a core's
         reads overlap its compute, so the larger of the two sums over its blocks. Returned with the busiest NoC
@@ -655,7 +656,6 @@ class Chooser:
         per_tile = SCORE_TILE_CYCLES - (APPROX_EXP_SAVING if self.target.get("approx_exp") else 0)
         compute = rt * (steps * (st + width) + width) * per_tile
         cores = partition(policy, new, [cx, cy], axis=axis, sets=sets)
-        reads = steps * self.step_tiles(key_root, blocks) * self.read_cycles(cx * cy)
         inner = math.prod(new[axis + 1:])
         walks = {tuple(c["core"]): blocks_of(c) for c in cores}
 
@@ -665,6 +665,9 @@ class Chooser:
             return tuple((values[b], int(steps[b // inner % new[axis]])) for b in walks[core])
         groups = groups_of(sorted(walks), shared_by)
         sharing = {core: len(group) for group in groups for core in group}
+        # the DRAM bandwidth shared by the grid's cores less those whose reads a group's other cores make for them
+        readers = cx * cy - sum(len(group) - 1 for group in groups)
+        reads = steps * self.step_tiles(key_root, blocks) * self.read_cycles(readers)
         worst = 0.0
         for core, walk in walks.items():
             mine = [b // inner % new[axis] for b in walk]

@@ -4,17 +4,24 @@ Each core walks its blocks with one formula, whatever the policy:
     block = start + (i // row_len) * row_stride + (i % row_len) * stride,   for i in [0, count)
 contiguous: a run of consecutive blocks; strided: every num_cores-th block; block: a rectangle of the grid;
 zigzag: along one grid axis of n blocks (the axis whose index bounds a loop's trip count: causal attention's query
-blocks, where block i does about i + 1 key steps), runs of pairs (i, n-1-i) -- a low and a high block -- so that
-every core does about as many steps: two rows of the formula, blocks i..i+c-1 and n-i-c..n-1-i (one row when the
-run reaches the middle). A run stays within one line of the axis (the other axes' indices fixed); with more lines
-than cores, each core takes whole lines. zigzag in sets of g cores (`sets`, when the loop's trip count is the same
-for the g blocks of each aligned group gj..gj+g-1: key steps g times the query blocks): the line's groups are paired
-(j, G-1-j) as blocks are, a run of group pairs goes to g neighbouring cores, and core r of the set takes block r of
-each group (stride g; the high row mirrored, block g-1-r) -- so at every step of the walk the set's cores work on
-blocks of one group, with equal trip counts, and TTShareReads multicasts what they read.
+blocks, where block i does about i + 1 key steps), each core takes a run of low blocks and a run of high ones, no
+longer than the low run: two rows of the formula, blocks i..i+c-1 and j..j+d-1 (one row when it takes no high
+block). The lines of the axis (the other axes' indices fixed) get about as many cores each; within a line the cores
+take, one after the other, pairs of the lowest and highest blocks left, then low blocks, then high ones, each up to
+the least per-core bound of key steps that places every block (_pack) -- so every core does about as many steps as
+the mean, not the whole pairs (i, n-1-i) a core can hold (Blackhole 1x10x8192x128 causal, 64 blocks a head on 13
+cores: the busiest core 162 steps against a mean of 160; 195 with whole pairs). With more lines than cores, each
+core takes whole lines. zigzag in sets of g cores (`sets`, when the loop's trip count is the same for the g blocks
+of each aligned group gj..gj+g-1: key steps g times the query blocks): the same over the line's groups, a set of g
+neighbouring cores of one core row taking a slot of g times a core's bound, core r of the set block r of each of
+its groups (stride g; the high row mirrored, block g-1-r) -- so at every step of the walk the set's cores work on
+blocks of one group, with equal trip counts, and TTShareReads multicasts what they read; the cores of a row left
+over after its sets take slots of their own (whole groups, read alone).
 """
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import math
 
@@ -43,38 +50,29 @@ def ceil_div(a: int, b: int) -> int:
 
 def _zigzag(grid: list[int], core_grid: list[int], axis: int, sets: int = 1) -> list[dict]:
     n = grid[axis]
-    stride = math.prod(grid[axis + 1:])
-    others = [(i, e) for i, e in enumerate(grid) if i != axis]
-    lines = math.prod(e for _, e in others)
+    lines = _line_bases(grid, axis)
     cx, cy = core_grid
-    if lines > cx * cy:     # more lines than cores: whole lines per core (each line the same work)
+    if len(lines) > cx * cy:    # more lines than cores: whole lines per core (each line the same work)
         return partition("contiguous", grid, core_grid, group=n if axis == len(grid) - 1 else 1)
-    if sets > 1 and n % sets == 0 and cx // sets * cy >= lines:
-        return _zigzag_sets(grid, core_grid, axis, sets)
-    pairs = ceil_div(n, 2)
-    runs = min(pairs, cx * cy // lines)     # runs of pairs per line: as many as the cores take
+    g = sets if sets > 1 and n % sets == 0 and cx // sets * cy >= len(lines) else 1
+    dealt = _deal(_slots(core_grid, g), len(lines))
+    if not all(dealt):      # a line without a set of cores: single cores instead
+        g, dealt = 1, _deal(_slots(core_grid, 1), len(lines))
+    stride = math.prod(grid[axis + 1:])
     cores = []
-    for line in range(lines):
-        base, rest = 0, line          # the line's first block: the other axes' indices, row-major
-        for i, e in reversed(others):
-            base += (rest % e) * math.prod(grid[i + 1:])
-            rest //= e
-        sizes = [count for _, count in _split(pairs, runs)]
-        if n % 2:           # the last run holds the middle block alone, half a pair: give it the longer run
-            sizes.reverse()
-        for first, count in zip(itertools.accumulate([0] + sizes), sizes):
-            if count == 0:
+    for base, line_slots in zip(lines, dealt):
+        for (x0, y, width), (lo, low, hi, high) in zip(line_slots, _pack(n, g, tuple(w for *_, w in line_slots))):
+            if low == 0:
                 continue
-            k = len(cores)
-            core = [k % cx, k // cx]
-            gap = n - 2 * first - count         # blocks between the run's low and high halves
-            if gap <= count:                    # the run reaches the middle: blocks first..n-1-first, one row
-                total = n - 2 * first
-                cores.append({"core": core, "start": base + first * stride, "count": total, "stride": stride,
-                              "row_len": total, "row_stride": 0})
-            else:
-                cores.append({"core": core, "start": base + first * stride, "count": 2 * count, "stride": stride,
-                              "row_len": count, "row_stride": gap * stride})
+            if width == 1:      # a core alone takes whole groups: its rows runs of consecutive blocks
+                cores.append({"core": [x0, y], "start": base + g * lo * stride, "count": g * (low + high),
+                              "stride": stride, "row_len": g * low, "row_stride": g * (hi - lo) * stride})
+                continue
+            for r in range(g):  # core r of a set: block r of each low group, block g-1-r of each high one
+                low_start, high_start = g * lo + r, g * hi + (g - 1 - r)
+                cores.append({"core": [x0 + r, y], "start": base + low_start * stride, "count": low + high,
+                              "stride": g * stride, "row_len": low,
+                              "row_stride": (high_start - low_start) * stride})
     return cores
 
 
@@ -91,34 +89,68 @@ def _line_bases(grid: list[int], axis: int) -> list[int]:
     return bases
 
 
-def _zigzag_sets(grid: list[int], core_grid: list[int], axis: int, sets: int) -> list[dict]:
-    """zigzag over groups of `sets` blocks, each run of group pairs on `sets` neighbouring cores (module doc)."""
-    n, g = grid[axis], sets
-    stride = math.prod(grid[axis + 1:])
-    groups = n // g
-    pairs = ceil_div(groups, 2)
+def _slots(core_grid: list[int], g: int) -> list[tuple[int, int, int]]:
+    """(x, y, width) of each set of g neighbouring cores in a core row (a set never straddles two rows), row by row,
+    each row's cores left over after its sets as sets of one."""
     cx, cy = core_grid
-    per_row = cx // g                                 # a set never straddles two core rows: it is one row run
-    bases = _line_bases(grid, axis)
-    runs = min(pairs, per_row * cy // len(bases))     # sets of cores per line
-    cores, placed = [], 0
-    for base in bases:
-        sizes = [count for _, count in _split(pairs, runs)]
-        if groups % 2:      # the last run holds the middle group alone: give it the longer run
-            sizes.reverse()
-        for first, count in zip(itertools.accumulate([0] + sizes), sizes):
-            if count == 0:
-                continue
-            high = count - (1 if groups % 2 and first + count == pairs else 0)   # the middle group has no mirror
-            x0, y = placed % per_row * g, placed // per_row
-            placed += 1
-            for r in range(g):
-                low_start = g * first + r
-                high_start = g * (groups - first - high) + (g - 1 - r)
-                cores.append({"core": [x0 + r, y], "start": base + low_start * stride, "count": count + high,
-                              "stride": g * stride, "row_len": count,
-                              "row_stride": (high_start - low_start) * stride})
-    return cores
+    per_row = cx // g
+    return [(x, y, 1 if x >= per_row * g else g) for y in range(cy)
+            for x in [*range(0, per_row * g, g), *range(per_row * g, cx)]]
+
+
+def _deal(slots: list[tuple[int, int, int]], lines: int) -> list[list[tuple[int, int, int]]]:
+    """Consecutive slots to each line, about as many cores to each (a slot to the line its middle core falls in)."""
+    cores = sum(w for *_, w in slots)
+    dealt: list[list] = [[] for _ in range(lines)]
+    before = 0
+    for slot in slots:
+        dealt[min(lines - 1, int((before + slot[2] / 2) * lines / cores))].append(slot)
+        before += slot[2]
+    return dealt
+
+
+@functools.lru_cache(maxsize=256)
+def _pack(n: int, g: int, widths: tuple[int, ...]) -> tuple[tuple[int, int, int, int], ...]:
+    """A line of n blocks in groups of g (block i about i + 1 key steps: the groups' weights rise) as each slot's two
+    runs of groups, (low start, low count, high start, high count),
+    slot by slot within the slot's width times a per-core bound -- the least that places every group. A slot takes some pairs of the lowest and highest groups left, then low groups, then high ones
+    while the high run is no longer than the low one (the walk's second row): of every number of pairs, the one that
+    fills the slot fullest (of equals, the most pairs)."""
+    weights = [sum(range(g * j + 1, g * j + g + 1)) for j in range(n // g)]
+    prefix = list(itertools.accumulate(weights, initial=0))
+
+    def run_sum(first: int, count: int) -> int:
+        return prefix[first + count] - prefix[first]
+
+    def fill(bound: float):
+        lo, hi, runs = 0, len(weights) - 1, []
+        for width in widths:
+            limit, best = bound * width, (-1.0, 0, 0)
+            for pairs in range((hi - lo + 1) // 2 + 1):
+                high_cost = run_sum(hi - pairs + 1, pairs)
+                if run_sum(lo, pairs) + high_cost > limit:
+                    break
+                # lows: the most from lo on that fit beside the pairs' highs, short of them
+                low = bisect.bisect_right(prefix, prefix[lo] + limit - high_cost, lo, hi - pairs + 2) - 1 - lo
+                # highs: the most that fit, no more than the lows and short of them (a run from j to hi)
+                first = max(lo + low, hi + 1 - low)
+                target = prefix[hi + 1] - (limit - run_sum(lo, low))
+                high = pairs if first > hi + 1 - pairs else hi + 1 - bisect.bisect_left(prefix, target, first,
+                                                                                     hi + 1 - pairs)
+                cost = run_sum(lo, low) + run_sum(hi - high + 1, high)
+                if cost >= best[0]:     # a tie: the more pairs (the high groups placed early)
+                    best = (cost, low, high)
+            _, low, high = best
+            runs.append((lo, low, hi - high + 1, high))
+            lo, hi = lo + low, hi - high
+        return tuple(runs) if lo > hi else None
+
+    # the least bound, in steps of 1% up from the mean (which bounds fit is not monotone: a larger one can let the
+    # first slots take low groups the last ones need)
+    bound = sum(weights) / max(sum(widths), 1)
+    while (runs := fill(bound)) is None:
+        bound *= 1.01
+    return runs
 
 
 def partition(policy: str, grid: list[int], core_grid: list[int], group: int = 1, axis: int | None = None,
