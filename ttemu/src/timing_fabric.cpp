@@ -182,6 +182,7 @@ std::pair<double, double> Fabric::stream(double t, double bytes, double rate, in
     }
     if (first < 0) first = t;
     last = std::max(last, first + bytes / rate);
+    last_start_ = first;
     // the earlier transfers lose, at the hop where they lost most, what this one took: they end that much later
     std::map<std::int32_t, double> lost;  // ordered: the re-bookings happen in one order, run after run
     for (const auto& [key, part] : taken_) {
@@ -334,7 +335,11 @@ double Fabric::multicast(int noc, int src, std::uint32_t rect, bool include_self
             hops_.push_back(Hop{port(noc, 1, static_cast<std::uint32_t>(core)), offset});
         }
     }
-    auto [start, end] = stream(t, bytes, rate, kNocBroadcast, 0, 0);
+    // NOC_CMD_PATH_RESERVE (tt-metal's default for multicasts): every router of the tree reports ready to the
+    // initiator before any data leaves it ([ISA] NoC/README.md, Performance): a round trip to the farthest receiver
+    double farthest = 0;
+    for (const auto& d : dests) farthest = std::max(farthest, d.second + niu);
+    auto [start, end] = stream(t + 2 * farthest, bytes, rate, kNocBroadcast, 0, 0);
     for (const Hop& h : hops_)
         if (h.ledger >= links_[noc].data() && h.ledger < links_[noc].data() + links_[noc].size())
             link_busy_[noc][static_cast<std::size_t>(h.ledger - links_[noc].data())] += bytes / link_rate();

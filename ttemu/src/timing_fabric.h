@@ -83,8 +83,10 @@ public:
     double bank_busy(std::size_t b) const { return bank_busy_[b]; }
     double link_busy_max() const;  // the busiest link's busy cycles (report)
 
-    // The id of the transfer the last read, write or multicast started (ids count up from 0).
+    // The id of the transfer the last read, write or multicast started (ids count up from 0), and the time its first
+    // byte left its source.
     int last_transfer() const { return next_id_ - 1; }
+    double last_start() const { return last_start_; }
     // Earlier transfers that later ones slowed down since the last call: (id, how much later they complete).
     std::vector<std::pair<int, double>>& delays() { return delays_; }
 
@@ -125,6 +127,7 @@ private:
     std::vector<Hop> hops_;   // scratch route
     std::vector<std::int64_t> shift_;
     std::int32_t next_id_ = 0;
+    double last_start_ = 0;
     std::unordered_map<std::int32_t, Live> live_;
     std::size_t prune_at_ = 4096;
     std::unordered_map<std::int64_t, double> taken_;  // scratch: (victim id, hop) -> bytes a transfer took from it

@@ -137,6 +137,7 @@ struct CoreSim {
     std::array<std::size_t, 3> mailbox_reads{};
     Ring unpack_start, unpack_end, unpack_steps, math_end, commits, releases;
     std::uint32_t dst_sections = 2;
+    double packed = 0;  // when the packers finish the work they have accepted
 };
 
 struct SimStream {
@@ -418,22 +419,26 @@ private:
         const double done = fabric_.read(e.noc & 1, s.core, e.a, e.b, s.clock);
         s.reads_done = std::max(s.reads_done, done);
         issued(s, Issued{id, Ev::NocRead, e.noc & 1, done, done, done});
+        issue_packets(s, e, false, 0, 0);
     }
 
     void noc_write(SimStream& s, int id, const Event& e) {
         const int noc = e.noc & 1;
         auto [left, done] = fabric_.write(noc, s.core, e.a, e.b, s.clock);
+        const double start = fabric_.last_start();
         const double acked = done + fabric_.latency(noc, fabric_.endpoint_xy(e.a), fabric_.core_xy(s.core));
         s.writes_flushed = std::max(s.writes_flushed, left);
         s.last_write[noc] = std::max(s.last_write[noc], done);
         s.writes_acked = std::max(s.writes_acked, acked);
         issued(s, Issued{id, Ev::NocWrite, noc, left, done, acked});
+        issue_packets(s, e, true, start, left);
     }
 
     void noc_mcast(SimStream& s, int id, const Event& e) {
         const int noc = e.noc & 1;
         arrivals_.clear();
         double left = fabric_.multicast(noc, s.core, e.a, e.aux & 1, e.b, s.clock, arrivals_);
+        const double start = fabric_.last_start();
         s.writes_flushed = std::max(s.writes_flushed, left);
         const XY me = fabric_.core_xy(s.core);
         double last = left, acked = left;
@@ -444,6 +449,29 @@ private:
         }
         s.writes_acked = std::max(s.writes_acked, acked);
         issued(s, Issued{id, Ev::NocMcast, noc, left, last, acked});
+        issue_packets(s, e, true, start, left);
+    }
+
+    // A transfer longer than one packet (noc_max_packet_bytes) is issued packet by packet through one NIU request
+    // initiator (tt-metal's ncrisc_noc_fast_{read,write}_any_len: each further packet waits for the initiator, then
+    // costs a command like the first). The initiator is free again once its packet has been assigned a virtual
+    // channel at the first hop ([ISA] NoC/MemoryMap.md, NOC_CMD_CTRL), and a write's packets all ask for one static
+    // virtual channel (NOC_CMD_VC_STATIC), which a packet holds until it has fully crossed that hop ([ISA]
+    // NoC/README.md, Virtual channels): packet k is assigned once packet k - 1 has left the NIU, so the RISC issues
+    // the last packet once all but the last two have left (the data leaving at the transfer's own pace between its
+    // first and its last byte out). A read's request packets are one header flit each: they wait for nothing.
+    void issue_packets(SimStream& s, const Event& e, bool data_leaves, double start, double left) {
+        const double packet = c_.noc_max_packet_bytes, bytes = e.b;
+        if (packet <= 0 || bytes <= packet) return;
+        const auto packets = static_cast<std::uint32_t>(std::ceil(bytes / packet));
+        double t = s.clock;
+        for (std::uint32_t k = 2; k <= packets; ++k) {
+            if (data_leaves && k >= 3) t = std::max(t, start + (left - start) * (k - 2) * packet / bytes);
+            t += c_.noc_cmd_cycles;
+        }
+        const double commands = (packets - 1) * c_.noc_cmd_cycles;
+        finish_wait(s, e, t - commands, kWaitNoc);
+        charge(s, e, commands, kBusyCat);
     }
 
     // Remembers the transfer just issued and applies the delays it caused to the earlier ones: their streams'
@@ -526,6 +554,8 @@ private:
         const Event& e = (*s.events)[s.pc];
         CoreSim& cs = cores_[static_cast<std::size_t>(s.core)];
         const bool cost_after = e.kind == Ev::UnpackOp || e.kind == Ev::MathOp || e.kind == Ev::PackOp;
+        if (!s.cost_paid && e.kind != Ev::PackOp && s.s == kPack && s.run->kernel->role == Role::Compute)
+            finish_wait(s, e, std::max(s.clock, cs.packed), kWaitPipe);  // the packers' work done (below)
         if (!s.cost_paid) {
             s.line(e).calls += 1;
             if (!cost_after) charge(s, e, e.cost, kBusyCat);
@@ -636,12 +666,23 @@ private:
                     advanced =
                         wait_for(cs.math_end.n > e.a ? cs.math_end.at(e.a) : -1, kWaitPipe, key(kMathed, s.core, 0));
                 if (advanced) {
-                    // an L1 accumulation reads and writes each bank it touches (two bank-cycles per 128 bits)
+                    // The call's instructions (its cost beyond the data) issue on the pack thread; its PACRs hand
+                    // the data to the packers, which move it at their L1 rate while the thread goes on: PACR blocks
+                    // the thread only until the packers accept the work, and waiting for them to finish takes a
+                    // STALLWAIT ([ISA] TensixCoprocessor/Packers/README.md), which tt-llk's _llk_pack_ does not
+                    // issue between tiles (wormhole_b0 cpack_common.h program_packer_destination) but the DST
+                    // release and the CB push do (llk_pack_common.h, llk_io_pack.h): so consecutive pack calls
+                    // overlap one call's instructions with the previous one's data, and every other event on the
+                    // pack thread waits for the packers (above). The packers take the next call's work once the
+                    // previous one's is done.
+                    // An L1 accumulation reads and writes each bank it touches (two bank-cycles per 128 bits).
                     const bool accumulate = e.aux & 1;
                     const double l1 = e.c / (accumulate ? c_.pack_l1_acc_bytes_per_cycle : c_.pack_bytes_per_cycle);
+                    charge(s, e, e.cost - l1, kBusyCat);
+                    finish_wait(s, e, std::max(s.clock, cs.packed), kWaitPipe);
                     const double t0 = s.clock;
-                    charge(s, e, e.cost + fabric_.l1_stretch(s.core, kL1Pack, t0, l1) - l1, kBusyCat);
-                    fabric_.l1_use(s.core, kL1Pack, t0, s.clock,
+                    cs.packed = t0 + fabric_.l1_stretch(s.core, kL1Pack, t0, l1);
+                    fabric_.l1_use(s.core, kL1Pack, t0, cs.packed,
                                    e.c / c_.l1_bank_bytes_per_cycle * (accumulate ? 2 : 1));
                 }
                 break;
