@@ -471,6 +471,10 @@ namespace dev {
 
 std::uint64_t dram_noc_addr(bool is_dram, std::uint32_t base, std::uint32_t page_size, std::uint32_t page_id,
                             std::uint32_t offset) {
+    // a page's bank and offset (page id / banks, the bank tables): what an interleaved page read costs its RISC
+    // beyond the command (compiler/device_costs.json noc_page_addr_cycles)
+    if (KernelRun* run = current_run(); run && run->trace && run->kernel->role != Role::Compute)
+        timing::busy(*run, timing::kDataMovement, timing::costs().noc_page_addr_cycles);
     const ArchSpec& arch = *device().arch;
     std::uint32_t banks = is_dram ? arch.dram_banks : arch.grid_x * arch.grid_y;
     std::uint32_t stride = is_dram ? dram_align(page_size) : (page_size + 15) / 16 * 16;

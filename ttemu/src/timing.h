@@ -50,6 +50,7 @@ struct Costs {
            mailbox_cycles = 0;
     double noc_bytes_per_cycle = 32, noc_hop_cycles = 9, noc_niu_cycles = 5, noc_mcast_bytes_per_cycle = 22;
     double noc_max_packet_bytes = 8192;  // a longer transfer is issued as several packets, one command each
+    double noc_page_addr_cycles = 0;     // a page's bank and offset from its id (interleaved accessors)
     double dram_banks = 12, dram_bank_gbps = 24, dram_efficiency = 1, dram_latency_cycles = 0;
     double dispatch_ns = 0;
     std::vector<double> noc_grid, worker_noc_x, worker_noc_y, dram_noc_xy;

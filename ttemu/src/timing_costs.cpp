@@ -75,6 +75,7 @@ Costs load() {
         {"noc_niu_cycles", &c.noc_niu_cycles},
         {"noc_mcast_bytes_per_cycle", &c.noc_mcast_bytes_per_cycle},
         {"noc_max_packet_bytes", &c.noc_max_packet_bytes},
+        {"noc_page_addr_cycles", &c.noc_page_addr_cycles},
         {"dram_banks", &c.dram_banks},
         {"dram_bank_gbps", &c.dram_bank_gbps},
         {"dram_efficiency", &c.dram_efficiency},
