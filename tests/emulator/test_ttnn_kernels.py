@@ -40,10 +40,13 @@ def run_ttnn(tmp_path, ttnn_home):
 
 
 def bf16(x: np.ndarray) -> np.ndarray:
-    """Round float32 to bfloat16 (nearest even), as the host program's packing does."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16
-    return u.astype(np.uint32).view(np.float32)
+    """Round float32 to bfloat16 (nearest even), as the host program's packing does. In place on a copy, in uint32:
+    the sum wraps only for NaN patterns, and its low 32 bits are the wider sum's (the rounding model calls this on
+    whole outputs once per K tile)."""
+    u = np.array(x, dtype=np.float32).view(np.uint32)
+    u += 0x7FFF + ((u >> 16) & 1)
+    u &= 0xFFFF0000
+    return u.view(np.float32)
 
 
 def tile_matmul_model(a: np.ndarray, b: np.ndarray, in0_block_w: int, *, packer_l1_acc: bool,
@@ -59,7 +62,7 @@ def tile_matmul_model(a: np.ndarray, b: np.ndarray, in0_block_w: int, *, packer_
     def block_sum(start, ks):
         acc = start
         for k in ks:
-            acc = rnd(acc + (a[:, k * 32:(k + 1) * 32] @ b[k * 32:(k + 1) * 32, :]).astype(np.float32))
+            acc = rnd(acc + (a[:, k * 32:(k + 1) * 32] @ b[k * 32:(k + 1) * 32, :]).astype(np.float32, copy=False))
         return acc
 
     zero = np.zeros((a.shape[0], b.shape[1]), np.float32)
