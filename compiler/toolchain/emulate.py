@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -182,12 +183,50 @@ def api_key() -> str:
     return _files_key(files, INCLUDE_DIR, ("host program API", compiler_version(), *RUNTIME_FLAGS))
 
 
+_INCLUDE_LINE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+_ANY_INCLUDE = re.compile(rb"^[ \t]*#[ \t]*include\b", re.M)
+
+
+def host_headers(main_cpp: bytes, beside: dict[str, bytes] | None = None) -> list[Path] | None:
+    """The emulator's headers a host program can include: every file of include/ that main.cpp, the headers beside
+    it or the precompiled host header (HOST_PCH_HEADERS, given with -include) name, and what those name in turn, by
+    g++'s search order (the including file's directory for "...", then -I include/, then -I main.cpp's directory).
+    Every #include line counts, whatever #if it sits under (more files, never fewer); None when a line names its
+    file in a way this cannot read (a macro), so that the caller keys by the whole directory."""
+    beside = beside or {}
+    include_dir = INCLUDE_DIR.resolve()
+    found: dict[Path, bytes] = {}
+    pending: list[tuple[Path | None, bytes]] = [(None, main_cpp), *((None, text) for text in beside.values()),
+                                               (None, "".join(f"#include <{h}>\n" for h in HOST_PCH_HEADERS).encode())]
+    while pending:
+        directory, text = pending.pop()
+        if len(_INCLUDE_LINE.findall(text)) != len(_ANY_INCLUDE.findall(text)):
+            return None
+        for quote, name in _INCLUDE_LINE.findall(text):
+            name = name.decode(errors="replace").strip()
+            places = ([directory] if quote == b'"' and directory is not None else []) + [include_dir]
+            if quote == b'"' and directory is None and name in beside:
+                continue                                  # a header beside main.cpp: keyed by its text already
+            for place in places:
+                path = Path(os.path.normpath(place / name))
+                if path.is_file() and path.is_relative_to(include_dir):
+                    if path not in found:
+                        found[path] = path.read_bytes()
+                        pending.append((path.parent, found[path]))
+                    break
+    return sorted(found)
+
+
 def program_key(main_cpp: bytes, headers: dict[str, bytes] | None = None) -> str:
     """The cache key of main.cpp's host binary (ttemu-programs/<key>): its text, the headers beside it (a generated
-    bundle has none), the emulator's API headers it compiles against (api_key) and the flags. The sandbox's worker
-    names a job's program built apart by it, so the CLI's builds and the service's are one cache."""
+    bundle has none), the emulator's headers it can include (host_headers: not the kernels' API, whose changes
+    build no host program again; every header of include/ if they cannot be told) and the flags. The sandbox's
+    worker names a job's program built apart by it, so the CLI's builds and the service's are one cache."""
     files = {"main.cpp": main_cpp, **(headers or {})}
-    return cache.key(api_key(), *PROGRAM_FLAGS, *(part for name in sorted(files) for part in (name, files[name])))
+    included = host_headers(main_cpp, headers)
+    api = api_key() if included is None else \
+        _files_key(included, INCLUDE_DIR.resolve(), ("host headers", compiler_version(), *RUNTIME_FLAGS))
+    return cache.key(api, *PROGRAM_FLAGS, *(part for name in sorted(files) for part in (name, files[name])))
 
 
 def build_program(main_cpp: Path, workdir: Path) -> Path:
