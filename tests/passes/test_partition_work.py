@@ -188,7 +188,7 @@ def test_long_causal_attention_pairs_query_blocks_in_sets_that_share_reads():
     """BH 1 x 10 x 8192 x 128 with the approximate exp: the 5-tile zigzag pairs each read K and V alone (1.24 GB,
     reader-bound: 2962 us under the model); 4-tile query blocks on 8-tile key steps dealt in sets of 2 cores halve
     what the cores read (2563.7 us). Each head on a row of 13 cores, 6 sets and the core left over, the busiest core
-    162 key steps where the mean is 160 (whole group pairs on 12 cores: 195; 2153.4 -> 1903.7 us under the model).
+    162 key steps where the mean is 160 (whole group pairs on 12 cores: 195; 2153.4 -> 1781.3 us under the model).
     With the precise exp the same (the 5-tile pairs before the chooser priced a group's reads at the bandwidth of
     the cores that read: 3190.4 -> 3088.6 us)."""
     func = legalized(causal=True, arch="blackhole", core_grid=(13, 10), heads=10, seq_len=8192, dim=128,
