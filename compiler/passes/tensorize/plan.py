@@ -365,15 +365,16 @@ class LoopItem:
     body: list
 
 
-def loop_carried(stmts) -> set[str]:
+def loop_carried(stmts, by_tiles: bool = False) -> set[str]:
     """Buffers some loop among `stmts` reads before it overwrites them whole in its body: values carried from one
-    trip to the next."""
+    trip to the next. `by_tiles`: writes of constant, tile-aligned parts count toward the whole too (a causal
+    diagonal step's mask copied into S one tile at a time before the QK gemm accumulates onto it)."""
     out: set[str] = set()
 
-    def first_reads(body, written: set) -> None:
+    def first_reads(body, written: set, covered: dict) -> None:
         for s in body:
             if isinstance(s, tirx.For):
-                first_reads(stmts_of(s.body), written)
+                first_reads(stmts_of(s.body), written, covered)
                 continue
             if not isinstance(s, tirx.TilePrimitiveCall):
                 continue
@@ -385,14 +386,39 @@ def loop_carried(stmts) -> set[str]:
                 out.add(info.dst.name)
             if info.whole:
                 written.add(info.dst.name)
+            elif by_tiles and not info.reads_dst:
+                tiles = _tiles_of(info.dst)
+                if tiles:
+                    done = covered.setdefault(info.dst.name, set())
+                    done |= tiles[0]
+                    if done >= tiles[1]:
+                        written.add(info.dst.name)
 
     def visit(body) -> None:
         for s in body:
             if isinstance(s, tirx.For):
-                first_reads(stmts_of(s.body), set())
+                first_reads(stmts_of(s.body), set(), {})
                 visit(stmts_of(s.body))
     visit(stmts)
     return out
+
+
+def _tiles_of(region) -> tuple[set, set] | None:
+    """(the tiles a constant, tile-aligned 2-D region covers, every tile of its buffer), or None."""
+    try:
+        starts = [int(x) for x in region.starts]
+        dims = [int(x) for x in region.buffer.shape]
+    except (TypeError, ValueError):
+        return None
+    if len(starts) != 2 or len(dims) != 2:
+        return None
+    spans = []
+    for start, extent, dim in zip(starts, region.extents, dims):
+        if start % TILE or (extent % TILE and start + extent != dim):
+            return None
+        spans.append(range(start // TILE, -(-(start + extent) // TILE)))
+    every = {(r, c) for r in range(-(-dims[0] // TILE)) for c in range(-(-dims[1] // TILE))}
+    return {(r, c) for r in spans[0] for c in spans[1]}, every
 
 
 def fresh_matmul_outputs(body) -> set[str]:
@@ -408,7 +434,7 @@ def fresh_matmul_outputs(body) -> set[str]:
         if info.name == "gemm" and info.whole:
             written.add(info.dst.name)
     tvm_ffi.structural_walk(body, [(tirx.TilePrimitiveCall, gemm), (tirx.For, loops.append)], order="pre")
-    carried = set().union(*(loop_carried([loop]) for loop in loops))
+    carried = set().union(*(loop_carried([loop], by_tiles=True) for loop in loops))
     return written - carried
 
 
