@@ -44,10 +44,6 @@ def _split(total: int, parts: int) -> list[tuple[int, int]]:
     return runs
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _zigzag(grid: list[int], core_grid: list[int], axis: int, sets: int = 1) -> list[dict]:
     n = grid[axis]
     lines = _line_bases(grid, axis)
@@ -112,10 +108,10 @@ def _deal(slots: list[tuple[int, int, int]], lines: int) -> list[list[tuple[int,
 @functools.lru_cache(maxsize=256)
 def _pack(n: int, g: int, widths: tuple[int, ...]) -> tuple[tuple[int, int, int, int], ...]:
     """A line of n blocks in groups of g (block i about i + 1 key steps: the groups' weights rise) as each slot's two
-    runs of groups, (low start, low count, high start, high count),
-    slot by slot within the slot's width times a per-core bound -- the least that places every group. A slot takes some pairs of the lowest and highest groups left, then low groups, then high ones
-    while the high run is no longer than the low one (the walk's second row): of every number of pairs, the one that
-    fills the slot fullest (of equals, the most pairs)."""
+    runs of groups, (low start, low count, high start, high count), slot by slot within the slot's width times a
+    per-core bound -- the least that places every group. A slot takes some pairs of the lowest and highest groups
+    left, then low groups, then high ones while the high run is no longer than the low one (the walk's second row):
+    of every number of pairs, the one that fills the slot fullest (of equals, the most pairs)."""
     weights = [sum(range(g * j + 1, g * j + g + 1)) for j in range(n // g)]
     prefix = list(itertools.accumulate(weights, initial=0))
 

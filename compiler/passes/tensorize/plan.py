@@ -387,11 +387,12 @@ def loop_carried(stmts, by_tiles: bool = False) -> set[str]:
             if info.whole:
                 written.add(info.dst.name)
             elif by_tiles and not info.reads_dst:
-                tiles = _tiles_of(info.dst)
-                if tiles:
+                tiles = _covered_tiles(info.dst)
+                if tiles is not None:
                     done = covered.setdefault(info.dst.name, set())
-                    done |= tiles[0]
-                    if done >= tiles[1]:
+                    done |= tiles
+                    rows, cols = tiles_of([int(d) for d in info.dst.buffer.shape])
+                    if len(done) == rows * cols:
                         written.add(info.dst.name)
 
     def visit(body) -> None:
@@ -403,8 +404,8 @@ def loop_carried(stmts, by_tiles: bool = False) -> set[str]:
     return out
 
 
-def _tiles_of(region) -> tuple[set, set] | None:
-    """(the tiles a constant, tile-aligned 2-D region covers, every tile of its buffer), or None."""
+def _covered_tiles(region) -> set[tuple[int, int]] | None:
+    """The (row, column) tiles a 2-D region with constant, tile-aligned starts covers, or None."""
     try:
         starts = [int(x) for x in region.starts]
         dims = [int(x) for x in region.buffer.shape]
@@ -417,8 +418,7 @@ def _tiles_of(region) -> tuple[set, set] | None:
         if start % TILE or (extent % TILE and start + extent != dim):
             return None
         spans.append(range(start // TILE, -(-(start + extent) // TILE)))
-    every = {(r, c) for r in range(-(-dims[0] // TILE)) for c in range(-(-dims[1] // TILE))}
-    return {(r, c) for r in spans[0] for c in spans[1]}, every
+    return {(r, c) for r in spans[0] for c in spans[1]}
 
 
 def fresh_matmul_outputs(body) -> set[str]:
