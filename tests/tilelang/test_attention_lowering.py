@@ -90,10 +90,29 @@ def test_the_rescale_copies_broadcast_tiles_and_the_pv_matmul_accumulates_in_l1(
     assert compute.count("unary_bcast<BroadcastType::COL>(cb_alpha, ") == 1       # once per row, into its CB
     rescale = compute[compute.index("copy_tile(cb_acc,"):compute.index("cb_pop_front(cb_alpha_bcast")]
     assert "copy_tile(cb_alpha_bcast, " in rescale and "_init" not in rescale      # its inits before the group loop
+    # a group of acc's tiles lies within one row: alpha's tile is loaded once a group, before the multiplies' loop
+    multiply = rescale.index("mul_binary_tile(")
+    assert rescale.index("copy_tile(cb_alpha_bcast, ") < rescale.rindex("for (uint32_t q", 0, multiply)
     assert any(c["buffer"] == "alpha_bcast" for c in result.plan["circular_buffers"])
     key_loop = compute.index("for (uint32_t kb")
     assert compute.index("copy_tile(cb_l, ", key_loop) > compute.index("reduce_tile<PoolType::SUM", key_loop)
     outcome, q, k, v = run_attention(result, target, params, 11)
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
+
+
+def test_a_group_across_rows_loads_each_position_its_own_broadcast_tile():
+    """acc of 3 x 2 tiles (block_M 96, dim 64) in float32 DST groups of 3: a group spans two rows of acc, so alpha's
+    tile is loaded per position inside the multiplies' loop (not once a group); the output still matches."""
+    params = {"batch": 1, "heads": 1, "seq_len": 192, "dim": 64, "causal": False, "block_M": 96, "block_N": 64}
+    source = EXAMPLE.read_text()
+    target = TargetConfig(arch="wormhole_b0", blocking="as_written")
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=params,
+                            target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    rescale = compute[compute.index("copy_tile(cb_acc,"):compute.index("cb_pop_front(cb_alpha_bcast")]
+    multiply = rescale.index("mul_binary_tile(")
+    assert rescale.rindex("for (uint32_t q", 0, multiply) < rescale.index("copy_tile(cb_alpha_bcast, ") < multiply
+    outcome, q, k, v = run_attention(result, target, params, 5)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
 
 

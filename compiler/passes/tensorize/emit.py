@@ -974,12 +974,50 @@ class Emitter:
                 # init runs once per group instead of once per tile (TTHoistInits takes it out of the loop)
                 return [tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, seq(step))
                         for step in _steps(lowered)]
+            once = []
+            if self.group > 1 and self.strategies.scratch_used:
+                once, lowered = self.loads_once_a_group(lowered)
             body = seq(lowered)
-            return [tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, body) if self.group > 1 else body]
+            return once + [tirx.For(self.q, 0, self.group, tirx.ForKind.SERIAL, body) if self.group > 1 else body]
         block = self.gemm_flat(info, fresh, r0, c0, rows, cols, dst_cols)
         if block is not None:
             return block
         return self.tile_loops(rows, cols, at)
+
+    def loads_once_a_group(self, lowered: list) -> tuple[list, list]:
+        """(the leading loads into the scratch slot, the rest) when each of those loads reads the same tile at every
+        position of the group and nothing after them writes the scratch slot: `acc *= alpha` loads alpha's
+        broadcast tile once a group that lies within one row of acc, not once a tile. The loads are (init, call)
+        pairs whose call writes the scratch slot, their arguments simplified over the group's positions."""
+        analyzer = tvm.sym.Analyzer()
+        analyzer.bind(self.q, tvm.ir.Range(0, self.group))
+        if isinstance(self.g, tirx.Var):
+            analyzer.bind(self.g, tvm.ir.Range(0, 1 << 20))
+
+        def simplified(stmt):
+            spec, args = ops.intrinsic_of(stmt)
+            return ops.call(spec.name, *[analyzer.simplify(a) if _uses(a, self.q) else a
+                                         for a in args])
+
+        def writes_scratch(stmt) -> bool:
+            found = ops.intrinsic_of(stmt)
+            return found is not None and bool(found[1]) and isinstance(found[1][-1], tirx.IntImm) \
+                and int(found[1][-1]) == int(self.scratch)
+
+        once: list = []
+        while len(lowered) >= len(once) + 2:
+            init, load = lowered[len(once)], lowered[len(once) + 1]
+            name = _intrinsic_name(init)
+            if name is None or not name.endswith("_init") or not writes_scratch(load):
+                break
+            pair = [simplified(init), simplified(load)]
+            if any(_uses(s, self.q) for s in pair):
+                break
+            once += pair
+        rest = lowered[len(once):]
+        if not once or any(writes_scratch(s) for s in rest):
+            return [], lowered
+        return once, rest
 
     def broadcast_once(self, info, lowered: list) -> bool:
         """An SFPU op of a grouped window in a loop that unpacks a computed column vector with a column broadcast into
