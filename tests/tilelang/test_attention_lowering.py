@@ -100,6 +100,31 @@ def test_the_rescale_copies_broadcast_tiles_and_the_pv_matmul_accumulates_in_l1(
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
 
 
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_old_pages_nothing_reads_are_freed_once_before_the_group_loop(arch):
+    """s = q @ k^T and p = cast(s) read none of their buffers' old pages: each is waited for and freed once before
+    its window's group loop (one wait and one pop, not one of each a group on the unpacker), while s's pages that
+    the max-subtract reads in place are still freed group by group. The output still matches."""
+    params = {"batch": 1, "heads": 1, "seq_len": 1024, "dim": 128, "causal": False}
+    source = EXAMPLE.read_text()
+    target = TargetConfig(arch=arch)
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=params,
+                            target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    key_loop = compute.index("for (uint32_t kb")
+    for buffer, first in (("s", "matmul_block(cb_q, cb_k,"), ("p", "sub_tiles_bcast_cols(cb_s,")):
+        (cb,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == buffer]
+        pages = cb["tiles"][0] * cb["tiles"][1]
+        use = compute.index(first, key_loop)
+        loop = compute.rindex("for (uint32_t ", 0, compute.rindex("tile_regs_acquire();", 0, use))
+        freed = compute.rindex(f"cb_pop_front(cb_{buffer}, {pages});", 0, loop)
+        assert freed > key_loop and f"cb_pop_front(cb_{buffer}," not in compute[loop:use]
+    subtract = compute.index("sub_tiles_bcast_cols(cb_s,", key_loop)
+    assert compute.index("cb_pop_front(cb_s, ", subtract) < compute.index("tile_regs_release();", subtract)  # in place
+    outcome, q, k, v = run_attention(result, target, params, 3)
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
+
+
 def test_a_group_across_rows_loads_each_position_its_own_broadcast_tile():
     """acc of 3 x 2 tiles (block_M 96, dim 64) in float32 DST groups of 3: a group spans two rows of acc, so alpha's
     tile is loaded per position inside the multiplies' loop (not once a group); the output still matches."""
