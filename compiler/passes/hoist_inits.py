@@ -23,9 +23,13 @@ from __future__ import annotations
 
 from tvm import tirx
 
-from .. import attrs, ops
+from .. import attrs, ops, registry
 from ..ir import seq, stmts_of
 
+# SFPU inits that make another function's configuration (mul_binary_tile_init: add_binary_tile's): keyed by that
+# function's init, so one configures the engine for both
+_SAME_SFPU_CONFIG = {fn.init: by.init for fn in registry.SFPU_FUNCTIONS if fn.init_opcode
+                     for by in registry.SFPU_FUNCTIONS if by.opcode == fn.init_opcode and by.init != fn.init}
 NEVER_MOVED = ("reduce_init_sum", "reduce_init_max", "reduce_block_max_row_init")
 STARTUP = ("hw_startup_matmul", "hw_startup_binary", "hw_startup_unary")
 KINDS = ("fpu", "sfpu", "unpack", "pack")
@@ -94,7 +98,7 @@ class _Hoister:
         kind = init_kind(spec.name)
         if kind is None:
             return None
-        key = [spec.name]
+        key = [_SAME_SFPU_CONFIG.get(spec.name, spec.name)]
         for arg_kind, value in zip(spec.args, args):
             if arg_kind == "cb" and isinstance(value, tirx.IntImm):
                 key.append(self.formats.get(int(value), f"cb{int(value)}"))

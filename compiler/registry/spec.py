@@ -46,7 +46,8 @@ class Sfpu:
     family: Family
     cost: Cost
     cpp: str = ""
-    init_opcode: str | None = None   # configured by another function's init (mask_posinf_tile by mask_tile_init)
+    init_opcode: str | None = None   # the configuration it runs on is another function's (mask_posinf_tile on
+                                     # mask_tile_init's); its own init, when it has one, makes that configuration
     standard_call: bool = True       # the call takes the family's arguments: (idst), (idst, param0 bits) or
                                      # (idst0, idst1, odst); otherwise ops.py and the emulator spell it by hand
     api: bool = True                 # generate the emulator's declarations (False: hand-written in its header)

@@ -81,10 +81,15 @@ RSQRT = Sfpu("Rsqrt", "rsqrt_tile", "rsqrt_tile_init", "eltwise_unary/rsqrt.h", 
 ADD_BINARY = Sfpu("AddBinary", "add_binary_tile", "add_binary_tile_init", "eltwise_binary_sfpu.h", "binary", SIMPLE,
                   "a + b", call_template="template <ckernel::DstRoundingMode dst_rounding_mode = "
                   "ckernel::DstRoundingMode::Default, bool is_fp32_dest_acc_en = DST_ACCUM_MODE>")
+# add, sub and mul share one SFPU configuration: their inits differ only in sfpu_binary_init<APPROX, op>, which does
+# nothing for ADD, SUB and MUL ([LLK] ckernel_sfpu_binary.h, both archs, 0.81.1: only DIV, POW and XLOGY load
+# constants), after the same llk_math_eltwise_binary_sfpu_init (address modifiers, counters); so any of the three
+# inits configures the SFPU for all three (init_opcode: the configuration's name)
 SUB_BINARY = Sfpu("SubBinary", "sub_binary_tile", "sub_binary_tile_init", "eltwise_binary_sfpu.h", "binary", SIMPLE,
-                  "a - b", call_template=ADD_BINARY.call_template)
+                  "a - b", call_template=ADD_BINARY.call_template, init_opcode="AddBinary")
 MUL_BINARY = Sfpu("MulBinary", "mul_binary_tile", "mul_binary_tile_init", "eltwise_binary_sfpu.h", "binary", SIMPLE,
-                  "a * b", call_template="template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>")
+                  "a * b", call_template="template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>",
+                  init_opcode="AddBinary")
 MAX_BINARY = Sfpu("MaxBinary", "binary_max_tile", "binary_max_tile_init", "binary_max_min.h", "binary", SIMPLE,
                   "a > b ? a : b", extra_params="VectorMode vector_mode = VectorMode::RC")
 MIN_BINARY = Sfpu("MinBinary", "binary_min_tile", "binary_min_tile_init", "binary_max_min.h", "binary", SIMPLE,

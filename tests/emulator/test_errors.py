@@ -92,6 +92,14 @@ def test_op_without_its_init(make_bundle, run):
     expect_error(run, bundle, "init", "configured by mul_init; call add_init(...) before this op")
 
 
+def test_sfpu_binary_max_after_the_arithmetic_init(make_bundle, run):
+    """add_binary_tile_init configures add, sub and mul, not binary_max_tile (its own init)."""
+    bundle = make_bundle("eltwise", prepend={"compute.cpp": (
+        "#define OP_INIT copy_init(cb_x); add_binary_tile_init();\n"
+        "#define OP_BODY copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); binary_max_tile(0, 1, 0);")})
+    expect_error(run, bundle, "init", "binary_max_tile", "configured by add_binary_tile_init; call binary_max_tile_init()")
+
+
 def test_sfpu_op_after_another_ops_init(make_bundle, run):
     bundle = make_bundle("eltwise", prepend={"compute.cpp": (
         "#define OP_INIT copy_init(cb_x); sqrt_tile_init();\n#define OP_BODY copy_tile(cb_x, 0, 0); exp_tile(0);")})

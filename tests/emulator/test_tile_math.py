@@ -51,6 +51,14 @@ OPS = {
                         "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); sub_binary_tile(0, 1, 0);", lambda x, y: x - y, True),
     "mul_binary_tile": ("copy_init(cb_x); mul_binary_tile_init();",
                         "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); mul_binary_tile(0, 1, 0);", lambda x, y: x * y, True),
+    # add, sub and mul run on one SFPU configuration (ckernel_sfpu_binary.h's sfpu_binary_init loads nothing for
+    # them): any of their inits configures the others
+    "mul_binary_tile after add_binary_tile_init": (
+        "copy_init(cb_x); add_binary_tile_init();",
+        "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); mul_binary_tile(0, 1, 0);", lambda x, y: x * y, True),
+    "sub_binary_tile after mul_binary_tile_init": (
+        "copy_init(cb_x); mul_binary_tile_init();",
+        "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); sub_binary_tile(0, 1, 0);", lambda x, y: x - y, True),
     "binary_max_tile": ("copy_init(cb_x); binary_max_tile_init();",
                         "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); binary_max_tile(0, 1, 0);", np.maximum, True),
     "binary_min_tile": ("copy_init(cb_x); binary_min_tile_init();",

@@ -113,6 +113,46 @@ def test_inits_that_configure_alike_are_hoisted_as_one():
     assert_ir_equal(run(hoist_inits, before)["main"], expected)
 
 
+def test_sfpu_inits_of_one_configuration_are_one():
+    """`y * g + b` on the SFPU in a group loop: mul_binary_tile_init and add_binary_tile_init make one SFPU
+    configuration (the LLK's binary init loads nothing for add, sub or mul), so the first is hoisted out of the loop
+    and the second dropped; binary_max_tile_init, a configuration of its own, would stay (test_alternating_inits_stay)."""
+    @T.prim_func
+    def before():
+        T.func_attr({"tt.cb_config": CBS})
+        T.tt.hw_startup_unary(1, 24)
+        for g in range(4):
+            T.tt.tile_regs_acquire()
+            T.tt.copy_init(24)
+            T.tt.copy_tile(24, g, 0)
+            T.tt.copy_tile(25, g, 1)
+            T.tt.mul_binary_tile_init()
+            T.tt.mul_binary_tile(0, 1, 0)
+            T.tt.copy_tile(26, g, 1)
+            T.tt.add_binary_tile_init()
+            T.tt.add_binary_tile(0, 1, 0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_release()
+
+    @T.prim_func
+    def expected():
+        T.func_attr({"tt.cb_config": CBS})
+        T.tt.hw_startup_unary(1, 24)
+        T.tt.copy_init(24)
+        T.tt.mul_binary_tile_init()
+        for g in range(4):
+            T.tt.tile_regs_acquire()
+            T.tt.copy_tile(24, g, 0)
+            T.tt.copy_tile(25, g, 1)
+            T.tt.mul_binary_tile(0, 1, 0)
+            T.tt.copy_tile(26, g, 1)
+            T.tt.add_binary_tile(0, 1, 0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_release()
+
+    assert_ir_equal(run(hoist_inits, before)["main"], expected)
+
+
 def test_alternating_inits_stay():
     """Two SFPU functions per tile, and an FPU op whose operand format changes every other step: every init the
     loop needs stays inside it; an init that depends on the loop is not moved."""
