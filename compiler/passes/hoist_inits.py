@@ -37,7 +37,7 @@ UNINITS = ("reduce_uninit", "reduce_block_max_row_uninit")
 FPU_OPS = ("matmul_tiles", "matmul_block", "copy_tile", "transpose_tile", "add_tiles", "sub_tiles", "mul_tiles",
            "reduce_tile_sum", "reduce_tile_max", "reduce_block_max_row")
 NOT_ENGINE = ("cb_", "tile_regs_", "runtime_arg", "pack_reconfig_l1_acc", "read_tile", "write_tile", "noc_", "mcast_",
-              "write_rows", "zero_tile", "fill_reduce_scaler", "compute_", "write_barrier", "page_")
+              "write_rows", "zero_tile", "fill_reduce_scaler", "compute_", "write_barrier", "page_", "pack_relu_")
 
 
 def uses_kind(name: str) -> set[str]:

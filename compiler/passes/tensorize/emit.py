@@ -280,6 +280,7 @@ class Emitter:
         self.partial_reduce: dict[int, int] = {}
         self.partial_reads: dict[int, list[tuple[int, int]]] = {}
         self.unpacked: set[tuple[int, str]] = set()   # (window id, buffer): pages pushed but not packed (dead)
+        self.max_shifts: set[int] = set()      # id() of the ops x - rowmax(x) (find_max_shifts): never positive
 
     # ---- statement lists ------------------------------------------------------------------------------------
     def items(self, items: list, carry: bool = False) -> list:
@@ -289,6 +290,7 @@ class Emitter:
         if not self.loops:
             self.find_fusions(items)
             self.find_row_partials(items)
+            self.find_max_shifts(items, {})
             seen: set[str] = set()
             for item in reversed(items):   # what the items after each one access, for dead_after()
                 self.read_later[id(item)] = set(seen)
@@ -496,6 +498,7 @@ class Emitter:
         body += [ops.call("tile_regs_commit"), ops.call("tile_regs_wait")]
         if fused is not None and not shared:
             _ring_of(tz.cbs[out_cb], self.group)   # the last step pushes the output a group at a time
+        sections: list[tuple[int | None, list]] = []   # (the CB the packer is configured for, its statements)
         for b in resident:
             if b in dead:
                 continue
@@ -503,24 +506,32 @@ class Emitter:
             # fused: the final sums land in the output CB's pages (the accumulator's when they share L1, reserved
             # for the whole block at its start); the accumulator's own pages are used up
             target = out_cb if b == fused else cb
-            body += [ops.call("pack_reconfig_data_format", target)]
+            packed = (id(w), b) not in self.unpacked   # a dead value's pages are pushed unpacked: no configuration
+            stmts: list = []
             if b in in_place and (b != fused or not shared):
-                body.append(ops.call("cb_reserve_back", target, at_once(b)))
+                stmts.append(ops.call("cb_reserve_back", target, at_once(b)))
             if b in l1_acc:
-                body.append(ops.call("pack_reconfig_l1_acc", self.l1_acc_flag(b, b in was_zero)))
-            if (id(w), b) not in self.unpacked:
-                body += self.positions(b, lambda slot, i, j, t=target, b=b: [
+                stmts.append(ops.call("pack_reconfig_l1_acc", self.l1_acc_flag(b, b in was_zero)))
+            if packed:
+                stmts += self.positions(b, lambda slot, i, j, t=target, b=b: [
                     ops.call("pack_tile", slot, t, self.page_of(b, i, j, b in in_place)),
                     *(page_tag(fused_origin, i, j) if b == fused else [])])
             if b in l1_acc:
-                body.append(ops.call("pack_reconfig_l1_acc", i32(0)))
+                stmts.append(ops.call("pack_reconfig_l1_acc", i32(0)))
             if b in in_place:
-                body.append(ops.call("cb_push_back", target, at_once(b)))
+                stmts.append(ops.call("cb_push_back", target, at_once(b)))
+            sections.append((target if packed else None, stmts))
         for name, part in self.partial_packs.get(id(w), []):
-            body += self.partial_pack(name, part)
+            sections.append((part, self.partial_pack(name, part)))
         for item in w.items:
             if item[0] == "send":
-                body += self.pack_send(item)
+                sections.append((item[1], self.pack_send(item)))
+        alternating = self.alternating_packs(sections, groups)
+        if alternating is not None:
+            body.append(alternating)
+        else:
+            for cb, stmts in sections:
+                body += ([ops.call("pack_reconfig_data_format", cb)] if cb is not None else []) + stmts
         body.append(ops.call("tile_regs_release"))
         pushed_per_row = False
         if groups > 1:
@@ -528,7 +539,10 @@ class Emitter:
             loop = tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))
             if id(w) in self.partial_packs:
                 loop, pushed_per_row = self.rows_of_groups(loop, self.partial_packs[id(w)])
-            body = hoisted + [loop]
+            first = [ops.call("pack_reconfig_data_format", self.alternating_first)] if alternating is not None else []
+            body = hoisted + first + [loop]
+        if self.unclamped_exps(w):   # the unclamped exps' negative results are packed as 0
+            body = [ops.call("pack_relu_zero"), *body, ops.call("pack_relu_none")]
         if self.broadcast_now:
             before = self.broadcast_tiles() + before
         after = [ops.call("cb_pop_front", cb, tz.tiles(name)[0]) for name, cb in self.broadcast_now.items()]
@@ -550,6 +564,44 @@ class Emitter:
             else:
                 after.append(ops.call("cb_wait_front", cb, n))
         return before + body + after
+
+    def alternating_packs(self, sections: list, groups: int):
+        """A group loop's packs into two CBs of different formats (the exp window's probabilities and its row-sum
+        partial), each configuring the packer for its CB: two reconfigurations a group (~40 cycles each, on the
+        packer, which bounds that window). In alternating order instead -- A then B in even groups, B then A in odd
+        ones -- each group starts with the CB the one before it ended with: one a group. The packer is configured for
+        A before the loop (alternating_first). None when the window's packs are not so (a single group, one
+        format, other than two configuring sections)."""
+        configured = [(k, cb) for k, (cb, _) in enumerate(sections) if cb is not None]
+        if groups < 2 or len(configured) != 2:
+            return None
+        (ka, a), (kb, b) = configured
+        if self.tz.cbs[a]["data_format"] == self.tz.cbs[b]["data_format"]:
+            return None
+        # the CB protocol stays outside the branches (every reserve before them, every push after: the static CB
+        # balance counts both branches); only the packer's work alternates
+        reserves, middles, pushes = [], [], []
+        for _, stmts in sections:
+            names = [_intrinsic_name(st) for st in stmts]
+            lead = next((k for k, n in enumerate(names) if n != "cb_reserve_back"), len(names))
+            tail = next((k for k in range(len(names), 0, -1) if names[k - 1] != "cb_push_back"), 0)
+            if lead > tail or any(n is not None and n.startswith("cb_") for n in names[lead:tail]):
+                return None
+            reserves += stmts[:lead]
+            middles.append(stmts[lead:tail])
+            pushes += stmts[tail:]
+        self.alternating_first = a
+
+        def order(swapped: bool) -> list:
+            out = []
+            for k in range(len(sections)):
+                k = {ka: kb, kb: ka}.get(k, k) if swapped else k
+                # the first configuring section finds the packer configured for its CB: the group before ended so
+                out += ([ops.call("pack_reconfig_data_format", sections[k][0])]
+                        if sections[k][0] == (a if swapped else b) else []) + middles[k]
+            return out
+        return seq([*reserves, tirx.IfThenElse(tirx.EQ(tirx.floormod(self.g, i32(2)), i32(0)), seq(order(False)),
+                                               seq(order(True))), *pushes])
 
     def late_preloads(self, w: Window, preload: list) -> set[str]:
         """Preloaded buffers of a grouped window whose first reader is a later op at the window's top level (`l = l *
@@ -805,8 +857,7 @@ class Emitter:
             starts = seq([tirx.IfThenElse(tirx.Not(first), off, None), tile, on])
             within = seq([tirx.IfThenElse(first, on, None), tile])
             return [tirx.IfThenElse(tirx.EQ(j, i32(0)), starts, within)]
-        return [ops.call("pack_reconfig_data_format", part), *self.positions(name, pack),
-                ops.call("pack_reconfig_l1_acc", i32(0))]
+        return [*self.positions(name, pack), ops.call("pack_reconfig_l1_acc", i32(0))]
 
     def l1_acc_flag(self, buffer: str, was_zero: bool):
         """Packer L1 accumulation on, or off in the first iteration of the loop the window sits in when that
@@ -854,12 +905,106 @@ class Emitter:
             return Src("cb", cb=src.cb, index=self.q, fp32=src.fp32)
         return src
 
+    def find_max_shifts(self, items: list, maxima: dict[str, str]) -> None:
+        """The ops `d = y - m` (m broadcast along the rows) where m holds, row by row, at least the maximum of y's
+        current tiles: m the destination of a row max over the whole of y (T.reduce_max(y, m), fresh or into the
+        running max), with neither written since (the online softmax's shift s - m). d is never positive (rounding
+        is monotone: the FPU's TF32 operands keep y <= m), so exp(d * c) for c > 0 is at most 1. `maxima`: m ->
+        y for what holds before `items` (program order; a loop's body starts from what holds on every trip)."""
+        def written(item) -> set[str]:
+            found: dict = {}
+            _accesses([item] if not isinstance(item, Window) else item.items, None, found)
+            return {b for b, acc in found.items() if any(
+                kind in ("write", "partial") or isinstance(op, OpInfo) and op.dst.name == b for _, kind, op in acc)}
+
+        def forget(names: set[str]) -> None:
+            for m in [m for m, y in maxima.items() if m in names or y in names]:
+                del maxima[m]
+
+        def whole(region) -> bool:
+            return tuple(region.extents) == tuple(region.buffer.shape) and all(int(x) == 0 for x in region.starts)
+
+        def walk(entries: list) -> None:
+            for item in entries:
+                if isinstance(item, Window):
+                    walk(item.items)
+                elif isinstance(item, LoopItem) or isinstance(item, tuple) and item[0] == "loop":
+                    body = item.body if isinstance(item, LoopItem) else item[2]
+                    changed = set().union(*(written(sub) for sub in body)) if body else set()
+                    forget(changed)            # what a trip leaves for the next
+                    walk(body)
+                    forget(changed)            # no trips, or the last one
+                elif isinstance(item, tuple) and item[0] == "op":
+                    info = item[1]
+                    ops_ = [o for o in info.operands if o.region is not None]
+                    if info.name == "sub" and info.whole and mask_select(info.call) is None and len(ops_) == 2 \
+                            and ops_[0].bcast is None and ops_[1].bcast == "col" and whole(ops_[0].region) \
+                            and whole(ops_[1].region) and maxima.get(ops_[1].region.name) == ops_[0].region.name:
+                        self.max_shifts.add(id(info))
+                    forget({info.dst.name})
+                    if info.name == "max" and info.whole and len(ops_) == 1 and whole(ops_[0].region) \
+                            and ops_[0].region.name != info.dst.name:
+                        maxima[info.dst.name] = ops_[0].region.name
+                elif isinstance(item, tuple) and item[0] == "receive":
+                    forget({item[2]})
+                elif isinstance(item, (tuple, SendFromCB)) and (isinstance(item, SendFromCB) or item[0] == "send"):
+                    continue
+                else:                          # a statement of the reader or writer: it may change anything
+                    maxima.clear()
+        walk(items)
+
+    def unclamped_exps(self, w: Window) -> set[int]:
+        """The positions (in the window's items, exp scales folded) of the approximate exps that may run without
+        their input clamp (exp_tile<true, false, InputClamping::None>: 68 SFPU cycles a tile instead of 96), with the
+        packer's ReLU on for the window's packs, as ttnn's SDPA runs its exp: every value the window packs (its
+        buffers, their aliases' copies, row partials and write-outs) is the result of such an exp, which nothing in
+        the window reads after it but the packer, so the negative values the unclamped exp gives for inputs below
+        about -88.5 / scale (exp of them is 0: the masked scores' -inf) are only ever packed, and packed as 0. Empty
+        when the window packs anything else (a running max beside its exp) or has loops."""
+        if not self.strategies.approx_exp:
+            return set()
+        items = fold_exp_scales(w.items)
+        if any(item[0] == "loop" for item in items):
+            return set()
+        last: dict[str, int] = {}      # buffer -> the position of the last op that writes it (not a packer copy)
+        for k, item in enumerate(items):
+            if item[0] == "op" and item[1].dst.name not in w.aliases:
+                last[item[1].dst.name] = k
+        packed = {w.aliases.get(b, b) for b in w.written} | {item[2] for item in items if item[0] == "send"}
+        out = set()
+        for b in packed:
+            k = last.get(b)
+            if k is None:
+                return set()
+            info = items[k][1]
+            if not info.whole or self.strategies.approx_exp_factor(info.name, info.scale) is None \
+                    or not self.shifted_by_max(items, k) or any(
+                    item[0] == "op" and item[1].dst.name not in w.aliases and any(
+                        o.region is not None and o.region.name == b for o in item[1].operands)
+                    for item in items[k + 1:]):
+                return set()
+            out.add(k)
+        return out
+
+    def shifted_by_max(self, items: list, k: int) -> bool:
+        """Is the operand of the exp at items[k] the never-positive result of a max shift (find_max_shifts) the
+        window computed just before it, whole? The unclamped exp is exp only up to about 2: its int16 exponent
+        field saturates above (the LLK's InputClamping::None path), so its argument must not be positive."""
+        info = items[k][1]
+        operand = info.operands[0].region if len(info.operands) == 1 else None
+        if operand is None or info.operands[0].bcast is not None or tuple(operand.extents) != tuple(info.dst.extents):
+            return False
+        writer = next((item[1] for item in reversed(items[:k])
+                       if item[0] == "op" and item[1].dst.name == operand.name), None)
+        return writer is not None and id(writer) in self.max_shifts
+
     def window_items(self, items, pending: dict, nested: bool) -> list:
         out = []
         local_pending = pending if not nested else {}
+        unclamped = self.unclamped_exps(self.w) if not nested and items is self.w.items else set()
         if self.strategies.approx_exp:
             items = fold_exp_scales(items)
-        for item in items:
+        for k, item in enumerate(items):
             kind = item[0]
             if kind == "op":
                 if not nested:
@@ -867,7 +1012,9 @@ class Emitter:
                     names = {info.dst.name} | {o.region.name for o in info.operands if o.region is not None}
                     for b in [b for b in self.late_loads if b in names]:
                         out += self.late_loads.pop(b)
+                self.strategies.exp_unclamped = k in unclamped
                 out += self.op(item[1])
+                self.strategies.exp_unclamped = False
             elif kind == "receive":
                 if self.w.flat:
                     out += self.receive(item, local_pending)
@@ -1254,14 +1401,13 @@ class Emitter:
     def pack_send(self, send) -> list:
         _, out_cb, name, r0, c0, rows, cols, origin = send
         grid_cols = self.tz.tiles(name)[1]
-        head = [ops.call("pack_reconfig_data_format", out_cb)]
 
         def pack(slot, i, j):   # tile (i, j) of the region written out
             return [ops.call("cb_reserve_back", out_cb, 1), ops.call("pack_tile", slot, out_cb, i32(0)),
                     *page_tag(origin, i, j), ops.call("cb_push_back", out_cb, 1)]
         if not self.w.flat:     # the whole buffer
-            return head + self.positions(name, lambda slot, i, j: pack(slot, i, j))
-        return head + self.tile_loops(rows, cols, lambda i, j: pack(self.base[name] + (r0 + i) * grid_cols + c0 + j,
+            return self.positions(name, lambda slot, i, j: pack(slot, i, j))
+        return self.tile_loops(rows, cols, lambda i, j: pack(self.base[name] + (r0 + i) * grid_cols + c0 + j,
                                                                     i, j))
 
     def send_from_cb(self, send) -> list:

@@ -96,6 +96,8 @@ class Strategies:
         self.scratch_used = False             # set when a call loads an operand into the window's scratch slot
         self.fp32_on_fpu = False              # fp32 CB operands may go through the FPU (set per op: outside loops)
         self.exact = False                    # the op computes integers held in float32: never on the FPU (set per op)
+        self.exp_unclamped = False            # the approximate exp without its input clamp (set per op: the window
+                                              # packs its result with the packer's ReLU, Emitter.unclamped_exps)
 
     # ---- moving operands into DST ------------------------------------------------------------------------------
     def load(self, src: Src, slot) -> list:
@@ -164,16 +166,11 @@ class Strategies:
             return self.integer_unary(name, dst_slot, src)
         out = self.load(src, dst_slot)
         steps = registry.TILE_OPS[name].lowering
-        if self.approx_exp and steps and getattr(steps[-1], "call", None) == "exp_tile":
-            # the approximate exp bakes its input scale into its constants (A * scale, -88.5 / scale, each one fp32
-            # rounding, as exp_init<true, scale> computes them): the Scale steps and `scale` cost nothing. Its clamp
-            # raises x to -88.5 / scale, so only a positive scale folds
-            factor = fp32(scale)
-            for step in steps[:-1]:
-                factor = fp32(factor * fp32(step.factor))
-            if factor > 0:
-                return out + [ops.call("exp_approx_tile_init", bits(factor)),
-                              ops.call("exp_approx_tile", dst_slot)]
+        factor = self.approx_exp_factor(name, scale)
+        if factor is not None:
+            unclamped = "_unclamped" if self.exp_unclamped else ""
+            return out + [ops.call(f"exp_approx{unclamped}_tile_init", bits(factor)),
+                          ops.call(f"exp_approx{unclamped}_tile", dst_slot)]
         if scale != 1.0:
             fn, init = registry.TILE_OPS["mul"].scalar_call()
             out += [ops.call(init), ops.call(fn, dst_slot, bits(scale))]
@@ -184,6 +181,19 @@ class Strategies:
             else:
                 out += [ops.call(step.init), ops.call(step.call, dst_slot)]
         return out
+
+    def approx_exp_factor(self, name: str, scale: float = 1.0) -> float | None:
+        """The input scale unary op `name` runs as the LLK's approximate exp with (exp_tile_init<true, scale>), or
+        None when it does not run so. The approximate exp bakes its input scale into its constants (A * scale,
+        -88.5 / scale, each one fp32 rounding, as exp_init<true, scale> computes them): the op's Scale steps and
+        `scale` cost nothing. Its clamp raises x to -88.5 / scale, so only a positive scale folds."""
+        steps = registry.TILE_OPS[name].lowering if name in registry.UNARY else ()
+        if not self.approx_exp or not steps or getattr(steps[-1], "call", None) != "exp_tile":
+            return None
+        factor = fp32(scale)
+        for step in steps[:-1]:
+            factor = fp32(factor * fp32(step.factor))
+        return factor if factor > 0 else None
 
     def binary(self, name: str, dst_slot, a: Src, b: Src, scratch) -> list:
         if registry.TILE_OPS[name].integer:
