@@ -528,7 +528,7 @@ class Emitter:
                 sections.append((item[1], self.pack_send(item)))
         alternating = self.alternating_packs(sections, groups)
         if alternating is not None:
-            body.append(alternating)
+            body.append(alternating[0])
         else:
             for cb, stmts in sections:
                 body += ([ops.call("pack_reconfig_data_format", cb)] if cb is not None else []) + stmts
@@ -539,7 +539,7 @@ class Emitter:
             loop = tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))
             if id(w) in self.partial_packs:
                 loop, pushed_per_row = self.rows_of_groups(loop, self.partial_packs[id(w)])
-            first = [ops.call("pack_reconfig_data_format", self.alternating_first)] if alternating is not None else []
+            first = [ops.call("pack_reconfig_data_format", alternating[1])] if alternating is not None else []
             body = hoisted + first + [loop]
         if self.unclamped_exps(w):   # the unclamped exps' negative results are packed as 0
             body = [ops.call("pack_relu_zero"), *body, ops.call("pack_relu_none")]
@@ -569,9 +569,9 @@ class Emitter:
         """A group loop's packs into two CBs of different formats (the exp window's probabilities and its row-sum
         partial), each configuring the packer for its CB: two reconfigurations a group (~40 cycles each, on the
         packer, which bounds that window). In alternating order instead -- A then B in even groups, B then A in odd
-        ones -- each group starts with the CB the one before it ended with: one a group. The packer is configured for
-        A before the loop (alternating_first). None when the window's packs are not so (a single group, one
-        format, other than two configuring sections)."""
+        ones -- each group starts with the CB the one before it ended with: one a group. Returns (the group's packs,
+        A), A to be configured before the loop, or None when the window's packs are not so (one group, one format,
+        other than two configuring sections, a write-out's per-tile CB calls)."""
         configured = [(k, cb) for k, (cb, _) in enumerate(sections) if cb is not None]
         if groups < 2 or len(configured) != 2:
             return None
@@ -585,12 +585,12 @@ class Emitter:
             names = [_intrinsic_name(st) for st in stmts]
             lead = next((k for k, n in enumerate(names) if n != "cb_reserve_back"), len(names))
             tail = next((k for k in range(len(names), 0, -1) if names[k - 1] != "cb_push_back"), 0)
-            if lead > tail or any(n is not None and n.startswith("cb_") for n in names[lead:tail]):
-                return None
+            inside = [_intrinsic_name(e) for e in _evaluates(stmts[lead:tail])]
+            if lead > tail or any(n is not None and n.startswith("cb_") for n in inside):
+                return None     # a write-out's pages are reserved and pushed tile by tile
             reserves += stmts[:lead]
             middles.append(stmts[lead:tail])
             pushes += stmts[tail:]
-        self.alternating_first = a
 
         def order(swapped: bool) -> list:
             out = []
@@ -601,7 +601,7 @@ class Emitter:
                         if sections[k][0] == (a if swapped else b) else []) + middles[k]
             return out
         return seq([*reserves, tirx.IfThenElse(tirx.EQ(tirx.floormod(self.g, i32(2)), i32(0)), seq(order(False)),
-                                               seq(order(True))), *pushes])
+                                               seq(order(True))), *pushes]), a
 
     def late_preloads(self, w: Window, preload: list) -> set[str]:
         """Preloaded buffers of a grouped window whose first reader is a later op at the window's top level (`l = l *
@@ -911,11 +911,22 @@ class Emitter:
         running max), with neither written since (the online softmax's shift s - m). d is never positive (rounding
         is monotone: the FPU's TF32 operands keep y <= m), so exp(d * c) for c > 0 is at most 1. `maxima`: m ->
         y for what holds before `items` (program order; a loop's body starts from what holds on every trip)."""
-        def written(item) -> set[str]:
-            found: dict = {}
-            _accesses([item] if not isinstance(item, Window) else item.items, None, found)
-            return {b for b, acc in found.items() if any(
-                kind in ("write", "partial") or isinstance(op, OpInfo) and op.dst.name == b for _, kind, op in acc)}
+        def written(entries: list) -> set[str] | None:
+            """The buffers `entries` write or receive; None when a statement of the reader or writer is among them."""
+            out: set[str] = set()
+            for item in entries:
+                inner = item.items if isinstance(item, Window) else item.body if isinstance(item, LoopItem) else \
+                    item[2] if isinstance(item, tuple) and item[0] == "loop" else None
+                if inner is not None:
+                    found = written(inner)
+                    if found is None:
+                        return None
+                    out |= found
+                elif isinstance(item, tuple) and item[0] in ("op", "receive"):
+                    out.add(item[1].dst.name if item[0] == "op" else item[2])
+                elif not isinstance(item, SendFromCB) and not (isinstance(item, tuple) and item[0] == "send"):
+                    return None
+            return out
 
         def forget(names: set[str]) -> None:
             for m in [m for m, y in maxima.items() if m in names or y in names]:
@@ -930,10 +941,12 @@ class Emitter:
                     walk(item.items)
                 elif isinstance(item, LoopItem) or isinstance(item, tuple) and item[0] == "loop":
                     body = item.body if isinstance(item, LoopItem) else item[2]
-                    changed = set().union(*(written(sub) for sub in body)) if body else set()
-                    forget(changed)            # what a trip leaves for the next
+                    changed = written(body)
+                    if changed is None:
+                        maxima.clear()
+                    forget(changed or set())   # what a trip leaves for the next
                     walk(body)
-                    forget(changed)            # no trips, or the last one
+                    forget(changed or set())   # no trips, or the last one
                 elif isinstance(item, tuple) and item[0] == "op":
                     info = item[1]
                     ops_ = [o for o in info.operands if o.region is not None]
@@ -947,10 +960,8 @@ class Emitter:
                         maxima[info.dst.name] = ops_[0].region.name
                 elif isinstance(item, tuple) and item[0] == "receive":
                     forget({item[2]})
-                elif isinstance(item, (tuple, SendFromCB)) and (isinstance(item, SendFromCB) or item[0] == "send"):
-                    continue
-                else:                          # a statement of the reader or writer: it may change anything
-                    maxima.clear()
+                elif not isinstance(item, SendFromCB) and not (isinstance(item, tuple) and item[0] == "send"):
+                    maxima.clear()             # a statement of the reader or writer: it may change anything
         walk(items)
 
     def unclamped_exps(self, w: Window) -> set[int]:
