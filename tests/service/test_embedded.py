@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.service.checks import check_bundle, check_succeeded
-from tests.service.conftest import Gate, Service, base_env, kernel
+from tests.service.conftest import Gate, Service, base_env, descendants, kernel
 
 
 def _cache_hits(service) -> float:
@@ -114,18 +114,6 @@ def test_embedded_sigkilled_pool_process_job_is_redelivered_once(gated_embedded)
         time.sleep(0.05)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process under `pid`, whichever of its threads started them (the API's supervisor thread starts a
-    replacement worker: /proc/PID/task/PID/children lists the main thread's children only)."""
-    children = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:  # a thread or process that ended meanwhile
-            pass
-    return children + [d for c in children for d in _descendants(c)]
-
-
 def _zygotes(root: int) -> set[int]:
     """The sandbox zygote processes under `root` (not the children they fork ahead of jobs, which share their
     command line)."""
@@ -141,7 +129,7 @@ def _zygotes(root: int) -> set[int]:
         except OSError:
             return 0
 
-    return {pid for pid in _descendants(root) if is_zygote(pid) and not is_zygote(parent(pid))}
+    return {pid for pid in descendants(root) if is_zygote(pid) and not is_zygote(parent(pid))}
 
 
 def _running(pid: int) -> bool:
@@ -238,13 +226,13 @@ def test_serve_started_again_after_it_died_runs_what_it_left(gated_embedded):
 
 
 def test_sigterm_stops_serve_and_its_worker_in_order(gated_embedded):
-    """`kill -- -PGID` (docker stop, systemd, the tests' own teardown) on a service that ran jobs (the module's gated
-    one, as the drill before started it again): the API stops its worker before it exits; no worker process is left
-    behind (one hung in its pool's shutdown, as when the signal reached every process)."""
+    """`kill -- -PGID` (docker stop, systemd) on a service that ran jobs (the module's gated one, as the drill before
+    started it again): the API stops its worker before it exits; no worker process is left behind (one hung in its
+    pool's shutdown, as when the signal reached every process)."""
     service = gated_embedded
     api = service.procs[-1].process
     assert api.poll() is None, service.procs[-1].tail()
-    worker_processes = _descendants(api.pid)  # the Celery worker, its pool process, the pool's sandbox zygote
+    worker_processes = descendants(api.pid)  # the Celery worker, its pool process, the pool's sandbox zygote
     try:
         assert len(worker_processes) >= 2
         mark = len(service.procs[-1].log.read_text(errors="replace"))

@@ -58,7 +58,7 @@ def test_ready_means_warm_and_early_jobs_wait_queued(tmp_path):
         assert job["started_at"] >= warm_since, (job["started_at"], warm_since)
         assert 503 in statuses or job["created_at"] >= warm_since  # (a very fast warm-up may beat the first look)
     finally:
-        service.stop()
+        service.stop_in_order()
     # the worker stopped: its marker is gone with it (what each step took stays, for the next start's estimate)
     assert [p.name for p in (tmp_path / "data" / "workers").glob("*.json")] == ["warm-up-times.json"]
     # the console said what was going on, then that it is ready

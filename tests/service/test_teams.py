@@ -162,7 +162,7 @@ def strict_api(farm):
     yield clients
     for client in clients.values():
         client.close()
-    api.stop()
+    api.kill()
 
 
 def test_queued_jobs_limit_is_429(farm, strict_api):

@@ -15,7 +15,7 @@ from pathlib import Path
 import redis
 
 from service.embedded import worker_command
-from tests.service.conftest import Proc, Service, base_env, kernel, private_redis  # noqa: F401  (fixtures)
+from tests.service.conftest import Proc, Service, base_env, descendants, kernel, private_redis  # noqa: F401  (fixtures)
 from tests.service.test_reconcile import repairs, unique
 from tests.service.test_resilience import until
 
@@ -23,17 +23,6 @@ from tests.service.test_resilience import until
 # compile (well under a second of CPU) ample room on a loaded machine
 LIMITS = {"TILEFARM_COMPILE_TIME_LIMIT_S": "6", "TILEFARM_EMULATE_TIME_LIMIT_S": "1", "TILEFARM_HARD_LIMIT_GRACE_S": "1"}
 HARD_LIMIT_S = 8  # a task's hard limit: compile + emulate + grace
-
-
-def descendants(pid: int) -> list[int]:
-    """Children of every thread (the zygote is started from a pool process's warm-up thread), theirs, and so on."""
-    children = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return children + [d for c in children for d in descendants(c)]
 
 
 def zygote_of(worker: Proc) -> int | None:
