@@ -23,9 +23,10 @@ from tests.service.test_resilience import own_redis, until  # noqa: F401  (a fix
 COMPILE_LIMIT_S = 60
 BOUND_S = COMPILE_LIMIT_S + 60  # the goal: every accepted job is final within the stage's limit plus 60 s
 # reconcile rounds every 0.5 s; a lease of 30 s (the default) where a job's lease must not run out on a loaded
-# machine, 5 s where the test is about an outage longer than it
+# machine, 3 s (six renewals, as test_lost_workers' and test_broker_restart's) where the test is about an outage
+# longer than it: each such drill waits the lease out
 FAST = {"TILEFARM_HEARTBEAT_S": "0.5", "TILEFARM_COMPILE_TIME_LIMIT_S": str(COMPILE_LIMIT_S)}
-SHORT_LEASE = {"TILEFARM_JOB_LEASE_S": "5"}
+SHORT_LEASE = {"TILEFARM_JOB_LEASE_S": "3"}
 
 
 def unique(source: str) -> str:

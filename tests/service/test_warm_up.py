@@ -20,9 +20,10 @@ from tests.service.test_reconcile import repairs, unique
 from tests.service.test_resilience import until
 
 # a short hard limit, so that a warm-up outlasting it is a short wait; the compile limit still leaves a gemm's
-# compile (well under a second of CPU) ample room on a loaded machine
-LIMITS = {"TILEFARM_COMPILE_TIME_LIMIT_S": "6", "TILEFARM_EMULATE_TIME_LIMIT_S": "1", "TILEFARM_HARD_LIMIT_GRACE_S": "1"}
-HARD_LIMIT_S = 8  # a task's hard limit: compile + emulate + grace
+# compile (0.3 s from submission to its end on an idle machine) ample room on a loaded one; the jobs emulate nothing
+LIMITS = {"TILEFARM_COMPILE_TIME_LIMIT_S": "4", "TILEFARM_EMULATE_TIME_LIMIT_S": "0.5",
+          "TILEFARM_HARD_LIMIT_GRACE_S": "0.5"}
+HARD_LIMIT_S = 5  # a task's hard limit: compile + emulate + grace
 
 
 def zygote_of(worker: Proc) -> int | None:
