@@ -142,8 +142,12 @@ def _pack(n: int, g: int, widths: tuple[int, ...]) -> tuple[tuple[int, int, int,
         return tuple(runs) if lo > hi else None
 
     # the least bound, in steps of 1% up from the mean (which bounds fit is not monotone: a larger one can let the
-    # first slots take low groups the last ones need)
+    # first slots take low groups the last ones need); a bound that leaves the heaviest group over the widest slot's
+    # limit fits no slot with it (fill's own test), so those steps are not tried
     bound = sum(weights) / max(sum(widths), 1)
+    heaviest, widest = max(weights, default=0), max(widths, default=1)
+    while bound * widest < heaviest:
+        bound *= 1.01
     while (runs := fill(bound)) is None:
         bound *= 1.01
     return runs
