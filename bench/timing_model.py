@@ -46,14 +46,13 @@ DTYPE = {"bfloat16": 0, "bfloat8_b": 1, "bfloat4_b": 2}
 SUBBLOCKS = [(4, 2), (2, 4), (8, 1), (1, 8), (7, 1), (1, 7), (3, 2), (2, 3), (6, 1), (1, 6), (5, 1), (1, 5), (2, 2),
              (4, 1), (1, 4), (3, 1), (1, 3), (2, 1), (1, 2), (1, 1)]
 
-# The fitting set: (arch, constant) -> the row (dtype, fidelity, m, k, n) it is fitted on. One constant per row; on
-# Wormhole the fixed cost of an LLK call on the unpack thread (the HiFi2 row is bound by the unpacker) and of each
-# tile on the math thread (the HiFi4 row is bound by the FPU); on Blackhole, whose L1 bandwidth is not documented,
-# the unpacker's bytes per cycle (on a HiFi2 row whose 4 x 2 subblocks unpack 10 tiles per 8 products: the 4160^3 rows'
-# 1 x 5 subblocks leave Blackhole's HiFi2 bound by the FPU, so the unpacker's rate would not show there) and the math
-# thread's cost per tile (HiFi4).
+# The fitting set: (arch, constant) -> the row (dtype, fidelity, m, k, n) it is fitted on. One constant per row, the
+# same two on both archs: the unpackers' sustained bytes per cycle (on a HiFi2 row whose 4 x 2 subblocks unpack 10
+# tiles per 8 products, bound by the unpacker; the unpack thread's call instructions overlap the previous call's
+# fetch, so the rate is what such a row measures; Blackhole's 4160^3 rows' 1 x 5 subblocks leave its HiFi2 bound by
+# the FPU, so the rate would not show there) and the math thread's cost per tile (HiFi4, bound by the FPU).
 FIT = {
-    ("wormhole_b0", "unpack_call_cycles"): ("bfloat16", "HiFi2", 4096, 4096, 4096),
+    ("wormhole_b0", "unpack_bytes_per_cycle"): ("bfloat16", "HiFi2", 4096, 4096, 4096),
     ("wormhole_b0", "math_tile_cycles"): ("bfloat16", "HiFi4", 4096, 4096, 4096),
     ("blackhole", "unpack_bytes_per_cycle"): ("bfloat16", "HiFi2", 3840, 6656, 6656),
     ("blackhole", "math_tile_cycles"): ("bfloat16", "HiFi4", 4160, 4160, 4160),

@@ -5,11 +5,14 @@ A `matmul_block(rt, ct)` call (matmul_tiles is the 1 x 1 case) unpacks the opera
 the other once per output tile (tt-llk's llk_unpack_AB_matmul: in0 is reused when ct >= rt), then multiplies its
 rt x ct tile products. Its cost is linear in what it moves and computes (compiler/device_costs.json's constants):
 
-    unpack = unpack_call_cycles + unpack_instr_cycles x tiles unpacked
-             + (in0 tiles x in0 tile bytes + in1 tiles x in1 tile bytes) / unpack_bytes_per_cycle
+    unpack = max(unpack_call_cycles + unpack_instr_cycles x tiles unpacked,
+                 (in0 tiles x in0 tile bytes + in1 tiles x in1 tile bytes) / unpack_bytes_per_cycle)
     math   = tile products x (math_tile_cycles x fidelity phases + fpu cycles at the fidelity)
 
-(the math MOP replays a tile's MVMULs once per fidelity phase: LoFi 1, HiFi2 2, HiFi3 3, HiFi4 4 phases; a block
+(the unpack thread issues a call's instructions - the LLK call and an UNPACR's two address cycles per tile - while
+the unpackers fetch the previous call's data: tt-llk keeps two config contexts in flight, wait_for_next_context(2),
+and an UNPACR's fetch is pipelined behind the next one's address cycles; so back-to-back calls cost the larger of the
+two, which is what the emulator's timing model charges, ttemu/src/timing_sim.cpp; the math MOP replays a tile's MVMULs once per fidelity phase: LoFi 1, HiFi2 2, HiFi3 3, HiFi4 4 phases; a block
 format's shared exponents reach the unpacker through a port of their own, so the emulator counts only a tile's datum
 bytes against the unpacker's rate)
 
@@ -23,7 +26,8 @@ MAX_DST_TILES = 16   # the most tiles one DST section holds (16-bit, full sync):
 
 
 def matmul_block_terms(costs: dict, rt: int, ct: int) -> tuple[float, float, float, float, float]:
-    """(unpack constant, unpack cycles per in0 tile byte, per in1 tile byte, math constant, tile products)."""
+    """(unpack constant: the unpack thread's instructions, unpack cycles per in0 tile byte, per in1 tile byte: the
+    unpackers' data, math constant, tile products)."""
     reuse_in0 = ct >= rt
     products = rt * ct
     in0_tiles = rt if reuse_in0 else products
@@ -35,11 +39,12 @@ def matmul_block_terms(costs: dict, rt: int, ct: int) -> tuple[float, float, flo
 
 def matmul_block_cycles(costs: dict, rt: int, ct: int, in0_tile_bytes: float, in1_tile_bytes: float,
                         fidelity: str) -> tuple[float, float]:
-    """(unpack cycles, math cycles) of one call at `fidelity` (LoFi, HiFi2, HiFi3, HiFi4)."""
-    unpack, per_in0, per_in1, math, products = matmul_block_terms(costs, rt, ct)
+    """(unpack cycles, math cycles) of one of back-to-back calls at `fidelity` (LoFi, HiFi2, HiFi3, HiFi4): the
+    unpack thread's instructions and the unpackers' data overlap, so the larger of the two."""
+    instructions, per_in0, per_in1, math, products = matmul_block_terms(costs, rt, ct)
     fpu = float(costs[f"fpu_cycles_{fidelity.lower()}"])
     phases = fpu / float(costs["fpu_cycles_lofi"])
-    return (unpack + per_in0 * in0_tile_bytes + per_in1 * in1_tile_bytes, math * phases + products * fpu)
+    return (max(instructions, per_in0 * in0_tile_bytes + per_in1 * in1_tile_bytes), math * phases + products * fpu)
 
 
 def matmul_block_table(costs: dict) -> list[float]:

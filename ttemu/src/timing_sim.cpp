@@ -137,7 +137,8 @@ struct CoreSim {
     std::array<std::size_t, 3> mailbox_reads{};
     Ring unpack_start, unpack_end, unpack_steps, math_end, commits, releases;
     std::uint32_t dst_sections = 2;
-    double packed = 0;  // when the packers finish the work they have accepted
+    double packed = 0;    // when the packers finish the work they have accepted
+    double unpacked = 0;  // when the unpackers finish the work they have been given
 };
 
 struct SimStream {
@@ -148,11 +149,13 @@ struct SimStream {
     std::size_t pc = 0;
     double clock = 0, end = 0;
     bool done = false, in_heap = false, cost_paid = false, blocked = false;
+    bool unpack_issued = false;  // the current UnpackOp's instructions are charged (its data not yet started)
     double reads_done = 0, writes_acked = 0, writes_flushed = 0, last_write[2] = {0, 0};
     // the barrier event this stream executed last (and nothing since), whose wait a slowed transfer lengthens; or -1
     std::int64_t after_barrier = -1;
     double time[kCategories] = {0, 0, 0, 0};
     std::uint64_t tile_products = 0;
+    double engine_busy = 0;  // a compute UNPACK / PACK thread's unpackers / packers: cycles moving data
     std::map<std::uint32_t, double> cb_wait;
     std::unordered_map<LineKey, LineStat, LineHash> lines;
     // a direct-mapped cache in front of `lines` (every event charges its line; most streams run a few dozen lines)
@@ -291,7 +294,7 @@ public:
               << "], \"kernel\": \"" << json_escape(run.kernel->display) << "\", \"role\": \""
               << role_name(run.kernel->role) << "\", \"risc\": \"" << risc_name(run, s.s)
               << "\", \"fidelity\": " << run.kernel->math_fidelity << ", \"end\": " << s.end
-              << ", \"tile_products\": " << s.tile_products;
+              << ", \"tile_products\": " << s.tile_products << ", \"engine_busy\": " << s.engine_busy;
             for (int cat = 0; cat < kCategories; ++cat) o << ", \"" << kCategoryNames[cat] << "\": " << s.time[cat];
             o << ", \"cb_wait\": {";
             bool f2 = true;
@@ -363,7 +366,17 @@ private:
     std::vector<std::string> forced_at_;
 
     // waiter keys: object kind, core, index
-    enum Obj : std::uint64_t { kCbFront = 1, kCbBack, kWord, kMailbox, kUnpacked, kMathed, kCommits, kReleases };
+    enum Obj : std::uint64_t {
+        kCbFront = 1,
+        kCbBack,
+        kWord,
+        kMailbox,
+        kUnpacked,
+        kUnpackedEnd,
+        kMathed,
+        kCommits,
+        kReleases
+    };
     static std::uint64_t key(Obj obj, int core, std::uint32_t index) {
         return (static_cast<std::uint64_t>(obj) << 56) | (static_cast<std::uint64_t>(core) << 40) | index;
     }
@@ -556,6 +569,8 @@ private:
         const bool cost_after = e.kind == Ev::UnpackOp || e.kind == Ev::MathOp || e.kind == Ev::PackOp;
         if (!s.cost_paid && e.kind != Ev::PackOp && s.s == kPack && s.run->kernel->role == Role::Compute)
             finish_wait(s, e, std::max(s.clock, cs.packed), kWaitPipe);  // the packers' work done (below)
+        if (!s.cost_paid && e.kind != Ev::UnpackOp && s.s == kUnpack && s.run->kernel->role == Role::Compute)
+            finish_wait(s, e, std::max(s.clock, cs.unpacked), kWaitPipe);  // the unpackers' work done (below)
         if (!s.cost_paid) {
             s.line(e).calls += 1;
             if (!cost_after) charge(s, e, e.cost, kBusyCat);
@@ -621,19 +636,39 @@ private:
                 break;
             }
             case Ev::UnpackOp: {
-                // the source registers are double-buffered: FPU op f unpacks once op f-2 has finished its math
+                // The call's instructions (its cost beyond the data: the LLK call's address and config writes, the
+                // context semaphore, an UNPACR's two-cycle address calculation per tile) issue on the unpack
+                // thread; the unpackers then fetch the data at their L1 rate while the thread goes on. The thread
+                // waits only for a free config context (tt-llk's wait_for_next_context(2): two in flight, so call
+                // f's instructions wait for call f - 2's data), and an UNPACR's address cycles overlap the previous
+                // UNPACR's pipelined fetch ([ISA] TensixCoprocessor/UNPACR_Regular.md, Performance). So
+                // consecutive calls cost max(instructions, data) a call, not their sum. The data of op f starts
+                // once the unpackers have finished op f - 1's and op f - 2's math has freed its source registers
+                // (double-buffered); every other event on the unpack thread waits for the unpackers (llk_pop_tiles:
+                // STALLWAIT on the unpacker before the CB's acknowledgement).
                 std::uint32_t f = e.a;
-                double ready = f < 2 ? s.clock : (cs.math_end.n > f - 2 ? cs.math_end.at(f - 2) : -1);
-                advanced = wait_for(ready, kWaitPipe, key(kMathed, s.core, 0));
+                double context = f < 2 ? s.clock : (cs.unpack_end.n > f - 2 ? cs.unpack_end.at(f - 2) : -1);
+                double regs = f < 2 ? s.clock : (cs.math_end.n > f - 2 ? cs.math_end.at(f - 2) : -1);
+                advanced = wait_for(context, kWaitPipe, key(kUnpackedEnd, s.core, 0)) &&
+                           (regs >= 0 || (park(id, key(kMathed, s.core, 0)), false));
                 if (advanced) {
-                    cs.unpack_start.push(s.clock);
+                    const double l1 = e.c / c_.unpack_bytes_per_cycle;
+                    if (!s.unpack_issued) {
+                        charge(s, e, e.cost - l1, kBusyCat);
+                        s.unpack_issued = true;
+                    }
                     // reading L1 beside the NoC and the packer: the banks they take meanwhile slow the unpacker
-                    const double l1 = e.c / c_.unpack_bytes_per_cycle, t0 = s.clock;
-                    charge(s, e, e.cost + fabric_.l1_stretch(s.core, kL1Unpack, t0, l1) - l1, kBusyCat);
-                    fabric_.l1_use(s.core, kL1Unpack, t0, s.clock, e.c / c_.l1_bank_bytes_per_cycle);
-                    cs.unpack_end.push(s.clock);
+                    const double t0 = std::max({s.clock, cs.unpacked, regs});
+                    const double t1 = t0 + fabric_.l1_stretch(s.core, kL1Unpack, t0, l1);
+                    fabric_.l1_use(s.core, kL1Unpack, t0, t1, e.c / c_.l1_bank_bytes_per_cycle);
+                    s.unpack_issued = false;
+                    cs.unpacked = t1;
+                    s.engine_busy += t1 - t0;
+                    cs.unpack_start.push(t0);
+                    cs.unpack_end.push(t1);
                     cs.unpack_steps.push(e.b ? e.b : 1);
-                    wake(key(kUnpacked, s.core, 0), s.clock);
+                    wake(key(kUnpacked, s.core, 0), t1);
+                    wake(key(kUnpackedEnd, s.core, 0), t1);
                 }
                 break;
             }
@@ -682,6 +717,7 @@ private:
                     finish_wait(s, e, std::max(s.clock, cs.packed), kWaitPipe);
                     const double t0 = s.clock;
                     cs.packed = t0 + fabric_.l1_stretch(s.core, kL1Pack, t0, l1);
+                    s.engine_busy += cs.packed - t0;
                     fabric_.l1_use(s.core, kL1Pack, t0, cs.packed,
                                    e.c / c_.l1_bank_bytes_per_cycle * (accumulate ? 2 : 1));
                 }
