@@ -265,6 +265,13 @@ def primitives(work: Path) -> None:
     print(f"| one to seven by unicast writes | {64 * 7 * 2048 / cycles(1, 8, 64, 8, 8, 1):.1f} | 31 (one to all, unicast) |")
     print(f"| one to seven by multicast (bytes sent) | {64 * 2048 / cycles(1, 8, 64, 8, 8, 0):.1f} | "
           f"22 (multicast + linked) |")
+    # tt-low-level-documentation data_movement_doc/perf_plots/wormhole_b0/csv/"Noc Estimator - DRAM Interleaved All to
+    # All.csv" / "... All from All.csv": 64 cores, 64 pages of 2 KB each, every bank in turn, one barrier
+    for noc, write, read in ((0, 51.4, 186.2), (1, 143.2, 66.3)):
+        print(f"| DRAM write, 64 cores x 64 pages, NoC {noc} | {64 * 64 * 2048 / cycles(3, 64, 64, 1, 1, noc):.1f} | "
+              f"{write} (DRAM Interleaved All to All) |")
+        print(f"| DRAM read, 64 cores x 64 pages, NoC {noc} | {64 * 64 * 2048 / cycles(4, 64, 64, 64, 64, noc):.1f} | "
+              f"{read} (DRAM Interleaved All from All) |")
     print()
 
 

@@ -10,6 +10,10 @@
 //   mode 2: core (0,0) writes `tiles` tiles to core (2,0) in one write (flag bit 0) while core (2,0) reads one tile
 //           from core (1,0) (flag bit 1), issued once core (0,0)'s signal is in: the read's response shares the link
 //           (1,0) -> (2,0) of NoC 0 and core (2,0)'s ejection port with the write.
+//   mode 3: each of `cores` cores writes `tiles` consecutive pages of an interleaved DRAM buffer (every bank in turn)
+//           from one L1 page, then one write barrier, on NoC 0 (same_bank = 0) or NoC 1 (same_bank = 1):
+//           tt-low-level-documentation's "Noc Estimator - DRAM Interleaved All to All".
+//   mode 4: mode 0 (every bank in turn) on NoC 0 (same_bank = 0) or NoC 1 (same_bank = 1): its "All from All".
 #include <tt-metalium/distributed.hpp>
 #include <tt-metalium/host_api.hpp>
 #include <tt-metalium/tensor_accessor_args.hpp>
@@ -31,8 +35,11 @@ int main(int argc, char** argv) {
     const uint32_t grid_x = mesh->compute_with_storage_grid_size().x;
     const uint32_t banks = mesh->num_dram_channels();
     Program program = CreateProgram();
-    if (mode == 0) {
-        const uint32_t pages = (same_bank ? banks : 1) * tiles * num_cores;
+    const bool explicit_noc = mode == 4;
+    const uint32_t read_noc = same_bank;
+    if (mode == 0 || mode == 4) {
+        const uint32_t sb = explicit_noc ? 0 : same_bank;
+        const uint32_t pages = (sb ? banks : 1) * tiles * num_cores;
         distributed::DeviceLocalBufferConfig dram{.page_size = tile_bytes, .buffer_type = BufferType::DRAM};
         auto src = distributed::MeshBuffer::create(distributed::ReplicatedBufferConfig{.size = pages * tile_bytes}, dram,
                                                    mesh.get());
@@ -44,15 +51,38 @@ int main(int argc, char** argv) {
                                  .set_page_size(CBIndex::c_0, tile_bytes));
         std::vector<uint32_t> ct;
         TensorAccessorArgs(*src).append_to(ct);
-        auto reader = CreateKernel(program, kdir + "/dram_reader.cpp", cores, ReaderDataMovementConfig(ct));
+        auto reader = explicit_noc ? CreateKernel(program, kdir + "/dram_reader.cpp", cores,
+                                                  DataMovementConfig{.processor = DataMovementProcessor::RISCV_1,
+                                                                     .noc = read_noc ? NOC::NOC_1 : NOC::NOC_0,
+                                                                     .compile_args = ct})
+                                   : CreateKernel(program, kdir + "/dram_reader.cpp", cores, ReaderDataMovementConfig(ct));
         auto sink = CreateKernel(program, kdir + "/sink.cpp", cores, WriterDataMovementConfig());
         for (uint32_t i = 0; i < num_cores; ++i) {
             CoreCoord core{i % grid_x, i / grid_x};
-            const uint32_t first = same_bank ? i * tiles * banks : i * tiles, stride = same_bank ? banks : 1;
+            const uint32_t first = sb ? i * tiles * banks : i * tiles, stride = sb ? banks : 1;
             SetRuntimeArgs(program, reader, core,
                            {static_cast<uint32_t>(src->address()), first, stride, tiles, barrier_every});
             SetRuntimeArgs(program, sink, core, {tiles});
         }
+    } else if (mode == 3) {
+        const uint32_t pages = tiles * num_cores;
+        distributed::DeviceLocalBufferConfig dram{.page_size = tile_bytes, .buffer_type = BufferType::DRAM};
+        auto dst = distributed::MeshBuffer::create(distributed::ReplicatedBufferConfig{.size = pages * tile_bytes}, dram,
+                                                   mesh.get());
+        CoreRangeSet cores = num_cores <= grid_x
+                                 ? CoreRangeSet(CoreRange({0, 0}, {num_cores - 1, 0}))
+                                 : CoreRangeSet(CoreRange({0, 0}, {grid_x - 1, (num_cores - 1) / grid_x}));
+        CreateCircularBuffer(program, cores,
+                             CircularBufferConfig(tile_bytes, {{CBIndex::c_0, tt::DataFormat::Float16_b}})
+                                 .set_page_size(CBIndex::c_0, tile_bytes));
+        std::vector<uint32_t> ct;
+        TensorAccessorArgs(*dst).append_to(ct);
+        auto writer = CreateKernel(program, kdir + "/dram_writer.cpp", cores,
+                                   DataMovementConfig{.processor = DataMovementProcessor::RISCV_0,
+                                                      .noc = same_bank ? NOC::NOC_1 : NOC::NOC_0, .compile_args = ct});
+        for (uint32_t i = 0; i < num_cores; ++i)
+            SetRuntimeArgs(program, writer, CoreCoord{i % grid_x, i / grid_x},
+                           {static_cast<uint32_t>(dst->address()), i * tiles, tiles});
     } else if (mode == 2) {
         CoreRange cores({0, 0}, {2, 0});
         CreateCircularBuffer(program, cores,
