@@ -87,9 +87,9 @@ def test_the_packs_of_p_and_the_row_sum_partial_alternate_their_order_when_their
     p, partial = ("cb_p", "cb_s_rowsum") if example == "flash_attention" else ("cb_probs", "cb_scores_rowsum")
     if example == "flash_attention":
         even, odd = re.search(r"if \(.* % 2 == 0\) \{\n(.*?)\n {20}\} else \{\n(.*?)\n {20}\}\n", window, re.S).groups()
-        assert even.index(f"pack_tile(") < even.index(f"pack_reconfig_data_format({partial})") < \
-            even.index(f"pack_tile<true>(")
-        assert odd.index(f"pack_tile<true>(") < odd.index(f"pack_reconfig_data_format({p})") < \
+        assert even.index("pack_tile(") < even.index(f"pack_reconfig_data_format({partial})") < \
+            even.index("pack_tile<true>(")
+        assert odd.index("pack_tile<true>(") < odd.index(f"pack_reconfig_data_format({p})") < \
             odd.rindex("pack_tile(")
         assert even.count("pack_reconfig_data_format") == odd.count("pack_reconfig_data_format") == 1
         assert f"pack_reconfig_data_format({p});" in window.split("for (", 1)[0]     # before the group loop

@@ -376,7 +376,7 @@ void fpu_init(FpuOp op, std::uint32_t icb0, std::uint32_t icb1, std::uint32_t tr
 void sfpu_init(SfpuOp op, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeInit, site, name);
     require_started(run, std::string(name) + "()");
-    run.compute->sfpu = sfpu_configured_by(op);   // the configuration it makes (mul_binary_tile_init: add's too)
+    run.compute->sfpu = sfpu_configured_by(op);  // the configuration it makes (mul_binary_tile_init: add's too)
     run.compute->exp_scale = 1.0f;
     run.compute->exp_scale_bits = 0x3F800000u;
     run.compute->exp_approx = false;
