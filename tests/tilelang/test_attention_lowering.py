@@ -168,8 +168,8 @@ def test_the_row_sum_of_the_exponentials_is_packed_into_one_partial_tile_per_row
 
 @pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
 def test_each_window_starts_on_the_rows_the_window_before_has_packed(arch):
-    """No drain of the compute pipeline between two windows of a key step: the row max waits for s's pages row by
-    row (cumulative cb_wait_front at the top of each DST section, not all of s above the loop), the exponentials for
+    """No drain of the compute pipeline between two windows of a key step: the row max waits for s's bf16 copy row by
+    row (cumulative cb_wait_front at the top of each DST section, not all of it above the loop), the exponentials for
     m's, and the exp window pushes each row's partial row sum once the row's last tile is in (a loop over rows of
     whole groups), so the row sum waits for it row by row too; `m_prev = m` ahead of the row max into m is unpacked
     from m's old page like m itself. 4-row query blocks, two DST groups a row; the output still matches float64
@@ -179,14 +179,15 @@ def test_each_window_starts_on_the_rows_the_window_before_has_packed(arch):
     target = TargetConfig(arch=arch, blocking="as_written")
     result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=params, target=target)
     compute = result.artifacts["compute.cpp"].decode()
-    assert re.search(r"cb_wait_front\(cb_s, g_\d+ \* 8 \+ 8\);\s+tile_regs_acquire", compute)      # row max
+    # row max: its bfloat16 copy of s, packed beside it (tests/tilelang/test_row_max_copy.py)
+    assert re.search(r"cb_wait_front\(cb_s_bf16, g_\d+ \* 8 \+ 8\);\s+tile_regs_acquire", compute)
     assert re.search(r"cb_wait_front\(cb_m, r \+ 1\);", compute)                                  # exponentials
     rows = re.search(r"for \(uint32_t r = 0; r < 4; \+\+r\) \{(.*?)\n            \}", compute, re.S)
     assert rows and rows.group(1).rstrip().endswith("cb_push_back(cb_s_rowsum, 1);")
     assert "pack_tile<true>(q_" in rows.group(1) and re.search(r"pack_tile<true>\(q_\d+, cb_s_rowsum, 0\)", rows.group(1))
     assert re.search(r"cb_wait_front\(cb_s_rowsum, g_\d+ \+ 1\);", compute)                      # row sum
     # T.copy(m, m_prev) before the row max rewrites m: both from m's old page in the CB, no DST-to-DST SFPU copy
-    assert re.search(r"copy_tile\(cb_m, 0, 1\);.*copy_tile\(cb_m, 0, 0\);.*reduce_tile<PoolType::MAX", compute, re.S)
+    assert re.search(r"copy_tile\(cb_m, 0, 1\);.*copy_tile\(cb_m, 0, 0\);.*reduce_block_max_row<", compute, re.S)
     assert "copy_dest_values" not in compute
     outcome, q, k, v = run_attention(result, target, params, 17)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)

@@ -78,6 +78,7 @@ class Tensorizer:
         self.scaler_cb = None
         self.broadcast_cbs: dict[str, int | None] = {}   # buffer -> its column broadcast's CB (broadcast_cb)
         self.partial_cbs: dict[str, int] = {}     # buffer -> its row partials' CB (partial_cb)
+        self.max_copies: dict[str, int] = {}      # buffer -> its bfloat16 copy's CB for a row max (max_copy_cb)
         self.first_gemm = None
         self.aliases: dict[int, int] = {}        # output CB -> the accumulator CB whose L1 it shares (emit.py)
         self.used_up: set[str] = set()           # accumulators whose last step packs into an output CB (emit.py)
@@ -155,6 +156,19 @@ class Tensorizer:
                                              f"cb_{name}_rowsum", dtype, rows, "intermediate",
                                              "compute", [rows, 1])
         return self.partial_cbs[name]
+
+    def max_copy_cb(self, name: str, home: str) -> int | None:
+        """A bfloat16 CB of `name`'s tile count for the copy of float32 `name` a block row max reads
+        (Emitter.find_max_copies), in the L1 of resident buffer `home` (2-byte tiles, at least as many, dead while the
+        copy lives): one CircularBufferConfig with both indices, its L1 counted once (shares_with); None when no CB
+        index is free."""
+        index = self.free_index(INTERMEDIATE_CB_BASE)
+        if index >= self.target["num_cbs"]:
+            return None
+        self.max_copies[name] = self.add_cb(index, f"{name}_bf16", f"cb_{name}_bf16", "bfloat16", self.ntiles(name),
+                                            "intermediate", "compute", self.tiles(name))
+        self.cbs[index]["shares_with"] = self.resident[home]
+        return index
 
     def held_dtype(self, name: str) -> str:
         """The dtype of `name`'s tiles in L1: its own, or bfloat16 for a float32 matmul output no loop carries when

@@ -243,6 +243,55 @@ def fold_exp_scales(items: list) -> list:
     return out
 
 
+def _window_ops(items) -> list:
+    """A window's ops in program order, its loops' included."""
+    out = []
+    for item in items:
+        if item[0] == "op":
+            out.append(item[1])
+        elif item[0] == "loop":
+            out += _window_ops(item[2])
+    return out
+
+
+def _sent_buffers(items) -> list[str]:
+    """Buffers written out to an output CB anywhere in `items`."""
+    out = []
+    for item in items:
+        if isinstance(item, Window):
+            out += [entry[2] for entry in item.items if entry[0] == "send"]
+        elif isinstance(item, LoopItem):
+            out += _sent_buffers(item.body)
+        elif isinstance(item, SendFromCB):
+            out.append(item.send[2])
+    return out
+
+
+def _shifts_exp(ops_: list, k: int, x: str, m: str) -> bool:
+    """Is ops_[k] `d = a - m` (x is m, or the minuend a, a copy of m) whose d goes only, in order, through an
+    optional `d = d * c` (a positive constant) into `d = exp(d)` or exp2 (Emitter.shift_only)?"""
+    sub = ops_[k]
+    if sub.name != "sub" or len(sub.operands) != 2 or any(o.region is None for o in sub.operands):
+        return False
+    a, b = (o.region.name for o in sub.operands)
+    if b != m or a == m or (x != m and a != x):
+        return False
+    d = sub.dst.name
+    for other in ops_[k + 1:]:
+        reads = [o for o in other.operands if o.region is not None and o.region.name == d]
+        if not reads and other.dst.name != d:
+            continue
+        if len(reads) != 1 or other.dst.name != d or other.accumulates:
+            return False
+        if other.name in ("exp", "exp2"):
+            return len(other.operands) == 1 and other.scale > 0
+        scalars = [o.scalar for o in other.operands if o.region is None]
+        if other.name != "mul" or len(other.operands) != 2 or len(scalars) != 1 or scalars[0] is None \
+                or not scalars[0] > 0:
+            return False
+    return False
+
+
 class Emitter:
     def __init__(self, tz):
         self.tz = tz
@@ -281,6 +330,13 @@ class Emitter:
         self.partial_reads: dict[int, list[tuple[int, int]]] = {}
         self.unpacked: set[tuple[int, str]] = set()   # (window id, buffer): pages pushed but not packed (dead)
         self.max_shifts: set[int] = set()      # id() of the ops x - rowmax(x) (find_max_shifts): never positive
+        # row maxima of float32 scores read from a bfloat16 copy (find_max_copies): writer window id -> (scores,
+        # copy CB); id(max op) -> copy CB; reader window id -> (scores, copy CB); id(item) -> (CB it no longer
+        # touches or None, CB it touches)
+        self.copy_packs: dict[int, tuple[str, int]] = {}
+        self.copy_reads: dict[int, int] = {}
+        self.copy_readers: dict[int, tuple[str, int]] = {}
+        self.touch_edits: dict[int, tuple[int | None, int]] = {}
 
     # ---- statement lists ------------------------------------------------------------------------------------
     def items(self, items: list, carry: bool = False) -> list:
@@ -290,6 +346,7 @@ class Emitter:
         if not self.loops:
             self.find_fusions(items)
             self.find_row_partials(items)
+            self.find_max_copies(items, items)
             self.find_max_shifts(items, {})
             seen: set[str] = set()
             for item in reversed(items):   # what the items after each one access, for dead_after()
@@ -313,7 +370,11 @@ class Emitter:
 
     def touches(self, item) -> set | None:
         if id(item) not in self.touched_cbs:
-            self.touched_cbs[id(item)] = _touches(item, self.tz, self.touches)
+            touched = _touches(item, self.tz, self.touches)
+            if touched is not None and id(item) in self.touch_edits:
+                gone, added = self.touch_edits[id(item)]
+                touched = (touched - {gone}) | {added}
+            self.touched_cbs[id(item)] = touched
         return self.touched_cbs[id(item)]
 
     def touches_cb(self, item, cb: int) -> bool:
@@ -521,6 +582,8 @@ class Emitter:
             if b in in_place:
                 stmts.append(ops.call("cb_push_back", target, at_once(b)))
             sections.append((target if packed else None, stmts))
+            if packed and self.copy_packs.get(id(w), (None,))[0] == b:   # and its bfloat16 copy (find_max_copies)
+                sections.append((self.copy_packs[id(w)][1], self.copy_pack(b, self.copy_packs[id(w)][1])))
         for name, part in self.partial_packs.get(id(w), []):
             sections.append((part, self.partial_pack(name, part)))
         for item in w.items:
@@ -553,6 +616,12 @@ class Emitter:
         for cb, pages in self.partial_reads.get(id(w), []):
             before = [ops.call("cb_wait_front", cb, pages)] + before
             after.append(ops.call("cb_pop_front", cb, pages))
+        if id(w) in self.copy_readers:   # the copy a block row max reads: waited for (TTStreamReads: row by row),
+            # popped after the window, and the unpacker set back to the scores and the scaler as reduce_tile leaves it
+            name, copy = self.copy_readers[id(w)]
+            before.append(ops.call("cb_wait_front", copy, tz.ntiles(name)))
+            after = [ops.call("cb_pop_front", copy, tz.ntiles(name)),
+                     ops.call("reconfig_data_format", tz.resident[name], tz.scaler())] + after
         for b in resident:
             cb, n = tz.resident[b], tz.ntiles(b)
             if b in versioned:
@@ -603,6 +672,16 @@ class Emitter:
         return seq([*reserves, tirx.IfThenElse(tirx.EQ(tirx.floormod(self.g, i32(2)), i32(0)), seq(order(False)),
                                                seq(order(True))), *pushes]), a
 
+    def copy_pack(self, name: str, copy: int) -> list:
+        """This group's tiles of `name` packed again, in bfloat16, into the copy CB a block row max reads
+        (find_max_copies)."""
+        cols = self.tz.tiles(name)[1]
+        pages = self.group if not self.w.flat else self.tz.ntiles(name)
+        return [ops.call("cb_reserve_back", copy, pages),
+                *self.positions(name, lambda slot, i, j: [ops.call(
+                    "pack_tile", slot, copy, self.q if not self.w.flat else i * cols + j)]),
+                ops.call("cb_push_back", copy, pages)]
+
     def late_preloads(self, w: Window, preload: list) -> set[str]:
         """Preloaded buffers of a grouped window whose first reader is a later op at the window's top level (`l = l *
         alpha + l_part` after the row sum): loaded just before that op instead of first, so the load sits beside
@@ -635,7 +714,7 @@ class Emitter:
             return False
         src = info.operands[0].region
         return src.name in self.tz.resident and 1 < -(-src.extents[1] // TILE) < 128 and \
-            self.tz.cbs[self.tz.cb_of(src.name)]["data_format"] == "Float16_b"
+            (self.tz.cbs[self.tz.cb_of(src.name)]["data_format"] == "Float16_b" or id(info) in self.copy_reads)
 
     def block_max_into(self, w: Window, buffer: str) -> bool:
         """Is preloaded `buffer` the running maxima of a block row max at the top level of grouped window `w`, with
@@ -821,6 +900,148 @@ class Emitter:
             return info
         return None
 
+    def find_max_copies(self, items: list, block: list) -> None:
+        """A block row max over float32 scores (`intermediate_dtype="declared"`): reduce_block_max_row reads bfloat16
+        only, so the grouped window that computes the scores whole packs each group twice, float32 into their CB and
+        bfloat16 into a copy CB, and the row max reads the copy, one call a row instead of a reduce_tile a tile. The
+        max is then the max of the scores rounded to bfloat16 (rounding is monotone: bf16(max s), within 2^-8 of
+        it), which changes nothing but the shift when its destination only shifts exponentials (shift_only): the
+        online softmax's exp(s - m) / sum exp(s - m) and exp(m_prev - m) do not depend on m in exact arithmetic.
+        The copy lives in the L1 of a 2-byte buffer dead from the scores' window to the max's (copy_home: P, the
+        probabilities); without one the max stays a reduce_tile a tile. `block`: all the block's items."""
+        tz = self.tz
+        for at, w in enumerate(items):
+            if isinstance(w, LoopItem):
+                self.find_max_copies(w.body, block)
+                continue
+            if not isinstance(w, Window):
+                continue
+            found: dict = {}
+            _accesses(w.items, id(w), found)
+            for name in w.written:
+                if name not in tz.resident or name in tz.two_versions or name in w.aliases or name in w.sent \
+                        or tz.cbs[tz.resident[name]]["data_format"] != "Float32" \
+                        or not w.flat and tuple(w.grid) != tuple(tz.tiles(name)) or (id(w), name) in self.unpacked \
+                        or first_use(found.get(name, []), tz.tiles(name))[0] != "write":
+                    continue            # the window computes the whole value in DST, group by group, and packs it
+                cb = tz.resident[name]
+                k = next((k for k in range(at + 1, len(items)) if self.touches_cb(items[k], cb)), None)
+                reader = items[k] if k is not None else None
+                if not isinstance(reader, Window) or reader.flat or len(accesses(reader.items).get(name, [])) != 1:
+                    continue
+                op = next((it[1] for it in reader.items if it[0] == "op" and any(
+                    o.region is not None and o.region.name == name for o in it[1].operands)), None)
+                if op is None or op.name != "max" or op.dst.name == name or id(op) in self.partial_reduce \
+                        or on_sfpu(op, tz.exact) or not self.whole_row_source(op, name) \
+                        or not self.shift_only(op, block):
+                    continue
+                home = self.copy_home(items, at, k, name)
+                if home is None:
+                    continue
+                self.copy_reads[id(op)] = -1     # what block_max answers for it once the copy exists
+                if not self.max_is_block(reader, op):
+                    del self.copy_reads[id(op)]
+                    continue
+                copy = tz.max_copies.get(name) or tz.max_copy_cb(name, home)   # one copy for all its windows
+                if copy is None:
+                    del self.copy_reads[id(op)]
+                    continue
+                self.copy_reads[id(op)] = copy
+                self.copy_packs[id(w)] = (name, copy)
+                self.copy_readers[id(reader)] = (name, copy)
+                self.touch_edits[id(w)] = (None, copy)
+                self.touch_edits[id(reader)] = (cb, copy)   # the reader no longer waits for the scores
+                self.touched_cbs.clear()
+
+    def whole_row_source(self, op, name: str) -> bool:
+        src = op.operands[0].region
+        return len(op.operands) == 1 and op.operands[0].bcast is None and src.name == name and \
+            all(int(x) == 0 for x in src.starts) and tuple(src.extents) == tuple(src.shape)
+
+    def max_is_block(self, w: Window, op) -> bool:
+        """Would window `w` lower row max `op` as one block call a row (reduce: fresh, or its running maxima
+        preloaded face-transposed, as window() decides with block_max_into)?"""
+        if not self.block_max(op):
+            return False
+        if not op.accumulates:
+            return True
+        m = op.dst.name
+        found: dict = {}
+        _accesses(w.items, id(w), found)
+        if m not in self.tz.resident or m not in w.written \
+                or first_use(found.get(m, []), self.tz.tiles(m), in_dst=True)[0] == "write" \
+                or m in self.late_preloads(w, [m]):
+            return False
+        saved = self.copied_old
+        self.copied_old = {m: info} if (info := self.copy_of_old(w, m)) is not None else {}
+        try:
+            return self.block_max_into(w, m)
+        finally:
+            self.copied_old = saved
+
+    def shift_only(self, op, block: list) -> bool:
+        """Does row max `op`'s destination m only shift exponentials? Read only by row maxima into it (their running
+        value), as the subtrahend of an exp's argument ((x - m) * c, c > 0 or none, then exp or exp2), and by whole
+        copies (m_prev = m) read only as the minuend of such an argument less m ((m_prev - m) * c) or copied on
+        alike; none of them written out (an LSE or m itself stored keeps the exact max)."""
+        m = op.dst.name
+        windows: list[list] = []
+
+        def collect(items):
+            for item in items:
+                if isinstance(item, Window):
+                    windows.append(_window_ops(item.items))
+                elif isinstance(item, LoopItem):
+                    collect(item.body)
+        collect(block)
+        sent = set(_sent_buffers(block))
+        todo, seen = [m], set()
+        while todo:
+            x = todo.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            if x in sent:
+                return False
+            for ops_ in windows:
+                for k, other in enumerate(ops_):
+                    reads = [o for o in other.operands if o.region is not None and o.region.name == x]
+                    if not reads and not (other.accumulates and other.dst.name == x):
+                        continue
+                    if other.name == "max" and other.dst.name == x == m and not reads:
+                        continue            # a row max into m (this one, or the causal diagonal steps' own)
+                    if other.name == "copy" and other.whole and len(reads) == 1 and reads[0].bcast is None \
+                            and other.dst.name != x and tuple(reads[0].region.extents) == tuple(reads[0].region.shape):
+                        todo.append(other.dst.name)
+                        continue
+                    if not _shifts_exp(ops_, k, x, m):
+                        return False
+        return True
+
+    def copy_home(self, items: list, writer: int, reader: int, name: str) -> str | None:
+        """A resident buffer whose L1 can hold the bfloat16 copy of `name` (find_max_copies): 2-byte tiles, at least as
+        many, in place (one version), not shared; nothing from the writer window items[writer] to the reader
+        items[reader] touches it, and the items after the reader write it whole before reading it, so its value is
+        dead while the copy lives (the packer packs the copy after the math of everything before the writer, which
+        follows its unpacks; the home's next writer packs after the reader's unpacks)."""
+        tz = self.tz
+        if name in tz.max_copies:   # a copy the scores already have (causal attention's diagonal steps): its home
+            mine = tz.cbs[tz.max_copies[name]]["shares_with"]
+            taken = {cb for cb in tz.resident.values() if cb != mine}
+        else:
+            taken = {c.get("shares_with") for c in tz.cbs.values()} | set(tz.aliases.values())
+        during = accesses(items[writer:reader + 1])
+        for home, cb in tz.resident.items():
+            if home == name or home in tz.two_versions or cb in taken or home in during \
+                    or tz.cbs[cb]["page_bytes"] != 2048 or tz.cbs[cb]["data_format"] not in ("Float16", "Float16_b") \
+                    or tz.cbs[cb]["num_pages"] < tz.ntiles(name):
+                continue
+            # its next toucher: a window (not a loop, which might not run) that writes it whole before reading it
+            nxt = next((item for item in items[reader + 1:] if home in accesses([item])), None)
+            if isinstance(nxt, Window) and first_use(accesses([nxt])[home], tz.tiles(home))[0] == "write":
+                return home
+        return None
+
     def row_pushes(self, name: str) -> bool:
         """Does the current window push its row partials row by row (rows_of_groups decides the same)?"""
         rows, cols = self.tz.tiles(name)
@@ -956,7 +1177,8 @@ class Emitter:
                         self.max_shifts.add(id(info))
                     forget({info.dst.name})
                     if info.name == "max" and info.whole and len(ops_) == 1 and whole(ops_[0].region) \
-                            and ops_[0].region.name != info.dst.name:
+                            and ops_[0].region.name != info.dst.name and id(info) not in self.copy_reads:
+                        # (a max read from a bfloat16 copy, find_max_copies, may round below the row's max)
                         maxima[info.dst.name] = ops_[0].region.name
                 elif isinstance(item, tuple) and item[0] == "receive":
                     forget({item[2]})
@@ -1405,7 +1627,9 @@ class Emitter:
         # one call per row where the running maxima sit where it reads them: -inf everywhere (the fill), or the
         # old value loaded face-transposed (block_max_into)
         block = self.block_max(info) and (not info.accumulates or info.dst.name in self.transposed_loads)
-        return self.strategies.reduce(pool, slot, Src("cb", cb=tz.cb_of(src.name)), k_tiles,
+        # float32 scores: the bfloat16 copy the window that wrote them packed (find_max_copies)
+        cb = self.copy_reads[id(info)] if block and id(info) in self.copy_reads else tz.cb_of(src.name)
+        return self.strategies.reduce(pool, slot, Src("cb", cb=cb), k_tiles,
                                       lambda kt: (sr + i) * src_cols + sc + kt, start, block=block)
 
     # ---- write-outs ---------------------------------------------------------------------------------------------------
