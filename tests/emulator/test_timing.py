@@ -91,6 +91,40 @@ def test_multicast_sends_a_tile_once_where_unicast_sends_it_per_receiver(traffic
     assert kernel_cycles(unicast) > 3 * kernel_cycles(multicast)
 
 
+def busiest_link_bytes(writers: int, pages: int, page_bytes: int) -> float:
+    """Bytes on the busiest NoC 0 link when cores 0..writers-1 (row-major on the 8 x 8 grid) each write `pages`
+    pages of an interleaved DRAM buffer, core i from page i mod 12: NoC 0 goes rightwards then downwards, wrapping."""
+    (w, h), xs, ys, ends = COSTS["noc_grid"], COSTS["worker_noc_x"], COSTS["worker_noc_y"], COSTS["dram_noc_xy"]
+    banks = [(int(ends[2 * b]), int(ends[2 * b + 1])) for b in range(len(ends) // 2)]
+    load: dict[tuple, float] = {}
+    for i in range(writers):
+        x, y = int(xs[i % 8]), int(ys[i // 8])
+        for k in range(pages):
+            bx, by = banks[(i + k) % len(banks)]
+            links = [("x", (x + d) % w, y) for d in range((bx - x) % w)]
+            links += [("y", bx, (y + d) % h) for d in range((by - y) % h)]
+            for link in links:
+                load[link] = load.get(link, 0.0) + page_bytes
+    return max(load.values())
+
+
+def test_writes_into_a_backlogged_dram_bank_hold_their_route(traffic):
+    link_rate = COSTS["noc_bytes_per_cycle"]
+    bank_rate = COSTS["dram_bank_gbps"] * COSTS["dram_efficiency"] / COSTS["clock_ghz"]
+    # one core writing every bank in turn: each bank has drained before its next page comes, so the pages land at the
+    # link rate and the writer's NIU bounds it (tt-low-level-documentation: 29.8 B/cycle)
+    one = traffic(3, cores=1, tiles=256)
+    assert 256 * 2048 / kernel_cycles(one) > 0.9 * link_rate
+    # 64 cores at once on NoC 0: 8 of the 12 banks sit in NoC column 5, and the banks fall behind the traffic, so
+    # the writes into them cross the column at the banks' pace: below what the busiest link would carry at the link
+    # rate, at most bank_rate / link_rate of it (measured: 51.4 B/cycle, against 96 at the link rate)
+    every = traffic(3, cores=64, tiles=64)
+    at_link_rate = 64 * 64 * 2048 / (busiest_link_bytes(64, 64, 2048) / link_rate)
+    rate = 64 * 64 * 2048 / kernel_cycles(every)
+    assert rate < 1.02 * at_link_rate * bank_rate / link_rate
+    assert rate > 0.5 * at_link_rate * bank_rate / link_rate
+
+
 def barrier_line(kernel: str, call: str) -> int:
     """The source line of `call` in a traffic kernel (the report's per-line statistics are keyed by it)."""
     text = (BUNDLES / "traffic" / kernel).read_text().splitlines()

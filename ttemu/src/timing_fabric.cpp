@@ -59,6 +59,7 @@ Fabric::Fabric(const Costs& costs, int grid_x, int grid_y)
     bank_read_.assign(banks, 0.0);
     bank_written_.assign(banks, 0.0);
     bank_busy_.assign(banks, 0.0);
+    for (auto& w : write_out_) w.assign(static_cast<std::size_t>(cores()), 0.0);
     l1_.resize(static_cast<std::size_t>(cores()));
     for (Ledger& l : l1_) l.lanes = kL1Clients;
 }
@@ -139,16 +140,17 @@ std::pair<double, double> Fabric::stream(double t, double bytes, double rate, in
                 total += u;
                 if (u > eps && k != cls) ++contenders;
             }
+            const double w = hops_[i].weight;
             double hop_room = capacity - total;
             if (contenders > 0) {  // the link's flits are shared with the other classes' packets in this bin
                 const double fair = link_rate() / (contenders + 1);
                 const double own = l.get(bin + shift[i], static_cast<std::size_t>(cls));
                 if (fair * span - own > hop_room) {
                     hop_room = fair * span - own;
-                    in_bin_rate = std::min(in_bin_rate, fair);
+                    in_bin_rate = std::min(in_bin_rate, fair / w);
                 }
             }
-            room = std::min(room, hop_room);
+            room = std::min(room, hop_room / w);
         }
         if (room > 1e-9) {
             double moved = std::min(room, remaining);
@@ -160,7 +162,8 @@ std::pair<double, double> Fabric::stream(double t, double bytes, double rate, in
                     total += u[k];
                     if (k != cls) pool += u[k];
                 }
-                const double take = moved - std::max(0.0, capacity - total);
+                const double booked = moved * hops_[i].weight;
+                const double take = booked - std::max(0.0, capacity - total);
                 if (take > eps && pool > eps) {  // the bytes this transfer takes from the earlier ones' share
                     for (int k = 0; k < kNocClasses; ++k) {
                         if (k == cls || u[k] <= eps) continue;
@@ -170,7 +173,7 @@ std::pair<double, double> Fabric::stream(double t, double bytes, double rate, in
                             taken_[(static_cast<std::int64_t>(who[k]) << 16) | static_cast<std::int64_t>(i)] += part;
                     }
                 }
-                u[cls] += static_cast<float>(moved);
+                u[cls] += static_cast<float>(booked);
                 who[cls] = id;
             }
             if (first < 0) first = from;
@@ -215,12 +218,12 @@ void Fabric::slow_down(std::int32_t id, double bytes) {
             double total = 0;
             for (int k = 0; k < kNocClasses; ++k)
                 total += v.hops[i].ledger->get(bin + v.shift[i], static_cast<std::size_t>(k));
-            room = std::min(room, capacity - total);
+            room = std::min(room, (capacity - total) / v.hops[i].weight);
         }
         if (room > 1e-9) {
             const double part = std::min(left, room);
             for (std::size_t i = 0; i < v.hops.size(); ++i) {
-                v.hops[i].ledger->at(bin + v.shift[i])[v.cls] += static_cast<float>(part);
+                v.hops[i].ledger->at(bin + v.shift[i])[v.cls] += static_cast<float>(part * v.hops[i].weight);
                 v.hops[i].ledger->owner(bin + v.shift[i])[v.cls] = id;
             }
             left -= part;
@@ -272,9 +275,24 @@ std::pair<double, double> Fabric::write(int noc, int src, std::uint32_t dst, dou
     hops_.push_back(Hop{port(noc, 0, static_cast<std::uint32_t>(src)), 0});
     int n = route(noc, me, to, c_.noc_niu_cycles);
     hops_.push_back(Hop{port(noc, 1, dst), c_.noc_niu_cycles + n * c_.noc_hop_cycles});
-    auto [first, last] = stream(t, bytes, link_rate(), kNocRequest, path, 0);
+    // A write into a DRAM bank that is still ingesting earlier writes when this one's data would reach it: data
+    // leaves L1 at the link rate but the bank ingests it at its own (lower) rate, so the packet's flits fill the
+    // router buffers along its route and cross every hop after the source NIU at the bank's pace, the links they sit
+    // on unavailable to other packets meanwhile ([ISA] DRAMTile/README.md, Performance: "software can easily fill up
+    // all the buffers in all the NoC routers along the path"). Such a write books link_rate / dram_rate link bytes a
+    // byte on those hops. Without a backlog (a bank that has drained) the packet lands in the bank at the link rate.
+    // The data's first byte leaves once the core's earlier writes on this NoC have (they share its NIU's port).
+    double rate = link_rate();
+    double& out = write_out_[noc][static_cast<std::size_t>(src)];
+    if ((dst & kDramEndpoint) && bank_free_[bank_of(dst)] > std::max(t, out) + path && dram_rate() < rate) {
+        rate = dram_rate();
+        for (std::size_t i = 1; i < hops_.size(); ++i) hops_[i].weight = link_rate() / rate;
+    }
+    auto [first, last] = stream(t, bytes, rate, kNocRequest, path, 0);
+    out = std::max(out, last);
     for (std::size_t i = 1; i + 1 < hops_.size(); ++i)
-        link_busy_[noc][static_cast<std::size_t>(hops_[i].ledger - links_[noc].data())] += bytes / link_rate();
+        link_busy_[noc][static_cast<std::size_t>(hops_[i].ledger - links_[noc].data())] +=
+            bytes * hops_[i].weight / link_rate();
     double arrived = last + path, done = arrived;
     if (dst & kDramEndpoint) {
         std::size_t b = bank_of(dst);

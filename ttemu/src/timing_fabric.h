@@ -106,7 +106,8 @@ private:
     };
     struct Hop {
         Ledger* ledger;
-        double offset;  // cycles after the transfer's head leaves the source NIU that it reaches this resource
+        double offset;        // cycles after the transfer's head leaves the source NIU that it reaches this resource
+        double weight = 1.0;  // link bytes a byte of the transfer occupies here (> 1: its flits are paced downstream)
     };
 
     // A transfer that later ones may still slow down: its route, class, rate and when its last byte leaves the source.
@@ -123,8 +124,9 @@ private:
     std::vector<Ledger> links_[2];     // [noc][(y * noc_w + x) * 2 + axis]: bytes per bin
     std::vector<double> link_busy_[2];
     std::vector<double> bank_free_, bank_read_, bank_written_, bank_busy_;
-    std::vector<Ledger> l1_;  // per core: bank-cycles per bin and client
-    std::vector<Hop> hops_;   // scratch route
+    std::vector<double> write_out_[2];  // per NoC and core: when its last write's last byte left its NIU
+    std::vector<Ledger> l1_;            // per core: bank-cycles per bin and client
+    std::vector<Hop> hops_;             // scratch route
     std::vector<std::int64_t> shift_;
     std::int32_t next_id_ = 0;
     double last_start_ = 0;

@@ -10,10 +10,12 @@
 //   mode 2: core (0,0) writes `tiles` tiles to core (2,0) in one write (flag bit 0) while core (2,0) reads one tile
 //           from core (1,0) (flag bit 1), issued once core (0,0)'s signal is in: the read's response shares the link
 //           (1,0) -> (2,0) of NoC 0 and core (2,0)'s ejection port with the write.
-//   mode 3: each of `cores` cores writes `tiles` consecutive pages of an interleaved DRAM buffer (every bank in turn)
-//           from one L1 page, then one write barrier, on NoC 0 (same_bank = 0) or NoC 1 (same_bank = 1):
-//           tt-low-level-documentation's "Noc Estimator - DRAM Interleaved All to All".
-//   mode 4: mode 0 (every bank in turn) on NoC 0 (same_bank = 0) or NoC 1 (same_bank = 1): its "All from All".
+//   mode 3: each of `cores` cores writes `tiles` consecutive pages of an interleaved DRAM buffer (every bank in turn,
+//           core i from page i mod banks, as tt-metal's noc_estimator test assigns them) from one L1 page, then one
+//           write barrier, on NoC 0 (same_bank = 0) or NoC 1 (same_bank = 1): tt-low-level-documentation's
+//           "Noc Estimator - DRAM Interleaved All to All".
+//   mode 4: mode 0 (every bank in turn, core i from page i mod banks) on NoC 0 (same_bank = 0) or NoC 1
+//           (same_bank = 1): its "All from All".
 #include <tt-metalium/distributed.hpp>
 #include <tt-metalium/host_api.hpp>
 #include <tt-metalium/tensor_accessor_args.hpp>
@@ -59,7 +61,8 @@ int main(int argc, char** argv) {
         auto sink = CreateKernel(program, kdir + "/sink.cpp", cores, WriterDataMovementConfig());
         for (uint32_t i = 0; i < num_cores; ++i) {
             CoreCoord core{i % grid_x, i / grid_x};
-            const uint32_t first = sb ? i * tiles * banks : i * tiles, stride = sb ? banks : 1;
+            const uint32_t first = explicit_noc ? i % banks : sb ? i * tiles * banks : i * tiles;
+            const uint32_t stride = sb ? banks : 1;
             SetRuntimeArgs(program, reader, core,
                            {static_cast<uint32_t>(src->address()), first, stride, tiles, barrier_every});
             SetRuntimeArgs(program, sink, core, {tiles});
@@ -82,7 +85,7 @@ int main(int argc, char** argv) {
                                                       .noc = same_bank ? NOC::NOC_1 : NOC::NOC_0, .compile_args = ct});
         for (uint32_t i = 0; i < num_cores; ++i)
             SetRuntimeArgs(program, writer, CoreCoord{i % grid_x, i / grid_x},
-                           {static_cast<uint32_t>(dst->address()), i * tiles, tiles});
+                           {static_cast<uint32_t>(dst->address()), i % banks, tiles});
     } else if (mode == 2) {
         CoreRange cores({0, 0}, {2, 0});
         CreateCircularBuffer(program, cores,
