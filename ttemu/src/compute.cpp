@@ -254,8 +254,9 @@ void matmul_event(KernelRun& run, std::uint32_t in0, std::uint32_t in1, std::uin
     // so the math thread's fixed cost per tile (terms[3]: math_tile_cycles x products) is paid per phase
     const double math = terms[3] * fidelity_phases(run) + products * timing::fpu_cycles(run.kernel->math_fidelity);
     std::uint32_t f = run.trace->fpu_ops++;
-    const double bytes = (terms[1] * cb_unpack_bytes(run, in0) + terms[2] * cb_unpack_bytes(run, in1)) *
-                         timing::costs().unpack_bytes_per_cycle;
+    // the call's datum bytes, back from the per-byte terms (rounded: (tiles / rate) x bytes x rate need not be whole)
+    const double bytes = std::round((terms[1] * cb_unpack_bytes(run, in0) + terms[2] * cb_unpack_bytes(run, in1)) *
+                                    timing::costs().unpack_bytes_per_cycle);
     const auto steps = static_cast<std::uint32_t>(products);
     timing::record(run, timing::kUnpack, Ev::UnpackOp, static_cast<float>(unpack), f, steps,
                    static_cast<std::uint32_t>(bytes));
