@@ -279,10 +279,18 @@ class Service:
 
 @pytest.fixture(scope="session")
 def redis_service(redis_url, tmp_path_factory):
+    """One API and one worker on the session's Redis for the modules that submit jobs to a plain Redis-mode service.
+    Every worker it starts has its `.gate` (Gate), open unless a test closes it: a module that must catch a job at a
+    stage's start (test_faults) holds it there instead of stopping this worker and starting one of its own. Its
+    heartbeat is 1 s, not the default 5, as the embedded one's (tests/conftest.py): a job whose pool process was
+    killed is queued again at the next reconcile round, within a second, not up to five."""
     workdir = tmp_path_factory.mktemp("redis-mode")
+    gate = Gate(workdir / "hold")
     env = base_env(TILEFARM_BROKER_URL=redis_url, TILEFARM_DATA_DIR=str(workdir / "data"),
-                   TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="50")
+                   TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="50",
+                   TILEFARM_HEARTBEAT_S="1", **gate.env)
     service = Service(env, workdir)
+    service.gate = gate
     service.start_api()
     service.start_worker()
     yield service

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.service.checks import check_bundle, check_succeeded
-from tests.service.conftest import Gate, kernel
+from tests.service.conftest import kernel
 
 
 def unique(source: str) -> str:
@@ -19,15 +19,11 @@ def unique(source: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def gated(redis_service, tmp_path_factory):
-    gate = Gate(tmp_path_factory.mktemp("gate") / "hold")
-    redis_service.stop_worker()
-    redis_service.start_worker(**gate.env)
-    redis_service.gate = gate
+def gated(redis_service):
+    """The session's Redis-mode service: its worker (one process, one message at a time) holds every stage at its
+    start while its gate is closed (tests/service/conftest.py redis_service)."""
     yield redis_service
-    gate.open()
-    redis_service.stop_worker()
-    redis_service.start_worker()
+    redis_service.gate.open()
 
 
 def wait_running(service, job_id: str, timeout: float = 60) -> dict:
