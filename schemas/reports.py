@@ -107,6 +107,7 @@ class Stream(_Part):
     fidelity: Count
     end: Number
     tile_products: Count
+    engine_busy: Number  # a compute UNPACK / PACK thread's unpackers / packers: cycles moving data
     busy: Number
     wait_cb: Number
     wait_noc: Number
