@@ -41,11 +41,13 @@ def _write(path: Path, entry: dict) -> None:
     os.replace(tmp, path)
 
 
-def mark(data_dir: Path, *, warm: bool, detail: str, seconds: float, steps: list[dict] | None = None) -> None:
-    """This process's state (atomically replaced); `parent` is the worker's main process, which takes its work."""
+def mark(data_dir: Path, *, warm: bool, detail: str, seconds: float, steps: list[dict] | None = None,
+         over: bool = False) -> None:
+    """This process's state (atomically replaced); `parent` is the worker's main process, which takes its work;
+    `over`: the warm-up has ended, warm or not (WarmUp.done)."""
     _write(_marker(data_dir), {"host": socket.gethostname(), "pid": os.getpid(), "parent": os.getppid(), "warm": warm,
                                "detail": detail, "warm_up_s": round(seconds, 3), "since": time.time(),
-                               "steps": steps or []})
+                               "steps": steps or [], "over": over})
 
 
 def _beat_file(data_dir: Path, host: str | None = None, pid: int | None = None) -> Path:
@@ -98,8 +100,9 @@ class WarmUp:
         self._step_started: float | None = None
         self._publish(warm=False, detail="warming up")
 
-    def _publish(self, *, warm: bool, detail: str) -> None:
-        mark(self.data_dir, warm=warm, detail=detail, seconds=time.monotonic() - self.started, steps=self.steps)
+    def _publish(self, *, warm: bool, detail: str, over: bool = False) -> None:
+        mark(self.data_dir, warm=warm, detail=detail, seconds=time.monotonic() - self.started, steps=self.steps,
+             over=over)
 
     def _find(self, name: str) -> dict:
         found = next((s for s in self.steps if s["name"] == name), None)
@@ -131,16 +134,20 @@ class WarmUp:
 
     def end(self) -> None:
         """The running step is done."""
+        self._close_running()
+        self._publish(warm=False, detail="warming up")
+
+    def _close_running(self) -> None:
         now = time.monotonic()
         for step in self.steps:
             if step["state"] == "running":
                 step["state"], step["seconds"] = "done", round(now - (self._step_started or now), 3)
-        self._publish(warm=False, detail="warming up")
 
     def done(self, *, warm: bool, detail: str) -> None:
         """The warm-up ended (well or not): steps never reached are `skipped`, and what each took is remembered for
-        the next start's estimate."""
-        self.end()
+        the next start's estimate. Published once, `over`: a reader never sees every step done and the process not
+        warm before it is told which (the console took that for a failed warm-up)."""
+        self._close_running()
         for step in self.steps:
             if step["state"] == "pending":
                 step["state"] = "skipped"
@@ -151,7 +158,12 @@ class WarmUp:
                 _write(Path(self.data_dir) / FOLDER / TIMES, times)
             except OSError:
                 pass  # an estimate, not a requirement
-        self._publish(warm=warm, detail=detail)
+        self._publish(warm=warm, detail=detail, over=True)
+
+
+def failed(entry: dict) -> bool:
+    """Whether a marker tells of a warm-up that ended without the process warm (its jobs will say why)."""
+    return not entry.get("warm") and bool(entry.get("over"))
 
 
 def warm_up_over(data_dir: Path, pid: int) -> bool:
@@ -160,7 +172,7 @@ def warm_up_over(data_dir: Path, pid: int) -> bool:
         entry = json.loads(_marker(data_dir, pid).read_text())
     except (OSError, ValueError):
         return False
-    return bool(entry.get("warm")) or not any(s.get("state") in ("pending", "running") for s in entry.get("steps") or [])
+    return bool(entry.get("warm")) or failed(entry)
 
 
 def seconds_left(entry: dict, now: float | None = None) -> float | None:

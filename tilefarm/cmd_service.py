@@ -47,7 +47,7 @@ def report_warm_up(data_dir, url: str, stop: threading.Event, interval_s: float 
                     still[key] = now
                     expected = f"; expected about {step['expected_s']:.0f} s" if step.get("expected_s") else ""
                     _say(f"  still: {step.get('name')} ({now - step.get('started_at', now):.0f} s so far{expected})")
-            if not worker.get("warm") and steps and not any(s.get("state") in ("pending", "running") for s in steps):
+            if readiness.failed(worker):
                 _say(f"the worker's warm-up failed: {worker.get('detail')} (jobs will say why too)")
                 return
         warm = [w for w in found if w.get("warm")]

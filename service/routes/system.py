@@ -72,8 +72,7 @@ def readyz(store: StoreDep, queue: QueueDep, settings: SettingsDep) -> dict:
     # (warm, but its main process never beat: its consumer is starting, still part of the warm-up)
     stalled = [f"{w['host']} pid {w['pid']}" for w in found if w.get("warm") and not w.get("beating")
                and w.get("consuming")]
-    failed = [f"{w['host']} pid {w['pid']}: {w['detail']}" for w in found
-              if not w.get("warm") and not any(s.get("state") in ("pending", "running") for s in w.get("steps") or [])]
+    failed = [f"{w['host']} pid {w['pid']}: {w['detail']}" for w in found if readiness.failed(w)]
     checks["workers"] = f"{len(warm)} warm" + (
         f"; not taking work (no heartbeat for {silent_s:g} s): {', '.join(stalled)}" if stalled else "") + (
         f"; warm-up failed: {'; '.join(failed)}" if failed else "")
