@@ -118,12 +118,6 @@ def _evaluates(stmts: list) -> list:
     return out
 
 
-def _is_call(node, name: str, cb: int) -> bool:
-    """Is `node` the call `name(cb, ...)`?"""
-    found = ops.intrinsic_of(node)
-    return found is not None and found[0].name == name and int(found[1][0]) == cb
-
-
 def _intrinsic_name(node) -> str | None:
     found = ops.intrinsic_of(node)
     return found[0].name if found is not None else None
@@ -516,9 +510,17 @@ class Emitter:
                     before += self.receive(item, pending)
                 elif item[0] == "stmt":
                     before.append(item[1])
+        self.fpu_in_place = fpu_in_place(w) & set(in_place)
+        # the old pages nothing in a grouped window reads (a value written whole, s = q @ k^T): waited for and freed
+        # once before the window, not one wait and one pop a group on the unpacker
+        unread = [] if w.flat or groups == 1 else [b for b in in_place if b not in preload and b not in l1_acc
+                                                    and b not in self.read_old and b not in self.fpu_in_place]
+        for b in unread:
+            before += [ops.call("cb_wait_front", tz.resident[b], tz.ntiles(b)),
+                       ops.call("cb_pop_front", tz.resident[b], tz.ntiles(b))]
         body = [ops.call("tile_regs_acquire")]
         if not w.flat:   # this group's pages of the old version, in case the window before left them in flight
-            body += [ops.call("cb_wait_front", tz.resident[b], self.group) for b in in_place]
+            body += [ops.call("cb_wait_front", tz.resident[b], self.group) for b in in_place if b not in unread]
             for b in in_place:   # which is all a deferred wait for them was for
                 self.deferred.pop(tz.resident[b], None)
         late = self.late_preloads(w, preload)
@@ -538,15 +540,6 @@ class Emitter:
                 body += load
             self.touched.add(b)
         self.touched.update(l1_acc)   # their old value stays in L1: the packer adds the new sum to it
-        self.fpu_in_place = fpu_in_place(w) & set(in_place)
-        # the old pages nothing in a grouped window reads (a value written whole, s = q @ k^T): waited for and freed
-        # once before the window, not one wait and one pop a group on the unpacker
-        unread = [] if w.flat or groups == 1 else [b for b in in_place if b not in preload and b not in l1_acc
-                                    and b not in self.read_old and b not in self.fpu_in_place]
-        for b in unread:
-            cb = tz.resident[b]
-            body = [s for s in body if not _is_call(s, "cb_wait_front", cb)]
-            before += [ops.call("cb_wait_front", cb, tz.ntiles(b)), ops.call("cb_pop_front", cb, tz.ntiles(b))]
         for b in in_place:   # the old pages this acquire covers are in DST (or not needed): free them
             if b not in self.read_old and b not in self.fpu_in_place and b not in self.late_loads \
                     and b not in self.copied_old and b not in unread:
