@@ -21,12 +21,13 @@ def test_every_example_passes_the_real_header_check(compiled, example, arch):
     by_role = {k.role: k for k in report.kernels}
     assert by_role["reader"].status == by_role["writer"].status == "passed"
     assert by_role["reader"].processors == ["ncrisc"] and by_role["writer"].processors == ["brisc"]
-    if find_sfpi() is None:  # no SFPI on this machine: the report says so plainly, it does not pretend
-        assert by_role["compute"].status == "skipped"
-        assert "NOT CHECKED" in by_role["compute"].reason and "SFPI" in by_role["compute"].reason
-        assert "NOT CHECKED" in report.render()
+    assert by_role["compute"].status == "passed"
+    if find_sfpi() is None:  # no SFPI on this machine: checked against the compute API, and the report says so
+        assert by_role["compute"].coverage == "api" and not report.compute_checked
+        assert "NOT CHECKED in full" in by_role["compute"].reason and "SFPI" in by_role["compute"].reason
+        assert "api only" in report.render()
     else:
-        assert by_role["compute"].status == "passed"
+        assert by_role["compute"].coverage == "full" and report.compute_checked
 
 
 def _broken(compiled, kernel: str, old: bytes, new: bytes, arch: str = "wormhole_b0"):
@@ -48,6 +49,30 @@ def test_old_include_path_fails_with_the_compilers_message(compiled, arch):
     assert "dataflow_api.h: No such file or directory" in error["message"]
     assert "reader.cpp:3:10:" in failed.output   # mapped to the generated file, not the temp dir
     assert "/tmp/" not in failed.output
+
+
+@pytest.mark.parametrize("arch", SDK_ARCHS)
+@pytest.mark.parametrize("old, new, message", [
+    (b"tile_regs_acquire();", b"tile_regs_acquire(0);", "too many arguments to function 'void ckernel::tile_regs_acquire()'"),
+    (b"matmul_init(", b"mm_init(", "'mm_init' was not declared"),
+    (b'#include "api/compute/matmul.h"', b'#include "compute_kernel_api/matmul.h"',
+     "compute_kernel_api/matmul.h: No such file or directory"),
+], ids=["arity", "removed-name", "old-include"])
+def test_a_compute_kernels_api_misuse_fails_at_its_line(compiled, arch, old, new, message):
+    """Without SFPI a compute kernel is still compiled against the compute API: a wrong argument count, a name
+    0.81.1 does not have or a pre-0.81 include path fails at the kernel's own line."""
+    artifacts = dict(compiled(EXAMPLES[0].parent / "gemm_single_tile.py", arch).artifacts)
+    source = artifacts["compute.cpp"]
+    assert old in source, f"the fixture no longer contains {old!r}"
+    line = source[:source.index(old)].count(b"\n") + 1
+    artifacts["compute.cpp"] = source.replace(old, new, 1)
+    report = check_bundle(artifacts)
+    (failed,) = report.failed
+    assert failed.kernel == "compute.cpp"
+    errors = [m for m in failed.messages if m["severity"] == "error" and m["in_kernel"]]
+    assert errors and errors[0]["line"] == line, failed.output
+    assert message.replace("'", "") in failed.output.replace("‘", "").replace("’", "").replace("'", ""), \
+        failed.output
 
 
 def test_removed_api_name_fails(compiled):

@@ -1,5 +1,5 @@
-"""The kept verdicts of the real-header check (compiler/toolchain/header_check.py check_key): a data-movement kernel
-checked before with the same files, command, headers and compiler is not compiled again, anything else is; a damaged
+"""The kept verdicts of the real-header check (compiler/toolchain/header_check.py check_key): a kernel checked by host
+g++ (a data-movement kernel; a compute kernel against the compute API, without SFPI) checked before with the same files, command, headers and compiler is not compiled again, anything else is; a damaged
 entry is checked again and kept anew; a sandboxed check (keep=False) neither reads nor writes them. g++ runs for real,
 through a wrapper that counts its runs."""
 from __future__ import annotations
@@ -57,10 +57,10 @@ def without_seconds(report) -> dict:
 
 def test_a_kernel_checked_before_is_not_compiled_again(compiled, counted):
     first = check_bundle(gemm(compiled))
-    assert first.passed and counted.runs() == 2          # reader and writer; the compute kernel needs SFPI
-    assert len(counted.entries()) == 2
+    assert first.passed and counted.runs() == 3          # reader, writer, compute (its API check without SFPI)
+    assert len(counted.entries()) == 3
     again = check_bundle(gemm(compiled))
-    assert counted.runs() == 2
+    assert counted.runs() == 3
     assert without_seconds(again) == without_seconds(first)
 
 
@@ -69,7 +69,7 @@ def test_a_failure_is_kept_with_its_messages(compiled, counted):
     artifacts["reader.cpp"] = artifacts["reader.cpp"].replace(b'"api/dataflow/dataflow_api.h"', b'"dataflow_api.h"')
     first = check_bundle(artifacts)
     again = check_bundle(artifacts)
-    assert counted.runs() == 2
+    assert counted.runs() == 3
     assert [k.kernel for k in again.failed] == ["reader.cpp"]
     assert without_seconds(again) == without_seconds(first)
     assert "dataflow_api.h: No such file or directory" in again.failed[0].output
@@ -77,37 +77,37 @@ def test_a_failure_is_kept_with_its_messages(compiled, counted):
 
 def test_each_changed_input_is_compiled_again(compiled, counted, tmp_path):
     check_bundle(gemm(compiled))
-    assert counted.runs() == 2
+    assert counted.runs() == 3
     # the kernel's text: that kernel only
     artifacts = gemm(compiled)
     artifacts["writer.cpp"] = artifacts["writer.cpp"] + b"// another line\n"
     check_bundle(artifacts)
-    assert counted.runs() == 3
-    # the plan: its compile-time args are in the command, its CB formats in the descriptors both kernels include
+    assert counted.runs() == 4
+    # the plan: its compile-time args are in the command, its CB formats in the descriptors every kernel includes
     plan = json.loads(gemm(compiled)["tt.plan.json"])
     plan["circular_buffers"][0]["page_bytes"] += 32
     check_bundle({**gemm(compiled), "tt.plan.json": json.dumps(plan).encode()})
-    assert counted.runs() == 5
+    assert counted.runs() == 7
     # the arch
     check_bundle(gemm(compiled, "blackhole"))
-    assert counted.runs() == 7
+    assert counted.runs() == 10
     # the headers: a copy of the tree elsewhere is the same input; one file changed in it is not, for both kernels
     copy = tmp_path / "headers"
     shutil.copytree(counted.root, copy, symlinks=True)
     assert check_bundle(gemm(compiled), headers_root=copy).passed
-    assert counted.runs() == 7
+    assert counted.runs() == 10
     api = copy / "tt_metal/hw/inc/api/dataflow/dataflow_api.h"
     api.write_text(api.read_text() + "\nstatic_assert(false, \"a changed header\");\n")
     changed = check_bundle(gemm(compiled), headers_root=copy)
-    assert counted.runs() == 9
-    assert {k.kernel for k in changed.failed} == {"reader.cpp", "writer.cpp"}
+    assert counted.runs() == 13       # every kernel: the compute kernel's key names the whole tree too
+    assert {k.kernel for k in changed.failed} == {"reader.cpp", "writer.cpp"}   # the compute kernel does not include it
     # the compiler (another program at another path is another command)
     other = tmp_path / "other" / "g++"
     other.parent.mkdir()
     shutil.copy(Path(header_check.HOST_CXX), other)
     header_check.HOST_CXX = str(other)
     check_bundle(gemm(compiled))
-    assert counted.runs() == 11
+    assert counted.runs() == 16
 
 
 @pytest.mark.parametrize("damage", ["truncated", "other bytes", "seal gone"])
@@ -121,16 +121,16 @@ def test_a_damaged_entry_is_checked_again_and_kept_anew(compiled, counted, damag
     else:
         cache.seal_of(entry).unlink()
     again = check_bundle(gemm(compiled))
-    assert counted.runs() == 3
+    assert counted.runs() == 4
     assert without_seconds(again) == without_seconds(first)
     assert cache.intact(entry)
     check_bundle(gemm(compiled))
-    assert counted.runs() == 3
+    assert counted.runs() == 4
 
 
 def test_a_sandboxed_check_neither_reads_nor_writes_kept_verdicts(compiled, counted):
     check_bundle(gemm(compiled), keep=False)
-    assert counted.runs() == 2 and counted.entries() == []
+    assert counted.runs() == 3 and counted.entries() == []
     check_bundle(gemm(compiled))
     entry = counted.entries()[0]
     forged = json.loads(entry.read_text())

@@ -146,8 +146,8 @@ def test_a_tilelang_kernel_verifies(case, arch):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_the_generated_kernels_pass_the_real_header_check(case, arch):
-    """The data-movement kernels compile against ttnn 0.81.1's headers as the JIT wraps them (the compute kernel
-    needs SFPI: checked where an SDK has it); the header the compute kernel includes declares what it calls."""
+    """The kernels compile against ttnn 0.81.1's headers as the JIT wraps them (the compute kernel against the compute
+    API's declarations, in full where an SDK has SFPI); the header the compute kernel includes declares what it calls."""
     result = compile_source(TIRX.format(op=case.op), filename="k.py", target=TargetConfig(arch=arch))
     report = check_bundle(result.artifacts)
     assert report.passed, report.render()

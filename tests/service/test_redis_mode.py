@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from compiler.toolchain.header_check import find_sfpi
 from tests.service.checks import ARTIFACTS, check_bundle, check_succeeded
 from tests.service.conftest import kernel
 
@@ -33,7 +34,14 @@ def test_submit_answers_202_with_location_and_retry_after(redis_service):
     assert int(response.headers["Retry-After"]) >= 1
     assert job["status"] in {"queued", "running", "succeeded"}
     assert [s["name"] for s in job["stages"]] == ["compile", "check", "emulate"]  # check and emulate are on by default
-    check_succeeded(redis_service.wait(job["id"]))
+    done = redis_service.wait(job["id"])
+    check_succeeded(done)
+    compute = done["header_check"]["kernels"]["compute.cpp"]
+    assert compute["status"] == "passed"
+    if find_sfpi() is None:  # checked against the compute API only: the job says so, it does not pretend
+        assert compute["coverage"] == "api"
+        assert any(w["stage"] == "check" and "compute API's declarations only" in w["message"]
+                   for w in done["warnings"]), done["warnings"]
 
 
 def test_gemm_compiles_and_bundle_checksums_match(redis_service, gemm_job):

@@ -142,8 +142,8 @@ REAL_DECLARATIONS = [
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_generated_kernels_pass_the_real_header_check(arch):
-    """The data-movement kernels compile against ttnn 0.81.1's headers as the JIT wraps them (the compute kernel
-    needs SFPI: checked where an SDK has it); the compute kernel includes the real header of each call it makes,
+    """The kernels compile against ttnn 0.81.1's headers as the JIT wraps them (the compute kernel against the compute
+    API's declarations, in full where an SDK has SFPI); the compute kernel includes the real header of each call it makes,
     which declares it with the template arguments it is given; the run verifies (all 11 functions at once)."""
     source = INT32.replace("EXPR", ALL_CALLS)
     target = TargetConfig(arch=arch)

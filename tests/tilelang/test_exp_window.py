@@ -164,8 +164,8 @@ def test_only_an_exp_of_values_shifted_by_their_row_max_runs_unclamped(arch, shi
 
 
 def test_the_real_headers_declare_the_calls_as_the_kernel_makes_them():
-    """The compute kernel's header check needs SFPI (skipped without an SDK): the calls this lowering adds are
-    checked against ttnn 0.81.1's own headers instead -- exp_tile_init<approx, scale, input_clamping>(),
+    """The compute kernel's full header check needs SFPI; without it the check compiles the kernel against the compute
+    API's declarations, and the calls this lowering adds are also read off ttnn 0.81.1's own headers -- exp_tile_init<approx, scale, input_clamping>(),
     exp_tile<approx, scale_en, input_clamping>(idst), pack_relu_config(const ReluConfig&), ReluConfig::zero/none."""
     root = sdk_headers.ensure_headers() / "tt_metal"
     exp_h = (root / "hw" / "inc" / "api" / "compute" / "eltwise_unary" / "exp.h").read_text()

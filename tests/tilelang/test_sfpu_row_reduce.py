@@ -102,8 +102,8 @@ def test_top_k_of_float32_logits_below_tf32_precision(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_generated_kernels_pass_the_real_header_check(arch):
-    """The data-movement kernels compile against ttnn 0.81.1's headers as the JIT wraps them (the compute kernel
-    needs SFPI: checked where an SDK has it); the real compute_kernel_api.h, which the compute kernel includes,
+    """The kernels compile against ttnn 0.81.1's headers as the JIT wraps them (the compute kernel against the compute
+    API's declarations, in full where an SDK has SFPI); the real compute_kernel_api.h, which the compute kernel includes,
     declares sfpu_reduce<pool_type, format, reduce_dim>(idst, ct_dim = 1, rt_dim = 1) and
     sfpu_reduce_init<pool_type, format>() as the kernel calls them."""
     for fn in ("reduce_max", "reduce_min"):

@@ -151,6 +151,7 @@ class KernelChecked(_Answer):
     reason: Line | None = None
     seconds: Seconds
     compiler: Short
+    coverage: Literal["full", "api"] = "full"
 
 
 class HeaderReport(_Answer):
