@@ -164,6 +164,36 @@ def test_a_read_response_shares_a_link_with_a_long_write_by_its_class(traffic, a
     assert writer_end_beside - writer_end_alone == pytest.approx(2048 / rate, abs=0.5)
 
 
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_a_flush_returns_once_the_last_packet_starts_to_leave(traffic, arch):
+    """noc_async_writes_flushed waits for NIU_MST_NONPOSTED_WR_REQ_SENT, which the NIU increments for a packet before
+    the packet's data has been read from L1 ([ISA] NoC/Counters.md, write requests): a write is sent once its last
+    packet starts to leave, not once its last byte has. So after the flush, the write barrier still waits for the last
+    packet's data to leave (plus the hops and the acknowledgement); after a one-packet write it waits for all of it.
+    Hand count: a 64-tile (128 KB) write is several packets of noc_max_packet_bytes (p) at noc_bytes_per_cycle (r):
+    the barrier after the flush waits p / r + L, after a one-tile write 2048 / r + L (L: the hops and the
+    acknowledgement, the same route), a difference of (p - 2048) / r. Were the flush the last byte leaving, both
+    barriers would wait L alone."""
+    costs = device_costs(arch)
+    rate, packet = costs["noc_bytes_per_cycle"], costs["noc_max_packet_bytes"]
+    flush_line = barrier_line("long_writer.cpp", "if (flush) noc_async_writes_flushed")
+    barrier = barrier_line("long_writer.cpp", "noc_async_write_barrier")
+
+    def waits(tiles: int) -> tuple[float, float]:
+        result = traffic(2, cores=3, tiles=tiles, flag=1 | 4, arch=arch)
+        wait = {l["line"]: l["wait"] for l in program(result)["lines"] if l["kernel"] == "long_writer.cpp"}
+        return wait.get(flush_line, 0.0), wait.get(barrier, 0.0)
+
+    _, after_one = waits(1)
+    flush_long, after_long = waits(64)
+    assert 64 * 2048 > 2 * packet  # the long write is several packets
+    assert flush_long > 0  # the flush waited for the packets before the last one
+    assert after_long > packet / rate
+    # within a tenth of a packet: after the one-tile write the RISC's own cycles (the command, the flush call) overlap
+    # the data, after the long one the flush waited
+    assert after_long - after_one == pytest.approx((packet - 2048) / rate, abs=0.1 * packet / rate)
+
+
 def test_double_buffered_cbs_overlap_reading_and_computing(make_bundle, run):
     rng = np.random.default_rng(1)
     x = bf16(rng.standard_normal((32 * 16, 64)).astype(np.float32))

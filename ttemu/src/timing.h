@@ -77,7 +77,7 @@ enum class Ev : std::uint8_t {
     NocMcast,       // a = rectangle, b = bytes, aux bit 0 = loopback
     ReadBarrier,
     WriteBarrier,   // every write acknowledged
-    WritesFlushed,  // every write has left this core's L1
+    WritesFlushed,  // every write has been sent: its last packet has started to leave (timing_sim last_packet_sent)
     WordWrite,      // a = endpoint (core) or rectangle (aux bit 1), b = L1 offset, c = value; aux bit 0 = add
     WordLocal,      // this core's word b := c (aux bit 0: += c)
     WordWait,       // until this core's word b == c (aux bit 0: >= c)

@@ -358,7 +358,7 @@ private:
         int stream;
         Ev kind;
         int noc;
-        double left, done, acked;
+        double sent, done, acked;  // sent: the flush point (last_packet_sent); done: landed; acked: acknowledged
     };
     std::unordered_map<int, Issued> issued_;
     std::size_t issued_prune_at_ = 8192;
@@ -440,10 +440,11 @@ private:
         auto [left, done] = fabric_.write(noc, s.core, e.a, e.b, s.clock);
         const double start = fabric_.last_start();
         const double acked = done + fabric_.latency(noc, fabric_.endpoint_xy(e.a), fabric_.core_xy(s.core));
-        s.writes_flushed = std::max(s.writes_flushed, left);
+        const double sent = last_packet_sent(e.b, start, left);
+        s.writes_flushed = std::max(s.writes_flushed, sent);
         s.last_write[noc] = std::max(s.last_write[noc], done);
         s.writes_acked = std::max(s.writes_acked, acked);
-        issued(s, Issued{id, Ev::NocWrite, noc, left, done, acked});
+        issued(s, Issued{id, Ev::NocWrite, noc, sent, done, acked});
         issue_packets(s, e, true, start, left);
     }
 
@@ -452,7 +453,8 @@ private:
         arrivals_.clear();
         double left = fabric_.multicast(noc, s.core, e.a, e.aux & 1, e.b, s.clock, arrivals_);
         const double start = fabric_.last_start();
-        s.writes_flushed = std::max(s.writes_flushed, left);
+        const double sent = last_packet_sent(e.b, start, left);
+        s.writes_flushed = std::max(s.writes_flushed, sent);
         const XY me = fabric_.core_xy(s.core);
         double last = left, acked = left;
         for (const auto& [core, done] : arrivals_) {
@@ -461,8 +463,23 @@ private:
             acked = std::max(acked, done + fabric_.latency(noc, fabric_.core_xy(core), me));
         }
         s.writes_acked = std::max(s.writes_acked, acked);
-        issued(s, Issued{id, Ev::NocMcast, noc, left, last, acked});
+        issued(s, Issued{id, Ev::NocMcast, noc, sent, last, acked});
         issue_packets(s, e, true, start, left);
+    }
+
+    // When a write counts as sent, which is what noc_async_writes_flushed waits for (tt-metal's
+    // ncrisc_noc_nonposted_writes_sent compares NIU_MST_NONPOSTED_WR_REQ_SENT with the packets issued): the NIU
+    // increments that counter for a packet, by one and its data-flit counter by all of the packet's flits at once,
+    // "before the data reads from L1 ... are complete" ([ISA] WormholeB0/ and BlackholeA0/NoC/Counters.md, write
+    // requests; the data having left L1 is a later event, NIU_MST_WRITE_REQS_OUTGOING_ID's decrement). So a write is
+    // sent once its last packet starts to leave: a one-packet write at its first byte, a longer one when all but its
+    // last packet have left (its packets leave one after another on one virtual channel, issue_packets below), not
+    // when its last byte has.
+    double last_packet_sent(double bytes, double start, double left) const {
+        const double packet = c_.noc_max_packet_bytes;
+        if (packet <= 0 || bytes <= packet || left <= start) return start;
+        const double before_last = packet * (std::ceil(bytes / packet) - 1);
+        return start + (left - start) * before_last / bytes;
     }
 
     // A transfer longer than one packet (noc_max_packet_bytes) is issued packet by packet through one NIU request
@@ -500,14 +517,14 @@ private:
             auto it = issued_.find(id);
             if (it == issued_.end()) continue;
             Issued& t = it->second;
-            t.left += delay;
+            t.sent += delay;
             t.done += delay;
             t.acked += delay;
             SimStream& v = streams_[static_cast<std::size_t>(t.stream)];
             if (t.kind == Ev::NocRead) {
                 v.reads_done = std::max(v.reads_done, t.done);
             } else {
-                v.writes_flushed = std::max(v.writes_flushed, t.left);
+                v.writes_flushed = std::max(v.writes_flushed, t.sent);
                 v.last_write[t.noc] = std::max(v.last_write[t.noc], t.done);
                 v.writes_acked = std::max(v.writes_acked, t.acked);
             }

@@ -9,7 +9,8 @@
 //           receivers count.
 //   mode 2: core (0,0) writes `tiles` tiles to core (2,0) in one write (flag bit 0) while core (2,0) reads one tile
 //           from core (1,0) (flag bit 1), issued once core (0,0)'s signal is in: the read's response shares the link
-//           (1,0) -> (2,0) of NoC 0 and core (2,0)'s ejection port with the write.
+//           (1,0) -> (2,0) of NoC 0 and core (2,0)'s ejection port with the write. Flag bit 2: the writer waits for
+//           its write to be sent (noc_async_writes_flushed) before its write barrier.
 //   mode 3: each of `cores` cores writes `tiles` consecutive pages of an interleaved DRAM buffer (every bank in turn,
 //           core i from page i mod banks, as tt-metal's noc_estimator test assigns them) from one L1 page, then one
 //           write barrier, on NoC 0 (same_bank = 0) or NoC 1 (same_bank = 1): tt-low-level-documentation's
@@ -105,7 +106,7 @@ int main(int argc, char** argv) {
                         c = mesh->worker_core_from_logical_core({2, 0});
         SetRuntimeArgs(program, writer, CoreCoord{0, 0},
                        {static_cast<uint32_t>(c.x), static_cast<uint32_t>(c.y), tiles * tile_bytes, ready_sem, go_sem,
-                        same_bank & 1});
+                        same_bank & 1, (same_bank >> 2) & 1});
         SetRuntimeArgs(program, reader, CoreCoord{2, 0},
                        {static_cast<uint32_t>(b.x), static_cast<uint32_t>(b.y), static_cast<uint32_t>(a.x),
                         static_cast<uint32_t>(a.y), tiles, ready_sem, go_sem, (same_bank >> 1) & 1});
