@@ -8,7 +8,7 @@ import pytest
 
 from compiler.toolchain import emulate
 from compiler.toolchain.device import Device, run_bundle
-from compiler.toolchain.environment import ALLOWED
+from compiler.toolchain.environment import ALLOWED, child_env
 from tests.security.forging import genuine_compile
 
 DUMP = r'''extern "C" int printf(const char*, ...);
@@ -58,3 +58,25 @@ def test_a_device_program_sees_only_the_allow_list(bundle, secret, tmp_path):
     assert names, "the kernel's constructor printed nothing: the test proves nothing"
     assert secret not in run.stdout + run.stderr and "password" not in run.stdout + run.stderr
     assert not {"DEPLOY_API_TOKEN", "TILEFARM_BROKER_URL", "HOME", "USER"} & names, names
+
+
+THREADS_AFTER_NUMPY = "import numpy, re; numpy.ones(4) @ numpy.ones(4); " \
+                      "print(re.search(r'Threads:\\s+(\\d+)', open('/proc/self/status').read()).group(1))"
+
+
+def test_numpy_in_a_toolchain_process_runs_one_blas_thread_unless_the_deployment_says(monkeypatch):
+    """The sandbox zygote starts with child_env() and forks every job from a NumPy it loaded: one OpenBLAS thread,
+    not one per core in every job of a worker that runs a job per core. A deployment's own setting is passed on."""
+    import subprocess
+    import sys
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    env = child_env(PYTHONPATH=":".join(p for p in sys.path if p))
+    threads = subprocess.run([sys.executable, "-c", THREADS_AFTER_NUMPY], env=env, capture_output=True, text=True,
+                             check=True).stdout
+    assert int(threads) == 1
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    env = child_env(PYTHONPATH=":".join(p for p in sys.path if p))
+    threads = subprocess.run([sys.executable, "-c", THREADS_AFTER_NUMPY], env=env, capture_output=True, text=True,
+                             check=True).stdout
+    assert int(threads) == 2
