@@ -200,9 +200,17 @@ class MulticastAttr(TypedDict):
 
 
 @DECLARED_ONLY
+class StaggerAttr(TypedDict):
+    semaphore: int
+    groups: int
+    cb: int                            # the row input whose reads are staggered
+    cores: list[list[int]]             # per core: x, y, signals to wait for, has a next core, its x, its y
+
+
+@DECLARED_ONLY
 class RuntimeArgAttr(TypedDict):
     name: str
-    kind: str                          # buffer_address | work | multicast
+    kind: str                          # buffer_address | work | multicast | stagger
     buffer: NotRequired[str]
     cb: NotRequired[int]
     field: NotRequired[str]
@@ -279,6 +287,7 @@ CORE_GRID = Attr[list]("tt.core_grid", list[int], "the worker grid used")
 CORE_RANGES = Attr[list]("tt.core_ranges", list[list[list[int]]], "the cores the kernels run on, as ranges")
 WORK_PARTITION = Attr[WorkPartitionAttr]("tt.work_partition", WorkPartitionAttr, "which blocks each core computes")
 MULTICAST = Attr[list]("tt.multicast", list[MulticastAttr], "blocks shared by multicast (TTShareReads)")
+STAGGER = Attr[StaggerAttr]("tt.stagger", StaggerAttr, "row reads started group after group (TTStaggerReads)")
 KERNEL_ROLE = Attr[str]("tt.kernel_role", Literal["reader", "compute", "writer"], "a split kernel's role")
 RUNTIME_ARGS = Attr[list]("tt.runtime_args", list[RuntimeArgAttr], "a kernel's runtime arguments, in order")
 COMPILE_TIME_ARGS = Attr[list]("tt.compile_time_args", list[CompileTimeArgAttr], "a kernel's compile-time arguments")
@@ -287,7 +296,7 @@ VERIFICATION = Attr[VerificationAttr]("tt.verification", VerificationAttr, "what
 
 ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, DECLARED_DTYPES, EXACT_VALUES, TARGET, GRID, BUFFERS, CONSTANTS,
                          ACCUMULATE, SERIAL_GROUP, BLOCKING,
-                         LAYOUT_DESC, CB_CONFIG, CORE_GRID, CORE_RANGES, WORK_PARTITION, MULTICAST, KERNEL_ROLE,
+                         LAYOUT_DESC, CB_CONFIG, CORE_GRID, CORE_RANGES, WORK_PARTITION, MULTICAST, STAGGER, KERNEL_ROLE,
                          RUNTIME_ARGS, COMPILE_TIME_ARGS, COMPUTE_CONFIG, VERIFICATION)
 BY_KEY = {a.key: a for a in ALL}
 

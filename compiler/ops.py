@@ -116,6 +116,12 @@ _OPS = [
     # a page computed on this core put where a multicast sends it from: page 0 of `src` to the next page of `dst`
     _op("copy_page", "cb cb", "copy_local_page(get_write_ptr({0}), get_read_ptr({1}), get_tile_size({1}))",
         DATAFLOW),
+    # row reads started group after group (TTStaggerReads): a core waits until the cores before it in its chain have
+    # read their rows (each raises its successor's semaphore once), then reads its own, then raises its successor's
+    _op("stagger_wait", "cb expr expr",
+        "noc_semaphore_wait(reinterpret_cast<volatile tt_l1_ptr uint32_t*>(get_semaphore({1})), {2})", DATAFLOW),
+    _op("stagger_signal", "cb expr expr expr",
+        "noc_semaphore_inc(get_noc_addr({2}, {3}, get_semaphore({1})), 1)", DATAFLOW),
     _op("mcast_flag_valid", "cb expr",
         "noc_semaphore_set(reinterpret_cast<volatile tt_l1_ptr uint32_t*>(get_semaphore({1})), 1)", DATAFLOW),
     _op("write_tile", "cb expr name expr expr",

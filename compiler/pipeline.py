@@ -28,6 +28,7 @@ from .passes.share_reads import share_reads
 from .passes.split_kernels import split_kernels
 from .passes.split_rows import split_rows
 from .passes.stream_reads import stream_reads
+from .passes.stagger_reads import stagger_reads
 from .passes.stream_variance import stream_variance
 from .passes.tensorize import tensorize
 from .passes.verify_program import verify_program
@@ -57,6 +58,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
             lower_to_circular_buffers,     # staging tiles -> CBs; DRAM copies -> NoC page reads/writes
             share_reads,                   # a block several cores read at the same step: read once, multicast
             exchange_partials,             # a split row's cores swap their partial row reductions pairwise
+            stagger_reads,                 # one row block a core: the cores read their rows group after group
             lower_index_masks,             # index masks (causal, bounds) -> tiles of a host-generated table
             pad_tiles,                     # zero-fill reads / drop writes of pages outside the buffer
         ],

@@ -172,11 +172,13 @@ class CircularBufferPlan(_Strict):
 
 class RuntimeArg(_Strict):
     name: Identifier
-    kind: Literal["buffer_address", "work", "multicast"]
+    kind: Literal["buffer_address", "work", "multicast", "stagger"]
     buffer: Identifier | None = None
     cb: int | None = Field(default=None, description="multicast: the CB whose reads are shared")
-    field: Literal["role", "sender_x", "sender_y", "start_x", "start_y", "end_x", "end_y", "receivers", "loopback"] | None \
-        = Field(default=None, description="multicast: which of the core's multicast values")
+    field: Literal["role", "sender_x", "sender_y", "start_x", "start_y", "end_x", "end_y", "receivers", "loopback",
+                   "waits", "next", "next_x", "next_y"] | None \
+        = Field(default=None, description="multicast: which of the core's multicast values; stagger: which of its "
+                                          "staggered-read values")
 
 
 class MulticastCore(_Strict):
@@ -200,6 +202,20 @@ class MulticastGroup(_Strict):
     depends_on: list[Identifier] = Field(description="grid indices the shared block depends on")
     groups: int = Field(ge=1, description="sets of cores sharing it (one sender each)")
     cores: list[MulticastCore]
+
+
+class StaggerCore(_Strict):
+    core: list[int] = Field(min_length=2, max_length=2)
+    waits: int = Field(ge=0, description="signals from cores of the group before to wait for before reading the row")
+    next: list[int] | None = Field(min_length=2, max_length=2,
+                                   description="the core (logical) this one signals once its row is read")
+
+
+class StaggerPlan(_Strict):
+    semaphore: int = Field(ge=0)
+    groups: int = Field(ge=2, description="groups of cores reading their rows one after another")
+    cb: int = Field(description="the row input whose reads are staggered")
+    cores: list[StaggerCore]
 
 
 class CompileTimeArg(_Strict):
@@ -247,6 +263,8 @@ class Plan(_Strict):
     buffers: list[BufferPlan]
     circular_buffers: list[CircularBufferPlan]
     multicast: list[MulticastGroup]
+    stagger: StaggerPlan | None = Field(default=None, description="row reads started group after group "
+                                        "(TTStaggerReads): one group's writes overlap the next one's reads")
     semaphores_per_core: int = Field(ge=0)
     kernels: list[KernelPlan]
     compute_config: ComputeConfigPlan

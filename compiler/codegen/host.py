@@ -30,6 +30,25 @@ def _mcast_arg(arg: dict, groups: dict) -> str:
     return f"m[{g}][{MCAST_FIELDS.index(arg['field'])}]"
 
 
+STAGGER_FIELDS = {"waits": "s[0]", "next": "s[1]", "next_x": "static_cast<uint32_t>(noc(s[2], s[3]).x)",
+                  "next_y": "static_cast<uint32_t>(noc(s[2], s[3]).y)"}
+
+
+def _stagger_arg(arg: dict) -> str:
+    """A staggered read's runtime arg from the per-core table s: waits, has a next core, its logical x, y."""
+    return STAGGER_FIELDS[arg["field"]]
+
+
+def stagger_table(plan: dict) -> list[list[int]]:
+    """Per core (in plan.work.cores order): signals it waits for, whether it signals a next core, that core (logical)."""
+    by_core = {tuple(c["core"]): c for c in plan["stagger"]["cores"]}
+    rows = []
+    for core in plan["work"]["cores"]:
+        c = by_core[tuple(core["core"])]
+        rows.append([c["waits"], int(c["next"] is not None), *(c["next"] or (0, 0))])
+    return rows
+
+
 def mcast_table(plan: dict) -> list[list[list[int]]]:
     """Per core (in plan.work.cores order), per multicast group: the MCAST_FIELDS in logical coordinates."""
     rows = []
@@ -53,10 +72,13 @@ def print_host(plan: dict) -> str:
                 args.append(f"static_cast<uint32_t>(t_{a['buffer']}->address())")   # t_<name>: no clash with ours
             elif a["kind"] == "multicast":
                 args.append(_mcast_arg(a, groups))
+            elif a["kind"] == "stagger":
+                args.append(_stagger_arg(a))
             else:
                 args.append(f"w[{2 + work_args.index(a['name'])}]")
         kernels.append(dict(k, cpp_args=args))
-    view = dict(plan, kernels=kernels, mcast_table=mcast_table(plan) if plan["multicast"] else [])
+    view = dict(plan, kernels=kernels, mcast_table=mcast_table(plan) if plan["multicast"] else [],
+                stagger_table=stagger_table(plan) if plan.get("stagger") else [])
     buffers = [b for b in plan["buffers"] if b["role"] != "unused"]
     constants = [dict(b, generator=dict(b["generator"], true_cpp=_cpp_float(b["generator"]["true_value"]),
                                         false_cpp=_cpp_float(b["generator"]["false_value"])))

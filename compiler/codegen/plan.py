@@ -47,13 +47,30 @@ def multicast_plan(groups: list[dict], cbs: dict, nocs: dict) -> list[dict]:
     return out
 
 
-def arg_value(arg: dict, core: dict, multicast: dict):
+def stagger_plan(stagger: dict | None) -> dict | None:
+    """tt.stagger for the plan: per core the signals it waits for and the core it signals next (logical)."""
+    if not stagger:
+        return None
+    return {"semaphore": stagger["semaphore"], "groups": stagger["groups"], "cb": stagger["cb"],
+            "cores": [{"core": [x, y], "waits": waits, "next": [nx, ny] if has_next else None}
+                      for x, y, waits, has_next, nx, ny in stagger["cores"]]}
+
+
+def arg_value(arg: dict, core: dict, multicast: dict, stagger: dict | None = None):
     """One runtime arg's value on one core: an int, `address(<buffer>)` or `noc_x(x,y)` / `noc_y(x,y)` for the
     host program to fill in."""
     if arg["kind"] == "buffer_address":
         return f"address({arg['buffer']})"
     if arg["kind"] == "work":
         return core[arg["name"].removeprefix("block_")]
+    if arg["kind"] == "stagger":
+        entry = stagger[tuple(core["core"])]
+        if arg["field"] == "waits":
+            return entry["waits"]
+        if arg["field"] == "next":
+            return int(entry["next"] is not None)
+        x, y = entry["next"] or (0, 0)
+        return f"noc_{arg['field'].removeprefix('next_')}({x},{y})"
     entry = multicast[arg["cb"]][tuple(core["core"])]
     if arg["field"] in COORDINATE_FIELDS:
         which, axis = COORDINATE_FIELDS[arg["field"]]
@@ -111,13 +128,15 @@ def build_plan(mod) -> dict:
                                    blocking.get("compute_cycles"))
     multicast = multicast_plan(groups, {c["index"]: c for c in cbs}, nocs)
     by_cb = {g["cb"]: {tuple(c["core"]): c for c in g["cores"]} for g in multicast}
+    stagger = stagger_plan(attrs.STAGGER.get(compute, None))
+    stagger_of = {tuple(c["core"]): c for c in stagger["cores"]} if stagger else None
     kernels = []
     for role in ("reader", "compute", "writer"):
         func = mod[role]
         args = attrs.RUNTIME_ARGS.get(func)
         per_core = []
         for core in work["cores"]:
-            values = [arg_value(a, core, by_cb) for a in args]
+            values = [arg_value(a, core, by_cb, stagger_of) for a in args]
             per_core.append({"core": core["core"], "values": values})
         noc = f"NOC_{nocs[role]}" if role in nocs else None
         kernels.append({"role": role, "file": f"{role}.cpp", "processor": KERNEL_PROCESSOR[role], "noc": noc,
@@ -140,8 +159,9 @@ def build_plan(mod) -> dict:
         "buffers": buffers,
         "circular_buffers": cbs,
         "multicast": multicast,
-        "semaphores_per_core": max((max(g["sender_semaphore"], g["receiver_semaphore"]) + 1 for g in multicast),
-                                   default=0),
+        "stagger": stagger,
+        "semaphores_per_core": max([max(g["sender_semaphore"], g["receiver_semaphore"]) + 1 for g in multicast]
+                                   + ([stagger["semaphore"] + 1] if stagger else []), default=0),
         "kernels": kernels,
         "compute_config": attrs.COMPUTE_CONFIG.get(compute),
         "l1_bytes_per_core": verification["l1_bytes_per_core"],

@@ -22,13 +22,14 @@ from ..errors import CompileError
 from ..ir import seq, stmts_of
 from .partition_work import WORK_ARGS
 from .share_reads import FIELDS as MCAST_FIELDS
+from .stagger_reads import FIELDS as STAGGER_FIELDS
 from .. import attrs
 
 ROLES = (ops.READER, ops.COMPUTE, ops.WRITER)
 PRODUCER_OPS = {"cb_reserve_back", "cb_push_back"}
 CONSUMER_OPS = {"cb_wait_front", "cb_pop_front"}
 MOVER_OPS = {"read_tile", "read_rows", "read_window", "zero_tile", "noc_async_read_barrier", "mcast_send", "mcast_receive", "mcast_flag_valid",
-             "mcast_receive_ready", "mcast_receive_wait", "swap_send", "copy_page",
+             "mcast_receive_ready", "mcast_receive_wait", "swap_send", "copy_page", "stagger_wait", "stagger_signal",
              "fill_reduce_scaler", "write_barrier_before_read"}
 TENSOR_ACCESSOR_IS_DRAM = 2  # TensorAccessorArgs config word for an interleaved DRAM buffer
 
@@ -137,11 +138,15 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
             c["producer"] = ops.WRITER
             load[ops.READER] -= x
             load[ops.WRITER] += x
+    # staggered row reads (TTStaggerReads): the reader's NoC carries the row reads of the later groups while the first
+    # computes, so an input read once per block in a later pass goes to the writer, which reads it at the start, before
+    # its first output, whatever the bytes
+    staggered = attrs.STAGGER.get(func, None) is not None
     for c in candidates:   # then a tie: an input read once per block (no loop around it) in a later pass
         x = moved[c["index"]]
         if c["producer"] == ops.READER and c["index"] in later and c["index"] in once \
                 and c["index"] not in queued_behind_outputs \
-                and load[ops.READER] > load[ops.WRITER] and load[ops.WRITER] + x <= load[ops.READER]:
+                and (staggered or load[ops.READER] > load[ops.WRITER] and load[ops.WRITER] + x <= load[ops.READER]):
             c["producer"] = ops.WRITER
             load[ops.READER] -= x
             load[ops.WRITER] += x
@@ -437,6 +442,8 @@ def _multicasts(body) -> bool:
 def runtime_arg_entry(name: str, moved: list[str], mcast_cbs: dict) -> dict:
     if name in WORK_ARGS:
         return {"name": name, "kind": "work"}
+    if name.startswith("stagger_"):
+        return {"name": name, "kind": "stagger", "field": name.removeprefix("stagger_")}
     cb_name, _, field = name.rpartition("_mcast_")
     return {"name": name, "kind": "multicast", "cb": mcast_cbs[cb_name], "field": field}
 
@@ -450,7 +457,8 @@ def split_kernels(mod, ctx):
     layouts = attrs.LAYOUT_DESC.get(func)
     param_order = [str(p.name) for p in func.params]
     mcast_cbs = {c["name"]: c["index"] for c in cbs}
-    runtime_names = list(WORK_ARGS) + [f"{c['name']}_mcast_{f}" for c in cbs for f in MCAST_FIELDS]
+    runtime_names = list(WORK_ARGS) + [f"{c['name']}_mcast_{f}" for c in cbs for f in MCAST_FIELDS] + \
+        [f"stagger_{f}" for f in STAGGER_FIELDS]
     bodies = {}
     for role in ROLES:
         stmts = splitter.filter(stmts_of(func.body), role)

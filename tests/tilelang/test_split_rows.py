@@ -92,7 +92,9 @@ def test_row_parts_fill_the_cores(rows, parts):
     plan = json.loads(artifact(result, "tt.plan.json"))
     assert plan["grid"]["extents"] == [parts, rows // 32]
     check_exchanges(plan, ("row_max", "row_sum"), parts, rows // 32)
-    assert plan["semaphores_per_core"] == 2 * (parts.bit_length() - 1)
+    # two a level, and TTStaggerReads' one after them (these rows are read group after group)
+    assert plan["stagger"]["semaphore"] == 2 * (parts.bit_length() - 1)
+    assert plan["semaphores_per_core"] == 2 * (parts.bit_length() - 1) + 1
 
 
 @pytest.mark.parametrize("file,entry,params,arch,extents", [
