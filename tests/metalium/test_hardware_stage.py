@@ -6,7 +6,6 @@ import fcntl
 import io
 import json
 import socket
-import sys
 import time
 import uuid
 import zipfile
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.embedded import worker_command
 from tests.conftest import EXAMPLES
 from tests.service.conftest import Proc, Service, base_env, private_db, redis_url  # noqa: F401  (redis_url is a fixture)
 
@@ -33,12 +33,12 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
                    TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="50")
     service = Service(env, workdir)
-    service.start_api()
-    service.start_worker()
-    hardware = Proc([sys.executable, "-m", "celery", "-A", "farm.celery_app", "worker", "-Q", f"hardware.{ARCH}",
-                     "-c", "2", "--pool", "prefork", "--loglevel", "INFO", "-n", f"hw-{uuid.uuid4().hex[:6]}@%h"],
+    # the hardware worker as `tilefarm worker -Q hardware.<arch>` (docker-compose's) runs it, started with the API
+    # and the compile worker: the three start together, as a deployment's do
+    hardware = Proc(worker_command(f"hardware.{ARCH}", 2, hostname=f"hw-{uuid.uuid4().hex[:6]}@%h"),
                     {**env, "TILEFARM_DEVICES_CONFIG": str(config)}, workdir / "hardware.log")
     service.procs.append(hardware)
+    service.start()
     deadline = time.time() + 60
     while not any(d.get("device") == "emu-wh-0" for d in service.client.get("/v1/devices").json()):
         assert hardware.process.poll() is None and time.time() < deadline, hardware.tail()

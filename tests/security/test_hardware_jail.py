@@ -11,7 +11,6 @@ it reaches the host, and the job fails (the verdict is the worker's, from the re
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 
@@ -21,6 +20,7 @@ import pytest
 from compiler.toolchain import cache
 from compiler.toolchain.emulate import runtime_root
 from compiler.toolchain.sdk_headers import headers_dir
+from service.embedded import worker_command
 from tests.security.forging import compile_forgery, forging_kernel, genuine_compile
 from tests.service.conftest import Proc, Service, base_env, private_db, redis_url  # noqa: F401  (a fixture)
 
@@ -82,15 +82,14 @@ def farm(redis_url, tmp_path_factory):  # noqa: F811
                    TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_HEARTBEAT_S="0.5",
                    TILEFARM_TEST_SECRET=SECRET)
     service = Service(env, workdir)
-    service.start_api()
-    service.start_worker()
-    hardware = Proc([sys.executable, "-m", "celery", "-A", "farm.celery_app", "worker", "-Q", f"hardware.{ARCH}",
-                     "-c", "1", "--pool", "prefork", "--loglevel", "INFO", "-n", f"hw-{uuid.uuid4().hex[:6]}@%h"],
+    # the hardware worker as `tilefarm worker -Q hardware.<arch>` runs it, started with the API and the compile worker
+    hardware = Proc(worker_command(f"hardware.{ARCH}", 1, hostname=f"hw-{uuid.uuid4().hex[:6]}@%h"),
                     {**env, "TILEFARM_DEVICES_CONFIG": str(config), "TTEMU_CACHE_DIR": str(shared_cache),
                      "TILEFARM_CACHE_DIR": str(caches), "TTEMU_RUNTIME_DIR": str(runtime_root()),
                      "TILEFARM_SDK_HEADERS_DIR": str(headers_dir())},
                     workdir / "hardware.log")
     service.procs.append(hardware)
+    service.start()
     deadline = time.time() + 60
     while not any(d.get("device") == "emu-wh-0" for d in service.client.get("/v1/devices").json()):
         assert hardware.process.poll() is None and time.time() < deadline, hardware.tail()

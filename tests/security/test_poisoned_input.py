@@ -213,8 +213,7 @@ def test_redis_mode_survives_a_bad_record_in_lists_pages_and_a_restart(redis_ser
     redis_service.stop_worker()
     api = redis_service.procs.pop()
     api.stop()
-    redis_service.start_api()
-    redis_service.start_worker()
+    redis_service.start()
     assert client.get("/v1/jobs", params={"limit": 200}).status_code == 200
     after = redis_service.wait(redis_service.submit(unique(kernel("gemm.py")))["id"])
     assert after["status"] == "succeeded"

@@ -221,12 +221,27 @@ class Service:
             assert api.process.poll() is None and time.time() < deadline, api.tail()
             time.sleep(0.1)
 
+    def start(self, **worker_env: str) -> None:
+        """The API and a worker (`worker_env` added to its environment), started together: neither needs the other to
+        start, and a worker's warm-up (seconds) would otherwise follow the API's start. Each is waited for."""
+        self.launch_worker(**worker_env)
+        self.start_api()
+        self.worker_ready()
+
     def start_worker(self, **extra_env: str) -> Proc:
+        self.launch_worker(**extra_env)
+        return self.worker_ready()
+
+    def launch_worker(self, **extra_env: str) -> Proc:
+        """A worker started, not waited for (worker_ready)."""
         env = {**self.env, **extra_env}
         from service.embedded import worker_command  # the command `tilefarm worker` and docker-compose run
 
         self.worker = Proc(worker_command("compile", 1, hostname=f"test-{uuid.uuid4().hex[:6]}@%h"),
                            env, self.workdir / "worker.log")
+        return self.worker
+
+    def worker_ready(self) -> Proc:
         # Celery says ready once its consumer started, which is after the pool's warm-up (sandbox zygote, emulator
         # runtime: seconds, more on a loaded machine); the wait only bounds a hang
         deadline = time.time() + 180
@@ -291,8 +306,7 @@ def redis_service(redis_url, tmp_path_factory):
                    TILEFARM_HEARTBEAT_S="1", **gate.env)
     service = Service(env, workdir)
     service.gate = gate
-    service.start_api()
-    service.start_worker()
+    service.start()
     yield service
     service.stop()
     shutil.rmtree(workdir, ignore_errors=True)

@@ -27,8 +27,7 @@ def stack(own_redis, tmp_path_factory):
                    TILEFARM_HEARTBEAT_S="0.5")
     service = Service(env, workdir)
     service.gate = Gate(workdir / "hold")
-    service.start_api()
-    service.start_worker(**service.gate.env)
+    service.start(**service.gate.env)
     yield service
     service.gate.open()
     service.stop()

@@ -54,8 +54,7 @@ def stack(tmp_path_factory):
     env = base_env(TILEFARM_BROKER_URL=url, TILEFARM_DATA_DIR=str(workdir / "data"),
                    TILEFARM_KEY_PREFIX=f"t-{uuid.uuid4().hex[:6]}:", TILEFARM_REDIS_TIMEOUT_S="1")
     service = Service(env, workdir)
-    service.start_api()
-    service.start_worker()
+    service.start()
     done = service.wait(service.submit(kernel("gemm.py") + f"\n# {uuid.uuid4().hex}\n")["id"], timeout=300)
     assert done["status"] == "succeeded", done
     service.stop_worker()  # from here on only the API: what it answers is the subject

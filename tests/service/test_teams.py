@@ -34,9 +34,8 @@ def farm(redis_url, tmp_path_factory):
                                        f"{KEYS['ops']}:ops:admin",
                    TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="6", TILEFARM_MAX_QUEUED_JOBS_PER_TEAM="10")
     service = Service(env, workdir)
-    service.start_api()
     service.gate = Gate(workdir / "hold")
-    service.start_worker(**service.gate.env)
+    service.start(**service.gate.env)
     service.as_team = {team: httpx.Client(base_url=service.url, timeout=30, headers={"Authorization": f"Bearer {key}"})
                        for team, key in KEYS.items()}
     yield service
