@@ -50,7 +50,7 @@ def test_kernel_objects_are_keyed_on_content_not_places(make_bundle, run, tmp_pa
     """Issue 30: the kernel cache's key names no place (src/jit.cpp cache_key). Another checkout of the same sources
     (its own include directory, its virtual environment's python: a link to the same interpreter) running the same
     kernels from another directory takes the objects the first run compiled; a header changed in that checkout is in
-    the key, and every kernel is compiled again."""
+    the key of the kernels that include it, which are compiled again."""
     monkeypatch.setenv("TTEMU_CACHE_DIR", str(tmp_path / "kcache"))
     first = run(make_bundle("eltwise"), INPUTS)
     assert first.report["jit"]["compiled"] == 3
@@ -65,10 +65,10 @@ def test_kernel_objects_are_keyed_on_content_not_places(make_bundle, run, tmp_pa
     second = run(make_bundle("eltwise"), INPUTS, env=elsewhere)
     assert second.report["jit"]["compiled"] == 0 and second.report["jit"]["cache_hits"] == 3, second.report["jit"]
     np.testing.assert_array_equal(first.outputs["z"], second.outputs["z"])
-    header = checkout / "include" / "api" / "compute" / "common.h"
+    header = checkout / "include" / "api" / "compute" / "common.h"   # the compute kernel's (tests/emulator/test_kernel_key)
     header.write_text(header.read_text() + "\n// another checkout's change\n")
     third = run(make_bundle("eltwise"), INPUTS, env=elsewhere)
-    assert third.report["jit"]["compiled"] == 3 and third.report["jit"]["cache_hits"] == 0, third.report["jit"]
+    assert third.report["jit"]["compiled"] == 1 and third.report["jit"]["cache_hits"] == 2, third.report["jit"]
     np.testing.assert_array_equal(first.outputs["z"], third.outputs["z"])
 
 

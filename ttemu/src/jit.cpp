@@ -1,10 +1,10 @@
 // Kernel JIT: each kernel source is compiled with the host g++ into a shared object, cached under the SHA-256 of
-// everything that affects the object (source, compile-time args, defines, CB formats, flags, emulator headers, the
-// launcher) and nothing else: no checkout, cache or kernel directory is in the key (cache_key), so two checkouts of
-// the same sources share their objects. Each is sealed with the SHA-256 of the object itself (<key>.so.sha256): an
-// object that does not match its seal (truncated, corrupted, swapped) is compiled again, never loaded. Every compile
-// goes through $TTEMU_KERNEL_CC when it is set (a launcher, as ccache is: tilefarm's preprocesses and checks the
-// kernel, then compiles exactly what it checked).
+// everything that affects the object (source, compile-time args, defines, CB formats, flags, the emulator headers it
+// can include, the launcher) and nothing else: no checkout, cache or kernel directory is in the key (cache_key), so
+// two checkouts of the same sources share their objects. Each is sealed with the SHA-256 of the object itself
+// (<key>.so.sha256): an object that does not match its seal (truncated, corrupted, swapped) is compiled again, never
+// loaded. Every compile goes through $TTEMU_KERNEL_CC when it is set (a launcher, as ccache is: tilefarm's
+// preprocesses and checks the kernel, then compiles exactly what it checked).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -14,12 +14,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "runtime.h"
@@ -249,14 +251,143 @@ const std::vector<std::string>& launcher_identity() {
     return words;
 }
 
-// The kernel cache's key: the compile command with its places named by what they hold (the include directory by
-// the digest of every header under it, the generated headers by their content's hash, the source by its text), never
+// A file's #include lines: (the quote, '<' or '"', and the name) for each, whatever #if it sits under (more files,
+// never fewer); false when a line names its file in a way this cannot read (a macro).
+bool include_lines(const std::string& text, std::vector<std::pair<char, std::string>>& out) {
+    for (std::size_t pos = 0; pos < text.size();) {
+        std::size_t end = std::min(text.find('\n', pos), text.size());
+        auto skip_blanks = [&](std::size_t i) {
+            while (i < end && (text[i] == ' ' || text[i] == '\t')) ++i;
+            return i;
+        };
+        std::size_t i = skip_blanks(pos);
+        if (i < end && text[i] == '#') {
+            i = skip_blanks(i + 1);
+            bool word_ends =
+                i + 7 >= end || !(std::isalnum(static_cast<unsigned char>(text[i + 7])) || text[i + 7] == '_');
+            if (text.compare(i, 7, "include") == 0 && word_ends) {
+                i = skip_blanks(i + 7);
+                char open = i < end ? text[i] : 0, close = open == '<' ? '>' : open == '"' ? '"' : 0;
+                std::size_t stop = close ? text.find(close, i + 1) : std::string::npos;
+                if (!close || stop >= end) return false;
+                out.emplace_back(open, text.substr(i + 1, stop - i - 1));
+            }
+        }
+        pos = end + 1;
+    }
+    return true;
+}
+
+// `path` with its "." and ".." parts resolved as written (no link followed); a relative path stays relative.
+std::string lexically_normal(const std::string& path) {
+    bool absolute = !path.empty() && path[0] == '/';
+    std::vector<std::string> parts;
+    std::stringstream ss(path);
+    for (std::string part; std::getline(ss, part, '/');) {
+        if (part.empty() || part == ".") continue;
+        if (part == ".." && !parts.empty() && parts.back() != "..")
+            parts.pop_back();
+        else if (part != ".." || !absolute)
+            parts.push_back(part);
+    }
+    std::string out = absolute ? "/" : "";
+    for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? "/" : "") + parts[i];
+    return out.empty() ? "." : out;
+}
+
+bool regular_file(const std::string& path) {
+    struct stat st{};
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string real_path(const std::string& path) {
+    char* real = realpath(path.c_str(), nullptr);
+    std::string out = real ? real : path;
+    std::free(real);
+    return out;
+}
+
+std::string parent_dir(const std::string& path) {
+    std::size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The emulator headers a kernel can include, as "<include>/<path>" and their text: every file of the include
+// directory that the kernel, the generated headers given with -include, or a header they reach name in an #include
+// line, found by g++'s search order (the including file's directory for "...", then each -I directory of
+// compile_command: the include directory first, then TT_METAL_HOME's). Headers outside the include directory (a
+// ttnn kernel's, from TT_METAL_HOME) are followed, not keyed (as before). False when a line cannot be read: the
+// caller keys by every header. A change of a header no kernel includes (the host API's) then rebuilds no kernel.
+bool kernel_headers(const KernelDef& k, std::map<std::string, std::string>& found) {
+    const std::string include = real_path(include_dir());
+    std::vector<std::string> search{include};
+    if (const char* home = std::getenv("TT_METAL_HOME"); home && *home)
+        for (const char* sub : {"", "/ttnn", "/ttnn/cpp"}) search.push_back(std::string(home) + sub);
+    std::vector<std::pair<std::string, std::string>> pending;  // (directory for "..." includes, text)
+    pending.emplace_back(k.path.empty() ? "" : parent_dir(k.path), k.source);
+    if (k.named.enabled)
+        for (const std::string& text : {generated_bindings_header(k), generated_args_header(k)})
+            pending.emplace_back(cache_dir() + "/" + generated_headers_name(k), text);
+    std::set<std::string> seen;
+    while (!pending.empty()) {
+        auto [directory, text] = std::move(pending.back());
+        pending.pop_back();
+        std::vector<std::pair<char, std::string>> lines;
+        if (!include_lines(text, lines)) return false;
+        for (auto& [quote, name] : lines) {
+            std::vector<std::string> places;
+            if (quote == '"' && !directory.empty()) places.push_back(directory);
+            places.insert(places.end(), search.begin(), search.end());
+            for (auto& place : places) {
+                std::string path = lexically_normal(place + "/" + name);
+                if (!regular_file(path)) continue;
+                if (seen.insert(path).second) {
+                    std::string content = read_file(path);
+                    if (path.compare(0, include.size() + 1, include + "/") == 0)
+                        found["<include>" + path.substr(include.size())] = content;
+                    pending.emplace_back(parent_dir(path), std::move(content));
+                }
+                break;
+            }
+        }
+    }
+    return true;
+}
+
+// What a kernel's object depends on among the headers: the ones it can include (kernel_headers), or every header of
+// the include directory when those cannot be told. Memoized by the kernel's source and generated headers.
+std::string kernel_headers_hash(const KernelDef& k) {
+    static std::map<std::string, std::string> memo;
+    std::string generated = k.named.enabled ? generated_headers_name(k) : "";
+    std::string memo_key = Sha256().field(k.path).field(k.source).field(generated).hex();
+    if (auto it = memo.find(memo_key); it != memo.end()) return it->second;
+    std::map<std::string, std::string> found;
+    Sha256 h;
+    std::string listed;
+    if (kernel_headers(k, found)) {
+        h.field("kernel headers");
+        for (auto& [name, content] : found) {
+            h.field(name).field(content);
+            listed += (listed.empty() ? "" : " ") + name;
+        }
+    } else {
+        h.field("every header").field(headers_hash());
+        listed = "every header";
+    }
+    if (std::getenv("TTEMU_LOG_JIT"))
+        std::fprintf(stderr, "ttemu: jit: headers of %s: %s\n", k.path.empty() ? "<source>" : k.path.c_str(),
+                     listed.c_str());
+    return memo.emplace(memo_key, h.hex()).first->second;
+}
+
+// The kernel cache's key: the compile command with its places named by what they hold (the include directory by the
+// headers of it the kernel can include, the generated headers by their content's hash, the source by its text), never
 // by where they are: a checkout, a cache directory or a test's temporary directory changes nothing.
 std::string cache_key(const KernelDef& k, const ProgramCBView& view) {
     Places named{launcher_identity(), "<include>", "<cache>/" + (k.named.enabled ? generated_headers_name(k) : "")};
     Sha256 h;
     for (auto& word : compile_command(k, view, "SRC", "OUT", named)) h.field(word);
-    h.field(k.source).field(headers_hash()).field(__VERSION__);
+    h.field(k.source).field(kernel_headers_hash(k)).field(__VERSION__);
     return h.hex();
 }
 
