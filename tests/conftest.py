@@ -9,9 +9,9 @@ import pytest
 # One BLAS thread per test process, set before anything imports NumPy (OpenBLAS reads it when it loads; no plugin the
 # suite runs imports NumPy first). `make test` runs two test processes on two cores, beside the service stacks' own
 # processes: OpenBLAS's default of a thread per core had each small matmul of the reference interpreter (a 64x128 by
-# 128x64 score block, thousands per attention test) wait for a second thread that had no core to run on -- 16x the
-# wall time of one thread on a loaded machine, and twice the CPU (its threads spin while they wait). The service
-# stacks the tests start inherit it (base_env).
+# 128x64 score block, thousands per attention test) wait for a second thread that had no core to run on: 16x the
+# wall time and the CPU of one thread on a loaded machine (its threads spin while they wait); results bit-identical.
+# The service stacks the tests start inherit it (base_env).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
