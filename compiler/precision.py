@@ -10,6 +10,9 @@ values since they left the kernel's inputs.
 - depth, mid:  the deepest reduction or matmul on the way (K, times the iterations of the loops that accumulate
                it) and the format its terms are rounded to: 2 * sqrt(K) * u (verify.py's model).
 - a narrowing store of an inexact value may round to the other side: one ulp of the stored dtype.
+- a value a loop carries and rounds every trip (a per-row rescale through the FPU, carried_scale_on_fpu) counts
+  that rounding once per trip: the trip counts of the loops around it, a symbolic one (causal attention's
+  `kb < bq + 1`) by its bound over the grid (T.cta_id's extents) and the loops outside it.
 - the approximate exp (the target's approx_exp: the LLK's Schraudolph exp) is an op whose unit is its own error,
   not a rounding: each result within EXP_APPROX_ERROR of exp (the algorithm's bound, measured over its whole
   domain by tests/emulator/test_tile_math.py's model), counted twice because a softmax divides the exps by their
@@ -48,13 +51,17 @@ class Path:
     depth: int = 0                   # K of the deepest reduction / matmul
     mid: str | None = None           # the format its terms are rounded to
     stores: tuple[str, ...] = ()     # narrowing stores of inexact values
+    # roundings of a carried value, one a trip (rounds_every_trip): added to what flows into it, not the worse of
+    # the two (the value carries every earlier trip's error and takes a new rounding on top)
+    per_trip: tuple[str, ...] = ()
 
     def merge(self, *others: "Path") -> "Path":
         paths = (self, *others)
         deepest = max(paths, key=lambda p: (p.depth, UNIT_ROUNDOFF.get(p.mid or "float32", 0)))
         ops = max((p.ops for p in paths), key=lambda o: sum(OP_UNITS[u] for u in o))
         stores = max((p.stores for p in paths), key=lambda s: sum(UNIT_ROUNDOFF[u] for u in s))
-        return Path(all(p.exact for p in paths), ops, deepest.depth, deepest.mid, stores)
+        per_trip = max((p.per_trip for p in paths), key=lambda r: sum(UNIT_ROUNDOFF[u] for u in r))
+        return Path(all(p.exact for p in paths), ops, deepest.depth, deepest.mid, stores, per_trip)
 
     def op(self, unit: str) -> "Path":
         return replace(self, exact=False, ops=self.ops + (unit,))
@@ -62,7 +69,8 @@ class Path:
     def terms(self) -> float:
         """The relative error carried in, before the final store."""
         accumulation = 2.0 * math.sqrt(self.depth) * UNIT_ROUNDOFF[self.mid] if self.depth and self.mid else 0.0
-        return sum(OP_UNITS[u] for u in self.ops) + sum(2 * UNIT_ROUNDOFF[u] for u in self.stores) + accumulation
+        return sum(OP_UNITS[u] for u in self.ops) + sum(2 * UNIT_ROUNDOFF[u] for u in self.stores) + accumulation \
+            + sum(OP_UNITS[u] for u in self.per_trip)
 
     def explain(self, out_dtype: str) -> str:
         if self.exact:
@@ -80,6 +88,10 @@ class Path:
                          f"{-int(math.log2(UNIT_ROUNDOFF[self.mid]))})")
         if self.stores:
             parts.append(f"{len(self.stores)} intermediate store(s) to {'/'.join(dict.fromkeys(self.stores))}")
+        for u in dict.fromkeys(self.per_trip):
+            n = self.per_trip.count(u)
+            parts.append(f"a carried value rounded to {u} once a trip, {n} trips ({n}x2^-"
+                         f"{-int(math.log2(UNIT_ROUNDOFF[u]))})")
         parts.append(f"the store to {out_dtype} (one ulp)")
         return "; ".join(parts) + "; atol the same relative to the output's largest value"
 
@@ -90,8 +102,13 @@ def _narrower(dst: str, src: str) -> bool:
 
 class PathWalk:
     def __init__(self, func, fp32_dest: bool, fpu_rounds: bool = True, approx_exp: bool = False,
-                 held_bf16: frozenset = frozenset(), bf16_partials: dict | None = None):
+                 held_bf16: frozenset = frozenset(), bf16_partials: dict | None = None,
+                 carried_scale: bool = False):
         self.fp32_dest = fp32_dest
+        self.carried_scale = carried_scale   # carried per-row rescales round every trip (carried_scale_on_fpu)
+        self.bounds = tvm.sym.Analyzer()     # the grid's and the loops' variables, for a symbolic trip count's bound
+        self.trip_bounds: list[int] = []     # the enclosing loops' trip counts (a symbolic one by its bound)
+        self.body_writes: list[set] = []     # per enclosing loop: buffers its body has written whole so far
         self.held_bf16 = held_bf16           # float32 values the program holds in bfloat16 tiles (intermediate_dtype)
         # value -> tiles per row of its row sums' bfloat16 partial (packer L1 accumulation into a bfloat16 tile:
         # each accumulated tile rounds the partial once)
@@ -154,8 +171,17 @@ class PathWalk:
         elif isinstance(stmt, tirx.For):
             extent = stmt.extent
             self.trips.append(int(extent.value) if isinstance(extent, tirx.IntImm) else 1)
+            self.trip_bounds.append(self.trip_bound(extent))
+            self.bounds.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, extent))
+            self.body_writes.append(set())
             self.walk(stmt.body)
+            self.body_writes.pop()
+            self.trip_bounds.pop()
             self.trips.pop()
+        elif type(stmt).__name__ == "ScopeIdDefStmt":      # T.cta_id: the grid's indices and their extents
+            scope = getattr(stmt, "def")
+            for var, n in zip(scope.def_ids, scope.extents):
+                self.bounds.bind(var, tvm.ir.Range(0, n))
         elif isinstance(stmt, tirx.TilePrimitiveCall):
             self.call(stmt)
         elif isinstance(stmt, tirx.IfThenElse):
@@ -229,6 +255,8 @@ class PathWalk:
         elif name in UNARY or name in BINARY:
             p = Path().merge(*(self.path(s) for s in sources)) if sources else before
             new = p.op("exp_approx" if self.approx_exp and name in ("exp", "exp2") else self.element_unit(sources))
+            if self.rounds_every_trip(name, call, dst):
+                new = replace(new, per_trip=new.per_trip + (self.element_unit(sources),) * math.prod(self.trip_bounds))
             if any(str(s.name) == str(dst.name) for s in sources):
                 new = new.merge(before)
         else:
@@ -238,6 +266,38 @@ class PathWalk:
         if str(dst.name) in self.held_bf16 and dst_dtype == "float32" and not new.exact:
             new = replace(new, stores=new.stores + ("bfloat16",))    # packed to a bfloat16 tile: one rounding
         self.paths[str(dst.name)] = new if whole else before.merge(new)
+        if whole and self.body_writes:
+            self.body_writes[-1].add(str(dst.name))
+
+    def trip_bound(self, extent) -> int:
+        """A loop's trip count, or its bound when symbolic (over the grid and the loops outside it)."""
+        if isinstance(extent, tirx.IntImm):
+            return int(extent.value)
+        bound = self.bounds.const_int_bound(extent).max_value
+        return bound if bound < 2 ** 30 else -1        # -1: unbounded (rounds_every_trip refuses to count it)
+
+    def rounds_every_trip(self, name: str, call, dst) -> bool:
+        """The op rescales a value the innermost loop around it carries (read before the body writes it whole), in
+        place, by a per-row broadcast (scales_carried_row), where the plan takes it through the FPU: every trip
+        rounds the carried value again."""
+        if not self.carried_scale or not self.trip_bounds or str(dst.name) in self.body_writes[-1] \
+                or name not in BINARY or str(dst.dtype) != "float32":
+            return False
+        regions = [self.region(a) for a in call.args[1:3]]
+        if any(r is None for r in regions):
+            return False
+        extents = [[int(getattr(r.extent, "value", -1)) for r in a.region] for a in call.args[:3]]
+        full = [r for r, e in zip(regions, extents[1:]) if e == extents[0]]
+        other = [e for e in extents[1:] if e != extents[0]]
+        if len(full) != 1 or len(other) != 1 or len(extents[0]) != 2:
+            return False
+        bcast = "col" if other[0][-1] == 1 and extents[0][-1] > 1 and other[0][0] == extents[0][0] else None
+        if not scales_carried_row(name, str(dst.name), str(full[0].name), bcast):
+            return False
+        if min(self.trip_bounds) < 0:
+            raise ValueError(f"`{dst.name}` is rounded once per trip of a loop whose trip count has no bound: no "
+                             "tolerance can be derived for it")
+        return True
 
 
 def _flag(call, k: int) -> float:
@@ -408,6 +468,21 @@ def exact_values(func, declared: dict[str, str]) -> frozenset[str]:
     return frozenset(exact)
 
 
+def carried_scale_on_fpu(intermediate_dtype: str | None) -> bool:
+    """Whether a value a loop carries may be scaled through the FPU, its float32 rounded to TF32 (2^-11) once a
+    trip (scales_carried_row): only where the user has accepted reduced-precision intermediates
+    (TargetConfig.intermediate_dtype "bfloat16", ttnn's SDPA precision, which holds O itself in bfloat16, 2^-8 a
+    trip). PathWalk counts that rounding once per trip, tensorize's plan takes the FPU call: the same rule."""
+    return intermediate_dtype == "bfloat16"
+
+
+def scales_carried_row(op: str, dst: str, full: str, other_bcast: str | None) -> bool:
+    """The op is a per-row rescale of a value in place: `x = x * v` with v broadcast down each row (an (M, 1)
+    column across x's columns: the online softmax's `acc *= alpha`). Inside a loop that carries x, the FPU's
+    `mul_tiles_bcast_cols` reads x through its TF32 source registers every trip (carried_scale_on_fpu)."""
+    return op == "mul" and full == dst and other_bcast == "col"
+
+
 def may_round(readable: frozenset[str] | None, names) -> bool:
     """Whether the FPU may read these fp32 values (`readable`: fpu_readable's set; None: any)."""
     return readable is None or all(name in readable for name in names)
@@ -427,5 +502,6 @@ def output_paths(func, plan: dict) -> dict[str, Path]:
                      and name[:-len("_rowsum")] in cbs and cbs[name[:-len("_rowsum")]].get("tiles")}
     walk = PathWalk(func, fp32_dest, fp32_on_fpu([b["dtype"] for b in plan["buffers"] if b["role"] == "output"]),
                     approx_exp=bool(plan["target"].get("approx_exp")), held_bf16=held_bf16,
-                    bf16_partials=bf16_partials)
+                    bf16_partials=bf16_partials,
+                    carried_scale=carried_scale_on_fpu(plan["target"].get("intermediate_dtype")))
     return {name: walk.paths.get(name, Path()) for name in outputs}

@@ -187,9 +187,13 @@ class Tensorizer:
                                               "intermediate", "compute", self.tiles(name))
 
     # ---- planning --------------------------------------------------------------------------------------------------
+    def planner(self) -> Planner:
+        return Planner(self.capacity, self.buffer_tiles(), self.roles, self.fp32_on_fpu, self.exact,
+                       precision.carried_scale_on_fpu(self.target.get("intermediate_dtype")))
+
     def plan(self, stmts: list) -> list:
         try:
-            return Planner(self.capacity, self.buffer_tiles(), self.roles, self.fp32_on_fpu, self.exact).plan(stmts)
+            return self.planner().plan(stmts)
         except WindowTooLarge as e:
             info = e.info
             raise self.error(info.call, f"T.tile.{info.name} on `{info.dst.name}` needs more DST tiles than the "
@@ -390,7 +394,7 @@ def _resident_count(func, full_sync: bool):
     block = next(s for s in stmts if isinstance(s, tirx.For))
     rest = [s for s in stmts_of(block.body) if not isinstance(s, tirx.Bind)]
     try:
-        items = Planner(tz.capacity, tz.buffer_tiles(), tz.roles, tz.fp32_on_fpu, tz.exact).plan(rest)
+        items = tz.planner().plan(rest)
     except WindowTooLarge:
         return None, None
     return len(cb_resident(items, lambda n: tz.roles.get(n) == "compute", tz.buffer_tiles())), items

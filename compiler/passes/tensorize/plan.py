@@ -152,6 +152,7 @@ class Window:
     fp32_on_fpu: frozenset | None = None   # fp32 values the FPU may read (None: any; precision.fpu_readable)
     exact: frozenset = frozenset()      # values no FPU op reads or writes (precision.exact_values: integers)
     hoisted: frozenset = frozenset()    # copies moved up to their source's window (hoist_copies): alias or close
+    carried_scale: bool = False         # a carried value's per-row rescale may take the FPU (precision.carried_scale_on_fpu)
 
     def slots_needed(self, flat: bool, buffers: list, scratch: int) -> int:
         if flat:
@@ -177,7 +178,11 @@ class Window:
         registers, so an fp32 operand goes this way only when a matmul or reduction of the kernel already reads
         the same value through them (the online softmax's scores: their row max is taken by the FPU) and no loop
         carries it from one trip to the next (a running accumulator stays on the SFPU, where the rounding would
-        compound trip after trip); any other fp32 value keeps its 24 bits."""
+        compound trip after trip); any other fp32 value keeps its 24 bits. Except where the user accepted
+        reduced-precision intermediates (`carried_scale`: TargetConfig.intermediate_dtype "bfloat16"): a carried
+        value rescaled in place by a per-row broadcast (precision.scales_carried_row: the online softmax's
+        `acc *= alpha`) goes through the FPU too, one `mul_tiles_bcast_cols` a group and no broadcast of the vector
+        into DST; precision.PathWalk counts its TF32 rounding once per trip of the loop."""
         if info.name not in BINARY or not registry.TILE_OPS[info.name].fpu or exact_op(info, self.exact):
             return
         full = [o for o in info.operands if o.region is not None and o.bcast is None]
@@ -187,7 +192,10 @@ class Window:
             return          # `m - x`: the FPU's broadcast operand is the second one (strategies.binary)
         name = full[0].region.name
         tf32_already = name in self.reduced and name not in self.carried and precision.may_round(self.fp32_on_fpu, [name])
-        full[0].fpu = name not in self.written and (not self.fp32(full[0].region) or tf32_already)
+        (other,) = [o for o in info.operands if o is not full[0]]
+        rescaled = self.carried_scale and name in self.carried and precision.may_round(self.fp32_on_fpu, [name]) \
+            and precision.scales_carried_row(info.name, info.dst.name, name, other.bcast)
+        full[0].fpu = name not in self.written and (not self.fp32(full[0].region) or tf32_already or rescaled)
 
     @staticmethod
     def fp32(region: Region) -> bool:
@@ -497,8 +505,9 @@ def hoist_copies(stmts) -> tuple[list, list]:
 
 class Planner:
     def __init__(self, capacity: int, buffer_tiles: dict, roles: dict, fp32_on_fpu: frozenset | None = None,
-                 exact: frozenset = frozenset()):
+                 exact: frozenset = frozenset(), carried_scale: bool = False):
         self.capacity, self.buffer_tiles, self.roles = capacity, buffer_tiles, roles
+        self.carried_scale = carried_scale
         self.fp32_on_fpu = fp32_on_fpu
         self.exact = exact
         self.carried: frozenset = frozenset()
@@ -510,7 +519,8 @@ class Planner:
 
     def window(self) -> Window:
         return Window(self.capacity, self.buffer_tiles, self.is_compute, carried=self.carried, reduced=self.reduced,
-                      hoisted=self.hoisted, fp32_on_fpu=self.fp32_on_fpu, exact=self.exact)
+                      hoisted=self.hoisted, fp32_on_fpu=self.fp32_on_fpu, exact=self.exact,
+                      carried_scale=self.carried_scale)
 
     def plan(self, stmts: list) -> list:
         """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer, origin) | a plain statement."""
