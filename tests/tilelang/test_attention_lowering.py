@@ -7,7 +7,8 @@
   which reads each group's old pages, frees them and packs the new ones into the same ring (one version in L1);
 - `T.copy(s, p)` joins that window (moved up past the row sum, which does not touch p): the packer writes s's
   DST slots to p's CB too, converting to float16; no copy back from s's CB;
-- the running output `acc *= alpha`, a value the key loop carries from trip to trip, stays an fp32 SFPU multiply.
+- the running output `acc *= alpha`, a value the key loop carries from trip to trip, stays an fp32 SFPU multiply
+  (with the declared intermediates; with bfloat16 ones it takes the FPU: test_carried_rescale.py).
 """
 from __future__ import annotations
 

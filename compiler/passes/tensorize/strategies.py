@@ -17,7 +17,9 @@ a scalar. The strategies:
   loop the op may update a value the loop carries (`acc *= alpha`), where it would round once per iteration,
   more than the one rounding the tolerance counts, so fp32 operands stay on the SFPU there,
   except where the plan routed the operand through the FPU (plan.Window.broadcast_on_fpu: a value a matmul or
-  reduction already reads through the source registers and no loop carries: the online softmax's `s - m`);
+  reduction already reads through the source registers and no loop carries: the online softmax's `s - m`; and,
+  with reduced-precision intermediates, a carried value's per-row rescale `acc *= alpha`, whose rounding once a
+  trip precision.py counts per trip);
   never for integers held in float32 (int32 tiles and what they are computed from, precision.exact_values: 11
   significant bits would change them above 2^11; a GPU's result is exact), which take the SFPU's exact fp32 ops;
 - everything else on the SFPU: operands from CBs are unpacked first (copy_tile, or unary_bcast for broadcasts),
