@@ -279,7 +279,9 @@ class PathWalk:
     def rounds_every_trip(self, name: str, call, dst) -> bool:
         """The op rescales a value the innermost loop around it carries (read before the body writes it whole), in
         place, by a per-row broadcast (scales_carried_row), where the plan takes it through the FPU: every trip
-        rounds the carried value again."""
+        rounds the carried value again. Counted wherever the class and the mode match, also where the plan keeps
+        the op on the SFPU (a float32 output that sees the value: plan.Window.broadcast_on_fpu's may_round): a
+        looser bound there, never a tighter one."""
         if not self.carried_scale or not self.trip_bounds or str(dst.name) in self.body_writes[-1] \
                 or name not in BINARY or str(dst.dtype) != "float32":
             return False
