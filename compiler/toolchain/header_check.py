@@ -353,61 +353,62 @@ def _check_one(kernel: dict, source: bytes, plan: dict, root: Path, arch: ArchFl
     name, role = kernel["file"], kernel["role"]
     gen = work / role
     gen.mkdir(parents=True, exist_ok=True)
-    commands: list[list[str]] = []
-    key = None
-    coverage, reason = "full", None
-    if role == "compute" and sfpi is None:
-        t0 = time.perf_counter()
+    if role == "compute" and sfpi is not None:
+        return _sfpi_check(kernel, source, plan, root, arch, gen, sfpi)
+    if role == "compute":
         files, command = _compute_api_inputs(kernel, source, plan, root, arch, gen)
-        key = check_key(files, command, gen, root) if cache_dir is not None else None
-        if key is not None and (kept := cached_check(cache_dir, key)) is not None:
-            kept.seconds = time.perf_counter() - t0
-            return kept
-        for file_name, data in files.items():
-            (gen / file_name).write_bytes(data)
-        commands.append(command)
-        processors, compiler = [], f"host {HOST_CXX} -m32"
-        coverage, reason = "api", API_ONLY
-    elif role == "compute":
-        (gen / name).write_bytes(source)
-        (gen / "chlkc_descriptors.h").write_text(descriptors_header(plan))
-        defines = [*COMMON_DEFINES, *arch.defines, f"KERNEL_COMPILE_TIME_ARGS={_compile_time_args(kernel)}"]
-        firmware = root / "tt_metal/hw/firmware/src/tt-1xx"
-        cxx, sfpi_include = sfpi
-        (gen / "defines_generated.h").write_text("// no user defines\n")
-        for thread, upper, index in TRISCS:
-            (gen / f"chlkc_{thread}.cpp").write_text(
-                f'#define TRISC_{upper}\n#include "defines_generated.h"\n#include "{name}"\n')
-            commands.append([str(cxx), f"-mcpu={arch.mcpu_compute}", "-std=c++17", "-fsyntax-only", "-fno-exceptions",
-                             *WARNING_FLAGS, f"-I{gen}", f"-I{sfpi_include}", *_include_flags(root, arch, compute=True),
-                             *(f"-D{d}" for d in defines), f"-DUCK_CHLKC_{upper}", f"-DNAMESPACE=chlkc_{thread}",
-                             f"-DCOMPILE_FOR_TRISC={index}", f"-DPROCESSOR_INDEX={index + 2}", "-DNOC_INDEX=0",
-                             str(firmware / "trisck.cc")])
-        processors, compiler = ["trisc0", "trisc1", "trisc2"], str(cxx)
+        processors, coverage, reason = [], "api", API_ONLY
     else:
         processor = kernel.get("processor")
         if processor not in DM_PROCESSORS:
             return KernelCheck(name, role, [str(processor)], "failed",
                                output=f"tt.plan.json: unknown data-movement processor {processor!r}")
-        t0 = time.perf_counter()
         files, command = _data_movement_inputs(kernel, source, plan, root, arch, gen)
-        key = check_key(files, command, gen, root) if cache_dir is not None else None
-        if key is not None and (kept := cached_check(cache_dir, key)) is not None:
-            kept.seconds = time.perf_counter() - t0
-            return kept
-        for file_name, data in files.items():
-            (gen / file_name).write_bytes(data)
-        commands.append(command)
-        processors, compiler = [DM_PROCESSORS[processor][0]], f"host {HOST_CXX} -m32"
+        processors, coverage, reason = [DM_PROCESSORS[processor][0]], "full", None
+    # host g++ over files all named in the key: the verdict is kept per machine (cache_dir None: a sandboxed check)
     t0 = time.perf_counter()
-    ok, output = _run(commands, gen)
-    output = _clean(output, gen, root)
-    result = KernelCheck(name, role, processors, "passed" if ok else "failed", messages=_messages(output, name),
-                         output=output, reason=reason, seconds=time.perf_counter() - t0, compiler=compiler,
-                         coverage=coverage)
+    key = check_key(files, command, gen, root) if cache_dir is not None else None
+    if key is not None and (kept := cached_check(cache_dir, key)) is not None:
+        kept.seconds = time.perf_counter() - t0
+        return kept
+    for file_name, data in files.items():
+        (gen / file_name).write_bytes(data)
+    result = _verdict(name, role, processors, [command], gen, root, f"host {HOST_CXX} -m32", coverage, reason)
     if key is not None:
         keep_check(cache_dir, key, result)
     return result
+
+
+def _sfpi_check(kernel: dict, source: bytes, plan: dict, root: Path, arch: ArchFlags, gen: Path,
+                sfpi: tuple[Path, Path]) -> KernelCheck:
+    """A compute kernel in full: the SFPI compiler, one pass per TRISC, as the JIT builds it (not kept)."""
+    name = kernel["file"]
+    (gen / name).write_bytes(source)
+    (gen / "chlkc_descriptors.h").write_text(descriptors_header(plan))
+    defines = [*COMMON_DEFINES, *arch.defines, f"KERNEL_COMPILE_TIME_ARGS={_compile_time_args(kernel)}"]
+    firmware = root / "tt_metal/hw/firmware/src/tt-1xx"
+    cxx, sfpi_include = sfpi
+    (gen / "defines_generated.h").write_text("// no user defines\n")
+    commands = []
+    for thread, upper, index in TRISCS:
+        (gen / f"chlkc_{thread}.cpp").write_text(
+            f'#define TRISC_{upper}\n#include "defines_generated.h"\n#include "{name}"\n')
+        commands.append([str(cxx), f"-mcpu={arch.mcpu_compute}", "-std=c++17", "-fsyntax-only", "-fno-exceptions",
+                         *WARNING_FLAGS, f"-I{gen}", f"-I{sfpi_include}", *_include_flags(root, arch, compute=True),
+                         *(f"-D{d}" for d in defines), f"-DUCK_CHLKC_{upper}", f"-DNAMESPACE=chlkc_{thread}",
+                         f"-DCOMPILE_FOR_TRISC={index}", f"-DPROCESSOR_INDEX={index + 2}", "-DNOC_INDEX=0",
+                         str(firmware / "trisck.cc")])
+    return _verdict(name, "compute", ["trisc0", "trisc1", "trisc2"], commands, gen, root, str(cxx), "full", None)
+
+
+def _verdict(name: str, role: str, processors: list[str], commands: list[list[str]], gen: Path, root: Path,
+             compiler: str, coverage: str, reason: str | None) -> KernelCheck:
+    t0 = time.perf_counter()
+    ok, output = _run(commands, gen)
+    output = _clean(output, gen, root)
+    return KernelCheck(name, role, processors, "passed" if ok else "failed", messages=_messages(output, name),
+                       output=output, reason=reason, seconds=time.perf_counter() - t0, compiler=compiler,
+                       coverage=coverage)
 
 
 # ------------------------------------------------------------------------------------------ the machine's kept verdicts
