@@ -60,3 +60,20 @@ def test_a_warm_up_that_ended_cold_is_failed(tmp_path, capsys):
     report_warm_up(tmp_path, "http://here", Looks(3), interval_s=0)
     said = capsys.readouterr().err
     assert "the worker's warm-up failed: ImportError: no compiler" in said and "ready at" not in said
+
+
+def test_a_warm_up_that_ended_after_the_last_look_is_said_when_the_service_stops(tmp_path, capsys):
+    """serve stops the report (and waits for it) before it stops the worker: the report looks once more, so a
+    warm-up that ended after its previous look is said even when the service is stopped at once (a run's console
+    showed every step, then no 'ready', when the service was stopped within one look of the warm-up's end)."""
+    warm_up = readiness.WarmUp(tmp_path, ["import the compiler"])
+    with warm_up.step("import the compiler"):
+        pass
+    report_warm_up(tmp_path, "http://here", Looks(1), interval_s=0)    # one look: the step, not yet warm
+    said = capsys.readouterr().err
+    assert "warming up 1/1: import the compiler" in said and "ready" not in said
+    warm_up.done(warm=True, detail="ready")
+    stopped = threading.Event()
+    stopped.set()                                                        # stopped before it looked again
+    report_warm_up(tmp_path, "http://here", stopped, interval_s=0)
+    assert "tilefarm: ready at http://here" in capsys.readouterr().err

@@ -23,12 +23,16 @@ STILL_S = 30.0
 def report_warm_up(data_dir, url: str, stop: threading.Event, interval_s: float = 0.5) -> None:
     """Say on the console what the embedded worker's warm-up is doing and about how long is left (its steps, as
     /readyz shows them): every step once, in order, even one that began and ended between two looks; then that the
-    service is ready (or why the warm-up failed)."""
+    service is ready (or why the warm-up failed). Once `stop` is set it looks one last time (serve sets it and waits
+    for this before it stops the worker, whose marker goes with it): a warm-up that ended after the previous look is
+    still said, however soon the service is stopped after it."""
     from farm import readiness
 
     announced: set[tuple[int, str]] = set()
     still: dict[tuple[int, str], float] = {}  # a long step is said again every STILL_S, with how long it has taken
-    while not stop.wait(interval_s):
+    stopping = False
+    while not stopping:
+        stopping = stop.wait(interval_s)
         found = readiness.workers(data_dir)
         now = time.time()
         for worker in found:
@@ -70,7 +74,7 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
     from farm.settings import get_settings
 
     settings = get_settings()
-    worker = None
+    worker = reporter = None
     warm_up_said = threading.Event()
     # uvicorn handles SIGTERM, shuts down, then raises it again: with the default action the process would die
     # there, before `finally` stops the embedded worker (left behind, hung in its pool's shutdown)
@@ -84,8 +88,9 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
         url = f"http://{settings.host}:{settings.port}"
         if settings.embedded_workers:
             worker = LocalWorker(settings)
-            threading.Thread(target=report_warm_up, args=(settings.data_dir, url, warm_up_said), daemon=True,
-                             name="warm-up-report").start()
+            reporter = threading.Thread(target=report_warm_up, args=(settings.data_dir, url, warm_up_said),
+                                        daemon=True, name="warm-up-report")
+            reporter.start()
         _say(f"embedded mode (data in {settings.data_dir.resolve()}) on {url}: the API answers now; its worker "
              "warms up first (GET /readyz shows each step)")
     try:
@@ -93,6 +98,8 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
                     access_log=False)
     finally:
         warm_up_said.set()
+        if reporter is not None:
+            reporter.join()  # its last look, while the worker's marker is still there
         if worker is not None:
             typer.echo(f"embedded worker {worker.stop()}", err=True)
 
