@@ -327,3 +327,9 @@ def intrinsic_of(node) -> tuple[OpSpec, list] | None:
             if spec is not None:
                 return spec, node.args[:]
     return None
+
+
+def args_of(node, name: str) -> list | None:
+    """The arguments of `node` when it is our intrinsic `name` (an Evaluate or a Call), else None."""
+    found = intrinsic_of(node)
+    return found[1] if found is not None and found[0].name == name else None

@@ -35,10 +35,10 @@ from .share_reads import FIELDS, block_loop, with_block_loop
 
 
 def _marker(stmt):
-    found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
-    if found is None or found[0].name != "exchange_partials":
+    args = ops.args_of(stmt, "exchange_partials") if isinstance(stmt, tirx.Evaluate) else None
+    if args is None:
         return None
-    *names, level = found[1]
+    *names, level = args
     return [str(a.value) for a in names], int(level)
 
 
@@ -165,8 +165,8 @@ class Exchanger:
         return out
 
     def is_unsplit_write(self, stmt) -> bool:
-        found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
-        return found is not None and found[0].name == "write_tile" and not _uses(stmt, self.cs)
+        return isinstance(stmt, tirx.Evaluate) and ops.args_of(stmt, "write_tile") is not None \
+            and not _uses(stmt, self.cs)
 
     def run(self):
         stmts, index = block_loop(self.func)

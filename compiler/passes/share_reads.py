@@ -48,9 +48,17 @@ def _vars(node) -> list:
     return found
 
 
-def _intrinsic(stmt, name: str):
-    found = ops.intrinsic_of(stmt)
-    return found[1] if found and found[0].name == name else None
+def read_group_end(stmts: list, k: int, cbs: dict) -> int | None:
+    """When stmts[k] reserves pages of an input CB the reader fills (an accumulated output read back, its producer
+    the writer, is each core's own), the index of the push that closes its read group; else None."""
+    args = ops.args_of(stmts[k], "cb_reserve_back")
+    if args is None:
+        return None
+    info = cbs.get(int(args[0]))
+    if info is None or info["role"] != "input" or info["producer"] != ops.READER:
+        return None
+    return next((j for j in range(k + 1, len(stmts))
+                 if (a := ops.args_of(stmts[j], "cb_push_back")) is not None and int(a[0]) == int(args[0])), None)
 
 
 def groups_of(cores: list[tuple], key) -> list[list[tuple]]:
@@ -166,7 +174,7 @@ class Sharer:
         return attrs.MULTICAST.on(with_block_loop(self.func, stmts, index, body, self.args, self.flags), self.groups)
 
     def count_fill(self, stmt, fills: dict):
-        args = _intrinsic(stmt, "cb_reserve_back")
+        args = ops.args_of(stmt, "cb_reserve_back")
         if args is not None and self.cbs[int(args[0])]["role"] == "input":
             fills[int(args[0])] = fills.get(int(args[0]), 0) + 1
 
@@ -182,19 +190,14 @@ class Sharer:
                 out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(body)))
                 k += 1
                 continue
-            args = _intrinsic(s, "cb_reserve_back")
-            # an accumulated output read back (its producer the writer) is each core's own: never shared
-            if args is not None and self.cbs[int(args[0])]["role"] == "input" and \
-                    self.cbs[int(args[0])]["producer"] == "reader":
-                cb, n = int(args[0]), args[1]
-                end = next((j for j in range(k + 1, len(stmts))
-                            if (a := _intrinsic(stmts[j], "cb_push_back")) is not None and int(a[0]) == cb), None)
-                if end is not None:
-                    shared = visit(cb, n, stmts[k + 1:end], context)
-                    if shared is not None:
-                        out += [s, shared, stmts[end]]
-                        k = end + 1
-                        continue
+            end = read_group_end(stmts, k, self.cbs)
+            if end is not None:
+                cb, n = ops.args_of(s, "cb_reserve_back")
+                shared = visit(int(cb), n, stmts[k + 1:end], context)
+                if shared is not None:
+                    out += [s, shared, stmts[end]]
+                    k = end + 1
+                    continue
             out.append(s)
             k += 1
         return out
@@ -225,7 +228,7 @@ class Sharer:
             tvm_ffi.structural_walk(s, (tirx.Evaluate, lambda e: exprs.append(e)), order="pre")
         terms, bounds, variables = [], [], []
         for e in exprs:
-            args = _intrinsic(e, "read_tile")
+            args = ops.args_of(e, "read_tile")
             if args is not None:
                 variables += _vars(e)
                 terms += [t for a in args for t in grid_terms(a, self.is_grid_var)]
@@ -256,7 +259,7 @@ class Sharer:
         block by block, of what all its places depend on together, so each group's cores fill it in step."""
         terms, bounds = [], []
         for reads, context in places:
-            if not any(_intrinsic(e, "read_tile") is not None for s in reads for e in _flat(s)):
+            if not any(ops.args_of(e, "read_tile") is not None for s in reads for e in _flat(s)):
                 return
             found = self.dependence(reads, context)
             if found is None:

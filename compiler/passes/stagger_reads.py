@@ -37,17 +37,12 @@ from tvm import tirx
 from .. import attrs, ops
 from ..ir import op_name, stmts_of
 from .partition_work import blocks_of
-from .share_reads import block_loop, with_block_loop
+from .share_reads import block_loop, read_group_end, with_block_loop
 from .split_rows import chained_reductions
 
 MIN_CORES_PER_GROUP = 16     # RMS norm 512 x 1024, 8 cores a group: +12% (WH) / +14% (BH); 1024, 16 a group: -4% / -1%
 FIELDS = ("waits", "next", "next_x", "next_y")
 ROW_REDUCTIONS = ("sum", "max")
-
-
-def _call(stmt, name: str):
-    found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
-    return found[1] if found and found[0].name == name else None
 
 
 def _walk(node, kind, visit):
@@ -81,19 +76,14 @@ def row_input(stmts: list, cbs: dict, shared: set) -> tuple[int, int, int] | Non
     """(CB, index of its reserve, index of its push) of the first read group of a DRAM input the reader fills and no
     other core shares, at the top level of the block loop's body."""
     for k, s in enumerate(stmts):
-        args = _call(s, "cb_reserve_back")
-        if args is None:
+        end = read_group_end(stmts, k, cbs)
+        if end is None:
             continue
-        cb = int(args[0])
-        info = cbs.get(cb)
-        if info is None or info["role"] != "input" or info["producer"] != ops.READER or cb in shared:
-            continue
-        end = next((j for j in range(k + 1, len(stmts)) if (a := _call(stmts[j], "cb_push_back")) is not None
-                    and int(a[0]) == cb), None)
+        cb = int(ops.args_of(s, "cb_reserve_back")[0])
         reads = []
-        for t in stmts[k + 1:end or k + 1]:
-            _walk(t, tirx.Evaluate, lambda e: reads.append(1) if _call(e, "read_tile") is not None else None)
-        if end is not None and reads:
+        for t in stmts[k + 1:end]:
+            _walk(t, tirx.Evaluate, lambda e: reads.append(1) if ops.args_of(e, "read_tile") is not None else None)
+        if cb not in shared and reads:
             return cb, k, end
     return None
 
@@ -127,7 +117,8 @@ def stagger(func):
         return func
     body = stmts_of(stmts[index].body)
     writes = []
-    _walk(stmts[index], tirx.Evaluate, lambda e: writes.append(1) if _call(e, "write_tile") is not None else None)
+    _walk(stmts[index], tirx.Evaluate,
+          lambda e: writes.append(1) if ops.args_of(e, "write_tile") is not None else None)
     calls = tile_calls(stmts[index])
     if not writes or not reduces_rows(calls):
         return func

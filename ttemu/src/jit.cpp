@@ -358,6 +358,8 @@ bool kernel_headers(const KernelDef& k, std::map<std::string, std::string>& foun
 // the include directory when those cannot be told. Memoized by the kernel's source and generated headers.
 std::string kernel_headers_hash(const KernelDef& k) {
     static std::map<std::string, std::string> memo;
+    static std::mutex memo_mu;  // programs may load their kernels from more than one host thread
+    std::lock_guard<std::mutex> lock(memo_mu);
     std::string generated = k.named.enabled ? generated_headers_name(k) : "";
     std::string memo_key = Sha256().field(k.path).field(k.source).field(generated).hex();
     if (auto it = memo.find(memo_key); it != memo.end()) return it->second;
