@@ -8,7 +8,8 @@ values since they left the kernel's inputs.
 - operations:  element-wise ops on the way, each one rounding in the compute format: fp32 DST takes FPU operands
                through its TF32 source registers (2^-11), a 16-bit DST rounds each result to bfloat16 (2^-8).
 - depth, mid:  the deepest reduction or matmul on the way (K, times the iterations of the loops that accumulate
-               it) and the format its terms are rounded to: 2 * sqrt(K) * u (verify.py's model).
+               it, a symbolic trip count by its bound) and the format its terms are rounded to: 2 * sqrt(K) * u
+               (verify.py's model).
 - a narrowing store of an inexact value may round to the other side: one ulp of the stored dtype.
 - a value a loop carries and rounds every trip (a per-row rescale through the FPU, carried_scale_on_fpu) counts
   that rounding once per trip: the trip counts of the loops around it, a symbolic one (causal attention's
@@ -118,7 +119,6 @@ class PathWalk:
         self.paths: dict[str, Path] = {}
         self.globals = {str(p.name) for p in func.params}
         self.dtypes: dict[str, str] = {}
-        self.trips: list[int] = []
         self.fpu_read: set[str] = set()
         self.in_loops: set[int] = set()      # tile ops inside a loop (their fp32 operands stay off the FPU)
         self.exact = frozenset(attrs.EXACT_VALUES.get(func, []) or [])    # values computed exactly (exact_values)
@@ -170,14 +170,12 @@ class PathWalk:
                 self.walk(s)
         elif isinstance(stmt, tirx.For):
             extent = stmt.extent
-            self.trips.append(int(extent.value) if isinstance(extent, tirx.IntImm) else 1)
             self.trip_bounds.append(self.trip_bound(extent))
             self.bounds.bind(stmt.loop_var, tvm.ir.Range.from_min_extent(stmt.min, extent))
             self.body_writes.append(set())
             self.walk(stmt.body)
             self.body_writes.pop()
             self.trip_bounds.pop()
-            self.trips.pop()
         elif type(stmt).__name__ == "ScopeIdDefStmt":      # T.cta_id: the grid's indices and their extents
             scope = getattr(stmt, "def")
             for var, n in zip(scope.def_ids, scope.extents):
@@ -222,7 +220,7 @@ class PathWalk:
         elif name == "gemm":
             a, b = sources[0], sources[1]
             k = int(call.args[1].region[1].extent) if not _flag(call, 4) else int(call.args[1].region[0].extent)
-            loops = math.prod(self.trips) if self.trips else 1
+            loops = self.trips_around(call)
             operand = "tf32" if "float32" in (str(a.dtype), str(b.dtype)) else None
             mid = operand or ("float32" if self.fp32_dest else "bfloat16")
             p = self.path(a).merge(self.path(b))
@@ -234,7 +232,7 @@ class PathWalk:
             axes = [int(getattr(x, "value", x)) for x in call.args[2]] if len(call.args) > 2 else [-1]
             k = math.prod(int(call.args[1].region[ax % len(call.args[1].region)].extent) for ax in axes)
             accumulates = bool(_flag(call, 3))
-            loops = math.prod(self.trips) if accumulates and self.trips else 1
+            loops = self.trips_around(call) if accumulates else 1
             mid = "tf32" if str(src.dtype) == "float32" else ("float32" if self.fp32_dest else "bfloat16")
             p = self.path(src)
             if self.on_sfpu(name, call):
@@ -268,6 +266,14 @@ class PathWalk:
         self.paths[str(dst.name)] = new if whole else before.merge(new)
         if whole and self.body_writes:
             self.body_writes[-1].add(str(dst.name))
+
+    def trips_around(self, call) -> int:
+        """How many times the loops around `call` run it, a symbolic trip count (causal attention's `kb < bq + 1`)
+        by its bound: an accumulated sum's depth, never fewer terms than the longest trip adds."""
+        if min(self.trip_bounds, default=1) < 0:
+            raise ValueError(f"`{self.region(call.args[0]).name}` accumulates over a loop whose trip count has no "
+                             "bound: no tolerance can be derived for it")
+        return math.prod(self.trip_bounds)
 
     def trip_bound(self, extent) -> int:
         """A loop's trip count, or its bound when symbolic (over the grid and the loops outside it)."""

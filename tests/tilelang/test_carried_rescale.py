@@ -145,3 +145,12 @@ def test_the_rule_is_the_class_not_the_names(scores):
         row = xs.sum(axis=1, keepdims=True)
         total = total / (1.0 + row * row * 0.0001) + xs @ ws.T
     np.testing.assert_allclose(outcome.outputs["Y"].astype(np.float64), total, rtol=2e-2, atol=0.2)
+
+
+@pytest.mark.parametrize("scores", ["declared", "bfloat16"])
+def test_a_causal_key_loop_counts_its_sums_depth_by_its_bound(scores):
+    """O sums P V over every key step the loop can take: the causal loop `kb < bq + 1` by its bound (8 steps of 64
+    at 512, the last query block's), as deep as the non-causal loop's 512 keys, never one step's 64."""
+    causal, full = (tolerance_path(scores, 512, c) for c in (True, False))
+    assert full.depth == 512
+    assert causal.depth == full.depth and causal.mid == full.mid
