@@ -82,3 +82,29 @@ def test_not_applied_to_a_split_row():
                             params={"rows": 2048, "cols": 1024}, target=target)
     assert "row_half" in compute_of(result)
     assert not shifted(result)
+
+
+@pytest.mark.parametrize("arch,presummed", [("wormhole_b0", True), ("blackhole", False)])
+def test_the_packer_bound_pass_adds_pairs_of_d_before_its_partial(arch, presummed):
+    """The streamed pass packs two partials a tile (d and d * d, L1 accumulation) against one SFPU multiply. On
+    Wormhole (fp32 L1 accumulation at 32 B a cycle) the packer is the longer side, so the SFPU adds the group's
+    two d tiles and the packer accumulates one d tile a group (emit.py presummed_partials); on Blackhole (48 B a
+    cycle) the add would make the math thread the longer side and both partials are packed a tile at a time.
+    Either way the values verify against NumPy."""
+    result, target, params = compiled(arch, 128, 512, [2, 2])
+    compute = compute_of(result)
+    assert shifted(result), compute
+    d_part, square_part = sorted(set(re.findall(r"pack_tile<true>\([^,]+, (cb_\w+_rowsum), 0\);", compute)),
+                                 key=lambda cb: "square" in cb)
+    d_slots = re.findall(r"pack_tile<true>\(([^,]+), %s, 0\);" % d_part, compute)
+    square_slots = re.findall(r"pack_tile<true>\(([^,]+), %s, 0\);" % square_part, compute)
+    assert all(not slot.isdigit() for slot in square_slots), compute     # a tile at a time (a loop's slot)
+    if presummed:
+        assert "add_binary_tile(0, 1, 0);" in compute, compute
+        assert set(d_slots) == {"0"}, compute                             # the group's sum, in its first slot
+    else:
+        assert "add_binary_tile(0, 1, 0);" not in compute, compute
+        assert all(not slot.isdigit() for slot in d_slots), compute
+    outcome = emulate(result.artifacts, target=target, source=LAYER_NORM, filename="layer_norm.py",
+                      entry="layer_norm", params=params, seed=5)
+    assert outcome.passed, outcome.verification.render()

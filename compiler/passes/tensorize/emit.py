@@ -546,6 +546,12 @@ class Emitter:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
         assert not self.late_loads, f"preloads never placed: {sorted(self.late_loads)}"
+        presummed = self.presummed_partials(w, body, [b for b in resident if b not in dead], l1_acc)
+        for name in presummed:   # the group's tiles of `name` added into its first slot: one partial pack a group
+            add = registry.TILE_OPS["add"].sfpu
+            base = self.base[name]
+            body += [stmt for k in range(1, self.group)
+                     for stmt in (ops.call(add.init), ops.call(add.call, base, base + k, base))]
         for b in in_place:   # read from the CB by the window's FPU op (or copy): free them once it has run
             if b in self.read_old or b in self.fpu_in_place or b in self.copied_old:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
@@ -578,7 +584,7 @@ class Emitter:
             if packed and self.copy_packs.get(id(w), (None,))[0] == b:   # and its bfloat16 copy (find_max_copies)
                 sections.append((self.copy_packs[id(w)][1], self.copy_pack(b, self.copy_packs[id(w)][1])))
         for name, part in self.partial_packs.get(id(w), []):
-            sections.append((part, self.partial_pack(name, part)))
+            sections.append((part, self.partial_pack(name, part, name in presummed)))
         for item in w.items:
             if item[0] == "send":
                 sections.append((item[1], self.pack_send(item)))
@@ -1058,9 +1064,10 @@ class Emitter:
                    *(ops.call("cb_push_back", part, i32(1)) for _, part in packs)])
         return tirx.For(r, 0, rows, tirx.ForKind.SERIAL, row), True
 
-    def partial_pack(self, name: str, part: int) -> list:
+    def partial_pack(self, name: str, part: int, presummed: bool = False) -> list:
         """Each tile of `name` this group holds added into its row's partial tile in L1 (find_row_partials): the
-        packer overwrites the partial with a row's first tile and accumulates the others."""
+        packer overwrites the partial with a row's first tile and accumulates the others. `presummed`: the group's
+        tiles were added into its first slot (presummed_partials), which is the one packed."""
         first = tirx.EQ(self.q, i32(0)) if self.group > 1 else tirx.const(True, "bool")
 
         def pack(slot, i, j):   # L1 accumulation is off when the group starts: on after the first pack (or
@@ -1068,10 +1075,80 @@ class Emitter:
             # the first one not yet pushed
             tile = ops.call("pack_tile_at", slot, part, i32(0) if self.row_pushes(name) else i)
             on, off = ops.call("pack_reconfig_l1_acc", i32(1)), ops.call("pack_reconfig_l1_acc", i32(0))
+            if presummed:   # one pack a group: the group's first
+                return [tirx.IfThenElse(tirx.EQ(j, i32(0)), seq([tile, on]), seq([on, tile]))]
             starts = seq([tirx.IfThenElse(tirx.Not(first), off, None), tile, on])
             within = seq([tirx.IfThenElse(first, on, None), tile])
             return [tirx.IfThenElse(tirx.EQ(j, i32(0)), starts, within)]
-        return [*self.positions(name, pack), ops.call("pack_reconfig_l1_acc", i32(0))]
+        packs = self.first_position(name, pack) if presummed else self.positions(name, pack)
+        return [*packs, ops.call("pack_reconfig_l1_acc", i32(0))]
+
+    def first_position(self, buffer: str, make) -> list:
+        """make(slot, i, j) for the first tile of `buffer` this group covers (a grouped window)."""
+        rows, cols = self.tz.tiles(buffer)
+        p = i32(0) if isinstance(self.g, tirx.IntImm) else self.g * self.group
+        i = p if cols == 1 else (i32(0) if rows == 1 else tirx.floordiv(p, cols))
+        j = p if rows == 1 else (i32(0) if cols == 1 else tirx.floormod(p, cols))
+        return [seq(make(self.base[buffer], i, j))]
+
+    def presummed_partials(self, w: Window, body: list, packed: list[str], l1_acc: list[str]) -> list[str]:
+        """The row partials (find_row_partials) whose group of tiles the SFPU adds into the group's first slot
+        before the packer accumulates it in L1, so the packer adds one tile a group into the partial instead of
+        one a tile: chosen while that shortens the group's longer side, the packer's or the math thread's, by
+        the device's costs (compiler/device_costs.json). The packer's side: its pack calls and the bytes at its
+        L1 rate, half that rate for an L1 accumulation; the math thread's: the SFPU calls of the group, at the
+        rows of a tile times their instructions (the FPU calls overlap the unpacker and are not counted); an add
+        costs a binary SFPU call. Only for a partial whose value is not packed (its slots are free after the math)
+        and whose group lies within one tile row (the group's first tile is the row's first tile or a later one).
+        Layer norm's streamed variance (stream_variance.py) packs two partials a tile, d and d * d, against one
+        SFPU multiply: on Wormhole (an L1 accumulation of a fp32 tile: 30 + 4096 / 32 cycles) the packer bounds the
+        pass and the sum of d is presummed; on Blackhole (4096 / 48) the add would make the math thread the longer
+        side, so nothing is."""
+        tz = self.tz
+        names = [name for name, _ in self.partial_packs.get(id(w), [])
+                 if (id(w), name) in self.unpacked and name not in w.sent and name not in w.aliases]
+        if w.flat or self.group < 2 or not names:
+            return []
+        rows, cols = tz.tiles(names[0])
+        if self.group > cols or cols % self.group or tuple(w.grid) != (rows, cols):
+            return []
+        from ...target import device_costs
+        costs = device_costs(tz.target["arch"])
+        rows_per_tile, math_tile = float(costs["sfpu_rows_per_tile"]), float(costs["math_tile_cycles"])
+        instructions = {fn.call: float(costs[fn.cost.key]) + (fn.family == "binary" and not fn.integer)
+                        for fn in registry.SFPU_FUNCTIONS if fn.call}
+        for op in registry.TILE_OPS.values():
+            if op.with_scalar is not None:
+                instructions.setdefault(op.scalar_call()[0], float(costs["sfpu_instr_simple"]))
+
+        def math(stmt) -> float:
+            if isinstance(stmt, tirx.SeqStmt):
+                return sum(math(x) for x in stmt.seq)
+            if isinstance(stmt, tirx.For):
+                return (int(stmt.extent) if isinstance(stmt.extent, tirx.IntImm) else 1) * math(stmt.body)
+            if isinstance(stmt, tirx.IfThenElse):
+                return max(math(stmt.then_case), math(stmt.else_case) if stmt.else_case is not None else 0.0)
+            found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
+            if found is not None and found[0].name in instructions:
+                return math_tile + rows_per_tile * instructions[found[0].name]
+            return math(stmt.body) if hasattr(stmt, "body") else 0.0
+
+        def pack(cb: int, accumulate: bool) -> float:
+            rate = costs["pack_l1_acc_bytes_per_cycle"] if accumulate else costs["pack_bytes_per_cycle"]
+            return float(costs["pack_call_cycles"]) + tz.cbs[cb]["page_bytes"] / float(rate)
+        math_cycles = sum(math(stmt) for stmt in body)
+        pack_cycles = self.group * sum(pack(tz.resident[b], b in l1_acc) for b in packed
+                                       if (id(w), b) not in self.unpacked)
+        parts = dict(self.partial_packs[id(w)])
+        pack_cycles += self.group * sum(pack(part, True) for part in parts.values())
+        add = (self.group - 1) * (math_tile + rows_per_tile * (float(costs["sfpu_instr_simple"]) + 1))
+        chosen = []
+        for name in names:
+            saved = (self.group - 1) * pack(parts[name], True)
+            if max(math_cycles + add, pack_cycles - saved) < max(math_cycles, pack_cycles):
+                chosen.append(name)
+                math_cycles, pack_cycles = math_cycles + add, pack_cycles - saved
+        return chosen
 
     def l1_acc_flag(self, buffer: str, was_zero: bool):
         """Packer L1 accumulation on, or off in the first iteration of the loop the window sits in when that
