@@ -158,3 +158,29 @@ def test_a_row_max_the_reader_streams_in_stays_a_reduce_tile_per_tile():
                             params={"M": 2048, "N": 1024}, target=TargetConfig(arch="blackhole"))
     compute = result.artifacts["compute.cpp"].decode()
     assert "reduce_tile<PoolType::MAX" in compute and "reduce_block_max_row" not in compute
+
+
+@pytest.mark.parametrize("arch,causal,seq_len,blocking", [
+    ("wormhole_b0", False, 256, "as_written"), ("blackhole", False, 256, "as_written"),
+    ("blackhole", True, 1024, "auto")])
+def test_the_block_row_max_comes_before_the_copy_of_the_old_maxima(arch, causal, seq_len, blocking):
+    """In the row-max window (`m_prev = m`, then `T.reduce_max(s, m, clear=False)` as one reduce_block_max_row a
+    row into m loaded face-transposed) the block max is emitted right after the transposed load and the copy of the
+    old maxima from m's CB after it: the row's one-call unpack then waits for the previous row's last FPU op, not
+    for this row's copy (the unpackers fetch an op's data once the op two before it has run). Same results: both
+    read only the CB and write different DST slots; against float64 attention."""
+    params = {**PARAMS, "causal": causal, "seq_len": seq_len}
+    target = TargetConfig(arch=arch, intermediate_dtype="bfloat16", blocking=blocking)
+    result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
+                            params=params, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    window = compute[compute.index("copy_init(cb_m, 0, true);"):]
+    window = window[:window.index("tile_regs_commit();")]
+    calls = [line.strip() for line in window.splitlines()]
+    block = next(k for k, c in enumerate(calls) if c.startswith("reduce_block_max_row<") and "(cb_s, " in c)
+    copy = calls.index("copy_init(cb_m);")
+    assert calls[1].startswith("copy_tile(cb_m, 0, ") and block < copy
+    assert calls[copy + 1].startswith("copy_tile(cb_m, 0, ")
+    outcome, q, k, v = run_attention(result, target, params, 11)
+    want = attention(q, k, v) if not causal else causal_attention(q, k, v)
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=1.5e-2)

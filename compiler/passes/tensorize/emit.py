@@ -740,6 +740,32 @@ class Emitter:
                     o.region is not None and o.region.name == buffer for o in info.operands)
         return False
 
+    def block_max_first(self, items: list) -> list[int]:
+        """The order the window's top-level items are emitted in: program order, except that the copy of a running
+        maximum's old tiles from its CB (copy_of_old: `m_prev = m`) directly before the block row max into the
+        face-transposed preload of the same buffer (`T.reduce_max(s, m, clear=False)`) is emitted after it. Both
+        read only the CB and write different DST slots, so the results are the same; what changes is when the
+        row's unpack can start: the unpackers fetch an FPU op's data once the math thread has run the op two before
+        it (double-buffered source registers), so with the copy first the whole row's fetch (one call for the row)
+        waits for this row's copies and then runs while the math thread waits for it; with the block max right
+        after the transposed load, it waits for the previous row's last FPU op and streams while that row's SFPU
+        work (its alpha) runs."""
+        order = list(range(len(items)))
+        k = 0
+        while k + 1 < len(items):
+            a, b = items[k], items[k + 1]
+            if a[0] == "op" and b[0] == "op":
+                copy, mx = a[1], b[1]
+                buffer = next((n for n, info in self.copied_old.items() if info is copy), None)
+                if buffer is not None and buffer in self.transposed_loads and mx.name == "max" \
+                        and mx.dst.name == buffer and mx.accumulates and self.block_max(mx) \
+                        and all(o.region is None or o.region.name != copy.dst.name for o in mx.operands):
+                    order[k], order[k + 1] = k + 1, k
+                    k += 2
+                    continue
+            k += 1
+        return order
+
     def copy_of_old(self, w: Window, buffer: str):
         """The op of grouped window `w` that first touches preloaded `buffer`, when it is a whole, plain copy of it
         into another buffer of the window at its top level (T.copy(m, m_prev) before the row max rewrites m); None
@@ -1307,7 +1333,8 @@ class Emitter:
         unclamped = self.unclamped_exps(self.w) if not nested and items is self.w.items else set()
         if self.strategies.approx_exp:
             items = fold_exp_scales(items)
-        for k, item in enumerate(items):
+        for k in self.block_max_first(items) if not nested else range(len(items)):
+            item = items[k]
             kind = item[0]
             if kind == "op":
                 if not nested:
