@@ -184,3 +184,44 @@ def test_the_block_row_max_comes_before_the_copy_of_the_old_maxima(arch, causal,
     outcome, q, k, v = run_attention(result, target, params, 11)
     want = attention(q, k, v) if not causal else causal_attention(q, k, v)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=1.5e-2)
+
+
+def _fused_loops(compute: str, fpu: str) -> list[bool]:
+    """For each group loop whose body starts with an `fpu` call: does the SFPU exp follow it in the same loop?"""
+    out = []
+    for m in re.finditer(r"for \(uint32_t (q\w*) = 0; \1 < \d+; \+\+\1\) \{\n\s*" + re.escape(fpu) + r"\([^\n]*\n(\s*)(\S[^\n]*)",
+                         compute):
+        out.append(m.group(3).startswith("exp_tile") and m.group(3).endswith(f"({m.group(1)});"))
+    return out
+
+
+@pytest.mark.parametrize("arch,causal,dtype", [("wormhole_b0", False, "bfloat16"), ("blackhole", False, "bfloat16"),
+                                               ("blackhole", False, "declared")])
+def test_the_subtract_and_its_exp_run_position_by_position(arch, causal, dtype):
+    """The exp window's `s - m` (an FPU broadcast subtract from the scores' CB, which the compute kernel packed) and
+    the exp of its result (the approximate exp, its scale folded in) run in one loop over the group's positions,
+    not a loop of subtracts then a loop of exps: the unpackers fetch position q + 2's subtract while the SFPU works
+    on q. Inits stay out of the loop. Verified (the derived tolerance) and against float64 attention within the
+    approximate exp's few percent."""
+    params = {**PARAMS, "causal": causal, "seq_len": 1024}
+    target = TargetConfig(arch=arch, intermediate_dtype=dtype, approx_exp=True)
+    result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
+                            params=params, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    assert _fused_loops(compute, "sub_tiles_bcast_cols") == [True]
+    body = compute[compute.index("sub_tiles_bcast_cols("):]
+    assert "_init" not in body[:body.index("}")]               # the inits stay hoisted
+    outcome, q, k, v = run_attention(result, target, params, 13)
+    want = attention(q, k, v) if not causal else causal_attention(q, k, v)
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), want, rtol=0, atol=5e-2)
+
+
+def test_a_subtract_of_a_row_the_reader_brings_keeps_its_own_loop():
+    """softmax's `x - max` reads the row the reader fills: its program is left as it was (a loop of subtracts, then
+    a loop of exps)."""
+    example = EXAMPLE.parent / "softmax.py"
+    result = compile_source(example.read_text(), filename=project_name(example), entry="softmax",
+                            params={"M": 2048, "N": 1024}, target=TargetConfig(arch="blackhole"))
+    compute = result.artifacts["compute.cpp"].decode()
+    fused = _fused_loops(compute, "sub_tiles_bcast_cols")
+    assert fused and not any(fused)

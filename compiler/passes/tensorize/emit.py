@@ -86,6 +86,57 @@ def _hoist_leading_init(stmts: list) -> list:
     return out
 
 
+def _unary_on_dst(name: str | None) -> bool:
+    """Is `name` an SFPU call on one DST slot alone (a unary function: its only tile argument is the slot it reads and
+    writes)?"""
+    spec = ops.OPS.get(name) if name is not None else None
+    return spec is not None and not name.endswith("_init") and bool(spec.args) and spec.args[0] == "expr" \
+        and all(kind in ("expr", "bits") for kind in spec.args) and (
+            name.startswith("exp_approx") or any(fn.call == name and fn.family in ("unary", "unary_param")
+                                                 for fn in registry.SFPU_FUNCTIONS))
+
+
+def _from_cbs_into_dst(name: str | None) -> bool:
+    """Is `name` a matrix-engine call that reads CB tiles only and writes the DST slot of its last argument (an
+    element-wise or broadcast binary op, a copy)?"""
+    spec = ops.OPS.get(name) if name is not None else None
+    return spec is not None and not name.endswith("_init") and "cb" in spec.args and spec.args[-1] == "expr" \
+        and name.endswith(("_tiles", "_tiles_bcast_cols", "_tiles_bcast_rows", "_tiles_bcast_scalar", "copy_tile"))
+
+
+def _fuse_fpu_then_sfpu(stmts: list, q, packed_cbs: set) -> list:
+    """Adjacent loops over a group's positions, the first an FPU op from CB tiles into DST[slot(q)], the second an
+    SFPU function of DST[slot(q)] alone (`s - m` broadcast, then its exp), as one loop: position by position
+    (the FPU op of q, then the SFPU function of q). The same results -- the FPU op reads only CBs, the function
+    only the slot that op wrote at the same position -- but the unpackers then fetch the FPU op of position q + 2
+    while the SFPU works on q (an op's data is fetched once the op two before it has run), instead of the math
+    thread waiting for the last positions' data after the first ones'. Their inits (one for the FPU, one for the
+    SFPU) stay in the body for TTHoistInits, which takes them out of the loop as before. Only where the FPU op's
+    first operand is a CB the compute kernel packed itself (`packed_cbs`: attention's scores), not one the reader
+    fills (a row kernel's input: there the op's data may wait for the reader anyway; those programs are left as
+    they were)."""
+    out: list = []
+    for stmt in stmts:
+        prev = out[-1] if out else None
+        if isinstance(stmt, tirx.For) and isinstance(prev, tirx.For) and stmt.loop_var.same_as(q) \
+                and prev.loop_var.same_as(q) and isinstance(stmt.body, tirx.SeqStmt) \
+                and isinstance(prev.body, tirx.SeqStmt) and tvm_ffi.structural_equal(stmt.extent, prev.extent) \
+                and tvm_ffi.structural_equal(stmt.min, prev.min):
+            first, second = list(prev.body.seq), list(stmt.body.seq)
+            names1, names2 = [_intrinsic_name(x) for x in first], [_intrinsic_name(x) for x in second]
+            if len(first) == 2 and len(second) == 2 and (names1[0] or "").endswith("_init") \
+                    and (names2[0] or "").endswith("_init") and _from_cbs_into_dst(names1[1]) \
+                    and _unary_on_dst(names2[1]) and "cb" in ops.OPS[names1[0]].args \
+                    and "cb" not in ops.OPS[names2[0]].args:
+                fpu, sfpu = ops.intrinsic_of(first[1])[1], ops.intrinsic_of(second[1])[1]
+                if tvm_ffi.structural_equal(fpu[-1], sfpu[0]) and isinstance(fpu[0], tirx.IntImm) \
+                        and int(fpu[0]) in packed_cbs:
+                    out[-1] = tirx.For(q, prev.min, prev.extent, prev.kind, seq(first + second))
+                    continue
+        out.append(stmt)
+    return out
+
+
 def _steps(stmts: list) -> list[list]:
     """A tile's lowering cut before each engine init: [[init, call, ...], [init, call, ...]]."""
     out: list[list] = []
@@ -545,6 +596,8 @@ class Emitter:
                     and b not in self.copied_old and b not in unread:
                 body.append(ops.call("cb_pop_front", tz.resident[b], at_once(b)))
         body += self.window_items(w.items, pending, nested=False)
+        if not w.flat and isinstance(self.q, tirx.Var):
+            body = _fuse_fpu_then_sfpu(body, self.q, {int(cb) for cb in tz.resident.values()})
         assert not self.late_loads, f"preloads never placed: {sorted(self.late_loads)}"
         presummed = self.presummed_partials(w, body, [b for b in resident if b not in dead], l1_acc)
         for name in presummed:   # the group's tiles of `name` added into its first slot: one partial pack a group
