@@ -1184,8 +1184,12 @@ class Emitter:
         pass and the sum of d is presummed; on Blackhole (4096 / 48) the add would make the math thread the longer
         side, so nothing is."""
         tz = self.tz
+        # an alias packed from the partial's slots (attention's p = cast(s), packed from s's) reads them after the
+        # math: the SFPU's sum into the first slot would be packed as its first tile
+        packed_from = {source for alias, source in w.aliases.items() if (id(w), alias) not in self.unpacked}
         names = [name for name, _ in self.partial_packs.get(id(w), [])
-                 if (id(w), name) in self.unpacked and name not in w.sent and name not in w.aliases]
+                 if (id(w), name) in self.unpacked and name not in w.sent and name not in w.aliases
+                 and name not in packed_from]
         if w.flat or self.group < 2 or not names:
             return []
         rows, cols = tz.tiles(names[0])
