@@ -74,6 +74,24 @@ def embedded(tmp_path_factory):
         yield running
 
 
+@pytest.fixture(scope="session")
+def process_zygote():
+    """zygote_for(settings) -> this test process's sandbox zygote: workers.sandbox.zygote_for keeps one a process (as
+    a worker's pool process has one), started by its first user and restarted if it died. The modules that run
+    jobs in it (test_sandbox, test_kernel_check; test_executors and the runner's stages reach it through the product)
+    share it, and it is closed once, at the session's end: a module that closed it at its own end made the next one
+    start another (tvm imported and the warm-up compiles again: ~3 CPU s, ~5-10 s on a loaded machine). Every job
+    runs in a child of its own, so nothing one module's jobs do stays for another's. The modules whose tests need a
+    zygote of other settings, or break one, start their own (test_forged_answers' protocol layer, test_sandbox's
+    fallback without namespaces, test_cache's empty cache, test_hardware_jail's cards)."""
+    from workers.sandbox import client
+
+    yield client.zygote_for
+    zygote = client._zygotes.get(os.getpid())
+    if zygote is not None:
+        zygote.close()
+
+
 FILE_SECONDS = Path(__file__).resolve().parent / "file_seconds.json"
 
 

@@ -86,10 +86,8 @@ def settings(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def zygote(settings):
-    zygote = sandbox.zygote_for(settings)
-    yield zygote
-    zygote.close()
+def zygote(process_zygote, settings):
+    return process_zygote(settings)  # the test process's (tests/conftest.py), closed at the session's end
 
 
 @pytest.mark.parametrize("name", sorted(TRICKS))

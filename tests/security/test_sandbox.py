@@ -28,10 +28,8 @@ def settings(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def zygote(settings, canary_dir):
-    zygote = sandbox.zygote_for(settings)
-    yield zygote
-    zygote.close()
+def zygote(process_zygote, settings, canary_dir):
+    return process_zygote(settings)  # the test process's (tests/conftest.py), closed at the session's end
 
 
 def no_job_directories() -> bool:
