@@ -22,6 +22,8 @@ kernel's fidelity, as `matmul_block_cycles` does here for the compiler.
 """
 from __future__ import annotations
 
+import functools
+
 MAX_DST_TILES = 16   # the most tiles one DST section holds (16-bit, full sync): the largest call shape
 
 
@@ -61,21 +63,32 @@ def noc_route(load: dict, costs: dict, noc: int, src: tuple, dst: tuple, nbytes:
     emulator's routes, ttemu/src/timing_fabric.h: NoC 0 right then down, NoC 1 up then left, on a torus); `load`
     maps (noc, x, y, axis) -> bytes."""
     width, height = (int(v) for v in costs["noc_grid"])
+    for link in noc_links(width, height, noc, (int(src[0]), int(src[1])), (int(dst[0]), int(dst[1]))):
+        load[link] = load.get(link, 0.0) + nbytes
+
+
+@functools.lru_cache(maxsize=65536)
+def noc_links(width: int, height: int, noc: int, src: tuple[int, int], dst: tuple[int, int]) -> tuple:
+    """The links (noc, x, y, axis) of noc_route's route from `src` to `dst` on a `width` x `height` torus, in the
+    order it crosses them: a pure function of its arguments, so remembered (the block chooser routes the same bank
+    to the same core for every candidate it prices)."""
     x, y = src
+    links = []
     if noc == 0:
         while x != dst[0]:
-            load[(0, x, y, 0)] = load.get((0, x, y, 0), 0.0) + nbytes
+            links.append((0, x, y, 0))
             x = (x + 1) % width
         while y != dst[1]:
-            load[(0, x, y, 1)] = load.get((0, x, y, 1), 0.0) + nbytes
+            links.append((0, x, y, 1))
             y = (y + 1) % height
     else:
         while y != dst[1]:
-            load[(1, x, y, 1)] = load.get((1, x, y, 1), 0.0) + nbytes
+            links.append((1, x, y, 1))
             y = (y - 1) % height
         while x != dst[0]:
-            load[(1, x, y, 0)] = load.get((1, x, y, 0), 0.0) + nbytes
+            links.append((1, x, y, 0))
             x = (x - 1) % width
+    return tuple(links)
 
 
 def dram_bank_xys(costs: dict) -> list[tuple[int, int]]:
@@ -87,11 +100,34 @@ def dram_bank_xys(costs: dict) -> list[tuple[int, int]]:
 def dram_read_link_cycles(costs: dict, reads: list) -> float:
     """Cycles the busiest NoC link carries DRAM read data: `reads` is [(logical core (x, y), bytes, noc)], each
     core's bytes spread evenly over the banks (interleaved pages) and routed from every bank to the core."""
-    xs, ys = costs["worker_noc_x"], costs["worker_noc_y"]
-    banks = dram_bank_xys(costs)
+    geometry = (tuple(int(x) for x in costs["worker_noc_x"]), tuple(int(y) for y in costs["worker_noc_y"]),
+                *(int(v) for v in costs["noc_grid"]), tuple(dram_bank_xys(costs)), float(costs["noc_bytes_per_cycle"]))
+    return _busiest_read_link(geometry, tuple(((int(cx), int(cy)), nbytes, int(noc)) for (cx, cy), nbytes, noc in reads))
+
+
+@functools.lru_cache(maxsize=1024)
+def _busiest_read_link(geometry: tuple, reads: tuple) -> float:
+    """dram_read_link_cycles of the device geometry (worker NoC x's, y's, NoC grid width, height, bank endpoints,
+    link bytes per cycle): a pure function of its arguments, so remembered (the block chooser prices the same reads
+    again for other candidates)."""
+    xs, ys, width, height, banks, bytes_per_cycle = geometry
     load: dict = {}
     for (cx, cy), nbytes, noc in reads:
-        here = (int(xs[cx]), int(ys[cy]))
-        for bank in banks:
-            noc_route(load, costs, noc, bank, here, nbytes / len(banks))
-    return max(load.values(), default=0.0) / float(costs["noc_bytes_per_cycle"])
+        share = nbytes / len(banks)
+        # what noc_route from every bank in turn adds, a link at a time: the same additions in the same order
+        for link, times in _links_from_banks(width, height, banks, noc, (xs[cx], ys[cy])):
+            total = load.get(link, 0.0)
+            for _ in range(times):
+                total += share
+            load[link] = total
+    return max(load.values(), default=0.0) / bytes_per_cycle
+
+
+@functools.lru_cache(maxsize=4096)
+def _links_from_banks(width: int, height: int, banks: tuple, noc: int, here: tuple[int, int]) -> tuple:
+    """((link, how many of the banks' routes to `here` cross it), ...) in the order the routes first cross them."""
+    counts: dict = {}
+    for bank in banks:
+        for link in noc_links(width, height, noc, bank, here):
+            counts[link] = counts.get(link, 0) + 1
+    return tuple(counts.items())

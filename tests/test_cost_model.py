@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
-from compiler.cost_model import MAX_DST_TILES, matmul_block_cycles, matmul_block_table, matmul_block_terms
+from compiler.cost_model import (MAX_DST_TILES, dram_bank_xys, dram_read_link_cycles, matmul_block_cycles,
+                                  matmul_block_table, matmul_block_terms, noc_links)
 from compiler.target import device_costs
 from compiler.toolchain import emulate, sdk_headers
 from tests.emulator.test_ttnn_kernels import NPY_UTIL, PROGRAMS, MatmulConfig
@@ -91,3 +93,63 @@ def test_an_unpack_calls_instructions_hide_behind_the_previous_calls_data(tmp_pa
     calls = 2 * 16                            # per core: two 4 x 2 subblocks of a 4 x 4 block, 16 K tiles each
     assert span["below"] - span["table"] < 2 * data
     assert span["above"] - span["table"] == pytest.approx(calls * data, rel=0.15)
+
+
+def _walked_links(width: int, height: int, noc: int, src: tuple, dst: tuple) -> list:
+    """The route as the emulator's fabric takes it (NoC 0 right then down, NoC 1 up then left, on a torus), walked
+    link by link here, independently of noc_links' memo."""
+    (x, y), links = src, []
+    step_x, step_y = (1, 1) if noc == 0 else (-1, -1)
+    order = ("x", "y") if noc == 0 else ("y", "x")
+    for axis in order:
+        while (x, y)[0 if axis == "x" else 1] != dst[0 if axis == "x" else 1]:
+            links.append((noc, x, y, 0 if axis == "x" else 1))
+            if axis == "x":
+                x = (x + step_x) % width
+            else:
+                y = (y + step_y) % height
+    return links
+
+
+def _walked_busiest_link(costs: dict, reads: list) -> float:
+    """dram_read_link_cycles' answer by adding every route's bytes link by link, read by read, bank by bank."""
+    width, height = (int(v) for v in costs["noc_grid"])
+    banks = dram_bank_xys(costs)
+    load: dict = {}
+    for (cx, cy), nbytes, noc in reads:
+        here = (int(costs["worker_noc_x"][cx]), int(costs["worker_noc_y"][cy]))
+        for bank in banks:
+            for link in _walked_links(width, height, noc, bank, here):
+                load[link] = load.get(link, 0.0) + nbytes / len(banks)
+    return max(load.values(), default=0.0) / float(costs["noc_bytes_per_cycle"])
+
+
+@pytest.mark.parametrize("noc", [0, 1])
+def test_a_routes_links_are_those_the_fabric_walks(noc):
+    """noc_links (remembered by its arguments) on two torus sizes, every source to every destination: a memo that
+    forgot the grid's size or the NoC would hand one route the other's links."""
+    for width, height in ((5, 4), (4, 5)):
+        for src in ((x, y) for x in range(width) for y in range(height)):
+            for dst in ((x, y) for x in range(width) for y in range(height)):
+                assert list(noc_links(width, height, noc, src, dst)) == _walked_links(width, height, noc, src, dst)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_the_busiest_read_link_is_the_sum_of_every_routes_bytes_in_order(arch):
+    """dram_read_link_cycles (routes counted once per core, answers remembered by the device geometry and the reads)
+    is exactly -- not approximately: the block chooser compares these -- the link-by-link sum, for random reads, the
+    same reads again, and the same reads on a device whose banks or grid moved (a memo keyed by the reads alone
+    would answer those with the first device's links)."""
+    rng = np.random.default_rng(3)
+    costs = device_costs(arch)
+    cores = [(x, y) for x in range(len(costs["worker_noc_x"])) for y in range(len(costs["worker_noc_y"]))]
+    moved_banks = {**costs, "dram_noc_xy": list(costs["dram_noc_xy"][2:]) + list(costs["dram_noc_xy"][:2])}
+    wider = {**costs, "noc_grid": [int(costs["noc_grid"][0]) + 1, costs["noc_grid"][1]]}
+    fewer_banks = {**costs, "dram_noc_xy": list(costs["dram_noc_xy"][:-2])}
+    for trial in range(20):
+        picked = rng.choice(len(cores), size=int(rng.integers(1, 40)), replace=False)
+        reads = [(cores[i], float(rng.integers(1, 64)) * 2048 / 3, int(rng.integers(0, 2))) for i in picked]
+        for device in (costs, moved_banks, wider, fewer_banks, costs):
+            assert dram_read_link_cycles(device, reads) == _walked_busiest_link(device, reads)
+    answers = {dram_read_link_cycles(d, reads) for d in (costs, moved_banks, wider, fewer_banks)}
+    assert len(answers) > 1          # the devices differ where these reads go: the check above can tell them apart
