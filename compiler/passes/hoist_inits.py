@@ -67,27 +67,29 @@ def init_kind(name: str) -> str | None:
 class _Hoister:
     def __init__(self, formats: dict[int, str]):
         self.formats = formats
-        # memos keyed by id() (the statements are kept alive beside their answers): loops nest and every level's
+        # memos keyed by the node (_handle: every access of a field, stmt.body, makes a new Python object of the
+        # same node, so id() would miss), the nodes kept alive beside their answers: loops nest and every level's
         # fixed point re-walks its body
-        self._elided: dict = {}
+        self._after: dict = {}
+        self._children: dict = {}
         self._kinds: dict = {}
         self._specs: dict = {}
         self._inits: dict = {}
 
     def spec(self, node):
         """ops.intrinsic_of, once per node."""
-        if id(node) not in self._specs:
-            self._specs[id(node)] = (node, ops.intrinsic_of(node))
-        return self._specs[id(node)][1]
+        if _handle(node) not in self._specs:
+            self._specs[_handle(node)] = (node, ops.intrinsic_of(node))
+        return self._specs[_handle(node)][1]
 
     # ---- what an init sets ----------------------------------------------------------------------------------------
     def init_of(self, stmt) -> tuple[str, tuple] | None:
         """(kind, key) of an init statement: the key is what the engine ends up configured as (CB arguments by
         their data format: the emulator and the LLKs configure by format)."""
-        if id(stmt) in self._inits:
-            return self._inits[id(stmt)][1]
+        if _handle(stmt) in self._inits:
+            return self._inits[_handle(stmt)][1]
         answer = self._init_of(stmt)
-        self._inits[id(stmt)] = (stmt, answer)
+        self._inits[_handle(stmt)] = (stmt, answer)
         return answer
 
     def _init_of(self, stmt):
@@ -155,8 +157,8 @@ class _Hoister:
         return tirx.SeqStmt(hoisted + [loop])
 
     def kinds_inside(self, stmt) -> set[str]:
-        if id(stmt) in self._kinds:
-            return self._kinds[id(stmt)][1]
+        if _handle(stmt) in self._kinds:
+            return self._kinds[_handle(stmt)][1]
         out: set[str] = set()
 
         def visit(node):
@@ -168,7 +170,7 @@ class _Hoister:
                 out.update(KINDS)
         for node in _evaluates(stmt):
             visit(node)
-        self._kinds[id(stmt)] = (stmt, out)
+        self._kinds[_handle(stmt)] = (stmt, out)
         return out
 
     def kinds_used(self, stmt) -> set[str]:
@@ -180,59 +182,93 @@ class _Hoister:
         return out
 
     # ---- 2. elision ------------------------------------------------------------------------------------------------
-    def elide(self, stmt, state: dict) -> tuple[object, dict]:
-        """(the statement without redundant inits, the configuration after it)."""
-        key = (id(stmt), tuple(sorted(state.items())))
-        if key not in self._elided:
-            self._elided[key] = (stmt, self._elide(stmt, state))
-        return self._elided[key][1]
+    def after(self, stmt, state: dict) -> dict:
+        """The configuration after `stmt` run from `state` (what elide returns beside the statement, without building
+        it: a loop's fixed point asks this of its body up to 8 times, at every level of nesting)."""
+        key = (_handle(stmt), tuple(sorted(state.items())))
+        if key not in self._after:
+            self._after[key] = (stmt, self._after_uncached(stmt, state))
+        return self._after[key][1]
 
-    def _elide(self, stmt, state: dict) -> tuple[object, dict]:
+    def _after_uncached(self, stmt, state: dict) -> dict:
         if isinstance(stmt, tirx.Evaluate):
             spec = self.spec(stmt)
             if spec is not None and spec[0].name in STARTUP:
-                return stmt, {}
+                return {}
             found = self.init_of(stmt)
-            if found is None:
-                return stmt, state
+            if found is None or self.redundant(stmt, state):
+                return state
             kind, key = found
-            name = spec[0].name
-            if key is not None and state.get(kind) == key and name not in NEVER_MOVED:
-                return _NOTHING, state
-            return stmt, {**state, kind: key}
+            return {**state, kind: key}
+        if isinstance(stmt, tirx.SeqStmt):
+            for s in self.children(stmt):
+                state = self.after(s, state)
+            return state
+        if isinstance(stmt, tirx.For):
+            return _meet(state, self.after(stmt.body, self.loop_entry(stmt, state)))
+        if isinstance(stmt, tirx.IfThenElse):
+            return _meet(self.after(stmt.then_case, state),
+                         self.after(stmt.else_case, state) if stmt.else_case is not None else state)
+        if self.kinds_inside(stmt):      # a statement we do not look into that configures an engine
+            return {}
+        return state
+
+    def redundant(self, stmt, state: dict) -> bool:
+        """An init that sets its engine to what `state` has it set to already (reduce_init never: its edge mask)."""
+        found = self.init_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
+        if found is None or found[1] is None or state.get(found[0]) != found[1]:
+            return False
+        return self.spec(stmt)[0].name not in NEVER_MOVED
+
+    def loop_entry(self, loop: tirx.For, state: dict) -> dict:
+        """The configuration at the top of every iteration of `loop` entered from `state`: a fixed point."""
+        entry = state
+        for _ in range(8):
+            joined = _meet(state, self.after(loop.body, entry))
+            if joined == entry:
+                return entry
+            entry = joined
+        return {}
+
+    def children(self, stmt) -> list:
+        """stmts_of a SeqStmt, once per node."""
+        if _handle(stmt) not in self._children:
+            self._children[_handle(stmt)] = (stmt, stmts_of(stmt))
+        return self._children[_handle(stmt)][1]
+
+    def without_redundant(self, stmt, state: dict):
+        """`stmt` run from `state` without the inits that set what is set already (_NOTHING: nothing is left)."""
+        if isinstance(stmt, tirx.Evaluate):
+            return _NOTHING if self.redundant(stmt, state) else stmt
         if isinstance(stmt, tirx.SeqStmt):
             out = []
-            for s in stmts_of(stmt):
-                s2, state = self.elide(s, state)
+            for s in self.children(stmt):
+                s2 = self.without_redundant(s, state)
+                state = self.after(s, state)
                 if s2 is not _NOTHING:
                     out.append(s2)
-            return (seq(out) if out else _NOTHING), state
+            return seq(out) if out else _NOTHING
         if isinstance(stmt, tirx.For):
-            entry = state
-            for _ in range(8):           # the configuration at the top of every iteration: a fixed point
-                _, after = self.elide(stmt.body, entry)
-                joined = _meet(state, after)
-                if joined == entry:
-                    break
-                entry = joined
-            else:
-                entry = {}
-            body, after = self.elide(stmt.body, entry)
+            body = self.without_redundant(stmt.body, self.loop_entry(stmt, state))
             body = body if body is not _NOTHING else tirx.Evaluate(0)
-            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body), _meet(state, after)
+            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body)
         if isinstance(stmt, tirx.IfThenElse):
-            then, s1 = self.elide(stmt.then_case, state)
-            other, s2 = (self.elide(stmt.else_case, state) if stmt.else_case is not None else (None, state))
+            then = self.without_redundant(stmt.then_case, state)
+            other = self.without_redundant(stmt.else_case, state) if stmt.else_case is not None else None
             then = then if then is not _NOTHING else tirx.Evaluate(0)
             if other is _NOTHING:
                 other = None
-            return tirx.IfThenElse(stmt.condition, then, other), _meet(s1, s2)
-        if self.kinds_inside(stmt):      # a statement we do not look into that configures an engine
-            return stmt, {}
-        return stmt, state
+            return tirx.IfThenElse(stmt.condition, then, other)
+        return stmt
 
 
 _NOTHING = object()
+
+
+def _handle(node) -> int:
+    """The node's address: the same for every Python object of one node (TVM nodes are immutable; each memo keeps
+    its node alive, so the address is not reused for another one while the memo lives)."""
+    return node.__chandle__()
 
 
 def tvm_str_types():
@@ -263,7 +299,7 @@ def hoist_inits_in(func: tirx.PrimFunc) -> tirx.PrimFunc:
     formats = {int(c["index"]): c["data_format"] for c in attrs.CB_CONFIG.get(func)}
     h = _Hoister(formats)
     body = h.hoist(func.body)
-    body, _ = h.elide(body, {})
+    body = h.without_redundant(body, {})
     return func.with_body(body)
 
 

@@ -3,8 +3,10 @@ configured that way (the FPU/unpacker, the SFPU, the unpacker's and the packer's
 Reads tt.cb_config (CBs are compared by data format)."""
 from __future__ import annotations
 
+from tvm import tirx
 from tvm.script import tirx as T
 
+from compiler.ir import stmts_of
 from compiler.passes.hoist_inits import hoist_inits
 
 from .helpers import assert_ir_equal, run
@@ -213,3 +215,29 @@ def test_reduce_init_never_moved_and_branches_joined():
         T.tt.copy_tile(24, 0, 0)
 
     assert_ir_equal(run(hoist_inits, before)["main"], expected)
+
+
+def test_one_node_at_two_places_is_judged_by_the_configuration_at_each():
+    """The pass remembers what a statement leaves the engines set to by the node and the configuration before it:
+    one copy_init node placed twice (IR shares nodes) is kept where the FPU is unset and dropped where it is set,
+    and the configuration after its second place still holds the SFPU's exp init (a memo keyed by the node alone
+    would say the first place's {fpu} there, and the second exp_tile_init would stay)."""
+    @T.prim_func
+    def before():
+        T.func_attr({"tt.cb_config": CBS})
+        T.tt.hw_startup_unary(1, 24)
+        T.tt.copy_init(24)
+        T.tt.exp_tile_init()
+
+    @T.prim_func
+    def expected():
+        T.func_attr({"tt.cb_config": CBS})
+        T.tt.hw_startup_unary(1, 24)
+        T.tt.copy_init(24)
+        T.tt.exp_tile_init()
+        T.tt.copy_tile(24, 0, 0)
+
+    startup, copy_init, exp_init = stmts_of(before.body)
+    copy = stmts_of(expected.body)[-1]
+    shared = before.with_body(tirx.SeqStmt([startup, copy_init, exp_init, copy_init, exp_init, copy]))
+    assert_ir_equal(run(hoist_inits, shared)["main"], expected)
