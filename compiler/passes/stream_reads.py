@@ -81,14 +81,44 @@ def _wait_at(stmts: list, k: int):
 
 
 def names_cb(stmt, cb: int) -> bool:
-    found = []
+    return cb in _cbs_of(stmt)[0]
 
-    def visit(node):
-        call = _call(node)
+
+# what a statement's calls name, per node for the pass's run (stream_reads_in empties it): each level of a nest asks
+# it of the statements below it, for every wait it moves
+_CBS: dict[int, tuple] = {}
+
+
+def _cbs_of(stmt) -> tuple[set, set]:
+    """(the CBs its calls name as CB arguments, the CBs whose tiles it reads: tile_reads', or every CB a call names
+    whose reads are not one tile per CB argument), remembered by the node's address (the node kept beside them:
+    TVM nodes are immutable, and a live node's address is not another's)."""
+    key = stmt.__chandle__()
+    if key in _CBS:
+        return _CBS[key][1:]
+    named: set = set()
+    read: set = set()
+    if isinstance(stmt, tirx.Evaluate):
+        call = _call(stmt)
         if call is not None:
-            found.extend(1 for kind, a in zip(call[0].args, call[1]) if kind == "cb" and _int(a) == cb)
-    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, visit)], order="pre")
-    return bool(found)
+            named = {_int(a) for kind, a in zip(call[0].args, call[1]) if kind == "cb"}
+            reads = tile_reads(call)
+            read = named if reads is None else {c for c, _ in reads}
+    else:
+        if isinstance(stmt, tirx.SeqStmt):
+            parts = list(stmt.seq)
+        elif isinstance(stmt, tirx.For):
+            parts = [stmt.body]
+        elif isinstance(stmt, tirx.IfThenElse):
+            parts = [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
+        else:                   # any other statement: its calls wherever they sit
+            parts = []
+            tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, parts.append)], order="pre")
+        for part in parts:
+            named_part, read_part = _cbs_of(part)
+            named, read = named | named_part, read | read_part
+    _CBS[key] = (stmt, named, read)
+    return named, read
 
 
 def tile_reads(call) -> list[tuple[int, object]] | None:
@@ -325,19 +355,7 @@ def wait_per_iteration(stmts: list, roles: dict[int, str]) -> list:
 
 def _reads_tiles(stmt, cb: int) -> bool:
     """Whether stmt unpacks tiles of cb (or names it in a call that is not an init)."""
-    found = []
-
-    def visit(node):
-        call = _call(node)
-        if call is None:
-            return
-        reads = tile_reads(call)
-        if reads is None:
-            found.append(names_cb(node, cb))
-        else:
-            found.append(any(c == cb for c, _ in reads))
-    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, visit)], order="pre")
-    return any(found)
+    return cb in _cbs_of(stmt)[1]
 
 
 def _batch(n: int, a: int, capacity: int, page_bytes: int) -> int | None:
@@ -390,7 +408,10 @@ def stream_reads_in(func: tirx.PrimFunc) -> tirx.PrimFunc:
     config = attrs.CB_CONFIG.get(func)
     capacity = {int(c["index"]): (int(c["num_pages"]), int(c["page_bytes"])) for c in config}
     roles = {int(c["index"]): str(c["role"]) for c in config}
-    return func.with_body(rewrite(func.body, capacity, roles))
+    try:
+        return func.with_body(rewrite(func.body, capacity, roles))
+    finally:
+        _CBS.clear()
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTStreamReads")

@@ -308,3 +308,25 @@ def test_a_value_compute_packs_group_by_group_is_waited_for_per_iteration_by_its
         T.tt.cb_pop_front(25, 8)
 
     assert_ir_equal(run(stream_reads, last_first)["main"], last_first)
+
+
+def test_the_pass_keeps_no_statement_after_it_runs():
+    """The CBs each statement names are remembered by the node for one run of the pass (the nodes kept alive beside
+    them, so no address is another node's while remembered): emptied when it ends, the IR it saw is not kept."""
+    from compiler.passes import stream_reads as module
+
+    @T.prim_func
+    def before():
+        T.func_attr({"tt.cb_config": CBS})
+        T.tt.cb_wait_front(24, 2)
+        for g in range(2):
+            T.tt.tile_regs_acquire()
+            T.tt.copy_tile(24, g, 0)
+            T.tt.tile_regs_commit()
+            T.tt.tile_regs_wait()
+            T.tt.pack_tile(0, 1, 0)
+            T.tt.tile_regs_release()
+        T.tt.cb_pop_front(24, 2)
+
+    run(stream_reads, before)
+    assert module._CBS == {}
