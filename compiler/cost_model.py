@@ -1,5 +1,7 @@
-"""What a matmul LLK call costs on the compute kernel's TRISCs: one model, read by the compiler's block chooser
-(passes/choose_blocks.py) and by the emulator's timing model (src/compute.cpp, through TTEMU_COSTS' `matmul_block`).
+"""What an LLK call costs on the compute kernel's TRISCs: one model, read by the compiler's block chooser
+(passes/choose_blocks.py) and by the emulator's timing model (src/compute.cpp, through TTEMU_COSTS' `matmul_block`);
+an SFPU call and a pack by the same formulas as the emulator's sfpu_event and pack_event (sfpu_call_cycles,
+pack_tile_cycles: TTTensorize's balance of the packer against the math thread reads them).
 
 A `matmul_block(rt, ct)` call (matmul_tiles is the 1 x 1 case) unpacks the operand it reuses once per tile and streams
 the other once per output tile (tt-llk's llk_unpack_AB_matmul: in0 is reused when ct >= rt), then multiplies its
@@ -47,6 +49,19 @@ def matmul_block_cycles(costs: dict, rt: int, ct: int, in0_tile_bytes: float, in
     fpu = float(costs[f"fpu_cycles_{fidelity.lower()}"])
     phases = fpu / float(costs["fpu_cycles_lofi"])
     return (max(instructions, per_in0 * in0_tile_bytes + per_in1 * in1_tile_bytes), math * phases + products * fpu)
+
+
+def sfpu_call_cycles(costs: dict, instructions: float) -> float:
+    """An SFPU call over one tile on the math thread: the tile's issue (math_tile_cycles) and its rows at the call's
+    instructions a row (ttemu/src/compute.cpp sfpu_event)."""
+    return float(costs["math_tile_cycles"]) + float(costs["sfpu_rows_per_tile"]) * instructions
+
+
+def pack_tile_cycles(costs: dict, page_bytes: float, accumulate: bool) -> float:
+    """A pack of one tile: the call and the tile's bytes at the packer's rate, the L1-accumulating rate when it adds
+    into the tile in L1 (ttemu/src/compute.cpp pack_event: the call on the pack thread, the bytes on the packer)."""
+    rate = costs["pack_l1_acc_bytes_per_cycle"] if accumulate else costs["pack_bytes_per_cycle"]
+    return float(costs["pack_call_cycles"]) + page_bytes / float(rate)
 
 
 def matmul_block_table(costs: dict) -> list[float]:

@@ -153,3 +153,50 @@ def test_the_busiest_read_link_is_the_sum_of_every_routes_bytes_in_order(arch):
             assert dram_read_link_cycles(device, reads) == _walked_busiest_link(device, reads)
     answers = {dram_read_link_cycles(d, reads) for d in (costs, moved_banks, wider, fewer_banks)}
     assert len(answers) > 1          # the devices differ where these reads go: the check above can tell them apart
+
+
+SFPU_KERNEL = '''
+import tilelang.language as T
+
+
+@T.prim_func
+def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+    with T.Kernel(2) as bx:
+        x = T.alloc_fragment((32, 64), "float32")
+        y = T.alloc_fragment((32, 64), "float32")
+        T.copy(X[bx * 32, 0], x)
+        for i, j in T.Parallel(32, 64):
+            y[i, j] = T.exp(x[i, j])
+        for i, j in T.Parallel(32, 64):
+            y[i, j] = T.sqrt(y[i, j]) * x[i, j]
+        T.copy(y, Y[bx * 32, 0])
+'''
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_the_emulator_charges_sfpu_calls_what_the_cost_model_says(arch):
+    """Every SFPU call line of a compiled kernel (an exp, a sqrt, a float binary multiply) costs the math thread
+    cost_model.sfpu_call_cycles at registry.sfpu_call_instructions' count a call: the estimate TTTensorize balances
+    the packer against is the emulator's charge."""
+    from compiler import api, registry
+    from compiler.cost_model import sfpu_call_cycles
+    from schemas.target import TargetConfig
+
+    target = TargetConfig(arch=arch)
+    compiled = api.compile_source(SFPU_KERNEL, filename="sfpu.py", entry="main", target=target)
+    outcome = api.emulate(compiled.artifacts, target=target, source=SFPU_KERNEL, filename="sfpu.py",
+                          entry=compiled.entry, timing_only=True)
+    costs = device_costs(arch)
+    instructions = registry.sfpu_call_instructions(costs)
+    source = compiled.artifacts["compute.cpp"].decode().splitlines()
+    charged = {(e["line"]): e for e in outcome.report["timing"]["programs"][0]["lines"]
+               if e["kernel"] == "compute.cpp" and e["risc"] == "TRISC1"}
+    seen = set()
+    for number, text in enumerate(source, 1):
+        call = text.strip().split("(")[0]
+        if call in instructions and number in charged:
+            entry = charged[number]
+            assert entry["busy"] == pytest.approx(entry["calls"] * sfpu_call_cycles(costs, instructions[call]),
+                                                  rel=1e-5), (call, entry)
+            seen.add(call)
+    assert {"exp_tile", "sqrt_tile", "mul_binary_tile"} <= seen, seen

@@ -58,6 +58,18 @@ def _costs() -> dict[str, Cost]:
 COSTS: dict[str, Cost] = _costs()                          # the timing model's per-op constants
 
 
+def sfpu_call_instructions(costs: dict) -> dict[str, float]:
+    """Each SFPU compute-API call's instructions a 32-datum row under `costs` (target.device_costs), as the
+    emulator charges them (ttemu/src/compute.cpp: a float binary call one more than its function's slots for the
+    second operand's load; a scalar form, `add_unary_tile` and the like, a simple op's)."""
+    out = {fn.call: float(costs[fn.cost.key]) + (fn.family == "binary" and not fn.integer)
+           for fn in SFPU_FUNCTIONS if fn.call}
+    for op in REGISTRY.tile_ops:
+        if op.with_scalar is not None:
+            out.setdefault(op.scalar_call()[0], float(costs["sfpu_instr_simple"]))
+    return out
+
+
 def tilelang_scalars() -> dict:
     """TileLang element function name (and internal tile-op name) -> its value on a Python float."""
     out = {op.name: op.scalar for op in REGISTRY.tile_ops if op.kind == "unary" and op.scalar and op.lowered}
@@ -138,6 +150,6 @@ def _check() -> None:
 _check()
 
 __all__ = ["TO_FP32", "TO_INT32", "int32_of", "BINARY", "COSTS", "Cost", "ELEMENTWISE", "FPU_BINARY", "LN2", "REDUCE", "REGISTRY", "Registry",
-           "SFPU_FUNCTIONS", "SUPPORTED", "Scale", "Sfpu", "TILELANG_FUNCTIONS", "TILE_OPS", "TileLangFunction",
+           "SFPU_FUNCTIONS", "SUPPORTED", "sfpu_call_instructions", "Scale", "Sfpu", "TILELANG_FUNCTIONS", "TILE_OPS", "TileLangFunction",
            "TileOp", "UNARY", "binary_of_tilelang", "reduces_on_sfpu", "names", "tilelang_function_names", "tilelang_scalars", "tvm_scalar_functions",
            "unary_of_tilelang"]

@@ -16,9 +16,9 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ... import ops, precision, registry
+from ... import cost_model, ops, precision, registry
 from ...ir import is_transposed, mask_select, scalar_of, seq
-from ...target import TILE
+from ...target import TILE, device_costs
 from .plan import (LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, exact_op, first_use, fpu_in_place,
                    on_sfpu, tiles_of)
 from .strategies import LOWEST, Src, Strategies, i32
@@ -1195,14 +1195,8 @@ class Emitter:
         rows, cols = tz.tiles(names[0])
         if self.group > cols or cols % self.group or tuple(w.grid) != (rows, cols):
             return []
-        from ...target import device_costs
         costs = device_costs(tz.target["arch"])
-        rows_per_tile, math_tile = float(costs["sfpu_rows_per_tile"]), float(costs["math_tile_cycles"])
-        instructions = {fn.call: float(costs[fn.cost.key]) + (fn.family == "binary" and not fn.integer)
-                        for fn in registry.SFPU_FUNCTIONS if fn.call}
-        for op in registry.TILE_OPS.values():
-            if op.with_scalar is not None:
-                instructions.setdefault(op.scalar_call()[0], float(costs["sfpu_instr_simple"]))
+        instructions = registry.sfpu_call_instructions(costs)
 
         def math(stmt) -> float:
             if isinstance(stmt, tirx.SeqStmt):
@@ -1213,18 +1207,17 @@ class Emitter:
                 return max(math(stmt.then_case), math(stmt.else_case) if stmt.else_case is not None else 0.0)
             found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
             if found is not None and found[0].name in instructions:
-                return math_tile + rows_per_tile * instructions[found[0].name]
+                return cost_model.sfpu_call_cycles(costs, instructions[found[0].name])
             return math(stmt.body) if hasattr(stmt, "body") else 0.0
 
         def pack(cb: int, accumulate: bool) -> float:
-            rate = costs["pack_l1_acc_bytes_per_cycle"] if accumulate else costs["pack_bytes_per_cycle"]
-            return float(costs["pack_call_cycles"]) + tz.cbs[cb]["page_bytes"] / float(rate)
+            return cost_model.pack_tile_cycles(costs, tz.cbs[cb]["page_bytes"], accumulate)
         math_cycles = sum(math(stmt) for stmt in body)
         pack_cycles = self.group * sum(pack(tz.resident[b], b in l1_acc) for b in packed
                                        if (id(w), b) not in self.unpacked)
         parts = dict(self.partial_packs[id(w)])
         pack_cycles += self.group * sum(pack(part, True) for part in parts.values())
-        add = (self.group - 1) * (math_tile + rows_per_tile * (float(costs["sfpu_instr_simple"]) + 1))
+        add = (self.group - 1) * cost_model.sfpu_call_cycles(costs, float(costs["sfpu_instr_simple"]) + 1)
         chosen = []
         for name in names:
             saved = (self.group - 1) * pack(parts[name], True)
