@@ -266,6 +266,8 @@ def put(func, values: dict[Attr, Any]):
 SOURCE_FILE = Attr[str]("tt.source_file", str, "the user's file name, for diagnostics and generated headers")
 ENTRY = Attr[str]("tt.entry", str, "the kernel (or TileLang factory) compiled")
 PIPELINE_STAGES = Attr[int]("tt.pipeline_stages", int, "TileLang's num_stages: the input CBs' depth")
+SINGLE_BUFFERED = Attr[list]("tt.single_buffered", list[str],
+                           "staging buffers given one buffered block, whatever cb_depth says (TTChooseBlocks)")
 LOGICAL_SHAPES = Attr[dict]("tt.logical_shapes", dict[str, list[int]], "1-D user tensors the kernel sees as 2-D")
 DECLARED_DTYPES = Attr[dict]("tt.declared_dtypes", dict[str, str],
                              "user tensors of a dtype no tile holds (low-bit: read as bfloat16, integers: as float32) "
@@ -294,7 +296,7 @@ COMPILE_TIME_ARGS = Attr[list]("tt.compile_time_args", list[CompileTimeArgAttr],
 COMPUTE_CONFIG = Attr[ComputeConfigAttr]("tt.compute_config", ComputeConfigAttr, "the compute kernel's ComputeConfig")
 VERIFICATION = Attr[VerificationAttr]("tt.verification", VerificationAttr, "what TTVerifyProgram checked")
 
-ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, LOGICAL_SHAPES, DECLARED_DTYPES, EXACT_VALUES, TARGET, GRID, BUFFERS, CONSTANTS,
+ALL: tuple[Attr, ...] = (SOURCE_FILE, ENTRY, PIPELINE_STAGES, SINGLE_BUFFERED, LOGICAL_SHAPES, DECLARED_DTYPES, EXACT_VALUES, TARGET, GRID, BUFFERS, CONSTANTS,
                          ACCUMULATE, SERIAL_GROUP, BLOCKING,
                          LAYOUT_DESC, CB_CONFIG, CORE_GRID, CORE_RANGES, WORK_PARTITION, MULTICAST, STAGGER, KERNEL_ROLE,
                          RUNTIME_ARGS, COMPILE_TIME_ARGS, COMPUTE_CONFIG, VERIFICATION)

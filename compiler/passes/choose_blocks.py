@@ -62,6 +62,9 @@ MIN_MERGED_K_STEPS = 4        # the same for a loop merged by evaluation (an onl
                               # score block's QK^T, exp and P @ V, tens of times a GEMM K step's math per key tile,
                               # so fewer steps still hide the next step's reads, and each step saved saves a
                               # rescale of everything the loop carries (wider_steps weighs that)
+MIN_REFILLED_K_STEPS = 2      # the same where the key loop's inputs are refilled while the rest of a step runs
+                              # (Chooser.refilled): each step's reads overlap the same step's other windows, so
+                              # the step count need not hide them; two steps keep the loop (one is its whole axis)
 MIN_K_STEP_TILES = 4          # a K step shorter than this is taken only when the blocks cannot shrink any more
 OUTPUT_CB_TILES = 16          # an output CB streams a few tiles at a time (2 x a write batch of <= 8)
 SCORE_TILE_CYCLES = 1000      # compute cycles of one score tile of an online-softmax step (QK^T, exp, row max and
@@ -538,6 +541,7 @@ class Chooser:
         self.explain: list[str] = []
         self.compute_cycles: float | None = None
         self.zigzag_sets = 1            # a zigzag partition's cores per set (balanced)
+        self.single: frozenset = frozenset()   # staging buffers given one buffered block (refilled, wider_steps)
         # float32 matmul outputs held in bfloat16 tiles (TargetConfig.intermediate_dtype; TTTensorize's same rule)
         self.held_bf16 = fresh_matmul_outputs(func.body) if self.target.get("intermediate_dtype") == "bfloat16" \
             else set()
@@ -572,7 +576,7 @@ class Chooser:
                 continue
             shape = [blocks.get(self.a.find(self.a.key(name, axis)), info["shape"][axis]) for axis in range(2)]
             tiles = ceil_div(shape[0], TILE) * ceil_div(shape[1], TILE)
-            copies = depth if info["role"] == "staging" else 1
+            copies = (1 if name in self.single else depth) if info["role"] == "staging" else 1
             total += tiles * copies * fmt.tile_bytes
         for _, store, _ in self.a.masks:     # an index mask's tiles come from a table, staged like an input
             name = str(store.buffer.name)
@@ -856,12 +860,58 @@ class Chooser:
                 if fitted is not None and all(fitted.get(r, 0) >= min_step for r in merged) and \
                         cost(lay, fitted) < best[0] and self.bounds_hold(fitted):
                     best = (cost(lay, fitted), lay, fitted)
+        # the chosen blocks' key step widened further where the key loop's inputs that the reader can refill while
+        # the step's other windows run (refilled) get one buffered block each: the rescale of everything the loop
+        # carries is paid half as often. Not for a trip count bounded by a grid index: balanced() weighs those
+        # blocks, and their K/V reads, not a step's rescale, are what bounds them
+        refill = self.refilled(merged) if depth > 1 and not bounded else frozenset()
+        if refill:
+            self.single = refill
+            grid_only = {r: b for r, b in best[2].items() if r not in k_roots}
+            wider = self.fit(grid_only, grid_roots, k_roots, depth, budget, False, min_step=min_step,
+                             min_steps=MIN_REFILLED_K_STEPS)
+            if wider is not None and any(wider.get(r, 0) > best[2].get(r, self.t.classes[r].block) for r in merged) \
+                    and cost(best[1], wider) < best[0] and self.bounds_hold(wider):
+                best = (cost(best[1], wider), best[1], wider)
+                self.explain.append(f"one buffered block of {', '.join(sorted(refill))}: the reader refills "
+                                    f"{'it' if len(refill) == 1 else 'each'} while the key step's other windows "
+                                    f"run (freed after its last reader), so the step widens to "
+                                    f"{max(wider[r] for r in merged) // TILE} tiles")
+            else:
+                self.single = frozenset()
         if best[2] is not blocks:
             (bound, compute), (bound0, compute0) = best[0], cost(layout, blocks)
             self.explain.append(f"key steps of at least {2 * width} tiles (twice the {width} tiles the loop rescales "
                                 f"every step) on smaller blocks: {bound / bound0:.0%} of the busiest core's modelled "
                                 f"cycles ({compute / compute0:.0%} of its compute)")
         return best[1], best[2]
+
+    def refilled(self, key_roots) -> frozenset:
+        """Staging buffers a key loop fills from DRAM every trip whose readers in the loop body leave some of its
+        compute out: the compute after the last reader (TTTensorize frees the pages there: emit.Emitter.free_read)
+        or before the first one (the pages the previous trip freed). The reader refills such a buffer while that
+        compute runs, so one buffered block overlaps its reads as two would (attention's K, read by QK^T only, is
+        refilled during the softmax and PV; V, read by PV only, during the next step's QK^T and softmax). A buffer
+        read by every compute op of the body (a GEMM's A and B) is not one."""
+        def staged(call):
+            if op_name(call) != "copy":
+                return None
+            dst, src = region_of(call.args[0]), region_of(call.args[1])
+            if dst is None or src is None or src.scope != "global" or \
+                    self.buffers.get(dst.name, {}).get("role") != "staging":
+                return None
+            return dst.name
+        out = set()
+        for r in key_roots:
+            var = self.t.classes[r].var
+            calls = self.a.loop_calls.get(var, []) if var is not None else []
+            compute = [j for j, c in enumerate(calls) if staged(c) is None]
+            for name in {staged(c) for c in calls} - {None}:
+                readers = [j for j in compute if any(g is not None and g.name == name
+                                                     for g in map(region_of, calls[j].args))]
+                if readers and any(j < min(readers) or j > max(readers) for j in compute):
+                    out.add(name)
+        return frozenset(out)
 
     def shared_reads(self, layout, blocks, grid_roots, extents, key_roots, per_block: int, cx, cy) -> float:
         """The busiest core's key-loop read cycles: `per_block` DRAM tiles for each block it walks, at the share of
@@ -1124,7 +1174,8 @@ class Chooser:
                      + ("" if self.target["partition"] is None else " (the target's)"))
         chosen = {r: b for r, b in blocks.items()}
         lines.append(f"L1: ~{_kib(self.l1_bytes(chosen, depth))} of {_kib(self.target['l1_available_for_cbs'])} "
-                     f"for tiles, {depth} buffered blocks per input")
+                     f"for tiles, {depth} buffered blocks per input"
+                     + (f" (one of {', '.join(sorted(self.single))})" if self.single and depth > 1 else ""))
         if why_not:
             lines.append(f"blocks: {why_not}")
         return lines
@@ -1317,6 +1368,8 @@ def choose_blocks(func, mod, ctx):
             buffers[name]["shape"] = shape
     target["partition"] = partition
     target["cb_depth"] = depth
+    if chooser.single and depth > 1:
+        func = attrs.SINGLE_BUFFERED.on(func, sorted(chooser.single))
     grid["extents"] = list(new_extents) if analysis.grid_vars else grid["extents"]
     axis = chooser.triangular_axis()
     if axis is not None:

@@ -221,6 +221,7 @@ def lower_to_circular_buffers(func, mod, ctx):
     buffers = attrs.BUFFERS.get(func)
     declared = attrs.DECLARED_DTYPES.get(func, {}) or {}    # int32 outputs: their pages are converted by the writer
     depth = target["cb_depth"]       # resolved by TTChooseBlocks (the target's, TileLang's num_stages, or the L1 budget's)
+    single = set(attrs.SINGLE_BUFFERED.get(func, []))    # inputs refilled while the key step's other windows run
     analyzer = tvm.sym.Analyzer()
     cbs: dict[str, dict] = {}
 
@@ -283,7 +284,7 @@ def lower_to_circular_buffers(func, mod, ctx):
         if src.scope == "global":          # DRAM -> L1 staging tile: the reader's job
             ntiles = rows * cols
             cb = cb_for(dst.name, index_base=INPUT_CB_BASE, role="input", dtype=dst.dtype,
-                        pages=ntiles * depth, buffer=dst.name)
+                        pages=ntiles * (1 if dst.name in single else depth), buffer=dst.name)
             r0, c0 = page_origin(src)
             after_writes = []
             if buffers[src.name].get("accumulate"):

@@ -237,12 +237,15 @@ def test_online_softmax_steps_merge():
     running sum and output (alpha times 0: each step forgets the previous ones) the steps do not merge."""
     merged = run(choose_blocks, online_softmax(rescale=True))["main"]
     # 4 steps, not a GEMM's 8: each step saved saves a rescale of acc (MIN_MERGED_K_STEPS), on 32-row blocks
-    # that fill the 64 cores
-    assert "loop `kb`: 2048 elements in steps of 64 -> 512 (4 steps; merged steps leave the same results)" \
+    # that fill the 64 cores; then 2 (MIN_REFILLED_K_STEPS): k and v, each read by one op of the step, get one
+    # buffered block (the reader refills them while the step's other ops run), so the step widens where L1 allows
+    assert "loop `kb`: 2048 elements in steps of 64 -> 1024 (2 steps; merged steps leave the same results)" \
         in explain(merged)
+    assert "one buffered block of k, v:" in explain(merged)
+    assert list(merged.attrs["tt.single_buffered"]) == ["k", "v"]
     assert "grid axis `bq`: 2048 elements in blocks of 64 -> 32 (64 blocks)" in explain(merged)
-    assert list(merged.attrs["tt.buffers"]["k"]["shape"]) == [512, 64]
-    assert list(merged.attrs["tt.buffers"]["s"]["shape"])[1] == 512
+    assert list(merged.attrs["tt.buffers"]["k"]["shape"]) == [1024, 64]
+    assert list(merged.attrs["tt.buffers"]["s"]["shape"])[1] == 1024
 
     kept = run(choose_blocks, online_softmax(rescale=False))["main"]
     assert "loop `kb`: steps as written (loop `kb` carries values other than accumulations" in explain(kept)

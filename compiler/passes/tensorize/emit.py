@@ -399,7 +399,7 @@ class Emitter:
                 found: dict = {}
                 _accesses([item], None, found)
                 seen |= set(found)
-        for item in items:
+        for k, item in enumerate(items):
             if id(item) in self.fused_sends:
                 continue
             out += self.flush(item)
@@ -409,6 +409,8 @@ class Emitter:
                 self.all_touched = True
             else:
                 self.cbs_touched |= touched
+            if self.loops:
+                out += self.free_read(pending, items[k + 1:])
         out += self.pop_all(pending)
         keep = {cb for cb in self.deferred if carry and _first_touch_covers(items, cb, self.tz, self.touches)}
         return out + self.flush(None, keep=keep)
@@ -488,6 +490,15 @@ class Emitter:
             out += self.tile_loops(rows, cols, lambda i, j: [ops.call(
                 "page_expect", cb, position(i, j), origin.tensor, _plus(origin.r0, i), _plus(origin.c0, j))])
         return out
+
+    def free_read(self, pending: dict, rest: list) -> list:
+        """Staging pages that no later item of a loop body reads are freed as soon as their last reader is
+        emitted, not at the body's end: the reader refills the CB while the rest of the body runs (attention's K after
+        QK^T, while the softmax and PV of the same key step run), which is what lets TTChooseBlocks give such an
+        input one buffered block (choose_blocks.Chooser.freed_early). An item that may touch any CB keeps them."""
+        done = [cb for cb in pending
+                if all(id(it) in self.fused_sends or not self.touches_cb(it, cb) for it in rest)]
+        return [ops.call("cb_pop_front", cb, pending.pop(cb)) for cb in done]
 
     @staticmethod
     def pop_all(pending: dict) -> list:
