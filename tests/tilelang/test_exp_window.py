@@ -61,8 +61,14 @@ def test_the_softmax_exp_runs_unclamped_with_the_packer_relu_and_matches_numpy(a
     target = TargetConfig(arch=arch, approx_exp=True, intermediate_dtype=scores)
     result, outcome = run_kernel(source, example, params, seed=11, target=target)
     compute = result.artifacts["compute.cpp"].decode()
-    assert UNCLAMPED in compute and "exp_tile_init<true, 0x" in compute
-    assert compute.count(RELU_ON) == compute.count(RELU_OFF) >= 1
+    if "_bf16, " in compute:
+        # float32 scores whose row max reads a bfloat16 copy of s (test_row_max_copy.py: key steps of 2+ tiles, the
+        # non-causal kernels' here since their K and V are buffered once, test_refilled_inputs.py): the max may
+        # round below the row's, so s - m may be positive and the exp keeps its clamp, without the ReLU
+        assert scores == "declared" and UNCLAMPED not in compute and RELU_ON not in compute
+    else:
+        assert UNCLAMPED in compute and "exp_tile_init<true, 0x" in compute
+        assert compute.count(RELU_ON) == compute.count(RELU_OFF) >= 1
     # alpha = exp(m_prev - m) is packed beside the running max m: clamped, no ReLU there
     assert "exp_tile<true>(" in compute
     name, want = expected_attention(example, outcome.inputs, params)
