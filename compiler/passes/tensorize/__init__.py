@@ -61,6 +61,8 @@ class Tensorizer:
         self.buffers = attrs.BUFFERS.get(func)
         self.layouts = attrs.LAYOUT_DESC.get(func)
         self.target = attrs.TARGET.get(func)
+        # inputs TTChooseBlocks gave one buffered block (refilled while the key step's other windows run)
+        self.single_buffered = set(attrs.SINGLE_BUFFERED.get(func, []))
         self.cbs = {c["index"]: dict(c) for c in attrs.CB_CONFIG.get(func)}
         self.staging_cb = {c["buffer"]: c["index"] for c in self.cbs.values() if c["role"] == "input"}
         self.fp32 = self.target["fp32_accumulation"]

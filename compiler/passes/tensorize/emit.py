@@ -492,12 +492,14 @@ class Emitter:
         return out
 
     def free_read(self, pending: dict, rest: list) -> list:
-        """Staging pages that no later item of a loop body reads are freed as soon as their last reader is
-        emitted, not at the body's end: the reader refills the CB while the rest of the body runs (attention's K after
-        QK^T, while the softmax and PV of the same key step run), which is what lets TTChooseBlocks give such an
-        input one buffered block (choose_blocks.Chooser.freed_early). An item that may touch any CB keeps them."""
-        done = [cb for cb in pending
-                if all(id(it) in self.fused_sends or not self.touches_cb(it, cb) for it in rest)]
+        """The pages of an input TTChooseBlocks gave one buffered block (tt.single_buffered: choose_blocks.Chooser.
+        refilled) are freed as soon as the last item of the loop body that reads them is emitted, not at the body's
+        end: the reader refills the CB while the rest of the body runs (attention's K after QK^T, while the softmax
+        and PV of the same key step run). An item that may touch any CB keeps them. (Inputs with two buffers keep
+        their pops at the body's end: freed early, the causal kernels' readers ran ahead into the NoC and lost up
+        to 3% at WH 1x10x2048x128.)"""
+        done = [cb for cb in pending if self.tz.cbs[cb]["buffer"] in self.tz.single_buffered
+                and all(id(it) in self.fused_sends or not self.touches_cb(it, cb) for it in rest)]
         return [ops.call("cb_pop_front", cb, pending.pop(cb)) for cb in done]
 
     @staticmethod
