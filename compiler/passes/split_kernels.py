@@ -156,47 +156,92 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
 class Splitter:
     def __init__(self, cbs: list[dict]):
         self.cbs = {c["index"]: c for c in cbs}
+        self._vars: dict = {}   # the input's statements' variables, by the node's address (one walk for all roles)
+        self._sides: dict = {}
+        self._children: dict = {}
 
     def role_of(self, stmt) -> str | None:
+        side = self._side_of(stmt)
+        if side is None or side[0] == "role":
+            return side and side[1]
+        return self.cbs[side[1]][side[2]]
+
+    def _side_of(self, stmt) -> tuple | None:
+        """("cb", index, "producer" | "consumer"): the call belongs to that side of that CB; ("role", role): to that
+        kernel; None: not a tt call. Remembered by the node's address (the three roles ask of every statement); the
+        CB's side is looked up at each ask, so the answer follows self.cbs."""
+        key = stmt.__chandle__()
+        if key in self._sides:
+            return self._sides[key]
         found = ops.intrinsic_of(stmt)
         if found is None:
-            return None
-        spec, args = found
-        if spec.name in PRODUCER_OPS:
-            return self.cbs[int(args[0])]["producer"]
-        if spec.name in CONSUMER_OPS:
-            return self.cbs[int(args[0])]["consumer"]
-        if spec.name in MOVER_OPS:
-            return self.cbs[int(args[0])]["producer"]
-        if spec.name in ("write_tile", "write_rows"):
-            return self.cbs[int(args[0])]["consumer"]
-        (role,) = tuple(spec.roles)
-        return role
+            side = None
+        else:
+            spec, args = found
+            if spec.name in PRODUCER_OPS or spec.name in MOVER_OPS:
+                side = ("cb", int(args[0]), "producer")
+            elif spec.name in CONSUMER_OPS or spec.name in ("write_tile", "write_rows"):
+                side = ("cb", int(args[0]), "consumer")
+            else:
+                (role,) = tuple(spec.roles)
+                side = ("role", role)
+        self._sides[key] = side
+        return side
+
+    def children(self, stmt) -> list:
+        """stmts_of(stmt), remembered by the node's address for the three roles' walks of the same input."""
+        key = stmt.__chandle__()
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = stmts_of(stmt)
+        return found
+
+    def vars_of(self, stmt) -> set:
+        """vars_used of one of the input's statements, walked once. Keyed by the node's address, not id(): TVM
+        makes a new Python wrapper at every field read. The input function outlives the pass, so no address is
+        reused while the memo lives."""
+        key = stmt.__chandle__()
+        found = self._vars.get(key)
+        if found is None:
+            found = self._vars[key] = vars_used(stmt)
+        return found
 
     def filter(self, stmts: list, role: str) -> list:
+        return [s for s, _ in self._filter(stmts, role)]
+
+    def _filter(self, stmts: list, role: str) -> list:
+        """The statements `role` keeps, each with its vars_used. A rebuilt loop's or branch's set is its header's
+        joined with its kept children's (as a walk of the rebuilt node finds), so each level reads its children's
+        sets instead of walking the whole subtree again: linear in the body, not in body x depth."""
         kept = []
         for s in stmts:
             if isinstance(s, tirx.Bind):
-                kept.append(s)
+                kept.append((s, None))
             elif isinstance(s, tirx.For):
-                body = self.filter(stmts_of(s.body), role)
-                if any(not isinstance(b, tirx.Bind) for b in body):
-                    kept.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(body)))
+                body = self._filter(self.children(s.body), role)
+                if any(not isinstance(b, tirx.Bind) for b, _ in body):
+                    header = vars_used(tirx.For(s.loop_var, s.min, s.extent, s.kind, tirx.Evaluate(0)))
+                    kept.append((tirx.For(s.loop_var, s.min, s.extent, s.kind, seq([b for b, _ in body])),
+                                 header.union(*(v for _, v in body))))
             elif isinstance(s, tirx.IfThenElse):
-                then = self.filter(stmts_of(s.then_case), role)
-                other = self.filter(stmts_of(s.else_case), role) if s.else_case is not None else []
+                then = self._filter(self.children(s.then_case), role)
+                other = self._filter(self.children(s.else_case), role) if s.else_case is not None else []
                 if then or other:
-                    kept.append(tirx.IfThenElse(s.condition, seq(then), seq(other) if other else None))
+                    header = vars_used(tirx.IfThenElse(s.condition, tirx.Evaluate(0), None))
+                    kept.append((tirx.IfThenElse(s.condition, seq([b for b, _ in then]),
+                                                 seq([b for b, _ in other]) if other else None),
+                                 header.union(*(v for _, v in then), *(v for _, v in other))))
             elif self.role_of(s) == role:
-                kept.append(s)
-        # drop bindings nothing after them uses (walk backwards so chains of bindings resolve); one walk per stmt
+                kept.append((s, None))
+        # drop bindings nothing after them uses (walk backwards so chains of bindings resolve)
         out: list = []
         used: set = set()
-        for s in reversed(kept):
+        for s, found in reversed(kept):
             if isinstance(s, tirx.Bind) and s.var not in used:
                 continue
-            used |= vars_used(s)
-            out.append(s)
+            found = self.vars_of(s) if found is None else found
+            used |= found
+            out.append((s, found))
         return out[::-1]
 
 

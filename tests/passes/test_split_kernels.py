@@ -10,7 +10,8 @@ from tvm import tirx
 from tvm.script import tirx as T
 
 from compiler import attrs, ops
-from compiler.passes.split_kernels import split_kernels
+from compiler.ir import seq, stmts_of
+from compiler.passes.split_kernels import Splitter, split_kernels
 
 from .helpers import assert_ir_equal, run
 
@@ -436,3 +437,33 @@ def test_an_input_compute_needs_first_stays_on_the_reader_when_cores_take_severa
     assert _attention_like([1, 1]) == {"q": "writer", "k": "reader", "O": "compute"}
     assert _attention_like([2, 2]) == {"q": "reader", "k": "reader", "O": "compute"}
     assert _attention_like([2, 1]) == {"q": "reader", "k": "reader", "O": "compute"}
+
+
+def test_each_kernel_keeps_the_bindings_of_the_variables_it_uses_however_deep():
+    """The kernels' bodies from one Splitter, whose variable sets are remembered across the three roles: two reads that
+    print alike but read two different variables both named x keep both bindings, and a loop nest whose innermost
+    reader call uses a and compute call uses b keeps a in the reader and b in compute, each binding outside the nest.
+    Fails with the memo keyed by a statement's text (the second x's binding dropped) or with a rebuilt loop's set
+    remembered by the input loop for the first role that asked (compute keeps a, drops b)."""
+
+    x1, x2, a, b = (tirx.Var(n, "int32") for n in ("x", "x", "a", "b"))
+    i, j = tirx.Var("i", "int32"), tirx.Var("j", "int32")
+    inner = seq([ops.call("read_tile", 0, 0, "A", a + j, 0), ops.call("exp_tile", b + j)])
+    body = seq([
+        tirx.Bind(x1, ops.call_expr("runtime_arg", "block_start")),
+        ops.call("read_tile", 0, 0, "A", x1, 0),
+        tirx.Bind(x2, ops.call_expr("runtime_arg", "block_count")),
+        ops.call("read_tile", 0, 0, "A", x2, 0),
+        tirx.Bind(a, ops.call_expr("runtime_arg", "block_stride")),
+        tirx.Bind(b, ops.call_expr("runtime_arg", "block_stride")),
+        tirx.For(i, 0, 2, tirx.ForKind.SERIAL, tirx.For(j, 0, 2, tirx.ForKind.SERIAL, inner)),
+    ])
+    splitter = Splitter([cb(0, "A_s", "input", "reader", "compute")])
+
+    def bound(role):
+        return [s.var for s in splitter.filter(stmts_of(body), role) if isinstance(s, tirx.Bind)]
+
+    for _ in range(2):   # and again, from the memo
+        reader, compute = bound(ops.READER), bound(ops.COMPUTE)
+        assert len(reader) == 3 and all(v.same_as(w) for v, w in zip(reader, (x1, x2, a)))
+        assert len(compute) == 1 and compute[0].same_as(b)
