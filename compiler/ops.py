@@ -241,6 +241,11 @@ _OPS = [
     # data formats: CBs of different formats in one compute kernel
     _op("pack_reconfig_data_format", "cb", "pack_reconfig_data_format({0})", {COMPUTE}, _C + "reconfig_data_format.h"),
     _op("reconfig_data_format", "cb cb", "reconfig_data_format({0}, {1})", {COMPUTE}, _C + "reconfig_data_format.h"),
+    # one source's format (TTConfigureUnpackers): srcA (copy_tile's, a binary op's first CB, matmul's in1) or srcB
+    _op("reconfig_data_format_srca", "cb", "reconfig_data_format_srca({0})", {COMPUTE},
+        _C + "reconfig_data_format.h"),
+    _op("reconfig_data_format_srcb", "cb", "reconfig_data_format_srcb({0})", {COMPUTE},
+        _C + "reconfig_data_format.h"),
     # reader: the reduce scaler tile (bf16 1.0 in the first row of each face), built in the CB page in L1
     _op("fill_reduce_scaler", "cb", "fill_reduce_scaler(get_write_ptr({0}))", DATAFLOW),
     # page identity (the emulator checks it with TTEMU_PAGE_TAGS=1; nothing on a device): the tile just packed is for

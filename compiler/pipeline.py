@@ -17,6 +17,7 @@ from .passes.serialize_accumulation import serialize_accumulation
 from .passes.exchange_partials import exchange_partials
 from .passes.forward_copies import forward_copies
 from .passes.grid_to_persistent import grid_to_persistent
+from .passes.configure_unpackers import configure_unpackers
 from .passes.hoist_inits import hoist_inits
 from .passes.infer_layout import infer_layout
 from .passes.lower_index_masks import lower_index_masks
@@ -67,6 +68,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
             forward_copies,                # ops read a whole copy's source; a copy nothing reads is dropped
             tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
             hoist_inits,                   # engine inits out of loops, dropped where the engine is set already
+            configure_unpackers,           # srcA / srcB reconfigured where an op reads a CB of another format
             stream_reads,                  # waits at first use; a block's first pass starts on its first tiles
         ],
         # three kernels for the three RISC groups, checked against the device's limits

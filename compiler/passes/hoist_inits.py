@@ -53,7 +53,7 @@ def uses_kind(name: str) -> set[str]:
 
 def init_kind(name: str) -> str | None:
     """Which configuration an intrinsic sets (None: it sets none)."""
-    if name == "reconfig_data_format":
+    if name in ("reconfig_data_format", "reconfig_data_format_srca", "reconfig_data_format_srcb"):
         return "unpack"
     if name == "pack_reconfig_data_format":
         return "pack"

@@ -177,3 +177,45 @@ def test_a_two_byte_noc_write_congruent_mod_16_lands(make_bundle, run):
         "        noc_async_write(get_read_ptr(cb_z) + 2, get_noc_addr(i, z, 2), get_tile_size(cb_z) - 2);")]})
     res = run(bundle, INPUTS)
     np.testing.assert_array_equal(res.outputs["z"], X + X)
+
+
+# The unpackers' source formats: compute_kernel_hw_startup(cb_z, cb_z, cb_z) configures srcA and srcB for cb_z's
+# Float32 while cb_x holds Float16_b, so an op unpacking cb_x needs a reconfiguration first.
+FP32_OUT = {"x": X, "y": X, "cfg": eltwise_cfg(in_fmt="bf16", out_fmt="fp32")}
+STARTUP_ON_Z = ("compute_kernel_hw_startup(cb_x, cb_y, cb_z);", "compute_kernel_hw_startup(cb_z, cb_z, cb_z);")
+
+
+def test_a_copy_from_a_cb_of_another_format_than_srca_holds_fails(make_bundle, run):
+    bundle = make_bundle("eltwise", prepend={"compute.cpp": "#define OP_INIT copy_init(cb_x);\n"
+                                                            "#define OP_BODY copy_tile(cb_x, 0, 0);"},
+                         replace={"compute.cpp": [STARTUP_ON_Z]})
+    expect_error(run, bundle, "unpack-format", "copy_tile(cb=0, tile=0, dst=0)", "CB c_0 is Float16_b",
+                 "the srcA unpacker is configured for Float32 (c_16, by compute_kernel_hw_startup(16, 16, 16))",
+                 inputs=FP32_OUT)
+
+
+def test_a_binary_op_checks_srcb_too(make_bundle, run):
+    # srcA reconfigured for cb_x, srcB left on Float32: add_tiles' second operand is read wrong
+    bundle = make_bundle("eltwise", prepend={"compute.cpp": "#define OP_INIT reconfig_data_format_srca(cb_x); "
+                                                            "add_init(cb_x, cb_y);"},
+                         replace={"compute.cpp": [STARTUP_ON_Z]})
+    expect_error(run, bundle, "unpack-format", "add_tiles(in0=0, in1=1", "CB c_1 is Float16_b",
+                 "the srcB unpacker is configured for Float32", inputs=FP32_OUT)
+
+
+def test_the_conditional_reconfig_only_changes_a_source_when_old_and_new_formats_differ(make_bundle, run):
+    # reconfig_data_format_srca(old=cb_y, new=cb_x): both Float16_b, so the LLK leaves srcA on Float32
+    bundle = make_bundle("eltwise", prepend={"compute.cpp": "#define OP_INIT reconfig_data_format_srca(cb_y, cb_x); "
+                                                            "copy_init(cb_x);\n#define OP_BODY copy_tile(cb_x, 0, 0);"},
+                         replace={"compute.cpp": [STARTUP_ON_Z]})
+    expect_error(run, bundle, "unpack-format", "CB c_0 is Float16_b", "configured for Float32", inputs=FP32_OUT)
+
+
+@pytest.mark.parametrize("reconfig", ["reconfig_data_format(cb_x, cb_y);", "reconfig_data_format(cb_z, cb_x, cb_z, cb_y);",
+                                      "reconfig_data_format_srca(cb_z, cb_x); reconfig_data_format_srcb(cb_y);"])
+def test_an_add_after_the_unpackers_are_reconfigured_for_its_cbs_runs(make_bundle, run, reconfig):
+    bundle = make_bundle("eltwise", prepend={"compute.cpp": f"#define OP_INIT {reconfig} add_init(cb_x, cb_y);"},
+                         replace={"compute.cpp": [STARTUP_ON_Z]})
+    x = (np.arange(64 * 64) % 256).astype(np.float32).reshape(64, 64) / 4.0     # exact in bfloat16
+    result = run(bundle, {"x": x, "y": x, "cfg": FP32_OUT["cfg"]})
+    np.testing.assert_array_equal(result.outputs["z"], 2 * x)

@@ -198,6 +198,22 @@ void unpack_operand(KernelRun& run, std::uint32_t cb, std::uint32_t itile, bool 
         for (int i = 0; i < 1024; ++i) out[i] = fmt::round_to_tf32(out[i]);
 }
 
+// The unpacker that reads `cb` (0: srcA, 1: srcB) must be configured for its format: the unpacker converts L1 data
+// by the source format in its configuration registers, not the CB's ([LLK] cunpack_common.h configure_unpack_AB:
+// unpack_src_format[operand] goes to THCON's per-unpacker config; llk_unpack_reconfig_data_format_src* rewrite it),
+// so another format's bytes are read as the configured format. Exact format equality is required.
+void check_unpacker(KernelRun& run, int src, std::uint32_t cb, const std::string& call) {
+    const ComputeState& cs = *run.compute;
+    const std::uint8_t f = cb_format(run, cb, call);
+    if (f == cs.src_format[src]) return;
+    const char* reg = src == 0 ? "srcA" : "srcB";
+    kernel_fail("unpack-format", call,
+                strformat("CB c_%u is %s but the %s unpacker is configured for %s (c_%u, by %s): reconfigure it "
+                          "(reconfig_data_format_%s(c_%u), or reconfig_data_format(...)) before this op",
+                          cb, fmt::name(f), reg, fmt::name(cs.src_format[src]), cs.src_cb[src], cs.src_by[src].c_str(),
+                          src == 0 ? "srca" : "srcb", cb));
+}
+
 void check_fpu(KernelRun& run, FpuOp op, std::uint32_t in0, std::uint32_t in1, const std::string& call) {
     ComputeState& cs = *run.compute;
     if (cs.fpu != op)
@@ -351,6 +367,13 @@ void hw_startup(std::uint32_t icb0, std::uint32_t icb1, std::uint32_t ocb, bool 
     cs.start_cbs[1] = icb1;
     cs.start_cbs[2] = ocb;
     cs.pack_cb = ocb;
+    // SrcOrder::Reverse (matmul): in0 (icb0) lands in srcB, in1 (icb1) in srcA (compute_kernel_hw_startup.h)
+    cs.src_cb[0] = reverse ? icb1 : icb0;
+    cs.src_cb[1] = reverse ? icb0 : icb1;
+    for (int s = 0; s < 2; ++s) {
+        cs.src_format[s] = cb_format(run, cs.src_cb[s], call);
+        cs.src_by[s] = call;
+    }
     cs.dst16_format = f0 == fmt::Float16 ? fmt::Float16 : fmt::Float16_b;
     config_event(run, {timing::kUnpack, timing::kMath, timing::kPack}, timing::costs().init_hw_startup_cycles);
 }
@@ -408,6 +431,8 @@ void matmul_tiles(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
     check_fpu(run, FpuOp::Matmul, in0, in1, call);
     check_dst_index(run, idst, call);
     float a[1024], b[1024];
+    check_unpacker(run, 1, in0, call);  // matmul: in0 feeds srcB, in1 srcA ([LLK] llk_unpack_AB_matmul)
+    check_unpacker(run, 0, in1, call);
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
     matmul_event(run, in0, in1, 1, 1, call);
@@ -448,6 +473,8 @@ void matmul_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0, std::u
     if (ct_dim == 0 || rt_dim == 0) kernel_fail("matmul-block", call, "ct_dim and rt_dim must be at least 1");
     check_dst_index(run, idst + rt_dim * ct_dim - 1, call);
     std::vector<float> a(static_cast<std::size_t>(rt_dim) * 1024), b(static_cast<std::size_t>(ct_dim) * 1024);
+    check_unpacker(run, 1, in0, call);
+    check_unpacker(run, 0, in1, call);
     for (std::uint32_t r = 0; r < rt_dim; ++r) unpack_operand(run, in0, i0 + r * kt_dim, true, &a[r * 1024], call);
     for (std::uint32_t c = 0; c < ct_dim; ++c) {
         float* bt = &b[c * 1024];
@@ -501,6 +528,7 @@ void transpose_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, S
     check_fpu(run, FpuOp::Transpose, cb, cb, call);
     check_dst_index(run, idst, call);
     float a[1024];
+    check_unpacker(run, 0, cb, call);
     unpack_operand(run, cb, itile, false, a, call);
     fpu_event(run, cb_unpack_bytes(run, cb), 1, timing::costs().transpose_cycles_per_tile, 1);
     count(run, "transpose_tile");
@@ -519,6 +547,8 @@ void binary_tiles(FpuOp op, std::uint32_t in0, std::uint32_t in1, std::uint32_t 
     check_fpu(run, op, in0, in1, call);
     check_dst_index(run, idst, call);
     float a[1024], b[1024];
+    check_unpacker(run, 0, in0, call);
+    check_unpacker(run, 1, in1, call);
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
     fpu_event(run, cb_unpack_bytes(run, in0) + cb_unpack_bytes(run, in1), 2,
@@ -548,6 +578,8 @@ void binary_dest_reuse(FpuOp op, std::uint32_t in, std::uint32_t itile, std::uin
     check_fpu(run, op, in, in, call);
     check_dst_index(run, idst, call);
     float t[1024];
+    // DEST_TO_SRCA unpacks the CB into srcB, DEST_TO_SRCB into srcA ([LLK] llk_unpack_A.h)
+    check_unpacker(run, dst_is_a ? 1 : 0, in, call);
     unpack_operand(run, in, itile, true, t, call);
     fpu_event(run, cb_unpack_bytes(run, in), 1,
               timing::costs().datacopy_cycles_per_tile +
@@ -576,6 +608,7 @@ void copy_tile(std::uint32_t cb, std::uint32_t itile, std::uint32_t idst, Site s
     check_dst_index(run, idst, call);
     bool to_dest_fp32 = run.compute->fp32_dest && (run.kernel->unpack_to_dest_fp32 >> cb & 1);
     float a[1024];
+    check_unpacker(run, 0, cb, call);
     unpack_operand(run, cb, itile, !to_dest_fp32, a, call);
     fpu_event(run, cb_unpack_bytes(run, cb), 1,
               transpose ? timing::costs().transpose_cycles_per_tile : timing::costs().datacopy_cycles_per_tile, 1);
@@ -1086,19 +1119,27 @@ void pack_relu(bool enable, Site site) {
     config_event(run, {timing::kPack}, timing::costs().pack_relu_config_cycles);
 }
 
-// The unpacker's source formats follow each CB's own format here, so a reconfig only checks its CBs exist.
+// Sets the unpackers' source formats (check_unpacker reads them). The conditional (old, new) forms reconfigure a
+// source only when old's format differs from new's ([LLK] llk_unpack_reconfig_data_format_srca/srcb(old, new)), so
+// a wrong `old` of new's format leaves the unpacker as it was.
 void unpack_reconfig(std::uint32_t old_a, std::uint32_t new_a, std::uint32_t old_b, std::uint32_t new_b, bool a, bool b,
-                     const char* name, Site site) {
+                     bool conditional, const char* name, Site site) {
     KernelRun& run = compute_run(Api::ComputeConfig, site, name);
-    std::string call = strformat("%s(...)", name);
+    std::string call = conditional ? strformat("%s(old=c_%u, new=c_%u%s)", name, a ? old_a : old_b, a ? new_a : new_b,
+                                               a && b ? strformat(", old=c_%u, new=c_%u", old_b, new_b).c_str() : "")
+                                   : strformat("%s(c_%u%s)", name, a ? new_a : new_b,
+                                               a && b ? strformat(", c_%u", new_b).c_str() : "");
     require_started(run, call);
-    if (a) {
-        cb_format(run, old_a, call);
-        cb_format(run, new_a, call);
-    }
-    if (b) {
-        cb_format(run, old_b, call);
-        cb_format(run, new_b, call);
+    ComputeState& cs = *run.compute;
+    const std::uint32_t olds[2] = {old_a, old_b}, news[2] = {new_a, new_b};
+    const bool which[2] = {a, b};
+    for (int s = 0; s < 2; ++s) {
+        if (!which[s]) continue;
+        const std::uint8_t fo = cb_format(run, olds[s], call), fn = cb_format(run, news[s], call);
+        if (conditional && fo == fn) continue;
+        cs.src_format[s] = fn;
+        cs.src_cb[s] = news[s];
+        cs.src_by[s] = call;
     }
     config_event(run, {timing::kUnpack, timing::kMath}, timing::costs().reconfig_cycles);
 }
@@ -1172,6 +1213,7 @@ void tilize_block(std::uint32_t icb, std::uint32_t block, std::uint32_t ocb, Sit
     if (run.compute->dst_state != Dst::Idle)
         kernel_fail("dst-protocol", call,
                     "tilize_block acquires DST itself: call it outside tile_regs_acquire..release");
+    check_unpacker(run, 0, icb, call);
     std::vector<float> rows = read_rows(run, icb, block, call);
     self_managed_dst_event(run, block * cb_tile_bytes(run, icb), block,
                            block * timing::costs().datacopy_cycles_per_tile, ocb, block);
@@ -1215,6 +1257,7 @@ void untilize_block(std::uint32_t icb, std::uint32_t full_ct_dim, std::uint32_t 
     std::vector<float> rows(static_cast<std::size_t>(width) * 32);
     for (std::uint32_t t = 0; t < full_ct_dim; ++t) {
         float tile[1024];
+        check_unpacker(run, 0, icb, call);
         unpack_operand(run, icb, t, true, tile, call);
         if (timing::math_skipped()) continue;
         for (int r = 0; r < 32; ++r)
@@ -1314,6 +1357,11 @@ void reduce_tile(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler,
             strformat("reduce_init was called for <%s, %s>", pool_name(cs.reduce_pool), dim_name(cs.reduce_dim)));
     check_dst_index(run, idst, call);
     float a[1024], sc[1024];
+    // SUM/AVG REDUCE_ROW swaps the operands: the scaler into srcA, the data into srcB; MAX and the other dims keep
+    // data -> srcA ([LLK] llk_unpack_AB_reduce.h, swap_operands; ttnn's reduce kernels reconfigure to match)
+    const bool swap = dim == 0 && pool != 2;
+    check_unpacker(run, swap ? 1 : 0, icb, call);
+    check_unpacker(run, swap ? 0 : 1, icb_scaler, call);
     unpack_operand(run, icb, itile, true, a, call);
     unpack_operand(run, icb_scaler, itile_scaler, true, sc, call);
     fpu_event(run, cb_unpack_bytes(run, icb) + cb_unpack_bytes(run, icb_scaler), 2,
@@ -1513,6 +1561,8 @@ void reduce_block_max_row(std::uint32_t icb, std::uint32_t icb_scaler, std::uint
             timing::record(run, timing::kUnpack, Ev::CbWaitFront, static_cast<float>(timing::costs().sem_cycles),
                            static_cast<std::uint32_t>(needed), icb);
     }
+    check_unpacker(run, 0, icb, call);
+    check_unpacker(run, 1, icb_scaler, call);
     for (std::uint32_t t = 0; t < ct; ++t) unpack_operand(run, icb, row_start + t, true, &a[t * 1024], call);
     unpack_operand(run, icb_scaler, 0, true, sc, call);
     // one unpack call streams the block and the scaler; one math MOP pools every tile, then one transpose
@@ -1583,6 +1633,8 @@ void bcast_tiles(FpuOp op, int bcast, std::uint32_t in0, std::uint32_t in1, std:
     check_bcast(run, bcast, call);
     check_dst_index(run, idst, call);
     float a[1024], b[1024];
+    check_unpacker(run, 0, in0, call);
+    check_unpacker(run, 1, in1, call);
     unpack_operand(run, in0, i0, true, a, call);
     unpack_operand(run, in1, i1, true, b, call);
     fpu_event(run, cb_unpack_bytes(run, in0) + bcast_unpack_bytes(run, in1, bcast), 2,
@@ -1613,6 +1665,8 @@ void sub_bcast_cols_block(std::uint32_t in0, std::uint32_t in1, std::uint32_t i0
     check_dst_index(run, idst + ct_dim - 1, call);
     std::vector<float> a(static_cast<std::size_t>(ct_dim) * 1024);
     float b[1024];
+    check_unpacker(run, 0, in0, call);
+    check_unpacker(run, 1, in1, call);
     for (std::uint32_t j = 0; j < ct_dim; ++j) unpack_operand(run, in0, i0 + j, true, &a[j * 1024], call);
     unpack_operand(run, in1, i1, true, b, call);
     fpu_event(run, ct_dim * cb_unpack_bytes(run, in0) + bcast_unpack_bytes(run, in1, 1), ct_dim + 1.0,
@@ -1636,6 +1690,7 @@ void unary_bcast(int bcast, std::uint32_t cb, std::uint32_t itile, std::uint32_t
     check_bcast(run, bcast, call);
     check_dst_index(run, idst, call);
     float b[1024];
+    check_unpacker(run, 1, cb, call);  // a broadcast unpacks into srcB ([LLK] llk_unpack_A.h)
     unpack_operand(run, cb, itile, false, b, call);
     fpu_event(run, bcast_unpack_bytes(run, cb, bcast, true), 1, timing::costs().datacopy_cycles_per_tile, 1);
     count(run, "unary_bcast");

@@ -215,7 +215,12 @@ struct ComputeState {
     std::uint8_t dst16_format = 5;  // Float16_b or Float16: what a 16-bit DST holds
     std::vector<float> dst;         // 16 tiles x 1024, row-major within a tile
     bool warned_pack_index = false;
-    std::uint32_t pack_cb = 0;                  // the CB whose format the packer is configured for
+    std::uint32_t pack_cb = 0;  // the CB whose format the packer is configured for
+    // the unpackers' source formats (0 srcA, 1 srcB): the format each is configured for, the CB it was taken from
+    // and the call that configured it (compute_kernel_hw_startup, reconfig_data_format*, *_with_dt inits)
+    std::uint8_t src_format[2] = {0, 0};
+    std::uint32_t src_cb[2] = {0, 0};
+    std::string src_by[2];
     std::uint32_t pack_width = 1;               // tiles one pack call writes (llk_pack_init's num_tiles)
     int reduce_pool = -1, reduce_dim = -1;      // the reduce_init in effect
     std::uint32_t reduce_block_ct = 0;          // reduce_block_max_row_init's block width (0: not in effect)

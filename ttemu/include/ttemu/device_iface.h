@@ -173,8 +173,9 @@ void pack_width(std::uint32_t ocb, std::uint32_t num_tiles, Site site);
 void pack_reconfig(std::uint32_t ocb, const char* call, Site site);
 void pack_l1_acc(bool enable, Site site);
 void pack_relu(bool enable, Site site);
+// conditional (the (old, new) forms): a source is reconfigured only when old's format differs from new's
 void unpack_reconfig(std::uint32_t old_a, std::uint32_t new_a, std::uint32_t old_b, std::uint32_t new_b, bool a, bool b,
-                     const char* call, Site site);
+                     bool conditional, const char* call, Site site);
 // reduce (pool: 0 SUM, 1 AVG, 2 MAX, 3 MIN; dim: 0 REDUCE_ROW, 1 REDUCE_COL, 2 REDUCE_SCALAR) and broadcasts
 // (bcast: 0 NONE, 1 COL, 2 ROW, 3 SCALAR), numbered as ckernel's enums
 void reduce_init(int pool, int dim, std::uint32_t icb, std::uint32_t icb_scaler, std::uint32_t ocb, Site site);

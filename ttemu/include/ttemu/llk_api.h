@@ -10,7 +10,7 @@
 template <bool is_fp32_dest_acc_en, ckernel::p_dim_stride_target dim_stride_target, bool skip_int8 = false>
 inline void llk_unpack_reconfig_data_format_srca(const std::uint32_t srca_old_operand,
                                                  const std::uint32_t srca_new_operand, TTEMU_SITE) {
-    ttemu::dev::unpack_reconfig(srca_old_operand, srca_new_operand, 0, 0, true, false,
+    ttemu::dev::unpack_reconfig(srca_old_operand, srca_new_operand, 0, 0, true, false, true,
                                 "llk_unpack_reconfig_data_format_srca", ttemu_site);
 }
 template <bool is_fp32_dest_acc_en, bool skip_int8 = false>

@@ -39,7 +39,7 @@ template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 [[deprecated("Use reconfig_data_format_srca() + copy_init() instead.")]] ALWI void copy_tile_to_dst_init_short_with_dt(
     std::uint32_t old_cbid, std::uint32_t new_cbid, std::uint32_t transpose = 0, TTEMU_SITE) {
-    ttemu::dev::unpack_reconfig(old_cbid, new_cbid, 0, 0, true, false, "copy_tile_to_dst_init_short_with_dt",
+    ttemu::dev::unpack_reconfig(old_cbid, new_cbid, 0, 0, true, false, true, "copy_tile_to_dst_init_short_with_dt",
                                 ttemu_site);
     copy_init<is_fp32_dest_acc_en>(new_cbid, transpose, false, __builtin_LINE(), TTEMU_FWD);
 }

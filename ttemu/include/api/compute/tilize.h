@@ -11,6 +11,7 @@ ALWI void tilize_init(uint32_t icb, uint32_t block, uint32_t ocb, uint32_t call_
 }
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>
 ALWI void tilize_init_short_with_dt(uint32_t old_icb, uint32_t new_icb, uint32_t block, uint32_t ocb, TTEMU_SITE) {
+    ttemu::dev::unpack_reconfig(old_icb, new_icb, 0, 0, true, false, true, "tilize_init_short_with_dt", ttemu_site);
     tilize_init<is_fp32_dest_acc_en>(new_icb, block, ocb, __builtin_LINE(), TTEMU_FWD);
 }
 template <bool is_fp32_dest_acc_en = DST_ACCUM_MODE>

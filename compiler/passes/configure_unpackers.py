@@ -1,0 +1,163 @@
+"""TTConfigureUnpackers: every FPU op reads its CBs with the unpackers configured for their data formats.
+
+An unpacker converts L1 data by the source format in its configuration registers, set by compute_kernel_hw_startup
+and the reconfig_data_format calls, not by the CB an op names ([LLK] llk_unpack_A.h / llk_unpack_AB.h program only
+the L1 address per call): a float32 CB unpacked while srcA is configured for bfloat16 reads its bytes as bfloat16
+(the emulator fails such an op, ttemu check_unpacker). Which source reads which CB:
+
+    srcA  copy_tile, transpose_tile, the first CB of add/sub/mul_tiles and their broadcasts, a row max's data, the
+          scaler of a row sum, and in1 of matmul_tiles / matmul_block (the LLK swaps the matmul operands)
+    srcB  the second CB of the binary ops (the broadcast operand), a row max's scaler, a row sum's data, in0 of a
+          matmul, unary_bcast's CB
+
+Walking each compute program in order with the formats srcA and srcB are known to hold (loops to a fixed point,
+branches joined), a reconfiguration goes in right before an op whose CB has another format than its source holds:
+reconfig_data_format(a, b) when both differ, else reconfig_data_format_srca / _srcb for the one. A program that
+configures its unpackers already gets nothing (byte-identical). If anything went in, TTHoistInits runs again (a loop's
+one reconfiguration, the same every iteration, moves before the loop), and the walk checks the result.
+"""
+from __future__ import annotations
+
+from tvm import tirx
+
+from .. import attrs, ops
+from ..errors import CompileError
+from ..ir import seq, stmts_of
+from .hoist_inits import hoist_inits_in, init_kind
+
+_BINARY = ("add", "sub", "mul")
+# intrinsic -> (argument index of the CB srcA reads, of the CB srcB reads); None: the op does not unpack into it
+SOURCES: dict[str, tuple[int | None, int | None]] = {
+    "matmul_tiles": (1, 0), "matmul_block": (1, 0),
+    "copy_tile": (0, None), "transpose_tile": (0, None),
+    **{f"{b}_tiles": (0, 1) for b in _BINARY},
+    **{f"{b}_tiles_bcast_{d}": (0, 1) for b in _BINARY for d in ("cols", "rows", "scalar")},
+    **{f"unary_bcast_{d}": (None, 0) for d in ("cols", "rows", "scalar")},
+    # a row SUM swaps its operands (scaler -> srcA, data -> srcB: [LLK] llk_unpack_AB_reduce.h), a MAX does not
+    "reduce_tile_sum": (1, 0), "reduce_tile_max": (0, 1), "reduce_block_max_row": (0, 1),
+}
+# compute_kernel_hw_startup: (srcA's CB argument, srcB's) -- SrcOrder::Reverse puts in0 on srcB
+STARTUP = {"hw_startup_matmul": (1, 0), "hw_startup_binary": (0, 1), "hw_startup_unary": (0, 0)}
+RECONFIG = {"reconfig_data_format": (0, 1), "reconfig_data_format_srca": (0, None),
+            "reconfig_data_format_srcb": (None, 0)}
+
+State = tuple  # (srcA's format or None: unknown, srcB's)
+
+
+class _Configurer:
+    def __init__(self, formats: dict[int, str]):
+        self.formats = formats
+        self.inserted = 0
+
+    def fmt(self, value) -> str | None:
+        return self.formats.get(int(value)) if isinstance(value, tirx.IntImm) else None
+
+    def walk(self, stmt, state: State) -> tuple[object, State]:
+        if isinstance(stmt, tirx.Evaluate):
+            return self.evaluate(stmt, state)
+        if isinstance(stmt, tirx.SeqStmt):
+            out = []
+            for s in stmts_of(stmt):
+                s2, state = self.walk(s, state)
+                if isinstance(s2, tirx.SeqStmt) and isinstance(s, tirx.Evaluate) and out and _fpu_init(out[-1]):
+                    # the reconfiguration before the op's init (reconfig_data_format_srca(cb); copy_init(cb)), as
+                    # ttnn's kernels order them: an init neither unpacks nor reconfigures a source
+                    reconfig, op = stmts_of(s2)
+                    out[-1:] = [reconfig, out[-1], op]
+                    continue
+                out += stmts_of(s2) if isinstance(s2, tirx.SeqStmt) else [s2]
+            return seq(out), state
+        if isinstance(stmt, tirx.For):
+            entry = state
+            for _ in range(4):           # a meet only forgets: two rounds settle two sources
+                probe = _Configurer(self.formats)
+                _, after = probe.walk(stmt.body, entry)
+                joined = _meet(entry, after)
+                if joined == entry:
+                    break
+                entry = joined
+            else:
+                entry = (None, None)
+            body, after = self.walk(stmt.body, entry)
+            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body), _meet(state, after)
+        if isinstance(stmt, tirx.IfThenElse):
+            then, s1 = self.walk(stmt.then_case, state)
+            other, s2 = self.walk(stmt.else_case, state) if stmt.else_case is not None else (None, state)
+            return tirx.IfThenElse(stmt.condition, then, other), _meet(s1, s2)
+        if _unpacks_inside(stmt):
+            raise CompileError(f"TTConfigureUnpackers: an unpacking op inside a {type(stmt).__name__}, which this "
+                               "pass does not walk", stage="LowerCompute")
+        return stmt, state
+
+    def evaluate(self, stmt, state: State) -> tuple[object, State]:
+        found = ops.intrinsic_of(stmt)
+        if found is None:
+            return stmt, state
+        spec, args = found
+        if spec.name in STARTUP or spec.name in RECONFIG:
+            a, b = (STARTUP if spec.name in STARTUP else RECONFIG)[spec.name]
+            return stmt, (self.fmt(args[a]) if a is not None else state[0],
+                          self.fmt(args[b]) if b is not None else state[1])
+        if spec.name not in SOURCES:
+            return stmt, state
+        a, b = SOURCES[spec.name]
+        cb_a = args[a] if a is not None else None
+        cb_b = args[b] if b is not None else None
+        want = (self.fmt(cb_a) if cb_a is not None else None, self.fmt(cb_b) if cb_b is not None else None)
+        if (cb_a is not None and want[0] is None) or (cb_b is not None and want[1] is None):
+            raise CompileError(f"TTConfigureUnpackers: {spec.name} reads a CB whose format is not known",
+                               stage="LowerCompute")
+        fix_a = cb_a is not None and state[0] != want[0]
+        fix_b = cb_b is not None and state[1] != want[1]
+        if not fix_a and not fix_b:
+            return stmt, state
+        self.inserted += 1
+        if fix_a and fix_b:
+            call = ops.call("reconfig_data_format", cb_a, cb_b)
+        elif fix_a:
+            call = ops.call("reconfig_data_format_srca", cb_a)
+        else:
+            call = ops.call("reconfig_data_format_srcb", cb_b)
+        new = (want[0] if fix_a else state[0], want[1] if fix_b else state[1])
+        return tirx.SeqStmt([call, stmt]), new
+
+
+def _fpu_init(stmt) -> bool:
+    found = ops.intrinsic_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
+    return found is not None and init_kind(found[0].name) == "fpu"
+
+
+def _meet(a: State, b: State) -> State:
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def _unpacks_inside(stmt) -> bool:
+    import tvm_ffi
+    found: list = []
+
+    def visit(node):
+        spec = ops.intrinsic_of(node)
+        if spec is not None and (spec[0].name in SOURCES or spec[0].name in RECONFIG or spec[0].name in STARTUP):
+            found.append(spec[0].name)
+    tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, visit)], order="pre")
+    return bool(found)
+
+
+def configure_unpackers_in(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    formats = {int(c["index"]): c["data_format"] for c in attrs.CB_CONFIG.get(func)}
+    c = _Configurer(formats)
+    body, _ = c.walk(func.body, (None, None))
+    if not c.inserted:
+        return func                      # configured already: the program as it was
+    func = hoist_inits_in(func.with_body(body))
+    check = _Configurer(formats)
+    check.walk(func.body, (None, None))
+    if check.inserted:
+        raise CompileError("TTConfigureUnpackers: an op still reads a CB of another format than its unpacker holds "
+                           "after hoisting the reconfigurations", stage="LowerCompute")
+    return func
+
+
+@tirx.transform.prim_func_pass(opt_level=0, name="TTConfigureUnpackers")
+def configure_unpackers(func, mod, ctx):
+    return configure_unpackers_in(func)
