@@ -23,7 +23,7 @@ from tvm import tirx
 from .. import attrs, ops
 from ..errors import CompileError
 from ..ir import seq, stmts_of
-from .hoist_inits import hoist_inits_in, init_kind
+from .hoist_inits import _handle, hoist_inits_in, init_kind
 
 _BINARY = ("add", "sub", "mul")
 # intrinsic -> (argument index of the CB srcA reads, of the CB srcB reads); None: the op does not unpack into it
@@ -48,13 +48,16 @@ class _Configurer:
     def __init__(self, formats: dict[int, str]):
         self.formats = formats
         self.inserted = 0
+        self._after: dict = {}           # (node, state) -> (node kept alive, state after it)
 
     def fmt(self, value) -> str | None:
         return self.formats.get(int(value)) if isinstance(value, tirx.IntImm) else None
 
     def walk(self, stmt, state: State) -> tuple[object, State]:
         if isinstance(stmt, tirx.Evaluate):
-            return self.evaluate(stmt, state)
+            s2, state = self.evaluate(stmt, state)
+            self.inserted += s2 is not stmt
+            return s2, state
         if isinstance(stmt, tirx.SeqStmt):
             out = []
             for s in stmts_of(stmt):
@@ -68,17 +71,7 @@ class _Configurer:
                 out += stmts_of(s2) if isinstance(s2, tirx.SeqStmt) else [s2]
             return seq(out), state
         if isinstance(stmt, tirx.For):
-            entry = state
-            for _ in range(4):           # a meet only forgets: two rounds settle two sources
-                probe = _Configurer(self.formats)
-                _, after = probe.walk(stmt.body, entry)
-                joined = _meet(entry, after)
-                if joined == entry:
-                    break
-                entry = joined
-            else:
-                entry = (None, None)
-            body, after = self.walk(stmt.body, entry)
+            body, after = self.walk(stmt.body, self.loop_entry(stmt, state))
             return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body), _meet(state, after)
         if isinstance(stmt, tirx.IfThenElse):
             then, s1 = self.walk(stmt.then_case, state)
@@ -88,6 +81,36 @@ class _Configurer:
             raise CompileError(f"TTConfigureUnpackers: an unpacking op inside a {type(stmt).__name__}, which this "
                                "pass does not walk", stage="LowerCompute")
         return stmt, state
+
+    def loop_entry(self, loop, state: State) -> State:
+        """The formats at the top of every iteration: a fixed point (a meet only forgets, so it settles)."""
+        entry = state
+        while True:
+            joined = _meet(entry, self.after(loop.body, entry))
+            if joined == entry:
+                return entry
+            entry = joined
+
+    def after(self, stmt, state: State) -> State:
+        """The formats after `stmt` run from `state` with its reconfigurations in (walk's state, without building
+        the statement; memoized, as loops nest and each level's fixed point asks it of its body)."""
+        key = (_handle(stmt), state)
+        if key not in self._after:
+            if isinstance(stmt, tirx.Evaluate):
+                out = self.evaluate(stmt, state)[1]
+            elif isinstance(stmt, tirx.SeqStmt):
+                out = state
+                for s in stmts_of(stmt):
+                    out = self.after(s, out)
+            elif isinstance(stmt, tirx.For):
+                out = _meet(state, self.after(stmt.body, self.loop_entry(stmt, state)))
+            elif isinstance(stmt, tirx.IfThenElse):
+                out = _meet(self.after(stmt.then_case, state),
+                            self.after(stmt.else_case, state) if stmt.else_case is not None else state)
+            else:
+                out = state
+            self._after[key] = (stmt, out)
+        return self._after[key][1]
 
     def evaluate(self, stmt, state: State) -> tuple[object, State]:
         found = ops.intrinsic_of(stmt)
@@ -111,7 +134,6 @@ class _Configurer:
         fix_b = cb_b is not None and state[1] != want[1]
         if not fix_a and not fix_b:
             return stmt, state
-        self.inserted += 1
         if fix_a and fix_b:
             call = ops.call("reconfig_data_format", cb_a, cb_b)
         elif fix_a:
