@@ -227,3 +227,29 @@ def test_a_subtract_of_a_row_the_reader_brings_keeps_its_own_loop():
     compute = result.artifacts["compute.cpp"].decode()
     fused = _fused_loops(compute, "sub_tiles_bcast_cols")
     assert fused and not any(fused)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_every_copy_of_the_float32_row_max_reads_it_with_srca_configured_for_float32(arch):
+    """The unpacker converts by the format srcA is configured for, not the CB's: the float32 row max m copied right
+    after `reconfig_data_format(cb_s, cb_reduce_scaler)` (bfloat16 scores) read its bytes as bfloat16 on hardware
+    (the emulator fails it: unpack-format). Walking the compute kernel's calls in order (straight-line, the
+    configuration calls as the API defines them), srcA holds m's format at every copy_tile of m; the output verifies
+    on the emulator in test_attention_scores_are_held_in_bfloat16_and_the_output_verifies."""
+    target = TargetConfig(arch=arch, intermediate_dtype="bfloat16")
+    result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
+                            params=PARAMS, target=target)
+    formats = {f"cb_{c['buffer']}": c["data_format"] for c in result.plan["circular_buffers"]}
+    compute = result.artifacts["compute.cpp"].decode()
+    src_a, copies = None, 0
+    for line in (raw.strip() for raw in compute.splitlines()):
+        if m := re.match(r"compute_kernel_hw_startup<SrcOrder::Reverse>\((\w+), (\w+),", line):
+            src_a = m.group(2)                    # matmul order: in1 feeds srcA
+        elif m := re.match(r"compute_kernel_hw_startup\((\w+),", line):
+            src_a = m.group(1)
+        elif m := re.match(r"reconfig_data_format(?:_srca)?\((\w+)[,)]", line):
+            src_a = m.group(1)
+        elif line.startswith("copy_tile(cb_m, "):
+            copies += 1
+            assert formats[src_a] == formats["cb_m"] == "Float32", (line, src_a)
+    assert copies >= 2
