@@ -18,7 +18,9 @@ ttnn (--ttnn): ttnn 0.81.1's softmax and layer norm / RMS norm kernels from the 
 fp32 intermediates (fp32_dest_acc_en).
 
 --approx-exp: exp lowered to the LLK's approximate exp (TargetConfig.approx_exp; ttnn's SDPA runs its approximate
-exp by default), the attention rows only. --bf16-scores: the scores held in bfloat16 tiles
+exp by default, and so does ttnn::softmax: init_device_compute_kernel_config(..., HiFi4, default_approx_mode=true,
+...) in softmax_device_operation.cpp), for the attention rows and the softmax row (ours and, with --ttnn, ttnn's with
+EXP_APPROX=1 and math_approx_mode); the norms have no exp. --bf16-scores: the scores held in bfloat16 tiles
 (TargetConfig.intermediate_dtype; ttnn's SDPA holds S and P in BF16 in its default kernel and STANDARD recipe).
 
 Usage: .venv/bin/python bench/attention.py [--large] [--only SUBSTRING] [--ttnn] [--approx-exp]
@@ -97,8 +99,9 @@ def run(file: str, entry: str, params: dict, arch: str, approx_exp: bool = False
     return profile, shared
 
 
-def ttnn_softmax_us(rows: int, cols: int, arch: str, fp32: bool) -> float:
-    """ttnn's softmax (the attention-optimized factory, no mask) on the whole grid, timing-only."""
+def ttnn_softmax_us(rows: int, cols: int, arch: str, fp32: bool, approx_exp: bool = False) -> float:
+    """ttnn's softmax (the attention-optimized factory, no mask, numerically stable) on the whole grid, timing-only;
+    approx_exp: math_approx_mode (EXP_APPROX=1), ttnn::softmax's default."""
     import numpy as np
 
     from compiler.target import core_grid_for
@@ -106,7 +109,7 @@ def ttnn_softmax_us(rows: int, cols: int, arch: str, fp32: bool) -> float:
 
     gx, gy = core_grid_for(TargetConfig(arch=arch))
     x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
-    cfg = np.array([[rows, cols, rows // 32, gx, gy, 1, int(fp32), 0, 0]], np.float32)
+    cfg = np.array([[rows, cols, rows // 32, gx, gy, 1, int(fp32), 0, 0, int(approx_exp)]], np.float32)
     return ttnn_program(arch, "softmax", {"x": x, "cfg": cfg})[0]
 
 
@@ -164,7 +167,8 @@ def main() -> None:
     parser.add_argument("--large", action="store_true")
     parser.add_argument("--only", default="")
     parser.add_argument("--ttnn", action="store_true", help="ttnn's softmax at the row kernels' shape")
-    parser.add_argument("--approx-exp", action="store_true", help="attention with the LLK's approximate exp")
+    parser.add_argument("--approx-exp", action="store_true",
+                        help="attention and softmax with the LLK's approximate exp")
     parser.add_argument("--bf16-scores", action="store_true",
                         help="attention with TargetConfig.intermediate_dtype bfloat16 (the scores held in bfloat16 "
                              "in L1, as ttnn's SDPA holds them)")
@@ -194,7 +198,9 @@ def main() -> None:
         if args.only not in label:
             continue
         for arch in ("wormhole_b0", "blackhole"):
-            p = run(file, entry, params, arch)
+            p = run(file, entry, params, arch, args.approx_exp)
+            if args.approx_exp and entry == "softmax":
+                label = label.removesuffix(", approximate exp") + ", approximate exp"
             moved = p["dram_read_bytes"] + p["dram_written_bytes"]
             minimum = p["dram_read_min_bytes"] + p["dram_write_min_bytes"]
             floor_us = minimum / dram_bytes_per_second(arch) * 1e6
@@ -202,7 +208,7 @@ def main() -> None:
             print(f"| {arch} | {label} | {us:.1f} | {moved / 1e6:.2f} MB | {minimum / 1e6:.2f} MB | "
                   f"{moved / minimum:.2f}x | {floor_us:.1f} | {us / floor_us:.2f}x |", flush=True)
             if args.ttnn and entry == "softmax":
-                bf16, fp32 = (ttnn_softmax_us(params["M"], params["N"], arch, f) for f in (False, True))
+                bf16, fp32 = (ttnn_softmax_us(params["M"], params["N"], arch, f, args.approx_exp) for f in (False, True))
                 print(f"| {arch} | ttnn softmax (bf16 / fp32 intermediates) | {bf16:.1f} / {fp32:.1f} | | | | "
                       f"{floor_us:.1f} | {bf16 / floor_us:.2f}x / {fp32 / floor_us:.2f}x |", flush=True)
             if args.ttnn and entry in ("layer_norm", "rms_norm"):

@@ -289,6 +289,21 @@ def test_ttnn_softmax_metal2_kernels_match_numpy(run_ttnn, shape, ht, grid, nume
     assert [b["bytes_written"] for b in buffers] == [0, tiles * 2048]
 
 
+def test_ttnn_softmax_with_its_default_approximate_exp(run_ttnn):
+    """ttnn::softmax turns math_approx_mode on by default (EXP_APPROX=1: the LLK's approximate exp): the program's
+    optional tenth cfg value. The outputs differ from the precise kernel's and stay within the approximate exp's
+    error (a few percent of each probability, normalized by the row's own sum)."""
+    rng = np.random.default_rng(12)
+    x = bf16(3 * rng.standard_normal((64, 256)).astype(np.float32))
+    precise, approx = (run_ttnn("softmax", {"x": x, "cfg": np.array([[64, 256, 2, 2, 2, 1, 0, 0, 0, a]], np.float32)})
+                       .outputs["y"] for a in (0, 1))
+    exact = softmax_rows(x)
+    assert not np.array_equal(precise, approx)
+    assert np.abs(approx - exact).max() > np.abs(precise - exact).max()
+    assert (np.abs(approx - exact) <= 0.07 * exact + 0.004).all()
+    assert np.abs(approx.sum(axis=1) - 1).max() <= 0.02
+
+
 def test_ttnn_softmax_missing_named_arg_is_a_host_error_naming_it(run_ttnn):
     x = np.zeros((64, 256), np.float32)
     cfg = np.array([[64, 256, 2, 2, 2, 1, 0, 0, 1]], np.float32)

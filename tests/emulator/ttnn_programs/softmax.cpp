@@ -17,7 +17,8 @@
 //   - defines: EXP_APPROX (math_approx_mode), ENABLE_FP32_DEST_ACC, NUMERIC_STABLE.
 //
 // argv: <unused> <input dir> <output dir>. Inputs x.npy (rows x cols, multiples of 32; NC * Ht * 32 rows),
-// cfg.npy = [rows, cols, Ht, grid_x, grid_y, numeric_stable, fp32_dest_acc, blk (0: the factory's), fault].
+// cfg.npy = [rows, cols, Ht, grid_x, grid_y, numeric_stable, fp32_dest_acc, blk (0: the factory's), fault, exp_approx
+// (optional, 0 if absent: math_approx_mode, which ttnn::softmax turns on by default)].
 // Output y.npy. fault 1: the compute kernel's named runtime args miss `start_ht` (a host-API error names it).
 #include <tt-metalium/distributed.hpp>
 #include <tt-metalium/experimental/kernel_args_schema.hpp>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     Array2D X = load_npy(in_dir + "/x.npy"), cfg = load_npy(in_dir + "/cfg.npy");
     const uint32_t rows = cfg.data[0], cols = cfg.data[1], Ht = cfg.data[2], grid_x = cfg.data[3], grid_y = cfg.data[4];
     const bool numeric_stable = cfg.data[5] != 0, fp32_dest_acc = cfg.data[6] != 0, fault = cfg.data[8] == 1;
+    const bool exp_approx = cfg.data.size() > 9 && cfg.data[9] != 0;
     const uint32_t Wt = cols / 32, num_tile_rows = rows / 32, tile_bytes = 2048;
 
     uint32_t blk = cfg.data[7];
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
     if (numeric_stable) cb(max, 1, im_format, im_bytes);
 
     const std::string dir = "ttnn/cpp/ttnn/operations/normalization/softmax/device/kernels/attention/";
-    std::map<std::string, std::string> defines = {{"EXP_APPROX", "0"}, {"ENABLE_FP32_DEST_ACC", fp32_dest_acc ? "1" : "0"}};
+    std::map<std::string, std::string> defines = {{"EXP_APPROX", exp_approx ? "1" : "0"}, {"ENABLE_FP32_DEST_ACC", fp32_dest_acc ? "1" : "0"}};
     if (numeric_stable) defines["NUMERIC_STABLE"] = "1";
     auto reader = CreateKernel(program, dir + "dataflow/reader_unary_interleaved_sm.cpp", all_cores,
                                ReaderDataMovementConfig({}, defines));
@@ -76,7 +78,7 @@ int main(int argc, char** argv) {
                                WriterDataMovementConfig({}, {}));
     auto compute = CreateKernel(program, dir + "compute/softmax.cpp", all_cores,
                                 ComputeConfig{.math_fidelity = MathFidelity::HiFi4, .fp32_dest_acc_en = fp32_dest_acc,
-                                              .math_approx_mode = false, .defines = defines});
+                                              .math_approx_mode = exp_approx, .defines = defines});
 
     experimental::KernelArgsSchema reader_schema{
         .named_runtime_args = {"blk", "num_rows", "tile_offset", "Wt"},
