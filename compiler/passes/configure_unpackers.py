@@ -15,6 +15,13 @@ branches joined), a reconfiguration goes in right before an op whose CB has anot
 reconfig_data_format(a, b) when both differ, else reconfig_data_format_srca / _srcb for the one. A program that
 configures its unpackers already gets nothing (byte-identical). If anything went in, TTHoistInits runs again (a loop's
 one reconfiguration, the same every iteration, moves before the loop), and the walk checks the result.
+
+A loop whose first iteration is entered with other formats than its body leaves behind (attention's key loop after
+the previous block's float32 normalization; a row loop whose body ends on the formats its first op reads) would
+reconfigure every iteration for the sake of the first. Where the formats the body ends with are loop-invariant on the
+back edge (the body run from them ends on them again) and fewer reconfigurations go in per iteration when the body
+starts from them, one reconfiguration to those formats goes right before the loop instead (`preconfigure`): it runs
+once a loop entry, and the iterations start configured.
 """
 from __future__ import annotations
 
@@ -49,6 +56,8 @@ class _Configurer:
         self.formats = formats
         self.inserted = 0
         self._after: dict = {}           # (node, state) -> (node kept alive, state after it)
+        self._plans: dict = {}           # (loop, state) -> (loop kept alive, preconfigure's answer)
+        self._counts: dict = {}          # (node, state) -> (node kept alive, reconfigurations it gets)
 
     def fmt(self, value) -> str | None:
         return self.formats.get(int(value)) if isinstance(value, tirx.IntImm) else None
@@ -71,8 +80,13 @@ class _Configurer:
                 out += stmts_of(s2) if isinstance(s2, tirx.SeqStmt) else [s2]
             return seq(out), state
         if isinstance(stmt, tirx.For):
+            call, state = self.preconfigure(stmt, state)
             body, after = self.walk(stmt.body, self.loop_entry(stmt, state))
-            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body), _meet(state, after)
+            loop = tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body)
+            if call is None:
+                return loop, _meet(state, after)
+            self.inserted += 1
+            return tirx.SeqStmt([call, loop]), _meet(state, after)
         if isinstance(stmt, tirx.IfThenElse):
             then, s1 = self.walk(stmt.then_case, state)
             other, s2 = self.walk(stmt.else_case, state) if stmt.else_case is not None else (None, state)
@@ -91,6 +105,72 @@ class _Configurer:
                 return entry
             entry = joined
 
+    def preconfigure(self, loop, state: State) -> tuple[object, State]:
+        """(a reconfiguration to put before `loop` or None, the formats the loop is then entered with): the formats
+        the body ends with where the loop's entry does not know them, when they are loop-invariant on the back edge
+        and the body then needs fewer reconfigurations (weighted by trip counts) than from the plain entry."""
+        key = (_handle(loop), state)
+        if key in self._plans:
+            return self._plans[key][1]
+        plan = None, state
+        entry = self.loop_entry(loop, state)
+        end = self.after(loop.body, entry)
+        ahead = tuple(e if e is not None else x for e, x in zip(entry, end))
+        trips = loop.extent.value if isinstance(loop.extent, tirx.IntImm) else 2
+        if ahead != entry and trips > 1 and _meet(ahead, self.after(loop.body, ahead)) == ahead \
+                and self.reconfigs(loop.body, ahead) < self.reconfigs(loop.body, entry):
+            # the CB the body first reads on each source set ahead of the loop names its format
+            cbs = [self.first_cb(loop.body, source, ahead[source]) if ahead[source] != state[source] else None
+                   for source in (0, 1)]
+            if all(c is None for c in cbs):
+                call = None
+            elif all(c is not None for c in cbs):
+                call = ops.call("reconfig_data_format", *cbs)
+            elif cbs[0] is not None:
+                call = ops.call("reconfig_data_format_srca", cbs[0])
+            else:
+                call = ops.call("reconfig_data_format_srcb", cbs[1])
+            if call is not None:
+                plan = call, tuple(ahead[s] if cbs[s] is not None else state[s] for s in (0, 1))
+        self._plans[key] = (loop, plan)
+        return plan
+
+    def reconfigs(self, stmt, state: State) -> float:
+        """How many reconfigurations walking `stmt` from `state` puts in, each counted as often as it runs (a loop's
+        body times its trip count; 2 for a trip count not known)."""
+        key = (_handle(stmt), state)
+        if key not in self._counts:
+            if isinstance(stmt, tirx.Evaluate):
+                out = float(self.evaluate(stmt, state)[0] is not stmt)
+            elif isinstance(stmt, tirx.SeqStmt):
+                out = 0.0
+                for s in stmts_of(stmt):
+                    out += self.reconfigs(s, state)
+                    state = self.after(s, state)
+            elif isinstance(stmt, tirx.For):
+                call, entered = self.preconfigure(stmt, state)
+                trips = stmt.extent.value if isinstance(stmt.extent, tirx.IntImm) else 2
+                out = (call is not None) + trips * self.reconfigs(stmt.body, self.loop_entry(stmt, entered))
+            elif isinstance(stmt, tirx.IfThenElse):
+                out = max(self.reconfigs(stmt.then_case, state),
+                          self.reconfigs(stmt.else_case, state) if stmt.else_case is not None else 0.0)
+            else:
+                out = 0.0
+            self._counts[key] = (stmt, out)
+        return self._counts[key][1]
+
+    def first_cb(self, stmt, source: int, fmt: str):
+        """The first CB of format `fmt` an op (or a reconfiguration) in `stmt` reads on `source` (0: srcA, 1: srcB),
+        in program order; None if there is none."""
+        for node in _evaluates_in_order(stmt):
+            found = ops.intrinsic_of(node)
+            if found is None or found[0].name not in SOURCES and found[0].name not in RECONFIG:
+                continue
+            index = {**SOURCES, **RECONFIG}[found[0].name][source]
+            if index is not None and self.fmt(found[1][index]) == fmt:
+                return found[1][index]
+        return None
+
     def after(self, stmt, state: State) -> State:
         """The formats after `stmt` run from `state` with its reconfigurations in (walk's state, without building
         the statement; memoized, as loops nest and each level's fixed point asks it of its body)."""
@@ -103,7 +183,8 @@ class _Configurer:
                 for s in stmts_of(stmt):
                     out = self.after(s, out)
             elif isinstance(stmt, tirx.For):
-                out = _meet(state, self.after(stmt.body, self.loop_entry(stmt, state)))
+                entered = self.preconfigure(stmt, state)[1]
+                out = _meet(entered, self.after(stmt.body, self.loop_entry(stmt, entered)))
             elif isinstance(stmt, tirx.IfThenElse):
                 out = _meet(self.after(stmt.then_case, state),
                             self.after(stmt.else_case, state) if stmt.else_case is not None else state)
@@ -151,6 +232,20 @@ def _fpu_init(stmt) -> bool:
 
 def _meet(a: State, b: State) -> State:
     return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def _evaluates_in_order(stmt):
+    if isinstance(stmt, tirx.Evaluate):
+        yield stmt
+    elif isinstance(stmt, tirx.SeqStmt):
+        for s in stmts_of(stmt):
+            yield from _evaluates_in_order(s)
+    elif isinstance(stmt, tirx.For):
+        yield from _evaluates_in_order(stmt.body)
+    elif isinstance(stmt, tirx.IfThenElse):
+        yield from _evaluates_in_order(stmt.then_case)
+        if stmt.else_case is not None:
+            yield from _evaluates_in_order(stmt.else_case)
 
 
 def _unpacks_inside(stmt) -> bool:
