@@ -68,8 +68,17 @@ def serve(host: str = typer.Option(None, help="Bind address [TILEFARM_HOST, 127.
     for name, value in (("HOST", host), ("PORT", port), ("EMBEDDED_WORKERS", workers)):
         if value is not None:
             os.environ[f"TILEFARM_{name}"] = str(value)
+    import gc
+
     import uvicorn
 
+    # the app's imports (FastAPI, pydantic, the routes: most of this process's start) made with the cyclic collector
+    # off, then frozen out of every later collection: the collector's runs over a heap that only grows were ~20% of
+    # their CPU; uvicorn.run finds the module imported
+    gc.disable()
+    import service.app  # noqa: F401
+    gc.freeze()
+    gc.enable()
     from service.embedded import LocalWorker, recover
     from farm.settings import get_settings
 
