@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import sys
 import time
 import uuid
 from contextlib import closing
@@ -17,6 +16,7 @@ import pytest
 import redis
 
 from farm.store import RedisJobStore
+from tests.served import idle
 from tests.service.conftest import Gate, Service, base_env, kernel
 from tests.service.test_resilience import own_redis, until  # noqa: F401  (a fixture: redis-server with AOF)
 
@@ -84,26 +84,22 @@ def said_since(worker, mark: int, *phrases: str) -> bool:
     return any(phrase in text for phrase in phrases)
 
 
-def test_embedded_jobs_whose_tokens_were_lost_all_run_once(tmp_path):
+def test_embedded_jobs_whose_tokens_were_lost_all_run_once(embedded):
     """Embedded mode (SQLite store and broker): while the first job is held running, the waiting tokens of the two
-    behind it are lost; all three end, each run once."""
-    gate = Gate(tmp_path / "hold", closed=True)
-    service = Service(base_env(TILEFARM_DATA_DIR=str(tmp_path / "data"), **FAST, **gate.env), tmp_path)
-    service.start_api([sys.executable, "-m", "tilefarm.cmd_service", "serve", "--port", str(service.port)])
-    try:
-        jobs = [service.submit(unique(kernel("gemm.py")))["id"] for _ in range(3)]
-        until(lambda: service.client.get(f"/v1/jobs/{jobs[0]}").json()["status"] == "running", 60, "never ran")
-        broker = tmp_path / "data" / "broker.sqlite"
+    behind it are lost; all three end, each run once. (On the test process's shared `tilefarm serve`, once no other
+    job is running or waiting: the broker's waiting tokens are then this test's two.)"""
+    idle(embedded)
+    tokens_sent = repairs(embedded).get("token", 0)  # the shared service's counter: other tests' repairs before
+    with embedded.gate.held():
+        jobs = [embedded.submit(unique(kernel("gemm.py")))["id"] for _ in range(3)]
+        until(lambda: embedded.client.get(f"/v1/jobs/{jobs[0]}").json()["status"] == "running", 60, "never ran")
+        broker = Path(embedded.env["TILEFARM_DATA_DIR"]) / "broker.sqlite"
         with closing(sqlite3.connect(broker, timeout=30)) as db, db:
             assert db.execute("DELETE FROM kombu_message WHERE visible = 1").rowcount == 2
-        gate.open()
-        for job_id in jobs:
-            final = service.wait(job_id, timeout=BOUND_S)
-            assert final["status"] == "succeeded" and final["attempts"] == 1, final
-        assert repairs(service)["token"] >= 2
-    finally:
-        gate.open()
-        service.stop()
+    for job_id in jobs:
+        final = embedded.wait(job_id, timeout=BOUND_S)
+        assert final["status"] == "succeeded" and final["attempts"] == 1, final
+    assert repairs(embedded)["token"] >= tokens_sent + 2
 
 
 def test_waiting_jobs_whose_tokens_were_lost_all_run_once(held_stack):
