@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from tests.service.conftest import kernel, redis_service, redis_url  # noqa: F401  (fixtures)
+from tests.service.conftest import kernel
 
 
 def test_manifest_etag_and_bytes_agree(redis_service):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import kernel, redis_service, redis_url  # noqa: F401  (fixtures)
+from tests.service.conftest import kernel
 
 
 def _truncate(path: Path) -> None:

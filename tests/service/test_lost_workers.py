@@ -63,8 +63,10 @@ def store_of(service) -> RedisJobStore:
 
 
 def running(service, job_id: str) -> dict:
-    return until(lambda: (job := service.client.get(f"/v1/jobs/{job_id}").json())["status"] == "running" and job,
-                 60, f"{job_id} never ran")
+    """The job's record once its compile stage has begun (held at the gate's start): not only claimed, which comes
+    first (a worker killed between its claim and the stage's start leaves the stage pending: skipped, not failed)."""
+    return until(lambda: (job := service.client.get(f"/v1/jobs/{job_id}").json())["status"] == "running"
+                 and job["stages"][0]["state"] == "running" and job, 60, f"{job_id} never ran")
 
 
 def kill_worker_group(service) -> None:

@@ -15,7 +15,7 @@ from farm.settings import Settings
 from farm.store import RedisJobStore, SqliteJobStore
 from schemas.jobs import JobRecord
 from schemas.target import TargetConfig
-from tests.service.conftest import private_db, redis_url  # noqa: F401  (fixture)
+from tests.service.conftest import private_db
 
 
 @pytest.fixture(params=["redis", "embedded"])

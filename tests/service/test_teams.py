@@ -10,7 +10,8 @@ import uuid
 import httpx
 import pytest
 
-from tests.service.conftest import Gate, Proc, Service, base_env, free_port, kernel, private_db
+from tests.served import idle
+from tests.service.conftest import Proc, Service, free_port, kernel
 
 PROBLEM = "application/problem+json"
 KEYS = {"alpha": "alpha-key-" + uuid.uuid4().hex, "beta": "beta-key-" + uuid.uuid4().hex,
@@ -23,19 +24,21 @@ def unique(source: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def farm(redis_url, tmp_path_factory):
+def farm(redis_service, tmp_path_factory):
+    """An API of the module's own (its keys and quotas are the API's settings) on the session's Redis-mode service
+    (tests/service/conftest.py redis_service): its store, its worker and that worker's gate. Taken once no other
+    test's job is running or waiting there: a queue the module builds holds its own jobs only."""
     workdir = tmp_path_factory.mktemp("teams")
     keys_file = workdir / "api_keys"  # beta's key only as a digest, as an operator would deploy it
     keys_file.write_text(f"# key team [admin]\nsha256:{hashlib.sha256(KEYS['beta'].encode()).hexdigest()} beta\n")
-    url = private_db(redis_url)
-    env = base_env(TILEFARM_BROKER_URL=url, TILEFARM_DATA_DIR=str(workdir / "data"),
-                   TILEFARM_KEY_PREFIX=f"tilefarm-test-{uuid.uuid4().hex[:8]}:", TILEFARM_API_KEYS_FILE=str(keys_file),
-                   TILEFARM_API_TOKENS=f"{KEYS['alpha']}:alpha,{KEYS['gamma']}:gamma,{KEYS['delta']}:delta,"
-                                       f"{KEYS['ops']}:ops:admin",
-                   TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM="6", TILEFARM_MAX_QUEUED_JOBS_PER_TEAM="10")
+    env = {**redis_service.env, "TILEFARM_API_KEYS_FILE": str(keys_file),
+           "TILEFARM_API_TOKENS": f"{KEYS['alpha']}:alpha,{KEYS['gamma']}:gamma,{KEYS['delta']}:delta,"
+                                  f"{KEYS['ops']}:ops:admin",
+           "TILEFARM_MAX_ACTIVE_JOBS_PER_TEAM": "6", "TILEFARM_MAX_QUEUED_JOBS_PER_TEAM": "10"}
+    idle(redis_service)
     service = Service(env, workdir)
-    service.gate = Gate(workdir / "hold")
-    service.start(**service.gate.env)
+    service.start_api()
+    service.gate, service.worker_log = redis_service.gate, redis_service.worker.log
     service.as_team = {team: httpx.Client(base_url=service.url, timeout=30, headers={"Authorization": f"Bearer {key}"})
                        for team, key in KEYS.items()}
     yield service
@@ -43,7 +46,6 @@ def farm(redis_url, tmp_path_factory):
         client.close()
     service.gate.open()
     service.stop()
-    __import__("redis").Redis.from_url(url).flushdb()
 
 
 def submit(client: httpx.Client, source: str | None = None, **body) -> httpx.Response:
@@ -105,7 +107,7 @@ def test_plaintext_keys_are_not_logged_or_stored(farm):
     client = redis.Redis.from_url(farm.env["TILEFARM_BROKER_URL"])
     prefix = farm.env["TILEFARM_KEY_PREFIX"]
     stored = b"".join(client.dump(k) or b"" for k in client.scan_iter(f"{prefix}*".encode()))
-    logs = (farm.workdir / "api.log").read_text(errors="replace") + (farm.workdir / "worker.log").read_text(errors="replace")
+    logs = (farm.workdir / "api.log").read_text(errors="replace") + farm.worker_log.read_text(errors="replace")
     for key in KEYS.values():
         assert key.encode() not in stored and key not in logs
 
