@@ -190,11 +190,18 @@ def _forged_report(data_dir: Path, real_id: str, artifact, next_payload) -> str:
     return job_id
 
 
-def sign_in(browser, url: str):
+def watched_page(browser):
+    """A page that records what its scripts did (INIT) and every request it made."""
     page = browser.new_page()
     page.add_init_script(INIT)
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
+    return page, requests
+
+
+def sign_in(browser, url: str):
+    """The admin pastes the key into the page's token form (a page load, the sign-in, the reload it makes)."""
+    page, requests = watched_page(browser)
     page.goto(url + "/")
     page.fill("#token-input", ADMIN_KEY)
     # a token the server takes reloads the page (app.js initToken): wait for the new page, not the old one's
@@ -202,6 +209,21 @@ def sign_in(browser, url: str):
     with page.expect_navigation():
         page.click("#token-form button[type=submit]")
     page.wait_for_function("() => document.querySelector('#token-state')?.textContent.includes('admin')")
+    return page, requests
+
+
+def signed_in(browser, url: str, path: str | None = None):
+    """A fresh context whose admin signed in earlier: the session cookie the server sets for the token (POST
+    /ui/session, what the token form sends; sign_in and the two tests that use it go through the form itself),
+    then the page at `path` (the dashboard page says the admin is signed in) -- without sign_in's two loads of the
+    jobs list first."""
+    answer = browser.request.post(url + "/ui/session", data={"token": ADMIN_KEY}, headers={"Origin": url})
+    assert answer.ok, answer.text()
+    assert any(c["name"] == "tilefarm_token" for c in browser.cookies())
+    page, requests = watched_page(browser)
+    if path is not None:
+        page.goto(url + path)
+        page.wait_for_function("() => document.querySelector('#token-state')?.textContent.includes('admin')")
     return page, requests
 
 
@@ -252,8 +274,7 @@ def test_jobs_list_draws_hostile_records_as_text(browser, hostile):
 
 def test_forged_emulator_counters_are_drawn_as_text(browser, hostile):
     service, ids = hostile
-    page, requests = sign_in(browser, service.url)
-    page.goto(f"{service.url}/jobs/{ids['forged']}")
+    page, requests = signed_in(browser, service.url, f"/jobs/{ids['forged']}")
     page.wait_for_selector("#counters-table tbody tr")
     page.hover("#heatmap rect.core[data-core='0,0']")
     assert_inert(page, requests, "#counters-table", "#counters-summary")
@@ -261,8 +282,7 @@ def test_forged_emulator_counters_are_drawn_as_text(browser, hostile):
 
 def test_job_page_draws_hostile_answers_as_text(browser, hostile):
     service, ids = hostile
-    page, requests = sign_in(browser, service.url)
-    page.goto(f"{service.url}/jobs/{ids['planted']}")
+    page, requests = signed_in(browser, service.url, f"/jobs/{ids['planted']}")
     page.wait_for_selector("#counters-table tbody tr")
     page.wait_for_selector("#profile-lines tbody tr")
     page.wait_for_selector("#log .log-line")
@@ -286,8 +306,7 @@ def test_job_page_draws_hostile_answers_as_text(browser, hostile):
 
 def test_diff_submit_and_farm_pages_draw_hostile_answers_as_text(browser, hostile):
     service, ids = hostile
-    page, requests = sign_in(browser, service.url)
-    page.goto(f"{service.url}/diff?a={ids['real']}&b={ids['planted']}")
+    page, requests = signed_in(browser, service.url, f"/diff?a={ids['real']}&b={ids['planted']}")
     page.wait_for_selector("#diff-files .diff-file")
     assert_inert(page, requests, "#diff-request", "#diff-files")
     page.goto(f"{service.url}/submit?from={ids['planted']}")
@@ -314,7 +333,7 @@ def test_hostile_files_opened_directly_are_inert(browser, hostile):
     """An artifact, the source or the log opened as a page of its own (a link, a typed URL): served as what it is,
     never as HTML, with nosniff and a policy that allows nothing; and a page naming a job id that is markup."""
     service, ids = hostile
-    page, requests = sign_in(browser, service.url)
+    page, requests = signed_in(browser, service.url)  # each response below is a 200: the session is the admin's
     job = f"/v1/jobs/{ids['planted']}"
     for path in (f"{job}/artifacts/reader.cpp", f"{job}/artifacts/emulate/report.json", f"{job}/artifacts/ir/01_TTCheckKernel.py",
                  f"{job}/source", f"{job}/logs", f"{job}/artifacts"):
