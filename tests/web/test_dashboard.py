@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import tarfile
-import time
 from pathlib import Path
 
 from tests.served import another_api, fresh_kernel, report_device
@@ -25,20 +24,21 @@ def test_submit_watch_plan_and_download(browser, service, tmp_path):
     page.wait_for_url("**/jobs/*")
     job_id = page.url.rsplit("/", 1)[1]
     page.evaluate("window.__sameDocument = true")  # gone if the page reloads
-
-    seen = set()
-    deadline = time.time() + JOB_TIMEOUT_MS / 1000
-    while "succeeded" not in seen:
-        status = page.get_attribute("#job-status", "data-status")
-        if status:
-            seen.add(status)
-        assert status != "failed" and time.time() < deadline, (status, service.client.get(f"/v1/jobs/{job_id}").json())
-        if status == "running" and "running-shot" not in seen:
-            seen.add("running-shot")
-            shot(page, "02-job-running")
-        time.sleep(0.1)
+    # every status the page shows, as it changes (in the page: no round trip to the browser a look)
+    page.evaluate("""() => { window.__statuses = [];
+        const look = () => { const status = document.querySelector('#job-status')?.dataset.status;
+                             if (status && window.__statuses.at(-1) !== status) window.__statuses.push(status); };
+        look();
+        new MutationObserver(look).observe(document.body, {subtree: true, childList: true, attributes: true}); }""")
+    ended = "#job-status[data-status='succeeded'], #job-status[data-status='failed']"
+    page.wait_for_selector(f"#job-status[data-status='running'], {ended}", timeout=JOB_TIMEOUT_MS)
+    if page.get_attribute("#job-status", "data-status") == "running":
+        shot(page, "02-job-running")
+    page.wait_for_selector(ended, timeout=JOB_TIMEOUT_MS)
+    seen = page.evaluate("window.__statuses")
+    assert "failed" not in seen, (seen, service.client.get(f"/v1/jobs/{job_id}").json())
     assert page.evaluate("window.__sameDocument") is True
-    assert seen & {"queued", "running"}, seen  # it was watched while it ran, not only loaded at the end
+    assert set(seen) & {"queued", "running"}, seen  # it was watched while it ran, not only loaded at the end
     assert service.client.get(f"/v1/jobs/{job_id}").json()["status"] == "succeeded"
 
     # stage timeline with durations
