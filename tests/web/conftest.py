@@ -13,6 +13,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SHOTS = REPO / "test-artifacts" / "web"
+# the screenshots are for people to look at (`WEB_SHOTS=1 pytest tests/web`), asserted by no test: a full-page PNG is
+# 0.3-0.4 CPU s of Chromium (PNG encoding of a page several screens tall), the 26 of tests/web ~8-10 CPU s a run
+WANT_SHOTS = os.environ.get("WEB_SHOTS", "") not in ("", "0")
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +65,10 @@ def service(embedded):
     return embedded  # the test process's shared `tilefarm serve` (tests/conftest.py)
 
 
-def shot(page, name: str) -> Path:
-    """A full-page screenshot under test-artifacts/web/ (gitignored), kept for people to look at."""
+def shot(page, name: str) -> Path | None:
+    """A full-page screenshot under test-artifacts/web/ (gitignored) when WEB_SHOTS is set, for people to look at."""
+    if not WANT_SHOTS:
+        return None
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
