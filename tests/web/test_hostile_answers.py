@@ -319,14 +319,30 @@ def test_diff_submit_and_farm_pages_draw_hostile_answers_as_text(browser, hostil
     shot(page, "hostile-04-farm")
 
 
-def test_api_docs_work_under_their_policy(browser, hostile):
+def test_api_docs_work_under_their_policy_without_the_network(browser, hostile):
+    """/docs (Swagger UI) renders the API's operations under its own policy, from the service alone: every asset
+    is served locally (nothing is fetched from anywhere else) and no script of it is refused."""
     service, _ = hostile
     page = browser.new_page()
     page.add_init_script(INIT)
+    outside = []
+
+    def only_local(route):
+        if route.request.url.startswith(service.url):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_local)
     response = page.goto(f"{service.url}/docs")
     assert "script-src 'self' 'sha256-" in response.headers["content-security-policy"]
-    page.wait_for_selector(".opblock-summary-path")  # Swagger UI rendered the operations from /openapi.json
+    page.wait_for_selector(".swagger-ui .info .title")
+    assert "tilefarm" in page.inner_text(".swagger-ui .info .title")
+    # Swagger UI rendered the operations from /openapi.json
+    page.wait_for_selector(".opblock-summary-path[data-path='/v1/jobs']")
     assert page.evaluate("window.__csp") == []
+    assert outside == []
 
 
 def test_hostile_files_opened_directly_are_inert(browser, hostile):
