@@ -104,8 +104,12 @@ def _narrower(dst: str, src: str) -> bool:
 class PathWalk:
     def __init__(self, func, fp32_dest: bool, fpu_rounds: bool = True, approx_exp: bool = False,
                  held_bf16: frozenset = frozenset(), bf16_partials: dict | None = None,
-                 carried_scale: bool = False):
+                 carried_scale: bool = False, deferred_sums: frozenset = frozenset()):
         self.fp32_dest = fp32_dest
+        # running row sums the program keeps as their row partials (tensorize defer_row_sum): the loop depth of
+        # their update, once seen; read after that loop through one row reduction
+        self.deferred_sums = deferred_sums
+        self.deferred_depth: dict[str, int] = {}
         self.carried_scale = carried_scale   # carried per-row rescales round every trip (carried_scale_on_fpu)
         self.bounds = tvm.sym.Analyzer()     # the grid's and the loops' variables, for a symbolic trip count's bound
         self.trip_bounds: list[int] = []     # the enclosing loops' trip counts (a symbolic one by its bound)
@@ -205,6 +209,8 @@ class PathWalk:
         if dst is None:
             return
         sources = [self.region(a) for a in call.args[1:] if self.region(a) is not None]
+        for src in sources:
+            self.reduce_deferred(str(src.name))
         before = self.path(dst)
         dst_dtype = str(dst.dtype)
         if name in ("copy", "cast"):
@@ -255,6 +261,11 @@ class PathWalk:
             new = p.op("exp_approx" if self.approx_exp and name in ("exp", "exp2") else self.element_unit(sources))
             if self.rounds_every_trip(name, call, dst):
                 new = replace(new, per_trip=new.per_trip + (self.element_unit(sources),) * math.prod(self.trip_bounds))
+            elif str(dst.name) in self.deferred_sums and name == "mul" and self.trip_bounds:
+                # l * alpha on the FPU from l's float32 CB: l through the TF32 source registers, once a trip (alpha's
+                # rounding is the one the carried O takes beside it)
+                self.deferred_depth[str(dst.name)] = len(self.trip_bounds)
+                new = replace(new, per_trip=new.per_trip + ("tf32",) * math.prod(self.trip_bounds))
             if any(str(s.name) == str(dst.name) for s in sources):
                 new = new.merge(before)
         else:
@@ -266,6 +277,14 @@ class PathWalk:
         self.paths[str(dst.name)] = new if whole else before.merge(new)
         if whole and self.body_writes:
             self.body_writes[-1].add(str(dst.name))
+
+    def reduce_deferred(self, name: str) -> None:
+        """A deferred running sum read outside the loop that updates it: its one row reduction (the FPU's
+        reduce_tile of the float32 partial, through the TF32 source registers) before the first such read."""
+        depth = self.deferred_depth.get(name)
+        if depth is not None and len(self.trip_bounds) < depth:
+            self.paths[name] = self.paths.get(name, Path()).op("tf32")
+            del self.deferred_depth[name]
 
     def trips_around(self, call) -> int:
         """How many times the loops around `call` run it, a symbolic trip count (causal attention's `kb < bq + 1`)
@@ -508,8 +527,10 @@ def output_paths(func, plan: dict) -> dict[str, Path]:
     bf16_partials = {name[:-len("_rowsum")]: int(cbs[name[:-len("_rowsum")]]["tiles"][1])
                      for name, c in cbs.items() if name.endswith("_rowsum") and c["dtype"] == "bfloat16"
                      and name[:-len("_rowsum")] in cbs and cbs[name[:-len("_rowsum")]].get("tiles")}
+    # the running sums TTTensorize keeps as row partials (defer_row_sum): a rounding a trip, one in the final sum
+    deferred_sums = frozenset(name for name, c in cbs.items() if c.get("deferred_sum"))
     walk = PathWalk(func, fp32_dest, fp32_on_fpu([b["dtype"] for b in plan["buffers"] if b["role"] == "output"]),
                     approx_exp=bool(plan["target"].get("approx_exp")), held_bf16=held_bf16,
-                    bf16_partials=bf16_partials,
+                    bf16_partials=bf16_partials, deferred_sums=deferred_sums,
                     carried_scale=carried_scale_on_fpu(plan["target"].get("intermediate_dtype")))
     return {name: walk.paths.get(name, Path()) for name in outputs}

@@ -165,6 +165,8 @@ class CircularBufferPlan(_Strict):
     tile_order: Literal["row_major", "column_major"] = Field(
         default="row_major", description="the order of a block's tiles in the CB's pages: column by column for the "
                                          "B operand of a transposed matmul (Q @ K^T's K), row by row otherwise")
+    deferred_sum: bool = Field(default=False, description="the CB holds a running row sum as its row partial: one "
+                               "full tile per tile row whose columns sum to the value (summed once, where it is read)")
     holds: list[Identifier] = Field(default_factory=list, description="the other compute values that take turns on "
                                     "this index, each popped whole before the next is reserved (their live ranges "
                                     "never overlap): one CircularBufferConfig, the values' one format and page size")

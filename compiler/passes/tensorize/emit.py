@@ -40,6 +40,22 @@ def _first_touch(w: Window, buffer: str) -> OpInfo | None:
             return item[1]
     return None
 
+
+def _ops_in(items) -> list:
+    """The ops of plan items, windows and loops included, in program order."""
+    out = []
+    for item in items:
+        if isinstance(item, Window):
+            out += _ops_in(item.items)
+        elif isinstance(item, LoopItem):
+            out += _ops_in(item.body)
+        elif isinstance(item, tuple) and item[0] == "op":
+            out.append(item[1])
+        elif isinstance(item, tuple) and item[0] == "loop":
+            out += _ops_in(item[2])
+    return out
+
+
 def _tile_origin(region) -> tuple[int, int]:
     return int(region.starts[0]) // TILE, int(region.starts[1]) // TILE
 
@@ -373,12 +389,19 @@ class Emitter:
         self.partial_packs: dict[int, list[tuple[str, int]]] = {}
         self.partial_reduce: dict[int, int] = {}
         self.partial_reads: dict[int, list[tuple[int, int]]] = {}
+        # running sums kept as their row partials (defer_row_sum): id() of the sums copying the partial, the totals
+        self.deferred_partials: set[int] = set()
+        self.deferred_sums: set[str] = set()
+        # window id -> {total: the step's partial}, packed onto the total's page with L1 accumulation; id() of the adds
+        self.deferred_packs: dict[int, dict[str, str]] = {}
+        self.deferred_adds: set[int] = set()
         self.unpacked: set[tuple[int, str]] = set()   # (window id, buffer): pages pushed but not packed (dead)
         self.max_shifts: set[int] = set()      # id() of the ops x - rowmax(x) (find_max_shifts): never positive
         # row maxima of float32 scores read from a bfloat16 copy (find_max_copies): writer window id -> (scores,
         # copy CB); id(max op) -> copy CB; reader window id -> (scores, copy CB); id(item) -> (CB it no longer
         # touches or None, CB it touches)
         self.copy_packs: dict[int, tuple[str, int]] = {}
+        self.block_items: list = []            # the block's plan items (defer_row_sum looks at every access)
         self.copy_reads: dict[int, int] = {}
         self.copy_readers: dict[int, tuple[str, int]] = {}
         self.touch_edits: dict[int, tuple[int | None, int]] = {}
@@ -389,6 +412,7 @@ class Emitter:
         satisfies group by group may stay deferred past the body's end."""
         out, pending = [], {}
         if not self.loops:
+            self.block_items = items
             self.find_fusions(items)
             self.find_row_partials(items)
             self.find_max_copies(items, items)
@@ -642,6 +666,12 @@ class Emitter:
                 stmts += self.positions(b, lambda slot, i, j, t=target, b=b: [
                     ops.call("pack_tile", slot, t, self.page_of(b, i, j, b in in_place)),
                     *(page_tag(fused_origin, i, j) if b == fused else [])])
+            part = self.deferred_packs.get(id(w), {}).get(b)
+            if packed and part is not None:   # the step's partial added onto the page just packed (defer_row_sum)
+                stmts += [ops.call("pack_reconfig_l1_acc", i32(1)),
+                          *self.positions(b, lambda slot, i, j, t=target, b=b, part=part: [ops.call(
+                              "pack_tile_at", slot - self.base[b] + self.base[part], t, self.page_of(b, i, j, True))]),
+                          ops.call("pack_reconfig_l1_acc", i32(0))]
             if b in l1_acc:
                 stmts.append(ops.call("pack_reconfig_l1_acc", i32(0)))
             if b in in_place:
@@ -951,6 +981,8 @@ class Emitter:
                     continue
                 self.partial_packs.setdefault(id(w), []).append((name, part))
                 self.partial_reduce[id(op)] = part
+                if in_loop:
+                    self.defer_row_sum(reader, op, items, after)
                 self.partial_reads.setdefault(id(reader), []).append((part, rows))
                 k = items.index(reader)
 
@@ -962,6 +994,77 @@ class Emitter:
                         and overwritten(items[k + 1:], lambda: overwritten(after, lambda: True)) \
                         and overwritten(list(items[k + 1:]) + list(items[:at]), lambda: True):   # the next step's / block's
                     self.unpacked.add((id(w), name))
+
+    def defer_row_sum(self, reader: Window, op, loop_body: list, after: list) -> None:
+        """An online softmax's running sum `l = l * alpha + rowsum(s)` whose value nothing reads before the loop
+        ends (only reads after it, each loading l into DST): l is kept as the row partial itself, a full tile per
+        tile row, as ttnn's SDPA keeps its sum. Each key step copies the step's partial (no row reduction), rescales
+        l by alpha in one FPU `mul_tiles_bcast_cols` from l's CB (as the carried O beside it, `carried_scale`) and
+        adds the two; each read after the loop loads l through one row reduction (Src.row_sum). precision.py
+        counts the multiply's TF32 rounding once a trip and the final reduction's (the plan's `deferred_sum`)."""
+        tz = self.tz
+        if not reader.carried_scale:
+            return
+        l_part = op.dst.name
+        tops = [it[1] for it in reader.items if it[0] == "op"]
+        if any(it[0] == "loop" for it in reader.items):
+            return
+        users = [info for info in tops if info is not op and (info.dst.name == l_part or any(
+            o.region is not None and o.region.name == l_part for o in info.operands))]
+        if len(users) != 1 or users[0].name != "add" or users[0].accumulates:
+            return
+        add = users[0]
+        total = add.dst.name
+        mine = [o for o in add.operands if o.region is not None and o.region.name == total]
+        if total not in reader.carried or len(add.operands) != 2 or len(mine) != 1 or mine[0].bcast is not None \
+                or any(o.bcast is not None for o in add.operands) or not add.whole:
+            return
+        touching = [info for info in tops if info.dst.name == total or any(
+            o.region is not None and o.region.name == total for o in info.operands)]
+        if len(touching) != 2 or touching[1] is not add:
+            return
+        mul = touching[0]
+        if mul.name != "mul" or mul.accumulates or mul.dst.name != total or not mul.whole or len(mul.operands) != 2 \
+                or tops.index(mul) > tops.index(add) or tops.index(op) > tops.index(add):
+            return
+        own = [o for o in mul.operands if o.region is not None and o.region.name == total]
+        scale = [o for o in mul.operands if o.region is not None and o.region.name != total]
+        if len(own) != 1 or len(scale) != 1 or own[0].bcast is not None or scale[0].bcast is not None \
+                or scale[0].region.name in reader.written or tz.tiles(scale[0].region.name) != tz.tiles(total) \
+                or scale[0].region.name not in tz.resident or total not in tz.resident or mul.operands[0] is not own[0]:
+            return
+        # nothing else in the loop touches l or the step's sum; after the loop, l is only read, into DST
+        others = [it for it in loop_body if it is not reader]
+        found = accesses(others)
+        if total in found or l_part in found:
+            return
+        later = accesses(list(after))
+        if l_part in later or any(kind != "read" or entry is None for _, kind, entry in later.get(total, [])):
+            return
+        readers = [info for info in _ops_in(list(after)) if any(
+            o.region is not None and o.region.name == total for o in info.operands)]
+        if len(readers) != len(later.get(total, [])) or any(
+                o.fpu or o.bcast is not None for info in readers for o in info.operands
+                if o.region is not None and o.region.name == total):
+            return
+        # and anywhere else in the block only zeroed whole (a full tile of zeros sums to zero): not updated by
+        # another loop (a causal kernel's unmasked and diagonal key loops), not filled with another value
+        def zeroes(info) -> bool:
+            return info.whole and not info.accumulates and (info.name == "zero" or info.name == "fill"
+                                                                             and scalar_of(info.call.args[1]) == 0)
+        reading = {id(info) for info in readers}
+        if any(info.dst.name == total and info is not mul and info is not add and not zeroes(info)
+               or info.dst.name != total and id(info) not in reading and any(
+                   o.region is not None and o.region.name == total for o in info.operands)
+               for info in _ops_in(self.block_items)):
+            return
+        own[0].fpu = True             # l * alpha: l read from its CB, alpha broadcast by columns (the FPU)
+        scale[0].fpu, scale[0].bcast = True, "col"
+        self.deferred_partials.add(id(op))
+        self.deferred_sums.add(total)
+        self.deferred_adds.add(id(add))
+        self.deferred_packs.setdefault(id(reader), {})[total] = l_part
+        tz.cbs[tz.resident[total]]["deferred_sum"] = True
 
     def row_sum_of(self, reader: Window, name: str):
         """The op of window `reader` that first touches `name`, when it is a fresh row sum (T.reduce_sum(name, v,
@@ -1487,6 +1590,8 @@ class Emitter:
             cb = self.broadcast_now[r.name]
             return Src("cb", cb=cb, index=ri, fp32=self.tz.is_fp32(cb))
         src = self.cb_src(r.name, ri, cj, operand.bcast)
+        if r.name in self.deferred_sums and not self.loops:   # a running sum kept as its row partial (defer_row_sum)
+            return replace(src, row_sum=True)
         if operand.fpu and operand.bcast is None:
             if r.name in self.fpu_in_place and not self.w.flat:   # this group's old pages are at the front
                 return Src("cb", cb=src.cb, index=self.q, fp32=src.fp32, fpu=True)
@@ -1499,6 +1604,8 @@ class Emitter:
         if info.dst.name in self.w.aliases:
             self.touched.add(info.dst.name)
             return []          # the copy is the packer's: its source's slots are packed to its CB as well
+        if id(info) in self.deferred_adds:
+            return []          # l + the step's partial: the packer adds it onto l's page (defer_row_sum)
         dst = info.dst
         fresh = dst.name not in self.touched and self.top_level
         self.touched.add(dst.name)
@@ -1772,6 +1879,8 @@ class Emitter:
         k_tiles = -(-src.extents[1] // TILE)
         if id(info) in self.partial_reduce:   # the row's partial tile the packer summed (find_row_partials)
             part = self.partial_reduce[id(info)]
+            if id(info) in self.deferred_partials:   # the partial tile itself (defer_row_sum)
+                return self.strategies.load(Src("cb", cb=part, index=sr + i, fp32=tz.is_fp32(part)), slot)
             return self.strategies.reduce(pool, slot, Src("cb", cb=part), 1, lambda kt: sr + i,
                                           [] if fresh else self.strategies.fill(slot, 0.0))
         if on_sfpu(info, tz.exact):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import tvm
 from tvm import tirx
@@ -77,6 +77,7 @@ class Src:
     fp32: bool = False        # the CB holds fp32 data
     buffer: str | None = None  # the computed buffer a DST slot holds
     fpu: bool = False         # the plan routes this CB operand through the FPU (plan.Window.broadcast_on_fpu)
+    row_sum: bool = False     # loaded as the sum of each row of the tile (a deferred running sum, defer_row_sum)
 
 
 _ANALYZER = tvm.sym.Analyzer()
@@ -108,6 +109,8 @@ class Strategies:
                 return []
             fn = "copy_dest_values_fp32" if self.fp32_dest else "copy_dest_values_bf16"
             return [ops.call("copy_dest_values_init"), ops.call(fn, src.slot, slot)]
+        if src.row_sum:
+            return self.reduce("sum", slot, replace(src, row_sum=False), 1, lambda kt: src.index, [])
         if src.bcast is not None:
             kind = {"col": "cols", "row": "rows", "scalar": "scalar"}[src.bcast]
             return [ops.call(f"unary_bcast_{kind}_init", src.cb), ops.call(f"unary_bcast_{kind}", src.cb, src.index, slot)]
