@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# tests/service/conftest.py's Redis fixtures, for every module here through this one import: a module that imports a
+# session fixture itself defines its own, and session scope is per definition, so test_api_hostile,
+# test_hostile_reports and test_poisoned_input each started a redis-server, an API and a worker of their own (and
+# test_log_limit and test_hardware_jail a redis-server each) where one of each serves a test process
+from tests.service.conftest import redis_service, redis_url  # noqa: F401  (fixtures)
+
 CANARY_DIR = Path("/tmp/tilefarm-canary")
 
 

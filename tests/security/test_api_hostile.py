@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import kernel, redis_service, redis_url  # noqa: F401  (fixtures)
+from tests.service.conftest import kernel
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 # every file that aims at the canary, plus resource abuse and malformed input

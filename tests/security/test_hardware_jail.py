@@ -22,7 +22,7 @@ from compiler.toolchain.emulate import runtime_root
 from compiler.toolchain.sdk_headers import headers_dir
 from service.embedded import worker_command
 from tests.security.forging import compile_forgery, forging_kernel, genuine_compile
-from tests.service.conftest import Proc, Service, base_env, private_db, redis_url  # noqa: F401  (a fixture)
+from tests.service.conftest import Proc, Service, base_env, private_db
 
 ARCH = "wormhole_b0"
 SECRET = f"worker-secret-{uuid.uuid4().hex}"

@@ -17,7 +17,6 @@ from compiler import api
 from schemas.target import TargetConfig
 from workers.sandbox import answers
 from tests.security.forging import forging_kernel, genuine_compile
-from tests.service.conftest import redis_service, redis_url  # noqa: F401  (fixtures)
 
 XSS = "<img src=x onerror=alert(document.cookie)>"
 

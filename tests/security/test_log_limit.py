@@ -13,7 +13,6 @@ from schemas.jobs import JobRecord, StageRecord
 from farm.store import RedisJobStore, SqliteJobStore
 from tests.security.forging import forging_kernel, genuine_compile
 from tests.served import embedded_service
-from tests.service.conftest import redis_url  # noqa: F401  (fixture)
 
 LIMIT = 64 * 1024
 

@@ -17,7 +17,7 @@ import pytest
 
 from schemas.jobs import JobRecord, StageRecord
 from farm.store import RedisJobStore, SqliteJobStore, UnstorableRecord, dump_record
-from tests.service.conftest import Service, base_env, kernel, redis_service, redis_url  # noqa: F401  (fixtures)
+from tests.service.conftest import Service, base_env, kernel
 
 PROBLEM = "application/problem+json"
 POISON = "__POISON__"
