@@ -30,10 +30,16 @@ class OpSpec:
     roles: frozenset
     header: str | None = None     # compute API header that declares it
     returns: str = "void"
+    # the unpackers' sources (srcA, srcB), each an argument index (a CB) or None: `unpacks` for a call that unpacks
+    # those CBs into them (each must be unpacked with its own format: TTConfigureUnpackers), `configures` for one that
+    # sets the sources' formats to those CBs' (compute_kernel_hw_startup, reconfig_data_format)
+    unpacks: tuple[int | None, int | None] | None = None
+    configures: tuple[int | None, int | None] | None = None
 
 
-def _op(name, args, cpp, roles, header=None, returns="void"):
-    return OpSpec(name, tuple(args.split()) if args else (), cpp, frozenset(roles), header, returns)
+def _op(name, args, cpp, roles, header=None, returns="void", unpacks=None, configures=None):
+    return OpSpec(name, tuple(args.split()) if args else (), cpp, frozenset(roles), header, returns, unpacks,
+                  configures)
 
 
 _C = "api/compute/"
@@ -147,12 +153,13 @@ _OPS = [
     # before a read of pages this kernel wrote earlier (an accumulated output): the writes must have landed
     _op("write_barrier_before_read", "cb", "noc_async_write_barrier()", DATAFLOW),
     # compute: start-up and DST register protocol
+    # (SrcOrder::Reverse puts in0 on srcB, as matmul_tiles reads it)
     _op("hw_startup_matmul", "cb cb cb", "compute_kernel_hw_startup<SrcOrder::Reverse>({0}, {1}, {2})", {COMPUTE},
-        _C + "compute_kernel_hw_startup.h"),
+        _C + "compute_kernel_hw_startup.h", configures=(1, 0)),
     _op("hw_startup_binary", "cb cb cb", "compute_kernel_hw_startup({0}, {1}, {2})", {COMPUTE},
-        _C + "compute_kernel_hw_startup.h"),
+        _C + "compute_kernel_hw_startup.h", configures=(0, 1)),
     _op("hw_startup_unary", "cb cb", "compute_kernel_hw_startup({0}, {1})", {COMPUTE},
-        _C + "compute_kernel_hw_startup.h"),
+        _C + "compute_kernel_hw_startup.h", configures=(0, 0)),
     _op("tile_regs_acquire", "", "tile_regs_acquire()", {COMPUTE}, _C + "common.h"),
     _op("tile_regs_commit", "", "tile_regs_commit()", {COMPUTE}, _C + "common.h"),
     _op("tile_regs_wait", "", "tile_regs_wait()", {COMPUTE}, _C + "common.h"),
@@ -163,21 +170,23 @@ _OPS = [
     # out of order: the tile lands at that position of the reserved pages (several packs may hit one page)
     _op("pack_tile_at", "expr cb expr", "pack_tile<true>({0}, {1}, {2})", {COMPUTE}, _C + "common.h"),
     _op("pack_reconfig_l1_acc", "expr", "pack_reconfig_l1_acc({0})", {COMPUTE}, _C + "pack.h"),
-    # FPU: matmul and CB x CB element-wise
+    # FPU: matmul and CB x CB element-wise (a matmul unpacks in0 into srcB, in1 into srcA: [LLK] llk_unpack_AB_matmul)
     _op("matmul_init", "cb cb expr", "matmul_init({0}, {1}, {2})", {COMPUTE}, _C + "matmul.h"),
-    _op("matmul_tiles", "cb cb expr expr expr", "matmul_tiles({0}, {1}, {2}, {3}, {4})", {COMPUTE}, _C + "matmul.h"),
+    _op("matmul_tiles", "cb cb expr expr expr", "matmul_tiles({0}, {1}, {2}, {3}, {4})", {COMPUTE}, _C + "matmul.h",
+        unpacks=(1, 0)),
     _op("matmul_block_init", "cb cb expr expr expr expr", "matmul_block_init({0}, {1}, {2}, {3}, {4}, {5})", {COMPUTE},
         _C + "matmul.h"),
     _op("matmul_block", "cb cb expr expr expr expr expr expr expr",
-        "matmul_block({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8})", {COMPUTE}, _C + "matmul.h"),
+        "matmul_block({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8})", {COMPUTE}, _C + "matmul.h", unpacks=(1, 0)),
     _op("copy_init", "cb", "copy_init({0})", {COMPUTE}, _C + "tile_move_copy.h"),
     # a tile transposed on its way into DST (rows <-> columns: transpose_wh)
     _op("transpose_init", "cb", "transpose_init({0})", {COMPUTE}, _C + "transpose.h"),
-    _op("transpose_tile", "cb expr expr", "transpose_tile({0}, {1}, {2})", {COMPUTE}, _C + "transpose.h"),
-    _op("copy_tile", "cb expr expr", "copy_tile({0}, {1}, {2})", {COMPUTE}, _C + "tile_move_copy.h"),
+    _op("transpose_tile", "cb expr expr", "transpose_tile({0}, {1}, {2})", {COMPUTE}, _C + "transpose.h",
+        unpacks=(0, None)),
+    _op("copy_tile", "cb expr expr", "copy_tile({0}, {1}, {2})", {COMPUTE}, _C + "tile_move_copy.h", unpacks=(0, None)),
     *[_op(f"{b}_init", "cb cb", f"{b}_init({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_binary.h") for b in _FPU_BINARY],
     *[_op(f"{b}_tiles", "cb cb expr expr expr", f"{b}_tiles({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE},
-          _C + "eltwise_binary.h") for b in _FPU_BINARY],
+          _C + "eltwise_binary.h", unpacks=(0, 1)) for b in _FPU_BINARY],
     # SFPU: every function of the op registry (init, and the call when it takes its family's standard arguments)
     *_sfpu_ops(),
     # SFPU: DST x scalar (binop_with_scalar; the scalar travels as its IEEE-754 bit pattern), fill, copy between slots
@@ -204,9 +213,10 @@ _OPS = [
     # reduce along rows (api/compute/reduce.h): needs a scaler CB the reader fills (fill_reduce_scaler)
     *[_op(f"reduce_init_{p.lower()}", "cb cb cb", f"reduce_init<PoolType::{p}, ReduceDim::REDUCE_ROW>({{0}}, {{1}}, {{2}})",
           {COMPUTE}, _C + "reduce.h") for p in ("SUM", "MAX")],
+    # a row SUM swaps its operands (the scaler into srcA, the data into srcB: [LLK] llk_unpack_AB_reduce.h), a MAX not
     *[_op(f"reduce_tile_{p.lower()}", "cb cb expr expr expr",
-          f"reduce_tile<PoolType::{p}, ReduceDim::REDUCE_ROW>({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE}, _C + "reduce.h")
-      for p in ("SUM", "MAX")],
+          f"reduce_tile<PoolType::{p}, ReduceDim::REDUCE_ROW>({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE}, _C + "reduce.h",
+          unpacks=unpacks) for p, unpacks in (("SUM", (1, 0)), ("MAX", (0, 1)))],
     _op("reduce_uninit", "", "reduce_uninit()", {COMPUTE}, _C + "reduce.h"),
     # the row max of a row of `block_ct` consecutive bfloat16 tiles in one call (api/compute/reduce_custom.h, ttnn's
     # SDPA row max): one unpack of the block and the scaler, one math MOP; the running maxima enter from row 0 of
@@ -215,7 +225,7 @@ _OPS = [
     _op("reduce_block_max_row_init", "cb expr", "reduce_block_max_row_init<{1}>({0})", {COMPUTE},
         _C + "reduce_custom.h"),
     _op("reduce_block_max_row", "cb cb expr expr expr", "reduce_block_max_row<{4}>({0}, {1}, {2}, {3})", {COMPUTE},
-        _C + "reduce_custom.h"),
+        _C + "reduce_custom.h", unpacks=(0, 1)),
     _op("reduce_block_max_row_uninit", "cb", "reduce_block_max_row_uninit({0})", {COMPUTE}, _C + "reduce_custom.h"),
     # copy_tile with each 16x16 face transposed in place (copy_init's transpose_within_16x16_face): a column tile's
     # column 0 becomes row 0 of faces 0 and 2, where reduce_block_max_row reads its running maxima
@@ -233,19 +243,20 @@ _OPS = [
     *[_op(f"{b}_bcast_{d}_init", "cb cb", f"{b}_bcast_{d}_init({{0}}, {{1}})", {COMPUTE}, _C + "bcast.h")
       for b in _FPU_BINARY for d in ("cols", "rows", "scalar")],
     *[_op(f"{b}_tiles_bcast_{d}", "cb cb expr expr expr", f"{b}_tiles_bcast_{d}({{0}}, {{1}}, {{2}}, {{3}}, {{4}})",
-          {COMPUTE}, _C + "bcast.h") for b in _FPU_BINARY for d in ("cols", "rows", "scalar")],
+          {COMPUTE}, _C + "bcast.h", unpacks=(0, 1)) for b in _FPU_BINARY for d in ("cols", "rows", "scalar")],
     *[_op(f"unary_bcast_{d}_init", "cb", f"unary_bcast_init<BroadcastType::{t}>({{0}})", {COMPUTE}, _C + "bcast.h")
       for d, t in (("cols", "COL"), ("rows", "ROW"), ("scalar", "SCALAR"))],
     *[_op(f"unary_bcast_{d}", "cb expr expr", f"unary_bcast<BroadcastType::{t}>({{0}}, {{1}}, {{2}})", {COMPUTE},
-          _C + "bcast.h") for d, t in (("cols", "COL"), ("rows", "ROW"), ("scalar", "SCALAR"))],
+          _C + "bcast.h", unpacks=(None, 0)) for d, t in (("cols", "COL"), ("rows", "ROW"), ("scalar", "SCALAR"))],
     # data formats: CBs of different formats in one compute kernel
     _op("pack_reconfig_data_format", "cb", "pack_reconfig_data_format({0})", {COMPUTE}, _C + "reconfig_data_format.h"),
-    _op("reconfig_data_format", "cb cb", "reconfig_data_format({0}, {1})", {COMPUTE}, _C + "reconfig_data_format.h"),
+    _op("reconfig_data_format", "cb cb", "reconfig_data_format({0}, {1})", {COMPUTE}, _C + "reconfig_data_format.h",
+        configures=(0, 1)),
     # one source's format (TTConfigureUnpackers): srcA (copy_tile's, a binary op's first CB, matmul's in1) or srcB
     _op("reconfig_data_format_srca", "cb", "reconfig_data_format_srca({0})", {COMPUTE},
-        _C + "reconfig_data_format.h"),
+        _C + "reconfig_data_format.h", configures=(0, None)),
     _op("reconfig_data_format_srcb", "cb", "reconfig_data_format_srcb({0})", {COMPUTE},
-        _C + "reconfig_data_format.h"),
+        _C + "reconfig_data_format.h", configures=(None, 0)),
     # reader: the reduce scaler tile (bf16 1.0 in the first row of each face), built in the CB page in L1
     _op("fill_reduce_scaler", "cb", "fill_reduce_scaler(get_write_ptr({0}))", DATAFLOW),
     # page identity (the emulator checks it with TTEMU_PAGE_TAGS=1; nothing on a device): the tile just packed is for

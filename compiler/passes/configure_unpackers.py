@@ -3,7 +3,8 @@
 An unpacker converts L1 data by the source format in its configuration registers, set by compute_kernel_hw_startup
 and the reconfig_data_format calls, not by the CB an op names ([LLK] llk_unpack_A.h / llk_unpack_AB.h program only
 the L1 address per call): a float32 CB unpacked while srcA is configured for bfloat16 reads its bytes as bfloat16
-(the emulator fails such an op, ttemu check_unpacker). Which source reads which CB:
+(the emulator fails such an op, ttemu check_unpacker). Which source reads which CB is each call's fact in
+compiler/ops.py (`unpacks`; `configures` for the calls that set the sources' formats):
 
     srcA  copy_tile, transpose_tile, the first CB of add/sub/mul_tiles and their broadcasts, a row max's data, the
           scaler of a row sum, and in1 of matmul_tiles / matmul_block (the LLK swaps the matmul operands)
@@ -31,22 +32,6 @@ from .. import attrs, ops
 from ..errors import CompileError
 from ..ir import seq, stmts_of
 from .hoist_inits import _handle, hoist_inits_in, init_kind
-
-_BINARY = ("add", "sub", "mul")
-# intrinsic -> (argument index of the CB srcA reads, of the CB srcB reads); None: the op does not unpack into it
-SOURCES: dict[str, tuple[int | None, int | None]] = {
-    "matmul_tiles": (1, 0), "matmul_block": (1, 0),
-    "copy_tile": (0, None), "transpose_tile": (0, None),
-    **{f"{b}_tiles": (0, 1) for b in _BINARY},
-    **{f"{b}_tiles_bcast_{d}": (0, 1) for b in _BINARY for d in ("cols", "rows", "scalar")},
-    **{f"unary_bcast_{d}": (None, 0) for d in ("cols", "rows", "scalar")},
-    # a row SUM swaps its operands (scaler -> srcA, data -> srcB: [LLK] llk_unpack_AB_reduce.h), a MAX does not
-    "reduce_tile_sum": (1, 0), "reduce_tile_max": (0, 1), "reduce_block_max_row": (0, 1),
-}
-# compute_kernel_hw_startup: (srcA's CB argument, srcB's) -- SrcOrder::Reverse puts in0 on srcB
-STARTUP = {"hw_startup_matmul": (1, 0), "hw_startup_binary": (0, 1), "hw_startup_unary": (0, 0)}
-RECONFIG = {"reconfig_data_format": (0, 1), "reconfig_data_format_srca": (0, None),
-            "reconfig_data_format_srcb": (None, 0)}
 
 State = tuple  # (srcA's format or None: unknown, srcB's)
 
@@ -164,11 +149,14 @@ class _Configurer:
         in program order; None if there is none."""
         for node in _evaluates_in_order(stmt):
             found = ops.intrinsic_of(node)
-            if found is None or found[0].name not in SOURCES and found[0].name not in RECONFIG:
+            if found is None:
                 continue
-            index = {**SOURCES, **RECONFIG}[found[0].name][source]
-            if index is not None and self.fmt(found[1][index]) == fmt:
-                return found[1][index]
+            spec, args = found
+            sources = spec.unpacks if spec.unpacks is not None else \
+                spec.configures if init_kind(spec.name) == "unpack" else None     # an op, or a reconfiguration
+            index = sources[source] if sources is not None else None
+            if index is not None and self.fmt(args[index]) == fmt:
+                return args[index]
         return None
 
     def after(self, stmt, state: State) -> State:
@@ -198,13 +186,13 @@ class _Configurer:
         if found is None:
             return stmt, state
         spec, args = found
-        if spec.name in STARTUP or spec.name in RECONFIG:
-            a, b = (STARTUP if spec.name in STARTUP else RECONFIG)[spec.name]
+        if spec.configures is not None:
+            a, b = spec.configures
             return stmt, (self.fmt(args[a]) if a is not None else state[0],
                           self.fmt(args[b]) if b is not None else state[1])
-        if spec.name not in SOURCES:
+        if spec.unpacks is None:
             return stmt, state
-        a, b = SOURCES[spec.name]
+        a, b = spec.unpacks
         cb_a = args[a] if a is not None else None
         cb_b = args[b] if b is not None else None
         want = (self.fmt(cb_a) if cb_a is not None else None, self.fmt(cb_b) if cb_b is not None else None)
@@ -254,7 +242,7 @@ def _unpacks_inside(stmt) -> bool:
 
     def visit(node):
         spec = ops.intrinsic_of(node)
-        if spec is not None and (spec[0].name in SOURCES or spec[0].name in RECONFIG or spec[0].name in STARTUP):
+        if spec is not None and (spec[0].unpacks is not None or spec[0].configures is not None):
             found.append(spec[0].name)
     tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, visit)], order="pre")
     return bool(found)
