@@ -16,8 +16,10 @@ from tvm.script import tirx as T
 
 from compiler.errors import CompileError
 from compiler.ir import op_name, stmts_of
+from compiler.passes import tensorize as tensorize_module
+from compiler.passes.tensorize import plan as plan_module
 from compiler.passes.tensorize import tensorize
-from compiler.passes.tensorize.plan import LoopItem, Planner, Window, cb_resident, hoist_copies
+from compiler.passes.tensorize.plan import LoopItem, Planner, Window, cb_resident, hoist_copies, op_info
 from compiler.target import DATA_FORMATS
 
 from .helpers import assert_ir_equal, run, target_attr
@@ -364,3 +366,71 @@ def test_a_copy_into_a_value_the_window_has_read_gets_its_own_slots():
     loop = next(i for i in items if isinstance(i, LoopItem))
     windows = [w for w in loop.body if isinstance(w, Window)]
     assert any("t" in w.written and "y" in w.written for w in windows) and not [w for w in windows if w.aliases]
+
+
+def dst_modes_planned(monkeypatch, func) -> tuple[list, bool]:
+    """The DST modes (full sync or not) TTTensorize planned `func` in, in order, and whether it chose full sync."""
+    planned, plan_in = [], tensorize_module._resident_count
+
+    def counted(f, full_sync):
+        planned.append(full_sync)
+        return plan_in(f, full_sync)
+    monkeypatch.setattr(tensorize_module, "_resident_count", counted)
+    after = run(tensorize, func)["main"]
+    return planned, bool(after.attrs["tt.compute_config"]["dst_full_sync_en"])
+
+
+def test_a_kernel_that_fits_the_half_sync_dst_is_planned_once(monkeypatch):
+    """Attention's 7 CB-resident values: nothing it plans overflows DST's 4 half-sync slots, so a full-sync DST (8)
+    would plan the same windows and is not planned (it was, every kernel with a CB-resident value)."""
+    assert dst_modes_planned(monkeypatch, attention) == ([False], False)
+
+
+WIDE_GEMM = tensorize_attrs(
+    {"A_s": ("staging", "float16", (2, 1)), "B_s": ("staging", "float16", (1, 2)),
+     "bias_s": ("staging", "float32", (2, 2)), "C_l": ("compute", "float32", (2, 2)),
+     "C": ("output", "float32", (2, 2))},
+    [(0, "A_s", 4), (1, "B_s", 4), (2, "bias_s", 8), (16, "C", 8)])
+
+
+@T.prim_func
+def wide_gemm(block_count: T.int32):
+    """C = A @ B + bias on 64x64 blocks: the accumulator's 4 tiles fill the half-sync DST, the bias needs a 5th."""
+    T.func_attr(WIDE_GEMM)
+    A_s = T.alloc_shared((64, 32), "float16")
+    B_s = T.alloc_shared((32, 64), "float16")
+    bias_s = T.alloc_shared((64, 64), "float32")
+    C_l = T.alloc_local((64, 64), "float32")
+    for i in range(block_count):
+        T.tile.zero(C_l[0:64, 0:64])
+        for k in range(2):
+            T.tt.compute_receive(0, "A_s", "A", 0, k)
+            T.tt.compute_receive(1, "B_s", "B", k, 0)
+            T.tile.gemm(C_l[0:64, 0:64], A_s[0:64, 0:32], B_s[0:32, 0:64], C_l[0:64, 0:64], False, False,
+                        T.float32(1.0), T.float32(1.0))
+        T.tt.compute_receive(2, "bias_s", "bias", 0, 0)
+        T.tile.add(C_l[0:64, 0:64], C_l[0:64, 0:64], bias_s[0:64, 0:64])
+        T.tt.compute_send(16, "C_l", 0, 0, 2, 2, "C", 0, 0)
+
+
+def test_a_kernel_that_overflows_the_half_sync_dst_is_planned_again_with_full_sync(monkeypatch):
+    """The bias add does not fit beside the accumulator in 4 slots (C_l would go through a CB); in 8 it does: both
+    modes planned, full sync chosen."""
+    assert dst_modes_planned(monkeypatch, wide_gemm) == ([False, True], True)
+
+
+def test_op_info_is_a_new_object_every_call_while_its_facts_are_remembered():
+    """The planner's windows set an operand's `fpu` and the emitter keys ops by id(): op_info hands out a new OpInfo
+    with new operands each call, the call's facts read once while TTTensorize runs, and forgotten when it ends."""
+    loop = next(s for s in block_of(attention) if isinstance(s, tirx.For))
+    call = next(s for s in stmts_of(loop.body) if isinstance(s, tirx.TilePrimitiveCall))   # s = q @ k^T
+    with plan_module.op_facts_remembered():
+        first, second = op_info(call), op_info(call)
+        assert first is not second and first.operands[0] is not second.operands[0]
+        assert (first.name, first.dst, first.grid, first.whole) == (second.name, second.dst, second.grid, second.whole)
+        assert [o.region for o in first.operands] == [o.region for o in second.operands]
+        first.operands[0].fpu = not second.operands[0].fpu
+        assert op_info(call).operands[0].fpu == second.operands[0].fpu
+        assert len(plan_module._FACTS) == 1
+    run(tensorize, attention)
+    assert plan_module._FACTS is None

@@ -20,7 +20,7 @@ from ...target import DATA_FORMATS, dst_capacity
 from ..lower_to_circular_buffers import free_cb_index
 from .emit import Emitter
 from .plan import (LoopItem, Planner, Window, WindowTooLarge, accesses, cb_resident, first_use, fresh_matmul_outputs,
-                   two_versions)
+                   op_facts_remembered, two_versions)
 from ... import attrs, precision
 
 STAGE = "tensorize"
@@ -391,31 +391,36 @@ def live_ranges_placed(body: list, zero: dict, release: dict, resident: dict, al
 
 
 def _resident_count(func, full_sync: bool):
+    """(the CB-resident buffers' count, the plan, whether DST's capacity decided anything in it) for one DST mode;
+    (None, None, True) when an op does not fit."""
     tz = Tensorizer(func, full_sync)
     stmts = [s for s in stmts_of(func.body) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer))]
     block = next(s for s in stmts if isinstance(s, tirx.For))
     rest = [s for s in stmts_of(block.body) if not isinstance(s, tirx.Bind)]
+    planner = tz.planner()
     try:
-        items = tz.planner().plan(rest)
+        items = planner.plan(rest)
     except WindowTooLarge:
-        return None, None
-    return len(cb_resident(items, lambda n: tz.roles.get(n) == "compute", tz.buffer_tiles())), items
+        return None, None, True
+    count = len(cb_resident(items, lambda n: tz.roles.get(n) == "compute", tz.buffer_tiles()))
+    return count, items, bool(planner.overflows)
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="TTTensorize")
 def tensorize(func, mod, ctx):
-    return fresh_loop_vars(_tensorize(func))
+    with op_facts_remembered():
+        return fresh_loop_vars(_tensorize(func))
 
 
 def _tensorize(func):
-    """Half-sync DST (double-buffered with the packer) unless full sync keeps more values out of L1."""
-    half, half_items = _resident_count(func, False)
-    if half == 0:
+    """Half-sync DST (double-buffered with the packer) unless full sync keeps more values out of L1. Planned once
+    when everything fit the half-sync DST: the full-sync DST (twice the slots) would plan the same."""
+    half, half_items, overflowed = _resident_count(func, False)
+    if half == 0 or not overflowed:
         return Tensorizer(func, False).run(half_items)
-    full, full_items = _resident_count(func, True)
+    full, full_items, _ = _resident_count(func, True)
     if full is not None and (half is None or full < half):
         return Tensorizer(func, True).run(full_items)
     if half is None:
         return Tensorizer(func, False).run()     # raises the located capacity error
     return Tensorizer(func, False).run(half_items)
-

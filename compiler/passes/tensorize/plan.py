@@ -18,6 +18,7 @@ flash attention's two matmuls around an online softmax all come out of these two
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import tvm_ffi
@@ -68,32 +69,63 @@ def _bcast(src: tuple, dst: tuple) -> str | None:
 
 
 def op_info(call) -> OpInfo:
+    """The op's destination and operands, a new OpInfo every call (the planner's windows set an operand's `fpu`, the
+    emitter keys ops by id()); what it reads off the call is remembered while TTTensorize runs (op_facts_remembered)."""
+    if _FACTS is None:
+        facts = _op_facts(call)
+    else:
+        key = call.__chandle__()
+        if key not in _FACTS:
+            _FACTS[key] = (call, _op_facts(call))
+        facts = _FACTS[key][1]
+    name, dst, operands, accumulates, grid, whole = facts
+    return OpInfo(call, name, dst, [Operand(*o) for o in operands], accumulates, grid, whole)
+
+
+# call node's address -> (the node, kept alive: its address is not another's while it lives; its facts), only within
+# op_facts_remembered: the planner asks op_info of every op at every nesting level, in its trials of a loop, and in
+# both DST modes (~17 times an op in an attention kernel)
+_FACTS: dict[int, tuple] | None = None
+
+
+@contextmanager
+def op_facts_remembered():
+    global _FACTS
+    _FACTS = {}
+    try:
+        yield
+    finally:
+        _FACTS = None
+
+
+def _op_facts(call) -> tuple:
+    """(name, dst, operands as Operand fields, accumulates, grid, whole) of a tile-op call."""
     name = op_name(call)
     dst = region_of(call.args[0])
-    operands: list[Operand] = []
+    operands: list[tuple] = []
     accumulates = False
     if name in ("copy", "cast") and is_transposed(call):   # the unpacker transposes: the source comes from a CB
-        operands.append(Operand(region_of(call.args[1]), fpu=True))
+        operands.append((region_of(call.args[1]), None, True))
     elif name in ("copy", "cast") or name in UNARY:
         src = region_of(call.args[1])
         b = _bcast(src.extents, dst.extents)
-        operands.append(Operand(src, fpu=b is not None, bcast=b))
+        operands.append((src, None, b is not None, b))
     elif name in BINARY:
         for arg in call.args[1:3]:
             r = region_of(arg)
             if r is None:
-                operands.append(Operand(None, scalar_of(arg)))
+                operands.append((None, scalar_of(arg)))
             else:
                 b = _bcast(r.extents, dst.extents)
-                operands.append(Operand(r, fpu=b is not None, bcast=b))
+                operands.append((r, None, b is not None, b))
     elif name == "gemm":
-        operands = [Operand(region_of(call.args[1]), fpu=True), Operand(region_of(call.args[2]), fpu=True)]
+        operands = [(region_of(call.args[1]), None, True), (region_of(call.args[2]), None, True)]
         accumulates = scalar_of(call.args[7]) == 1.0
     elif name in REDUCE:
-        operands = [Operand(region_of(call.args[1]), fpu=True)]
+        operands = [(region_of(call.args[1]), None, True)]
         accumulates = bool(call.args[3]) if len(call.args) > 3 else False
     whole = tuple(dst.extents) == dst.shape and all(int(s) == 0 for s in dst.starts)
-    return OpInfo(call, name, dst, operands, accumulates, tiles_of(dst.extents), whole)
+    return name, dst, tuple(operands), accumulates, tiles_of(dst.extents), whole
 
 
 @dataclass(frozen=True)
@@ -153,6 +185,16 @@ class Window:
     exact: frozenset = frozenset()      # values no FPU op reads or writes (precision.exact_values: integers)
     hoisted: frozenset = frozenset()    # copies moved up to their source's window (hoist_copies): alias or close
     carried_scale: bool = False         # a carried value's per-row rescale may take the FPU (precision.carried_scale_on_fpu)
+    # slots that did not fit DST, in the planner's windows and their trials (one list): none, and the plan is the same
+    # with any larger DST (every decision that reads the capacity is a `fits`)
+    overflows: list = field(default_factory=list)
+
+    def fits(self, slots: int) -> bool:
+        """Do `slots` fit DST? A no is remembered (`overflows`)."""
+        if slots <= self.capacity:
+            return True
+        self.overflows.append(slots)
+        return False
 
     def slots_needed(self, flat: bool, buffers: list, scratch: int) -> int:
         if flat:
@@ -270,10 +312,10 @@ class Window:
                          and o.region.name in self.written]
             grouped = all(self._aligned(r) for r in dst_reads) and \
                 tuple(self.buffer_tiles[info.dst.name]) == self.grid
-        if grouped and self.slots_needed(False, buffers, scratch) <= self.capacity:
+        if grouped and self.fits(self.slots_needed(False, buffers, scratch)):
             self._take(info, scratch)
             return True
-        if self.slots_needed(True, buffers, scratch) > self.capacity:
+        if not self.fits(self.slots_needed(True, buffers, scratch)):
             return False
         self.flat = True
         self._take(info, scratch)
@@ -311,7 +353,7 @@ class Window:
             return False
         whole = (r0, c0, rows, cols) == (0, 0, *self.buffer_tiles[name])
         if not self.flat and not whole:
-            if self.slots_needed(True, self.dst_buffers(), self.scratch) > self.capacity:
+            if not self.fits(self.slots_needed(True, self.dst_buffers(), self.scratch)):
                 return False
             self.flat = True
         self.items.append(send)
@@ -325,7 +367,7 @@ class Window:
         trial.items, trial.written, trial.sent = [], list(self.written), set(self.sent)
         trial.staging_read, trial.received = set(self.staging_read), set(self.received)
         trial.aliases = dict(self.aliases)
-        if self.slots_needed(True, self.dst_buffers(), self.scratch) > self.capacity:
+        if not self.fits(self.slots_needed(True, self.dst_buffers(), self.scratch)):
             return False
         trial.flat = True
         body = trial.absorb(stmts_of(loop.body))
@@ -513,6 +555,7 @@ class Planner:
         self.carried: frozenset = frozenset()
         self.reduced: frozenset = frozenset()
         self.hoisted: frozenset = frozenset()
+        self.overflows: list = []           # what did not fit DST (Window.fits)
 
     def is_compute(self, name: str) -> bool:
         return self.roles.get(name) == "compute"
@@ -520,7 +563,7 @@ class Planner:
     def window(self) -> Window:
         return Window(self.capacity, self.buffer_tiles, self.is_compute, carried=self.carried, reduced=self.reduced,
                       hoisted=self.hoisted, fp32_on_fpu=self.fp32_on_fpu, exact=self.exact,
-                      carried_scale=self.carried_scale)
+                      carried_scale=self.carried_scale, overflows=self.overflows)
 
     def plan(self, stmts: list) -> list:
         """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer, origin) | a plain statement."""
