@@ -34,7 +34,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.tilefarm-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ -L .venv ]; then
+  # a worktree sharing another checkout's environment: `pip install -e .` here would re-point that checkout's
+  # editable install at this tree (its subprocesses would import this tree's code)
+  echo "bootstrap: .venv links to $(readlink -f .venv), another checkout's environment: not installing into it" >&2
+elif [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # pip's own output (build warnings included) goes to a log: the console says what is happening, and where to look
   log=.venv/pip-install.log
   started=$(date +%s)
