@@ -101,20 +101,12 @@ class _Configurer:
         entry = self.loop_entry(loop, state)
         end = self.after(loop.body, entry)
         ahead = tuple(e if e is not None else x for e, x in zip(entry, end))
-        trips = loop.extent.value if isinstance(loop.extent, tirx.IntImm) else 2
-        if ahead != entry and trips > 1 and _meet(ahead, self.after(loop.body, ahead)) == ahead \
+        if ahead != entry and _trips(loop) > 1 and _meet(ahead, self.after(loop.body, ahead)) == ahead \
                 and self.reconfigs(loop.body, ahead) < self.reconfigs(loop.body, entry):
             # the CB the body first reads on each source set ahead of the loop names its format
             cbs = [self.first_cb(loop.body, source, ahead[source]) if ahead[source] != state[source] else None
                    for source in (0, 1)]
-            if all(c is None for c in cbs):
-                call = None
-            elif all(c is not None for c in cbs):
-                call = ops.call("reconfig_data_format", *cbs)
-            elif cbs[0] is not None:
-                call = ops.call("reconfig_data_format_srca", cbs[0])
-            else:
-                call = ops.call("reconfig_data_format_srcb", cbs[1])
+            call = _reconfig_call(*cbs)
             if call is not None:
                 plan = call, tuple(ahead[s] if cbs[s] is not None else state[s] for s in (0, 1))
         self._plans[key] = (loop, plan)
@@ -134,8 +126,7 @@ class _Configurer:
                     state = self.after(s, state)
             elif isinstance(stmt, tirx.For):
                 call, entered = self.preconfigure(stmt, state)
-                trips = stmt.extent.value if isinstance(stmt.extent, tirx.IntImm) else 2
-                out = (call is not None) + trips * self.reconfigs(stmt.body, self.loop_entry(stmt, entered))
+                out = (call is not None) + _trips(stmt) * self.reconfigs(stmt.body, self.loop_entry(stmt, entered))
             elif isinstance(stmt, tirx.IfThenElse):
                 out = max(self.reconfigs(stmt.then_case, state),
                           self.reconfigs(stmt.else_case, state) if stmt.else_case is not None else 0.0)
@@ -203,14 +194,26 @@ class _Configurer:
         fix_b = cb_b is not None and state[1] != want[1]
         if not fix_a and not fix_b:
             return stmt, state
-        if fix_a and fix_b:
-            call = ops.call("reconfig_data_format", cb_a, cb_b)
-        elif fix_a:
-            call = ops.call("reconfig_data_format_srca", cb_a)
-        else:
-            call = ops.call("reconfig_data_format_srcb", cb_b)
+        call = _reconfig_call(cb_a if fix_a else None, cb_b if fix_b else None)
         new = (want[0] if fix_a else state[0], want[1] if fix_b else state[1])
         return tirx.SeqStmt([call, stmt]), new
+
+
+def _reconfig_call(cb_a, cb_b):
+    """The reconfiguration of srcA to `cb_a`'s format and/or srcB to `cb_b`'s (None: that source left as it is);
+    None when neither changes."""
+    if cb_a is not None and cb_b is not None:
+        return ops.call("reconfig_data_format", cb_a, cb_b)
+    if cb_a is not None:
+        return ops.call("reconfig_data_format_srca", cb_a)
+    if cb_b is not None:
+        return ops.call("reconfig_data_format_srcb", cb_b)
+    return None
+
+
+def _trips(loop) -> int:
+    """A loop's trip count; 2 for one not known (it runs more than once)."""
+    return loop.extent.value if isinstance(loop.extent, tirx.IntImm) else 2
 
 
 def _fpu_init(stmt) -> bool:
