@@ -299,6 +299,67 @@ def one_barrier_per_block(stmts: list) -> list:
     return out
 
 
+def _multicast_cbs(body) -> set[int]:
+    """The CBs a statement's calls send or receive by multicast."""
+    found: set = set()
+
+    def visit(stmt):
+        call = ops.intrinsic_of(stmt)
+        if call is not None and call[0].name in ("mcast_send", "mcast_receive", "mcast_receive_ready"):
+            found.add(int(call[1][0]))
+    tvm_ffi.structural_walk(body, (tirx.Evaluate, visit), order="pre")
+    return found
+
+
+def _first_step_push(loop) -> int | None:
+    """Where the first step of `loop` has pushed a block it receives by multicast: the position of that CB's
+    push in the loop's body, when the loop runs at least once (a constant trip count) and its body begins by
+    reserving that CB; else None."""
+    if not isinstance(loop, tirx.For) or not isinstance(loop.extent, tirx.IntImm) or int(loop.extent) < 1:
+        return None
+    body = stmts_of(loop.body)
+    first = ops.intrinsic_of(body[0]) if body else None
+    if first is None or first[0].name != "cb_reserve_back" or int(first[1][0]) not in _multicast_cbs(loop.body):
+        return None
+    cb = int(first[1][0])
+    return next((j for j, s in enumerate(body) if (c := ops.intrinsic_of(s)) is not None
+                 and c[0].name == "cb_push_back" and int(c[1][0]) == cb), None)
+
+
+def shared_block_first(stmts: list) -> list:
+    """When every core takes one block: a core's own read of a block (a plain read group, attention's Q) right
+    before a loop whose steps receive a block multicast to a group of cores (the K steps) moves into the loop's
+    first step, after that block's push. Every core needs both before compute's first step, and every core reads
+    at once: in program order the sender of the shared block read it only after its own block, queued at the DRAM
+    banks behind every core's reads, and the whole group waited for it (BH 1x10x2048x128: K's first step reached
+    the cores ~28k cycles into the kernel). Now the receivers wait for the shared block before issuing their own
+    reads, so the banks serve the senders first. With several blocks a core the read stays where it is: there it
+    is the next block's, read while compute still works on this one (assign_movers), and behind the next block's
+    first shared step it would wait for the slowest core of the group (BH 1x10x8192x128: +13.6 us)."""
+    out, k = [], 0
+    while k < len(stmts):
+        s = stmts[k]
+        if isinstance(s, tirx.For):
+            out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(shared_block_first(stmts_of(s.body))),
+                                s.thread_binding, s.annotations, span=s.span))
+            k += 1
+            continue
+        found = _read_group(stmts, k)
+        loop = stmts[found[1]] if found is not None and found[1] < len(stmts) else None
+        push = _first_step_push(loop)
+        if push is None or found[0] in _multicast_cbs(loop.body):
+            out.append(s)
+            k += 1
+            continue
+        body = stmts_of(loop.body)
+        first_step = tirx.IfThenElse(tirx.EQ(loop.loop_var, loop.min), seq(stmts[k:found[1]]), None)
+        out.append(tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind,
+                            seq(body[:push + 1] + [first_step] + body[push + 1:]),
+                            loop.thread_binding, loop.annotations, span=loop.span))
+        k = found[1] + 1
+    return out
+
+
 def _rmw_group(stmts: list, k: int):
     """(buffer, end) when stmts[k:end] is the read-back of an accumulated output (`write_barrier_before_read(cb);
     reserve(cb); reads...; barrier(cb); push(cb)`), else None."""
@@ -504,6 +565,8 @@ def split_kernels(mod, ctx):
     mcast_cbs = {c["name"]: c["index"] for c in cbs}
     runtime_names = list(WORK_ARGS) + [f"{c['name']}_mcast_{f}" for c in cbs for f in MCAST_FIELDS] + \
         [f"stagger_{f}" for f in STAGGER_FIELDS]
+    work = attrs.WORK_PARTITION.get(func, None)
+    one_block_a_core = work is not None and max((core["count"] for core in work["cores"]), default=1) == 1
     bodies = {}
     for role in ROLES:
         stmts = splitter.filter(stmts_of(func.body), role)
@@ -511,6 +574,8 @@ def split_kernels(mod, ctx):
             stmts = hoist_read_backs(stmts)
         if role != ops.COMPUTE:
             stmts = one_barrier_per_block(stmts)
+            if one_block_a_core:
+                stmts = shared_block_first(stmts)
         body = seq(stmts)
         if role == ops.WRITER or (role == ops.READER and _multicasts(body)):
             stmts.append(ops.call("noc_async_write_barrier"))   # every write confirmed before the kernel ends

@@ -26,18 +26,27 @@ from .. import attrs
 STAGE = "verify"
 
 
-def cb_page_counts(stmt, counts: dict, scale: int = 1) -> None:
-    """Pages per CB call name over one block (loops multiply; the persistent loop counts once)."""
+def cb_page_counts(stmt, counts: dict, scale: int = 1, loops: dict | None = None) -> None:
+    """Pages per CB call name over one block (loops multiply; the persistent loop counts once; a branch taken
+    only in a loop's first step, `if kb == 0`, once per loop)."""
+    loops = {} if loops is None else loops
     if isinstance(stmt, tirx.SeqStmt):
         for s in stmts_of(stmt):
-            cb_page_counts(s, counts, scale)
+            cb_page_counts(s, counts, scale, loops)
     elif isinstance(stmt, tirx.For):
         extent = int(stmt.extent) if isinstance(stmt.extent, tirx.IntImm) else 1
-        cb_page_counts(stmt.body, counts, scale * extent)
+        cb_page_counts(stmt.body, counts, scale * extent, {**loops, stmt.loop_var: (stmt.min, extent)})
     elif isinstance(stmt, tirx.IfThenElse):
-        cb_page_counts(stmt.then_case, counts, scale)
+        cond = stmt.condition
+        first = next((extent for var, (lo, extent) in loops.items() if isinstance(cond, tirx.EQ)
+                      and cond.a.same_as(var) and isinstance(cond.b, tirx.IntImm) and isinstance(lo, tirx.IntImm)
+                      and int(cond.b) == int(lo)), None)
+        if first is not None and stmt.else_case is None:
+            cb_page_counts(stmt.then_case, counts, scale // first, loops)
+            return
+        cb_page_counts(stmt.then_case, counts, scale, loops)
         if stmt.else_case is not None:
-            cb_page_counts(stmt.else_case, counts, scale)
+            cb_page_counts(stmt.else_case, counts, scale, loops)
     else:
         found = ops.intrinsic_of(stmt)
         if found and found[0].name in ("cb_reserve_back", "cb_push_back", "cb_wait_front", "cb_pop_front"):
