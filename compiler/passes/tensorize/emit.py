@@ -153,6 +153,57 @@ def _fuse_fpu_then_sfpu(stmts: list, q, packed_cbs: set) -> list:
     return out
 
 
+def _two_fpu_steps_swapped(stmts: list) -> tuple[list, list] | None:
+    """(`stmts`, a DST section, flattened; the same with its two matrix-engine steps in the other order) when its
+    engine calls before the commit are exactly `init A; A; init B; B`, two ops from CB tiles into two different DST
+    slots under different configurations (the deferred running sum's update: copy the step's partial, multiply l
+    by alpha). The two read only CBs and write their own slots: either order leaves the same DST. None otherwise."""
+    from ..hoist_inits import init_kind, uses_kind
+
+    flat: list = []
+    for x in stmts:      # an op's init and call come as a SeqStmt of their own
+        flat += list(x.seq) if isinstance(x, tirx.SeqStmt) and all(
+            isinstance(y, tirx.Evaluate) for y in x.seq) else [x]
+    stmts = flat
+    names = [_intrinsic_name(x) for x in stmts]
+    if "tile_regs_commit" not in names:
+        return None
+    math = names[:names.index("tile_regs_commit")]     # the packer's calls after it are not swapped
+    engine = [k for k, n in enumerate(math) if n is not None and (init_kind(n) is not None or uses_kind(n))]
+    if len(engine) != 4 or engine != list(range(engine[0], engine[0] + 4)):
+        return None
+    j = engine[0]
+    a_init, a, b_init, b = names[j:j + 4]
+    if init_kind(a_init) != "fpu" or init_kind(b_init) != "fpu" or not _from_cbs_into_dst(a) \
+            or not _from_cbs_into_dst(b):
+        return None
+    first, second = ops.intrinsic_of(stmts[j + 1])[1], ops.intrinsic_of(stmts[j + 3])[1]
+    if not (isinstance(first[-1], tirx.IntImm) and isinstance(second[-1], tirx.IntImm)) \
+            or int(first[-1]) == int(second[-1]) or tvm_ffi.structural_equal(stmts[j], stmts[j + 2]):
+        return None
+    return stmts, stmts[:j] + stmts[j + 2:j + 4] + stmts[j:j + 2] + stmts[j + 4:]
+
+
+def _in_pairs_alternating(g, groups: int, body: list, swapped: list) -> list:
+    """The group loop `for g in range(groups): body` as a loop over pairs of groups, the second of each pair
+    `swapped` (_two_fpu_steps_swapped), and a last group on its own when `groups` is odd: each group then starts on
+    the configuration the one before it ended with (copy, multiply | multiply, copy | copy, multiply ...), one
+    switch of the FPU's op and of srcA's format a group instead of two; TTHoistInits and TTConfigureUnpackers drop
+    the others, as they do in straight-line code (a loop that alternated by parity would join both orders at the
+    top of each iteration and keep them all)."""
+    pair = tirx.Var("g", "int32")
+
+    def at(stmts: list, value) -> list:
+        return [tvm_ffi.structural_map(x, (tirx.Var, lambda v: value if v.same_as(g) else v), order="post")
+                for x in stmts]
+    two = i32(2)
+    out = [tirx.For(pair, 0, groups // 2, tirx.ForKind.SERIAL,
+                    seq(at(body, pair * two) + at(swapped, pair * two + i32(1))))]
+    if groups % 2:
+        out += at(body, i32(groups - 1))
+    return out
+
+
 def _steps(stmts: list) -> list[list]:
     """A tile's lowering cut before each engine init: [[init, call, ...], [init, call, ...]]."""
     out: list[list] = []
@@ -694,7 +745,12 @@ class Emitter:
                 body += ([ops.call("pack_reconfig_data_format", cb)] if cb is not None else []) + stmts
         body.append(ops.call("tile_regs_release"))
         pushed_per_row = False
-        if groups > 1:
+        # two FPU steps a group under different configurations (l's update): the groups in pairs, alternating
+        orders = _two_fpu_steps_swapped(body) if groups > 1 and id(w) not in self.partial_packs \
+            and alternating is None else None
+        if orders is not None:
+            body = _in_pairs_alternating(self.g, groups, *orders)
+        elif groups > 1:
             hoisted, body = _hoist_matmul_init(body)
             loop = tirx.For(self.g, 0, groups, tirx.ForKind.SERIAL, seq(body))
             if id(w) in self.partial_packs:
