@@ -43,6 +43,10 @@ def chromium(playwright_driver):
 def fresh_context(chromium, **options):
     """A new browser context (its own cookies, storage and cache, as a fresh profile: nothing carried over from
     another test); an uncaught exception in our JS on any of its pages fails the test."""
+    # reduced motion, as a user may ask for it (app.css): the dashboard's pulsing dots are its only animations, and
+    # with them every open page composited a frame every 16 ms in software (no GPU), ~3 CPU s of Chromium a module
+    # (tests/web/test_dashboard.py: ~19 -> ~16); test_farm_page checks both settings
+    options.setdefault("reduced_motion", "reduce")
     context = chromium.new_context(**options)
     errors: list[str] = []
     context.on("weberror", lambda error: errors.append(str(error.error)))

@@ -168,6 +168,11 @@ def test_farm_page(browser, service):
         card = page.inner_text(f"#queues .card[data-queue='{queue}']")
         assert card.split()[0].isdigit() and queue in card
     shot(page, "07-farm")
+    # the live dot pulses, unless the reader asked for less motion (as the tests' contexts do: fresh_context)
+    pulse = "getComputedStyle(document.querySelector('.live .dot')).animationName"
+    assert page.evaluate(pulse) == "none"
+    page.emulate_media(reduced_motion="no-preference")
+    assert page.evaluate(pulse) == "pulse"
 
 
 def test_pages_with_auth_take_a_pasted_token(browser, service, tmp_path):
