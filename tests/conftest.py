@@ -115,6 +115,19 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=key)  # stable: a file's tests keep their order
 
 
+def pytest_collection_finish(session):
+    """What the collection built (every test module, its imports, the items: ~270k objects tracked by the cyclic
+    collector in a process that collected the whole suite) is frozen out of the collector: alive for the whole run, it
+    was scanned again at every full collection (~0.13 s each). CPU in the collector (gc.callbacks), before -> after:
+    tests/passes alone 1.36 -> 0.77 s, tests/cli/test_cli_output.py 0.55 -> 0.32; under -n 2 with the whole suite
+    collected, 154 tests of tests/passes, test_reference, test_hand_offs and test_examples 2.64 -> 2.32 s (most of
+    the rest is the freeing of the IR's cycles, which stays). Garbage is collected first: nothing collectable is kept."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def _frames_for_tvmscript(context: int = 1) -> list:
     """inspect.stack() as TVMScript's decorators read it: `@T.prim_func` / `@I.ir_module` take the whole stack at each
     use but read only its frame objects (the closure variables of PEP 563 annotations) and the text of the third
