@@ -153,11 +153,14 @@ def test_allowlist_rejects_code_execution_with_a_location():
 @pytest.mark.parametrize("mode,limit", [("spin", "cpu"), ("allocate", "memory"), ("fork", "processes"),
                                         ("write", "file size")])
 def test_limits_stop_abuse(zygote, mode, limit):
-    limits = sandbox.Limits(cpu_s=2, wall_s=10, memory_bytes=512 * 1024**2, processes=32, file_bytes=8 * 1024**2)
+    # a CPU limit of 1 s: the spin burns what the limit allows (it was 2 s), ten times less than the wall-clock limit
+    limits = sandbox.Limits(cpu_s=1, wall_s=10, memory_bytes=512 * 1024**2, processes=32, file_bytes=8 * 1024**2)
     try:
         result = zygote.run("selftest", {"mode": mode}, limits)
     except sandbox.SandboxError as error:
         assert "without an answer" in str(error) or "wall-clock" in str(error)
+        if limit == "cpu":
+            assert "CPU limit of 1 s" in str(error), error  # the CPU limit stopped it, not the wall clock
     else:  # the job saw the limit itself (fork: EAGAIN; allocate: MemoryError reported)
         assert result.value.get("stopped_by") or result.value.get("ok") is False, result.value
         if mode == "fork":
