@@ -47,6 +47,9 @@ def test_submit_watch_plan_and_download(browser, service, tmp_path):
     assert "succeeded" in compile_row and (" ms" in compile_row or " s" in compile_row)
 
     # the plan as a picture: 8x8 wormhole grid, 16 blocks on 16 cores, colour by blocks, hover shows work and args
+    # the heatmap is drawn when the plan arrives and again with the emulation's report (its counters feed the tip);
+    # the counters table is drawn right after that second drawing: before it, the tip had no tile ops (a race)
+    page.wait_for_selector("#counters-table tbody tr")
     page.wait_for_selector("#heatmap rect.core")
     plan = service.client.get(f"/v1/jobs/{job_id}/artifacts/tt.plan.json").json()
     gx, gy = plan["core_grid"]
