@@ -138,6 +138,7 @@ class LayoutAttr(TypedDict):
     banks: NotRequired[int]
     tile_order: NotRequired[str]
     shard: NotRequired[ShardAttr]             # an output block-sharded in L1 (memory L1, layout block_sharded)
+    replicated_rows: NotRequired[bool]        # a row vector with its values in every row of its tiles (TTInferLayout)
 
 
 @DECLARED_ONLY

@@ -187,6 +187,13 @@ _OPS = [
     *[_op(f"{b}_init", "cb cb", f"{b}_init({{0}}, {{1}})", {COMPUTE}, _C + "eltwise_binary.h") for b in _FPU_BINARY],
     *[_op(f"{b}_tiles", "cb cb expr expr expr", f"{b}_tiles({{0}}, {{1}}, {{2}}, {{3}}, {{4}})", {COMPUTE},
           _C + "eltwise_binary.h", unpacks=(0, 1)) for b in _FPU_BINARY],
+    # the same op with DST as its first operand (DEST_TO_SRCA: the DST tile moves to srcA, the CB's tile is unpacked
+    # into srcB, the result replaces the DST tile): DST[dst] = DST[dst] op cb[tile]
+    *[_op(f"{b}_reuse_dest_init", "cb", f"{b}_reuse_dest_init<EltwiseBinaryReuseDestType::DEST_TO_SRCA>({{0}})",
+          {COMPUTE}, _C + "eltwise_binary.h") for b in _FPU_BINARY],
+    *[_op(f"{b}_reuse_dest_tiles", "cb expr expr",
+          f"{b}_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>({{0}}, {{1}}, {{2}})", {COMPUTE},
+          _C + "eltwise_binary.h", unpacks=(None, 0)) for b in _FPU_BINARY],
     # SFPU: every function of the op registry (init, and the call when it takes its family's standard arguments)
     *_sfpu_ops(),
     # SFPU: DST x scalar (binop_with_scalar; the scalar travels as its IEEE-754 bit pattern), fill, copy between slots

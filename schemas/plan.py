@@ -126,6 +126,9 @@ class BufferPlan(_Strict):
     row_offsets: int | None = Field(default=None, description=(
         "an integer tensor whose elements the kernel adds to row positions of a matrix with this many rows (a "
         "variable-length batch's sequence offsets, cu_seqlens): random inputs are non-decreasing from 0 to at most it"))
+    replicated_rows: bool = Field(default=False, description=(
+        "a row vector stored with its values in every row of its tiles, not zero padded below row 0 (a vector the "
+        "kernel reads only as a broadcast down the rows: each tile is its broadcast)"))
     dtype: Literal["float32", "bfloat16", "float16"]
     declared_dtype: Literal["int32", "int16", "int64", "uint16", "uint32", "int8", "uint8", "int4", "uint4",
                             "float8_e4m3", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",

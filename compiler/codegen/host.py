@@ -87,7 +87,8 @@ def print_host(plan: dict) -> str:
         version=COMPILER_VERSION, plan=view, buffers=buffers, constants=constants,
         inputs=[b for b in buffers if is_input(b)], outputs=[dict(b, accumulate=b.get("accumulate", False))
                                                              for b in buffers if b["role"] == "output"],
-        dataflow=[k for k in kernels if k["role"] != "compute"])
+        dataflow=[k for k in kernels if k["role"] != "compute"],
+        replicated=any(b.get("replicated_rows") for b in buffers if is_input(b)))
 
 
 def is_input(buffer: dict) -> bool:

@@ -106,6 +106,8 @@ def build_plan(mod) -> dict:
             entry["generator"] = info["generator"]
         if info.get("accumulate"):
             entry["accumulate"] = True
+        if lay.get("replicated_rows"):
+            entry["replicated_rows"] = True
         if "row_offsets" in info:
             entry["row_offsets"] = info["row_offsets"]
         if "shard" in lay:

@@ -46,7 +46,8 @@ def uses_kind(name: str) -> set[str]:
         return set()
     if name in ("pack_tile", "pack_tile_at"):
         return {"pack"}
-    if name in FPU_OPS or "_tiles_bcast_" in name or name.startswith("unary_bcast_"):
+    if name in FPU_OPS or "_tiles_bcast_" in name or name.startswith("unary_bcast_") \
+            or name.endswith("_reuse_dest_tiles"):
         return {"fpu", "unpack"}
     return {"sfpu"}
 

@@ -47,7 +47,9 @@ def test_a_float32_output_keeps_float32_arithmetic(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_bfloat16_output_lets_the_fpu_read_tf32(arch):
     result, outcome = run_kernel(row_scale("bfloat16"), seed=3, target=TargetConfig(arch=arch))
-    assert "mul_tiles_bcast_rows" in compute_source(result)
+    # the FPU reads x; s, read only as a broadcast down the rows, is stored as its broadcast (TTInferLayout's
+    # replicated_rows): a whole-tile multiply
+    assert "mul_tiles(cb_x, " in compute_source(result)
     x, s = outcome.inputs["X"].astype(np.float64), outcome.inputs["s"].astype(np.float64)
     got = np.asarray(outcome.outputs["Y"], dtype=np.float64)
     np.testing.assert_allclose(got, x * s[None, :], rtol=2 ** -8 + 2 ** -10, atol=1e-6)  # bf16's rounding dominates

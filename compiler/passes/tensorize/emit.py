@@ -1655,6 +1655,15 @@ class Emitter:
             if self.read_old.get(r.name) is self.current or self.copied_old.get(r.name) is self.current:
                 return self.preload_src(r.name, ri, cj)   # the old tile, still in the CB (fpu_in_place_first, copy_of_old)
             return Src("dst", slot=self.slot(r.name, ri * self.tz.tiles(r.name)[1] + cj), buffer=r.name)
+        if operand.bcast == "row" and self.tz.layouts[r.name].get("replicated_rows"):
+            # each tile of the vector is its broadcast down the rows already (TTInferLayout): a whole tile, which the
+            # FPU applies to a value in DST in place where it may read the op's float32 values (as strategies.py's
+            # CB x CB ops: once a block, none a float32 output sees rounded)
+            info = self.current
+            reuse = not self.loops and self.top_level and precision.may_round(
+                self.tz.fp32_on_fpu, [o.region.name for o in info.operands
+                                      if o.region is not None and str(o.region.buffer.dtype) == "float32"])
+            return replace(self.cb_src(r.name, r0, cj), reuse=reuse)
         if operand.bcast == "col" and r.name in self.broadcast_now:
             cb = self.broadcast_now[r.name]
             return Src("cb", cb=cb, index=ri, fp32=self.tz.is_fp32(cb))

@@ -22,6 +22,9 @@ a scalar. The strategies:
   trip precision.py counts per trip);
   never for integers held in float32 (int32 tiles and what they are computed from, precision.exact_values: 11
   significant bits would change them above 2^11; a GPU's result is exact), which take the SFPU's exact fp32 ops;
+- add/sub/mul of a value in DST and a row vector stored as its broadcast (TTInferLayout's replicated_rows: each
+  tile holds the vector in every row; plan.reuses_dest): the FPU with the DST tile as its first operand
+  (`*_reuse_dest_tiles`, DEST_TO_SRCA), the result in place: no scratch slot, no SFPU pass over the tile;
 - everything else on the SFPU: operands from CBs are unpacked first (copy_tile, or unary_bcast for broadcasts),
   then `*_binary_tile`, `*_unary_tile` with a scalar, or a unary function in place;
 - bitwise operators (the op registry's `integer` ops): integer data is held in float tiles, so the SFPU converts
@@ -78,6 +81,7 @@ class Src:
     buffer: str | None = None  # the computed buffer a DST slot holds
     fpu: bool = False         # the plan routes this CB operand through the FPU (plan.Window.broadcast_on_fpu)
     row_sum: bool = False     # loaded as the sum of each row of the tile (a deferred running sum, defer_row_sum)
+    reuse: bool = False       # a whole tile the FPU may apply to a DST operand in place (replicated_rows, Emitter.src)
 
 
 _ANALYZER = tvm.sym.Analyzer()
@@ -211,6 +215,12 @@ class Strategies:
                 fn = op.scalar_first
             return self.load(tile, dst_slot) + [ops.call(init), ops.call(fn, dst_slot, bits(scalar))]
         op = registry.TILE_OPS[name]
+        if a.reuse and b.kind == "dst" and op.fpu and op.scalar_first is None:
+            a, b = b, a                     # commutative: the DST operand goes first
+        if b.reuse and a.kind == "dst" and same_slot(a.slot, dst_slot) and op.fpu and not self.exact:
+            # DST[slot] op tile on the FPU, the DST tile through srcA (TF32 for fp32 data, as any FPU operand)
+            return [ops.call(f"{op.fpu}_reuse_dest_init", b.cb), ops.call(f"{op.fpu}_reuse_dest_tiles", b.cb, b.index,
+                                                                          dst_slot)]
         if a.bcast is not None and b.bcast is None and op.fpu and op.scalar_first is None:
             a, b = b, a                     # commutative: the broadcast operand goes second
         if a.kind == "cb" and b.kind == "cb" and op.fpu and a.bcast is None and not self.exact and \
