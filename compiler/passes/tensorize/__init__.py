@@ -75,6 +75,8 @@ class Tensorizer:
         self.fp32_on_fpu = None if precision.fp32_on_fpu(outputs.values()) else precision.fpu_readable(func, outputs)
         # integers held in float32 tiles, and what they are computed from: element-wise ops on the SFPU only
         self.exact = frozenset(attrs.EXACT_VALUES.get(func, []) or [])
+        # row vectors whose tiles are their broadcast down the rows (TTInferLayout): applied as whole tiles
+        self.replicated = frozenset(name for name, lay in self.layouts.items() if lay.get("replicated_rows"))
         self.resident: dict[str, int] = {}
         self.two_versions: set[str] = set()      # resident buffers that keep an old and a new version (plan.py)
         self.scaler_cb = None
@@ -191,7 +193,7 @@ class Tensorizer:
     # ---- planning --------------------------------------------------------------------------------------------------
     def planner(self) -> Planner:
         return Planner(self.capacity, self.buffer_tiles(), self.roles, self.fp32_on_fpu, self.exact,
-                       precision.carried_scale_on_fpu(self.target.get("intermediate_dtype")))
+                       precision.carried_scale_on_fpu(self.target.get("intermediate_dtype")), self.replicated)
 
     def plan(self, stmts: list) -> list:
         try:

@@ -185,6 +185,10 @@ class Window:
     exact: frozenset = frozenset()      # values no FPU op reads or writes (precision.exact_values: integers)
     hoisted: frozenset = frozenset()    # copies moved up to their source's window (hoist_copies): alias or close
     carried_scale: bool = False         # a carried value's per-row rescale may take the FPU (precision.carried_scale_on_fpu)
+    replicated: frozenset = frozenset()  # row vectors whose tiles are their broadcast (TTInferLayout: replicated_rows)
+    in_loop: bool = False               # the window's ops run in a loop of the block (a LoopItem's body, an absorbed loop)
+    read_from_cbs: frozenset = frozenset()   # computed values an op here reads from their CBs with no scratch slot
+                                             # (fpu_from_cbs): not written in this window after it (DST would hold them)
     # slots that did not fit DST, in the planner's windows and their trials (one list): none, and the plan is the same
     # with any larger DST (every decision that reads the capacity is a `fits`)
     overflows: list = field(default_factory=list)
@@ -268,6 +272,8 @@ class Window:
 
     def try_op(self, info: OpInfo) -> bool:
         self.broadcast_on_fpu(info)
+        if info.dst.name in self.read_from_cbs:
+            return False                   # an earlier op's FPU operand: in DST from here on, its SFPU would want scratch
         shared = set(self.aliases) | set(self.aliases.values())
         if info.dst.name in shared or any(o.region is not None and o.region.name in self.aliases
                                           for o in info.operands):
@@ -293,8 +299,11 @@ class Window:
         # (none on the FPU, both operands from CBs; none with a scalar operand; none for a standard SFPU call whose
         # operands are both in DST already, `x = c * c` after `c = ...` in the window: strategies.binary loads
         # nothing)
+        from_cbs = self.fpu_from_cbs(info)
         two_tiles = all(o.region is not None for o in info.operands) and \
-            not any(o.fpu and o.bcast is None for o in info.operands)
+            not any(o.fpu and o.bcast is None for o in info.operands) and \
+            not reuses_dest(info, self.written, self.replicated, self.fp32_on_fpu, self.exact, self.in_loop) and \
+            not from_cbs
         standard = registry.TILE_OPS[info.name].sfpu.standard_call if info.name in BINARY else False
         in_dst = two_tiles and all(o.region.name in self.written and o.bcast is None and not o.fpu
                                    for o in info.operands)
@@ -313,21 +322,41 @@ class Window:
             grouped = all(self._aligned(r) for r in dst_reads) and \
                 tuple(self.buffer_tiles[info.dst.name]) == self.grid
         if grouped and self.fits(self.slots_needed(False, buffers, scratch)):
-            self._take(info, scratch)
+            self._take(info, scratch, from_cbs)
             return True
         if not self.fits(self.slots_needed(True, buffers, scratch)):
             return False
         self.flat = True
-        self._take(info, scratch)
+        self._take(info, scratch, from_cbs)
         return True
+
+    def fpu_from_cbs(self, info: OpInfo) -> bool:
+        """Will strategies.binary run the op on the FPU from two CBs (no scratch slot)? Both operands from CBs (no
+        value of this window, which would be in DST), the broadcast one second, and float32 operands only where the
+        FPU may read them (precision.may_round) outside the block's loops (Emitter.lower's fp32_on_fpu)."""
+        op = registry.TILE_OPS.get(info.name)
+        if info.name not in BINARY or op is None or not op.fpu or op.integer or exact_op(info, self.exact) \
+                or len(info.operands) != 2 or any(o.region is None for o in info.operands):
+            return False
+        a, b = info.operands
+        if a.bcast is not None and (b.bcast is not None or op.scalar_first is not None):
+            return False
+        own = set(self.written) | {info.dst.name}
+        if any(o.region.name in own for o in info.operands):
+            return False
+        wide = [o.region.name for o in info.operands if str(o.region.buffer.dtype) == "float32"]
+        return not wide or any(o.fpu and o.bcast is None for o in info.operands) or \
+            (not self.in_loop and precision.may_round(self.fp32_on_fpu, wide))
 
     def _updated_in_place(self, name: str) -> bool:
         """This window rewrites `name` from its own old value (`acc *= alpha`), not from nothing (`T.clear`)."""
         return any(item[0] == "op" and item[1].dst.name == name and any(
             o.region is not None and o.region.name == name for o in item[1].operands) for item in self.items)
 
-    def _take(self, info: OpInfo, scratch: int):
+    def _take(self, info: OpInfo, scratch: int, from_cbs: bool = False):
         self.items.append(("op", info))
+        if from_cbs:
+            self.read_from_cbs = self.read_from_cbs | {o.region.name for o in info.operands}
         self.scratch = scratch
         if info.dst.name not in self.written:
             self.written.append(info.dst.name)
@@ -370,6 +399,7 @@ class Window:
         if not self.fits(self.slots_needed(True, self.dst_buffers(), self.scratch)):
             return False
         trial.flat = True
+        trial.in_loop = True
         body = trial.absorb(stmts_of(loop.body))
         if body is None:
             return False
@@ -377,7 +407,7 @@ class Window:
         self.items.append(("loop", loop, body))
         self.written, self.sent = trial.written, trial.sent
         self.staging_read, self.received, self.scratch = trial.staging_read, trial.received, trial.scratch
-        self.aliases = trial.aliases
+        self.aliases, self.read_from_cbs = trial.aliases, trial.read_from_cbs
         return True
 
     def absorb(self, stmts) -> list | None:
@@ -488,6 +518,31 @@ def fresh_matmul_outputs(body) -> set[str]:
     return written - carried
 
 
+def reuses_dest(info: OpInfo, written, replicated: frozenset, fp32_on_fpu: frozenset | None, exact: frozenset,
+                in_loop: bool) -> bool:
+    """Does the FPU apply a row vector whose tiles are its broadcast (TTInferLayout's replicated_rows) to the value the
+    op rewrites in DST (`y = y * g`: `mul_reuse_dest_tiles`, the DST tile through srcA), so that no scratch slot takes
+    the vector for the SFPU? For add / sub / mul (the vector second for sub) of the op's own destination, written
+    earlier in the window, where the FPU may read the op's float32 values (precision.may_round, as strategies.py's
+    CB x CB ops: its TF32 source registers round them, which compiler/precision.py counts for every element-wise op
+    in an fp32 DST) and outside the block's loops (a loop may carry the value: a rounding a trip). The emitter
+    lowers such an op so (Emitter.src); it may find more (a destination preloaded into DST), never fewer."""
+    op = registry.TILE_OPS.get(info.name)
+    if in_loop or info.name not in BINARY or op is None or not op.fpu or op.integer or exact_op(info, exact) \
+            or len(info.operands) != 2 or any(o.region is None for o in info.operands):
+        return False
+    a, b = info.operands
+    if a.region.name in replicated and a.bcast == "row" and op.scalar_first is None:
+        a, b = b, a
+    if b.region.name not in replicated or b.bcast != "row" or a.bcast is not None or a.fpu \
+            or a.region.name != info.dst.name or a.region.name not in written \
+            or tuple(a.region.extents) != tuple(info.dst.extents) \
+            or not all(tvm_ffi.structural_equal(x, y) for x, y in zip(a.region.starts, info.dst.starts)):
+        return False
+    return precision.may_round(fp32_on_fpu, [o.region.name for o in info.operands
+                                             if str(o.region.buffer.dtype) == "float32"])
+
+
 def exact_op(info: OpInfo, exact: frozenset) -> bool:
     """Does the op write or read a value computed exactly (precision.exact_values: integers held in float32)?"""
     return any(r.name in exact for r in [info.dst] + [o.region for o in info.operands if o.region is not None])
@@ -547,8 +602,10 @@ def hoist_copies(stmts) -> tuple[list, list]:
 
 class Planner:
     def __init__(self, capacity: int, buffer_tiles: dict, roles: dict, fp32_on_fpu: frozenset | None = None,
-                 exact: frozenset = frozenset(), carried_scale: bool = False):
+                 exact: frozenset = frozenset(), carried_scale: bool = False, replicated: frozenset = frozenset()):
         self.capacity, self.buffer_tiles, self.roles = capacity, buffer_tiles, roles
+        self.replicated = replicated
+        self.depth = 0                      # LoopItem bodies being planned around the current statement
         self.carried_scale = carried_scale
         self.fp32_on_fpu = fp32_on_fpu
         self.exact = exact
@@ -563,7 +620,8 @@ class Planner:
     def window(self) -> Window:
         return Window(self.capacity, self.buffer_tiles, self.is_compute, carried=self.carried, reduced=self.reduced,
                       hoisted=self.hoisted, fp32_on_fpu=self.fp32_on_fpu, exact=self.exact,
-                      carried_scale=self.carried_scale, overflows=self.overflows)
+                      carried_scale=self.carried_scale, overflows=self.overflows, replicated=self.replicated,
+                      in_loop=self.depth > 0)
 
     def plan(self, stmts: list) -> list:
         """Items: Window | SendFromCB | LoopItem | ("receive", cb, buffer, origin) | a plain statement."""
@@ -618,7 +676,9 @@ class Planner:
                     cur = fresh
                     continue
                 close()
+                self.depth += 1
                 items.append(LoopItem(s, self.plan(stmts_of(s.body))))
+                self.depth -= 1
             elif cur is not None:
                 cur.items.append(("stmt", s))   # the reader's or writer's side: no reason to close the window
             else:
