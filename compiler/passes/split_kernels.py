@@ -326,6 +326,17 @@ def _first_step_push(loop) -> int | None:
                  and c[0].name == "cb_push_back" and int(c[1][0]) == cb), None)
 
 
+def _batched_read_group(stmts: list, k: int):
+    """(cb, k + 1) when stmts[k] is a loop whose body is one plain read group (a block pushed in batches,
+    TTStreamReads), else None."""
+    loop = stmts[k]
+    if not isinstance(loop, tirx.For):
+        return None
+    body = stmts_of(loop.body)
+    found = _read_group(body, 0) if body else None
+    return (found[0], k + 1) if found is not None and found[1] == len(body) else None
+
+
 def shared_block_first(stmts: list) -> list:
     """When every core takes one block: a core's own read of a block (a plain read group, attention's Q) right
     before a loop whose steps receive a block multicast to a group of cores (the K steps) moves into the loop's
@@ -339,15 +350,13 @@ def shared_block_first(stmts: list) -> list:
     out, k = [], 0
     while k < len(stmts):
         s = stmts[k]
-        if isinstance(s, tirx.For):
-            out.append(tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(shared_block_first(stmts_of(s.body))),
-                                s.thread_binding, s.annotations, span=s.span))
-            k += 1
-            continue
-        found = _read_group(stmts, k)
+        found = _read_group(stmts, k) or _batched_read_group(stmts, k)
         loop = stmts[found[1]] if found is not None and found[1] < len(stmts) else None
         push = _first_step_push(loop)
         if push is None or found[0] in _multicast_cbs(loop.body):
+            if isinstance(s, tirx.For):
+                s = tirx.For(s.loop_var, s.min, s.extent, s.kind, seq(shared_block_first(stmts_of(s.body))),
+                             s.thread_binding, s.annotations, span=s.span)
             out.append(s)
             k += 1
             continue

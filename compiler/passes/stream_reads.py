@@ -121,10 +121,13 @@ def _cbs_of(stmt) -> tuple[set, set]:
     return named, read
 
 
-def tile_reads(call) -> list[tuple[int, object]] | None:
+def tile_reads(call, runs: bool = False) -> list[tuple[int, object]] | None:
     """(cb, tile index) of each tile a compute call unpacks; [] for a call that reads no tile (an init, a
-    reconfig); None for a call whose reads are not one tile per CB argument (matmul_block's runs)."""
+    reconfig); None for a call whose reads are not one tile per CB argument (matmul_block's runs, unless `runs`:
+    then in0's rt_dim tiles, kt_dim apart, and in1's first tile, which stands for its run)."""
     spec, args = call
+    if runs and spec.name == "matmul_block" and _int(args[7]) is not None and _int(args[8]) is not None:
+        return [(_int(args[0]), args[2] + r * _int(args[8])) for r in range(_int(args[7]))] + [(_int(args[1]), args[3])]
     if (init_kind(spec.name) is not None or spec.name in STARTUP or spec.name in UNINITS
             or spec.name.startswith(("tile_regs_", "page_"))):
         return []
@@ -145,8 +148,9 @@ def tile_reads(call) -> list[tuple[int, object]] | None:
 class _Unroll:
     """The largest tile index of CB `cb` each iteration of a loop reads, and the other CBs it reads."""
 
-    def __init__(self, cb: int):
+    def __init__(self, cb: int, runs: bool = False):
         self.cb = cb
+        self.runs = runs
         self.others: set[int] = set()
         self.count = 0
         self.analyzer = tvm.sym.Analyzer()
@@ -167,7 +171,7 @@ class _Unroll:
         call = _call(stmt)
         if call is None:
             raise ValueError("a statement that is not a call")
-        reads = tile_reads(call)
+        reads = tile_reads(call, self.runs)
         if reads is None:
             if names_cb(stmt, self.cb):
                 raise ValueError(f"{call[0].name} reads the block other than one tile at a time")
@@ -283,6 +287,121 @@ def stream(stmts: list, capacity: dict[int, tuple[int, int]]) -> list:
     return out
 
 
+def grid_read(stmts: list, k: int):
+    """(cb, n, outer, inner) when stmts[k:k+4] is `reserve(c, n); for r in range(R): for t in range(C): ...;
+    barrier(c); push(c, n)` with R * C = n, every tile call on c inside (read_tile, zero_tile: pad_tiles' branches)
+    at index r * C + t: a block read over its 2-D grid of tiles, else None."""
+    if k + 3 >= len(stmts) or not _named(stmts[k], "cb_reserve_back"):
+        return None
+    cb, n = _int(_call(stmts[k])[1][0]), _int(_call(stmts[k])[1][1])
+    outer = stmts[k + 1]
+    if cb is None or n is None or not isinstance(outer, tirx.For) or not isinstance(outer.body, tirx.For):
+        return None
+    inner = outer.body
+    if any(_int(x.min) != 0 or _int(x.extent) is None for x in (outer, inner)) \
+            or _int(outer.extent) * _int(inner.extent) != n:
+        return None
+    if not _named(stmts[k + 2], "noc_async_read_barrier", cb) or not _named(stmts[k + 3], "cb_push_back", cb) \
+            or _int(_call(stmts[k + 3])[1][1]) != n:
+        return None
+    want = outer.loop_var * inner.extent + inner.loop_var
+    analyzer = tvm.sym.Analyzer()
+    calls = []
+    tvm_ffi.structural_walk(inner.body, [(tirx.Evaluate, lambda node: calls.append(_call(node)))], order="pre")
+    for call in calls:
+        if call is None or call[0].name not in ("read_tile", "zero_tile"):
+            return None
+        if _int(call[1][0]) != cb or _int(analyzer.simplify(call[1][1] - want)) != 0:
+            return None
+    return cb, n, outer, inner
+
+
+def _page_checks(stmt, cb: int) -> bool:
+    """A loop nest of compute's page checks of cb (page_expect) and nothing else."""
+    while isinstance(stmt, tirx.For):
+        stmt = stmt.body
+    return _named(stmt, "page_expect", cb)
+
+
+def _batched_grid_read(outer: tirx.For, inner: tirx.For, cb: int, n: int, batch: int) -> tirx.For:
+    """The grid read pushed `batch` tiles at a time (each batch its reserve, reads, barrier and push)."""
+    tb, q = tirx.Var("tb", "int32"), tirx.Var("q", "int32")
+    tile = tb * tirx.IntImm("int32", batch) + q
+    cols = inner.extent
+    where = {outer.loop_var: tirx.FloorDiv(tile, cols), inner.loop_var: tirx.FloorMod(tile, cols)}
+
+    def place(expr):
+        return tvm_ffi.structural_map(expr, (tirx.Var, lambda v: next(
+            (e for var, e in where.items() if v.same_as(var)), v)), order="post")
+
+    def rebuild(stmt):
+        if isinstance(stmt, tirx.SeqStmt):
+            return seq([rebuild(x) for x in stmts_of(stmt)])
+        if isinstance(stmt, tirx.IfThenElse):
+            return tirx.IfThenElse(place(stmt.condition), rebuild(stmt.then_case),
+                                   rebuild(stmt.else_case) if stmt.else_case is not None else None)
+        spec, args = _call(stmt)       # read_tile / zero_tile (grid_read): its place in the batch
+        return ops.call(spec.name, cb, q, *[place(a) if isinstance(a, tvm.ir.expr.Expr) else a for a in args[2:]])
+    body = seq([ops.call("cb_reserve_back", cb, batch),
+                tirx.For(q, tirx.IntImm("int32", 0), tirx.IntImm("int32", batch), tirx.ForKind.SERIAL,
+                         rebuild(inner.body)),
+                ops.call("noc_async_read_barrier", cb), ops.call("cb_push_back", cb, batch)])
+    return tirx.For(tb, tirx.IntImm("int32", 0), tirx.IntImm("int32", n // batch), tirx.ForKind.SERIAL, body)
+
+
+def stream_first_step(stmts: list, capacity: dict[int, tuple[int, int]], one_block_a_core: bool) -> list:
+    """Rewrite 4: a block read over a 2-D grid (grid_read: attention's Q) whose first reader is a loop (the key
+    loop) that reads it in its first iteration through an inner loop taking its tiles in order, a DST section an
+    iteration (QK^T's row groups, matmul_block reading Q row by row): the reader pushes it in batches and that
+    inner loop waits, in the outer loop's first iteration, for the tiles each of its iterations reads. The first
+    QK^T row then starts once its Q tiles are in, not the whole block's (with one block a core, at the kernel's
+    start, every core reads its Q at once: BH 1x10x2048x128's 20 tiles a core came ~14k cycles after the first).
+    The whole wait and its page checks follow the outer loop. Only with one block a core: with several, the block's
+    read is the next block's, done while compute works on this one (TTSplitKernels), and its tiles are in when the
+    block starts (BH 1x10x8192x128: 1977.3 -> 1978.4 us with it)."""
+    if not one_block_a_core:
+        return stmts
+    out = list(stmts)
+    for k in range(len(out)):
+        found = grid_read(out, k)
+        if found is None:
+            continue
+        cb, n, outer, inner = found
+        wait = next((j for j in range(k + 4, len(out)) if _wait_at(out, j) and _wait_at(out, j)[0] == cb), None)
+        if wait is None or _wait_at(out, wait)[1] != n:
+            continue
+        _, _, end = _wait_at(out, wait)
+        if end < len(out) and _page_checks(out[end], cb):    # a 2-D grid's checks: a loop nest
+            end += 1
+        first = next((j for j in range(end, len(out)) if _reads_tiles(out[j], cb)), None)
+        steps = out[first] if first is not None else None
+        if not isinstance(steps, tirx.For) or _int(steps.extent) is None or _int(steps.extent) < 1:
+            continue
+        body = stmts_of(steps.body)
+        m = next((j for j, x in enumerate(body) if _reads_tiles(x, cb)), None)
+        rows = body[m] if m is not None else None
+        if not isinstance(rows, tirx.For):
+            continue
+        needed = needed_tiles(rows, cb, n, runs=True)
+        if needed is None:
+            continue
+        first_needs = _Unroll(cb, True).most(rows.body, {rows.loop_var: rows.min}) + 1
+        # every core reads its block at the kernel's start and the DRAM banks, not one reader's round trips, bound
+        # the reads: a batch is what one iteration of the inner loop reads (BH 1x10x2048x128 156.7 -> 155.0 us with
+        # a row of Q a batch, 156.6 with TTStreamReads' 16 KB batches)
+        batch = first_needs
+        if n % batch or capacity.get(cb, (n, 2048))[0] % batch:    # no batch wraps the ring
+            continue
+        guarded = tirx.IfThenElse(tirx.EQ(steps.loop_var, steps.min), ops.call("cb_wait_front", cb, needed), None)
+        rows = tirx.For(rows.loop_var, rows.min, rows.extent, rows.kind, seq([guarded] + stmts_of(rows.body)))
+        steps = tirx.For(steps.loop_var, steps.min, steps.extent, steps.kind, seq(body[:m] + [rows] + body[m + 1:]),
+                         steps.thread_binding, steps.annotations, span=steps.span)
+        out = (out[:k] + [_batched_grid_read(outer, inner, cb, n, batch)] + out[k + 4:wait] + out[end:first]
+               + [steps] + out[wait:end] + out[first + 1:])
+        return out
+    return out
+
+
 def _has_call(stmt, name: str) -> bool:
     found = []
     tvm_ffi.structural_walk(stmt, [(tirx.Evaluate, lambda node: found.append(_named(node, name)))], order="pre")
@@ -295,7 +414,7 @@ def _inner_loops(stmt) -> list:
     return found
 
 
-def needed_tiles(loop: tirx.For, cb: int, n: int):
+def needed_tiles(loop: tirx.For, cb: int, n: int, runs: bool = False):
     """The pages of cb iteration g of `loop` must find (an expression of g), when every iteration reads tiles of cb
     by index only, in order (nondecreasing over g), the first iteration fewer than n; None otherwise. The expression
     is one of the loop's own tile indices of cb at its inner loops' last values, plus one, and must equal the
@@ -304,7 +423,8 @@ def needed_tiles(loop: tirx.For, cb: int, n: int):
     if lo != 0 or extent is None or extent < 2 or not _has_call(loop.body, "tile_regs_acquire"):
         return None          # each iteration its own DST section: waiting between two tiles of one buys nothing
     try:
-        needs = [_Unroll(cb).most(loop.body, {loop.loop_var: tirx.IntImm("int32", g)}) + 1 for g in range(extent)]
+        needs = [_Unroll(cb, runs).most(loop.body, {loop.loop_var: tirx.IntImm("int32", g)}) + 1
+                 for g in range(extent)]
     except ValueError:
         return None
     if needs[0] < 1 or needs[0] >= n or needs[-1] > n or any(b < a for a, b in zip(needs, needs[1:])):
@@ -316,7 +436,8 @@ def needed_tiles(loop: tirx.For, cb: int, n: int):
         last[inner.loop_var] = tirx.IntImm("int32", _int(inner.min) + _int(inner.extent) - 1)
     indices = []
     tvm_ffi.structural_walk(loop.body, [(tirx.Evaluate, lambda node: indices.extend(
-        index for c, index in (tile_reads(_call(node)) or []) if c == cb) if _call(node) else None)], order="pre")
+        index for c, index in (tile_reads(_call(node), runs) or []) if c == cb) if _call(node) else None)],
+        order="pre")
     analyzer = tvm.sym.Analyzer()
     for index in indices:
         expr = analyzer.simplify(tvm_ffi.structural_map(index, (tirx.Var, lambda v: last.get(v, v)), order="post")
@@ -391,16 +512,17 @@ def _read_cbs(stmts: list) -> set[int]:
     return out
 
 
-def rewrite(stmt, capacity: dict[int, tuple[int, int]], roles: dict[int, str]):
+def rewrite(stmt, capacity: dict[int, tuple[int, int]], roles: dict[int, str], one_block: bool = False):
     if isinstance(stmt, tirx.SeqStmt):
-        stmts = [rewrite(s, capacity, roles) for s in stmts_of(stmt)]
-        return seq(wait_per_iteration(stream(_defer(stmts), capacity), roles))
+        stmts = [rewrite(s, capacity, roles, one_block) for s in stmts_of(stmt)]
+        return seq(wait_per_iteration(stream_first_step(stream(_defer(stmts), capacity), capacity, one_block), roles))
     if isinstance(stmt, tirx.For):
-        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, rewrite(stmt.body, capacity, roles),
+        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, rewrite(stmt.body, capacity, roles, one_block),
                         stmt.thread_binding, stmt.annotations, span=stmt.span)
     if isinstance(stmt, tirx.IfThenElse):
-        return tirx.IfThenElse(stmt.condition, rewrite(stmt.then_case, capacity, roles),
-                               rewrite(stmt.else_case, capacity, roles) if stmt.else_case is not None else None)
+        return tirx.IfThenElse(stmt.condition, rewrite(stmt.then_case, capacity, roles, one_block),
+                               rewrite(stmt.else_case, capacity, roles, one_block)
+                               if stmt.else_case is not None else None)
     return stmt
 
 
@@ -408,8 +530,10 @@ def stream_reads_in(func: tirx.PrimFunc) -> tirx.PrimFunc:
     config = attrs.CB_CONFIG.get(func)
     capacity = {int(c["index"]): (int(c["num_pages"]), int(c["page_bytes"])) for c in config}
     roles = {int(c["index"]): str(c["role"]) for c in config}
+    work = attrs.WORK_PARTITION.get(func, None)
+    one_block = work is not None and max((core["count"] for core in work["cores"]), default=1) == 1
     try:
-        return func.with_body(rewrite(func.body, capacity, roles))
+        return func.with_body(rewrite(func.body, capacity, roles, one_block))
     finally:
         _CBS.clear()
 

@@ -394,3 +394,29 @@ def test_a_zero_version_nothing_reads_is_pushed_without_packing(arch):
     assert re.search(r"pack_tile\(\w+, cb_acc, ", block_start)
     outcome, q, k, v = run_attention(result, target, params, 5)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=1e-2)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_with_one_block_a_core_the_first_key_step_starts_on_the_first_rows_of_q(arch):
+    """1x4x2048x64, one block of query rows a core: the reader reads K's first step, then Q a row of tiles at a time
+    (every core reads at once at the kernel's start), and QK^T's row groups wait, in the key loop's first step
+    only, for the Q tiles they read, so the first rows' scores start before the block's last Q row is in (BH
+    1x10x2048x128 156.7 -> 155.0 us). The whole block's wait follows the key loop. The output still matches."""
+    params = {"batch": 1, "heads": 4, "seq_len": 2048, "dim": 64, "causal": False}
+    target = TargetConfig(arch=arch, intermediate_dtype="bfloat16")
+    result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
+                            params=params, target=target)
+    assert max(core["count"] for core in result.plan["work"]["cores"]) == 1
+    (cb_q,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "q"]
+    rows, cols = cb_q["tiles"]
+    assert rows > 1
+    reader = result.artifacts["reader.cpp"].decode()
+    key_loop = reader.index("for (uint32_t kb")
+    assert reader.index(f"cb_push_back(cb_q, {cols});") > reader.index("cb_push_back(cb_k,", key_loop)
+    compute = result.artifacts["compute.cpp"].decode()
+    key_loop = compute.index("for (uint32_t kb")
+    first_step = compute.index("if (kb == 0) {", key_loop)
+    assert compute.index("cb_wait_front(cb_q, ", first_step) < compute.index("matmul_block(cb_q, ", key_loop)
+    assert compute.index(f"cb_wait_front(cb_q, {rows * cols});") > compute.rindex("cb_pop_front(cb_v", 0)
+    outcome, q, k, v = run_attention(result, target, params, 13)
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=1.5e-2)
