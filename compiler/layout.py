@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tvm import tirx
 
-from .target import TILE
+from .target import FACE, TILE
 
 
 UNIT = -1      # a tile axis of size 1: a tensor of per-row (or per-column) values, e.g. attention's log-sum-exp
@@ -64,6 +64,17 @@ class MatrixView:
     @property
     def padded_shape(self) -> tuple[int, ...]:
         return tuple(-(-d // TILE) * TILE if a in self.tile_axes else d for a, d in enumerate(self.shape))
+
+    def data_faces(self) -> tuple[int, ...]:
+        """The 16x16 faces of every page (face order: top left, top right, bottom left, bottom right) that hold
+        values: a matrix of at most 16 columns (a per-row vector: tile_axes (axis, UNIT)) has them in the left two
+        only, one of at most 16 rows in the top two; the rest of each page is padding."""
+        faces = range(4)
+        if self.cols <= FACE:
+            faces = [f for f in faces if f % 2 == 0]
+        if self.rows <= FACE:
+            faces = [f for f in faces if f < 2]
+        return tuple(faces)
 
     def page_origin(self, starts) -> tuple:
         """(page row, page col) where a region starting at `starts` (PrimExprs) begins; the tile-axis starts are

@@ -16,6 +16,7 @@ from .. import ops
 from ..ir import stmts_of
 from ..version import COMPILER_VERSION
 from .. import attrs
+from ..layout import view_of
 
 _BINOPS = {tirx.Add: ("+", 4), tirx.Sub: ("-", 4), tirx.Mul: ("*", 5), tirx.FloorDiv: ("/", 5),
            tirx.FloorMod: ("%", 5), tirx.LT: ("<", 2), tirx.LE: ("<=", 2), tirx.GT: (">", 2), tirx.GE: (">=", 2),
@@ -24,6 +25,8 @@ _BINOPS = {tirx.Add: ("+", 4), tirx.Sub: ("-", 4), tirx.Mul: ("*", 5), tirx.Floo
 _COMPARISONS = (tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.EQ, tirx.NE)
 
 INDENT = "    "
+# page formats stored as four 16x16 faces one after another (not the block floats, whose exponents come first)
+FACE_ORDERED_FORMATS = ("Float32", "Float16_b", "Float16")
 
 
 def _may_be_negative(e) -> bool:
@@ -474,7 +477,37 @@ class KernelPrinter:
             raise CodegenError(f"tt.{spec.name} may not appear in the {self.role} kernel")
         self.used_ops.add(spec.name)
         rendered = [self.arg(k, a) for k, a in zip(spec.args, args)]
-        return reads() + [f"{pad}{self.on_write_noc(spec.name, _SPLICE.format(spec.cpp, *rendered))};"]
+        text = _SPLICE.format(spec.cpp, *rendered)
+        if spec.name == "write_tile" and self.padding_faces_skipped(rendered[2]):
+            return reads() + [f"{pad}{line};" for line in self.write_data_faces(text, rendered[2])]
+        return reads() + [f"{pad}{self.on_write_noc(spec.name, text)};"]
+
+    def data_face_runs(self, name: str) -> list[tuple[int, int]]:
+        """(byte offset, bytes) of the runs of consecutive faces of `name`'s pages that hold values (layout.py,
+        MatrixView.data_faces), for the formats whose pages are four faces one after another."""
+        desc = self.layouts[name]
+        if desc.get("data_format") not in FACE_ORDERED_FORMATS or "tile_axes" not in desc:
+            return [(0, desc["page_bytes"])]
+        face_bytes = desc["page_bytes"] // 4
+        runs: list[list[int]] = []
+        for f in view_of(desc).data_faces():
+            if runs and runs[-1][1] == f:
+                runs[-1][1] = f + 1
+            else:
+                runs.append([f, f + 1])
+        return [(a * face_bytes, (b - a) * face_bytes) for a, b in runs]
+
+    def padding_faces_skipped(self, name: str) -> bool:
+        return self.data_face_runs(name) != [(0, self.layouts[name]["page_bytes"])]
+
+    def write_data_faces(self, text: str, name: str) -> list[str]:
+        """An output page written face run by face run, its padding faces left out: a per-row vector (mean, rstd,
+        a log-sum-exp) stored as 32x32 tiles has values only in its pages' left two faces, so half the bytes (the
+        host reads back only the values)."""
+        head = text[:-1]                     # noc_async_write_page(page, accessor, src
+        noc = "" if self.dram_write_noc is None or self.role != ops.WRITER else f", {self.dram_write_noc}"
+        return [f"{head}{f' + {offset}' if offset else ''}, {size}, {offset}{noc})"
+                for offset, size in self.data_face_runs(name)]
 
     def on_write_noc(self, name: str, text: str) -> str:
         """A writer whose NoC is not the one for DRAM writes (noc_choice.py swapped it to NoC 0 for its reads) writes
