@@ -92,9 +92,11 @@ def build_plan(mod) -> dict:
             continue
         lay = layouts[name]
         shape, tile_axes = list(info["shape"]), list(lay["tile_axes"])
-        if name in logical:   # a vector the user passes as (n,): its (n, 1) column or (1, n) row in the kernel
-            shape = list(logical[name])
-            tile_axes = [0, -1] if info["shape"][1] == 1 and info["shape"][0] == shape[0] else [-1, 0]
+        if name in logical:   # a vector the user passes as (n,): its (n, 1) or (1, n) tensor in the kernel, whose
+            # layout runs it along the tile rows or the tile columns (a (64, 1) tensor written from a row of a tile
+            # is a row: tile axes (UNIT, 0)); the vector's own axis takes that place
+            along = 0 if info["shape"][1] == 1 and info["shape"][0] == logical[name][0] else 1
+            shape, tile_axes = list(logical[name]), [0 if a == along else -1 for a in tile_axes]
         entry = {"name": name, "role": info["role"], "shape": shape, "dtype": info["dtype"],
                  "data_format": lay["data_format"], "layout": lay["layout"], "memory": lay["memory"],
                  "tile_axes": tile_axes, "padded_shape": lay["padded_shape"], "tiles": lay["tiles"],
