@@ -8,7 +8,8 @@ ttemu/src/timing_sim.cpp) and the plan.
                      semaphores) / waiting in the compute pipeline (UNPACK-MATH-PACK handshakes) / idle until the
                      program's last kernel ends
     DRAM             bytes the banks served, against the minimum the kernel's math needs (every input read once,
-                     every output written once: the plan's buffer sizes)
+                     every output written once: each tensor's values at its format's bytes a value, not the padding
+                     of its tiles: a per-row vector fills one column of its 32x32 tiles)
     matrix engine    utilization as Tenstorrent's GEMM_FLOPS report defines it: ideal cycles / modelled cycles, with
                      ideal = tile products x cycles per tile at the fidelity / cores of the target's grid
     lines            the user's own source lines (linemap.json: generated C++ line -> source lines), each with the
@@ -25,6 +26,15 @@ from collections import defaultdict
 FIDELITY_NAMES = {0: "LoFi", 2: "HiFi2", 3: "HiFi3", 4: "HiFi4"}
 CATEGORIES = ("busy", "wait_cb", "wait_noc", "wait_pipe")
 TOP_GENERATED_LINES = 40
+
+
+def value_bytes(buffer: dict) -> float:
+    """A plan buffer's values at its format's bytes a value (a page holds a 32x32 tile: block-float formats' shared
+    exponents counted pro rata), without the padding of its tiles."""
+    values = 1
+    for extent in buffer["shape"]:
+        values *= int(extent)
+    return values * buffer["page_bytes"] / 1024
 
 
 def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict,
@@ -52,8 +62,8 @@ def build_profile(report: dict, plan: dict, linemap: dict | None, costs: dict,
     banks = program["dram"]["banks"]
     read = sum(b["bytes_read"] for b in banks)
     written = sum(b["bytes_written"] for b in banks)
-    read_min = sum(b["size_bytes"] for b in plan["buffers"] if b["role"] == "input" or b.get("accumulate"))
-    write_min = sum(b["size_bytes"] for b in plan["buffers"] if b["role"] == "output")
+    read_min = sum(value_bytes(b) for b in plan["buffers"] if b["role"] == "input" or b.get("accumulate"))
+    write_min = sum(value_bytes(b) for b in plan["buffers"] if b["role"] == "output")
 
     profile = {
         "kernel": plan["kernel"], "source_file": plan["source_file"], "arch": plan["target"]["arch"],
