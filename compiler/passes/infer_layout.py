@@ -33,12 +33,9 @@ def broadcast_rows_only(func) -> set[str]:
                and int(info["shape"][0]) == 1}
     staged: dict[str, set[str]] = {name: set() for name in vectors}     # input -> its staging buffers
     refused: set[str] = set()
-    for call in calls:
-        regions = [region_of(a) for a in call.args]
-        named = [r for r in regions if r is not None]
-        if not named:
-            continue
-        dst, sources = named[0], named[1:]
+    operands = [(call, named) for call in calls
+                if (named := [r for r in (region_of(a) for a in call.args) if r is not None])]
+    for call, (dst, *sources) in operands:
         if op_name(call) == "copy" and len(sources) == 1 and sources[0].name in vectors:
             info = buffers[dst.name]
             if info["scope"] == "global" or len(info["shape"]) != 2 or int(info["shape"][0]) != 1 \
@@ -47,11 +44,7 @@ def broadcast_rows_only(func) -> set[str]:
             else:
                 staged[sources[0].name].add(dst.name)
     staging = {s: v for v, names in staged.items() for s in names}
-    for call in calls:
-        regions = [region_of(a) for a in call.args]
-        named = [r for r in regions if r is not None]
-        if not named:
-            continue
+    for call, named in operands:
         dst, sources = named[0], named[1:]
         if op_name(call) == "copy" and len(sources) == 1 and sources[0].name in vectors:
             continue
