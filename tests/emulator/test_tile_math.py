@@ -59,6 +59,11 @@ OPS = {
     "sub_binary_tile after mul_binary_tile_init": (
         "copy_init(cb_x); mul_binary_tile_init();",
         "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); sub_binary_tile(0, 1, 0);", lambda x, y: x - y, True),
+    # the clamped approximate exp's init starts with what their init does and then loads only constants and macros
+    # (ckernel_sfpu_exp.h exp_init), and its clamped calls change no address modifier: it configures them too
+    "sub_binary_tile after the clamped approximate exp_tile_init": (
+        "copy_init(cb_x); exp_tile_init<true, 0x3f800000u>();",
+        "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); sub_binary_tile(0, 1, 0);", lambda x, y: x - y, True),
     "binary_max_tile": ("copy_init(cb_x); binary_max_tile_init();",
                         "copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); binary_max_tile(0, 1, 0);", np.maximum, True),
     "binary_min_tile": ("copy_init(cb_x); binary_min_tile_init();",
@@ -220,6 +225,18 @@ def test_a_declared_but_not_emulated_call_stops_at_its_line(make_bundle, run):
         run(bundle, {"x": X, "y": Y, "cfg": eltwise_cfg(cores=1)})
     assert info.value.kind == "unsupported"
     assert "compute kernel 'compute.cpp'" in info.value.message and "typecast_tile" in info.value.message
+
+
+@pytest.mark.parametrize("exp_init", ["exp_tile_init<true, 0x3f800000u, InputClamping::None>();", "exp_tile_init();"])
+def test_only_the_clamped_approximate_exp_configures_the_binary_subtract(make_bundle, run, exp_init):
+    """The unclamped approximate exp's calls set ADDR_MOD_7 to a dest increment of 2 (ckernel_sfpu_exp.h), the
+    precise exp is not covered by the rule: after their inits sub_binary_tile needs its own."""
+    from compiler.toolchain.emulate import EmulationError
+    bundle = make_bundle("eltwise", prepend={"compute.cpp": f"#define OP_INIT copy_init(cb_x); {exp_init}\n"
+                         "#define OP_BODY copy_tile(cb_x, 0, 0); copy_tile(cb_y, 0, 1); sub_binary_tile(0, 1, 0);"})
+    with pytest.raises(EmulationError) as info:
+        run(bundle, {"x": X, "y": Y, "cfg": eltwise_cfg(cores=1)})
+    assert info.value.kind == "init" and "call add_binary_tile_init()" in info.value.message
 
 
 def exp_approx_reference(x: np.ndarray, scale: float, clamp_negative: bool) -> np.ndarray:

@@ -696,10 +696,20 @@ float exp_approx_to_dst(const ComputeState& cs, float v) {
 
 // `op` runs on the configuration its init makes: its own, or another function's whose init it shares (ceil_tile and
 // trunc_tile on floor_tile's rounding_op_tile_init, mask_posinf_tile on mask_tile_init)
+// A configuration may serve another init's functions too: the approximate exp with its negative-input clamp serves
+// add / sub / mul_binary_tile ([LLK] ttnn 0.81.1, both archs: exp_init starts with what their init does --
+// SFPCONFIG(0, 0xF, 1), ADDR_MOD_7 with zero increments, reset_counters; sfpu_binary_init does nothing for them --
+// then writes only LREG12-14 and the load-macro registers; its clamped calls change no address modifier, the
+// unclamped mode's set ADDR_MOD_7 to a dest increment of 2). The compiler's TTHoistInits holds the same rule
+bool sfpu_serves(const ComputeState& cs, SfpuOp need) {
+    if (cs.sfpu == need) return true;
+    return cs.sfpu == SfpuOp::Exp && cs.exp_approx && cs.exp_clamp_negative && need == SfpuOp::AddBinary;
+}
+
 void check_sfpu(KernelRun& run, SfpuOp op, const std::string& call) {
     require_math(run, call);
     const SfpuOp need = sfpu_configured_by(op);
-    if (run.compute->sfpu != need)
+    if (!sfpu_serves(*run.compute, need))
         kernel_fail("init", call,
                     strformat("the SFPU is configured by %s; call %s() before this op",
                               sfpu_init_name(run.compute->sfpu), sfpu_init_name(need)));
