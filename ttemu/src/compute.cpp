@@ -700,7 +700,8 @@ float exp_approx_to_dst(const ComputeState& cs, float v) {
 // add / sub / mul_binary_tile ([LLK] ttnn 0.81.1, both archs: exp_init starts with what their init does --
 // SFPCONFIG(0, 0xF, 1), ADDR_MOD_7 with zero increments, reset_counters; sfpu_binary_init does nothing for them --
 // then writes only LREG12-14 and the load-macro registers; its clamped calls change no address modifier, the
-// unclamped mode's set ADDR_MOD_7 to a dest increment of 2). The compiler's TTHoistInits holds the same rule
+// unclamped mode's set ADDR_MOD_7 to a dest increment of 2). The compiler does not rely on it yet: every
+// subtract it emits keeps its own init
 bool sfpu_serves(const ComputeState& cs, SfpuOp need) {
     if (cs.sfpu == need) return true;
     return cs.sfpu == SfpuOp::Exp && cs.exp_approx && cs.exp_clamp_negative && need == SfpuOp::AddBinary;
