@@ -52,6 +52,8 @@ ATTENTION = [
      {"batch": 1, "heads": 10, "seq_len": 2048, "dim": 128, "causal": True}, "blackhole", ""),
     ("mha 1x10x2048x128", "flash_attention.py", "flash_attention",
      {"batch": 1, "heads": 10, "seq_len": 2048, "dim": 128, "causal": False}, "wormhole_b0", ""),
+    ("mha 1x10x2048x128 causal", "flash_attention.py", "flash_attention",
+     {"batch": 1, "heads": 10, "seq_len": 2048, "dim": 128, "causal": True}, "wormhole_b0", ""),
     ("gqa 1x8x1024x128, 2 KV heads", "gqa_attention.py", "gqa_attention",
      {"batch": 1, "heads": 8, "groups": 4, "seq_len": 1024, "dim": 128, "causal": False}, "blackhole", ""),
     ("gqa 1x8x1024x128, 2 KV heads", "gqa_attention.py", "gqa_attention",
