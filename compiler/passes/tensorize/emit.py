@@ -19,6 +19,7 @@ from tvm import tirx
 from ... import cost_model, ops, precision, registry
 from ...ir import is_transposed, mask_select, scalar_of, seq
 from ...target import TILE, device_costs
+from ..hoist_inits import init_kind, uses_kind
 from .plan import (LoopItem, OpInfo, SendFromCB, Window, _accesses, accesses, exact_op, first_use, fpu_in_place,
                    on_sfpu, tiles_of)
 from .strategies import LOWEST, Src, Strategies, i32
@@ -158,8 +159,6 @@ def _two_fpu_steps_swapped(stmts: list) -> tuple[list, list] | None:
     engine calls before the commit are exactly `init A; A; init B; B`, two ops from CB tiles into two different DST
     slots under different configurations (the deferred running sum's update: copy the step's partial, multiply l
     by alpha). The two read only CBs and write their own slots: either order leaves the same DST. None otherwise."""
-    from ..hoist_inits import init_kind, uses_kind
-
     flat: list = []
     for x in stmts:      # an op's init and call come as a SeqStmt of their own
         flat += list(x.seq) if isinstance(x, tirx.SeqStmt) and all(

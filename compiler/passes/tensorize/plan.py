@@ -334,9 +334,8 @@ class Window:
         """Will strategies.binary run the op on the FPU from two CBs (no scratch slot)? Both operands from CBs (no
         value of this window, which would be in DST), the broadcast one second, and float32 operands only where the
         FPU may read them (precision.may_round) outside the block's loops (Emitter.lower's fp32_on_fpu)."""
-        op = registry.TILE_OPS.get(info.name)
-        if info.name not in BINARY or op is None or not op.fpu or op.integer or exact_op(info, self.exact) \
-                or len(info.operands) != 2 or any(o.region is None for o in info.operands):
+        op = fpu_binary(info, self.exact)
+        if op is None:
             return False
         a, b = info.operands
         if a.bcast is not None and (b.bcast is not None or op.scalar_first is not None):
@@ -527,9 +526,8 @@ def reuses_dest(info: OpInfo, written, replicated: frozenset, fp32_on_fpu: froze
     CB x CB ops: its TF32 source registers round them, which compiler/precision.py counts for every element-wise op
     in an fp32 DST) and outside the block's loops (a loop may carry the value: a rounding a trip). The emitter
     lowers such an op so (Emitter.src); it may find more (a destination preloaded into DST), never fewer."""
-    op = registry.TILE_OPS.get(info.name)
-    if in_loop or info.name not in BINARY or op is None or not op.fpu or op.integer or exact_op(info, exact) \
-            or len(info.operands) != 2 or any(o.region is None for o in info.operands):
+    op = fpu_binary(info, exact)
+    if in_loop or op is None:
         return False
     a, b = info.operands
     if a.region.name in replicated and a.bcast == "row" and op.scalar_first is None:
@@ -541,6 +539,16 @@ def reuses_dest(info: OpInfo, written, replicated: frozenset, fp32_on_fpu: froze
         return False
     return precision.may_round(fp32_on_fpu, [o.region.name for o in info.operands
                                              if str(o.region.buffer.dtype) == "float32"])
+
+
+def fpu_binary(info: OpInfo, exact: frozenset):
+    """The registry entry of a binary op the FPU can run on two tile operands (not an integer op, nothing computed
+    exactly), else None."""
+    op = registry.TILE_OPS.get(info.name)
+    if info.name not in BINARY or op is None or not op.fpu or op.integer or exact_op(info, exact) \
+            or len(info.operands) != 2 or any(o.region is None for o in info.operands):
+        return None
+    return op
 
 
 def exact_op(info: OpInfo, exact: frozenset) -> bool:
