@@ -504,10 +504,16 @@ class KernelPrinter:
         """An output page written face run by face run, its padding faces left out: a per-row vector (mean, rstd,
         a log-sum-exp) stored as 32x32 tiles has values only in its pages' left two faces, so half the bytes (the
         host reads back only the values)."""
-        head = text[:-1]                     # noc_async_write_page(page, accessor, src
-        noc = "" if self.dram_write_noc is None or self.role != ops.WRITER else f", {self.dram_write_noc}"
-        return [f"{head}{f' + {offset}' if offset else ''}, {size}, {offset}{noc})"
-                for offset, size in self.data_face_runs(name)]
+        return [self.page_write(text, offset, size) for offset, size in self.data_face_runs(name)]
+
+    def page_write(self, text: str, offset: int = 0, size: int = 0) -> str:
+        """A write_tile's noc_async_write_page(page, accessor, src) with its optional arguments: `size` bytes (0: the
+        page) from `offset` into both the CB page and the DRAM page, on the writer's DRAM-write NoC when
+        noc_choice.py swapped it (on_write_noc)."""
+        noc = self.dram_write_noc if self.role == ops.WRITER else None
+        if not offset and not size and noc is None:
+            return text
+        return f"{text[:-1]}{f' + {offset}' if offset else ''}, {size}, {offset}{'' if noc is None else f', {noc}'})"
 
     def on_write_noc(self, name: str, text: str) -> str:
         """A writer whose NoC is not the one for DRAM writes (noc_choice.py swapped it to NoC 0 for its reads) writes
@@ -516,7 +522,7 @@ class KernelPrinter:
         if n is None or self.role != ops.WRITER:
             return text
         if name == "write_tile":
-            return f"{text[:-1]}, 0, 0, {n})"
+            return self.page_write(text)
         if name == "noc_async_writes_flushed":
             return f"noc_async_writes_flushed(); noc_async_writes_flushed({n})"
         if name in ("noc_async_write_barrier", "write_barrier_before_read"):
