@@ -179,7 +179,10 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
         plan = build_plan(mod)
         # DRAM writes go on NoC 1 (tt-metal's preferred NoC for them) even when the writer reads on NoC 0
         write_noc = 1 if any(k["role"] == "writer" and k["noc"] == "NOC_0" for k in plan["kernels"]) else None
-        artifacts = {f"{role}.cpp": print_kernel(mod[role], write_noc).encode()
+        # a multicast CB whose senders read on the other NoC (noc_choice.sender_read_nocs): its mover names it
+        read_nocs = {role: {g["cb"]: g["read_noc"] for g in plan.get("multicast", [])
+                            if g["mover"] == role and "read_noc" in g} for role in ("reader", "writer")}
+        artifacts = {f"{role}.cpp": print_kernel(mod[role], write_noc, read_nocs.get(role)).encode()
                      for role in ("reader", "compute", "writer")}
         artifacts["main.cpp"] = print_host(plan).encode()
         artifacts["tt.plan.json"] = plan_json(plan).encode()

@@ -198,6 +198,9 @@ class MulticastAttr(TypedDict):
     axes: list[str]
     groups: int
     cores: list[list[int]]             # per core: x, y, then the fields of passes/share_reads.FIELDS
+    # read in the loop whose first step also reads the core's own block, one block a core (TTSplitKernels,
+    # steps_behind_own_block): the first step's read is what compute waits for at the kernel's start
+    first_step_exposed: NotRequired[bool]
 
 
 @DECLARED_ONLY

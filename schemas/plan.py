@@ -202,6 +202,8 @@ class MulticastGroup(_Strict):
     buffer: Identifier
     mover: Literal["reader", "writer"]
     noc: Literal[0, 1]
+    read_noc: Literal[0, 1] | None = Field(None, description="the NoC the senders read their blocks from DRAM on, "
+                                                              "when it is not the mover's (absent: the mover's)")
     sender_semaphore: int = Field(ge=0)
     receiver_semaphore: int = Field(ge=0)
     depends_on: list[Identifier] = Field(description="grid indices the shared block depends on")

@@ -344,9 +344,10 @@ class CodegenError(RuntimeError):
 
 
 class KernelPrinter:
-    def __init__(self, func: tirx.PrimFunc, dram_write_noc: int | None = None):
+    def __init__(self, func: tirx.PrimFunc, dram_write_noc: int | None = None, read_nocs: dict | None = None):
         self.func = func
         self.dram_write_noc = dram_write_noc     # the writer's DRAM writes on this NoC, not its own (noc_choice.py)
+        self.read_nocs = read_nocs or {}         # CB -> the NoC its multicast senders read on, not the kernel's
         self.role = attrs.KERNEL_ROLE.get(func)
         self.runtime_args = [a["name"] for a in attrs.RUNTIME_ARGS.get(func)]
         self.cbs = {c["index"]: c for c in attrs.CB_CONFIG.get(func)}
@@ -480,7 +481,7 @@ class KernelPrinter:
         text = _SPLICE.format(spec.cpp, *rendered)
         if spec.name == "write_tile" and self.padding_faces_skipped(rendered[2]):
             return reads() + [f"{pad}{line};" for line in self.write_data_faces(text, rendered[2])]
-        return reads() + [f"{pad}{self.on_write_noc(spec.name, text)};"]
+        return reads() + [f"{pad}{self.on_read_noc(spec.name, args, self.on_write_noc(spec.name, text))};"]
 
     def data_face_runs(self, name: str) -> list[tuple[int, int]]:
         """(byte offset, bytes) of the runs of consecutive faces of `name`'s pages that hold values (layout.py,
@@ -527,6 +528,15 @@ class KernelPrinter:
             return f"noc_async_writes_flushed(); noc_async_writes_flushed({n})"
         if name in ("noc_async_write_barrier", "write_barrier_before_read"):
             return f"noc_async_write_barrier(); noc_async_write_barrier({n})"
+        return text
+
+    def on_read_noc(self, name: str, args, text: str) -> str:
+        """A multicast CB whose senders read on the other NoC (noc_choice.sender_read_nocs): its page reads name
+        that NoC, and every read barrier of the kernel waits on both."""
+        if name == "read_tile" and int(args[0]) in self.read_nocs:
+            return f"{text[:-1]}, 0, {self.read_nocs[int(args[0])]})"
+        if name == "noc_async_read_barrier" and self.read_nocs:
+            return "; ".join([text] + [f"noc_async_read_barrier({n})" for n in sorted(set(self.read_nocs.values()))])
         return text
 
     # ---- whole kernel ------------------------------------------------------------------------------------
@@ -651,5 +661,5 @@ class KernelPrinter:
         return lines
 
 
-def print_kernel(func: tirx.PrimFunc, dram_write_noc: int | None = None) -> str:
-    return KernelPrinter(func, dram_write_noc).print()
+def print_kernel(func: tirx.PrimFunc, dram_write_noc: int | None = None, read_nocs: dict | None = None) -> str:
+    return KernelPrinter(func, dram_write_noc, read_nocs).print()

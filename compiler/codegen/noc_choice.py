@@ -54,6 +54,35 @@ def busiest_link_cycles(costs: dict, cores: list[dict], cbs: list[dict], pages: 
     return max(load.values(), default=0.0) / float(costs["noc_bytes_per_cycle"])
 
 
+def sender_read_nocs(costs: dict | None, cores: list[dict], cbs: list[dict], pages: dict,
+                     multicast: list[dict], nocs: dict) -> dict[int, int]:
+    """CB index -> the NoC its multicast senders read their blocks on, for each shared CB whose first step compute
+    waits for at the kernel's start (the group's `first_step_exposed`: one block a core, the loop whose first step
+    also reads the core's own block, TTSplitKernels) and whose senders' DRAM reads load one link longer on their
+    kernel's NoC than on the other. Every group's sender reads the whole shared block, and the senders sit where
+    the groups start: attention's K, one group a head along a row of cores, has its ten senders in one column, and
+    NoC 0 brings all their reads down that column's links (BH 1x10x2048x128: K's first step, 1.3 MB, reached the
+    senders ~9k cycles after its reads were issued, whatever else the DRAM served), NoC 1 along each sender's own
+    row (ttnn's 2-D matmul reads in0, its senders in one column, on NoC 1 for the same reason). Only the senders'
+    page reads and their barrier move to that NoC (a read names its NoC); the multicast and the rest of the kernel
+    stay on the kernel's. Reads under the compute are hidden: elsewhere the kernel's NoC stays (with several blocks
+    a core the same move cost BH 1x10x8192x128 +5.6 us and WH 1x10x2048x128 +19.8 us, measured)."""
+    if not costs or "noc_grid" not in costs:
+        return {}
+    by_index = {c["index"]: c for c in cbs}
+    out = {}
+    for g in multicast:
+        cb = by_index.get(g["cb"])
+        if cb is None or cb["producer"] not in nocs or not g.get("first_step_exposed"):
+            continue
+        senders = {g["cb"]: {tuple(c[:2]) for c in g["cores"] if c[2]}}
+        own = nocs[cb["producer"]]
+        load = {n: busiest_link_cycles(costs, cores, [cb], pages, senders, {cb["producer"]: n}) for n in (0, 1)}
+        if load[1 - own] < load[own]:
+            out[g["cb"]] = 1 - own
+    return out
+
+
 def program_cycles(compute: float, reads: float, writes: float, blocks: int) -> float:
     """The busiest core's program under one NoC choice: the reads stream under the compute (the longer of the two
     sets the pace), the output of each block but the last is written while the next computes, the last block's

@@ -9,7 +9,7 @@ from ..version import COMPILER_VERSION
 from .. import attrs
 from ..errors import CompileError
 from ..target import device_costs
-from .noc_choice import choose_nocs
+from .noc_choice import choose_nocs, sender_read_nocs
 
 # which RISC-V and NoC each kernel uses: tt-metal's ReaderDataMovementConfig / WriterDataMovementConfig, the reader
 # on NCRISC with the NoC preferred for DRAM reads (NoC 0: the responses of the banks in their two columns spread
@@ -23,10 +23,11 @@ COORDINATE_FIELDS = {"sender_x": ("sender", "x"), "sender_y": ("sender", "y"), "
                      "start_y": ("start", "y"), "end_x": ("end", "x"), "end_y": ("end", "y")}
 
 
-def multicast_plan(groups: list[dict], cbs: dict, nocs: dict) -> list[dict]:
+def multicast_plan(groups: list[dict], cbs: dict, nocs: dict, read_nocs: dict | None = None) -> list[dict]:
     """tt.multicast with each group's mover and NoC: a multicast rectangle runs start -> end on NoC 0 and
     end -> start on NoC 1, so for a NoC 1 mover the corners are swapped here (logical coordinates; the host
-    program turns them into NoC coordinates)."""
+    program turns them into NoC coordinates). `read_nocs`: CB -> the NoC its senders read on, where that is not
+    the mover's (noc_choice.sender_read_nocs): the group's `read_noc`."""
     out = []
     for g in groups:
         mover = cbs[g["cb"]]["producer"]
@@ -44,6 +45,8 @@ def multicast_plan(groups: list[dict], cbs: dict, nocs: dict) -> list[dict]:
                     "sender_semaphore": g["sender_semaphore"], "receiver_semaphore": g["receiver_semaphore"],
                     "depends_on": g["axes"],
                     "groups": g["groups"], "cores": cores})
+        if (read_nocs or {}).get(g["cb"], noc) != noc:
+            out[-1]["read_noc"] = read_nocs[g["cb"]]
     return out
 
 
@@ -130,7 +133,8 @@ def build_plan(mod) -> dict:
         costs = None
     nocs, noc_reason = choose_nocs(costs, work["cores"], cbs, verification["cb_pages_per_block"], groups,
                                    blocking.get("compute_cycles"))
-    multicast = multicast_plan(groups, {c["index"]: c for c in cbs}, nocs)
+    read_nocs = sender_read_nocs(costs, work["cores"], cbs, verification["cb_pages_per_block"], groups, nocs)
+    multicast = multicast_plan(groups, {c["index"]: c for c in cbs}, nocs, read_nocs)
     by_cb = {g["cb"]: {tuple(c["core"]): c for c in g["cores"]} for g in multicast}
     stagger = stagger_plan(attrs.STAGGER.get(compute, None))
     stagger_of = {tuple(c["core"]): c for c in stagger["cores"]} if stagger else None

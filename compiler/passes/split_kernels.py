@@ -130,9 +130,12 @@ def assign_movers(func, cbs: list[dict]) -> list[dict]:
                          and (first_output_wait is None
                               or order.get((c["index"], "cb_reserve_back"), 0) < first_output_wait)),
                         key=lambda c: (-moved[c["index"]], -c["index"]))
+    # one block a core: the inputs of a loop of shared steps that the core's own block read precedes stay with the
+    # reader, after that read in program order (shared_block_first moves it into the loop's first step)
+    behind_own_block = behind_own_block_cbs(func)
     for c in candidates:
         x = moved[c["index"]]
-        if c["index"] in queued_behind_outputs:
+        if c["index"] in queued_behind_outputs or c["index"] in behind_own_block:
             continue
         if max(load[ops.READER] - x, load[ops.WRITER] + x) < max(load.values()):
             c["producer"] = ops.WRITER
@@ -335,6 +338,49 @@ def _batched_read_group(stmts: list, k: int):
     body = stmts_of(loop.body)
     found = _read_group(body, 0) if body else None
     return (found[0], k + 1) if found is not None and found[1] == len(body) else None
+
+
+def behind_own_block_cbs(func) -> set[int]:
+    """steps_behind_own_block over the function's body when every core takes one block, else nothing."""
+    work = attrs.WORK_PARTITION.get(func, None)
+    if work is None or max((core["count"] for core in work["cores"]), default=1) != 1:
+        return set()
+    return steps_behind_own_block(stmts_of(func.body))
+
+
+def steps_behind_own_block(stmts: list) -> set[int]:
+    """The CBs of a core's own block read (a plain read group of a CB nobody multicasts) and of the loop of shared
+    steps it precedes at the same level (the loop's first step receives a multicast block, _first_step_push): the
+    read shared_block_first moves into that loop's first step, and what the loop reads. With one block a core, a
+    step's inputs read on the writer would be issued at the kernel's start, beside the shared block and the own
+    block that compute needs first, and share the DRAM banks with them (BH 1x10x2048x128: V's first two steps,
+    2.6 MB, read while K's first step and every core's Q, 6.5 MB, were due); on the reader they follow them in
+    program order."""
+    out: set = set()
+    own: set = set()
+    shared = _multicast_cbs(seq(stmts))
+    for k, s in enumerate(stmts):
+        found = _read_group(stmts, k) or _batched_read_group(stmts, k)
+        if found is not None and found[0] not in shared:
+            own.add(found[0])
+        if not isinstance(s, tirx.For):
+            continue
+        if own and _first_step_push(s) is not None:
+            out |= own | {int(c[1][0]) for c in _calls(s.body) if c[0].name == "cb_reserve_back"}
+        else:
+            out |= steps_behind_own_block(stmts_of(s.body))
+    return out
+
+
+def _calls(body) -> list:
+    found = []
+
+    def visit(stmt):
+        call = ops.intrinsic_of(stmt)
+        if call is not None:
+            found.append(call)
+    tvm_ffi.structural_walk(body, (tirx.Evaluate, visit), order="pre")
+    return found
 
 
 def shared_block_first(stmts: list) -> list:
@@ -568,6 +614,10 @@ def split_kernels(mod, ctx):
     (gv, func), = list(mod.functions.items())
     cbs = assign_movers(func, attrs.CB_CONFIG.get(func))
     func = attrs.CB_CONFIG.on(func, cbs)
+    exposed = behind_own_block_cbs(func)
+    if exposed and attrs.MULTICAST.get(func, None):
+        func = attrs.MULTICAST.on(func, [dict(g, first_step_exposed=True) if g["cb"] in exposed else g
+                                         for g in attrs.MULTICAST.get(func)])
     splitter = Splitter(cbs)
     layouts = attrs.LAYOUT_DESC.get(func)
     param_order = [str(p.name) for p in func.params]

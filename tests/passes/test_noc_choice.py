@@ -122,3 +122,37 @@ def test_a_writer_on_noc0_writes_its_dram_pages_on_noc1_and_passes_the_real_head
     if swapped:
         report = check_bundle(compiled.artifacts)
         assert report.passed, report.render()
+
+
+ATTENTION = Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "flash_attention.py"
+
+
+@pytest.mark.parametrize("arch,seq_len,exposed", [
+    ("blackhole", 2048, True),        # one block a core: K's and V's first steps are what compute waits for first
+    ("blackhole", 8192, False),       # several blocks a core: the steps' reads run under the compute
+    ("wormhole_b0", 2048, False),
+])
+def test_senders_of_a_first_step_compute_waits_for_read_along_their_rows(arch, seq_len, exposed):
+    """Attention's K and V senders, one a head, sit in one column of cores: with one block a core their first
+    steps are what every core's compute waits for at the start, and NoC 0 would bring all ten senders' reads down
+    that column's links; they read on NoC 1 (each along its own row), the rest of the kernel on its own NoC."""
+    target = TargetConfig(arch=arch, approx_exp=True, intermediate_dtype="bfloat16")
+    params = {"batch": 1, "heads": 10, "seq_len": seq_len, "dim": 128, "causal": False}
+    compiled = api.compile_source(ATTENTION.read_text(), filename=ATTENTION.name, entry="flash_attention",
+                                  target=target, params=params)
+    plan = json.loads(compiled.artifacts["tt.plan.json"])
+    groups = {g["buffer"]: g for g in plan["multicast"]}
+    reader = compiled.artifacts["reader.cpp"].decode()
+    if not exposed:
+        assert all("read_noc" not in g for g in groups.values())
+        assert "noc_async_read_barrier(1)" not in reader
+        return
+    assert {name: (g["mover"], g["noc"], g.get("read_noc")) for name, g in groups.items()} == \
+        {"k": ("reader", 0, 1), "v": ("reader", 0, 1)}
+    senders = {tuple(c["core"]) for g in groups.values() for c in g["cores"] if c["role"]}
+    assert len({x for x, _ in senders}) == 1 and len(senders) == 10        # one column of senders
+    reads = [line.strip() for line in reader.splitlines() if "noc_async_read_page(" in line]
+    assert [line.endswith(", 0, 1);") for line in reads] == [("accessor_Q" not in line) for line in reads]
+    main = reader[reader.index("void kernel_main()"):]          # the helpers' own reads of MEM_ZEROS stay
+    barriers = [line.strip() for line in main.splitlines() if "noc_async_read_barrier" in line]
+    assert len(barriers) == 3 and set(barriers) == {"noc_async_read_barrier(); noc_async_read_barrier(1);"}

@@ -555,7 +555,10 @@ def test_one_block_a_core_reads_its_own_block_after_the_first_shared_step():
     """Every core takes one block: Q's read moves into the key loop's first step, after K's first multicast block
     is pushed, so the senders' K reads are not queued at the DRAM banks behind every core's Q (BH 1x10x2048x128
     163.8 -> 159.4 us). With two blocks a core Q stays above the loop, read for the next block while compute works
-    on this one. TTVerifyProgram's page count takes the branch once a loop: Q's two pages a block, as compute's."""
+    on this one. TTVerifyProgram's page count takes the branch once a loop: Q's two pages a block, as compute's.
+    With one block a core V's steps stay on the reader, after Q in the first step (steps_behind_own_block: on the
+    writer its first steps were read at the kernel's start, beside K's first step and every core's Q); with two
+    they go to the writer, as the tiles each moves balance."""
     from compiler.passes.verify_program import cb_page_counts
 
     def q_pages(func):
@@ -567,8 +570,9 @@ def test_one_block_a_core_reads_its_own_block_after_the_first_shared_step():
     before, inside = _reader_steps(one["reader"])
     assert before == []
     assert inside == ["cb_reserve_back", "cb_push_back", "first:cb_reserve_back", "first:read_tile",
-                      "first:read_tile", "first:noc_async_read_barrier", "first:cb_push_back"]
-    assert {c["buffer"]: c["producer"] for c in attrs.CB_CONFIG.get(one["compute"])}["v"] == "writer"
+                      "first:read_tile", "first:noc_async_read_barrier", "first:cb_push_back",
+                      "cb_reserve_back", "read_tile", "read_tile", "noc_async_read_barrier", "cb_push_back"]
+    assert {c["buffer"]: c["producer"] for c in attrs.CB_CONFIG.get(one["compute"])}["v"] == "reader"
     assert q_pages(one["reader"]) == {"cb_reserve_back": 2, "cb_push_back": 2}
     assert q_pages(one["compute"]) == {"cb_wait_front": 2, "cb_pop_front": 2}
 
@@ -576,3 +580,4 @@ def test_one_block_a_core_reads_its_own_block_after_the_first_shared_step():
     before, inside = _reader_steps(two["reader"])
     assert before == ["cb_reserve_back", "read_tile", "read_tile", "noc_async_read_barrier", "cb_push_back"]
     assert inside == ["cb_reserve_back", "cb_push_back"]
+    assert {c["buffer"]: c["producer"] for c in attrs.CB_CONFIG.get(two["compute"])}["v"] == "writer"
