@@ -24,6 +24,7 @@ from .passes.lower_index_masks import lower_index_masks
 from .passes.lower_to_circular_buffers import lower_to_circular_buffers
 from .passes.pad_tiles import pad_tiles
 from .passes.partition_work import partition_work
+from .passes.recompute_vector_ops import recompute_vector_ops
 from .passes.share_circular_buffers import share_circular_buffers
 from .passes.share_reads import share_reads
 from .passes.split_kernels import split_kernels
@@ -66,6 +67,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
         # compute lowered: DST windows of FPU/SFPU calls
         "LowerCompute": [
             forward_copies,                # ops read a whole copy's source; a copy nothing reads is dropped
+            recompute_vector_ops,          # a float32 block = staged block op vector: recomputed by its readers
             tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
             hoist_inits,                   # engine inits out of loops, dropped where the engine is set already
             configure_unpackers,           # srcA / srcB reconfigured where an op reads a CB of another format

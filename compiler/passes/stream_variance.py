@@ -28,6 +28,7 @@ import tvm
 from tvm import tirx
 
 from .. import attrs
+from .. import ops
 from ..ir import op_name, region_of, scalar_of, stmts_of
 from ..target import TILE
 
@@ -99,6 +100,59 @@ def match(calls: list, buffers: dict) -> int | None:
     return None
 
 
+def _exchange(s) -> list[str] | None:
+    """[partial, part0, part1] of a level-0 `exchange_partials` marker (TTSplitRows), else None."""
+    found = ops.intrinsic_of(s)
+    if found is None or found[0].name != "exchange_partials" or int(found[1][3]) != 0:
+        return None
+    return [str(a.value) for a in found[1][:3]]
+
+
+def match_split(stmts: list, buffers: dict) -> int | None:
+    """The index of `sum(P, x)` in a row split over two cores (TTSplitRows, one level):
+    `sum(P, x); exchange(P -> p0, p1); add(s, p0, p1); mu = s * (1/N); c = x - mu; q = c * c; sum(V, q);
+    exchange(V -> v0, v1); add(v, v0, v1)`, when it qualifies (as `match`'s five statements)."""
+    for k in range(len(stmts) - 8):
+        s1, x1, a1, s2, s3, s4, s5, x2, a2 = stmts[k:k + 9]
+        if not all(isinstance(t, tirx.TilePrimitiveCall) for t in (s1, a1, s2, s3, s4, s5, a2)):
+            continue
+        e1, e2 = _exchange(x1), _exchange(x2)
+        if e1 is None or e2 is None or not (_is_row_sum(s1, buffers) and _is_row_sum(s5, buffers)):
+            continue
+        p, v = _name(s1.args[0]), _name(s5.args[0])
+        if e1[0] != p or e2[0] != v or op_name(a1) != "add" or _names(a1)[1:] != e1[1:] or op_name(a2) != "add" \
+                or _names(a2)[1:] != e2[1:]:
+            continue
+        total = _names(a1)[0]
+        scale = scalar_of(s2.args[2]) if op_name(s2) == "mul" and len(s2.args) == 3 else None
+        if scale is None or _name(s2.args[1]) != total or not _column(s2.args[0], buffers):
+            continue
+        x = _name(s1.args[1])
+        rows, half = [int(d) for d in buffers[x]["shape"]]
+        if half % (2 * TILE) or rows % TILE or abs(scale * 2 * half - 1.0) > 1e-6:
+            continue
+        mu = _name(s2.args[0])
+        if op_name(s3) != "sub" or not _whole(s3.args[0], buffers) or _names(s3)[1:] != [x, mu] \
+                or not _whole(s3.args[1], buffers):
+            continue
+        c = _name(s3.args[0])
+        if op_name(s4) != "mul" or _names(s4) != [_names(s4)[0], c, c] or not _whole(s4.args[0], buffers):
+            continue
+        q = _names(s4)[0]
+        if _names(s5)[1] != q or c in (x, mu) or q == mu or mu == total:
+            continue
+        if buffers[c]["shape"] != buffers[x]["shape"] or buffers[q]["shape"] != buffers[x]["shape"]:
+            continue
+        calls = [t for t in stmts if isinstance(t, tirx.TilePrimitiveCall)]
+        if any(total in _names(t) for t in calls if t is not a1 and t is not s2) \
+                or any(q in _names(t) for t in stmts[k + 7:] if isinstance(t, tirx.TilePrimitiveCall)):
+            continue
+        if not _bfloat16_rows([t for t in stmts[:k] if isinstance(t, tirx.TilePrimitiveCall)], x, buffers):
+            continue
+        return k
+    return None
+
+
 def _bfloat16_rows(before: list, x: str, buffers: dict) -> bool:
     """Whether x's last write before S1 copies it whole from a bfloat16 buffer (the row's staged input)."""
     writes = [t for t in before if _names(t)[:1] == [x]]
@@ -121,14 +175,24 @@ def _f32(value: float):
 @tirx.transform.prim_func_pass(opt_level=0, name="TTStreamVariance")
 def stream_variance(func, mod, ctx):
     grid, target = attrs.GRID.get(func), attrs.TARGET.get(func)
-    if len(grid["extents"]) != 1 or int(grid["extents"][0]) > int(target["num_cores"]):
+    blocks = 1
+    for extent in grid["extents"]:
+        blocks *= int(extent)
+    if blocks > int(target["num_cores"]):
         return func
     attr_stmt, stmts = _body_stmts(func)
     calls = [s for s in stmts if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer, tirx.ScopeIdDefStmt))]
-    if not calls or not all(isinstance(s, tirx.TilePrimitiveCall) for s in calls):
+    if not calls:
         return func
     buffers = {name: dict(info) for name, info in attrs.BUFFERS.get(func).items()}
-    k = match(calls, buffers)
+    if all(isinstance(s, tirx.TilePrimitiveCall) for s in calls):
+        if len(grid["extents"]) != 1:
+            return func
+        k = match(calls, buffers)
+    elif len(grid["extents"]) == 2 and str(grid["vars"][0]) == "row_half" and int(grid["extents"][0]) == 2:
+        return _split(func, attr_stmt, stmts, calls, buffers)
+    else:
+        return func
     if k is None:
         return func
     s1, s2, s3, s4, s5 = calls[k:k + 5]
@@ -179,4 +243,75 @@ def stream_variance(func, mod, ctx):
     blocking = dict(attrs.BLOCKING.get(func))
     blocking["explain"] = [*blocking.get("explain", []),
                            f"row variance of `{x}` about the mean of its first tile, summed as the row arrives"]
+    return attrs.put(func.with_body(body), {attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})
+
+
+def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
+    """A row split over two cores (TTSplitRows): each core takes its part's variance about its own shift K_c (the
+    mean of its part's first tile), and the pair combines them (Chan et al.'s pairwise update): the part's sum of x
+    P_c = n K_c + S1_c and its sum of squares about its own mean M2_c = S2_c - S1_c^2 / n (n = the part's columns)
+    are both known when the part has arrived and go through the two exchanges back to back; then mu = (P_0 + P_1) / N
+    and sum((x - mu)^2) = M2_0 + M2_1 + (P_0 - P_1)^2 / (2 n)."""
+    k = match_split(calls, buffers)
+    if k is None:
+        return func
+    s1, x1, a1, s2, s3, s4, s5, x2, a2 = calls[k:k + 9]
+    x_arg, mu_arg, c_arg = s1.args[1], s2.args[0], s3.args[0]
+    x, q = _name(x_arg), _name(s4.args[0])
+    rows, n = [int(d) for d in buffers[x]["shape"]]
+    p_arg, v_arg = s1.args[0], s5.args[0]
+    p0, p1 = a1.args[1], a1.args[2]
+    allocs = []
+
+    def new(name: str, shape: list[int], dtype: str, like):
+        while name in buffers:
+            name += "_"
+        buf = tirx.decl_buffer(shape, dtype, name, scope="local")
+        buffers[name] = {"dtype": dtype, "role": "compute", "scope": "local", "shape": shape}
+        allocs.append(tirx.AllocBuffer(buf))
+        return tvm.ir.TensorRegion(buf, list(like.region), like.ty)
+
+    k_sum = new(f"{x}_shift_sum", [rows, 1], "float32", mu_arg)
+    shift = new(f"{x}_shift", [rows, 1], "bfloat16", mu_arg)
+    d_sum = new(f"{x}_shifted_sum", [rows, 1], "float32", mu_arg)
+    t = new(f"{x}_shifted_sq", [rows, 1], "float32", mu_arg)
+    apart = new(f"{x}_parts_apart", [rows, 1], "float32", mu_arg)
+    sq_sum = new(f"{x}_shifted_square_sum", [rows, 1], "float32", mu_arg)
+    d2 = new(f"{x}_shifted_square", [rows, n], "float32", c_arg) if q == x else s4.args[0]
+    first = list(x_arg.region)
+    first[1] = tvm.ir.Range.from_min_extent(first[1].min, tirx.IntImm("int32", TILE))
+    first_tile = tvm.ir.TensorRegion(x_arg.source, first, x_arg.ty)
+    shifted = [
+        _call("sum", k_sum, first_tile, s1.args[2], s1.args[3], like=s1),
+        _call("mul", shift, k_sum, _f32(1.0 / TILE), like=s2),
+        _call("sub", c_arg, x_arg, shift, like=s3),
+        _call("mul", d2, c_arg, c_arg, like=s4),
+        _call("sum", d_sum, c_arg, s1.args[2], s1.args[3], like=s1),
+        _call("sum", sq_sum, d2, s5.args[2], s5.args[3], like=s5),
+        _call("mul", t, shift, _f32(float(n)), like=s2),              # P_c = n K_c + S1_c (written once: it is sent)
+        _call("add", p_arg, t, d_sum, like=s2),
+        x1,
+        _call("mul", t, d_sum, d_sum, like=s4),                        # M2_c = S2_c - S1_c^2 / n
+        _call("mul", t, t, _f32(1.0 / n), like=s2),
+        _call("sub", v_arg, sq_sum, t, like=s3),
+        x2,                                                            # both sent before either is combined
+        a1, s2,                                                        # mu = (P_0 + P_1) / N
+        _call("sub", apart, p0, p1, like=s3),                          # (P_0 - P_1)^2 / (2 n)
+        _call("mul", apart, apart, apart, like=s4),
+        _call("mul", apart, apart, _f32(1.0 / (2 * n)), like=s2),
+        a2,                                                            # M2_0 + M2_1
+        _call("add", a2.args[0], a2.args[0], apart, like=a2),
+        s3,                                                            # c = x - mu for the passes after
+    ]
+    at = stmts.index(s1)
+    first_call = next(j for j, s in enumerate(stmts) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer,
+                                                                           tirx.ScopeIdDefStmt)))
+    out = stmts[:first_call] + allocs + stmts[first_call:at] + shifted + stmts[at + 9:]
+    body = tirx.SeqStmt(out)
+    if attr_stmt is not None:
+        body = tirx.AttrStmt(attr_stmt.node, attr_stmt.attr_key, attr_stmt.value, body)
+    blocking = dict(attrs.BLOCKING.get(func))
+    blocking["explain"] = [*blocking.get("explain", []),
+                           f"row variance of `{x}`'s part about the mean of its first tile, summed as the part "
+                           f"arrives; the two parts' statistics combined pairwise"]
     return attrs.put(func.with_body(body), {attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})

@@ -393,8 +393,10 @@ def live_ranges_placed(body: list, zero: dict, release: dict, resident: dict, al
 
 
 def _resident_count(func, full_sync: bool):
-    """(the CB-resident buffers' count, the plan, whether DST's capacity decided anything in it) for one DST mode;
-    (None, None, True) when an op does not fit."""
+    """(the count of CB-resident buffers of more than one tile, the plan, whether DST's capacity decided anything in
+    it) for one DST mode; (None, None, True) when an op does not fit. A vector of one tile in a CB costs a pack and an
+    unpack a block; a full-sync DST costs the packer's overlap with the math on every window, so only buffers of
+    several tiles weigh."""
     tz = Tensorizer(func, full_sync)
     stmts = [s for s in stmts_of(func.body) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer))]
     block = next(s for s in stmts if isinstance(s, tirx.For))
@@ -404,7 +406,9 @@ def _resident_count(func, full_sync: bool):
         items = planner.plan(rest)
     except WindowTooLarge:
         return None, None, True
-    count = len(cb_resident(items, lambda n: tz.roles.get(n) == "compute", tz.buffer_tiles()))
+    tiles = tz.buffer_tiles()
+    count = sum(1 for n in cb_resident(items, lambda n: tz.roles.get(n) == "compute", tiles)
+                if int(tiles[n][0]) * int(tiles[n][1]) > 1)
     return count, items, bool(planner.overflows)
 
 
@@ -415,8 +419,9 @@ def tensorize(func, mod, ctx):
 
 
 def _tensorize(func):
-    """Half-sync DST (double-buffered with the packer) unless full sync keeps more values out of L1. Planned once
-    when everything fit the half-sync DST: the full-sync DST (twice the slots) would plan the same."""
+    """Half-sync DST (double-buffered with the packer) unless full sync keeps more values of several tiles out of L1
+    (_resident_count). Planned once when everything fit the half-sync DST: the full-sync DST (twice the slots) would
+    plan the same."""
     half, half_items, overflowed = _resident_count(func, False)
     if half == 0 or not overflowed:
         return Tensorizer(func, False).run(half_items)

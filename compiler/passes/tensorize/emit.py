@@ -595,6 +595,7 @@ class Emitter:
         self.known_zero.difference_update(buffers)
         self.w = w
         self.broadcast_now: dict[str, int] = {}   # buffer -> its column broadcast's CB, for this window
+        self.reuse_bcast: dict[str, int] = {}     # those of them broadcast_for_reuse added for the current op
         window_accesses: dict = {}
         _accesses(w.items, id(w), window_accesses)
         preload = [b for b in buffers if b in tz.resident
@@ -1656,16 +1657,11 @@ class Emitter:
             return Src("dst", slot=self.slot(r.name, ri * self.tz.tiles(r.name)[1] + cj), buffer=r.name)
         if operand.bcast == "row" and self.tz.layouts[r.name].get("replicated_rows"):
             # each tile of the vector is its broadcast down the rows already (TTInferLayout): a whole tile, which the
-            # FPU applies to a value in DST in place where it may read the op's float32 values (as strategies.py's
-            # CB x CB ops: once a block, none a float32 output sees rounded)
-            info = self.current
-            reuse = not self.loops and self.top_level and precision.may_round(
-                self.tz.fp32_on_fpu, [o.region.name for o in info.operands
-                                      if o.region is not None and str(o.region.buffer.dtype) == "float32"])
-            return replace(self.cb_src(r.name, r0, cj), reuse=reuse)
+            # FPU applies to a value in DST in place where it may read the op's float32 values
+            return replace(self.cb_src(r.name, r0, cj), reuse=self.may_reuse_dest())
         if operand.bcast == "col" and r.name in self.broadcast_now:
-            cb = self.broadcast_now[r.name]
-            return Src("cb", cb=cb, index=ri, fp32=self.tz.is_fp32(cb))
+            cb = self.broadcast_now[r.name]   # its broadcast tiles, made before the window: whole tiles too
+            return Src("cb", cb=cb, index=ri, fp32=self.tz.is_fp32(cb), reuse=self.may_reuse_dest())
         src = self.cb_src(r.name, ri, cj, operand.bcast)
         if r.name in self.deferred_sums and not self.loops:   # a running sum kept as its row partial (defer_row_sum)
             return replace(src, row_sum=True)
@@ -1674,6 +1670,14 @@ class Emitter:
                 return Src("cb", cb=src.cb, index=self.q, fp32=src.fp32, fpu=True)
             return replace(src, fpu=True)
         return src
+
+    def may_reuse_dest(self) -> bool:
+        """May the current op apply a whole CB tile to a value in DST on the FPU in place (`*_reuse_dest_tiles`: the
+        DST tile through srcA)? Where the FPU may read the op's float32 values, as strategies.py's CB x CB ops: once
+        a block, none a float32 output sees rounded."""
+        return not self.loops and self.top_level and precision.may_round(
+            self.tz.fp32_on_fpu, [o.region.name for o in self.current.operands
+                                  if o.region is not None and str(o.region.buffer.dtype) == "float32"])
 
     # ---- one op -------------------------------------------------------------------------------------------------------
     def op(self, info) -> list:
@@ -1707,6 +1711,15 @@ class Emitter:
             if self.group > 1 and self.broadcast_once(info, lowered):
                 self.strategies.scratch_used = False
                 lowered = self.lower(info, self.base[dst.name] + self.q, i, j, fresh)
+            elif self.group > 1 and self.broadcast_for_reuse(info, lowered):
+                self.strategies.scratch_used = False
+                again = self.lower(info, self.base[dst.name] + self.q, i, j, fresh)
+                if self.reuses_broadcasts(again):
+                    lowered = again
+                else:                       # the op stays on the SFPU: its broadcast made per tile, as before
+                    self.broadcast_now = {n: cb for n, cb in self.broadcast_now.items() if n not in self.reuse_bcast}
+                    self.strategies.scratch_used = False
+                    lowered = self.lower(info, self.base[dst.name] + self.q, i, j, fresh)
             if self.group > 1 and not self.strategies.scratch_used:
                 # each position's steps touch only its own slots: step by step over the group, so each engine
                 # init runs once per group instead of once per tile (TTHoistInits takes it out of the loop)
@@ -1763,9 +1776,12 @@ class Emitter:
         every trip): the vector's broadcast tiles are made once before the window (broadcast_tiles), and the op
         copies them as it copies its other operand, one configuration for the whole window. True when `lowered`
         must be lowered again with them."""
+        return bool(self.loops) and self.broadcast_once_of(info, lowered)
+
+    def broadcast_once_of(self, info, lowered: list) -> bool:
+        """broadcast_once's choice, in or outside loops: the column vectors `lowered` broadcasts into its scratch
+        slot, added to broadcast_now (True when there are any)."""
         tz = self.tz
-        if not self.loops:
-            return False
         bcast_cbs = {int(args[0]) for spec, args in (ops.intrinsic_of(s) or (None, None) for s in _evaluates(lowered))
                      if spec is not None and spec.name == "unary_bcast_cols"}
         found = False
@@ -1779,6 +1795,26 @@ class Emitter:
                 self.broadcast_now[name] = cb
                 found = True
         return found
+
+    def broadcast_for_reuse(self, info, lowered: list) -> bool:
+        """An SFPU op of a grouped window outside loops that applies a computed column vector to a value in DST
+        (`t = (x - mu) * inv`: unary_bcast of inv into the scratch slot and an SFPU multiply, every tile): the
+        vector's broadcast tiles are made once before the window (broadcast_tiles), and the FPU applies them to
+        the DST value in place (`*_reuse_dest_tiles`, as a row vector stored as its broadcast). True when `lowered`
+        must be lowered again with them (reuses_broadcasts then says whether the op runs on the FPU)."""
+        if self.loops or not self.top_level or not self.may_reuse_dest():
+            return False
+        before = set(self.broadcast_now)
+        if not self.broadcast_once_of(info, lowered):
+            return False
+        self.reuse_bcast = {n: cb for n, cb in self.broadcast_now.items() if n not in before}
+        return True
+
+    def reuses_broadcasts(self, lowered: list) -> bool:
+        """Does `lowered` apply every broadcast broadcast_for_reuse made on the FPU in place?"""
+        reused = {int(args[0]) for spec, args in (ops.intrinsic_of(s) or (None, None) for s in _evaluates(lowered))
+                  if spec is not None and spec.name.endswith("_reuse_dest_tiles")}
+        return set(self.reuse_bcast.values()) <= reused
 
     def broadcast_tiles(self) -> list:
         """Each column vector of broadcast_now as full tiles in its CB (unary_bcast, packed), pushed and waited for."""

@@ -193,6 +193,10 @@ class Window:
     # with any larger DST (every decision that reads the capacity is a `fits`)
     overflows: list = field(default_factory=list)
 
+    def column_vectors(self) -> frozenset:
+        """Computed column vectors one tile wide (reuses_dest: their broadcast tiles may be made once a window)."""
+        return frozenset(n for n, t in self.buffer_tiles.items() if self.is_compute(n) and int(t[1]) == 1)
+
     def fits(self, slots: int) -> bool:
         """Do `slots` fit DST? A no is remembered (`overflows`)."""
         if slots <= self.capacity:
@@ -302,7 +306,8 @@ class Window:
         from_cbs = self.fpu_from_cbs(info)
         two_tiles = all(o.region is not None for o in info.operands) and \
             not any(o.fpu and o.bcast is None for o in info.operands) and \
-            not reuses_dest(info, self.written, self.replicated, self.fp32_on_fpu, self.exact, self.in_loop) and \
+            not reuses_dest(info, self.written, self.replicated, self.fp32_on_fpu, self.exact, self.in_loop,
+                            self.column_vectors()) and \
             not from_cbs
         standard = registry.TILE_OPS[info.name].sfpu.standard_call if info.name in BINARY else False
         in_dst = two_tiles and all(o.region.name in self.written and o.bcast is None and not o.fpu
@@ -518,21 +523,27 @@ def fresh_matmul_outputs(body) -> set[str]:
 
 
 def reuses_dest(info: OpInfo, written, replicated: frozenset, fp32_on_fpu: frozenset | None, exact: frozenset,
-                in_loop: bool) -> bool:
-    """Does the FPU apply a row vector whose tiles are its broadcast (TTInferLayout's replicated_rows) to the value the
-    op rewrites in DST (`y = y * g`: `mul_reuse_dest_tiles`, the DST tile through srcA), so that no scratch slot takes
-    the vector for the SFPU? For add / sub / mul (the vector second for sub) of the op's own destination, written
-    earlier in the window, where the FPU may read the op's float32 values (precision.may_round, as strategies.py's
-    CB x CB ops: its TF32 source registers round them, which compiler/precision.py counts for every element-wise op
-    in an fp32 DST) and outside the block's loops (a loop may carry the value: a rounding a trip). The emitter
-    lowers such an op so (Emitter.src); it may find more (a destination preloaded into DST), never fewer."""
+                in_loop: bool, column_vectors: frozenset = frozenset()) -> bool:
+    """Does the FPU apply a row vector whose tiles are its broadcast (TTInferLayout's replicated_rows), or a computed
+    column vector one tile wide not written in the window (its broadcast tiles made once before the window:
+    Emitter.broadcast_for_reuse), to the value the op rewrites in DST (`y = y * g`: `mul_reuse_dest_tiles`, the DST
+    tile through srcA), so that no scratch slot takes the vector for the SFPU? For add / sub / mul (the vector second
+    for sub) of the op's own destination, written earlier in the window, where the FPU may read the op's float32
+    values (precision.may_round, as strategies.py's CB x CB ops: its TF32 source registers round them, which
+    compiler/precision.py counts for every element-wise op in an fp32 DST) and outside the block's loops (a loop may
+    carry the value: a rounding a trip). The emitter lowers such an op so (Emitter.src); it may find more (a
+    destination preloaded into DST), never fewer."""
     op = fpu_binary(info, exact)
     if in_loop or op is None:
         return False
+
+    def whole_tiles(o) -> bool:
+        return o.region.name in replicated and o.bcast == "row" or \
+            o.region.name in column_vectors and o.bcast == "col" and o.region.name not in written
     a, b = info.operands
-    if a.region.name in replicated and a.bcast == "row" and op.scalar_first is None:
+    if whole_tiles(a) and op.scalar_first is None:
         a, b = b, a
-    if b.region.name not in replicated or b.bcast != "row" or a.bcast is not None or a.fpu \
+    if not whole_tiles(b) or a.bcast is not None or a.fpu \
             or a.region.name != info.dst.name or a.region.name not in written \
             or tuple(a.region.extents) != tuple(info.dst.extents) \
             or not all(tvm_ffi.structural_equal(x, y) for x, y in zip(a.region.starts, info.dst.starts)):
