@@ -1,5 +1,6 @@
 """Layer norm's variance about the mean of the row's first tile, summed as the row arrives
-(compiler/passes/stream_variance.py): where it applies (one bfloat16 row block a core, not split), what the compute
+(compiler/passes/stream_variance.py): where it applies (one bfloat16 row block a core; a row split over two cores
+with a pairwise combine), what the compute
 kernel does (the shift after the first tile, the two row sums through the packer's partials in the streamed pass),
 and that the values still verify against NumPy on both archs, also on rows far from zero."""
 from __future__ import annotations
@@ -76,12 +77,32 @@ def test_not_applied(rows, grid, dtype, why):
     assert not shifted(result), why
 
 
-def test_not_applied_to_a_split_row():
-    target = TargetConfig(arch="blackhole")     # 2048 rows: 64 blocks on 130 cores, each row over 2 cores
-    result = compile_source(LAYER_NORM, filename="layer_norm.py", entry="layer_norm",
-                            params={"rows": 2048, "cols": 1024}, target=target)
-    assert "row_half" in compute_of(result)
-    assert not shifted(result)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_split_row_streams_each_part_and_combines_them_pairwise(arch):
+    """Two row blocks on four cores: TTSplitRows gives each row to two cores. Each core takes its part's variance
+    about its own first tile (its own shift), sends its part's sum and its sum of squares about its part's mean, and
+    the pair combines them (M2_0 + M2_1 + (P_0 - P_1)^2 / (2 n)): on rows at 100 +- 0.5 rstd stays within 1e-3 of
+    float64, and the kernel verifies."""
+    target = TargetConfig(arch=arch, core_grid=[2, 2])
+    params = {"rows": 64, "cols": 512}
+    result = compile_source(LAYER_NORM, filename="layer_norm.py", entry="layer_norm", params=params, target=target)
+    compute = compute_of(result)
+    assert "row_half" in compute and shifted(result), compute
+    assert "cb_x_parts_apart" in compute, compute          # (P_0 - P_1)^2 / (2 n), from the two parts' sums
+    rng = np.random.default_rng(11)
+    x = (100.0 + 0.5 * rng.standard_normal((64, 512))).astype(np.float32)
+    gamma, beta = rng.standard_normal(512).astype(np.float32), rng.standard_normal(512).astype(np.float32)
+    outcome = emulate(result.artifacts, target=target, inputs={"X": x, "gamma": gamma, "beta": beta},
+                      source=LAYER_NORM, filename="layer_norm.py", entry="layer_norm", params=params)
+    assert outcome.passed, outcome.verification.render()
+    xb = x.view(np.uint32)
+    xb = ((xb + 0x7FFF + ((xb >> 16) & 1)) & 0xFFFF0000).view(np.float32).astype(np.float64)
+    rstd = 1 / np.sqrt(xb.var(axis=1) + 1e-5)
+    got = np.asarray(outcome.outputs["rstd"], np.float64).reshape(-1)
+    assert np.max(np.abs(got - rstd) / rstd) < 1e-3
+    outcome = emulate(result.artifacts, target=target, source=LAYER_NORM, filename="layer_norm.py",
+                      entry="layer_norm", params=params, seed=4)
+    assert outcome.passed, outcome.verification.render()
 
 
 @pytest.mark.parametrize("arch,presummed", [("wormhole_b0", True), ("blackhole", False)])
