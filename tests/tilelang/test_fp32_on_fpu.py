@@ -89,15 +89,16 @@ def test_a_value_reaching_a_float32_output_stays_off_the_fpu(arch):
 def test_layer_norm_scales_on_the_fpu_beside_float32_statistics(arch):
     """Layer norm's centered and inv reach bfloat16 y, and float32 rstd only through the variance's reduction and
     inv's own window (rstd is packed from inv's DST slots, not copied from its CB): y's `centered * inv` runs on
-    the FPU from their CBs, and rstd is NumPy's 1 / sqrt(var + eps) of the kernel's own variance. On two cores, one
-    row block each: with spare cores TTSplitRows would give each core 1 tile of the row, centered then fits DST whole
-    and y's product runs on the SFPU beside it (fp32, the other path)."""
+    the FPU (centered = x - mu recomputed in DST from the staged row, TTRecomputeVectorOps, then `* inv` with inv's
+    column broadcast made once: mul_reuse_dest_tiles), and rstd is NumPy's 1 / sqrt(var + eps) of the kernel's own
+    variance. On two cores, one row block each."""
     source = (Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "layer_norm.py").read_text()
     result, outcome = run_kernel(source, entry="layer_norm", params={"rows": 64, "cols": 256}, seed=3,
                                  target=TargetConfig(arch=arch, core_grid=(2, 1)))
     compute = compute_source(result)
-    assert "mul_tiles_bcast_cols(cb_centered, cb_inv" in compute, compute
+    assert "mul_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(cb_inv_bcast" in compute, compute
     assert "copy_tile(cb_inv" not in compute, compute
+    assert not any("cb_centered," in line for line in compute.splitlines() if "pack_tile" in line), compute
     assert outcome.passed, outcome.verification.render()
 
 
@@ -105,13 +106,15 @@ def test_layer_norm_scales_on_the_fpu_beside_float32_statistics(arch):
 def test_split_layer_norm_scales_on_the_fpu(arch):
     """The same with each row over two cores (TTSplitRows: 4 row blocks on 8 cores, 8 tiles of 16 a core): part 0
     alone writes mean and rstd, and that guarded write between inv's window and rstd's send is the writer's only --
-    rstd is still packed from inv's DST slots, so inv may be read through the FPU and `centered * inv` is one
-    mul_tiles_bcast_cols a tile (it was copy_tile + unary_bcast + an SFPU multiply)."""
+    rstd is still packed from inv's DST slots, so inv may be read through the FPU and `(x - mu) * inv` is one
+    mul_reuse_dest_tiles a tile against inv's column broadcast, made once (it was copy_tile + unary_bcast + an SFPU
+    multiply)."""
     source = (Path(__file__).resolve().parents[2] / "examples" / "tilelang" / "layer_norm.py").read_text()
     result, outcome = run_kernel(source, entry="layer_norm", params={"rows": 128, "cols": 512}, seed=3,
                                  target=TargetConfig(arch=arch, core_grid=(4, 2)))
     assert result.plan["grid"]["extents"] == [2, 4]
     compute = compute_source(result)
-    assert "mul_tiles_bcast_cols(cb_centered, cb_inv" in compute, compute
-    assert "copy_tile(cb_centered" not in compute and "unary_bcast<BroadcastType::COL>(cb_inv" not in compute, compute
+    assert "mul_reuse_dest_tiles<EltwiseBinaryReuseDestType::DEST_TO_SRCA>(cb_inv_bcast" in compute, compute
+    assert "copy_tile(cb_centered" not in compute and "mul_binary_tile(" not in compute.split("cb_inv_bcast, 1);")[-1], \
+        compute
     assert outcome.passed, outcome.verification.render()
