@@ -163,6 +163,17 @@ def _bfloat16_rows(before: list, x: str, buffers: dict) -> bool:
     return src is not None and buffers[src]["dtype"] == "bfloat16" and _whole(last.args[0], buffers)
 
 
+def _mean_write_outs(rest: list, mu: str, buffers: dict) -> tuple[list, list]:
+    """(the write-outs of mu to a global output among `rest`, the others): mu is final once the variance rewrite has
+    computed it, so its write-out moves up beside it and its pack shares mu's window (no copy window after inv's)."""
+    moved = [t for t in rest if isinstance(t, tirx.TilePrimitiveCall) and op_name(t) == "copy" and len(t.args) == 2
+             and _name(t.args[1]) == mu and buffers.get(_name(t.args[0]), {}).get("scope") == "global"]
+    if any(mu in _names(t) and t not in moved and _names(t)[:1] == [mu] for t in rest
+           if isinstance(t, tirx.TilePrimitiveCall)):
+        return [], rest                                     # mu written again later: its write-outs stay
+    return moved, [t for t in rest if not any(t is m for m in moved)]
+
+
 def _call(op: str, *args, like):
     return tirx.TilePrimitiveCall(*args, op=tvm.ir.Op.get(f"tirx.tile.{op}"), workspace={}, config={},
                                   dispatch=None, scope=like.scope)
@@ -219,6 +230,7 @@ def stream_variance(func, mod, ctx):
     first[1] = tvm.ir.Range.from_min_extent(first[1].min, tirx.IntImm("int32", TILE))
     first_tile = tvm.ir.TensorRegion(x_arg.source, first, x_arg.ty)
     minus = tirx.FloatImm("float32", 1.0 / n)
+    mean_out, rest = _mean_write_outs(stmts[stmts.index(s1) + 5:], _name(mu_arg), buffers)
     shifted = [
         _call("sum", k_sum, first_tile, s1.args[2], s1.args[3], like=s1),
         _call("mul", shift, k_sum, _f32(1.0 / TILE), like=s2),
@@ -228,6 +240,7 @@ def stream_variance(func, mod, ctx):
         _call("sum", v_arg, d2, s5.args[2], s5.args[3], like=s5),
         _call("mul", mu_arg, d_sum, minus, like=s2),
         _call("add", mu_arg, shift, mu_arg, like=s2),
+        *mean_out,
         s3,                                   # c = x - mu, before v's correction: c is packed for the last pass
         _call("mul", t, d_sum, d_sum, like=s4),
         _call("mul", t, t, minus, like=s2),
@@ -236,7 +249,7 @@ def stream_variance(func, mod, ctx):
     at = stmts.index(s1)
     first_call = next(j for j, s in enumerate(stmts) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer,
                                                                            tirx.ScopeIdDefStmt)))
-    out = stmts[:first_call] + allocs + stmts[first_call:at] + shifted + stmts[at + 5:]
+    out = stmts[:first_call] + allocs + stmts[first_call:at] + shifted + rest
     body = tirx.SeqStmt(out)
     if attr_stmt is not None:
         body = tirx.AttrStmt(attr_stmt.node, attr_stmt.attr_key, attr_stmt.value, body)
@@ -281,6 +294,7 @@ def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
     first = list(x_arg.region)
     first[1] = tvm.ir.Range.from_min_extent(first[1].min, tirx.IntImm("int32", TILE))
     first_tile = tvm.ir.TensorRegion(x_arg.source, first, x_arg.ty)
+    mean_out, rest = _mean_write_outs(stmts[stmts.index(s1) + 9:], _name(mu_arg), buffers)
     shifted = [
         _call("sum", k_sum, first_tile, s1.args[2], s1.args[3], like=s1),
         _call("mul", shift, k_sum, _f32(1.0 / TILE), like=s2),
@@ -296,6 +310,7 @@ def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
         _call("sub", v_arg, sq_sum, t, like=s3),
         x2,                                                            # both sent before either is combined
         a1, s2,                                                        # mu = (P_0 + P_1) / N
+        *mean_out,
         _call("sub", apart, p0, p1, like=s3),                          # (P_0 - P_1)^2 / (2 n)
         _call("mul", apart, apart, apart, like=s4),
         _call("mul", apart, apart, _f32(1.0 / (2 * n)), like=s2),
@@ -306,7 +321,7 @@ def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
     at = stmts.index(s1)
     first_call = next(j for j, s in enumerate(stmts) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer,
                                                                            tirx.ScopeIdDefStmt)))
-    out = stmts[:first_call] + allocs + stmts[first_call:at] + shifted + stmts[at + 9:]
+    out = stmts[:first_call] + allocs + stmts[first_call:at] + shifted + rest
     body = tirx.SeqStmt(out)
     if attr_stmt is not None:
         body = tirx.AttrStmt(attr_stmt.node, attr_stmt.attr_key, attr_stmt.value, body)
