@@ -422,6 +422,35 @@ def built_program(value: dict, files: dict[str, bytes], op: str = "build_device_
     return answer, program
 
 
+class BuiltKernels(_Answer):
+    ok: Literal[True]
+    build_seconds: Seconds
+
+
+KERNEL_OBJECT = re.compile(r"^kernel-(?P<key>[0-9a-f]{64})\.so$")
+MAX_KERNEL_OBJECTS = 16
+
+
+def built_kernels(value: dict, files: dict[str, bytes]) -> tuple[Failed | BuiltKernels, dict[str, bytes]]:
+    """(answer, {the JIT's cache key: the kernel object}) of build_emulator_kernels: shared objects, named by a
+    sha256 key each, a few per program."""
+    op = "build_emulator_kernels"
+    answer = failed_or(op, BuiltKernels, value, files)
+    if isinstance(answer, Failed):
+        return answer, {}
+    if len(files) > MAX_KERNEL_OBJECTS:
+        raise ForgedAnswer(op, f"more than {MAX_KERNEL_OBJECTS} kernel objects")
+    objects = {}
+    for name, data in files.items():
+        match = KERNEL_OBJECT.match(name)
+        if match is None:
+            raise ForgedAnswer(op, f"{printable(name)[:80]!r} is not a kernel object's name")
+        if not data.startswith(b"\x7fELF") or len(data) > MAX_PROGRAM_BYTES:
+            raise ForgedAnswer(op, f"{name} is not a shared object of at most {MAX_PROGRAM_BYTES} bytes")
+        objects[match["key"]] = data
+    return answer, objects
+
+
 class DeviceRan(_Answer):
     """compiler.toolchain.device.DeviceRun as the run_on_device op answers it (its outputs come as files)."""
     device: Short

@@ -340,6 +340,7 @@ def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, sour
     program = emulator_program(settings, artifacts, plan, stop)
     if program is not None:
         files["program"] = program
+        files.update(emulator_kernels(settings, artifacts, program, target.arch, stop))
     result = zygote_for(settings).run("emulate", {
         "target": target.model_dump(mode="json"), "source": source, "filename": filename, "entry": entry,
         "params": params or {}}, limits_for(settings, "emulate"), files, stop=stop)
@@ -381,6 +382,69 @@ def emulator_program(settings, artifacts: dict[str, bytes], plan: dict, stop=Non
     return program
 
 
+def kernel_set_key(artifacts: dict[str, bytes], arch: str) -> str:
+    """Where the machine keeps the objects of a job's kernels (sandbox-kernels/<key>): every byte the build was given
+    (the kernels, the plan, main.cpp) and everything else the objects or their JIT keys depend on (the emulator's
+    sources, whose JIT computes the keys; its headers and the host compiler; the kernel check's rules and the
+    interpreter that runs it; the arch). Worked out here, from the job's own files: an entry is only ever served to
+    kernels byte-identical to the ones it was built from."""
+    from compiler.toolchain import cache
+    from compiler.toolchain.emulate import api_key, runtime_key
+    from compiler.toolchain.kernel_check import KERNEL_FILES, rules_digest
+
+    files = {name: artifacts[name] for name in (*KERNEL_FILES, "tt.plan.json", "main.cpp")}
+    return cache.key("sandbox kernels", runtime_key(), api_key(), rules_digest(), os.path.realpath(sys.executable),
+                     arch, *(part for name in sorted(files) for part in (name, files[name])))
+
+
+def emulator_kernels(settings, artifacts: dict[str, bytes], program: bytes, arch: str, stop=None) -> dict[str, bytes]:
+    """The objects of a job's kernels, for its emulate op (in/kernel-<the JIT's key>.so, which the op puts in the
+    job's own kernel cache). A security decision (BENCHMARKS.md, the h30suite7 section): they are compiled in a child
+    of their own that runs no code of the job's (build_emulator_kernels: the plan's own host program, `program`,
+    built apart, whose JIT compiles the kernels and loads none), and kept, sealed, in the machine's cache
+    (sandbox-kernels/<kernel_set_key>), which only this trusted side writes and no job can; an entry is named by the
+    kernels' bytes themselves, so it is served only to a job with the same kernels, and one that does not match its
+    seals is built again. A job's own child still compiles whatever it is not handed (a failed build hands nothing:
+    the emulate op then reports the kernel's compile error as it always did)."""
+    from compiler.toolchain import cache
+    from compiler.toolchain.emulate import cache_root
+
+    try:
+        entry = cache_root() / "sandbox-kernels" / kernel_set_key(artifacts, arch)
+    except (OSError, subprocess.SubprocessError, KeyError):  # no compiler to name, a file missing: keep nothing
+        return {}
+    listed = entry / "objects.json"
+    if cache.intact(listed):
+        try:
+            keys = json.loads(listed.read_bytes())
+        except ValueError:
+            keys = None
+        if isinstance(keys, list) and all(isinstance(k, str) and answers.KERNEL_OBJECT.match(f"kernel-{k}.so")
+                                          for k in keys):
+            objects = [entry / f"{key}.so" for key in keys]
+            if all(cache.intact(path) for path in objects):
+                return {f"kernel-{path.name}": path.read_bytes() for path in objects}
+    result = zygote_for(settings).run("build_emulator_kernels", {"arch": arch}, limits_for(settings, "emulate"),
+                                      {**{f"artifact-{name}": data for name, data in artifacts.items()},
+                                       "program": program}, stop=stop)
+    answer, objects = answers.built_kernels(result.value, result.files)
+    if isinstance(answer, answers.Failed) or not objects:
+        return {}
+    try:
+        entry.mkdir(parents=True, exist_ok=True)
+        suffix = f"{os.getpid()}.{threading.get_ident()}.tmp"
+        for key, data in objects.items():
+            built = entry / f".{key}.so.{suffix}"
+            built.write_bytes(data)
+            cache.publish(built, entry / f"{key}.so")
+        built = entry / f".objects.json.{suffix}"
+        built.write_text(json.dumps(sorted(objects)))
+        cache.publish(built, listed)  # last: the list names only objects already in place
+    except OSError:  # a cache this process cannot write: the objects still serve this job
+        pass
+    return {f"kernel-{key}.so": data for key, data in objects.items()}
+
+
 def _npy(array) -> bytes:
     import io
 
@@ -419,6 +483,10 @@ def run_on_device(settings, *, artifacts: dict[str, bytes], inputs: dict, device
     files = {f"artifact-{name}": data for name, data in artifacts.items()}
     files.update({f"{name}.npy": _npy(array) for name, array in inputs.items()})
     files["program"], build_seconds, build_cache_hit = device_program(settings, artifacts, plan, device, stop)
+    if device.kind == "emulated":  # the emulator's JIT compiles its kernels: the objects an emulate job is handed
+        program = emulator_program(settings, artifacts, plan, stop)
+        if program is not None:
+            files.update(emulator_kernels(settings, artifacts, program, device.arch, stop))
     started = time.time()
     result = zygote_for(settings).run("run_on_device", {"device": device.to_dict(), "timeout_s": timeout_s},
                                       limits_for(settings, "hardware"), files, stop=stop,

@@ -200,10 +200,35 @@ def _artifacts(work: Path) -> dict[str, bytes]:
     return {p.name.removeprefix("artifact-"): p.read_bytes() for p in (work / "in").glob("artifact-*")}
 
 
+KERNEL_OBJECT_PREFIX = "kernel-"  # in/kernel-<the JIT's cache key>.so: a kernel object of the worker's cache
+
+
+def _install_kernels(work: Path) -> None:
+    """The kernel objects the worker handed over (built by build_emulator_kernels, kept sealed by the worker: client.py
+    emulator_kernels) put into this job's own kernel cache under their JIT keys, sealed as the JIT seals its own: the
+    program's JIT finds them there and compiles only what it does not find. Whatever the job's code does to them
+    afterwards stays in this child."""
+    import hashlib
+    import shutil
+
+    from compiler.toolchain.emulate import kernel_cache_dir
+
+    objects = sorted((work / "in").glob(f"{KERNEL_OBJECT_PREFIX}*.so"))
+    if not objects:
+        return
+    kernels = kernel_cache_dir() / "kernels"
+    kernels.mkdir(parents=True, exist_ok=True)
+    for given in objects:
+        target = kernels / given.name.removeprefix(KERNEL_OBJECT_PREFIX)
+        shutil.copyfile(given, target)
+        target.with_name(target.name + ".sha256").write_text(hashlib.sha256(target.read_bytes()).hexdigest() + "\n")
+
+
 def _op_emulate(args: dict, work: Path) -> dict:
     from compiler.errors import CompileError
     from schemas.target import TargetConfig
 
+    _install_kernels(work)
     program = None
     if (work / "in" / "program").exists():  # main.cpp built apart (build_emulator_program), by no code of the job's
         program = work / "tmp" / "program"
@@ -267,6 +292,7 @@ def _op_run_on_device(args: dict, work: Path) -> dict:
 
     from compiler.toolchain.device import Device, DeviceUnavailable, run_bundle
 
+    _install_kernels(work)  # an emulated device's JIT: the objects the worker handed over (client.emulator_kernels)
     artifacts = _artifacts(work)
     device = Device(**args["device"])
     program = None
@@ -335,6 +361,40 @@ def _op_build_emulator_program(args: dict, work: Path) -> dict:
     return {"ok": True, "build_seconds": time.perf_counter() - started}
 
 
+def _op_build_emulator_kernels(args: dict, work: Path) -> dict:
+    """The job's kernels compiled as its emulate op's JIT will compile them, as out/kernel-<the JIT's cache key>.so. The
+    plan's own host program (built apart, in/program) runs on zero inputs with TTEMU_JIT_ONLY=1: the JIT checks and
+    compiles every kernel of the program (compiler/toolchain/kernel_check.py) and loads none (no static constructor
+    of theirs runs), then the program ends. No code of the job's runs here: an object is what g++ makes of its
+    kernel's text and nothing else, which the worker keeps for later jobs with the same kernels (client.py
+    emulator_kernels)."""
+    import json
+    import shutil
+
+    from compiler.toolchain.emulate import EmulationError, kernel_cache_dir, run_program
+    from compiler.toolchain.verification import zero_inputs
+
+    plan = json.loads((work / "in" / "artifact-tt.plan.json").read_bytes())
+    bundle = work / "tmp" / "bundle"
+    bundle.mkdir(parents=True)
+    for name, data in _artifacts(work).items():
+        (bundle / name).write_bytes(data)
+    program = work / "tmp" / "program"
+    program.write_bytes((work / "in" / "program").read_bytes())
+    program.chmod(0o755)
+    started = time.perf_counter()
+    try:
+        built = run_program(bundle, zero_inputs(plan), work / "tmp" / "run", arch=args["arch"], timing=False,
+                            env={"TTEMU_JIT_ONLY": "1"}, program=program)
+    except EmulationError as error:
+        return {"ok": False, "error": {"stage": "emulate", "message": str(error)[:8000]}}
+    if built.report.get("programs_run") != 0:  # a runtime that does not know TTEMU_JIT_ONLY ran the kernels: keep none
+        return {"ok": False, "error": {"stage": "emulate", "message": "the kernels' build ran the program"}}
+    for built in sorted((kernel_cache_dir() / "kernels").glob("*.so")):  # this child's own cache: all built here
+        shutil.copyfile(built, work / "out" / f"{KERNEL_OBJECT_PREFIX}{built.name}")
+    return {"ok": True, "build_seconds": time.perf_counter() - started}
+
+
 def _op_header_check(args: dict, work: Path) -> dict:
     from compiler import api
     from schemas.target import TargetConfig
@@ -354,5 +414,6 @@ def _op_check_kernels(args: dict, work: Path) -> dict:
 OPS = {"noop": _op_noop, "probe": _op_probe, "selftest": _op_selftest, "compile": _op_compile, "emulate": _op_emulate,
        "header_check": _op_header_check, "verify": _op_verify, "check_kernels": _op_check_kernels,
        "build_device_program": _op_build_device_program, "build_emulator_program": _op_build_emulator_program,
+       "build_emulator_kernels": _op_build_emulator_kernels,
        "run_on_device": _op_run_on_device}
 
