@@ -116,6 +116,36 @@ def test_kernels_that_passed_the_sandboxed_check_pass_again_without_a_child(tmp_
     assert ran == ["check_kernels"] and kept.read_bytes() == b""
 
 
+def test_a_sandboxed_header_check_is_kept_for_the_same_bytes(tmp_path, compiled, monkeypatch):
+    """The sandboxed real-header check runs no code of the job's, so the worker keeps its answer
+    (workers/sandbox/client.py header_check) under the bytes it checked: the same kernels and plan are answered again
+    without a child; another kernel's bytes (one byte more) are checked afresh, and so is a kept answer that no longer
+    matches its seal. Each answer says what a child's says."""
+    from compiler.toolchain import cache, emulate
+    from workers.sandbox import client
+
+    settings = Settings(data_dir=tmp_path / "data")
+    client.zygote_for(settings)  # started (or found) with the machine's cache: its runtime is there
+    monkeypatch.setattr(emulate, "cache_root", lambda: tmp_path / "cache")
+    ran: list[str] = []
+    real_run = client.Zygote.run
+    monkeypatch.setattr(client.Zygote, "run", lambda self, op, *args, **kw: ran.append(op) or real_run(self, op, *args, **kw))
+    job = JobRecord(id="kept", source=SOURCE, filename="gemm.py", target=TARGET, created_at=time.time())
+    executor = executor_for(settings)
+
+    first = executor.header_check(job, compiled.artifacts)
+    assert first.passed and ran == ["header_check"]
+    assert executor.header_check(job, compiled.artifacts).to_dict() == first.to_dict() and ran == ["header_check"]
+    (kept,) = [p for p in (tmp_path / "cache" / "sandboxed-header-checks").iterdir() if p.suffix == ".json"]
+    broken = {**compiled.artifacts, "writer.cpp": compiled.artifacts["writer.cpp"] + b"\nint tilefarm_x = ;\n"}
+    refused = executor.header_check(job, broken)
+    assert not refused.passed and ran == ["header_check"] * 2
+    assert executor.header_check(job, broken).to_dict() == refused.to_dict() and ran == ["header_check"] * 2
+    kept.write_text(kept.read_text().replace(first.headers, "forged headers"))  # well-formed, its seal not matching
+    assert executor.header_check(job, compiled.artifacts).headers == first.headers and ran == ["header_check"] * 3
+    assert cache.intact(kept) and "forged headers" not in kept.read_text()  # kept anew
+
+
 @pytest.mark.parametrize("sandbox", [False, True], ids=["in-process", "sandboxed"])
 def test_a_refusal_keeps_its_class_in_the_jobs_diagnostic(tmp_path, sandbox):
     """What kind of refusal it is (not expressible on Tenstorrent, or not lowered yet) reaches the job record, the

@@ -543,13 +543,61 @@ def _device_request(device) -> dict | None:
     return {"node": device.node, "path": None if device.kind == "emulated" else f"/dev/tenstorrent/{device.index}"}
 
 
+def header_check_key(artifacts: dict[str, bytes], arch: str) -> str | None:
+    """Where the machine keeps a sandboxed check's answer (sandboxed-header-checks/<key>.json): every byte the check
+    is given (the kernels and the plan, whose descriptors and compile-time arguments it writes), the arch, and what
+    else decides what g++ says: the check's code, the host compiler, every file of the headers tree, the SFPI
+    compiler of an SDK that has one. None when this side cannot name them (no headers here: keep nothing)."""
+    from compiler.toolchain import cache, header_check
+    from compiler.toolchain.sdk_headers import installed_root
+
+    root = installed_root()
+    if root is None:
+        return None
+    plan = json.loads(artifacts["tt.plan.json"])
+    files = {name: artifacts[name] for name in ("tt.plan.json", *(k["file"] for k in plan["kernels"]))}
+    sfpi = header_check.find_sfpi()
+    return cache.key("sandboxed header check", header_check.CHECK_CODE.read_bytes(),
+                     header_check._compiler_identity(header_check.HOST_CXX), header_check.headers_digest(root),
+                     repr(sfpi), header_check._compiler_identity(str(sfpi[0])) if sfpi else "no sfpi", arch,
+                     *(part for name in sorted(files) for part in (name, files[name])))
+
+
 def header_check(settings, *, artifacts: dict[str, bytes], target, stop=None) -> dict:
     """compiler.api.header_check (g++ -m32 -fsyntax-only of the generated kernels against the real headers),
-    run in the sandbox: the kernels are derived from the user's source. Returns HeaderCheckReport.to_dict()."""
+    run in the sandbox: the kernels are derived from the user's source. Returns HeaderCheckReport.to_dict().
+
+    The child runs no code of the job's (the compiler reads the kernels' text, nothing runs them), so its answer is
+    kept (sandboxed-header-checks/<header_check_key>.json in the machine's cache, sealed), written here and read only
+    here, as the kernel check's verdicts and the kernels' objects are: a later job with byte-identical kernels and plan
+    gets that answer without a child (~0.4-0.7 CPU s). An answer that does not match its seal is checked again."""
+    from compiler.toolchain import cache
+    from compiler.toolchain.emulate import cache_root
+
+    try:
+        key = header_check_key(artifacts, target.arch)
+    except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError):  # checked afresh, kept nowhere
+        key = None
+    kept = cache_root() / "sandboxed-header-checks" / f"{key}.json" if key else None
+    if kept is not None and cache.intact(kept):
+        try:
+            answer = answers.header_checked(loads_strict(kept.read_bytes()), {})
+        except (ValueError, SandboxError):
+            answer = None
+        if isinstance(answer, answers.HeaderChecked):
+            return answer.report.model_dump(mode="json")
     files = {f"artifact-{name}": data for name, data in artifacts.items()}
     result = zygote_for(settings).run("header_check", {"target": target.model_dump(mode="json")},
                                       limits_for(settings, "check"), files, stop=stop)
     answer = answers.header_checked(result.value, result.files)
     if isinstance(answer, answers.Failed):
         raise _error_from(answer.error, "check")
+    if kept is not None:
+        try:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            built = kept.with_name(f".{kept.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            built.write_text(json.dumps(answer.model_dump(mode="json")))
+            cache.publish(built, kept)
+        except OSError:  # a cache this process cannot write: the check still ran
+            pass
     return answer.report.model_dump(mode="json")
