@@ -400,7 +400,8 @@ def _op_header_check(args: dict, work: Path) -> dict:
     from schemas.target import TargetConfig
 
     artifacts = _artifacts(work)
-    # keep=False: a job's check answers for that job only; the machine's kept verdicts are written by trusted code
+    # keep=False: this child reads and writes no kept verdict; the worker keeps this answer, for the same bytes only
+    # (client.header_check: no code of the job's runs here)
     report = api.header_check(artifacts, target=TargetConfig.model_validate(args["target"]), keep=False)
     return {"ok": True, "passed": bool(report.passed), "report": report.to_dict(), "rendered": report.render()}
 
