@@ -103,13 +103,15 @@ def test_a_sandboxed_job_is_handed_only_the_build_of_its_own_kernels(tmp_path, m
     from schemas.target import TargetConfig
     from workers.sandbox import answers, client
 
-    monkeypatch.setenv("TTEMU_RUNTIME_DIR", str(emulate.runtime_root()))  # the machine's runtime, not a new one
-    monkeypatch.setenv("TILEFARM_CACHE_DIR", str(tmp_path / "cache"))
     settings, target = Settings(data_dir=tmp_path / "data"), TargetConfig()
     process_zygote(settings)
     honest, doubled = _artifacts(1.0), _artifacts(2.0)
     assert honest["main.cpp"] == doubled["main.cpp"] and honest["compute.cpp"] != doubled["compute.cpp"]
-    program = client.emulator_program(settings, honest, json.loads(honest["tt.plan.json"]))
+    program = client.emulator_program(settings, honest, json.loads(honest["tt.plan.json"]))  # the machine's build
+    built = emulate.cache_root() / "ttemu-programs" / emulate.program_key(honest["main.cpp"])
+    monkeypatch.setenv("TTEMU_RUNTIME_DIR", str(emulate.runtime_root()))  # the machine's runtime, not a new one
+    monkeypatch.setenv("TILEFARM_CACHE_DIR", str(tmp_path / "cache"))  # kernel objects kept here, nowhere else
+    shutil.copytree(built, emulate.cache_root() / "ttemu-programs" / built.name)
     honest_objects = client.emulator_kernels(settings, honest, program, target.arch)
     shutil.rmtree(tmp_path / "cache" / "sandbox-kernels")
     doubled_objects = client.emulator_kernels(settings, doubled, program, target.arch)
