@@ -424,9 +424,14 @@ def emulator_kernels(settings, artifacts: dict[str, bytes], program: bytes, arch
             objects = [entry / f"{key}.so" for key in keys]
             if all(cache.intact(path) for path in objects):
                 return {f"kernel-{path.name}": path.read_bytes() for path in objects}
-    result = zygote_for(settings).run("build_emulator_kernels", {"arch": arch}, limits_for(settings, "emulate"),
-                                      {**{f"artifact-{name}": data for name, data in artifacts.items()},
-                                       "program": program}, stop=stop)
+    try:
+        result = zygote_for(settings).run("build_emulator_kernels", {"arch": arch}, limits_for(settings, "emulate"),
+                                          {**{f"artifact-{name}": data for name, data in artifacts.items()},
+                                           "program": program}, stop=stop)
+    except (SandboxInterrupted, answers.ForgedAnswer):
+        raise  # the stage was stopped; an answer no build gives
+    except SandboxError:  # killed at a limit, say: the emulate op meets the same and reports it as it always did
+        return {}
     answer, objects = answers.built_kernels(result.value, result.files)
     if isinstance(answer, answers.Failed) or not objects:
         return {}
