@@ -78,42 +78,52 @@ def test_a_kernel_the_preprocessor_refuses_is_refused_alike(tmp_path, compiled, 
 
 
 def test_kernels_that_passed_the_sandboxed_check_pass_again_without_a_child(tmp_path, compiled, monkeypatch):
-    """The sandboxed kernel check keeps that the kernels passed (workers/sandbox/client.py check_kernels): the same
-    bytes are taken again without a child; other bytes (one kernel, or the plan its defines come from), a refused
-    kernel and a damaged kept entry are checked afresh, each time."""
+    """The sandboxed kernel check keeps that a kernel passed (workers/sandbox/client.py check_kernels): the same
+    bytes are taken again without a child; the child is sent only the kernels not kept (one changed kernel; all three
+    under another plan, which their defines come from); a refused kernel and a damaged kept entry are checked afresh,
+    each time."""
     from compiler.toolchain import emulate
     from workers.sandbox import client
 
     settings = Settings(data_dir=tmp_path / "data")
     client.zygote_for(settings)  # started (or found) with the machine's cache: its runtime is there
     monkeypatch.setattr(emulate, "cache_root", lambda: tmp_path / "cache")
-    ran: list[str] = []
+    sent: list[list[str]] = []  # the kernels each check_kernels child was given
     real_run = client.Zygote.run
-    monkeypatch.setattr(client.Zygote, "run", lambda self, op, *args, **kw: ran.append(op) or real_run(self, op, *args, **kw))
+
+    def recording(self, op, args, limits=None, files=None, *rest, **kw):
+        if op == "check_kernels":
+            sent.append(sorted(name.removeprefix("artifact-") for name in files if name.endswith(".cpp")))
+        return real_run(self, op, args, limits, files, *rest, **kw)
+
+    monkeypatch.setattr(client.Zygote, "run", recording)
     job = JobRecord(id="kept", source=SOURCE, filename="gemm.py", target=TARGET, created_at=time.time())
     executor = executor_for(settings)
+    every = ["compute.cpp", "reader.cpp", "writer.cpp"]
 
     executor.check_kernels(job, compiled.artifacts)
     executor.check_kernels(job, compiled.artifacts)
-    assert ran == ["check_kernels"]  # the second look is the kept verdict
-    (kept,) = [p for p in (tmp_path / "cache" / "kernel-checks").iterdir() if p.suffix != ".sha256"]
+    assert sent == [every]  # the second look is the kept verdicts
+    kept = sorted(p for p in (tmp_path / "cache" / "kernel-checks").iterdir() if p.suffix != ".sha256")
+    assert len(kept) == 3
     other_plan = json.loads(compiled.artifacts["tt.plan.json"])
     other_plan["target"]["arch"] = "blackhole"
-    for other in ({**compiled.artifacts, "writer.cpp": compiled.artifacts["writer.cpp"] + b"\n"},
-                  {**compiled.artifacts, "tt.plan.json": json.dumps(other_plan).encode()}):
-        ran.clear()
+    for other, checked in (({**compiled.artifacts, "writer.cpp": compiled.artifacts["writer.cpp"] + b"\n"},
+                            ["writer.cpp"]),
+                           ({**compiled.artifacts, "tt.plan.json": json.dumps(other_plan).encode()}, every)):
+        sent.clear()
         executor.check_kernels(job, other)
-        assert ran == ["check_kernels"]
+        assert sent == [checked]
     refused = {**compiled.artifacts, "reader.cpp": b'#include "/etc/shadow"\n' + compiled.artifacts["reader.cpp"]}
     for _ in range(2):
-        ran.clear()
+        sent.clear()
         with pytest.raises(ForgedAnswer, match="/etc/shadow"):
             executor.check_kernels(job, refused)
-        assert ran == ["check_kernels"]  # a refusal is never kept
-    kept.write_bytes(b"damaged")  # its seal no longer matches: not a verdict any more
-    ran.clear()
+        assert sent == [["reader.cpp"]]  # a refusal is never kept; the genuine writer and compute are
+    kept[0].write_bytes(b"damaged")  # its seal no longer matches: not a verdict any more
+    sent.clear()
     executor.check_kernels(job, compiled.artifacts)
-    assert ran == ["check_kernels"] and kept.read_bytes() == b""
+    assert len(sent) == 1 and len(sent[0]) == 1 and kept[0].read_bytes() == b""
 
 
 def test_a_sandboxed_header_check_is_kept_for_the_same_bytes(tmp_path, compiled, monkeypatch):

@@ -294,34 +294,41 @@ def check_kernels(settings, artifacts: dict[str, bytes]) -> None:
     assembler), in a child of their own that runs no user code, before anything of the answer is kept. Raises
     ForgedAnswer naming each kernel refused and why: the compiler never writes such a kernel.
 
-    That every kernel passed is kept (an empty sealed file, kernel-checks/<key> in the machine's cache), written
-    here from that child's answer: the key names every byte the check was given (kernels and plan) and what decides
-    its verdict (the check's rules, the emulator's API headers, the compiler), so the same kernels pass again without
-    a child (~0.18 CPU s of `g++ -E`: a kernel resubmitted with a fresh comment, another kernel with the same
-    lowering, the hardware stage's second look). A refusal is never kept: other bytes are checked afresh."""
+    That a kernel passed is kept (an empty sealed file, kernel-checks/<key> in the machine's cache), written here
+    from that child's answer: the key names every byte the check was given for it (the kernel, its name and the plan
+    its defines come from) and what decides its verdict (the check's rules, the emulator's API headers, the
+    compiler), so the same kernel passes again without a child (~0.06 CPU s of `g++ -E` a kernel: a kernel
+    resubmitted with a fresh comment, another kernel with the same lowering, the hardware stage's second look, a
+    reader forged beside the genuine writer and compute). The child is sent only the kernels not kept. A refusal is
+    never kept: other bytes are checked afresh."""
     from compiler.toolchain import cache
     from compiler.toolchain.emulate import api_key, cache_root
     from compiler.toolchain.kernel_check import KERNEL_FILES, rules_digest
 
-    files = {f"artifact-{name}": artifacts[name] for name in (*KERNEL_FILES, "tt.plan.json")}
+    plan = artifacts["tt.plan.json"]
     try:
-        passed = cache_root() / "kernel-checks" / cache.key(
-            "kernel check", rules_digest(), api_key(), *(part for name in sorted(files) for part in (name, files[name])))
+        rules, api = rules_digest(), api_key()
+        passed = {name: cache_root() / "kernel-checks" / cache.key(
+            "kernel check", rules, api, name, artifacts[name], "tt.plan.json", plan) for name in KERNEL_FILES}
     except (OSError, subprocess.SubprocessError):  # no compiler to name (the check's child will say so): keep nothing
-        passed = None
-    if passed is not None and cache.intact(passed):
+        passed = {}
+    given = tuple(name for name in KERNEL_FILES if name not in passed or not cache.intact(passed[name]))
+    if not given:
         return
+    files = {f"artifact-{name}": artifacts[name] for name in (*given, "tt.plan.json")}
     result = zygote_for(settings).run("check_kernels", {}, limits_for(settings, "compile"), files)
-    steps.refuse_kernels(answers.kernels_checked(result.value, result.files))
-    if passed is None:
-        return
-    try:
-        passed.parent.mkdir(parents=True, exist_ok=True)
-        built = passed.with_name(f".{passed.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        built.write_bytes(b"")
-        cache.publish(built, passed)
-    except OSError:  # a cache this process cannot write: the check still ran
-        pass
+    findings = answers.kernels_checked(result.value, result.files, given)
+    for name in given:
+        if findings[name] or name not in passed:
+            continue
+        try:
+            passed[name].parent.mkdir(parents=True, exist_ok=True)
+            built = passed[name].with_name(f".{passed[name].name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            built.write_bytes(b"")
+            cache.publish(built, passed[name])
+        except OSError:  # a cache this process cannot write: the check still ran
+            pass
+    steps.refuse_kernels(findings)
 
 
 def emulate(settings, *, artifacts: dict[str, bytes], inputs: dict, target, source: str, filename: str,
