@@ -109,6 +109,15 @@ _OPS = [
         "{4}, {5}, {6}, {7}, {8}, {9})", DATAFLOW),
     _op("mcast_receive", "cb expr expr expr expr", "mcast_receive_block(get_semaphore({1}), get_semaphore({2}), {3}, {4})",
         DATAFLOW),
+    # the send in parts (TTSplitKernels, chunk_multicast): wait for every receiver once (ready semaphore, receivers),
+    # multicast each run of pages as soon as it is read (cb, first page, pages, the rectangle, receivers, loopback),
+    # then set the receivers' flag (valid semaphore, the rectangle, receivers, loopback)
+    _op("mcast_send_wait", "cb expr expr", "mcast_wait_receivers(get_semaphore({1}), {2})", DATAFLOW),
+    _op("mcast_send_pages", "cb expr expr expr expr expr expr expr expr",
+        "mcast_send_pages(get_write_ptr({0}) + {1:p} * get_tile_size({0}), {2:p} * get_tile_size({0}), {3}, {4}, {5}, "
+        "{6}, {7}, {8})", DATAFLOW),
+    _op("mcast_send_flag", "cb expr expr expr expr expr expr expr",
+        "mcast_send_flag(get_semaphore({1}), {2}, {3}, {4}, {5}, {6}, {7})", DATAFLOW),
     # the receive in two steps, so that a core can send between them (TTExchangePartials' swap): clear the flag and
     # tell the sender this core's page is reserved; then wait for the flag
     _op("mcast_receive_ready", "cb expr expr expr expr",

@@ -96,6 +96,35 @@ inline void mcast_send_block(uint32_t l1, uint32_t bytes, uint32_t ready_sem, ui
     }}
 }}"""
 
+MCAST_SEND_PARTS = """// The block multicast in parts as its reads land (TTSplitKernels' chunk_multicast): wait once until every
+// receiver has reserved its pages, write each part to the same L1 address on each, then set their `valid` flag.
+inline void mcast_wait_receivers(uint32_t ready_sem, uint32_t receivers) {{
+    if (receivers == 0) return;
+    volatile tt_l1_ptr uint32_t* ready = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(ready_sem);
+    noc_semaphore_wait(ready, receivers);
+    noc_semaphore_set(ready, 0);
+}}
+inline void mcast_send_pages(uint32_t l1, uint32_t bytes, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                             uint32_t receivers, uint32_t loopback) {{
+    if (receivers == 0) return;
+    const uint64_t data = get_noc_multicast_addr(x0, y0, x1, y1, l1);
+    if (loopback) {{
+        noc_async_write_multicast_loopback_src(l1, data, bytes, receivers + 1);
+    }} else {{
+        noc_async_write_multicast(l1, data, bytes, receivers);
+    }}
+}}
+inline void mcast_send_flag(uint32_t valid_sem, uint32_t x0, uint32_t y0, uint32_t x1, uint32_t y1,
+                            uint32_t receivers, uint32_t loopback) {{
+    if (receivers == 0) return;
+    const uint64_t flag = get_noc_multicast_addr(x0, y0, x1, y1, valid_sem);
+{flush}    if (loopback) {{
+        noc_semaphore_set_multicast_loopback_src(valid_sem, flag, receivers + 1);
+    }} else {{
+        noc_semaphore_set_multicast(valid_sem, flag, receivers);
+    }}
+}}"""
+
 MCAST_RECEIVE = """// A shared block arrives by multicast: clear the flag, tell the sender this core's pages are reserved, wait.
 inline void mcast_receive_block(uint32_t ready_sem, uint32_t valid_sem, uint32_t sender_x, uint32_t sender_y) {
     volatile tt_l1_ptr uint32_t* valid = reinterpret_cast<volatile tt_l1_ptr uint32_t*>(valid_sem);
@@ -607,6 +636,10 @@ class KernelPrinter:
             flush = f"{INDENT * 2}noc_async_writes_flushed();  // Blackhole: the data leaves before the flag\n" \
                 if attrs.TARGET.get(self.func)["arch"] == "blackhole" else ""
             head += ["", *MCAST_SEND.format(flush=flush).splitlines()]
+        if "mcast_send_pages" in self.used_ops:
+            flush = f"{INDENT}noc_async_writes_flushed();  // Blackhole: the data leaves before the flag\n" \
+                if attrs.TARGET.get(self.func)["arch"] == "blackhole" else ""
+            head += ["", *MCAST_SEND_PARTS.format(flush=flush).splitlines()]
         if "mcast_receive" in self.used_ops:
             head += ["", *MCAST_RECEIVE.splitlines()]
         if "mcast_receive_ready" in self.used_ops:

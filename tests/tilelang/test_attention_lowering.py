@@ -418,5 +418,18 @@ def test_with_one_block_a_core_the_first_key_step_starts_on_the_first_rows_of_q(
     first_step = compute.index("if (kb == 0) {", key_loop)
     assert compute.index("cb_wait_front(cb_q, ", first_step) < compute.index("matmul_block(cb_q, ", key_loop)
     assert compute.index(f"cb_wait_front(cb_q, {rows * cols});") > compute.rindex("cb_pop_front(cb_v", 0)
+    # K's and V's senders multicast each step in parts, each part as soon as its reads land (chunk_multicast): one
+    # wait for the receivers, parts that cover the block's pages once, one flag after the last
+    for cb in ("cb_k", "cb_v"):
+        (n,) = {int(x) for x in re.findall(rf"cb_reserve_back\({cb}, (\d+)\);", reader)}
+        sender = reader[reader.index(f"if ({cb}_mcast_role != 0) {{"):]
+        sender = sender[:sender.index("} else {")]
+        assert sender.count("mcast_wait_receivers(") == 1 and sender.count("mcast_send_flag(") == 1
+        assert "mcast_send_block(" not in sender
+        parts = [(int(a), int(b)) for a, b in re.findall(
+            rf"mcast_send_pages\(get_write_ptr\({cb}\) \+ (\d+) \* get_tile_size\({cb}\), (\d+) \*", sender)]
+        assert len(parts) > 1 and sorted(p for a, b in parts for p in range(a, a + b)) == list(range(n))
+        assert sender.index("mcast_wait_receivers(") > sender.index("noc_async_read_barrier")
+        assert sender.count("noc_async_read_barrier();") == 4          # one per part
     outcome, q, k, v = run_attention(result, target, params, 13)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=1.5e-2)
