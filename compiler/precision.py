@@ -272,7 +272,11 @@ class PathWalk:
             new = Path(exact=False).merge(*(self.path(s) for s in sources))
         whole = all(isinstance(r.min, tirx.IntImm) and int(r.min) == 0 for r in call.args[0].region) and \
             [int(r.extent) for r in call.args[0].region] == [int(d) for d in dst.shape]
-        if str(dst.name) in self.held_bf16 and dst_dtype == "float32" and not new.exact:
+        # a copy or a maximum / minimum of values already in bfloat16 is one of them: packed to a bfloat16 tile as it
+        # is (the running max of bfloat16 scores, tensorize's bfloat16_extremes)
+        picks = name == "copy" or name in REDUCE and TILE_OPS[name].combine in (np.maximum, np.minimum)
+        of_bf16 = sources and all(str(s.name) in self.held_bf16 or str(s.dtype) == "bfloat16" for s in sources)
+        if str(dst.name) in self.held_bf16 and dst_dtype == "float32" and not new.exact and not (picks and of_bf16):
             new = replace(new, stores=new.stores + ("bfloat16",))    # packed to a bfloat16 tile: one rounding
         self.paths[str(dst.name)] = new if whole else before.merge(new)
         if whole and self.body_writes:

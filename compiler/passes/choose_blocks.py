@@ -54,7 +54,7 @@ from .merge_steps import carried_buffers, masked_step_is_null, steps_merge
 from .partition_work import blocks_of, partition
 from .share_reads import block_values, groups_of
 from .tensorize.emit import dst_group
-from .tensorize.plan import fresh_matmul_outputs
+from .tensorize.plan import bfloat16_extremes, fresh_matmul_outputs
 from .. import attrs, registry
 
 MIN_K_STEPS = 8               # K steps worth pipelining: the reads of step k+1 hide behind the math of step k
@@ -545,6 +545,7 @@ class Chooser:
         # float32 matmul outputs held in bfloat16 tiles (TargetConfig.intermediate_dtype; TTTensorize's same rule)
         self.held_bf16 = fresh_matmul_outputs(func.body) if self.target.get("intermediate_dtype") == "bfloat16" \
             else set()
+        self.held_bf16 |= bfloat16_extremes(func.body, self.held_bf16) if self.held_bf16 else set()
 
     def tiles(self, root) -> int:
         c = self.t.classes[root]

@@ -1,6 +1,7 @@
 """TargetConfig.intermediate_dtype "bfloat16": a float32 fragment that a matmul writes whole and no loop carries
 (attention's scores S, cleared and computed every key step) is held in bfloat16 tiles in L1, as ttnn's SDPA holds S
-and P; accumulators (O, the row max and sum) keep float32, and the verification tolerance counts each rounding.
+and P; accumulators (O, the row sum) keep float32, and the verification tolerance counts each rounding. A running
+max of such scores (every value one of theirs, or the fill's -inf) is held in bfloat16 too: no rounding.
 Checked against NumPy attention on both archs, and on a GEMM whose float32 accumulator a K loop carries."""
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def test_attention_scores_are_held_in_bfloat16_and_the_output_verifies(arch, cau
                             target=target)
     dtypes = held(result)
     assert dtypes["s"] == "bfloat16"                          # rewritten every key step: narrowed
-    assert dtypes["acc"] == dtypes["m"] == dtypes["l"] == "float32"     # carried by the key loop: kept
+    assert dtypes["acc"] == dtypes["l"] == "float32"          # carried by the key loop: kept
+    assert dtypes["m"] == "bfloat16"                          # a running max of bfloat16 scores: a bfloat16 value
     (cb_s,) = [c for c in result.plan["circular_buffers"] if c["buffer"] == "s"]
     assert cb_s["data_format"] == "Float16_b" and cb_s["page_bytes"] == 2048
     outcome, q, k, v = run_attention(result, target, params, 5)
@@ -150,6 +152,43 @@ def test_a_row_max_of_bfloat16_tiles_the_kernel_computed_is_one_block_call_per_r
     np.testing.assert_allclose(outcome.outputs["S"], want, rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+@pytest.mark.parametrize("fill,narrowed", [("-T.infinity(\"float32\")", True), ("0.1", False)])
+def test_a_running_max_of_bfloat16_values_is_held_in_bfloat16(arch, fill, narrowed):
+    """With bfloat16 intermediates, a float32 running max whose every value is a bfloat16 value (a row max of
+    bfloat16 tiles over a fill bfloat16 represents) is held in a bfloat16 CB; a fill of 0.1 (no bfloat16) keeps it
+    float32. The values are the same either way: against NumPy, the tolerance counting no rounding for m."""
+    source = BF16_ROW_MAX.replace("CLEAR", "False").replace('T.fill(m, -T.infinity("float32"))', f"T.fill(m, {fill})")
+    result, outcome = run_kernel(source, seed=67, target=TargetConfig(arch=arch, blocking="as_written",
+                                                                       intermediate_dtype="bfloat16"))
+    assert held(result)["m"] == ("bfloat16" if narrowed else "float32")
+    assert outcome.passed, outcome.verification.render()
+    x = outcome.inputs["X"].astype(np.float64) * 2.0 - 1.0
+    want = np.maximum(x.max(axis=1, keepdims=True), -np.inf if narrowed else 0.1)
+    np.testing.assert_allclose(outcome.outputs["S"], want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("arch,heads,seq_len,run", [("wormhole_b0", 8, 1024, True), ("blackhole", 10, 2048, False)])
+def test_the_row_max_window_reads_the_running_max_and_the_scores_in_one_format(arch, heads, seq_len, run):
+    """Flash attention with bfloat16 scores, several tile rows a block: the running max m is held in bfloat16
+    (bfloat16_extremes), so the row loop of the row max window loads m and reduces the scores' row into it without
+    switching the unpacker's source format a row (no reconfig_data_format inside the loop; float32 m took two a
+    row); the output verifies against float64 attention (the smaller shape; the bench's BH 2048 compiled only)."""
+    params = {**PARAMS, "heads": heads, "seq_len": seq_len}
+    target = TargetConfig(arch=arch, intermediate_dtype="bfloat16")
+    result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
+                            params=params, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    start = compute.index("copy_init(cb_m, 0, true);")
+    loop = compute.rindex("for (uint32_t g_", 0, start)
+    assert "tile_regs_commit();" not in compute[loop:start]          # the row loop holds the window
+    window = compute[loop:compute.index("tile_regs_commit();", start)]
+    assert "reduce_block_max_row<" in window and "reconfig_data_format" not in window
+    if run:
+        outcome, q, k, v = run_attention(result, target, params, 13)
+        np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=1.5e-2)
+
+
 def test_a_row_max_the_reader_streams_in_stays_a_reduce_tile_per_tile():
     """softmax's row max over the bfloat16 row the reader brings: reduce_tile starts on the row's first tile while
     the rest arrive (the one block call would wait for the whole row)."""
@@ -230,12 +269,13 @@ def test_a_subtract_of_a_row_the_reader_brings_keeps_its_own_loop():
 
 
 @pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
-def test_every_copy_of_the_float32_row_max_reads_it_with_srca_configured_for_float32(arch):
-    """The unpacker converts by the format srcA is configured for, not the CB's: the float32 row max m copied right
+def test_every_copy_of_the_row_max_reads_it_with_srca_configured_for_its_format(arch):
+    """The unpacker converts by the format srcA is configured for, not the CB's: a float32 row max m copied right
     after `reconfig_data_format(cb_s, cb_reduce_scaler)` (bfloat16 scores) read its bytes as bfloat16 on hardware
     (the emulator fails it: unpack-format). Walking the compute kernel's calls in order (straight-line, the
-    configuration calls as the API defines them), srcA holds m's format at every copy_tile of m; the output verifies
-    on the emulator in test_attention_scores_are_held_in_bfloat16_and_the_output_verifies."""
+    configuration calls as the API defines them), srcA holds m's format (bfloat16 now: bfloat16_extremes) at every
+    copy_tile of m; the output verifies on the emulator in
+    test_attention_scores_are_held_in_bfloat16_and_the_output_verifies."""
     target = TargetConfig(arch=arch, intermediate_dtype="bfloat16")
     result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
                             params=PARAMS, target=target)
@@ -251,5 +291,5 @@ def test_every_copy_of_the_float32_row_max_reads_it_with_srca_configured_for_flo
             src_a = m.group(1)
         elif line.startswith("copy_tile(cb_m, "):
             copies += 1
-            assert formats[src_a] == formats["cb_m"] == "Float32", (line, src_a)
+            assert formats[src_a] == formats["cb_m"], (line, src_a)
     assert copies >= 2

@@ -19,8 +19,8 @@ from ...ir import error_at, fresh_loop_vars, seq, stmts_of
 from ...target import DATA_FORMATS, dst_capacity
 from ..lower_to_circular_buffers import free_cb_index
 from .emit import Emitter
-from .plan import (LoopItem, Planner, Window, WindowTooLarge, accesses, cb_resident, first_use, fresh_matmul_outputs,
-                   op_facts_remembered, two_versions)
+from .plan import (LoopItem, Planner, Window, WindowTooLarge, accesses, bfloat16_extremes, cb_resident, first_use,
+                   fresh_matmul_outputs, op_facts_remembered, two_versions)
 from ... import attrs, precision
 
 STAGE = "tensorize"
@@ -244,6 +244,8 @@ class Tensorizer:
         self.two_versions = two_versions(items)
         if self.target.get("intermediate_dtype") == "bfloat16":
             self.narrowed = {n for n in fresh_matmul_outputs(self.func.body) if self.roles.get(n) == "compute"}
+            self.narrowed |= {n for n in bfloat16_extremes(self.func.body, self.narrowed)
+                              if self.roles.get(n) == "compute"}
         self.grow_interleaved_rings(items)
         self.make_resident(sorted(cb_resident(items, lambda n: self.roles.get(n) == "compute", self.buffer_tiles()),
                                   key=list(self.buffers).index))

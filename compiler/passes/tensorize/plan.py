@@ -18,6 +18,7 @@ flash attention's two matmuls around an online softmax all come out of these two
 from __future__ import annotations
 
 import copy
+import struct
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -520,6 +521,52 @@ def fresh_matmul_outputs(body) -> set[str]:
     tvm_ffi.structural_walk(body, [(tirx.TilePrimitiveCall, gemm), (tirx.For, loops.append)], order="pre")
     carried = set().union(*(loop_carried([loop], by_tiles=True) for loop in loops))
     return written - carried
+
+
+def bfloat16_extremes(body, held: set[str]) -> set[str]:
+    """Float32 buffers whose every value is a bfloat16 value: written only by row maxima / minima of bfloat16 values
+    (bfloat16 data, or the float32 values in `held`, which the program holds in bfloat16 tiles: a maximum is one of
+    its terms, the reduce's scaler is 1), fills with a constant bfloat16 represents (0, -inf: the online softmax's
+    running max starts at -inf) and whole copies of such buffers. Holding them in bfloat16 tiles rounds nothing (the
+    running max of bfloat16 scores), and their CB then has the scores' format: the row max reads the running max and
+    the scores, and the exp window subtracts one from the other, without reconfiguring the unpacker between them.
+    What TargetConfig.intermediate_dtype "bfloat16" holds in bfloat16 beside `held` (TTChooseBlocks' L1 budget and
+    TTTensorize's CBs alike)."""
+    writes: dict[str, list[OpInfo]] = {}
+    stored: set[str] = set()
+
+    def tile_op(call) -> None:
+        info = op_info(call)
+        writes.setdefault(info.dst.name, []).append(info)
+
+    tvm_ffi.structural_walk(body, [(tirx.TilePrimitiveCall, tile_op),
+                                   (tirx.BufferStore, lambda s: stored.add(str(s.buffer.name)))], order="pre")
+
+    def bf16_fill(value) -> bool:    # a float32 whose low 16 bits are zero (0, +-inf, 1.0, ...) is a bfloat16
+        try:
+            return value is not None and struct.unpack("<I", struct.pack("<f", value))[0] & 0xFFFF == 0
+        except OverflowError:
+            return False
+
+    def from_bf16(operand: Operand, found: set[str]) -> bool:
+        r = operand.region
+        return r is not None and (str(r.buffer.dtype) == "bfloat16" or r.name in held or r.name in found)
+
+    found: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for name, infos in writes.items():
+            if name in found or name in stored or str(infos[0].dst.buffer.dtype) != "float32":
+                continue
+            if all(info.name == "zero" or info.name == "fill" and bf16_fill(scalar_of(info.call.args[1]))
+                   or info.name in ("max", "min") and info.name in REDUCE and from_bf16(info.operands[0], found)
+                   or info.name == "copy" and info.whole and not is_transposed(info.call)
+                   and from_bf16(info.operands[0], found) and info.operands[0].bcast is None
+                   for info in infos):
+                found.add(name)
+                grew = True
+    return found
 
 
 def reuses_dest(info: OpInfo, written, replicated: frozenset, fp32_on_fpu: frozenset | None, exact: frozenset,
