@@ -495,6 +495,79 @@ def _chunked_send(body: list, cbs: set[int]):
     return out
 
 
+_OUTPUT_WRITE_CALLS = {"cb_wait_front", "cb_pop_front", "write_tile", "noc_async_writes_flushed"}
+
+
+def _substituted(node, mapping: dict):
+    """node with the Vars of `mapping` (handle -> replacement) replaced."""
+    return tvm_ffi.structural_map(node, (tirx.Var, lambda v: mapping.get(v.__chandle__(), v)))
+
+
+def _output_write_tail(stmts: list, cbs: list[dict]) -> int | None:
+    """Where the block's trailing output write starts: the longest tail of `stmts` that only waits for, writes and
+    frees pages of output CBs, holding at most their pages (the CB takes a whole block's output without the
+    writer); None when there is none or it does not fit."""
+    outputs = {c["index"]: c for c in cbs if c["role"] == "output"}
+    at = len(stmts)
+    while at > 0 and not isinstance(stmts[at - 1], tirx.Bind) and all(
+            c[0].name in _OUTPUT_WRITE_CALLS and (c[0].name not in ("cb_wait_front", "cb_pop_front")
+                                                  or int(c[1][0]) in outputs) for c in _calls(stmts[at - 1])):
+        at -= 1
+    from .verify_program import cb_page_counts
+    counts: dict = {}
+    cb_page_counts(seq(stmts[at:]), counts)
+    popped = {cb: n for (cb, name), n in counts.items() if name == "cb_pop_front"}
+    if at == len(stmts) or not popped or any(n > outputs[cb]["num_pages"] for cb, n in popped.items()):
+        return None
+    return at
+
+
+def outputs_after_first_step(stmts: list, cbs: list[dict]) -> list:
+    """With several blocks a core: a writer whose block starts with a loop of steps it receives by multicast (or
+    sends: attention's V) and ends by writing the block's output writes block i - 1's output right after block i's
+    first step (the last block's in one more trip of the block loop). Written where it was, the output stood
+    between a block's last step and the next block's first: a core whose compute ended its block late held its
+    whole group's next step behind its output write (WH 1x10x2048x128 causal: the V step of a pair of cores queued
+    behind the O write and the other cores' reads). Only where the output CB holds a whole block's pages (compute
+    then finishes the block without the writer). The first loop runs at least one trip (a causal block's may have
+    no step; the extra block trip has none) and writes in its first, `kb == 0`, which TTVerifyProgram counts once
+    a loop: each CB's pages once a block."""
+    found = _block_loop(seq(stmts))
+    if found is None:
+        return stmts
+    before, loop, after = found
+    body = stmts_of(loop.body)
+    binds = _leading_binds(body)
+    rest = body[len(binds):]
+    tail = _output_write_tail(rest, cbs)
+    first = rest[0] if rest else None
+    if tail is None or tail == 0 or not isinstance(first, tirx.For) or not _multicast_cbs(first.body) \
+            or not isinstance(first.min, tirx.IntImm) or any(isinstance(s, tirx.Bind) for s in rest[:tail]):
+        return stmts
+    i = loop.loop_var
+    last = loop.min + loop.extent
+    prev, mapping = [], {i.__chandle__(): i - 1}
+    for b in binds:
+        var = tirx.Var(f"{b.var.name}_prev", str(b.var.ty))
+        prev.append(tirx.Bind(var, _substituted(b.value, mapping)))
+        mapping[b.var.__chandle__()] = var
+    del mapping[i.__chandle__()]
+    write = tirx.IfThenElse(tirx.GT(i, loop.min), seq(prev + [_substituted(s, mapping) for s in rest[tail:]]), None)
+    # the first loop runs at least one trip (its steps only where they are due), the write in its first
+    kb = first.loop_var
+    due = tirx.LT(i, last)
+    if not (isinstance(first.extent, tirx.IntImm) and int(first.extent) > 0):
+        due = tirx.And(due, tirx.LT(kb, first.min + first.extent))
+    steps = tirx.For(kb, first.min, tirx.Max(first.extent, 1) if not isinstance(first.extent, tirx.IntImm)
+                     else tirx.IntImm("int32", max(int(first.extent), 1)), first.kind,
+                     seq([tirx.IfThenElse(due, first.body, None), tirx.IfThenElse(tirx.EQ(kb, first.min), write, None)]),
+                     first.thread_binding, first.annotations, span=first.span)
+    new_body = binds + [steps] + ([tirx.IfThenElse(tirx.LT(i, last), seq(rest[1:tail]), None)] if tail > 1 else [])
+    new_loop = tirx.For(i, loop.min, loop.extent + 1, loop.kind, seq(new_body), loop.thread_binding,
+                        loop.annotations, span=loop.span)
+    return before + [new_loop] + after
+
+
 def _rmw_group(stmts: list, k: int):
     """(buffer, end) when stmts[k:end] is the read-back of an accumulated output (`write_barrier_before_read(cb);
     reserve(cb); reads...; barrier(cb); push(cb)`), else None."""
@@ -712,6 +785,8 @@ def split_kernels(mod, ctx):
         stmts = splitter.filter(stmts_of(func.body), role)
         if role == ops.WRITER:
             stmts = hoist_read_backs(stmts)
+            if not one_block_a_core:
+                stmts = outputs_after_first_step(stmts, cbs)
         if role != ops.COMPUTE:
             stmts = one_barrier_per_block(stmts)
             if one_block_a_core:
