@@ -293,3 +293,21 @@ def test_every_copy_of_the_row_max_reads_it_with_srca_configured_for_its_format(
             copies += 1
             assert formats[src_a] == formats["cb_m"], (line, src_a)
     assert copies >= 2
+
+
+@pytest.mark.parametrize("arch,heads", [("wormhole_b0", 4), ("blackhole", 8)])
+def test_several_blocks_a_core_write_each_blocks_output_after_the_next_blocks_first_v_step(arch, heads):
+    """Causal attention with several blocks a core: the writer writes block i - 1's O after block i's first V step
+    and the last block's in one more trip of its block loop (TTSplitKernels outputs_after_first_step; a causal
+    block's off-diagonal V loop may run no step, the write still comes once); every block's O lands where it
+    belongs: against float64 attention."""
+    params = {**PARAMS, "causal": True, "heads": heads, "seq_len": 1024}
+    target = TargetConfig(arch=arch, intermediate_dtype="bfloat16")
+    result = compile_source(EXAMPLE.read_text(), filename=project_name(EXAMPLE), entry="flash_attention",
+                            params=params, target=target)
+    writer = result.artifacts["writer.cpp"].decode()
+    assert "i < block_count + 1;" in writer and "bq_prev" in writer
+    assert writer.index("cb_push_back(cb_v") < writer.index("cb_pop_front(cb_O")    # the write after a V step
+    outcome, q, k, v = run_attention(result, target, params, 17)
+    assert outcome.passed, outcome.verification.render()
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), causal_attention(q, k, v), rtol=0, atol=1.5e-2)
