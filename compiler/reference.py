@@ -1,9 +1,9 @@
 """NumPy interpreter of tile-level TIRx kernels: the independent oracle for verification.
 
 It reads the *input* kernel (a ``tvm.tirx.PrimFunc`` exactly as parsed from the user's TVMScript, before any
-compiler pass) and shares no code with the lowering: it imports only tvm, tvm_ffi, numpy, ml_dtypes and the op
-registry's NumPy column (compiler/registry: per tile op, what it computes on float32 arrays -- data the lowering
-never reads).
+compiler pass) and shares no code with the lowering: it imports only tvm, tvm_ffi, numpy, ml_dtypes, the dtype
+names (compiler/dtypes.py) and the op registry's NumPy column (compiler/registry: per tile op, what it computes on
+float32 arrays -- data the lowering never reads).
 
 Semantics (the contract the compiled kernel is checked against):
 
@@ -39,13 +39,12 @@ import math
 import operator
 from typing import Any, Callable
 
-import ml_dtypes
 import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
 
-from . import registry
+from . import dtypes, registry
 
 __all__ = ["ReferenceInterpreterError", "run_reference", "numpy_dtype"]
 
@@ -54,27 +53,12 @@ class ReferenceInterpreterError(Exception):
     """The reference interpreter met a construct it does not know, or inputs it cannot use."""
 
 
-_FLOAT_DTYPES = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "float64": np.dtype(np.float64),
-}
-
-
 def numpy_dtype(dtype: Any) -> np.dtype:
-    """NumPy dtype for a TVM dtype string (bfloat16/float8 through ml_dtypes)."""
-    name = str(dtype)
-    if name in _FLOAT_DTYPES:
-        return _FLOAT_DTYPES[name]
-    if name.startswith("float8"):
-        ml_name = {"float8_e4m3": "float8_e4m3fn"}.get(name, name)
-        if hasattr(ml_dtypes, ml_name):
-            return np.dtype(getattr(ml_dtypes, ml_name))
+    """NumPy dtype for a TVM dtype string (bfloat16/float8 through ml_dtypes: compiler/dtypes.py)."""
     try:
-        return np.dtype(name)  # int32, int64, bool, uint8 ...
+        return dtypes.numpy_dtype(dtype)
     except TypeError:
-        raise ReferenceInterpreterError(f"unsupported dtype {name!r}") from None
+        raise ReferenceInterpreterError(f"unsupported dtype {str(dtype)!r}") from None
 
 
 def _key(node: Any) -> int:
@@ -85,7 +69,7 @@ def _key(node: Any) -> int:
 
 def _round_scalar(value: float, dtype: str) -> float:
     """Round a float constant to its own dtype, then widen to float32 (the compute precision)."""
-    if dtype in _FLOAT_DTYPES or dtype.startswith("float"):
+    if dtype in dtypes.FLOAT_DTYPES or dtype.startswith("float"):
         return float(np.asarray(value, dtype=numpy_dtype(dtype)).astype(np.float32))
     return float(np.float32(value))
 
@@ -854,7 +838,7 @@ def _whole_expr(tr: _Translator, e: Any, loops: set[int]) -> _WholeExpr:
                 return x.astype(np.int64)
             return to_int
         try:
-            rounded = numpy_dtype(target) if target in _FLOAT_DTYPES or target.startswith("float") else np.float32
+            rounded = numpy_dtype(target) if target in dtypes.FLOAT_DTYPES or target.startswith("float") else np.float32
         except ReferenceInterpreterError:
             raise _NotWhole(target) from None
         return lambda st, env: np.asarray(inner(st, env), dtype=np.float64).astype(rounded).astype(

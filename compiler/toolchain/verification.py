@@ -16,8 +16,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..target import BYTE_OUTPUTS, CONVERTED_OUTPUTS
-from ..reference import numpy_dtype, run_reference
-from ..precision import output_paths
+from ..dtypes import numpy_dtype
 from ..verify import VerificationReport, compare_outputs
 from .emulate import EmulationError, run_program
 
@@ -242,7 +241,9 @@ def reference_outputs(plan: dict, inputs: dict[str, np.ndarray], source: str, *,
     """What a program's outputs are held to: the NumPy reference of the input kernel run on `inputs` (each output in
     its planned shape), and per output the Path its tolerance is derived from (compiler/precision.py). Evaluating
     the kernel runs the user's Python: on a worker, only in the sandbox."""
-    from ..frontend import load_kernel
+    from ..frontend import load_kernel  # these three import tvm: running a program without its source (tilefarm
+    from ..precision import output_paths  # run) does not load it
+    from ..reference import run_reference
 
     shapes = {b["name"]: tuple(b["shape"]) for b in plan["buffers"]}
     func = load_kernel(source, filename, entry or plan["kernel"], params, cores=plan["target"]["num_cores"]).func
