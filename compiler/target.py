@@ -8,7 +8,6 @@ from pathlib import Path
 
 from schemas.target import TargetConfig
 
-from . import registry
 from .errors import CompileError
 
 
@@ -100,6 +99,8 @@ DEVICE_COSTS_PATH = Path(__file__).with_name("device_costs.json")
 @lru_cache(maxsize=None)
 def device_costs(arch: str) -> dict[str, float | list[float]]:
     """The cost constants of `arch` as plain values (the table's `value` fields, then the registry's op costs)."""
+    from . import registry  # here, not at the top: the API and the worker's main process read the device table only
+
     table = json.loads(DEVICE_COSTS_PATH.read_text())
     if arch not in table:
         raise CompileError(f"no timing costs for {arch!r} (have {', '.join(k for k in table if not k.startswith('_'))})",
