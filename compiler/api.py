@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemas.plan import Plan
 from schemas.target import TargetConfig
 
 from .errors import CompileError
@@ -188,6 +187,8 @@ def _compile_loaded(loaded, filename: str, target: TargetConfig, dump_ir: bool, 
         artifacts["tt.plan.json"] = plan_json(plan).encode()
         # the service takes a plan only if it validates against the schema (workers/sandbox/answers.py): a plan
         # this compiler writes and its own service refuses is the compiler's bug, caught here, not as a forged answer
+        from schemas.plan import Plan  # here: the API imports this module for cache_key, not to compile
+
         Plan.model_validate_json(artifacts["tt.plan.json"])
     timings["codegen"] = time.perf_counter() - t2
     timings["total"] = time.perf_counter() - t0
