@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from compiler import registry  # noqa: F401  (the op costs an emulate job's profile reads, compiler.target
+#   device_costs: imported in the worker's main process, so its pool processes fork with them and numpy loaded)
 from compiler.errors import CompileError
 from compiler.version import COMPILER_VERSION
 from schemas.jobs import Diagnostic, JobRecord, OutputVerdict, Verdict
