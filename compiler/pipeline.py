@@ -19,6 +19,7 @@ from .passes.forward_copies import forward_copies
 from .passes.grid_to_persistent import grid_to_persistent
 from .passes.configure_unpackers import configure_unpackers
 from .passes.hoist_inits import hoist_inits
+from .passes.interleave_groups import interleave_groups
 from .passes.infer_layout import infer_layout
 from .passes.lower_index_masks import lower_index_masks
 from .passes.lower_to_circular_buffers import lower_to_circular_buffers
@@ -69,6 +70,7 @@ def phases(config: TargetConfig) -> dict[str, list]:
             forward_copies,                # ops read a whole copy's source; a copy nothing reads is dropped
             recompute_vector_ops,          # a float32 block = staged block op vector: recomputed by its readers
             tensorize,                     # tile ops -> DST windows of FPU/SFPU calls; values between them in CBs
+            interleave_groups,             # a group loop reading the one before's groups: one loop, in step
             hoist_inits,                   # engine inits out of loops, dropped where the engine is set already
             configure_unpackers,           # srcA / srcB reconfigured where an op reads a CB of another format
             stream_reads,                  # waits at first use; a block's first pass starts on its first tiles

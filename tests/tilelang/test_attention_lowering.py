@@ -433,3 +433,24 @@ def test_with_one_block_a_core_the_first_key_step_starts_on_the_first_rows_of_q(
         assert sender.count("noc_async_read_barrier();") == 4          # one per part
     outcome, q, k, v = run_attention(result, target, params, 13)
     np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=1.5e-2)
+
+
+@pytest.mark.parametrize("arch", ["wormhole_b0", "blackhole"])
+def test_o_is_packed_row_by_row_as_each_rows_reciprocal_is_made(arch):
+    """The final `acc /= l`: a row's 1/l and that row's O = acc * 1/l in one group loop (TTInterleaveGroups), so the
+    writer gets O's first rows before the last row's reciprocal; the multiply waits for the rows packed so far.
+    Verified against float64 attention."""
+    params = {"batch": 1, "heads": 2, "seq_len": 480, "dim": 128, "causal": False, "block_M": 160, "block_N": 160}
+    source = EXAMPLE.read_text()
+    target = TargetConfig(arch=arch, blocking="as_written", intermediate_dtype="bfloat16")
+    result = compile_source(source, filename=project_name(EXAMPLE), entry="flash_attention", params=params, target=target)
+    compute = result.artifacts["compute.cpp"].decode()
+    loop = re.search(r"for \(uint32_t (g_\d+) = 0; g_\d+ < (\d+); \+\+g_\d+\) \{((?:(?!\n        \}).)*recip_tile\(.*?)"
+                     r"\n        \}", compute, re.S)
+    assert loop and int(loop.group(2)) > 1, compute
+    g, body = loop.group(1), loop.group(3)
+    recip, wait = body.index("recip_tile("), re.search(rf"cb_wait_front\((cb_\w+), {g} \+ 1\);", body[body.index("recip_tile("):])
+    assert wait and re.search(rf"mul_tiles_bcast_cols\(cb_acc, {wait.group(1)}, ", body[recip:])
+    assert re.search(r"pack_tile\(q_\d+, cb_O, ", body[recip:])
+    outcome, q, k, v = run_attention(result, target, params, 5)
+    np.testing.assert_allclose(outcome.outputs["O"].astype(np.float64), attention(q, k, v), rtol=0, atol=4e-3)
