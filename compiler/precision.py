@@ -124,7 +124,9 @@ class PathWalk:
         self.globals = {str(p.name) for p in func.params}
         self.dtypes: dict[str, str] = {}
         self.fpu_read: set[str] = set()
-        self.in_loops: set[int] = set()      # tile ops inside a loop (their fp32 operands stay off the FPU)
+        # tile ops inside a loop (their fp32 operands stay off the FPU): the nodes themselves, which hash and compare by
+        # identity; a walk hands each callback a new Python wrapper, so id() of one names nothing once it is freed
+        self.in_loops: set = set()
         self.exact = frozenset(attrs.EXACT_VALUES.get(func, []) or [])    # values computed exactly (exact_values)
         tvm_ffi.structural_walk(func.body, [(tirx.For, self.note_loop)], order="pre")
         tvm_ffi.structural_walk(func.body, [(tirx.TilePrimitiveCall, self.note_fpu)], order="pre")
@@ -140,7 +142,7 @@ class PathWalk:
         return reduces_on_sfpu(name, str(self.region(call.args[1]).dtype), bool(names & self.exact))
 
     def note_loop(self, loop) -> None:
-        tvm_ffi.structural_walk(loop.body, [(tirx.TilePrimitiveCall, lambda c: self.in_loops.add(id(c)))],
+        tvm_ffi.structural_walk(loop.body, [(tirx.TilePrimitiveCall, self.in_loops.add)],
                                 order="pre")
 
     def note_fpu(self, call) -> None:
@@ -150,7 +152,7 @@ class PathWalk:
         elif name in REDUCE and self.region(call.args[1]) is not None and \
                 not self.on_sfpu(name, call):
             self.fpu_read.add(str(self.region(call.args[1]).name))
-        elif name in FPU_BINARY and self.fpu_rounds and id(call) not in self.in_loops:
+        elif name in FPU_BINARY and self.fpu_rounds and call not in self.in_loops:
             # outside loops an add/sub/mul of fp32 CB tiles may run on the FPU (tensorize/strategies.py): its CBs
             # then go through the source registers for every reader, copies too
             self.fpu_read.update(str(r.name) for r in map(self.region, call.args[1:3])
