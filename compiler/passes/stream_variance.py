@@ -174,6 +174,41 @@ def _mean_write_outs(rest: list, mu: str, buffers: dict) -> tuple[list, list]:
     return moved, [t for t in rest if not any(t is m for m in moved)]
 
 
+def _allocator(buffers: dict, allocs: list):
+    """new(name, shape, dtype, like): a fresh float32 / bfloat16 compute buffer (a name not yet in `buffers`, added
+    to it, its AllocBuffer appended to `allocs`), as a region shaped like the region `like`."""
+    def new(name: str, shape: list[int], dtype: str, like):
+        while name in buffers:
+            name += "_"
+        buf = tirx.decl_buffer(shape, dtype, name, scope="local")
+        buffers[name] = {"dtype": dtype, "role": "compute", "scope": "local", "shape": shape}
+        allocs.append(tirx.AllocBuffer(buf))
+        return tvm.ir.TensorRegion(buf, list(like.region), like.ty)
+    return new
+
+
+def _first_tile(x_arg):
+    """The region of the row block `x_arg`'s first tile column (the shift's rows)."""
+    first = list(x_arg.region)
+    first[1] = tvm.ir.Range.from_min_extent(first[1].min, tirx.IntImm("int32", TILE))
+    return tvm.ir.TensorRegion(x_arg.source, first, x_arg.ty)
+
+
+def _rewritten(func, attr_stmt, stmts: list, s1, allocs: list, shifted: list, rest: list, buffers: dict,
+               explain: str):
+    """func with the statements from the row sum `s1` on replaced by `shifted` then `rest`, the new buffers allocated
+    before the first statement that is not an allocation, and `explain` added to the blocking's explanation."""
+    at = stmts.index(s1)
+    first_call = next(j for j, s in enumerate(stmts) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer,
+                                                                           tirx.ScopeIdDefStmt)))
+    body = tirx.SeqStmt(stmts[:first_call] + allocs + stmts[first_call:at] + shifted + rest)
+    if attr_stmt is not None:
+        body = tirx.AttrStmt(attr_stmt.node, attr_stmt.attr_key, attr_stmt.value, body)
+    blocking = dict(attrs.BLOCKING.get(func))
+    blocking["explain"] = [*blocking.get("explain", []), explain]
+    return attrs.put(func.with_body(body), {attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})
+
+
 def _call(op: str, *args, like):
     return tirx.TilePrimitiveCall(*args, op=tvm.ir.Op.get(f"tirx.tile.{op}"), workspace={}, config={},
                                   dispatch=None, scope=like.scope)
@@ -211,14 +246,7 @@ def stream_variance(func, mod, ctx):
     x, q = _name(x_arg), _name(s4.args[0])
     rows, n = [int(d) for d in buffers[x]["shape"]]
     allocs = []
-
-    def new(name: str, shape: list[int], dtype: str, like):
-        while name in buffers:
-            name += "_"
-        buf = tirx.decl_buffer(shape, dtype, name, scope="local")
-        buffers[name] = {"dtype": dtype, "role": "compute", "scope": "local", "shape": shape}
-        allocs.append(tirx.AllocBuffer(buf))
-        return tvm.ir.TensorRegion(buf, list(like.region), like.ty)
+    new = _allocator(buffers, allocs)
 
     k_sum = new(f"{x}_shift_sum", [rows, 1], "float32", mu_arg)
     shift = new(f"{x}_shift", [rows, 1], "bfloat16", mu_arg)
@@ -226,9 +254,7 @@ def stream_variance(func, mod, ctx):
     t = new(f"{x}_shifted_sq", [rows, 1], "float32", mu_arg)
     # d lives in c (rewritten whole by c = x - mu after the sums); d * d in q unless q is x (read again by c = x - mu)
     d2 = new(f"{x}_shifted_square", [rows, n], "float32", c_arg) if q == x else s4.args[0]
-    first = list(x_arg.region)
-    first[1] = tvm.ir.Range.from_min_extent(first[1].min, tirx.IntImm("int32", TILE))
-    first_tile = tvm.ir.TensorRegion(x_arg.source, first, x_arg.ty)
+    first_tile = _first_tile(x_arg)
     minus = tirx.FloatImm("float32", 1.0 / n)
     mean_out, rest = _mean_write_outs(stmts[stmts.index(s1) + 5:], _name(mu_arg), buffers)
     shifted = [
@@ -246,17 +272,8 @@ def stream_variance(func, mod, ctx):
         _call("mul", t, t, minus, like=s2),
         _call("sub", v_arg, v_arg, t, like=s3),
     ]
-    at = stmts.index(s1)
-    first_call = next(j for j, s in enumerate(stmts) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer,
-                                                                           tirx.ScopeIdDefStmt)))
-    out = stmts[:first_call] + allocs + stmts[first_call:at] + shifted + rest
-    body = tirx.SeqStmt(out)
-    if attr_stmt is not None:
-        body = tirx.AttrStmt(attr_stmt.node, attr_stmt.attr_key, attr_stmt.value, body)
-    blocking = dict(attrs.BLOCKING.get(func))
-    blocking["explain"] = [*blocking.get("explain", []),
-                           f"row variance of `{x}` about the mean of its first tile, summed as the row arrives"]
-    return attrs.put(func.with_body(body), {attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})
+    return _rewritten(func, attr_stmt, stmts, s1, allocs, shifted, rest, buffers,
+                      f"row variance of `{x}` about the mean of its first tile, summed as the row arrives")
 
 
 def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
@@ -275,14 +292,7 @@ def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
     p_arg, v_arg = s1.args[0], s5.args[0]
     p0, p1 = a1.args[1], a1.args[2]
     allocs = []
-
-    def new(name: str, shape: list[int], dtype: str, like):
-        while name in buffers:
-            name += "_"
-        buf = tirx.decl_buffer(shape, dtype, name, scope="local")
-        buffers[name] = {"dtype": dtype, "role": "compute", "scope": "local", "shape": shape}
-        allocs.append(tirx.AllocBuffer(buf))
-        return tvm.ir.TensorRegion(buf, list(like.region), like.ty)
+    new = _allocator(buffers, allocs)
 
     k_sum = new(f"{x}_shift_sum", [rows, 1], "float32", mu_arg)
     shift = new(f"{x}_shift", [rows, 1], "bfloat16", mu_arg)
@@ -291,9 +301,7 @@ def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
     apart = new(f"{x}_parts_apart", [rows, 1], "float32", mu_arg)
     sq_sum = new(f"{x}_shifted_square_sum", [rows, 1], "float32", mu_arg)
     d2 = new(f"{x}_shifted_square", [rows, n], "float32", c_arg) if q == x else s4.args[0]
-    first = list(x_arg.region)
-    first[1] = tvm.ir.Range.from_min_extent(first[1].min, tirx.IntImm("int32", TILE))
-    first_tile = tvm.ir.TensorRegion(x_arg.source, first, x_arg.ty)
+    first_tile = _first_tile(x_arg)
     mean_out, rest = _mean_write_outs(stmts[stmts.index(s1) + 9:], _name(mu_arg), buffers)
     shifted = [
         _call("sum", k_sum, first_tile, s1.args[2], s1.args[3], like=s1),
@@ -318,15 +326,6 @@ def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
         _call("add", a2.args[0], a2.args[0], apart, like=a2),
         s3,                                                            # c = x - mu for the passes after
     ]
-    at = stmts.index(s1)
-    first_call = next(j for j, s in enumerate(stmts) if not isinstance(s, (tirx.AllocBuffer, tirx.DeclBuffer,
-                                                                           tirx.ScopeIdDefStmt)))
-    out = stmts[:first_call] + allocs + stmts[first_call:at] + shifted + rest
-    body = tirx.SeqStmt(out)
-    if attr_stmt is not None:
-        body = tirx.AttrStmt(attr_stmt.node, attr_stmt.attr_key, attr_stmt.value, body)
-    blocking = dict(attrs.BLOCKING.get(func))
-    blocking["explain"] = [*blocking.get("explain", []),
-                           f"row variance of `{x}`'s part about the mean of its first tile, summed as the part "
-                           f"arrives; the two parts' statistics combined pairwise"]
-    return attrs.put(func.with_body(body), {attrs.BUFFERS: buffers, attrs.BLOCKING: blocking})
+    return _rewritten(func, attr_stmt, stmts, s1, allocs, shifted, rest, buffers,
+                      f"row variance of `{x}`'s part about the mean of its first tile, summed as the part "
+                      f"arrives; the two parts' statistics combined pairwise")
