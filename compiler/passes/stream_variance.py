@@ -67,6 +67,23 @@ def _names(s) -> list[str]:
     return [n for n in (_name(a) for a in s.args) if n is not None]
 
 
+def _centered_square(s3, s4, s5, x: str, mu: str, total: str, buffers: dict) -> str | None:
+    """q when `c = x - mu; q = c * c; sum(v, q)` qualifies: c and q whole blocks of x's shape, c none of x and mu, q
+    not mu, mu not the row total `total`; else None."""
+    if op_name(s3) != "sub" or not _whole(s3.args[0], buffers) or _names(s3)[1:] != [x, mu] \
+            or not _whole(s3.args[1], buffers):
+        return None
+    c = _name(s3.args[0])
+    if op_name(s4) != "mul" or _names(s4) != [_names(s4)[0], c, c] or not _whole(s4.args[0], buffers):
+        return None
+    q = _names(s4)[0]
+    if _names(s5)[1] != q or c in (x, mu) or q == mu or mu == total:
+        return None
+    if buffers[c]["shape"] != buffers[x]["shape"] or buffers[q]["shape"] != buffers[x]["shape"]:
+        return None
+    return q
+
+
 def match(calls: list, buffers: dict) -> int | None:
     """The index of S1 in `sum(s, x); mu = s * (1/N); c = x - mu; q = c * c; sum(v, q)`, when it qualifies."""
     for k in range(len(calls) - 4):
@@ -81,16 +98,8 @@ def match(calls: list, buffers: dict) -> int | None:
         if scale is None or abs(scale * n - 1.0) > 1e-6 or _name(s2.args[1]) != s or not _column(s2.args[0], buffers):
             continue
         mu = _name(s2.args[0])
-        if op_name(s3) != "sub" or not _whole(s3.args[0], buffers) or _names(s3)[1:] != [x, mu] \
-                or not _whole(s3.args[1], buffers):
-            continue
-        c = _name(s3.args[0])
-        if op_name(s4) != "mul" or _names(s4) != [_names(s4)[0], c, c] or not _whole(s4.args[0], buffers):
-            continue
-        q = _names(s4)[0]
-        if _names(s5)[1] != q or c in (x, mu) or q == mu or mu == s:
-            continue
-        if buffers[c]["shape"] != buffers[x]["shape"] or buffers[q]["shape"] != buffers[x]["shape"]:
+        q = _centered_square(s3, s4, s5, x, mu, s, buffers)
+        if q is None:
             continue
         if any(s in _names(t) for t in calls[:k] + calls[k + 2:]) or any(q in _names(t) for t in calls[k + 5:]):
             continue
@@ -132,16 +141,8 @@ def match_split(stmts: list, buffers: dict) -> int | None:
         if half % (2 * TILE) or rows % TILE or abs(scale * 2 * half - 1.0) > 1e-6:
             continue
         mu = _name(s2.args[0])
-        if op_name(s3) != "sub" or not _whole(s3.args[0], buffers) or _names(s3)[1:] != [x, mu] \
-                or not _whole(s3.args[1], buffers):
-            continue
-        c = _name(s3.args[0])
-        if op_name(s4) != "mul" or _names(s4) != [_names(s4)[0], c, c] or not _whole(s4.args[0], buffers):
-            continue
-        q = _names(s4)[0]
-        if _names(s5)[1] != q or c in (x, mu) or q == mu or mu == total:
-            continue
-        if buffers[c]["shape"] != buffers[x]["shape"] or buffers[q]["shape"] != buffers[x]["shape"]:
+        q = _centered_square(s3, s4, s5, x, mu, total, buffers)
+        if q is None:
             continue
         calls = [t for t in stmts if isinstance(t, tirx.TilePrimitiveCall)]
         if any(total in _names(t) for t in calls if t is not a1 and t is not s2) \
