@@ -188,6 +188,13 @@ def _allocator(buffers: dict, allocs: list):
     return new
 
 
+def _shift_vectors(new, x: str, rows: int, like):
+    """The row vectors of the streamed variance (made by `new`, _allocator's): the first tile's sum, the shift K
+    (bfloat16, as the row), the shifted row's sum and a scratch vector."""
+    return (new(f"{x}_shift_sum", [rows, 1], "float32", like), new(f"{x}_shift", [rows, 1], "bfloat16", like),
+            new(f"{x}_shifted_sum", [rows, 1], "float32", like), new(f"{x}_shifted_sq", [rows, 1], "float32", like))
+
+
 def _first_tile(x_arg):
     """The region of the row block `x_arg`'s first tile column (the shift's rows)."""
     first = list(x_arg.region)
@@ -249,10 +256,7 @@ def stream_variance(func, mod, ctx):
     allocs = []
     new = _allocator(buffers, allocs)
 
-    k_sum = new(f"{x}_shift_sum", [rows, 1], "float32", mu_arg)
-    shift = new(f"{x}_shift", [rows, 1], "bfloat16", mu_arg)
-    d_sum = new(f"{x}_shifted_sum", [rows, 1], "float32", mu_arg)
-    t = new(f"{x}_shifted_sq", [rows, 1], "float32", mu_arg)
+    k_sum, shift, d_sum, t = _shift_vectors(new, x, rows, mu_arg)
     # d lives in c (rewritten whole by c = x - mu after the sums); d * d in q unless q is x (read again by c = x - mu)
     d2 = new(f"{x}_shifted_square", [rows, n], "float32", c_arg) if q == x else s4.args[0]
     first_tile = _first_tile(x_arg)
@@ -295,10 +299,7 @@ def _split(func, attr_stmt, stmts: list, calls: list, buffers: dict):
     allocs = []
     new = _allocator(buffers, allocs)
 
-    k_sum = new(f"{x}_shift_sum", [rows, 1], "float32", mu_arg)
-    shift = new(f"{x}_shift", [rows, 1], "bfloat16", mu_arg)
-    d_sum = new(f"{x}_shifted_sum", [rows, 1], "float32", mu_arg)
-    t = new(f"{x}_shifted_sq", [rows, 1], "float32", mu_arg)
+    k_sum, shift, d_sum, t = _shift_vectors(new, x, rows, mu_arg)
     apart = new(f"{x}_parts_apart", [rows, 1], "float32", mu_arg)
     sq_sum = new(f"{x}_shifted_square_sum", [rows, 1], "float32", mu_arg)
     d2 = new(f"{x}_shifted_square", [rows, n], "float32", c_arg) if q == x else s4.args[0]
