@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 _VERIFIED: dict[str, tuple] = {}   # path -> the stat of the file whose content matched its seal
@@ -72,3 +73,15 @@ def publish(built: Path, path: Path) -> Path:
     os.replace(built, path)
     os.replace(sealed, seal_of(path))
     return path
+
+
+def store(path: Path, data: bytes, *, mode: int | None = None) -> Path:
+    """Write `data` beside `path` under a name of this process and thread, then publish it there (its folder made
+    first); OSError when the cache cannot be written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    built = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    built.write_bytes(data)
+    if mode is not None:
+        built.chmod(mode)
+    return publish(built, path)

@@ -503,16 +503,12 @@ def cached_check(directory: Path, key: str) -> KernelCheck | None:
 
 def keep_check(directory: Path, key: str, result: KernelCheck) -> None:
     """Keep a verdict; a cache this process cannot write is left as it is (the check still ran)."""
-    import threading
 
     from . import cache
 
     path = Path(directory) / f"{key}.json"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        built = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        built.write_text(json.dumps(asdict(result)))
-        cache.publish(built, path)
+        cache.store(path, json.dumps(asdict(result)).encode())
     except OSError:
         pass
 

@@ -322,10 +322,7 @@ def check_kernels(settings, artifacts: dict[str, bytes]) -> None:
         if findings[name] or name not in passed:
             continue
         try:
-            passed[name].parent.mkdir(parents=True, exist_ok=True)
-            built = passed[name].with_name(f".{passed[name].name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            built.write_bytes(b"")
-            cache.publish(built, passed[name])
+            cache.store(passed[name], b"")
         except OSError:  # a cache this process cannot write: the check still ran
             pass
     steps.refuse_kernels(findings)
@@ -381,11 +378,7 @@ def emulator_program(settings, artifacts: dict[str, bytes], plan: dict, stop=Non
     answer, program = answers.built_program(result.value, result.files, "build_emulator_program")
     if isinstance(answer, answers.Failed):
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    built = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # a pool's threads too
-    built.write_bytes(program)
-    built.chmod(0o755)
-    cache.publish(built, path)
+    cache.store(path, program, mode=0o755)
     return program
 
 
@@ -443,15 +436,9 @@ def emulator_kernels(settings, artifacts: dict[str, bytes], program: bytes, arch
     if isinstance(answer, answers.Failed) or not objects:
         return {}
     try:
-        entry.mkdir(parents=True, exist_ok=True)
-        suffix = f"{os.getpid()}.{threading.get_ident()}.tmp"
         for key, data in objects.items():
-            built = entry / f".{key}.so.{suffix}"
-            built.write_bytes(data)
-            cache.publish(built, entry / f"{key}.so")
-        built = entry / f".objects.json.{suffix}"
-        built.write_text(json.dumps(sorted(objects)))
-        cache.publish(built, listed)  # last: the list names only objects already in place
+            cache.store(entry / f"{key}.so", data)
+        cache.store(listed, json.dumps(sorted(objects)).encode())  # last: the list names only objects in place
     except OSError:  # a cache this process cannot write: the objects still serve this job
         pass
     return {f"kernel-{key}.so": data for key, data in objects.items()}
@@ -539,11 +526,7 @@ def device_program(settings, artifacts: dict[str, bytes], plan: dict, device, st
     if isinstance(answer, answers.Failed):
         raise CompileError(f"building the host program against the {sdk.name} SDK failed: {answer.error.message}",
                            stage="hardware", hint="a tilefarm code-generation bug; please report this kernel")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    built = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    built.write_bytes(program)
-    built.chmod(0o755)
-    cache.publish(built, path)
+    cache.store(path, program, mode=0o755)
     return program, answer.build_seconds, False
 
 
@@ -606,10 +589,7 @@ def header_check(settings, *, artifacts: dict[str, bytes], target, stop=None) ->
         raise _error_from(answer.error, "check")
     if kept is not None:
         try:
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            built = kept.with_name(f".{kept.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            built.write_text(json.dumps(answer.model_dump(mode="json")))
-            cache.publish(built, kept)
+            cache.store(kept, json.dumps(answer.model_dump(mode="json")).encode())
         except OSError:  # a cache this process cannot write: the check still ran
             pass
     return answer.report.model_dump(mode="json")
