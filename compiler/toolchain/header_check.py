@@ -426,7 +426,7 @@ def cache_dir() -> Path:
 
 
 @lru_cache(maxsize=None)
-def _compiler_identity(cxx: str) -> str:
+def compiler_identity(cxx: str) -> str:
     """What says which compiler (and so which libstdc++ and C headers) runs: `g++ -v`'s version and configuration,
     and the size and time of its cc1plus (a rebuild of the same version)."""
     env = child_env()
@@ -479,7 +479,7 @@ def check_key(files: dict[str, bytes], command: list[str], gen: Path, root: Path
     from . import cache
 
     normalized = [arg.replace(str(gen), "<gen>").replace(str(root), "<headers>") for arg in command]
-    parts = ["tilefarm header check", CHECK_CODE.read_bytes(), _compiler_identity(command[0]), headers_digest(root),
+    parts = ["tilefarm header check", CHECK_CODE.read_bytes(), compiler_identity(command[0]), headers_digest(root),
              json.dumps(normalized)]
     for name in sorted(files):
         parts += [name, files[name]]

@@ -553,8 +553,8 @@ def header_check_key(artifacts: dict[str, bytes], arch: str) -> str | None:
     files = {name: artifacts[name] for name in ("tt.plan.json", *(k["file"] for k in plan["kernels"]))}
     sfpi = header_check.find_sfpi()
     return cache.key("sandboxed header check", header_check.CHECK_CODE.read_bytes(),
-                     header_check._compiler_identity(header_check.HOST_CXX), header_check.headers_digest(root),
-                     repr(sfpi), header_check._compiler_identity(str(sfpi[0])) if sfpi else "no sfpi", arch,
+                     header_check.compiler_identity(header_check.HOST_CXX), header_check.headers_digest(root),
+                     repr(sfpi), header_check.compiler_identity(str(sfpi[0])) if sfpi else "no sfpi", arch,
                      *(part for name in sorted(files) for part in (name, files[name])))
 
 
